@@ -1,0 +1,89 @@
+// Package api is the HTTP contract of submit: the OpenShift console's helm routes and
+// shapes (request body, release secret answer, JSON errors), plus async-helm's options.
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
+)
+
+// Routes served by submit.
+const (
+	PathAsync   = "/api/helm/release/async" // POST install, PUT upgrade
+	PathRelease = "/api/helm/release"       // GET ?ns=&name=
+	PathHistory = "/api/helm/release/history"
+	PathList    = "/api/helm/releases" // GET ?ns=&limitInfo=
+	PathEvents  = "/api/helm/events"   // CloudEvents from pipelines
+)
+
+// MaxBodyBytes bounds a request body (values included); larger bodies get 413.
+const MaxBodyBytes = 2 << 20
+
+// DefaultTimeout is Helm's own default for an action.
+const DefaultTimeout = 5 * time.Minute
+
+// ReleaseRequest is the console's install/upgrade body plus async-helm's options.
+type ReleaseRequest struct {
+	Name         string                 `json:"name"`
+	Namespace    string                 `json:"namespace"`
+	ChartURL     string                 `json:"chart_url,omitempty"`
+	ChartVersion string                 `json:"chart_version,omitempty"`
+	IndexEntry   string                 `json:"indexEntry,omitempty"`
+	Values       map[string]interface{} `json:"values,omitempty"`
+
+	// Timeout is a Go duration ("10m"); default 5m, as Helm's.
+	Timeout     string `json:"timeout,omitempty"`
+	Wait        bool   `json:"wait,omitempty"`
+	WaitForJobs bool   `json:"wait_for_jobs,omitempty"`
+	Atomic      bool   `json:"atomic,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// Chart is the chart reference the request names.
+func (r *ReleaseRequest) Chart() chartsource.Ref {
+	return chartsource.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry}
+}
+
+// ParsedTimeout is the action's timeout.
+func (r *ReleaseRequest) ParsedTimeout() (time.Duration, error) {
+	if r.Timeout == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(r.Timeout)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("timeout %q: want a positive duration such as 10m", r.Timeout)
+	}
+	return d, nil
+}
+
+// Validate checks what can be checked without the cluster. needChart is true for installs.
+func (r *ReleaseRequest) Validate(needChart bool) error {
+	if err := chartutil.ValidateReleaseName(r.Name); err != nil {
+		return fmt.Errorf("release name %q: %w", r.Name, err)
+	}
+	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
+		return fmt.Errorf("namespace %q: %s", r.Namespace, errs[0])
+	}
+	if _, err := r.ParsedTimeout(); err != nil {
+		return err
+	}
+	if needChart && r.ChartURL == "" && r.IndexEntry == "" {
+		return fmt.Errorf("chart_url or indexEntry is required")
+	}
+	if r.ChartURL != "" || r.IndexEntry != "" {
+		if err := r.Chart().Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}

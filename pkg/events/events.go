@@ -1,0 +1,185 @@
+// Package events is the CloudEvents contract of async-helm: event types, extensions and
+// payloads between submit, executor, notifier and subscribers, and a checked sender.
+package events
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Event types. Reverse-DNS; see docs/design.md.
+const (
+	// Requests from pipelines to submit; payload api.ReleaseRequest.
+	TypeInstallRequested = "dev.asynchelm.release.install.requested"
+	TypeUpgradeRequested = "dev.asynchelm.release.upgrade.requested"
+	// Accepted requests from submit to executor; payload Action.
+	TypeInstallAccepted = "dev.asynchelm.release.install.accepted"
+	TypeUpgradeAccepted = "dev.asynchelm.release.upgrade.accepted"
+	// TypeStatusPrefix + status (e.g. "deployed") from notifier; payload StatusChange.
+	TypeStatusPrefix = "dev.asynchelm.release.status."
+)
+
+// Extensions every async-helm event carries.
+const (
+	ExtRevision  = "helmrevision"
+	ExtRequestID = "requestid"
+)
+
+// Sources.
+const (
+	SourceSubmit   = "/async-helm/submit"
+	SourceNotifier = "/async-helm/notifier"
+)
+
+// Statuses the notifier reports (Helm's release statuses).
+var Statuses = []string{"unknown", "pending-install", "pending-upgrade", "pending-rollback",
+	"deployed", "failed", "superseded", "uninstalling", "uninstalled"}
+
+// Options of a Helm action, as the executor runs it.
+type Options struct {
+	Timeout     time.Duration `json:"timeout"`
+	Wait        bool          `json:"wait,omitempty"`
+	WaitForJobs bool          `json:"waitForJobs,omitempty"`
+	Atomic      bool          `json:"atomic,omitempty"`
+	Description string        `json:"description,omitempty"`
+}
+
+// Caller is who asked; the executor acts as this identity once impersonation is on.
+type Caller struct {
+	User   string   `json:"user,omitempty"`
+	UID    string   `json:"uid,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// Action is the payload of an accepted event: everything the executor needs.
+type Action struct {
+	Action     release.Action         `json:"action"`
+	Namespace  string                 `json:"namespace"`
+	Name       string                 `json:"name"`
+	Revision   int                    `json:"revision"`
+	SecretName string                 `json:"secretName"`
+	Chart      chartsource.Ref        `json:"chart"`
+	Values     map[string]interface{} `json:"values,omitempty"`
+	// ReuseChart: upgrade with the chart of the current revision (no chart named).
+	ReuseChart bool    `json:"reuseChart,omitempty"`
+	Options    Options `json:"options"`
+	Caller     Caller  `json:"caller"`
+	RequestID  string  `json:"requestId"`
+}
+
+// StatusChange is the payload of a status event.
+type StatusChange struct {
+	Namespace    string `json:"namespace"`
+	Name         string `json:"name"`
+	Revision     int    `json:"revision"`
+	Status       string `json:"status"`
+	Chart        string `json:"chart,omitempty"`
+	ChartVersion string `json:"chartVersion,omitempty"`
+	AppVersion   string `json:"appVersion,omitempty"`
+	// Reason is Helm's info.description, set for failed revisions.
+	Reason    string `json:"reason,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+}
+
+// Subject is the subject of every event about a release.
+func Subject(namespace, name string) string { return namespace + "/" + name }
+
+// RequestedAction maps a request event type to its action.
+func RequestedAction(eventType string) (release.Action, bool) {
+	switch eventType {
+	case TypeInstallRequested:
+		return release.ActionInstall, true
+	case TypeUpgradeRequested:
+		return release.ActionUpgrade, true
+	}
+	return "", false
+}
+
+// NewAccepted builds submit's event for the executor; its id is the request id.
+func NewAccepted(a Action) (cloudevents.Event, error) {
+	e := cloudevents.NewEvent()
+	e.SetID(a.RequestID)
+	e.SetSource(SourceSubmit)
+	e.SetType(TypeInstallAccepted)
+	if a.Action == release.ActionUpgrade {
+		e.SetType(TypeUpgradeAccepted)
+	}
+	e.SetSubject(Subject(a.Namespace, a.Name))
+	e.SetExtension(ExtRevision, a.Revision)
+	e.SetExtension(ExtRequestID, a.RequestID)
+	return e, e.SetData(cloudevents.ApplicationJSON, a)
+}
+
+// ParseAccepted reads an accepted event and checks it is consistent.
+func ParseAccepted(e cloudevents.Event) (Action, error) {
+	var a Action
+	if e.Type() != TypeInstallAccepted && e.Type() != TypeUpgradeAccepted {
+		return a, fmt.Errorf("unexpected event type %q", e.Type())
+	}
+	if err := e.DataAs(&a); err != nil {
+		return a, fmt.Errorf("decode %s payload: %w", e.Type(), err)
+	}
+	want := release.ActionInstall
+	if e.Type() == TypeUpgradeAccepted {
+		want = release.ActionUpgrade
+	}
+	switch {
+	case a.Action != want:
+		return a, fmt.Errorf("payload action %q does not match type %s", a.Action, e.Type())
+	case a.Name == "" || a.Namespace == "" || a.Revision < 1:
+		return a, fmt.Errorf("payload lacks name, namespace or revision")
+	case a.SecretName != release.SecretName(a.Name, a.Revision):
+		return a, fmt.Errorf("secret name %q does not match revision %d of %s", a.SecretName, a.Revision, a.Name)
+	case e.Subject() != Subject(a.Namespace, a.Name):
+		return a, fmt.Errorf("subject %q does not match payload", e.Subject())
+	}
+	return a, nil
+}
+
+// StatusEventID is stable for one transition, so redeliveries and restarts can be de-duplicated.
+func StatusEventID(namespace, name string, revision int, status string) string {
+	return fmt.Sprintf("%s/%s/v%d/%s", namespace, name, revision, status)
+}
+
+// NewStatus builds the notifier's event for one transition.
+func NewStatus(s StatusChange) (cloudevents.Event, error) {
+	e := cloudevents.NewEvent()
+	e.SetID(StatusEventID(s.Namespace, s.Name, s.Revision, s.Status))
+	e.SetSource(SourceNotifier)
+	e.SetType(TypeStatusPrefix + s.Status)
+	e.SetSubject(Subject(s.Namespace, s.Name))
+	e.SetExtension(ExtRevision, s.Revision)
+	if s.RequestID != "" {
+		e.SetExtension(ExtRequestID, s.RequestID)
+	}
+	return e, e.SetData(cloudevents.ApplicationJSON, s)
+}
+
+// ParseStatus reads a status event.
+func ParseStatus(e cloudevents.Event) (StatusChange, error) {
+	var s StatusChange
+	if !strings.HasPrefix(e.Type(), TypeStatusPrefix) {
+		return s, fmt.Errorf("unexpected event type %q", e.Type())
+	}
+	return s, e.DataAs(&s)
+}
+
+// ParseRequested reads a pipeline's request event.
+func ParseRequested(e cloudevents.Event) (release.Action, api.ReleaseRequest, error) {
+	var r api.ReleaseRequest
+	a, ok := RequestedAction(e.Type())
+	if !ok {
+		return "", r, fmt.Errorf("unexpected event type %q (want %s or %s)", e.Type(), TypeInstallRequested, TypeUpgradeRequested)
+	}
+	if err := e.DataAs(&r); err != nil {
+		return "", r, fmt.Errorf("decode %s payload: %w", e.Type(), err)
+	}
+	return a, r, nil
+}

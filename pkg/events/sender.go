@@ -1,0 +1,79 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+)
+
+// ErrUndelivered means the sink did not acknowledge an event after every retry.
+var ErrUndelivered = errors.New("event not delivered")
+
+// SinkConfig is what Knative's SinkBinding (or a ContainerSource) injects.
+type SinkConfig struct {
+	Sink string `envconfig:"K_SINK" required:"true"`
+	// CEOverrides is JSON: {"extensions": {"name": "value"}}.
+	CEOverrides string `envconfig:"K_CE_OVERRIDES"`
+}
+
+// Sender delivers events to one sink, checking every result.
+type Sender struct {
+	client     cloudevents.Client
+	sink       string
+	extensions map[string]interface{}
+	Retries    int
+	Backoff    time.Duration
+}
+
+// NewSender builds a sender for cfg.
+func NewSender(cfg SinkConfig, hc *http.Client) (*Sender, error) {
+	opts := []cehttp.Option{}
+	if hc != nil {
+		opts = append(opts, cehttp.WithClient(*hc))
+	}
+	p, err := cloudevents.NewHTTP(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cloudevents http protocol: %w", err)
+	}
+	c, err := cloudevents.NewClient(p)
+	if err != nil {
+		return nil, fmt.Errorf("cloudevents client: %w", err)
+	}
+	s := &Sender{client: c, sink: cfg.Sink, Retries: 3, Backoff: 50 * time.Millisecond}
+	if cfg.CEOverrides != "" {
+		var o struct {
+			Extensions map[string]interface{} `json:"extensions"`
+		}
+		if err := json.Unmarshal([]byte(cfg.CEOverrides), &o); err != nil {
+			return nil, fmt.Errorf("K_CE_OVERRIDES: %w", err)
+		}
+		s.extensions = o.Extensions
+	}
+	return s, nil
+}
+
+// Send delivers e with exponential-backoff retries; it returns nil only on an ACK.
+func (s *Sender) Send(ctx context.Context, e cloudevents.Event) error {
+	for k, v := range s.extensions {
+		e.SetExtension(k, v)
+	}
+	ctx = cloudevents.ContextWithTarget(ctx, s.sink)
+	if s.Retries > 0 {
+		ctx = cloudevents.ContextWithRetriesExponentialBackoff(ctx, s.Backoff, s.Retries)
+	}
+	res := s.client.Send(ctx, e)
+	if cloudevents.IsACK(res) {
+		return nil
+	}
+	var httpRes *cehttp.Result
+	if cloudevents.ResultAs(res, &httpRes) {
+		return fmt.Errorf("%w: %s %s to %s: status %d: %v", ErrUndelivered, e.Type(), e.ID(), s.sink, httpRes.StatusCode, res)
+	}
+	return fmt.Errorf("%w: %s %s to %s: %v", ErrUndelivered, e.Type(), e.ID(), s.sink, res)
+}

@@ -1,0 +1,130 @@
+// Package helmexec is the only place that calls the Helm SDK's actions: it builds
+// action.Configuration values and runs install, upgrade, list and get.
+package helmexec
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Factory builds action configurations for one cluster. Discovery and the REST mapper
+// are shared by every action (the GitLab chart alone has dozens of kinds to map).
+type Factory struct {
+	rest   *rest.Config
+	disc   discovery.CachedDiscoveryInterface
+	mapper meta.ResettableRESTMapper
+}
+
+// NewFactory prepares a factory for the cluster of cfg.
+func NewFactory(cfg *rest.Config) (*Factory, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	disc := memory.NewMemCacheClient(dc)
+	return &Factory{rest: cfg, disc: disc, mapper: restmapper.NewDeferredDiscoveryRESTMapper(disc)}, nil
+}
+
+// Option changes a configuration before it is used.
+type Option func(*configOptions)
+
+type configOptions struct {
+	wrap func(driver.Driver) driver.Driver
+	log  func(string, ...interface{})
+}
+
+// WithStorageWrapper wraps the Secrets storage driver (the reservation adopter, fault injection).
+func WithStorageWrapper(w func(driver.Driver) driver.Driver) Option {
+	return func(o *configOptions) { o.wrap = w }
+}
+
+// WithLog sends Helm's debug log to fn.
+func WithLog(fn func(string, ...interface{})) Option {
+	return func(o *configOptions) { o.log = fn }
+}
+
+// Configuration builds an action.Configuration for namespace ("" = all namespaces,
+// for listing).
+func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Configuration, error) {
+	o := configOptions{log: func(string, ...interface{}) {}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	getter := &restGetter{f: f, namespace: namespace}
+	kc := kube.New(getter)
+	kc.Namespace = namespace
+	kc.Log = o.log
+	cs, err := kubernetes.NewForConfig(f.rest)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	sec := driver.NewSecrets(cs.CoreV1().Secrets(namespace))
+	sec.Log = o.log
+	var d driver.Driver = sec
+	if o.wrap != nil {
+		d = o.wrap(d)
+	}
+	return &action.Configuration{
+		RESTClientGetter: getter,
+		KubeClient:       kc,
+		Releases:         storage.Init(d),
+		Log:              o.log,
+	}, nil
+}
+
+// restGetter hands Helm's kube client the factory's shared clients.
+type restGetter struct {
+	f         *Factory
+	namespace string
+}
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.f.rest), nil }
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	return g.f.disc, nil
+}
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.f.mapper, nil }
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(),
+		&clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
+}
+
+// LogBuffer keeps the last lines of Helm's debug log, to attach to a failure report.
+type LogBuffer struct {
+	mu    sync.Mutex
+	lines []string
+	max   int
+}
+
+// NewLogBuffer keeps up to max lines.
+func NewLogBuffer(max int) *LogBuffer { return &LogBuffer{max: max} }
+
+// Log is a Helm DebugLog.
+func (b *LogBuffer) Log(format string, v ...interface{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, fmt.Sprintf(format, v...))
+	if len(b.lines) > b.max {
+		b.lines = b.lines[len(b.lines)-b.max:]
+	}
+}
+
+// Tail is the kept log, oldest line first.
+func (b *LogBuffer) Tail() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}

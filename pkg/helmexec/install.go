@@ -1,0 +1,106 @@
+package helmexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// ErrMissingDependency is returned for a chart whose enabled dependency is not inside it,
+// as `helm install` reports it (Helm's SDK would silently install without it).
+var ErrMissingDependency = errors.New("chart dependency missing")
+
+// Request is one Helm action on a reserved revision.
+type Request struct {
+	Namespace, Name string
+	// Revision is the reserved revision the action adopts.
+	Revision int
+	// Chart is the chart to install; nil on upgrade reuses the deployed release's chart.
+	Chart       *chart.Chart
+	Values      map[string]interface{}
+	Labels      map[string]string
+	Timeout     time.Duration
+	Wait        bool
+	WaitForJobs bool
+	Atomic      bool
+	Description string
+}
+
+// Install runs `helm install` for a reservation and returns the final release.
+func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	cfg, adopter, err := f.adoptingConfiguration(req, opts)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := newInstall(cfg, req).RunWithContext(ctx, req.Chart, req.Values)
+	return rel, checkAdopted(adopter, err)
+}
+
+// newInstall maps a request onto Helm's Install; tests check it without a cluster.
+func newInstall(cfg *action.Configuration, req Request) *action.Install {
+	i := action.NewInstall(cfg)
+	i.ReleaseName = req.Name
+	i.Namespace = req.Namespace
+	i.Timeout = req.Timeout
+	i.Wait = req.Wait
+	i.WaitForJobs = req.WaitForJobs
+	i.Atomic = req.Atomic
+	i.Description = req.Description
+	i.Labels = req.Labels
+	return i
+}
+
+func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *release.AdoptingDriver, error) {
+	var adopter *release.AdoptingDriver
+	// The adopter wraps whatever storage the options give (a fault-injecting driver in tests).
+	wrap := func(d driver.Driver) driver.Driver {
+		adopter = release.NewAdoptingDriver(d, req.Name, req.Revision)
+		return adopter
+	}
+	var o configOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.wrap != nil {
+		inner := o.wrap
+		opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver { return wrap(inner(d)) }))
+	} else {
+		opts = append(opts, WithStorageWrapper(wrap))
+	}
+	cfg, err := f.Configuration(req.Namespace, opts...)
+	return cfg, adopter, err
+}
+
+// checkAdopted makes an action that never reached the reservation an error: Helm refused
+// before storing anything (bad chart, RBAC, ...), and the reservation must be failed by
+// the caller with that reason.
+func checkAdopted(a *release.AdoptingDriver, err error) error {
+	if err != nil && !a.Adopted() {
+		return fmt.Errorf("%w (the reservation was not adopted)", err)
+	}
+	return err
+}
+
+// CheckDependencies fails for an enabled dependency that the chart does not contain. It
+// mutates ch: give it a private copy.
+func CheckDependencies(ch *chart.Chart, values map[string]interface{}) error {
+	if len(ch.Metadata.Dependencies) == 0 {
+		return nil
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
+		return fmt.Errorf("process dependencies: %w", err)
+	}
+	if err := action.CheckDependencies(ch, ch.Metadata.Dependencies); err != nil {
+		return fmt.Errorf("%w: %v", ErrMissingDependency, err)
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package helmexec
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+// Upgrade runs `helm upgrade` for a reservation and returns the final release.
+func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	cfg, adopter, err := f.adoptingConfiguration(req, opts)
+	if err != nil {
+		return nil, err
+	}
+	ch := req.Chart
+	if ch == nil {
+		// Reuse the deployed chart, as `helm upgrade --reuse-values` users expect of the
+		// console's upgrade without a chart URL. Reservations never hold templates, so the
+		// deployed revision (adopted and complete) is the one to take.
+		cur, err := cfg.Releases.Deployed(req.Name)
+		if err != nil {
+			return nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
+		}
+		ch = cur.Chart
+	}
+	rel, err := newUpgrade(cfg, req).RunWithContext(ctx, req.Name, ch, req.Values)
+	return rel, checkAdopted(adopter, err)
+}
+
+func newUpgrade(cfg *action.Configuration, req Request) *action.Upgrade {
+	u := action.NewUpgrade(cfg)
+	u.Namespace = req.Namespace
+	u.Timeout = req.Timeout
+	u.Wait = req.Wait
+	u.WaitForJobs = req.WaitForJobs
+	u.Atomic = req.Atomic
+	u.Description = req.Description
+	u.Labels = req.Labels
+	return u
+}

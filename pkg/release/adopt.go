@@ -1,0 +1,95 @@
+package release
+
+import (
+	"fmt"
+	"sync"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+)
+
+// AdoptingDriver wraps Helm's storage driver so that Helm's own Install/Upgrade adopt a
+// reservation: until adopted, the reserved revision is invisible (Helm's checks see the
+// history as it was before the reservation) and Helm's Create of the reserved key is turned
+// into an Update, keeping the secret's name and UID. See docs/design.md.
+type AdoptingDriver struct {
+	driver.Driver
+	name     string
+	revision int
+	key      string
+
+	mu      sync.Mutex
+	adopted bool
+	// created is the key of a revision Helm created other than the reserved one.
+	created string
+}
+
+// NewAdoptingDriver wraps d for the reserved revision of release name.
+func NewAdoptingDriver(d driver.Driver, name string, revision int) *AdoptingDriver {
+	return &AdoptingDriver{Driver: d, name: name, revision: revision, key: SecretName(name, revision)}
+}
+
+// Adopted reports whether Helm wrote its release into the reservation.
+func (d *AdoptingDriver) Adopted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.adopted
+}
+
+func (d *AdoptingDriver) hidden(r *helmrelease.Release) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.adopted && r.Name == d.name && r.Version == d.revision
+}
+
+// Create adopts the reservation, and refuses any other new revision: Helm computing another
+// key means the history changed under us, and a second revision must never appear.
+func (d *AdoptingDriver) Create(key string, rls *helmrelease.Release) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if key != d.key || d.adopted {
+		d.created = key
+		return fmt.Errorf("%w: Helm wanted to create %s but %s is reserved", ErrConflict, key, d.key)
+	}
+	if err := d.Driver.Update(key, rls); err != nil {
+		return fmt.Errorf("adopt reservation %s: %w", key, err)
+	}
+	d.adopted = true
+	return nil
+}
+
+// Get hides the reservation until it is adopted.
+func (d *AdoptingDriver) Get(key string) (*helmrelease.Release, error) {
+	r, err := d.Driver.Get(key)
+	if err == nil && d.hidden(r) {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return r, err
+}
+
+// List hides the reservation until it is adopted.
+func (d *AdoptingDriver) List(filter func(*helmrelease.Release) bool) ([]*helmrelease.Release, error) {
+	return d.filter(d.Driver.List(filter))
+}
+
+// Query hides the reservation until it is adopted.
+func (d *AdoptingDriver) Query(labels map[string]string) ([]*helmrelease.Release, error) {
+	return d.filter(d.Driver.Query(labels))
+}
+
+func (d *AdoptingDriver) filter(in []*helmrelease.Release, err error) ([]*helmrelease.Release, error) {
+	if err != nil {
+		return in, err
+	}
+	out := in[:0]
+	for _, r := range in {
+		if !d.hidden(r) {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		// Helm's drivers answer "not found" rather than an empty list.
+		return nil, driver.ErrReleaseNotFound
+	}
+	return out, nil
+}

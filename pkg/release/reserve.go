@@ -1,0 +1,190 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// ReservedDescription is the description a reservation carries until the executor adopts it.
+const ReservedDescription = "Reserved by async-helm; waiting for the executor"
+
+// Store reads and reserves release revisions in one cluster.
+type Store struct {
+	Client   kubernetes.Interface
+	Metadata metadata.Interface
+	Now      func() time.Time
+}
+
+// Reservation is a request to reserve the next revision of a release.
+type Reservation struct {
+	Namespace, Name string
+	Action          Action
+	// Chart is the requested chart; only its metadata is stored in the reservation.
+	Chart     *chart.Metadata
+	Values    map[string]interface{}
+	RequestID string
+	// Revision, when set, is the revision the caller expects to reserve (0: next).
+	Revision int
+}
+
+// History lists the revisions of a release from secret metadata only (payloads can
+// be megabytes each), newest first.
+func (s *Store) History(ctx context.Context, namespace, name string) ([]Revision, error) {
+	sel := labels.Set{LabelOwner: OwnerHelm, LabelName: name}.String()
+	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list revisions of %s/%s: %w", namespace, name, err)
+	}
+	revs := make([]Revision, 0, len(list.Items))
+	for i := range list.Items {
+		if r, ok := RevisionFromMeta(&list.Items[i]); ok {
+			revs = append(revs, r)
+		}
+	}
+	sort.Slice(revs, func(i, j int) bool { return revs[i].Version > revs[j].Version })
+	return revs, nil
+}
+
+// NextRevision checks that the action may start now and returns the revision it would reserve.
+func (s *Store) NextRevision(ctx context.Context, namespace, name string, action Action) (int, error) {
+	revs, err := s.History(ctx, namespace, name)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case action == ActionInstall && len(revs) > 0:
+		if IsPending(revs[0].Status) {
+			return 0, fmt.Errorf("%w: %w", ErrNameInUse, &PendingError{Revision: revs[0].Version, Status: revs[0].Status})
+		}
+		return 0, fmt.Errorf("%w: %s/%s has revision %d (%s)", ErrNameInUse, namespace, name, revs[0].Version, revs[0].Status)
+	case action == ActionUpgrade && len(revs) == 0:
+		return 0, fmt.Errorf("%w: %s/%s has no revisions to upgrade", ErrNotFound, namespace, name)
+	case action == ActionUpgrade && IsPending(revs[0].Status):
+		return 0, &PendingError{Revision: revs[0].Version, Status: revs[0].Status}
+	case action == ActionUpgrade:
+		return revs[0].Version + 1, nil
+	}
+	return 1, nil
+}
+
+// Reserve writes the pending revision through Helm's own Secrets driver. Of several
+// concurrent calls for one revision exactly one succeeds: the API server's create is the lock.
+func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, error) {
+	rev := r.Revision
+	if rev == 0 {
+		var err error
+		if rev, err = s.NextRevision(ctx, r.Namespace, r.Name, r.Action); err != nil {
+			return nil, err
+		}
+	}
+	now := helmtime.Time{Time: s.now()}
+	rel := &helmrelease.Release{
+		Name:      r.Name,
+		Namespace: r.Namespace,
+		Version:   rev,
+		Chart:     &chart.Chart{Metadata: r.Chart},
+		Config:    r.Values,
+		Labels:    map[string]string{LabelRequestID: r.RequestID},
+		Info: &helmrelease.Info{
+			FirstDeployed: now, LastDeployed: now,
+			Status:      helmrelease.Status(r.Action.PendingStatus()),
+			Description: ReservedDescription,
+		},
+	}
+	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), ctx: ctx}
+	if err := driver.NewSecrets(capture).Create(SecretName(r.Name, rev), rel); err != nil {
+		if errors.Is(err, driver.ErrReleaseExists) {
+			return nil, fmt.Errorf("%w: revision %d of %s/%s", ErrConflict, rev, r.Namespace, r.Name)
+		}
+		return nil, fmt.Errorf("reserve revision %d of %s/%s: %w", rev, r.Namespace, r.Name, err)
+	}
+	return capture.created, nil
+}
+
+// Undo deletes a reservation nobody will work on. The UID precondition keeps it from
+// deleting a newer object of the same name.
+func (s *Store) Undo(ctx context.Context, sec *corev1.Secret) error {
+	uid := sec.UID
+	err := s.Client.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil {
+		return fmt.Errorf("undo reservation %s/%s: %w", sec.Namespace, sec.Name, err)
+	}
+	return nil
+}
+
+// Get decodes one revision with Helm's driver.
+func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error) {
+	d := driver.NewSecrets(&capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx})
+	rel, err := d.Get(SecretName(name, revision))
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+	}
+	return rel, err
+}
+
+// MarkFailed moves a pending revision to failed with the reason, as Helm records failures.
+// It is a no-op when the revision is no longer pending.
+func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string) (bool, error) {
+	rel, err := s.Get(ctx, namespace, name, revision)
+	if err != nil {
+		return false, err
+	}
+	if !IsPending(rel.Info.Status.String()) {
+		return false, nil
+	}
+	rel.Info.Status = helmrelease.StatusFailed
+	rel.Info.Description = reason
+	rel.Info.LastDeployed = helmtime.Time{Time: s.now()}
+	d := driver.NewSecrets(&capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx})
+	if err := d.Update(SecretName(name, revision), rel); err != nil {
+		return false, fmt.Errorf("mark %s/%s v%d failed: %w", namespace, name, revision, err)
+	}
+	return true, nil
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// capturingSecrets gives Helm's Secrets driver (which uses context.Background) the
+// caller's context, and keeps the object the API server returned from Create.
+type capturingSecrets struct {
+	typedcorev1.SecretInterface
+	ctx     context.Context
+	created *corev1.Secret
+}
+
+func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	out, err := c.SecretInterface.Create(c.ctx, s, o)
+	c.created = out
+	return out, err
+}
+
+func (c *capturingSecrets) Get(_ context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
+	return c.SecretInterface.Get(c.ctx, name, o)
+}
+
+func (c *capturingSecrets) Update(_ context.Context, s *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	return c.SecretInterface.Update(c.ctx, s, o)
+}
+
+func (c *capturingSecrets) List(_ context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
+	return c.SecretInterface.List(c.ctx, o)
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+	"sigs.k8s.io/kwok/pkg/apis/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	fastNode = "kwok-node-0"
+	// slowNode carries a taint; only namespaces annotated by SlowNamespaceAnnotations
+	// (PodNodeSelector + PodTolerationRestriction) schedule there, so the slow profile
+	// is chosen per namespace and both profiles live in one cluster.
+	slowNode  = "kwok-slow-0"
+	slowTaint = "async-helm.io/slow"
+	speedKey  = "async-helm.io/speed"
+)
+
+// stagesYAML builds kwok's Stage configuration from the stages kwok itself ships:
+// nodes initialise and heartbeat, pods become Ready after readyDelay (slowDelay on the
+// slow node), pods owned by Jobs complete, deleted pods go away.
+func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
+	var out bytes.Buffer
+	add := func(s *v1alpha1.Stage) error {
+		b, err := yaml.Marshal(s)
+		if err != nil {
+			return err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+		return nil
+	}
+	parse := func(src string) (*v1alpha1.Stage, error) {
+		var s v1alpha1.Stage
+		if err := yaml.UnmarshalStrict([]byte(src), &s); err != nil {
+			return nil, fmt.Errorf("parse kwok stage: %w", err)
+		}
+		return &s, nil
+	}
+	for _, src := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeat, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+		s, err := parse(src)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	for _, v := range []struct {
+		name  string
+		op    v1alpha1.SelectorOperator
+		delay time.Duration
+	}{
+		{"pod-ready", v1alpha1.SelectorOpNotIn, readyDelay},
+		{"pod-ready-slow", v1alpha1.SelectorOpIn, slowDelay},
+	} {
+		s, err := parse(podfast.DefaultPodReady)
+		if err != nil {
+			return nil, err
+		}
+		s.Name = v.name
+		s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
+			v1alpha1.MatchExpression{Key: ".spec.nodeName", Operator: v.op, Values: []string{slowNode}})
+		ms := v.delay.Milliseconds()
+		s.Spec.Delay = &v1alpha1.StageDelay{DurationMilliseconds: &ms}
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return out.Bytes(), nil
+}
