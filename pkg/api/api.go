@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
@@ -86,4 +88,28 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 // Error is the body of every error answer.
 type Error struct {
 	Error string `json:"error"`
+}
+
+// ReleaseInfo is a release as `limitInfo=true` lists it: name, namespace, version, info
+// and the chart's metadata only.
+type ReleaseInfo struct {
+	Name      string        `json:"name"`
+	Namespace string        `json:"namespace"`
+	Version   int           `json:"version"`
+	Info      *release.Info `json:"info,omitempty"`
+	Chart     ChartInfo     `json:"chart"`
+}
+
+// ChartInfo is the chart part of ReleaseInfo.
+type ChartInfo struct {
+	Metadata *chart.Metadata `json:"metadata,omitempty"`
+}
+
+// Limit trims a release to what limitInfo=true shows.
+func Limit(r *release.Release) ReleaseInfo {
+	out := ReleaseInfo{Name: r.Name, Namespace: r.Namespace, Version: r.Version, Info: r.Info}
+	if r.Chart != nil {
+		out.Chart.Metadata = r.Chart.Metadata
+	}
+	return out
 }

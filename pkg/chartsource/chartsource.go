@@ -299,3 +299,20 @@ func (s *Source) fetchOCI(ref Ref) ([]byte, error) {
 	}
 	return res.Chart.Data, nil
 }
+
+// ParseRepositories reads "name=url,name=url".
+func ParseRepositories(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		name, url, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || url == "" {
+			return nil, fmt.Errorf("chart repository %q: want name=url", kv)
+		}
+		out[name] = url
+	}
+	return out, nil
+}

@@ -183,3 +183,7 @@ func ParseRequested(e cloudevents.Event) (release.Action, api.ReleaseRequest, er
 	}
 	return a, r, nil
 }
+
+// TypeReserved is submit's reply to a request event: the reserved release secret (as the
+// HTTP API's 201 body). Nothing subscribes to it, so a broker routing the reply is harmless.
+const TypeReserved = "dev.asynchelm.release.reserved"

@@ -43,7 +43,7 @@ func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
 		}
 		return &s, nil
 	}
-	for _, src := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeat, podfast.DefaultPodComplete, podfast.DefaultPodDelete} {
+	for _, src := range []string{nodefast.DefaultNodeInit, nodeheartbeat.DefaultNodeHeartbeat, podfast.DefaultPodDelete} {
 		s, err := parse(src)
 		if err != nil {
 			return nil, err
@@ -73,5 +73,48 @@ func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
 			return nil, err
 		}
 	}
+	// Job pods complete, unless annotated to fail (tests of failing hooks and Jobs).
+	complete, err := parse(podfast.DefaultPodComplete)
+	if err != nil {
+		return nil, err
+	}
+	complete.Spec.Selector.MatchExpressions = append(complete.Spec.Selector.MatchExpressions,
+		v1alpha1.MatchExpression{Key: simulateKey, Operator: v1alpha1.SelectorOpNotIn, Values: []string{"fail"}})
+	if err := add(complete); err != nil {
+		return nil, err
+	}
+	fail, err := parse(podfast.DefaultPodComplete)
+	if err != nil {
+		return nil, err
+	}
+	fail.Name = "pod-fail"
+	fail.Spec.Selector.MatchExpressions = append(fail.Spec.Selector.MatchExpressions,
+		v1alpha1.MatchExpression{Key: simulateKey, Operator: v1alpha1.SelectorOpIn, Values: []string{"fail"}})
+	fail.Spec.Next.StatusTemplate = failedPodTemplate
+	if err := add(fail); err != nil {
+		return nil, err
+	}
 	return out.Bytes(), nil
 }
+
+// simulateKey is the pod annotation async-helm.io/simulate: "fail" makes a Job's pod fail.
+const simulateKey = `.metadata.annotations["async-helm.io/simulate"]`
+
+const failedPodTemplate = `{{ $now := Now }}
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 1
+      finishedAt: {{ $now | Quote }}
+      reason: Error
+      message: "failed on purpose (async-helm.io/simulate: fail)"
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Failed
+`

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.uber.org/zap"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/executor"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Function is the executor: a CloudEvents receiver that holds each delivery open while
+// its Helm action runs (that keeps a Knative pod alive) and answers when it ends.
+type Function struct {
+	cfg      Config
+	log      *zap.SugaredLogger
+	shutdown context.Context
+	svc      *executor.Service
+	events   http.Handler
+}
+
+// New builds the executor; Start opens its clients.
+func New(cfg Config, log *zap.SugaredLogger, shutdown context.Context) *Function {
+	return &Function{cfg: cfg, log: log, shutdown: shutdown}
+}
+
+// Start connects to the cluster.
+func (f *Function) Start(ctx context.Context) error {
+	cl, err := kube.Open(f.cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	repos, err := chartsource.ParseRepositories(f.cfg.ChartRepositories)
+	if err != nil {
+		return err
+	}
+	factory, err := helmexec.NewFactory(cl.Config)
+	if err != nil {
+		return err
+	}
+	holder := f.cfg.Holder
+	if holder == "" {
+		host, _ := os.Hostname()
+		holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	f.svc = executor.New(executor.Service{
+		Store:         &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		Helm:          factory,
+		Charts:        &chartsource.Source{Repositories: repos, TTL: time.Hour, HTTP: &http.Client{Timeout: 5 * time.Minute}},
+		Heartbeat:     &release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration},
+		Log:           f.log,
+		MaxActionTime: f.cfg.MaxActionTime,
+	}, f.cfg.MaxParallel)
+	p, err := cloudevents.NewHTTP()
+	if err != nil {
+		return err
+	}
+	f.events, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receive)
+	return err
+}
+
+// Handler serves CloudEvents on / and health on /healthz.
+func (f *Function) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("/", f.events)
+	return mux
+}
+
+func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	a, err := events.ParseAccepted(e)
+	if err != nil {
+		// Redelivering a malformed event cannot help.
+		f.log.Warnw("event refused", "id", e.ID(), "type", e.Type(), "error", err)
+		return cloudevents.NewHTTPResult(http.StatusBadRequest, "%v", err)
+	}
+	outcome, err := f.svc.Handle(ctx, f.shutdown, a)
+	switch {
+	case errors.Is(err, executor.ErrBusy):
+		return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "%v", err)
+	case err != nil:
+		f.log.Errorw("event not handled; asking for redelivery", "id", e.ID(), "error", err)
+		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
+	}
+	return cloudevents.NewHTTPResult(http.StatusOK, "%s", outcome)
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitter"
+)
+
+// errTooLarge is a body over api.MaxBodyBytes.
+var errTooLarge = errors.New("request body too large")
+
+// statusOf chooses the HTTP status of an error, once, at the edge.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, submitter.ErrInvalid), errors.Is(err, chartsource.ErrInvalidRef):
+		return http.StatusBadRequest
+	case errors.Is(err, release.ErrNotFound), errors.Is(err, submitter.ErrNamespaceNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, release.ErrNameInUse), errors.Is(err, release.ErrPending), errors.Is(err, release.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, submitter.ErrValues), errors.Is(err, chartsource.ErrNotFound),
+		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),
+		errors.Is(err, chartsource.ErrTooLarge):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, submitter.ErrNotAccepted):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

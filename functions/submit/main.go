@@ -1,0 +1,14 @@
+// Command submit answers Helm install/upgrade requests at once with the reserved release
+// secret and hands the work to the executor as a CloudEvent.
+package main
+
+import (
+	"github.com/async-helm/async-helm/pkg/function"
+)
+
+func main() {
+	var cfg Config
+	function.Main("submit", &cfg, func(r *function.Runtime) (function.Service, error) {
+		return New(cfg, r.Log), nil
+	})
+}

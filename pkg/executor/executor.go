@@ -1,0 +1,162 @@
+// Package executor is the executor's use case: run the Helm action of an accepted event
+// exactly once per revision, keep a heartbeat while it runs, and never leave the revision
+// pending (see docs/design.md).
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// ErrBusy means every slot runs an action; the event should be redelivered later.
+var ErrBusy = errors.New("executor at capacity")
+
+// Outcome says what handling an event did.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeDeployed  Outcome = "deployed"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeDuplicate Outcome = "duplicate" // revision already final: nothing to do
+	OutcomeRunning   Outcome = "running"   // a live executor holds the revision's lease
+	OutcomeGone      Outcome = "gone"      // the reservation was taken back
+)
+
+// Service runs actions.
+type Service struct {
+	Store     *release.Store
+	Helm      *helmexec.Factory
+	Charts    *chartsource.Source
+	Heartbeat *release.Heartbeat
+	Log       *zap.SugaredLogger
+	// MaxActionTime caps an action's deadline below the function's request timeout.
+	MaxActionTime time.Duration
+	// HelmOptions are passed to every Helm action (tests inject faults with them).
+	HelmOptions []helmexec.Option
+
+	slots chan struct{}
+}
+
+// New builds a service that runs at most parallel actions at once.
+func New(s Service, parallel int) *Service {
+	s.slots = make(chan struct{}, parallel)
+	return &s
+}
+
+// Handle runs the action of one accepted event. shutdown ends in-flight actions (they are
+// recorded as failed); the request context may end without stopping the action.
+func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Outcome, error) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		return "", fmt.Errorf("%w: %d actions running", ErrBusy, cap(s.slots))
+	}
+	log := s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)
+	rel, err := s.Store.Get(reqCtx, a.Namespace, a.Name, a.Revision)
+	if errors.Is(err, release.ErrNotFound) {
+		log.Infow("reservation is gone; nothing to do")
+		return OutcomeGone, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if st := rel.Info.Status.String(); !release.IsPending(st) {
+		log.Infow("revision already final; duplicate delivery acknowledged", "status", st)
+		return OutcomeDuplicate, nil
+	}
+	key := a.SecretName
+	ok, err := s.Heartbeat.Acquire(reqCtx, a.Namespace, key)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		log.Infow("a live executor holds this revision; delivery acknowledged")
+		return OutcomeRunning, nil
+	}
+
+	// The action outlives the delivery's context (a broker timing out must not abort a
+	// half-done install) but not the process: shutdown cancels it.
+	timeout := a.Options.Timeout
+	if s.MaxActionTime > 0 && (timeout <= 0 || timeout > s.MaxActionTime) {
+		timeout = s.MaxActionTime
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), timeout)
+	defer cancel()
+	stop := context.AfterFunc(shutdown, cancel)
+	defer stop()
+	hbCtx, hbCancel := context.WithCancel(ctx)
+	go s.Heartbeat.Keep(hbCtx, a.Namespace, key)
+
+	start := time.Now()
+	logs := helmexec.NewLogBuffer(200)
+	final, runErr := s.run(ctx, a, timeout, logs)
+	hbCancel()
+
+	// Final writes get their own short context: the action's may be cancelled already.
+	cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(reqCtx), 15*time.Second)
+	defer cancelCleanup()
+	outcome := OutcomeDeployed
+	if runErr != nil {
+		outcome = OutcomeFailed
+		reason := runErr.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			reason = fmt.Sprintf("timed out after %s: %s", timeout, reason)
+		} else if shutdown.Err() != nil {
+			reason = "executor shut down while the action ran: " + reason
+		}
+		if _, err := s.Store.MarkFailed(cleanup, a.Namespace, a.Name, a.Revision, reason); err != nil {
+			log.Errorw("could not record the failure; the reaper will", "error", err)
+		}
+		log.Warnw("action failed", "error", runErr, "duration", time.Since(start), "helmLog", logs.Tail())
+	} else if final != nil && final.Info.Status != helmrelease.StatusDeployed {
+		outcome = OutcomeFailed
+	}
+	if err := s.Heartbeat.Release(cleanup, a.Namespace, key); err != nil {
+		log.Warnw("lease not released; it expires by itself", "error", err)
+	}
+	log.Infow("action finished", "outcome", outcome, "duration", time.Since(start))
+	return outcome, nil
+}
+
+func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer) (*helmrelease.Release, error) {
+	req := helmexec.Request{
+		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
+		Labels:  map[string]string{release.LabelRequestID: a.RequestID},
+		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
+		Atomic: a.Options.Atomic, Description: a.Options.Description,
+	}
+	if !a.ReuseChart {
+		c, err := s.Charts.Get(ctx, a.Chart)
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
+		}
+		// Helm mutates the chart it runs: each action gets its own copy.
+		if req.Chart, err = c.Fresh(); err != nil {
+			return nil, err
+		}
+		check, err := c.Fresh()
+		if err != nil {
+			return nil, err
+		}
+		if err := helmexec.CheckDependencies(check, a.Values); err != nil {
+			return nil, err
+		}
+	}
+	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log)}, s.HelmOptions...)
+	if a.Action == release.ActionUpgrade {
+		return s.Helm.Upgrade(ctx, req, opts...)
+	}
+	return s.Helm.Install(ctx, req, opts...)
+}

@@ -1,0 +1,90 @@
+// Package function is the runtime every async-helm function shares: typed environment,
+// structured logging and signal handling from knative.dev/pkg, an HTTP server with
+// graceful shutdown.
+package function
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/zap"
+	"knative.dev/pkg/logging"
+	"knative.dev/pkg/signals"
+)
+
+// Service is one function: Start opens its clients, Handler serves it.
+type Service interface {
+	Start(ctx context.Context) error
+	Handler() http.Handler
+}
+
+// Runtime is what Main gives a function's constructor.
+type Runtime struct {
+	Log *zap.SugaredLogger
+	// Ctx ends on SIGTERM/SIGINT: long work in flight must wind down when it does.
+	Ctx context.Context
+}
+
+// server is the part of the environment Main reads for every function.
+type server struct {
+	Port            int           `envconfig:"PORT" default:"8080"`
+	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+}
+
+// Main parses cfg from the environment, builds the function and serves it until a
+// signal; it exits non-zero on any error.
+func Main(name string, cfg interface{}, build func(*Runtime) (Service, error)) {
+	start := time.Now()
+	if err := run(name, cfg, build, start); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func run(name string, cfg interface{}, build func(*Runtime) (Service, error), start time.Time) error {
+	var srvCfg server
+	if err := envconfig.Process("", &srvCfg); err != nil {
+		return err
+	}
+	if err := envconfig.Process("", cfg); err != nil {
+		return err
+	}
+	log, _ := logging.NewLogger("", srvCfg.LogLevel)
+	log = log.Named(name)
+	defer func() { _ = log.Sync() }()
+	ctx := signals.NewContext()
+	svc, err := build(&Runtime{Log: log, Ctx: ctx})
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", srvCfg.Port))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Infow("ready", "addr", ln.Addr().String(), "startup", time.Since(start).String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Infow("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), srvCfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+// Package submitter is submit's use case: validate a request, reserve the release
+// revision, emit the accepted event, or undo the reservation when nobody will act on it.
+package submitter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Sentinel errors of submit; the HTTP edge maps them (and those of release and
+// chartsource) to status codes.
+var (
+	ErrInvalid           = errors.New("invalid request")
+	ErrNamespaceNotFound = errors.New("namespace not found")
+	ErrValues            = errors.New("values do not match the chart's schema")
+	ErrNotAccepted       = errors.New("the request could not be handed to the executor")
+)
+
+// EventSender delivers one event and reports whether the sink acknowledged it.
+type EventSender interface {
+	Send(ctx context.Context, e cloudevents.Event) error
+}
+
+// Service accepts install and upgrade requests.
+type Service struct {
+	Store      *release.Store
+	Charts     *chartsource.Source
+	Sender     EventSender
+	Namespaces corelisters.NamespaceLister
+	NewID      func() string
+}
+
+// Accepted is what a client learns at once: the reserved release secret.
+type Accepted struct {
+	Secret    *corev1.Secret
+	Revision  int
+	RequestID string
+}
+
+// Submit validates, reserves and emits. On success the revision is pending and the
+// executor has been handed the work.
+func (s *Service) Submit(ctx context.Context, action release.Action, req api.ReleaseRequest, caller events.Caller) (*Accepted, error) {
+	if err := req.Validate(action == release.ActionInstall); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := s.Namespaces.Get(req.Namespace); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: %s", ErrNamespaceNotFound, req.Namespace)
+		}
+		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
+	}
+	// Cheap history check first, so a doomed request never downloads a chart.
+	rev, err := s.Store.NextRevision(ctx, req.Namespace, req.Name, action)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := s.chart(ctx, req, rev)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateValues(ch, req.Values); err != nil {
+		return nil, err
+	}
+	id := s.newID()
+	sec, err := s.Store.Reserve(ctx, release.Reservation{
+		Namespace: req.Namespace, Name: req.Name, Action: action, Revision: rev,
+		Chart: ch.Metadata, Values: req.Values, RequestID: id,
+	})
+	if err != nil {
+		return nil, err
+	}
+	timeout, _ := req.ParsedTimeout() // validated above
+	ev, err := events.NewAccepted(events.Action{
+		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
+		SecretName: sec.Name, Chart: req.Chart(), Values: req.Values,
+		ReuseChart: req.ChartURL == "" && req.IndexEntry == "",
+		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
+			Atomic: req.Atomic, Description: req.Description},
+		Caller: caller, RequestID: id,
+	})
+	if err == nil {
+		err = s.Sender.Send(ctx, ev)
+	}
+	if err != nil {
+		// Nobody will work on this revision: take the reservation back. Use a context
+		// that survives the client hanging up, so the undo itself is not cancelled.
+		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if uerr := s.Store.Undo(undoCtx, sec); uerr != nil {
+			return nil, fmt.Errorf("%w: %v; and %v (the reaper will fail it)", ErrNotAccepted, err, uerr)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
+	}
+	sec.Data = nil // the release payload is Helm's business, not the client's
+	sec.APIVersion, sec.Kind = "v1", "Secret"
+	return &Accepted{Secret: sec, Revision: rev, RequestID: id}, nil
+}
+
+// chart returns the requested chart (shared, read-only), or for an upgrade that names
+// none, the metadata of the chart the release runs now.
+func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, rev int) (*chart.Chart, error) {
+	if req.ChartURL != "" || req.IndexEntry != "" {
+		c, err := s.Charts.Get(ctx, req.Chart())
+		if err != nil {
+			return nil, err
+		}
+		return c.Loaded, nil
+	}
+	cur, err := s.Store.Get(ctx, req.Namespace, req.Name, rev-1)
+	if err != nil {
+		return nil, err
+	}
+	return cur.Chart, nil
+}
+
+// validateValues checks the user's values, merged over the chart's defaults, against the
+// chart's values.schema.json, as Helm will before rendering.
+func validateValues(ch *chart.Chart, values map[string]interface{}) error {
+	if ch == nil || len(ch.Schema) == 0 {
+		return nil
+	}
+	merged, err := chartutil.CoalesceValues(ch, values)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrValues, err)
+	}
+	if err := chartutil.ValidateAgainstSingleSchema(merged, ch.Schema); err != nil {
+		return fmt.Errorf("%w: %v", ErrValues, err)
+	}
+	return nil
+}
+
+func (s *Service) newID() string {
+	if s.NewID != nil {
+		return s.NewID()
+	}
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
