@@ -107,7 +107,7 @@ func (e *Env) Namespace(t testing.TB) string {
 // slow delay (90 s by default), as a big chart's pods do on a real cluster.
 func (e *Env) SlowNamespace(t testing.TB) string {
 	return e.namespace(t, map[string]string{
-		"scheduler.alpha.kubernetes.io/node-selector":       "async-helm.io/speed=slow",
+		"scheduler.alpha.kubernetes.io/node-selector":      "async-helm.io/speed=slow",
 		"scheduler.alpha.kubernetes.io/defaultTolerations": `[{"key":"async-helm.io/slow","operator":"Exists","effect":"NoSchedule"}]`,
 	})
 }

@@ -110,13 +110,16 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 	outcome := OutcomeDeployed
 	if runErr != nil {
 		outcome = OutcomeFailed
-		reason := runErr.Error()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			reason = fmt.Sprintf("timed out after %s: %s", timeout, reason)
-		} else if shutdown.Err() != nil {
-			reason = "executor shut down while the action ran: " + reason
+		reason, overwrite := runErr.Error(), true
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			reason = fmt.Sprintf("Release %q failed: timed out after %s (%v)", a.Name, timeout, runErr)
+		case shutdown.Err() != nil:
+			reason = fmt.Sprintf("Release %q failed: the executor shut down while the action ran (%v)", a.Name, runErr)
+		default:
+			overwrite = false // Helm's own description of the failure stands
 		}
-		if _, err := s.Store.MarkFailed(cleanup, a.Namespace, a.Name, a.Revision, reason); err != nil {
+		if _, err := s.Store.MarkFailed(cleanup, a.Namespace, a.Name, a.Revision, reason, overwrite); err != nil {
 			log.Errorw("could not record the failure; the reaper will", "error", err)
 		}
 		log.Warnw("action failed", "error", runErr, "duration", time.Since(start), "helmLog", logs.Tail())

@@ -137,13 +137,15 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (
 }
 
 // MarkFailed moves a pending revision to failed with the reason, as Helm records failures.
-// It is a no-op when the revision is no longer pending.
-func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string) (bool, error) {
+// It leaves final revisions alone, except that overwriteFailed replaces the description of a
+// failed one (Helm's "context canceled" says less than "timed out after 5m").
+func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
 	rel, err := s.Get(ctx, namespace, name, revision)
 	if err != nil {
 		return false, err
 	}
-	if !IsPending(rel.Info.Status.String()) {
+	st := rel.Info.Status
+	if !IsPending(st.String()) && !(overwriteFailed && st == helmrelease.StatusFailed) {
 		return false, nil
 	}
 	rel.Info.Status = helmrelease.StatusFailed
