@@ -136,7 +136,6 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer) (*helmrelease.Release, error) {
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
-		Labels:  map[string]string{release.LabelRequestID: a.RequestID},
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
 	}
@@ -149,6 +148,7 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		if req.Chart, err = c.Fresh(); err != nil {
 			return nil, err
 		}
+		req.Labels = release.Labels(a.RequestID, req.Chart.Metadata.Name, req.Chart.Metadata.Version)
 		check, err := c.Fresh()
 		if err != nil {
 			return nil, err
@@ -156,6 +156,14 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		if err := helmexec.CheckDependencies(check, a.Values); err != nil {
 			return nil, err
 		}
+	}
+	if req.Labels == nil {
+		// Reused chart: keep the chart label of the reservation.
+		rel, err := s.Store.Get(ctx, a.Namespace, a.Name, a.Revision)
+		if err != nil {
+			return nil, err
+		}
+		req.Labels = release.Labels(a.RequestID, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
 	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log)}, s.HelmOptions...)
 	if a.Action == release.ActionUpgrade {

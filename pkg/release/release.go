@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Labels Helm's Secrets driver puts on every release secret, plus ours.
@@ -20,6 +21,12 @@ const (
 	LabelVersion   = "version"
 	OwnerHelm      = "helm"
 	LabelRequestID = "async-helm.io/request-id"
+	// LabelChart is "<chart>-<version>", so watchers see the chart without decoding payloads.
+	LabelChart = "async-helm.io/chart"
+	// AnnotationNotified is the status the notifier last reported for a revision. Helm's
+	// driver rewrites the whole secret on every status change, which drops it: a mismatch
+	// (or absence) means an unreported transition.
+	AnnotationNotified = "async-helm.io/notified"
 	// SecretType is the type Helm 3 gives its release secrets.
 	SecretType = "helm.sh/release.v1"
 )
@@ -77,7 +84,7 @@ func IsPending(status string) bool {
 
 // Revision is what the labels of one release secret say, without its payload.
 type Revision struct {
-	Namespace, Name, Status, RequestID, SecretName string
+	Namespace, Name, Status, RequestID, SecretName, Chart, Notified string
 	Version                                        int
 	ResourceVersion                                string
 }
@@ -95,5 +102,24 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 	return Revision{
 		Namespace: m.GetNamespace(), Name: l[LabelName], Status: l[LabelStatus], Version: v,
 		RequestID: l[LabelRequestID], SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion(),
+		Chart: l[LabelChart], Notified: m.GetAnnotations()[AnnotationNotified],
 	}, true
+}
+
+// ChartLabel is the value of LabelChart for a chart, or "" when it is not a valid label value.
+func ChartLabel(name, version string) string {
+	v := name + "-" + version
+	if len(validation.IsValidLabelValue(v)) > 0 {
+		return ""
+	}
+	return v
+}
+
+// Labels are the labels async-helm adds to the release secrets of one request.
+func Labels(requestID, chartName, chartVersion string) map[string]string {
+	l := map[string]string{LabelRequestID: requestID}
+	if c := ChartLabel(chartName, chartVersion); c != "" {
+		l[LabelChart] = c
+	}
+	return l
 }

@@ -98,7 +98,7 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 		Version:   rev,
 		Chart:     &chart.Chart{Metadata: r.Chart},
 		Config:    r.Values,
-		Labels:    map[string]string{LabelRequestID: r.RequestID},
+		Labels:    Labels(r.RequestID, r.Chart.Name, r.Chart.Version),
 		Info: &helmrelease.Info{
 			FirstDeployed: now, LastDeployed: now,
 			Status:      helmrelease.Status(r.Action.PendingStatus()),

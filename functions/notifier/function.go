@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"net/http"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.uber.org/zap"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/notifier"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Function is the notifier.
+type Function struct {
+	cfg    Config
+	log    *zap.SugaredLogger
+	svc    *notifier.Service
+	source http.Handler
+}
+
+// New builds the notifier; Start opens its clients and starts watching.
+func New(cfg Config, log *zap.SugaredLogger) *Function {
+	return &Function{cfg: cfg, log: log}
+}
+
+// Start connects and syncs the watch; reporting goes on until ctx ends.
+func (f *Function) Start(ctx context.Context) error {
+	cl, err := kube.Open(f.cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	sender, err := events.NewSender(f.cfg.SinkConfig, nil)
+	if err != nil {
+		return err
+	}
+	f.svc = &notifier.Service{
+		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Log: f.log,
+		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		Namespaces: f.cfg.Namespaces, Workers: f.cfg.Workers,
+		ReaperGrace: f.cfg.ReaperGrace, ReaperInterval: f.cfg.ReaperInterval,
+	}
+	f.svc.Init()
+	p, err := cloudevents.NewHTTP()
+	if err != nil {
+		return err
+	}
+	if f.source, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receive); err != nil {
+		return err
+	}
+	return f.svc.Start(ctx, f.cfg.Watch)
+}
+
+// Handler serves health, and ApiServerSource events when not watching itself.
+func (f *Function) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("/", f.source)
+	return mux
+}
+
+// apiServerRef is the payload of an ApiServerSource event in Reference mode.
+type apiServerRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (f *Function) receive(_ context.Context, e cloudevents.Event) cloudevents.Result {
+	var ref apiServerRef
+	if err := e.DataAs(&ref); err != nil || ref.Kind != "Secret" || ref.Name == "" {
+		return cloudevents.NewHTTPResult(http.StatusBadRequest, "want an ApiServerSource Reference-mode event for a Secret")
+	}
+	f.svc.Enqueue(ref.Namespace, ref.Name)
+	return cloudevents.ResultACK
+}

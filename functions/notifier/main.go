@@ -1,0 +1,14 @@
+// Command notifier reports every status change of Helm releases as a CloudEvent and fails
+// revisions left pending by a lost executor.
+package main
+
+import (
+	"github.com/async-helm/async-helm/pkg/function"
+)
+
+func main() {
+	var cfg Config
+	function.Main("notifier", &cfg, func(r *function.Runtime) (function.Service, error) {
+		return New(cfg, r.Log), nil
+	})
+}

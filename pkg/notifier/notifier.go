@@ -1,0 +1,359 @@
+// Package notifier turns status changes of Helm release secrets into CloudEvents: a
+// metadata-only informer feeds a rate-limited workqueue; a transition is reported until the
+// sink acknowledges it, then recorded on the secret, so neither a sink outage nor a
+// restart loses it and a restart does not repeat history. A reaper fails revisions left
+// pending with no live executor.
+package notifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// EventSender delivers one event and reports whether the sink acknowledged it.
+type EventSender interface {
+	Send(ctx context.Context, e cloudevents.Event) error
+}
+
+// Service is the notifier.
+type Service struct {
+	Client   kubernetes.Interface
+	Metadata metadata.Interface
+	Store    *release.Store
+	Sender   EventSender
+	Log      *zap.SugaredLogger
+	// Namespaces to watch; empty watches all.
+	Namespaces []string
+	// Workers sending events in parallel.
+	Workers int
+	// ReaperGrace is how long a pending revision may go without a live executor.
+	ReaperGrace    time.Duration
+	ReaperInterval time.Duration
+	Now            func() time.Time
+
+	queue   workqueue.TypedRateLimitingInterface[string]
+	mu      sync.Mutex
+	indexer []cache.Indexer
+	synced  []cache.InformerSynced
+}
+
+// Init prepares the queue; Run calls it, and so may a caller that enqueues before Run.
+func (s *Service) Init() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queue == nil {
+		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "release-status"})
+	}
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Start syncs the watch (or, with watch false, the ApiServerSource mode, catches up once
+// with every release secret and then works on what Enqueue is given), then reports in the
+// background until ctx ends.
+func (s *Service) Start(ctx context.Context, watch bool) error {
+	s.Init()
+	if watch {
+		if err := s.startInformers(ctx); err != nil {
+			return err
+		}
+	} else if err := s.catchUp(ctx); err != nil {
+		return err
+	}
+	workers := s.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	for i := 0; i < workers; i++ {
+		go func() {
+			for s.processNext(ctx) {
+			}
+		}()
+	}
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	if s.ReaperInterval > 0 {
+		go s.reapLoop(ctx)
+	}
+	return nil
+}
+
+// Enqueue asks for the secret namespace/name to be looked at (ApiServerSource events).
+func (s *Service) Enqueue(namespace, name string) {
+	s.Init()
+	s.queue.Add(namespace + "/" + name)
+}
+
+func (s *Service) namespaces() []string {
+	if len(s.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return s.Namespaces
+}
+
+func selector(o *metav1.ListOptions) {
+	o.LabelSelector = release.LabelOwner + "=" + release.OwnerHelm
+}
+
+func (s *Service) startInformers(ctx context.Context) error {
+	for _, ns := range s.namespaces() {
+		f := metadatainformer.NewFilteredSharedInformerFactory(s.Metadata, 0, ns, selector)
+		inf := f.ForResource(release.SecretsResource).Informer()
+		// Only labels, annotations, name and resourceVersion are needed: drop managedFields so
+		// memory stays flat whatever the payloads weigh.
+		if err := inf.SetTransform(func(obj interface{}) (interface{}, error) {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				m.ManagedFields = nil
+			}
+			return obj, nil
+		}); err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    s.enqueueObj,
+			UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
+		}); err != nil {
+			return err
+		}
+		s.indexer = append(s.indexer, inf.GetIndexer())
+		s.synced = append(s.synced, inf.HasSynced)
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
+		return errors.New("release secret cache did not sync")
+	}
+	return nil
+}
+
+func (s *Service) enqueueObj(obj interface{}) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		s.queue.Add(key)
+	}
+}
+
+// catchUp enqueues every release secret once, for transitions missed while not running.
+func (s *Service) catchUp(ctx context.Context) error {
+	for _, ns := range s.namespaces() {
+		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+		if err != nil {
+			return fmt.Errorf("list release secrets: %w", err)
+		}
+		for i := range list.Items {
+			s.queue.Add(list.Items[i].Namespace + "/" + list.Items[i].Name)
+		}
+	}
+	return nil
+}
+
+func (s *Service) lookup(ctx context.Context, key string) (*metav1.PartialObjectMetadata, error) {
+	for _, idx := range s.indexer {
+		obj, ok, err := idx.GetByKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return obj.(*metav1.PartialObjectMetadata), nil
+		}
+	}
+	if len(s.indexer) > 0 {
+		return nil, nil // deleted
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return m, err
+}
+
+func (s *Service) processNext(ctx context.Context) bool {
+	key, quit := s.queue.Get()
+	if quit {
+		return false
+	}
+	defer s.queue.Done(key)
+	if err := s.sync(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			s.Log.Warnw("status not reported yet; will retry", "key", key, "retries", s.queue.NumRequeues(key), "error", err)
+		}
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	return true
+}
+
+// sync reports the current status of one revision if it was not reported yet.
+func (s *Service) sync(ctx context.Context, key string) error {
+	m, err := s.lookup(ctx, key)
+	if err != nil || m == nil {
+		return err
+	}
+	rev, ok := release.RevisionFromMeta(m)
+	if !ok || rev.Status == rev.Notified {
+		return nil
+	}
+	change := events.StatusChange{Namespace: rev.Namespace, Name: rev.Name, Revision: rev.Version,
+		Status: rev.Status, RequestID: rev.RequestID}
+	if err := s.describe(ctx, rev, &change); err != nil {
+		return err
+	}
+	e, err := events.NewStatus(change)
+	if err != nil {
+		return err
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.Sender.Send(sendCtx, e); err != nil {
+		return err
+	}
+	return s.markNotified(ctx, rev)
+}
+
+// describe fills chart and reason. Labels carry the chart of async-helm's releases; the
+// payload of this one revision is read only when needed (a failure's reason, or a release
+// installed by plain helm).
+func (s *Service) describe(ctx context.Context, rev release.Revision, c *events.StatusChange) error {
+	if i := strings.LastIndex(rev.Chart, "-"); i > 0 {
+		c.Chart, c.ChartVersion = rev.Chart[:i], rev.Chart[i+1:]
+	}
+	if c.Chart != "" && rev.Status != "failed" {
+		return nil
+	}
+	rel, err := s.Store.Get(ctx, rev.Namespace, rev.Name, rev.Version)
+	if errors.Is(err, release.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rel.Chart != nil && rel.Chart.Metadata != nil {
+		c.Chart, c.ChartVersion, c.AppVersion = rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Chart.Metadata.AppVersion
+	}
+	if rev.Status == "failed" && rel.Info != nil {
+		c.Reason = rel.Info.Description
+	}
+	return nil
+}
+
+// markNotified records the reported status on the secret. The resourceVersion makes it a
+// compare-and-swap: if Helm changed the secret meanwhile, the new status is reported next.
+func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
+	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
+		rev.ResourceVersion, release.AnnotationNotified, rev.Status)
+	_, err := s.Client.CoreV1().Secrets(rev.Namespace).Patch(ctx, rev.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // a newer version is queued by the watch (or the revision is gone)
+	}
+	if err != nil {
+		return fmt.Errorf("record reported status of %s/%s: %w", rev.Namespace, rev.SecretName, err)
+	}
+	return nil
+}
+
+func (s *Service) reapLoop(ctx context.Context) {
+	t := time.NewTicker(s.ReaperInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.Reap(ctx); err != nil {
+				s.Log.Warnw("reaper pass failed", "error", err)
+			} else if n > 0 {
+				s.Log.Infow("reaper failed stuck revisions", "count", n)
+			}
+		}
+	}
+}
+
+// Reap marks failed every pending revision whose executor is gone: no live heartbeat
+// lease for longer than ReaperGrace. It returns how many it failed.
+func (s *Service) Reap(ctx context.Context) (int, error) {
+	reaped := 0
+	for _, ns := range s.namespaces() {
+		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,status in (pending-install,pending-upgrade,pending-rollback)"})
+		if err != nil {
+			return reaped, fmt.Errorf("list pending revisions: %w", err)
+		}
+		for i := range list.Items {
+			m := &list.Items[i]
+			rev, ok := release.RevisionFromMeta(m)
+			if !ok {
+				continue
+			}
+			since, alive, err := s.lastSignOfLife(ctx, m)
+			if err != nil {
+				return reaped, err
+			}
+			if alive || s.now().Sub(since) < s.ReaperGrace {
+				continue
+			}
+			reason := fmt.Sprintf("Release %q failed: no executor worked on revision %d for %s (executor lost, or its event never delivered); marked failed by the notifier's reaper",
+				rev.Name, rev.Version, s.ReaperGrace)
+			done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, false)
+			if err != nil {
+				return reaped, err
+			}
+			if done {
+				reaped++
+			}
+		}
+	}
+	return reaped, nil
+}
+
+// lastSignOfLife is when an executor last showed it worked on the revision: its lease's
+// expiry, else the secret's last write (Helm's modifiedAt/createdAt labels).
+func (s *Service) lastSignOfLife(ctx context.Context, m *metav1.PartialObjectMetadata) (time.Time, bool, error) {
+	l, err := s.Client.CoordinationV1().Leases(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if !release.Expired(l, s.now()) {
+			return time.Time{}, true, nil
+		}
+		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+			return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), false, nil
+		}
+	case !apierrors.IsNotFound(err):
+		return time.Time{}, false, fmt.Errorf("lease of %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	last := m.CreationTimestamp.Time
+	for _, k := range []string{"modifiedAt", "createdAt"} {
+		if v, err := strconv.ParseInt(m.Labels[k], 10, 64); err == nil {
+			if t := time.Unix(v, 0); t.After(last) {
+				last = t
+			}
+		}
+	}
+	return last, false, nil
+}
