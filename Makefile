@@ -54,7 +54,7 @@ test: fmt-check vet $(if $(KUBECONFIG),,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 run: build $(if $(KUBECONFIG),,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) ./hack/run.sh
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack $(RUN_ARGS)
 
 clean: cluster-down
 	rm -rf bin

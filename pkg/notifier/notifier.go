@@ -52,6 +52,9 @@ type Service struct {
 
 	queue   workqueue.TypedRateLimitingInterface[string]
 	mu      sync.Mutex
+	// reported is the status last reported per secret in this process: Helm rewrites a
+	// secret without changing its status (adoption), which drops the annotation.
+	reported map[string]string
 	indexer []cache.Indexer
 	synced  []cache.InformerSynced
 }
@@ -60,6 +63,9 @@ type Service struct {
 func (s *Service) Init() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.reported == nil {
+		s.reported = map[string]string{}
+	}
 	if s.queue == nil {
 		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
@@ -140,6 +146,11 @@ func (s *Service) startInformers(ctx context.Context) error {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    s.enqueueObj,
 			UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
+			DeleteFunc: func(obj interface{}) {
+				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+					s.setReported(key, "")
+				}
+			},
 		}); err != nil {
 			return err
 		}
@@ -221,6 +232,9 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	if !ok || rev.Status == rev.Notified {
 		return nil
 	}
+	if s.wasReported(key, rev.Status) {
+		return s.markNotified(ctx, rev) // rewritten with the same status: record, don't repeat
+	}
 	change := events.StatusChange{Namespace: rev.Namespace, Name: rev.Name, Revision: rev.Version,
 		Status: rev.Status, RequestID: rev.RequestID}
 	if err := s.describe(ctx, rev, &change); err != nil {
@@ -235,7 +249,24 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	if err := s.Sender.Send(sendCtx, e); err != nil {
 		return err
 	}
+	s.setReported(key, rev.Status)
 	return s.markNotified(ctx, rev)
+}
+
+func (s *Service) wasReported(key, status string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reported[key] == status
+}
+
+func (s *Service) setReported(key, status string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if status == "" {
+		delete(s.reported, key)
+		return
+	}
+	s.reported[key] = status
 }
 
 // describe fills chart and reason. Labels carry the chart of async-helm's releases; the

@@ -85,8 +85,8 @@ func IsPending(status string) bool {
 // Revision is what the labels of one release secret say, without its payload.
 type Revision struct {
 	Namespace, Name, Status, RequestID, SecretName, Chart, Notified string
-	Version                                        int
-	ResourceVersion                                string
+	Version                                                         int
+	ResourceVersion                                                 string
 }
 
 // RevisionFromMeta reads a release secret's labels; ok is false for other secrets.

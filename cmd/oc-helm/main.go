@@ -1,0 +1,23 @@
+// Command oc-helm is the oc/kubectl plugin of async-helm: `oc helm install|upgrade|list|status|history`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/async-helm/async-helm/pkg/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cmd := cli.NewRootCmd(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}

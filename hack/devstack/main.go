@@ -1,0 +1,297 @@
+// Command devstack is `make run`: the three functions as local processes wired as the
+// Broker would wire them (submit -> executor, notifier -> an event log that prints each
+// event), the test charts served on loopback, and one release shown going pending ->
+// deployed. Ctrl-C stops everything.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/repo"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/submitclient"
+)
+
+type options struct {
+	bin, charts, logs, namespace string
+	submitPort, executorPort     int
+	notifierPort, eventsPort     int
+	chartsPort, brokerPort       int
+	exitAfterDemo                bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin", "directory of the built functions")
+	flag.StringVar(&o.charts, "charts", "testdata/charts", "charts to serve")
+	flag.StringVar(&o.logs, "logs", ".cache/run", "where the functions' logs go")
+	flag.StringVar(&o.namespace, "namespace", "demo", "namespace of the demo release")
+	flag.IntVar(&o.submitPort, "submit-port", 8080, "submit's port")
+	flag.IntVar(&o.executorPort, "executor-port", 8081, "executor's port")
+	flag.IntVar(&o.notifierPort, "notifier-port", 8082, "notifier's port")
+	flag.IntVar(&o.eventsPort, "events-port", 8083, "event log sink's port")
+	flag.IntVar(&o.chartsPort, "charts-port", 8079, "chart repository's port")
+	flag.IntVar(&o.brokerPort, "broker-port", 8078, "local broker's port")
+	flag.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop once the demo release is deployed")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "make run:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		return fmt.Errorf("KUBECONFIG is not set (make run sets it to the local cluster's)")
+	}
+	if err := os.MkdirAll(o.logs, 0o755); err != nil {
+		return err
+	}
+	chartsURL, err := serveCharts(o)
+	if err != nil {
+		return err
+	}
+	eventsURL, err := serveEventLog(ctx, o.eventsPort)
+	if err != nil {
+		return err
+	}
+	url := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
+	// submit -> broker -> executor, as a Trigger delivers on Knative: submit never waits.
+	broker, err := localbroker.New(ctx, url(o.executorPort))
+	if err != nil {
+		return err
+	}
+	broker.Logf = func(f string, a ...interface{}) { fmt.Printf("broker: "+f+"\n", a...) }
+	brokerLn, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.brokerPort))
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(brokerLn, broker) }()
+	common := []string{"KUBECONFIG=" + kubeconfig, "CHART_REPOSITORIES=local=" + chartsURL}
+	var procs []*exec.Cmd
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			_ = procs[i].Process.Signal(syscall.SIGTERM)
+			_ = procs[i].Wait()
+		}
+		fmt.Println("stopped submit, executor and notifier")
+	}()
+	for _, p := range []struct {
+		name string
+		port int
+		env  []string
+	}{
+		{"executor", o.executorPort, nil},
+		{"submit", o.submitPort, []string{"K_SINK=" + url(o.brokerPort)}},
+		{"notifier", o.notifierPort, []string{"K_SINK=" + eventsURL, "REAPER_INTERVAL=10s"}},
+	} {
+		cmd, err := start(filepath.Join(o.bin, p.name), filepath.Join(o.logs, p.name+".log"), p.port, append(common, p.env...))
+		if err != nil {
+			return err
+		}
+		procs = append(procs, cmd)
+		if err := waitHealthy(ctx, url(p.port)); err != nil {
+			return fmt.Errorf("%s: %w (see %s)", p.name, err, filepath.Join(o.logs, p.name+".log"))
+		}
+	}
+	fmt.Printf("\nasync-helm is running (logs in %s/):\n  submit   %s\n  executor %s\n  notifier %s -> events printed below\n  charts   %s\n\n",
+		o.logs, url(o.submitPort), url(o.executorPort), url(o.notifierPort), chartsURL)
+	if err := demo(ctx, o, url(o.submitPort), chartsURL); err != nil {
+		return err
+	}
+	fmt.Printf(`
+Try:
+  curl -s -XPOST %[1]s/api/helm/release/async -d '{"name":"hello","namespace":"%[2]s","chart_url":"%[3]s/tiny-0.1.0.tgz","values":{"message":"hi"}}'
+  curl -s '%[1]s/api/helm/releases?ns=%[2]s&limitInfo=true'
+  bin/oc-helm --server %[1]s -n %[2]s install web2 local/tiny --wait
+  bin/oc-helm --server %[1]s -n %[2]s list
+Ctrl-C stops everything.
+`, url(o.submitPort), o.namespace, chartsURL)
+	if o.exitAfterDemo {
+		return nil
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func start(bin, logPath string, port int, env []string) (*exec.Cmd, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port)), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: Ctrl-C reaches devstack, which stops the functions in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	return cmd, nil
+}
+
+func waitHealthy(ctx context.Context, url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not healthy after 30s")
+}
+
+// serveCharts packages the chart directories and serves them with an index.yaml.
+func serveCharts(o options) (string, error) {
+	dir, err := os.MkdirTemp("", "async-helm-charts")
+	if err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(o.charts)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		p := filepath.Join(o.charts, e.Name())
+		if e.IsDir() {
+			ch, err := loader.LoadDir(p)
+			if err != nil {
+				return "", err
+			}
+			if _, err := chartutil.Save(ch, dir); err != nil {
+				return "", err
+			}
+		} else if strings.HasSuffix(e.Name(), ".tgz") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+				return "", err
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.chartsPort))
+	if err != nil {
+		return "", err
+	}
+	url := "http://" + ln.Addr().String()
+	idx, err := repo.IndexDirectory(dir, url)
+	if err != nil {
+		return "", err
+	}
+	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+		return "", err
+	}
+	go func() { _ = http.Serve(ln, http.FileServer(http.Dir(dir))) }()
+	return url, nil
+}
+
+// serveEventLog prints each status event the notifier sends.
+func serveEventLog(ctx context.Context, port int) (string, error) {
+	p, err := cloudevents.NewHTTP(cloudevents.WithPort(port))
+	if err != nil {
+		return "", err
+	}
+	c, err := cloudevents.NewClient(p)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		_ = c.StartReceiver(ctx, func(e cloudevents.Event) {
+			sc, err := events.ParseStatus(e)
+			if err != nil {
+				fmt.Printf("EVENT %s %s\n", e.Type(), e.ID())
+				return
+			}
+			line := fmt.Sprintf("EVENT %-40s %s revision %d chart %s-%s", e.Type(), e.Subject(), sc.Revision, sc.Chart, sc.ChartVersion)
+			if sc.Reason != "" {
+				line += " reason: " + sc.Reason
+			}
+			fmt.Println(line)
+		})
+	}()
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
+}
+
+// demo installs the tiny chart and shows it go pending-install -> deployed.
+func demo(ctx context.Context, o options, submitURL, chartsURL string) error {
+	cl, err := kube.Open(os.Getenv("KUBECONFIG"))
+	if err != nil {
+		return err
+	}
+	_, err = cl.Typed.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	name := fmt.Sprintf("demo-%d", time.Now().Unix()%100000)
+	c := &submitclient.Client{Server: submitURL}
+	var sent time.Time
+	for i := 0; i < 100; i++ { // the submit's namespace cache may lag a just-created namespace
+		sent = time.Now()
+		_, err = c.Install(ctx, api.ReleaseRequest{Name: name, Namespace: o.namespace, IndexEntry: "tiny--local",
+			Values: map[string]interface{}{"message": "hello from make run"}, Wait: true, WaitForJobs: true})
+		if err == nil || !strings.Contains(err.Error(), "namespace not found") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	start := time.Now()
+	if err != nil {
+		return fmt.Errorf("demo install: %w", err)
+	}
+	fmt.Printf("POST %s -> 201 %s in %s\n", api.PathAsync, "sh.helm.release.v1."+name+".v1", time.Since(sent).Round(time.Millisecond))
+	last := ""
+	for {
+		rel, err := c.Get(ctx, o.namespace, name)
+		if err != nil {
+			return err
+		}
+		if st := rel.Info.Status.String(); st != last {
+			fmt.Printf("GET  %s -> %s/%s revision %d %s (%.1fs)\n", api.PathRelease, o.namespace, name, rel.Version, st, time.Since(start).Seconds())
+			last = st
+			if st == "deployed" {
+				return nil
+			}
+			if st == "failed" {
+				return fmt.Errorf("demo release failed: %s", rel.Info.Description)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func checkOutput(o string) error {
+	switch o {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("output format %q: want table, json or yaml", o)
+}
+
+// Accepted is what install and upgrade print at once.
+type Accepted struct {
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	Revision   int    `json:"revision"`
+	Status     string `json:"status"`
+	SecretName string `json:"secret"`
+	SecretUID  string `json:"uid"`
+}
+
+func printAccepted(w io.Writer, format string, sec *corev1.Secret) error {
+	rev, _ := strconv.Atoi(sec.Labels["version"])
+	a := Accepted{Name: sec.Labels["name"], Namespace: sec.Namespace, Revision: rev, Status: sec.Labels["status"],
+		SecretName: sec.Name, SecretUID: string(sec.UID)}
+	if format != "table" {
+		return encode(w, format, a)
+	}
+	_, err := fmt.Fprintf(w, "NAME: %s\nNAMESPACE: %s\nREVISION: %d\nSTATUS: %s\nRELEASE SECRET: %s\nSECRET UID: %s\n",
+		a.Name, a.Namespace, a.Revision, a.Status, a.SecretName, a.SecretUID)
+	return err
+}
+
+// listElement is a row of `helm list -o json`, field for field.
+type listElement struct {
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	Revision   string `json:"revision"`
+	Updated    string `json:"updated"`
+	Status     string `json:"status"`
+	Chart      string `json:"chart"`
+	AppVersion string `json:"app_version"`
+}
+
+// helmTime is how helm prints times.
+const helmTime = "2006-01-02 15:04:05.999999999 -0700 MST"
+
+func element(r *helmrelease.Release) listElement {
+	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version)}
+	if r.Info != nil {
+		e.Status = r.Info.Status.String()
+		if !r.Info.LastDeployed.IsZero() {
+			e.Updated = r.Info.LastDeployed.Format(helmTime)
+		}
+	}
+	if r.Chart != nil && r.Chart.Metadata != nil {
+		e.Chart = r.Chart.Metadata.Name + "-" + r.Chart.Metadata.Version
+		e.AppVersion = r.Chart.Metadata.AppVersion
+	}
+	return e
+}
+
+func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
+	rows := make([]listElement, 0, len(rels))
+	for _, r := range rels {
+		rows = append(rows, element(r))
+	}
+	if format != "table" {
+		return encode(w, format, rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tNAMESPACE\tREVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION")
+	for _, e := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Namespace, e.Revision, e.Updated, e.Status, e.Chart, e.AppVersion)
+	}
+	return tw.Flush()
+}
+
+// historyElement is a row of `helm history -o json`.
+type historyElement struct {
+	Revision    int    `json:"revision"`
+	Updated     string `json:"updated"`
+	Status      string `json:"status"`
+	Chart       string `json:"chart"`
+	AppVersion  string `json:"app_version"`
+	Description string `json:"description"`
+}
+
+func printHistory(w io.Writer, format string, rels []*helmrelease.Release) error {
+	rows := make([]historyElement, 0, len(rels))
+	for _, r := range rels {
+		e := element(r)
+		h := historyElement{Revision: r.Version, Updated: e.Updated, Status: e.Status, Chart: e.Chart, AppVersion: e.AppVersion}
+		if r.Info != nil {
+			h.Description = r.Info.Description
+		}
+		rows = append(rows, h)
+	}
+	if format != "table" {
+		return encode(w, format, rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION")
+	for _, h := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", h.Revision, h.Updated, h.Status, h.Chart, h.AppVersion, h.Description)
+	}
+	return tw.Flush()
+}
+
+// statusElement is what `status -o json|yaml` prints.
+type statusElement struct {
+	listElement
+	Description string `json:"description"`
+}
+
+func printStatus(w io.Writer, format string, r *helmrelease.Release) error {
+	s := statusElement{listElement: element(r)}
+	if r.Info != nil {
+		s.Description = r.Info.Description
+	}
+	if format != "table" {
+		return encode(w, format, s)
+	}
+	_, err := fmt.Fprintf(w, "NAME: %s\nLAST DEPLOYED: %s\nNAMESPACE: %s\nSTATUS: %s\nREVISION: %s\nCHART: %s\nDESCRIPTION: %s\n",
+		s.Name, s.Updated, s.Namespace, s.Status, s.Revision, s.Chart, s.Description)
+	return err
+}
+
+func encode(w io.Writer, format string, v interface{}) error {
+	if format == "yaml" {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

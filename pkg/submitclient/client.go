@@ -1,0 +1,112 @@
+// Package submitclient is a Go client of submit's HTTP API (the contract in pkg/api).
+package submitclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/api"
+)
+
+// Client talks to one submit endpoint.
+type Client struct {
+	Server string
+	Token  string
+	HTTP   *http.Client
+}
+
+// APIError is an error answer of submit.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+}
+
+// Install asks for an install; the answer is the reserved release secret.
+func (c *Client) Install(ctx context.Context, req api.ReleaseRequest) (*corev1.Secret, error) {
+	var sec corev1.Secret
+	return &sec, c.do(ctx, http.MethodPost, api.PathAsync, nil, req, &sec)
+}
+
+// Upgrade asks for an upgrade.
+func (c *Client) Upgrade(ctx context.Context, req api.ReleaseRequest) (*corev1.Secret, error) {
+	var sec corev1.Secret
+	return &sec, c.do(ctx, http.MethodPut, api.PathAsync, nil, req, &sec)
+}
+
+// Get returns the latest revision of a release.
+func (c *Client) Get(ctx context.Context, ns, name string) (*helmrelease.Release, error) {
+	var rel helmrelease.Release
+	return &rel, c.do(ctx, http.MethodGet, api.PathRelease, url.Values{"ns": {ns}, "name": {name}}, nil, &rel)
+}
+
+// History returns every revision of a release.
+func (c *Client) History(ctx context.Context, ns, name string) ([]*helmrelease.Release, error) {
+	var rels []*helmrelease.Release
+	return rels, c.do(ctx, http.MethodGet, api.PathHistory, url.Values{"ns": {ns}, "name": {name}}, nil, &rels)
+}
+
+// List returns the latest revision of every release in ns ("" = all namespaces).
+func (c *Client) List(ctx context.Context, ns string) ([]*helmrelease.Release, error) {
+	var rels []*helmrelease.Release
+	return rels, c.do(ctx, http.MethodGet, api.PathList, url.Values{"ns": {ns}, "limitInfo": {"true"}}, nil, &rels)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out interface{}) error {
+	u := strings.TrimSuffix(c.Server, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("submit at %s: %w", c.Server, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e api.Error
+		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(raw))
+		}
+		return &APIError{Status: resp.StatusCode, Message: e.Error}
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
