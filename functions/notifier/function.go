@@ -15,10 +15,11 @@ import (
 
 // Function is the notifier.
 type Function struct {
-	cfg    Config
-	log    *zap.SugaredLogger
-	svc    *notifier.Service
-	source http.Handler
+	cfg        Config
+	log        *zap.SugaredLogger
+	svc        *notifier.Service
+	source     http.Handler
+	deadLetter http.Handler
 }
 
 // New builds the notifier; Start opens its clients and starts watching.
@@ -50,6 +51,9 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.source, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receive); err != nil {
 		return err
 	}
+	if f.deadLetter, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receiveDeadLetter); err != nil {
+		return err
+	}
 	return f.svc.Start(ctx, f.cfg.Watch)
 }
 
@@ -57,6 +61,7 @@ func (f *Function) Start(ctx context.Context) error {
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("POST /dead-letter", f.deadLetter)
 	mux.Handle("/", f.source)
 	return mux
 }
@@ -74,5 +79,20 @@ func (f *Function) receive(_ context.Context, e cloudevents.Event) cloudevents.R
 		return cloudevents.NewHTTPResult(http.StatusBadRequest, "want an ApiServerSource Reference-mode event for a Secret")
 	}
 	f.svc.Enqueue(ref.Namespace, ref.Name)
+	return cloudevents.ResultACK
+}
+
+// receiveDeadLetter takes the events the Broker gave up delivering to the executor.
+func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	a, err := events.ParseAccepted(e)
+	if err != nil {
+		f.log.Warnw("dead letter that is not an accepted request; dropped", "type", e.Type(), "id", e.ID())
+		return cloudevents.ResultACK
+	}
+	failed, err := f.svc.DeadLetter(ctx, a)
+	if err != nil {
+		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
+	}
+	f.log.Warnw("dead-lettered request", "namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "markedFailed", failed)
 	return cloudevents.ResultACK
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	helmcli "helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
 	corev1 "k8s.io/api/core/v1"
@@ -93,7 +94,7 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	vals, err := o.Values.MergeValues(getter.All(nil))
+	vals, err := o.Values.MergeValues(getter.All(helmcli.New()))
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}

@@ -388,3 +388,14 @@ func (s *Service) lastSignOfLife(ctx context.Context, m *metav1.PartialObjectMet
 	}
 	return last, false, nil
 }
+
+// DeadLetter fails the revision of an accepted event the broker gave up delivering: no
+// executor will ever run it, so there is no reason to wait for the reaper.
+func (s *Service) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
+	reason := fmt.Sprintf("Release %q failed: the request for revision %d was never acknowledged by an executor (dead-lettered by the broker)", a.Name, a.Revision)
+	done, err := s.Store.MarkFailed(ctx, a.Namespace, a.Name, a.Revision, reason, false)
+	if errors.Is(err, release.ErrNotFound) {
+		return false, nil
+	}
+	return done, err
+}

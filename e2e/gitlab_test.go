@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/async-helm/async-helm/internal/testcharts"
+	"github.com/async-helm/async-helm/pkg/api"
+)
+
+// The product's acceptance story: the GitLab chart takes minutes to install; the client
+// gets 201 at once and watches pending-install turn into deployed, then upgrades.
+func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
+	t.Parallel()
+	ns := cluster.SlowNamespace(t)
+	s := newStack(t, ns)
+	ctx := context.Background()
+	values := testcharts.Values(t, "gitlab-values-offline.yaml")
+	req := api.ReleaseRequest{Name: "gitlab", Namespace: ns, ChartURL: s.charts.ChartURL("gitlab", "6.5.4"),
+		Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
+
+	start := time.Now()
+	sec, err := s.client.Install(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("install: 201 %s after %s", sec.Name, time.Since(start))
+	if sec.Name != "sh.helm.release.v1.gitlab.v1" {
+		t.Fatalf("secret %s", sec.Name)
+	}
+	waitThrough(t, s, ns, "pending-install", "deployed", 1, 20*time.Minute)
+	took := time.Since(start)
+	t.Logf("install deployed after %s", took)
+	if took < time.Minute {
+		t.Errorf("install took %s: the slow profile should make it take over a minute", took)
+	}
+
+	// Upgrade with changed values and the release's own chart.
+	values["global"].(map[string]interface{})["hosts"] = map[string]interface{}{"domain": "example.net"}
+	up := api.ReleaseRequest{Name: "gitlab", Namespace: ns, Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
+	sec, err = s.client.Upgrade(ctx, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Name != "sh.helm.release.v1.gitlab.v2" || sec.Labels["status"] != "pending-upgrade" {
+		t.Fatalf("upgrade answered %s %v", sec.Name, sec.Labels)
+	}
+	waitThrough(t, s, ns, "pending-upgrade", "deployed", 2, 20*time.Minute)
+	rel, err := s.client.Get(ctx, ns, "gitlab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Config["global"].(map[string]interface{})["hosts"].(map[string]interface{})["domain"] != "example.net" {
+		t.Errorf("revision 2 values: %v", rel.Config["global"])
+	}
+}
+
+// waitThrough polls the list API (what the console shows) and requires the release to be
+// seen in the pending status first and then in the final one, at that revision.
+func waitThrough(t *testing.T, s *stack, ns, pending, final string, revision int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	sawPending := false
+	for time.Now().Before(deadline) {
+		rels, err := s.client.List(context.Background(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rels {
+			if r.Name != "gitlab" || r.Version != revision {
+				continue
+			}
+			switch st := r.Info.Status.String(); {
+			case st == pending:
+				sawPending = true
+			case st == final && sawPending:
+				return
+			case st == final:
+				t.Fatalf("revision %d was %s before the list ever showed %s", revision, final, pending)
+			default:
+				t.Fatalf("revision %d is %s: %s", revision, st, r.Info.Description)
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Fatalf("revision %d not %s after %s (saw %s: %v)", revision, final, timeout, pending, sawPending)
+}

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/events"
+)
+
+func TestOcHelmInstallListUpgradeAndWait(t *testing.T) {
+	ns := cluster.Namespace(t)
+	s := newStack(t, ns)
+	tiny := s.charts.ChartURL("tiny", "0.1.0")
+
+	out, code := s.ocHelm(t, "-n", ns, "install", "web", tiny, "--set", "replicas=2")
+	if code != 0 {
+		t.Fatalf("install: exit %d\n%s", code, out)
+	}
+	sec, err := cluster.Client.CoreV1().Secrets(ns).Get(context.Background(), "sh.helm.release.v1.web.v1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NAME: web", "REVISION: 1", "STATUS: pending-install", "RELEASE SECRET: " + sec.Name, "SECRET UID: " + string(sec.UID)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = s.ocHelm(t, "-n", ns, "list")
+	if !strings.Contains(out, "NAME") || !strings.Contains(out, "APP VERSION") || !strings.Contains(out, "web") {
+		t.Errorf("list:\n%s", out)
+	}
+	// status --watch follows it to deployed and exits 0.
+	out, code = s.ocHelm(t, "-n", ns, "status", "web", "--watch")
+	if code != 0 || !strings.Contains(out, "web: deployed, revision 1") {
+		t.Fatalf("status --watch: exit %d\n%s", code, out)
+	}
+	out, _ = s.ocHelm(t, "-n", ns, "list")
+	if !regexpLine(out, "web", ns, "1", "deployed", "tiny-0.1.0", "1.0") {
+		t.Errorf("list after deploy:\n%s", out)
+	}
+
+	// Values merge as helm merges them: file, then --set, then --set-string.
+	vf := filepath.Join(t.TempDir(), "v.yaml")
+	if err := os.WriteFile(vf, []byte("message: from-file\nreplicas: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = s.ocHelm(t, "-n", ns, "upgrade", "web", tiny, "-f", vf, "--set", "replicas=1", "--set-string", "message=12345", "--wait")
+	if code != 0 || !strings.Contains(out, "REVISION: 2") || !strings.Contains(out, "STATUS: pending-upgrade") || !strings.Contains(out, "web: deployed, revision 2") {
+		t.Fatalf("upgrade --wait: exit %d\n%s", code, out)
+	}
+	cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "web-config", metav1.GetOptions{})
+	if err != nil || cm.Data["message"] != "12345" {
+		t.Errorf("message after upgrade: %v %v", cm.Data, err)
+	}
+	dep, err := cluster.Client.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || *dep.Spec.Replicas != 1 {
+		t.Errorf("replicas after upgrade: %v %v", dep.Spec.Replicas, err)
+	}
+	out, _ = s.ocHelm(t, "-n", ns, "history", "web", "-o", "json")
+	if !strings.Contains(out, `"status": "superseded"`) || !strings.Contains(out, `"revision": 2`) {
+		t.Errorf("history:\n%s", out)
+	}
+
+	// A failing install with --wait exits non-zero with the reason.
+	out, code = s.ocHelm(t, "-n", ns, "install", "bad", s.charts.ChartURL("hookfail", "0.1.0"), "--wait")
+	if code == 0 || !strings.Contains(out, "BackoffLimitExceeded") {
+		t.Fatalf("failing install --wait: exit %d\n%s", code, out)
+	}
+	// A clear one-line error for a 409.
+	out, code = s.ocHelm(t, "-n", ns, "install", "web", tiny)
+	if code == 0 || !strings.Contains(out, "Error: ") || !strings.Contains(out, "(HTTP 409)") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("install of a name in use: exit %d\n%s", code, out)
+	}
+
+	// The notifier told subscribers, in order, for the first revision.
+	evs := s.sink.WaitFor(t, 20*time.Second, "events of web v1", func(e []cloudevents.Event) bool {
+		return index(e, events.StatusEventID(ns, "web", 1, "deployed")) >= 0
+	})
+	if p, d := index(evs, events.StatusEventID(ns, "web", 1, "pending-install")), index(evs, events.StatusEventID(ns, "web", 1, "deployed")); p < 0 || p > d {
+		t.Errorf("pending-install at %d, deployed at %d", p, d)
+	}
+}
+
+func index(evs []cloudevents.Event, id string) int {
+	for i, e := range evs {
+		if e.ID() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// regexpLine reports whether a line of out has these fields in this order.
+func regexpLine(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := line, true
+		for _, f := range fields {
+			i := strings.Index(rest, f)
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(f):]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
