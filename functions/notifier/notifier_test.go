@@ -247,3 +247,32 @@ func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
 		return has(e, events.StatusEventID(ns, "before", 1, "deployed"))
 	})
 }
+
+func TestDeadLetteredRequestsFailTheirRevision(t *testing.T) {
+	ns := cluster.Namespace(t)
+	sink := testsink.Start(t)
+	f, _ := startNotifier(t, ns, sink, Config{Watch: true})
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	h := newHelmSide(t, ns)
+	rev := h.reserve(t, "lost", release.ActionInstall)
+	e, err := events.NewAccepted(events.Action{Action: release.ActionInstall, Namespace: ns, Name: "lost", Revision: rev,
+		SecretName: release.SecretName("lost", rev), RequestID: "req-lost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cloudevents.NewClientHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := c.Send(cloudevents.ContextWithTarget(context.Background(), srv.URL+"/dead-letter"), e); !cloudevents.IsACK(res) {
+		t.Fatalf("dead letter: %v", res)
+	}
+	rel, err := h.store.Get(context.Background(), ns, "lost", rev)
+	if err != nil || rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "dead-lettered") {
+		t.Fatalf("after the dead letter: %v %q %v", rel.Info.Status, rel.Info.Description, err)
+	}
+	sink.WaitFor(t, 10*time.Second, "failed event", func(e []cloudevents.Event) bool {
+		return has(e, events.StatusEventID(ns, "lost", rev, "failed"))
+	})
+}

@@ -25,6 +25,11 @@ func Open(kubeconfig string) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
+	return FromConfig(cfg)
+}
+
+// FromConfig builds the clients of a REST config, with raised QPS limits.
+func FromConfig(cfg *rest.Config) (*Clients, error) {
 	cfg.QPS, cfg.Burst = 500, 1000
 	typed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -50,13 +50,13 @@ type Service struct {
 	ReaperInterval time.Duration
 	Now            func() time.Time
 
-	queue   workqueue.TypedRateLimitingInterface[string]
-	mu      sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[string]
+	mu    sync.Mutex
 	// reported is the status last reported per secret in this process: Helm rewrites a
 	// secret without changing its status (adoption), which drops the annotation.
 	reported map[string]string
-	indexer []cache.Indexer
-	synced  []cache.InformerSynced
+	indexer  []cache.Indexer
+	synced   []cache.InformerSynced
 }
 
 // Init prepares the queue; Run calls it, and so may a caller that enqueues before Run.

@@ -1,0 +1,136 @@
+package knative
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// applyRBAC creates the namespace, ServiceAccounts and RBAC of 100-/300-*.yaml for real.
+func applyRBAC(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	dc, err := dynamic.NewForConfig(cluster.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]struct {
+		gv, resource string
+	}{
+		"Namespace": {"v1", "namespaces"}, "ServiceAccount": {"v1", "serviceaccounts"},
+		"ClusterRole": {"rbac.authorization.k8s.io/v1", "clusterroles"}, "ClusterRoleBinding": {"rbac.authorization.k8s.io/v1", "clusterrolebindings"},
+	}
+	for _, u := range manifests(t) {
+		r, ok := res[u.GetKind()]
+		if !ok {
+			continue
+		}
+		gvr := u.GroupVersionKind().GroupVersion().WithResource(r.resource)
+		var ri dynamic.ResourceInterface = dc.Resource(gvr)
+		if u.GetNamespace() != "" {
+			ri = dc.Resource(gvr).Namespace(u.GetNamespace())
+		}
+		if err := apply(ctx, ri, u, false); err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// as opens the clients of a function's ServiceAccount (by impersonation).
+func as(t *testing.T, sa string) *kube.Clients {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.Admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:async-helm:" + sa,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:async-helm", "system:authenticated"}}
+	cl, err := kube.FromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func forbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: got %v, want Forbidden (least privilege)", what, err)
+	}
+}
+
+func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
+	applyRBAC(t)
+	ns := cluster.Namespace(t)
+	ctx := context.Background()
+	meta := &chart.Metadata{Name: "tiny", Version: "0.1.0"}
+
+	// submit: namespace watch, history by metadata, reserve, read, undo.
+	submit := as(t, "submit")
+	sstore := &release.Store{Client: submit.Typed, Metadata: submit.Metadata}
+	_, err := submit.Typed.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	must(t, "submit lists namespaces", err)
+	w, err := submit.Typed.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{})
+	must(t, "submit watches namespaces", err)
+	w.Stop()
+	sec, err := sstore.Reserve(ctx, release.Reservation{Namespace: ns, Name: "r", Action: release.ActionInstall, Chart: meta, RequestID: "x"})
+	must(t, "submit reserves", err)
+	_, err = sstore.Get(ctx, ns, "r", 1)
+	must(t, "submit reads a release", err)
+	_, err = submit.Typed.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	must(t, "submit lists releases in all namespaces", err)
+	must(t, "submit undoes a reservation", sstore.Undo(ctx, sec))
+	_, err = submit.Typed.CoreV1().Secrets(ns).Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.UpdateOptions{})
+	forbidden(t, "submit updates a secret", err)
+	_, err = submit.Typed.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	forbidden(t, "submit reads leases", err)
+
+	// executor: read the reservation, heartbeat, mark failed / update.
+	_, err = sstore.Reserve(ctx, release.Reservation{Namespace: ns, Name: "e", Action: release.ActionInstall, Chart: meta, RequestID: "y"})
+	must(t, "reserve for the executor", err)
+	executor := as(t, "executor")
+	estore := &release.Store{Client: executor.Typed, Metadata: executor.Metadata}
+	hb := &release.Heartbeat{Client: executor.Typed, Holder: "rbac-test", Duration: 30 * time.Second}
+	ok, err := hb.Acquire(ctx, ns, release.SecretName("e", 1))
+	if !ok || err != nil {
+		t.Fatalf("executor takes a lease: %v %v", ok, err)
+	}
+	_, err = estore.MarkFailed(ctx, ns, "e", 1, "rbac test", false)
+	must(t, "executor updates a release", err)
+	must(t, "executor releases the lease", hb.Release(ctx, ns, release.SecretName("e", 1)))
+
+	// notifier: metadata list/watch, read a release, record the reported status, read leases, reap.
+	notifier := as(t, "notifier")
+	_, err = notifier.Metadata.Resource(release.SecretsResource).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	must(t, "notifier lists release metadata", err)
+	mw, err := notifier.Metadata.Resource(release.SecretsResource).Watch(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	must(t, "notifier watches release metadata", err)
+	mw.Stop()
+	nstore := &release.Store{Client: notifier.Typed, Metadata: notifier.Metadata}
+	_, err = nstore.Get(ctx, ns, "e", 1)
+	must(t, "notifier reads a release", err)
+	_, err = notifier.Typed.CoreV1().Secrets(ns).Patch(ctx, release.SecretName("e", 1), types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"async-helm.io/notified":"failed"}}}`), metav1.PatchOptions{})
+	must(t, "notifier records a reported status", err)
+	_, err = notifier.Typed.CoordinationV1().Leases(ns).Get(ctx, "none", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("notifier reads leases: %v", err)
+	}
+	_, err = notifier.Typed.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	forbidden(t, "notifier creates a secret", err)
+}
