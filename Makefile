@@ -58,3 +58,11 @@ run: build $(if $(KUBECONFIG),,cluster-up)
 
 clean: cluster-down
 	rm -rf bin
+
+HELM_CLI := $(CLUSTER_BIN)/helm
+$(HELM_CLI): tools/localcluster/go.mod
+	cd tools/localcluster && $(GO) build -o $(CURDIR)/$(HELM_CLI) helm.sh/helm/v3/cmd/helm
+
+# Figures beside their targets (README "Benchmarks"); BENCH_ARGS=-skip-notifier for a quick run.
+bench: build $(HELM_CLI) $(if $(KUBECONFIG),,cluster-up)
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/bench $(BENCH_ARGS)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/pkg/api"
 )
@@ -17,7 +19,14 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	s := newStack(t, ns)
 	ctx := context.Background()
 	values := testcharts.Values(t, "gitlab-values-offline.yaml")
-	req := api.ReleaseRequest{Name: "gitlab", Namespace: ns, ChartURL: s.charts.ChartURL("gitlab", "6.5.4"),
+	// Nothing on the local cluster hands out load-balancer addresses, and Helm's wait holds
+	// for them: expose the chart's ingress controller as a NodePort here.
+	values["nginx-ingress"] = map[string]interface{}{"controller": map[string]interface{}{"service": map[string]interface{}{"type": "NodePort"}}}
+	// The chart makes cluster-scoped objects named after the release: a name of its own per
+	// run, and those objects removed afterwards (deleting the namespace does not).
+	name := "gitlab-" + ns[len(ns)-6:]
+	t.Cleanup(func() { deleteClusterScoped(t, ns) })
+	req := api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: s.charts.ChartURL("gitlab", "6.5.4"),
 		Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
 
 	start := time.Now()
@@ -26,10 +35,10 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("install: 201 %s after %s", sec.Name, time.Since(start))
-	if sec.Name != "sh.helm.release.v1.gitlab.v1" {
+	if sec.Name != "sh.helm.release.v1."+name+".v1" {
 		t.Fatalf("secret %s", sec.Name)
 	}
-	waitThrough(t, s, ns, "pending-install", "deployed", 1, 20*time.Minute)
+	waitThrough(t, s, ns, name, "pending-install", "deployed", 1, 20*time.Minute)
 	took := time.Since(start)
 	t.Logf("install deployed after %s", took)
 	if took < time.Minute {
@@ -38,16 +47,16 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 
 	// Upgrade with changed values and the release's own chart.
 	values["global"].(map[string]interface{})["hosts"] = map[string]interface{}{"domain": "example.net"}
-	up := api.ReleaseRequest{Name: "gitlab", Namespace: ns, Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
+	up := api.ReleaseRequest{Name: name, Namespace: ns, Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
 	sec, err = s.client.Upgrade(ctx, up)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sec.Name != "sh.helm.release.v1.gitlab.v2" || sec.Labels["status"] != "pending-upgrade" {
+	if sec.Name != "sh.helm.release.v1."+name+".v2" || sec.Labels["status"] != "pending-upgrade" {
 		t.Fatalf("upgrade answered %s %v", sec.Name, sec.Labels)
 	}
-	waitThrough(t, s, ns, "pending-upgrade", "deployed", 2, 20*time.Minute)
-	rel, err := s.client.Get(ctx, ns, "gitlab")
+	waitThrough(t, s, ns, name, "pending-upgrade", "deployed", 2, 20*time.Minute)
+	rel, err := s.client.Get(ctx, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +67,7 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 
 // waitThrough polls the list API (what the console shows) and requires the release to be
 // seen in the pending status first and then in the final one, at that revision.
-func waitThrough(t *testing.T, s *stack, ns, pending, final string, revision int, timeout time.Duration) {
+func waitThrough(t *testing.T, s *stack, ns, name, pending, final string, revision int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	sawPending := false
@@ -68,7 +77,7 @@ func waitThrough(t *testing.T, s *stack, ns, pending, final string, revision int
 			t.Fatal(err)
 		}
 		for _, r := range rels {
-			if r.Name != "gitlab" || r.Version != revision {
+			if r.Name != name || r.Version != revision {
 				continue
 			}
 			switch st := r.Info.Status.String(); {
@@ -85,4 +94,23 @@ func waitThrough(t *testing.T, s *stack, ns, pending, final string, revision int
 		time.Sleep(2 * time.Second)
 	}
 	t.Fatalf("revision %d not %s after %s (saw %s: %v)", revision, final, timeout, pending, sawPending)
+}
+
+func deleteClusterScoped(t *testing.T, ns string) {
+	ctx := context.Background()
+	rbac := cluster.Client.RbacV1()
+	if crs, err := rbac.ClusterRoles().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range crs.Items {
+			if o.Annotations["meta.helm.sh/release-namespace"] == ns {
+				_ = rbac.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
+			}
+		}
+	}
+	if crbs, err := rbac.ClusterRoleBindings().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range crbs.Items {
+			if o.Annotations["meta.helm.sh/release-namespace"] == ns {
+				_ = rbac.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
+			}
+		}
+	}
 }

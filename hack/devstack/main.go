@@ -19,13 +19,11 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/repo"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/localbroker"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -172,50 +170,21 @@ func waitHealthy(ctx context.Context, url string) error {
 	return fmt.Errorf("not healthy after 30s")
 }
 
-// serveCharts packages the chart directories and serves them with an index.yaml.
+// serveCharts serves the chart directories as a repository.
 func serveCharts(o options) (string, error) {
 	dir, err := os.MkdirTemp("", "async-helm-charts")
 	if err != nil {
 		return "", err
 	}
-	entries, err := os.ReadDir(o.charts)
-	if err != nil {
-		return "", err
-	}
-	for _, e := range entries {
-		p := filepath.Join(o.charts, e.Name())
-		if e.IsDir() {
-			ch, err := loader.LoadDir(p)
-			if err != nil {
-				return "", err
-			}
-			if _, err := chartutil.Save(ch, dir); err != nil {
-				return "", err
-			}
-		} else if strings.HasSuffix(e.Name(), ".tgz") {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return "", err
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-				return "", err
-			}
-		}
-	}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.chartsPort))
 	if err != nil {
 		return "", err
 	}
-	url := "http://" + ln.Addr().String()
-	idx, err := repo.IndexDirectory(dir, url)
+	r, err := chartrepo.Start(o.charts, dir, ln)
 	if err != nil {
 		return "", err
 	}
-	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
-		return "", err
-	}
-	go func() { _ = http.Serve(ln, http.FileServer(http.Dir(dir))) }()
-	return url, nil
+	return r.URL, nil
 }
 
 // serveEventLog prints each status event the notifier sends.
