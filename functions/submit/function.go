@@ -13,6 +13,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartsource"
@@ -54,16 +55,26 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.helm, err = helmexec.NewFactory(cl.Config); err != nil {
 		return err
 	}
+	// Namespaces and release history are answered from informer caches: the path to 201
+	// makes one API call, the reservation's create.
 	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
 	nsLister := inf.Core().V1().Namespaces().Lister()
+	revisions, err := release.NewRevisionIndex(cl.Metadata)
+	if err != nil {
+		return err
+	}
 	inf.Start(ctx.Done())
+	go revisions.Run(ctx.Done())
 	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("cache of %v did not sync", typ)
 		}
 	}
+	if !cache.WaitForCacheSync(ctx.Done(), revisions.HasSynced) {
+		return fmt.Errorf("cache of release secrets did not sync")
+	}
 	f.svc = &submitter.Service{
-		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions.GetIndexer()},
 		Charts:     &chartsource.Source{Repositories: repos, TTL: f.cfg.ChartCacheTTL, HTTP: &http.Client{Timeout: time.Minute}},
 		Sender:     sender,
 		Namespaces: nsLister,

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
 )
 
 // ReservedDescription is the description a reservation carries until the executor adopts it.
@@ -26,7 +28,39 @@ const ReservedDescription = "Reserved by async-helm; waiting for the executor"
 type Store struct {
 	Client   kubernetes.Interface
 	Metadata metadata.Interface
-	Now      func() time.Time
+	// Revisions, when set, answers History from a metadata informer's cache (see
+	// NewRevisionIndex) instead of a LIST per request: the reservation's create stays the
+	// lock, so a cache a few milliseconds behind can only turn a 201 into a 409, never the reverse.
+	Revisions cache.Indexer
+	Now       func() time.Time
+}
+
+// ReleaseIndex indexes release secrets by "<namespace>/<release>".
+const ReleaseIndex = "release"
+
+// NewRevisionIndex is a metadata informer over every release secret (labels only), indexed
+// by release, for Store.Revisions.
+func NewRevisionIndex(md metadata.Interface) (cache.SharedIndexInformer, error) {
+	f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.LabelSelector = LabelOwner + "=" + OwnerHelm
+	})
+	inf := f.ForResource(SecretsResource).Informer()
+	if err := inf.SetTransform(func(obj interface{}) (interface{}, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			m.ManagedFields = nil
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, err
+	}
+	err := inf.AddIndexers(cache.Indexers{ReleaseIndex: func(obj interface{}) ([]string, error) {
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			return nil, nil
+		}
+		return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelName]}, nil
+	}})
+	return inf, err
 }
 
 // Reservation is a request to reserve the next revision of a release.
@@ -44,6 +78,24 @@ type Reservation struct {
 // History lists the revisions of a release from secret metadata only (payloads can
 // be megabytes each), newest first.
 func (s *Store) History(ctx context.Context, namespace, name string) ([]Revision, error) {
+	return s.history(ctx, namespace, name, s.Revisions != nil)
+}
+
+func (s *Store) history(ctx context.Context, namespace, name string, cached bool) ([]Revision, error) {
+	if cached {
+		objs, err := s.Revisions.ByIndex(ReleaseIndex, namespace+"/"+name)
+		if err != nil {
+			return nil, err
+		}
+		revs := make([]Revision, 0, len(objs))
+		for _, o := range objs {
+			if r, ok := RevisionFromMeta(o.(metav1.Object)); ok {
+				revs = append(revs, r)
+			}
+		}
+		sort.Slice(revs, func(i, j int) bool { return revs[i].Version > revs[j].Version })
+		return revs, nil
+	}
 	sel := labels.Set{LabelOwner: OwnerHelm, LabelName: name}.String()
 	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -61,7 +113,16 @@ func (s *Store) History(ctx context.Context, namespace, name string) ([]Revision
 
 // NextRevision checks that the action may start now and returns the revision it would reserve.
 func (s *Store) NextRevision(ctx context.Context, namespace, name string, action Action) (int, error) {
-	revs, err := s.History(ctx, namespace, name)
+	rev, err := s.nextRevision(ctx, namespace, name, action, s.Revisions != nil)
+	if err != nil && s.Revisions != nil {
+		// A refusal must not come from a cache that lags: confirm it with the API server.
+		return s.nextRevision(ctx, namespace, name, action, false)
+	}
+	return rev, err
+}
+
+func (s *Store) nextRevision(ctx context.Context, namespace, name string, action Action, cached bool) (int, error) {
+	revs, err := s.history(ctx, namespace, name, cached)
 	if err != nil {
 		return 0, err
 	}
