@@ -52,7 +52,8 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
-	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info"}
+	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info",
+		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key"}
 	with := func(extra map[string]string) map[string]string {
 		out := map[string]string{}
 		for k, v := range common {
@@ -72,7 +73,7 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 	t.Cleanup(b.Close)
 	s.submit = teststack.Run(t, bins["submit"], with(map[string]string{"K_SINK": b.URL}))
 	s.notifier = teststack.Run(t, bins["notifier"], with(map[string]string{"K_SINK": s.sink.URL, "NAMESPACES": strings.Join(namespaces, ",")}))
-	s.client = &submitclient.Client{Server: s.submit.URL}
+	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Admin.BearerToken}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(s.submit.Log()), tail(s.executor.Log()), tail(s.notifier.Log()))

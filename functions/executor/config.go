@@ -13,6 +13,15 @@ type Config struct {
 	// ends (and is recorded failed) before the platform cuts the request.
 	MaxActionTime time.Duration `envconfig:"MAX_ACTION_TIME" default:"55m"`
 	LeaseDuration time.Duration `envconfig:"LEASE_DURATION" default:"30s"`
+	// EventSigningKey verifies accepted events (shared with submit, from a Secret); when set,
+	// unsigned, altered and stale events are rejected without running Helm.
+	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
+	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
+	// Chart hosts on loopback or private addresses are refused unless allowed.
+	AllowLoopbackCharts bool `envconfig:"ALLOW_LOOPBACK_CHARTS"`
+	AllowPrivateCharts  bool `envconfig:"ALLOW_PRIVATE_CHARTS"`
+	// AllowChartAddresses are ip:port chart hosts allowed whatever their range.
+	AllowChartAddresses []string `envconfig:"ALLOW_CHART_ADDRESSES"`
 	// Holder names this instance in heartbeat leases (the pod name on Kubernetes).
 	Holder string `envconfig:"POD_NAME"`
 }

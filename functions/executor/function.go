@@ -54,9 +54,11 @@ func (f *Function) Start(ctx context.Context) error {
 		holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	f.svc = executor.New(executor.Service{
-		Store:         &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
-		Helm:          factory,
-		Charts:        &chartsource.Source{Repositories: repos, TTL: time.Hour, HTTP: &http.Client{Timeout: 5 * time.Minute}},
+		Store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		Helm:  factory,
+		Charts: &chartsource.Source{Repositories: repos, TTL: time.Hour,
+			HTTP: chartsource.Policy{AllowLoopback: f.cfg.AllowLoopbackCharts, AllowPrivate: f.cfg.AllowPrivateCharts,
+				AllowAddresses: f.cfg.AllowChartAddresses}.HTTPClient(5 * time.Minute)},
 		Heartbeat:     &release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration},
 		Log:           f.log,
 		MaxActionTime: f.cfg.MaxActionTime,
@@ -78,6 +80,12 @@ func (f *Function) Handler() http.Handler {
 }
 
 func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	if key := f.cfg.EventSigningKey; key != "" {
+		if err := events.Verify(e, []byte(key), time.Now(), f.cfg.EventMaxAge); err != nil {
+			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)
+			return cloudevents.NewHTTPResult(http.StatusUnauthorized, "%v", err)
+		}
+	}
 	a, err := events.ParseAccepted(e)
 	if err != nil {
 		// Redelivering a malformed event cannot help.

@@ -47,6 +47,7 @@ func newRig(t *testing.T, cfg Config) *rig {
 	}
 	cfg.Kubeconfig = cluster.Kubeconfig
 	cfg.ChartRepositories = "test=" + charts.URL
+	cfg.AllowLoopbackCharts = true
 	if cfg.MaxParallel == 0 {
 		cfg.MaxParallel = 4
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
@@ -15,9 +16,13 @@ var errTooLarge = errors.New("request body too large")
 // statusOf chooses the HTTP status of an error, once, at the edge.
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, auth.ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, submitter.ErrInvalid), errors.Is(err, chartsource.ErrInvalidRef):
+	case errors.Is(err, submitter.ErrInvalid), errors.Is(err, chartsource.ErrInvalidRef), errors.Is(err, chartsource.ErrForbiddenHost):
 		return http.StatusBadRequest
 	case errors.Is(err, release.ErrNotFound), errors.Is(err, submitter.ErrNamespaceNotFound):
 		return http.StatusNotFound

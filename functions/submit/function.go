@@ -12,10 +12,12 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -30,6 +32,8 @@ type Function struct {
 	log    *zap.SugaredLogger
 	svc    *submitter.Service
 	helm   *helmexec.Factory
+	authn  *auth.Authenticator
+	authz  *auth.Authorizer
 	events http.Handler
 }
 
@@ -73,11 +77,21 @@ func (f *Function) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), revisions.HasSynced) {
 		return fmt.Errorf("cache of release secrets did not sync")
 	}
+	if f.cfg.Authentication {
+		f.authn = &auth.Authenticator{Client: cl.Typed}
+		f.authz = &auth.Authorizer{Client: cl.Typed}
+	} else {
+		f.log.Warnw("AUTHENTICATION=false: every caller acts as submit's and executor's own service accounts")
+	}
+	policy := chartsource.Policy{AllowLoopback: f.cfg.AllowLoopbackCharts, AllowPrivate: f.cfg.AllowPrivateCharts,
+		AllowAddresses: f.cfg.AllowChartAddresses}
 	f.svc = &submitter.Service{
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions.GetIndexer()},
-		Charts:     &chartsource.Source{Repositories: repos, TTL: f.cfg.ChartCacheTTL, HTTP: &http.Client{Timeout: time.Minute}},
+		Charts:     &chartsource.Source{Repositories: repos, TTL: f.cfg.ChartCacheTTL, HTTP: policy.HTTPClient(time.Minute)},
 		Sender:     sender,
 		Namespaces: nsLister,
+		Authorizer: f.authz,
+		SigningKey: []byte(f.cfg.EventSigningKey),
 	}
 	p, err := cloudevents.NewHTTP()
 	if err != nil {
@@ -92,12 +106,12 @@ func (f *Function) Start(ctx context.Context) error {
 // Handler routes the console's helm API.
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+api.PathAsync, f.submit(release.ActionInstall))
-	mux.HandleFunc("PUT "+api.PathAsync, f.submit(release.ActionUpgrade))
-	mux.HandleFunc("GET "+api.PathList, f.list)
-	mux.HandleFunc("GET "+api.PathRelease, f.get)
-	mux.HandleFunc("GET "+api.PathHistory, f.history)
-	mux.HandleFunc("POST "+api.PathEvents, func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) })
+	mux.HandleFunc("POST "+api.PathAsync, f.authenticated(f.submit(release.ActionInstall)))
+	mux.HandleFunc("PUT "+api.PathAsync, f.authenticated(f.submit(release.ActionUpgrade)))
+	mux.HandleFunc("GET "+api.PathList, f.authenticated(f.list))
+	mux.HandleFunc("GET "+api.PathRelease, f.authenticated(f.get))
+	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))
+	mux.HandleFunc("POST "+api.PathEvents, f.authenticated(func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) }))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
 }
@@ -109,7 +123,7 @@ func (f *Function) submit(action release.Action) http.HandlerFunc {
 			f.fail(w, r, err)
 			return
 		}
-		acc, err := f.svc.Submit(r.Context(), action, req, events.Caller{})
+		acc, err := f.svc.Submit(r.Context(), action, req, userFrom(r.Context()))
 		if err != nil {
 			f.fail(w, r, err)
 			return
@@ -127,7 +141,7 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (*cloudeven
 	if err != nil {
 		return nil, cloudevents.NewHTTPResult(http.StatusBadRequest, "%v", err)
 	}
-	acc, err := f.svc.Submit(ctx, action, req, events.Caller{})
+	acc, err := f.svc.Submit(ctx, action, req, userFrom(ctx))
 	if err != nil {
 		return nil, cloudevents.NewHTTPResult(statusOf(err), "%v", err)
 	}
@@ -145,10 +159,24 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (*cloudeven
 }
 
 func (f *Function) list(w http.ResponseWriter, r *http.Request) {
-	rels, err := f.helm.List(r.URL.Query().Get("ns"))
+	ns := r.URL.Query().Get("ns")
+	if ns != "" {
+		if err := f.canRead(r.Context(), ns); err != nil {
+			f.fail(w, r, err)
+			return
+		}
+	}
+	rels, err := f.helm.List(ns)
 	if err != nil {
 		f.fail(w, r, err)
 		return
+	}
+	if ns == "" {
+		// All namespaces: only those the caller may read.
+		if rels, err = f.readable(r.Context(), rels); err != nil {
+			f.fail(w, r, err)
+			return
+		}
 	}
 	if limit, _ := strconv.ParseBool(r.URL.Query().Get("limitInfo")); limit {
 		out := make([]api.ReleaseInfo, 0, len(rels))
@@ -167,6 +195,10 @@ func (f *Function) get(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
+	if err := f.canRead(r.Context(), ns); err != nil {
+		f.fail(w, r, err)
+		return
+	}
 	rel, err := f.helm.Latest(ns, name)
 	if err != nil {
 		f.fail(w, r, err)
@@ -178,6 +210,10 @@ func (f *Function) get(w http.ResponseWriter, r *http.Request) {
 func (f *Function) history(w http.ResponseWriter, r *http.Request) {
 	ns, name, err := nsAndName(r)
 	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	if err := f.canRead(r.Context(), ns); err != nil {
 		f.fail(w, r, err)
 		return
 	}
@@ -227,4 +263,60 @@ func writeJSON(w http.ResponseWriter, code int, v interface{}) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+type userKey struct{}
+
+func userFrom(ctx context.Context) *auth.User {
+	u, _ := ctx.Value(userKey{}).(*auth.User)
+	return u
+}
+
+// authenticated finds the caller before anything else happens (401/403 otherwise).
+func (f *Function) authenticated(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if f.authn == nil {
+			next(w, r)
+			return
+		}
+		u, err := f.authn.Authenticate(r.Context(), r)
+		if err != nil {
+			f.fail(w, r, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	}
+}
+
+// canRead checks the caller may read Helm's release secrets in ns.
+func (f *Function) canRead(ctx context.Context, ns string) error {
+	u := userFrom(ctx)
+	if u == nil || f.authz == nil {
+		return nil
+	}
+	return f.authz.Check(ctx, u, auth.Need{Verb: "list", Resource: "secrets", Namespace: ns})
+}
+
+// readable keeps the releases of namespaces the caller may read.
+func (f *Function) readable(ctx context.Context, rels []*helmrelease.Release) ([]*helmrelease.Release, error) {
+	u := userFrom(ctx)
+	if u == nil || f.authz == nil {
+		return rels, nil
+	}
+	allowed := map[string]bool{}
+	out := rels[:0]
+	for _, r := range rels {
+		ok, seen := allowed[r.Namespace]
+		if !seen {
+			var err error
+			if ok, err = f.authz.Allowed(ctx, u, auth.Need{Verb: "list", Resource: "secrets", Namespace: r.Namespace}); err != nil {
+				return nil, err
+			}
+			allowed[r.Namespace] = ok
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }

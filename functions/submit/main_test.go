@@ -29,7 +29,9 @@ func TestMain(m *testing.M) {
 
 // stack is submit on loopback with a recording sink and a chart repository.
 type stack struct {
-	url    string
+	url string
+	// token is sent as the bearer token (the admin's unless a test changes it).
+	token  string
 	sink   *testsink.Sink
 	charts *testcharts.Server
 }
@@ -45,13 +47,16 @@ func newStack(t *testing.T) *stack {
 		Kubeconfig:        cluster.Kubeconfig,
 		ChartRepositories: "test=" + charts.URL,
 		ChartCacheTTL:     time.Hour,
+		Authentication:    true,
+		// The test chart repository is on loopback.
+		AllowLoopbackCharts: true,
 	}, zap.NewNop().Sugar())
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(f.Handler())
 	t.Cleanup(srv.Close)
-	return &stack{url: srv.URL, sink: sink, charts: charts}
+	return &stack{url: srv.URL, sink: sink, charts: charts, token: cluster.Admin.BearerToken}
 }
 
 // call sends a JSON body and decodes the JSON answer into out (if not nil).
@@ -74,6 +79,9 @@ func (s *stack) call(t *testing.T, method, path string, body interface{}, out in
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -335,7 +335,8 @@ func TestRequestsAsCloudEvents(t *testing.T) {
 			if err := e.SetData(cloudevents.ApplicationJSON, s.install("ce-"+mode, ns)); err != nil {
 				t.Fatal(err)
 			}
-			ctx := cloudevents.ContextWithTarget(context.Background(), s.url+api.PathEvents)
+			ctx := cehttp.WithCustomHeader(cloudevents.ContextWithTarget(context.Background(), s.url+api.PathEvents),
+				http.Header{"Authorization": {"Bearer " + s.token}})
 			if mode == "structured" {
 				ctx = cloudevents.WithEncodingStructured(ctx)
 			}
@@ -356,7 +357,8 @@ func TestRequestsAsCloudEvents(t *testing.T) {
 	e.SetSource("/pipelines/test")
 	e.SetType(events.TypeInstallRequested)
 	_ = e.SetData(cloudevents.ApplicationJSON, s.install("ce-binary", ns))
-	_, res := c.Request(cloudevents.ContextWithTarget(context.Background(), s.url+api.PathEvents), e)
+	_, res := c.Request(cehttp.WithCustomHeader(cloudevents.ContextWithTarget(context.Background(), s.url+api.PathEvents),
+		http.Header{"Authorization": {"Bearer " + s.token}}), e)
 	var httpRes *cehttp.Result
 	if !cloudevents.ResultAs(res, &httpRes) || httpRes.StatusCode != http.StatusConflict {
 		t.Errorf("duplicate install event: %v, want 409", res)

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"net"
@@ -89,7 +91,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	go func() { _ = http.Serve(brokerLn, broker) }()
-	common := []string{"KUBECONFIG=" + kubeconfig, "CHART_REPOSITORIES=local=" + chartsURL}
+	key, err := randomKey()
+	if err != nil {
+		return err
+	}
+	// The chart repository of the demo is on loopback; events are signed as in production.
+	common := []string{"KUBECONFIG=" + kubeconfig, "CHART_REPOSITORIES=local=" + chartsURL,
+		"ALLOW_LOOPBACK_CHARTS=true", "EVENT_SIGNING_KEY=" + key}
 	var procs []*exec.Cmd
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
@@ -122,9 +130,10 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf(`
-Try:
-  curl -s -XPOST %[1]s/api/helm/release/async -d '{"name":"hello","namespace":"%[2]s","chart_url":"%[3]s/tiny-0.1.0.tgz","values":{"message":"hi"}}'
-  curl -s '%[1]s/api/helm/releases?ns=%[2]s&limitInfo=true'
+Try (submit authenticates callers with their Kubernetes token):
+  TOKEN=$(awk '/token:/{print $2; exit}' $KUBECONFIG)
+  curl -s -H "Authorization: Bearer $TOKEN" -XPOST %[1]s/api/helm/release/async -d '{"name":"hello","namespace":"%[2]s","chart_url":"%[3]s/tiny-0.1.0.tgz","values":{"message":"hi"}}'
+  curl -s -H "Authorization: Bearer $TOKEN" '%[1]s/api/helm/releases?ns=%[2]s&limitInfo=true'
   bin/oc-helm --server %[1]s -n %[2]s install web2 local/tiny --wait
   bin/oc-helm --server %[1]s -n %[2]s list
 Ctrl-C stops everything.
@@ -225,7 +234,7 @@ func demo(ctx context.Context, o options, submitURL, chartsURL string) error {
 		return err
 	}
 	name := fmt.Sprintf("demo-%d", time.Now().Unix()%100000)
-	c := &submitclient.Client{Server: submitURL}
+	c := &submitclient.Client{Server: submitURL, Token: cl.Config.BearerToken}
 	var sent time.Time
 	for i := 0; i < 100; i++ { // the submit's namespace cache may lag a just-created namespace
 		sent = time.Now()
@@ -263,4 +272,12 @@ func demo(ctx context.Context, o options, submitURL, chartsURL string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+func randomKey() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }

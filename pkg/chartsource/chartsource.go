@@ -122,9 +122,6 @@ type flight struct {
 	err  error
 }
 
-// Stats counts what the cache did, for metrics and benchmarks.
-type Stats struct{ Hits, Misses int }
-
 // Get returns the chart a reference names, downloading it at most once per TTL
 // (concurrent requests for one key share a single download).
 func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
@@ -235,6 +232,9 @@ func (s *Source) download(ctx context.Context, u string) ([]byte, error) {
 		client = http.DefaultClient
 	}
 	resp, err := client.Do(req)
+	if errors.Is(err, ErrForbiddenHost) {
+		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, u)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
@@ -285,7 +285,11 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 }
 
 func (s *Source) fetchOCI(ref Ref) ([]byte, error) {
-	client, err := registry.NewClient()
+	opts := []registry.ClientOption{}
+	if s.HTTP != nil {
+		opts = append(opts, registry.ClientOptHTTPClient(s.HTTP))
+	}
+	client, err := registry.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: registry client: %v", ErrUnreachable, err)
 	}
@@ -294,6 +298,9 @@ func (s *Source) fetchOCI(ref Ref) ([]byte, error) {
 		target += ":" + ref.Version
 	}
 	res, err := client.Pull(target, registry.PullOptWithChart(true))
+	if errors.Is(err, ErrForbiddenHost) {
+		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, ref.URL)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, ref.URL, err)
 	}

@@ -53,9 +53,10 @@ type Options struct {
 
 // Caller is who asked; the executor acts as this identity once impersonation is on.
 type Caller struct {
-	User   string   `json:"user,omitempty"`
-	UID    string   `json:"uid,omitempty"`
-	Groups []string `json:"groups,omitempty"`
+	User   string              `json:"user,omitempty"`
+	UID    string              `json:"uid,omitempty"`
+	Groups []string            `json:"groups,omitempty"`
+	Extra  map[string][]string `json:"extra,omitempty"`
 }
 
 // Action is the payload of an accepted event: everything the executor needs.

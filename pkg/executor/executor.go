@@ -166,6 +166,9 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		req.Labels = release.Labels(a.RequestID, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
 	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log)}, s.HelmOptions...)
+	if a.Caller.User != "" {
+		opts = append(opts, helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra))
+	}
 	if a.Action == release.ActionUpgrade {
 		return s.Helm.Upgrade(ctx, req, opts...)
 	}

@@ -43,8 +43,17 @@ func NewFactory(cfg *rest.Config) (*Factory, error) {
 type Option func(*configOptions)
 
 type configOptions struct {
-	wrap func(driver.Driver) driver.Driver
-	log  func(string, ...interface{})
+	wrap        func(driver.Driver) driver.Driver
+	log         func(string, ...interface{})
+	impersonate *rest.ImpersonationConfig
+}
+
+// WithImpersonation runs the action as this user: the chart can create only what the user
+// may create, and Helm writes the release secrets as the user.
+func WithImpersonation(user, uid string, groups []string, extra map[string][]string) Option {
+	return func(o *configOptions) {
+		o.impersonate = &rest.ImpersonationConfig{UserName: user, UID: uid, Groups: groups, Extra: extra}
+	}
 }
 
 // WithStorageWrapper wraps the Secrets storage driver (the reservation adopter, fault injection).
@@ -64,11 +73,15 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	for _, opt := range opts {
 		opt(&o)
 	}
-	getter := &restGetter{f: f, namespace: namespace}
+	cfg := rest.CopyConfig(f.rest)
+	if o.impersonate != nil {
+		cfg.Impersonate = *o.impersonate
+	}
+	getter := &restGetter{f: f, rest: cfg, namespace: namespace}
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	kc.Log = o.log
-	cs, err := kubernetes.NewForConfig(f.rest)
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -89,10 +102,11 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 // restGetter hands Helm's kube client the factory's shared clients.
 type restGetter struct {
 	f         *Factory
+	rest      *rest.Config
 	namespace string
 }
 
-func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.f.rest), nil }
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.rest), nil }
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
 	return g.f.disc, nil
 }

@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -43,6 +44,11 @@ type Service struct {
 	Charts     *chartsource.Source
 	Sender     EventSender
 	Namespaces corelisters.NamespaceLister
+	// Authorizer, when set, checks the caller may write Helm's release secrets in the
+	// namespace before anything is reserved.
+	Authorizer *auth.Authorizer
+	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
+	SigningKey []byte
 	NewID      func() string
 }
 
@@ -55,9 +61,23 @@ type Accepted struct {
 
 // Submit validates, reserves and emits. On success the revision is pending and the
 // executor has been handed the work.
-func (s *Service) Submit(ctx context.Context, action release.Action, req api.ReleaseRequest, caller events.Caller) (*Accepted, error) {
+// A nil user means authentication is off: the functions act as themselves.
+func (s *Service) Submit(ctx context.Context, action release.Action, req api.ReleaseRequest, user *auth.User) (*Accepted, error) {
 	if err := req.Validate(action == release.ActionInstall); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var caller events.Caller
+	if user != nil {
+		// Helm run as the user writes the release secrets itself: create, and update when
+		// the executor adopts the reservation and when an upgrade supersedes a revision.
+		if s.Authorizer != nil {
+			if err := s.Authorizer.Check(ctx, user,
+				auth.Need{Verb: "create", Resource: "secrets", Namespace: req.Namespace},
+				auth.Need{Verb: "update", Resource: "secrets", Namespace: req.Namespace}); err != nil {
+				return nil, err
+			}
+		}
+		caller = events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}
 	}
 	if _, err := s.Namespaces.Get(req.Namespace); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -95,6 +115,9 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 		Caller: caller, RequestID: id,
 	})
 	if err == nil {
+		if len(s.SigningKey) > 0 {
+			events.Sign(&ev, s.SigningKey, time.Now())
+		}
 		err = s.Sender.Send(ctx, ev)
 	}
 	if err != nil {

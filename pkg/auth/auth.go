@@ -1,0 +1,162 @@
+// Package auth is who the caller of submit is (TokenReview, or the OpenShift console's
+// session cookie with its CSRF double-submit check) and what they may do
+// (SubjectAccessReview), so that async-helm acts as the user who asked.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Sentinel errors; the edge answers 401 and 403.
+var (
+	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrForbidden       = errors.New("forbidden")
+)
+
+// Cookie names and header of the OpenShift console.
+const (
+	SessionCookie = "openshift-session-token"
+	CSRFCookie    = "csrf-token"
+	CSRFHeader    = "X-CSRFToken"
+)
+
+// User is an authenticated caller. It never holds the token.
+type User struct {
+	Name   string              `json:"user"`
+	UID    string              `json:"uid,omitempty"`
+	Groups []string            `json:"groups,omitempty"`
+	Extra  map[string][]string `json:"extra,omitempty"`
+}
+
+// Authenticator validates tokens with the API server, caching answers briefly so the path
+// to 201 does not pay a TokenReview per request.
+type Authenticator struct {
+	Client kubernetes.Interface
+	TTL    time.Duration
+
+	mu    sync.Mutex
+	cache map[[32]byte]cachedUser
+}
+
+type cachedUser struct {
+	user    *User
+	expires time.Time
+}
+
+// Authenticate finds the caller of r: a bearer token, else the console's session cookie
+// (with the CSRF double-submit check on requests that change something).
+func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (*User, error) {
+	token := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		t, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || t == "" {
+			return nil, fmt.Errorf("%w: Authorization header is not a bearer token", ErrUnauthenticated)
+		}
+		token = t
+	} else if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			csrf, err := r.Cookie(CSRFCookie)
+			hdr := r.Header.Get(CSRFHeader)
+			if err != nil || csrf.Value == "" || subtle.ConstantTimeCompare([]byte(csrf.Value), []byte(hdr)) != 1 {
+				return nil, fmt.Errorf("%w: CSRF check failed (the %s cookie must equal the %s header)", ErrForbidden, CSRFCookie, CSRFHeader)
+			}
+		}
+		token = c.Value
+	} else {
+		return nil, fmt.Errorf("%w: no bearer token and no %s cookie", ErrUnauthenticated, SessionCookie)
+	}
+	return a.review(ctx, token)
+}
+
+func (a *Authenticator) review(ctx context.Context, token string) (*User, error) {
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	a.mu.Lock()
+	if c, ok := a.cache[key]; ok && now.Before(c.expires) {
+		a.mu.Unlock()
+		return c.user, nil
+	}
+	a.mu.Unlock()
+	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token review: %w", err)
+	}
+	if !tr.Status.Authenticated {
+		return nil, fmt.Errorf("%w: token not accepted by the API server", ErrUnauthenticated)
+	}
+	u := &User{Name: tr.Status.User.Username, UID: tr.Status.User.UID, Groups: tr.Status.User.Groups}
+	if len(tr.Status.User.Extra) > 0 {
+		u.Extra = map[string][]string{}
+		for k, v := range tr.Status.User.Extra {
+			u.Extra[k] = v
+		}
+	}
+	ttl := a.TTL
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	a.mu.Lock()
+	if a.cache == nil || len(a.cache) > 10000 {
+		a.cache = map[[32]byte]cachedUser{}
+	}
+	a.cache[key] = cachedUser{user: u, expires: now.Add(ttl)}
+	a.mu.Unlock()
+	return u, nil
+}
+
+// Authorizer asks the API server what a user may do.
+type Authorizer struct {
+	Client kubernetes.Interface
+}
+
+// Need is one permission a request needs.
+type Need struct {
+	Verb, Resource, Namespace string
+}
+
+// Check returns ErrForbidden naming the first permission the user lacks.
+func (a *Authorizer) Check(ctx context.Context, u *User, needs ...Need) error {
+	for _, n := range needs {
+		ok, err := a.allowed(ctx, u, n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: user %q cannot %s %s in namespace %q", ErrForbidden, u.Name, n.Verb, n.Resource, n.Namespace)
+		}
+	}
+	return nil
+}
+
+func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error) {
+	extra := map[string]authzv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = v
+	}
+	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
+		ResourceAttributes: &authzv1.ResourceAttributes{Verb: n.Verb, Resource: n.Resource, Namespace: n.Namespace},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("subject access review: %w", err)
+	}
+	return sar.Status.Allowed, nil
+}
+
+// Allowed reports whether u may do n (for filtering lists).
+func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error) {
+	return a.allowed(ctx, u, n)
+}
