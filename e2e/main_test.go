@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/internal/testsink"
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 
 // stack is the product running as processes.
 type stack struct {
-	submit, executor, notifier *teststack.Process
+	submit, executor, notifier *proc.Process
 	charts                     *testcharts.Server
 	sink                       *testsink.Sink
 	client                     *submitclient.Client
@@ -76,7 +77,7 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Admin.BearerToken}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(s.submit.Log()), tail(s.executor.Log()), tail(s.notifier.Log()))
+			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(s.submit.Output()), tail(s.executor.Output()), tail(s.notifier.Output()))
 		}
 	})
 	return s

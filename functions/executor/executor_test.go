@@ -124,8 +124,8 @@ func TestLiveLeaseIsLeftAloneAndExpiredLeaseIsTakenOver(t *testing.T) {
 	if ok, err := other.Acquire(ctx, ns, a.SecretName); !ok || err != nil {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	if code := r.deliver(t, a); code != http.StatusOK {
-		t.Fatalf("deliver while held: %d", code)
+	if code := r.deliver(t, a); code != http.StatusServiceUnavailable {
+		t.Fatalf("deliver while held: %d, want 503 (redeliver later)", code)
 	}
 	if st := r.get(t, ns, "held", 1).Info.Status; st != helmrelease.StatusPendingInstall {
 		t.Fatalf("status %s while another executor holds it", st)

@@ -96,6 +96,8 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 	switch {
 	case errors.Is(err, executor.ErrBusy):
 		return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "%v", err)
+	case errors.Is(err, executor.ErrHeldElsewhere):
+		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
 	case err != nil:
 		f.log.Errorw("event not handled; asking for redelivery", "id", e.ID(), "error", err)
 		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)

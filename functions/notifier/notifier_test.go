@@ -156,9 +156,14 @@ func TestSinkDownThenUpLosesNothing(t *testing.T) {
 		t.Fatalf("%d events accepted by a refusing sink", n)
 	}
 	sink.Refuse(0)
-	sink.WaitFor(t, 45*time.Second, "deployed after the sink came back", func(e []cloudevents.Event) bool {
-		return has(e, events.StatusEventID(ns, "a", 1, "deployed"))
+	// Both transitions arrive, in order, though the first was over before the sink came back.
+	pending, deployed := events.StatusEventID(ns, "a", 1, "pending-install"), events.StatusEventID(ns, "a", 1, "deployed")
+	evs := sink.WaitFor(t, 45*time.Second, "both transitions after the sink came back", func(e []cloudevents.Event) bool {
+		return has(e, pending) && has(e, deployed)
 	})
+	if evs[0].ID() != pending || evs[1].ID() != deployed {
+		t.Errorf("order after the outage: %v", statuses(evs))
+	}
 }
 
 func TestRestartReportsWhatHappenedWhileDownAndNothingTwice(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/internal/chartrepo"
+	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -149,52 +150,18 @@ func (b *bench) namespace(prefix string) (string, func(), error) {
 	}, nil
 }
 
-// process runs a function binary with env until stop is called.
-type process struct {
-	cmd *exec.Cmd
-	url string
-	log *bytes.Buffer
-}
-
-func start(bin string, env ...string) (*process, time.Duration, error) {
-	port, err := freePort()
+// start runs a function with warnings-only logs in a temporary file.
+func start(bin string, env ...string) (*proc.Process, time.Duration, error) {
+	f, err := os.CreateTemp("", filepath.Base(bin)+"-*.log")
 	if err != nil {
 		return nil, 0, err
 	}
-	p := &process{url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &bytes.Buffer{}}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port), "LOG_LEVEL=warn"), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	t0 := time.Now()
-	if err := p.cmd.Start(); err != nil {
+	f.Close()
+	p, err := proc.Start(bin, 0, f.Name(), append([]string{"LOG_LEVEL=warn"}, env...)...)
+	if err != nil {
 		return nil, 0, err
 	}
-	client := &http.Client{Timeout: time.Second}
-	for time.Since(t0) < 30*time.Second {
-		if resp, err := client.Get(p.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p, time.Since(t0), nil
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	p.stop()
-	return nil, 0, fmt.Errorf("%s not ready in 30s: %s", bin, p.log)
-}
-
-func (p *process) stop() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, p.Started, nil
 }
 
 // ackSink acknowledges every event at once, as a Broker's ingress does.
@@ -236,7 +203,7 @@ func (b *bench) submit() error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer p.Kill()
 	ns, cleanup, err := b.namespace("bench-submit")
 	if err != nil {
 		return err
@@ -246,11 +213,11 @@ func (b *bench) submit() error {
 	if err != nil {
 		return err
 	}
-	tiny, err := b.load(p.url, ns, "tiny", b.charts.ChartURL("tiny", "0.1.0"), map[string]interface{}{"message": "bench"}, b.o.installs)
+	tiny, err := b.load(p.URL, ns, "tiny", b.charts.ChartURL("tiny", "0.1.0"), map[string]interface{}{"message": "bench"}, b.o.installs)
 	if err != nil {
 		return err
 	}
-	gitlab, err := b.load(p.url, ns, "gitlab", b.charts.ChartURL("gitlab", "6.5.4"), gitlabValues, b.o.gitlabInstalls)
+	gitlab, err := b.load(p.URL, ns, "gitlab", b.charts.ChartURL("gitlab", "6.5.4"), gitlabValues, b.o.gitlabInstalls)
 	if err != nil {
 		return err
 	}
@@ -345,7 +312,7 @@ func (b *bench) startup() error {
 			if err != nil {
 				return err
 			}
-			p.stop()
+			p.Kill()
 			ds = append(ds, d)
 		}
 		med := percentile(ds, 0.5)
@@ -361,7 +328,7 @@ func (b *bench) executorVsHelm() error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer p.Kill()
 	store := &release.Store{Client: b.cl.Typed, Metadata: b.cl.Metadata}
 	ce, err := cloudevents.NewClientHTTP()
 	if err != nil {
@@ -396,7 +363,7 @@ func (b *bench) executorVsHelm() error {
 			SecretName: sec.Name, Chart: chartsource.Ref{URL: chartURL}, RequestID: fmt.Sprintf("bench-%d", i),
 			Options: events.Options{Timeout: 2 * time.Minute, Wait: true, WaitForJobs: true}})
 		t0 = time.Now()
-		res := ce.Send(cloudevents.ContextWithTarget(ctx, p.url), e)
+		res := ce.Send(cloudevents.ContextWithTarget(ctx, p.URL), e)
 		d := time.Since(t0)
 		rel, err := store.Get(ctx, ns, "exe", 1)
 		cleanup()
@@ -432,9 +399,9 @@ func (b *bench) notifier() error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer p.Kill()
 	time.Sleep(2 * time.Second) // settle after the initial list
-	rss, hwm := procMem(p.cmd.Process.Pid)
+	rss, hwm := procMem(p.Pid())
 	total := int64(b.o.releases) * int64(len(payload))
 	b.add(fmt.Sprintf("notifier RSS watching %d releases of %d KiB", b.o.releases, b.o.payloadKiB),
 		fmt.Sprintf("%d MiB (peak %d MiB; payloads not held: %d MiB)", rss>>20, hwm>>20, total>>20), "<= 64 MiB", hwm <= 64<<20)

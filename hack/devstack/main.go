@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/kube"
@@ -98,11 +98,10 @@ func run(ctx context.Context, o options) error {
 	// The chart repository of the demo is on loopback; events are signed as in production.
 	common := []string{"KUBECONFIG=" + kubeconfig, "CHART_REPOSITORIES=local=" + chartsURL,
 		"ALLOW_LOOPBACK_CHARTS=true", "EVENT_SIGNING_KEY=" + key}
-	var procs []*exec.Cmd
+	var procs []*proc.Process
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
-			_ = procs[i].Process.Signal(syscall.SIGTERM)
-			_ = procs[i].Wait()
+			procs[i].Stop()
 		}
 		fmt.Println("stopped submit, executor and notifier")
 	}()
@@ -115,14 +114,13 @@ func run(ctx context.Context, o options) error {
 		{"submit", o.submitPort, []string{"K_SINK=" + url(o.brokerPort)}},
 		{"notifier", o.notifierPort, []string{"K_SINK=" + eventsURL, "REAPER_INTERVAL=10s"}},
 	} {
-		cmd, err := start(filepath.Join(o.bin, p.name), filepath.Join(o.logs, p.name+".log"), p.port, append(common, p.env...))
+		logPath := filepath.Join(o.logs, p.name+".log")
+		_ = os.Remove(logPath)
+		pr, err := proc.Start(filepath.Join(o.bin, p.name), p.port, logPath, append(common, p.env...)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		procs = append(procs, cmd)
-		if err := waitHealthy(ctx, url(p.port)); err != nil {
-			return fmt.Errorf("%s: %w (see %s)", p.name, err, filepath.Join(o.logs, p.name+".log"))
-		}
+		procs = append(procs, pr)
 	}
 	fmt.Printf("\nasync-helm is running (logs in %s/):\n  submit   %s\n  executor %s\n  notifier %s -> events printed below\n  charts   %s\n\n",
 		o.logs, url(o.submitPort), url(o.executorPort), url(o.notifierPort), chartsURL)
@@ -143,40 +141,6 @@ Ctrl-C stops everything.
 	}
 	<-ctx.Done()
 	return nil
-}
-
-func start(bin, logPath string, port int, env []string) (*exec.Cmd, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port)), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group: Ctrl-C reaches devstack, which stops the functions in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	return cmd, nil
-}
-
-func waitHealthy(ctx context.Context, url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("not healthy after 30s")
 }
 
 // serveCharts serves the chart directories as a repository.

@@ -21,6 +21,11 @@ import (
 // ErrBusy means every slot runs an action; the event should be redelivered later.
 var ErrBusy = errors.New("executor at capacity")
 
+// ErrHeldElsewhere means another executor's live lease covers the revision. The event is
+// redelivered later: if that executor died, its lease expires and the redelivery takes
+// over; if it lives, the redelivery finds the revision final and is acknowledged.
+var ErrHeldElsewhere = errors.New("another executor is running this revision")
+
 // Outcome says what handling an event did.
 type Outcome string
 
@@ -29,7 +34,6 @@ const (
 	OutcomeDeployed  Outcome = "deployed"
 	OutcomeFailed    Outcome = "failed"
 	OutcomeDuplicate Outcome = "duplicate" // revision already final: nothing to do
-	OutcomeRunning   Outcome = "running"   // a live executor holds the revision's lease
 	OutcomeGone      Outcome = "gone"      // the reservation was taken back
 )
 
@@ -82,8 +86,8 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 		return "", err
 	}
 	if !ok {
-		log.Infow("a live executor holds this revision; delivery acknowledged")
-		return OutcomeRunning, nil
+		log.Infow("a live executor holds this revision; asking for redelivery")
+		return "", fmt.Errorf("%w: %s/%s", ErrHeldElsewhere, a.Namespace, a.SecretName)
 	}
 
 	// The action outlives the delivery's context (a broker timing out must not abort a

@@ -52,9 +52,11 @@ type Service struct {
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex
-	// reported is the status last reported per secret in this process: Helm rewrites a
-	// secret without changing its status (adoption), which drops the annotation.
-	reported map[string]string
+	// observed is the last status seen per secret, and backlog the statuses seen but not yet
+	// reported, in order: a transition is kept even when the secret moves on while the sink
+	// is down. A rewrite with the same status (adoption) adds nothing.
+	observed map[string]string
+	backlog  map[string][]string
 	indexer  []cache.Indexer
 	synced   []cache.InformerSynced
 }
@@ -63,8 +65,8 @@ type Service struct {
 func (s *Service) Init() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reported == nil {
-		s.reported = map[string]string{}
+	if s.observed == nil {
+		s.observed, s.backlog = map[string]string{}, map[string][]string{}
 	}
 	if s.queue == nil {
 		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -148,7 +150,7 @@ func (s *Service) startInformers(ctx context.Context) error {
 			UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
 			DeleteFunc: func(obj interface{}) {
 				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-					s.setReported(key, "")
+					s.forget(key)
 				}
 			},
 		}); err != nil {
@@ -165,9 +167,61 @@ func (s *Service) startInformers(ctx context.Context) error {
 }
 
 func (s *Service) enqueueObj(obj interface{}) {
-	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	key := m.Namespace + "/" + m.Name
+	if s.observe(key, m) {
 		s.queue.Add(key)
 	}
+}
+
+// observe notes the status of a secret; it reports whether something awaits reporting.
+func (s *Service) observe(key string, m *metav1.PartialObjectMetadata) bool {
+	rev, ok := release.RevisionFromMeta(m)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, seen := s.observed[key]
+	s.observed[key] = rev.Status
+	switch {
+	case !seen && rev.Status != rev.Notified:
+		// First sight (start-up, or the source mode): only what was never reported.
+		s.backlog[key] = append(s.backlog[key], rev.Status)
+	case seen && rev.Status != last:
+		s.backlog[key] = append(s.backlog[key], rev.Status)
+	}
+	return len(s.backlog[key]) > 0 || rev.Status != rev.Notified
+}
+
+func (s *Service) next(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.backlog[key]; len(b) > 0 {
+		return b[0], true
+	}
+	return "", false
+}
+
+func (s *Service) pop(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.backlog[key]; len(b) > 0 {
+		s.backlog[key] = b[1:]
+	}
+	if len(s.backlog[key]) == 0 {
+		delete(s.backlog, key)
+	}
+}
+
+func (s *Service) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.observed, key)
+	// A backlog of a deleted secret is still reported (an uninstall's last statuses).
 }
 
 // catchUp enqueues every release secret once, for transitions missed while not running.
@@ -222,22 +276,46 @@ func (s *Service) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync reports the current status of one revision if it was not reported yet.
+// sync reports, in order, every status of one revision seen and not reported yet, then
+// records the last one on the secret (so a restart does not report it again).
 func (s *Service) sync(ctx context.Context, key string) error {
 	m, err := s.lookup(ctx, key)
-	if err != nil || m == nil {
+	if err != nil {
 		return err
 	}
-	rev, ok := release.RevisionFromMeta(m)
-	if !ok || rev.Status == rev.Notified {
+	var rev release.Revision
+	if m != nil {
+		s.observe(key, m)
+		rev, _ = release.RevisionFromMeta(m)
+	}
+	for {
+		status, ok := s.next(key)
+		if !ok {
+			break
+		}
+		if err := s.report(ctx, key, rev, status); err != nil {
+			return err
+		}
+		s.pop(key)
+	}
+	if m == nil || rev.Status == rev.Notified {
 		return nil
 	}
-	if s.wasReported(key, rev.Status) {
-		return s.markNotified(ctx, rev) // rewritten with the same status: record, don't repeat
+	return s.markNotified(ctx, rev)
+}
+
+func (s *Service) report(ctx context.Context, key string, rev release.Revision, status string) error {
+	if rev.Name == "" { // deleted meanwhile: what the key says is all there is
+		ns, name, _ := strings.Cut(key, "/")
+		rev = release.Revision{Namespace: ns, SecretName: name}
+		if i := strings.LastIndex(name, ".v"); i > 0 {
+			rev.Name = strings.TrimPrefix(name[:i], "sh.helm.release.v1.")
+			rev.Version, _ = strconv.Atoi(name[i+2:])
+		}
 	}
 	change := events.StatusChange{Namespace: rev.Namespace, Name: rev.Name, Revision: rev.Version,
-		Status: rev.Status, RequestID: rev.RequestID}
-	if err := s.describe(ctx, rev, &change); err != nil {
+		Status: status, RequestID: rev.RequestID}
+	if err := s.describe(ctx, rev, status, &change); err != nil {
 		return err
 	}
 	e, err := events.NewStatus(change)
@@ -246,37 +324,17 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.Sender.Send(sendCtx, e); err != nil {
-		return err
-	}
-	s.setReported(key, rev.Status)
-	return s.markNotified(ctx, rev)
-}
-
-func (s *Service) wasReported(key, status string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reported[key] == status
-}
-
-func (s *Service) setReported(key, status string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if status == "" {
-		delete(s.reported, key)
-		return
-	}
-	s.reported[key] = status
+	return s.Sender.Send(sendCtx, e)
 }
 
 // describe fills chart and reason. Labels carry the chart of async-helm's releases; the
 // payload of this one revision is read only when needed (a failure's reason, or a release
 // installed by plain helm).
-func (s *Service) describe(ctx context.Context, rev release.Revision, c *events.StatusChange) error {
+func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
 	if i := strings.LastIndex(rev.Chart, "-"); i > 0 {
 		c.Chart, c.ChartVersion = rev.Chart[:i], rev.Chart[i+1:]
 	}
-	if c.Chart != "" && rev.Status != "failed" {
+	if c.Chart != "" && status != "failed" {
 		return nil
 	}
 	rel, err := s.Store.Get(ctx, rev.Namespace, rev.Name, rev.Version)
@@ -289,7 +347,7 @@ func (s *Service) describe(ctx context.Context, rev release.Revision, c *events.
 	if rel.Chart != nil && rel.Chart.Metadata != nil {
 		c.Chart, c.ChartVersion, c.AppVersion = rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Chart.Metadata.AppVersion
 	}
-	if rev.Status == "failed" && rel.Info != nil {
+	if status == "failed" && rel.Info != nil {
 		c.Reason = rel.Info.Description
 	}
 	return nil
@@ -392,6 +450,11 @@ func (s *Service) lastSignOfLife(ctx context.Context, m *metav1.PartialObjectMet
 // DeadLetter fails the revision of an accepted event the broker gave up delivering: no
 // executor will ever run it, so there is no reason to wait for the reaper.
 func (s *Service) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
+	// An executor may still be running it (the broker gave up on a duplicate delivery):
+	// its own final write will land.
+	if alive, err := release.Alive(ctx, s.Client, a.Namespace, a.SecretName, s.now()); err != nil || alive {
+		return false, err
+	}
 	reason := fmt.Sprintf("Release %q failed: the request for revision %d was never acknowledged by an executor (dead-lettered by the broker)", a.Name, a.Revision)
 	done, err := s.Store.MarkFailed(ctx, a.Namespace, a.Name, a.Revision, reason, false)
 	if errors.Is(err, release.ErrNotFound) {
