@@ -14,7 +14,7 @@ LOCAL_KUBECONFIG := $(CURDIR)/$(CLUSTER_DIR)/kubeconfig
 TEST_KUBECONFIG := $(or $(KUBECONFIG),$(LOCAL_KUBECONFIG))
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test unit fmt-check vet cluster-tools cluster-up cluster-down run demo bench chaos clean
+.PHONY: all build test fmt-check vet cluster-tools cluster-up cluster-down run demo bench chaos clean
 
 all: build
 
@@ -66,3 +66,7 @@ $(HELM_CLI): tools/localcluster/go.mod
 # Figures beside their targets (README "Benchmarks"); BENCH_ARGS=-skip-notifier for a quick run.
 bench: build $(HELM_CLI) $(if $(KUBECONFIG),,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/bench $(BENCH_ARGS)
+
+# Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage (README "Chaos").
+chaos: build $(if $(KUBECONFIG),,cluster-up)
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/chaos $(CHAOS_ARGS)

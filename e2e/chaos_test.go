@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/async-helm/async-helm/internal/chaos"
+	"github.com/async-helm/async-helm/internal/testcharts"
+)
+
+// A short `make chaos`: executor SIGKILLs during installs, concurrent upgrades, a sink outage.
+func TestChaosShort(t *testing.T) {
+	t.Parallel()
+	charts := testcharts.Start(t)
+	rep, err := chaos.Run(context.Background(), chaos.Config{
+		Bins:       bins,
+		Kubeconfig: cluster.Kubeconfig,
+		ChartURL:   charts.ChartURL("tiny", "0.1.0"),
+		LogDir:     t.TempDir(),
+		Installs:   10, Kills: 3, Upgrades: 15, Releases: 3,
+		Outage: 3 * time.Second, Timeout: 3 * time.Minute,
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range rep.Lines {
+		t.Log(l)
+	}
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	if len(rep.Lines) != 3 {
+		t.Errorf("%d scenarios ran, want 3", len(rep.Lines))
+	}
+}

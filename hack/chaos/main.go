@@ -1,0 +1,72 @@
+// Command chaos is `make chaos`: the executor killed during installs, concurrent upgrades,
+// a sink outage. It prints counts and exits non-zero on any violation.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/async-helm/async-helm/internal/chaos"
+	"github.com/async-helm/async-helm/internal/chartrepo"
+)
+
+func main() {
+	cfg := chaos.Config{Kubeconfig: os.Getenv("KUBECONFIG"), Logf: func(f string, a ...interface{}) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
+	bin := flag.String("bin", "bin", "built functions")
+	flag.IntVar(&cfg.Installs, "installs", 50, "installs while the executor is killed")
+	flag.IntVar(&cfg.Kills, "kills", 10, "SIGKILLs of the executor")
+	flag.IntVar(&cfg.Upgrades, "upgrades", 50, "concurrent upgrades of one release")
+	flag.IntVar(&cfg.Releases, "releases", 10, "installs while the sink is down")
+	flag.DurationVar(&cfg.Outage, "outage", 10*time.Second, "sink outage")
+	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "time for everything to end")
+	flag.Parse()
+	cfg.Bins = map[string]string{"submit": filepath.Join(*bin, "submit"), "executor": filepath.Join(*bin, "executor"), "notifier": filepath.Join(*bin, "notifier")}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg chaos.Config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	dir, err := os.MkdirTemp("", "chaos")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	charts, err := chartrepo.Start("testdata/charts", dir, ln)
+	if err != nil {
+		return err
+	}
+	cfg.ChartURL = charts.ChartURL("tiny", "0.1.0")
+	cfg.LogDir = ".cache/chaos"
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return err
+	}
+	rep, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for _, l := range rep.Lines {
+		fmt.Println(l)
+	}
+	for _, v := range rep.Violations {
+		fmt.Println("VIOLATION:", v)
+	}
+	fmt.Printf("%d scenarios, %d violations (logs in %s/)\n", len(rep.Lines), len(rep.Violations), cfg.LogDir)
+	if len(rep.Violations) > 0 {
+		return fmt.Errorf("%d violations", len(rep.Violations))
+	}
+	return nil
+}

@@ -1,0 +1,428 @@
+// Package chaos proves the product under faults against a real API server: the executor
+// killed at random during installs, concurrent upgrades of one release, and a sink outage
+// under the notifier. It counts what happened and lists every violation.
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitclient"
+)
+
+// Config sizes a run.
+type Config struct {
+	Bins       map[string]string // submit, executor, notifier
+	Kubeconfig string
+	ChartURL   string // a small chart whose install waits for its pods
+	LogDir     string
+	Installs   int           // scenario 1: installs while the executor is killed
+	Kills      int           // SIGKILLs of the executor during scenario 1
+	Upgrades   int           // scenario 2: concurrent upgrades of one release
+	Releases   int           // scenario 3: installs while the sink is down
+	Outage     time.Duration // scenario 3: how long the sink refuses
+	Timeout    time.Duration // for everything to end
+	Logf       func(format string, args ...interface{})
+}
+
+// Report is what a run counted, and what went wrong.
+type Report struct {
+	Lines      []string
+	Violations []string
+}
+
+func (r *Report) count(format string, args ...interface{}) {
+	r.Lines = append(r.Lines, fmt.Sprintf(format, args...))
+}
+
+func (r *Report) violate(format string, args ...interface{}) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+type run struct {
+	cfg    Config
+	cl     *kube.Clients
+	client *submitclient.Client
+	rep    *Report
+	common []string
+}
+
+// Run runs the three scenarios.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cl, err := kube.Open(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...interface{}) {}
+	}
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	r := &run{cfg: cfg, cl: cl, rep: &Report{}, common: []string{"KUBECONFIG=" + cfg.Kubeconfig, "ALLOW_LOOPBACK_CHARTS=true",
+		fmt.Sprintf("EVENT_SIGNING_KEY=%x", key), "LEASE_DURATION=3s", "LOG_LEVEL=warn"}}
+	for _, s := range []func(context.Context) error{r.killedExecutor, r.concurrentUpgrades, r.sinkOutage} {
+		if err := s(ctx); err != nil {
+			return r.rep, err
+		}
+	}
+	return r.rep, nil
+}
+
+func (r *run) namespace(ctx context.Context, prefix string) (string, error) {
+	name := fmt.Sprintf("chaos-%s-%d", prefix, time.Now().UnixNano()%1e8)
+	if _, err := r.cl.Typed.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	for i := 0; i < 200; i++ {
+		if _, err := r.cl.Typed.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return name, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", fmt.Errorf("namespace %s has no default ServiceAccount", name)
+}
+
+func (r *run) start(name string, env ...string) (*proc.Process, error) {
+	return proc.Start(r.cfg.Bins[name], 0, filepath.Join(r.cfg.LogDir, name+".log"), append(append([]string{}, r.common...), env...)...)
+}
+
+// stack starts executor, a broker in front of it, and submit.
+func (r *run) stack(ctx context.Context) (submit, executor *proc.Process, stop func(), err error) {
+	executor, err = r.start("executor")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := localbroker.New(ctx, executor.URL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b.Retries, b.Backoff = 30, 200*time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv := &http.Server{Handler: b}
+	go func() { _ = srv.Serve(ln) }()
+	submit, err = r.start("submit", "K_SINK=http://"+ln.Addr().String())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r.client = &submitclient.Client{Server: submit.URL, Token: r.cl.Config.BearerToken}
+	return submit, executor, func() { submit.Stop(); _ = srv.Close(); executor.Stop() }, nil
+}
+
+func randomDuration(min, max time.Duration) time.Duration {
+	n, _ := rand.Int(rand.Reader, big.NewInt(int64(max-min)))
+	return min + time.Duration(n.Int64())
+}
+
+// revisions lists the release secrets of ns by release, from labels.
+func (r *run) revisions(ctx context.Context, ns string) (map[string][]release.Revision, error) {
+	list, err := r.cl.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]release.Revision{}
+	for i := range list.Items {
+		if rev, ok := release.RevisionFromMeta(&list.Items[i]); ok {
+			out[rev.Name] = append(out[rev.Name], rev)
+		}
+	}
+	for _, revs := range out {
+		sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
+	}
+	return out, nil
+}
+
+// waitFinal waits until no revision in ns is pending.
+func (r *run) waitFinal(ctx context.Context, ns string) (map[string][]release.Revision, error) {
+	deadline := time.Now().Add(r.cfg.Timeout)
+	for {
+		revs, err := r.revisions(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		pending := 0
+		for _, rs := range revs {
+			for _, rev := range rs {
+				if release.IsPending(rev.Status) {
+					pending++
+				}
+			}
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			return revs, nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// Scenario 1: installs while the executor is SIGKILLed at random moments and restarted;
+// the broker redelivers. Every release ends deployed or failed with a reason, none stays
+// pending, none gets a second revision.
+func (r *run) killedExecutor(ctx context.Context) error {
+	ns, err := r.namespace(ctx, "kill")
+	if err != nil {
+		return err
+	}
+	defer r.cleanup(ns)
+	_, executor, stop, err := r.stack(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 10)
+	for i := 0; i < r.cfg.Installs; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			time.Sleep(randomDuration(0, 2*time.Second)) // spread installs over the kills
+			_, err := r.client.Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("k%d", i), Namespace: ns, ChartURL: r.cfg.ChartURL,
+				Wait: true, WaitForJobs: true, Timeout: "2m"})
+			if err != nil {
+				r.rep.violate("install k%d refused: %v", i, err)
+				return
+			}
+			accepted.Add(1)
+		}(i)
+	}
+	kills := 0
+	for ; kills < r.cfg.Kills; kills++ {
+		time.Sleep(randomDuration(200*time.Millisecond, 1200*time.Millisecond))
+		executor.Kill()
+		r.cfg.Logf("executor killed (%d/%d)", kills+1, r.cfg.Kills)
+		time.Sleep(randomDuration(50*time.Millisecond, 500*time.Millisecond))
+		if err := executor.Restart(); err != nil {
+			return err
+		}
+	}
+	wg.Wait()
+	revs, err := r.waitFinal(ctx, ns)
+	if err != nil {
+		return err
+	}
+	deployed, failed, pending := 0, 0, 0
+	for i := 0; i < r.cfg.Installs; i++ {
+		name := fmt.Sprintf("k%d", i)
+		rs := revs[name]
+		switch {
+		case len(rs) == 0:
+			r.rep.violate("release %s has no revision", name)
+			continue
+		case len(rs) > 1:
+			r.rep.violate("release %s has %d revisions: installed twice", name, len(rs))
+		}
+		switch st := rs[0].Status; {
+		case st == "deployed":
+			deployed++
+		case st == "failed":
+			failed++
+			rel, err := (&release.Store{Client: r.cl.Typed}).Get(ctx, ns, name, rs[0].Version)
+			if err != nil || rel.Info.Description == "" {
+				r.rep.violate("release %s failed without a reason", name)
+			}
+		default:
+			pending++
+			r.rep.violate("release %s left %s", name, st)
+		}
+	}
+	r.rep.count("executor SIGKILLed %d times during %d installs: %d accepted, %d deployed, %d failed with a reason, %d pending",
+		kills, r.cfg.Installs, accepted.Load(), deployed, failed, pending)
+	return nil
+}
+
+// Scenario 2: concurrent upgrades of one release: exactly one 201, revisions without gaps.
+func (r *run) concurrentUpgrades(ctx context.Context) error {
+	ns, err := r.namespace(ctx, "upgrade")
+	if err != nil {
+		return err
+	}
+	defer r.cleanup(ns)
+	_, _, stop, err := r.stack(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := r.client.Install(ctx, api.ReleaseRequest{Name: "one", Namespace: ns, ChartURL: r.cfg.ChartURL}); err != nil {
+		return err
+	}
+	if _, err := r.waitFinal(ctx, ns); err != nil {
+		return err
+	}
+	var created, conflicts, other atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < r.cfg.Upgrades; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := r.client.Upgrade(ctx, api.ReleaseRequest{Name: "one", Namespace: ns, Values: map[string]interface{}{"message": fmt.Sprint(i)}})
+			var apiErr *submitclient.APIError
+			switch {
+			case err == nil:
+				created.Add(1)
+			case asAPIError(err, &apiErr) && apiErr.Status == http.StatusConflict:
+				conflicts.Add(1)
+			default:
+				other.Add(1)
+				r.rep.violate("upgrade %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	revs, err := r.waitFinal(ctx, ns)
+	if err != nil {
+		return err
+	}
+	versions := []int{}
+	for _, rev := range revs["one"] {
+		versions = append(versions, rev.Version)
+	}
+	for i, v := range versions {
+		if v != i+1 {
+			r.rep.violate("revision gap: revisions %v", versions)
+			break
+		}
+	}
+	if created.Load() != 1 {
+		r.rep.violate("%d of %d concurrent upgrades got 201, want exactly 1", created.Load(), r.cfg.Upgrades)
+	}
+	r.rep.count("%d concurrent upgrades of one release: %d x 201, %d x 409, %d other; revisions %v",
+		r.cfg.Upgrades, created.Load(), conflicts.Load(), other.Load(), versions)
+	return nil
+}
+
+func asAPIError(err error, target **submitclient.APIError) bool {
+	e, ok := err.(*submitclient.APIError)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+// Scenario 3: the notifier's sink is down while releases change: once it is back, every
+// transition arrives.
+func (r *run) sinkOutage(ctx context.Context) error {
+	ns, err := r.namespace(ctx, "sink")
+	if err != nil {
+		return err
+	}
+	defer r.cleanup(ns)
+	sink := newSink()
+	defer sink.close()
+	sink.down.Store(true)
+	notifier, err := r.start("notifier", "K_SINK="+sink.url, "NAMESPACES="+ns)
+	if err != nil {
+		return err
+	}
+	defer notifier.Stop()
+	_, _, stop, err := r.stack(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for i := 0; i < r.cfg.Releases; i++ {
+		if _, err := r.client.Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("s%d", i), Namespace: ns, ChartURL: r.cfg.ChartURL, Wait: true}); err != nil {
+			return err
+		}
+	}
+	time.Sleep(r.cfg.Outage)
+	refused := sink.refused.Load()
+	sink.down.Store(false)
+	if _, err := r.waitFinal(ctx, ns); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i := 0; i < r.cfg.Releases; i++ {
+		for _, st := range []string{"pending-install", "deployed"} {
+			want[fmt.Sprintf("%s/s%d/v1/%s", ns, i, st)] = true
+		}
+	}
+	deadline := time.Now().Add(r.cfg.Timeout)
+	for time.Now().Before(deadline) && sink.missing(want) > 0 {
+		time.Sleep(500 * time.Millisecond)
+	}
+	lost := sink.missing(want)
+	if lost > 0 {
+		r.rep.violate("%d status events lost across a %s sink outage", lost, r.cfg.Outage)
+	}
+	r.rep.count("sink down %s during %d installs: %d deliveries refused, %d of %d transitions received after, %d lost",
+		r.cfg.Outage, r.cfg.Releases, refused, len(want)-lost, len(want), lost)
+	return nil
+}
+
+func (r *run) cleanup(ns string) {
+	_ = r.cl.Typed.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+}
+
+// sink records event ids; while down it answers 503.
+type sink struct {
+	url     string
+	srv     *http.Server
+	down    atomic.Bool
+	refused atomic.Int64
+	mu      sync.Mutex
+	seen    map[string]bool
+}
+
+func newSink() *sink {
+	s := &sink{seen: map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return s
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s.down.Load() {
+			s.refused.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		s.mu.Lock()
+		s.seen[req.Header.Get("Ce-Id")] = true
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	})}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s
+}
+
+func (s *sink) missing(want map[string]bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id := range want {
+		if !s.seen[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *sink) close() {
+	if s.srv != nil {
+		_ = s.srv.Close()
+	}
+}
