@@ -14,7 +14,7 @@ LOCAL_KUBECONFIG := $(CURDIR)/$(CLUSTER_DIR)/kubeconfig
 TEST_KUBECONFIG := $(or $(KUBECONFIG),$(LOCAL_KUBECONFIG))
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test fmt-check vet cluster-tools cluster-up cluster-down run demo bench chaos clean
+.PHONY: all build test fmt-check vet cluster-tools cluster-up cluster-down run demo bench chaos deploy clean
 
 all: build
 
@@ -70,3 +70,11 @@ bench: build $(HELM_CLI) $(if $(KUBECONFIG),,cluster-up)
 # Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage (README "Chaos").
 chaos: build $(if $(KUBECONFIG),,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/chaos $(CHAOS_ARGS)
+
+# Deploy to the cluster of the current kubeconfig context (Knative Serving + Eventing
+# installed; see README "Deploying on Knative"). KO_DOCKER_REPO names the image registry.
+KO_VERSION ?= v0.19.1
+deploy:
+	@test -n "$(KO_DOCKER_REPO)" || { echo "set KO_DOCKER_REPO to the registry to push images to"; exit 1; }
+	$(GO) run github.com/google/ko@$(KO_VERSION) resolve -f config/knative > .cache/async-helm.yaml
+	kubectl apply -f .cache/async-helm.yaml

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,7 @@ type options struct {
 	notifierPort, eventsPort     int
 	chartsPort, brokerPort       int
 	exitAfterDemo                bool
+	script                       string
 }
 
 func main() {
@@ -54,6 +56,7 @@ func main() {
 	flag.IntVar(&o.chartsPort, "charts-port", 8079, "chart repository's port")
 	flag.IntVar(&o.brokerPort, "broker-port", 8078, "local broker's port")
 	flag.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop once the demo release is deployed")
+	flag.StringVar(&o.script, "script", "", "run this script against the stack (ASYNC_HELM_SERVER set), then stop")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -136,6 +139,12 @@ Try (submit authenticates callers with their Kubernetes token):
   bin/oc-helm --server %[1]s -n %[2]s list
 Ctrl-C stops everything.
 `, url(o.submitPort), o.namespace, chartsURL)
+	if o.script != "" {
+		cmd := exec.CommandContext(ctx, "bash", o.script)
+		cmd.Env = append(os.Environ(), "ASYNC_HELM_SERVER="+url(o.submitPort), "DEMO_NAMESPACE="+o.namespace)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
 	if o.exitAfterDemo {
 		return nil
 	}

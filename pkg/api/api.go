@@ -11,7 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/chartref"
 )
 
 // Routes served by submit.
@@ -47,8 +47,8 @@ type ReleaseRequest struct {
 }
 
 // Chart is the chart reference the request names.
-func (r *ReleaseRequest) Chart() chartsource.Ref {
-	return chartsource.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry}
+func (r *ReleaseRequest) Chart() chartref.Ref {
+	return chartref.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry}
 }
 
 // ParsedTimeout is the action's timeout.

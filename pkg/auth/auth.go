@@ -117,9 +117,19 @@ func (a *Authenticator) review(ctx context.Context, token string) (*User, error)
 	return u, nil
 }
 
-// Authorizer asks the API server what a user may do.
+// Authorizer asks the API server what a user may do, caching answers briefly (as the API
+// server's own webhook authorizer does) so the path to 201 does not pay two reviews a request.
 type Authorizer struct {
 	Client kubernetes.Interface
+	TTL    time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cachedDecision
+}
+
+type cachedDecision struct {
+	allowed bool
+	expires time.Time
 }
 
 // Need is one permission a request needs.
@@ -142,6 +152,14 @@ func (a *Authorizer) Check(ctx context.Context, u *User, needs ...Need) error {
 }
 
 func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error) {
+	key := fmt.Sprintf("%s\x00%s\x00%v\x00%s\x00%s\x00%s", u.Name, u.UID, u.Groups, n.Verb, n.Resource, n.Namespace)
+	now := time.Now()
+	a.mu.Lock()
+	if d, ok := a.cache[key]; ok && now.Before(d.expires) {
+		a.mu.Unlock()
+		return d.allowed, nil
+	}
+	a.mu.Unlock()
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = v
@@ -153,6 +171,16 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("subject access review: %w", err)
 	}
+	ttl := a.TTL
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	a.mu.Lock()
+	if a.cache == nil || len(a.cache) > 10000 {
+		a.cache = map[string]cachedDecision{}
+	}
+	a.cache[key] = cachedDecision{allowed: sar.Status.Allowed, expires: now.Add(ttl)}
+	a.mu.Unlock()
 	return sar.Status.Allowed, nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -21,62 +20,21 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
+
+	"github.com/async-helm/async-helm/pkg/chartref"
 )
 
 // Sentinel errors, mapped to status codes at the edge.
 var (
-	ErrInvalidRef  = errors.New("invalid chart reference")
+	ErrInvalidRef  = chartref.ErrInvalid
 	ErrNotFound    = errors.New("chart not found")
 	ErrUnloadable  = errors.New("chart cannot be loaded")
 	ErrTooLarge    = errors.New("chart archive too large")
 	ErrUnreachable = errors.New("chart source unreachable")
 )
 
-// Ref names a chart the way the console does.
-type Ref struct {
-	URL        string `json:"url,omitempty"`
-	Version    string `json:"version,omitempty"`
-	IndexEntry string `json:"indexEntry,omitempty"`
-}
-
-func (r Ref) String() string {
-	if r.IndexEntry != "" {
-		return r.IndexEntry + "@" + r.Version
-	}
-	return r.URL
-}
-
-// Validate checks the syntax of a reference.
-func (r Ref) Validate() error {
-	if r.URL != "" {
-		u, err := url.Parse(r.URL)
-		if err != nil {
-			return fmt.Errorf("%w: %q: %v", ErrInvalidRef, r.URL, err)
-		}
-		switch u.Scheme {
-		case "http", "https", "oci":
-		default:
-			return fmt.Errorf("%w: %q: scheme must be http, https or oci", ErrInvalidRef, r.URL)
-		}
-		if u.Host == "" {
-			return fmt.Errorf("%w: %q: no host", ErrInvalidRef, r.URL)
-		}
-		return nil
-	}
-	if _, _, err := splitIndexEntry(r.IndexEntry); err != nil {
-		return err
-	}
-	return nil
-}
-
-// splitIndexEntry reads the console's "<chart>--<repository>" form.
-func splitIndexEntry(e string) (chartName, repoName string, err error) {
-	i := strings.LastIndex(e, "--")
-	if i <= 0 || i+2 >= len(e) {
-		return "", "", fmt.Errorf("%w: index entry %q: want <chart>--<repository>", ErrInvalidRef, e)
-	}
-	return e[:i], e[i+2:], nil
-}
+// Ref names a chart; see package chartref.
+type Ref = chartref.Ref
 
 // Chart is a downloaded chart archive. Loaded is parsed once and shared: treat it as
 // read-only; Fresh gives a private copy for Helm actions, which mutate charts.
@@ -256,7 +214,7 @@ func (s *Source) download(ctx context.Context, u string) ([]byte, error) {
 }
 
 func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
-	name, repoName, err := splitIndexEntry(ref.IndexEntry)
+	name, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
 	if err != nil {
 		return nil, err
 	}

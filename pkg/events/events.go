@@ -10,7 +10,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -66,7 +66,7 @@ type Action struct {
 	Name       string                 `json:"name"`
 	Revision   int                    `json:"revision"`
 	SecretName string                 `json:"secretName"`
-	Chart      chartsource.Ref        `json:"chart"`
+	Chart      chartref.Ref           `json:"chart"`
 	Values     map[string]interface{} `json:"values,omitempty"`
 	// ReuseChart: upgrade with the chart of the current revision (no chart named).
 	ReuseChart bool    `json:"reuseChart,omitempty"`

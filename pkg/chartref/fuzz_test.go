@@ -1,4 +1,4 @@
-package chartsource
+package chartref
 
 import (
 	"net/url"
@@ -26,7 +26,7 @@ func FuzzRef(f *testing.F) {
 			}
 			return
 		}
-		c, repo, err := splitIndexEntry(entry)
+		c, repo, err := SplitIndexEntry(entry)
 		if err != nil || c == "" || repo == "" || !strings.Contains(entry, "--") {
 			t.Fatalf("accepted index entry %q as %q, %q", entry, c, repo)
 		}
