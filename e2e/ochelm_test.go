@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,6 +88,31 @@ func TestOcHelmInstallListUpgradeAndWait(t *testing.T) {
 	if p, d := index(evs, events.StatusEventID(ns, "web", 1, "pending-install")), index(evs, events.StatusEventID(ns, "web", 1, "deployed")); p < 0 || p > d {
 		t.Errorf("pending-install at %d, deployed at %d", p, d)
 	}
+
+	// Each function counts what it did, for Prometheus.
+	for url, want := range map[string]string{
+		s.submit.URL:   `asynchelm_submit_http_requests_total{code="201",route="POST /api/helm/release/async"}`,
+		s.executor.URL: `asynchelm_executor_actions_total{action="install",outcome="deployed"}`,
+		s.notifier.URL: `asynchelm_notifier_events_sent_total{result="ack",type="dev.asynchelm.release.status.deployed"}`,
+	} {
+		if m := metrics(t, url); !strings.Contains(m, want) {
+			t.Errorf("%s/metrics lacks %s", url, want)
+		}
+	}
+}
+
+func metrics(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func index(evs []cloudevents.Event, id string) int {

@@ -14,6 +14,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/executor"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -24,14 +25,15 @@ import (
 type Function struct {
 	cfg      Config
 	log      *zap.SugaredLogger
+	metrics  *function.Metrics
 	shutdown context.Context
 	svc      *executor.Service
 	events   http.Handler
 }
 
 // New builds the executor; Start opens its clients.
-func New(cfg Config, log *zap.SugaredLogger, shutdown context.Context) *Function {
-	return &Function{cfg: cfg, log: log, shutdown: shutdown}
+func New(cfg Config, log *zap.SugaredLogger, shutdown context.Context, metrics *function.Metrics) *Function {
+	return &Function{cfg: cfg, log: log, shutdown: shutdown, metrics: metrics}
 }
 
 // Start connects to the cluster.
@@ -63,6 +65,9 @@ func (f *Function) Start(ctx context.Context) error {
 		Log:           f.log,
 		MaxActionTime: f.cfg.MaxActionTime,
 	}, f.cfg.MaxParallel)
+	if f.metrics != nil {
+		f.svc.Observe = f.metrics.ActionDone
+	}
 	p, err := cloudevents.NewHTTP()
 	if err != nil {
 		return err

@@ -8,6 +8,6 @@ import (
 func main() {
 	var cfg Config
 	function.Main("executor", &cfg, func(r *function.Runtime) (function.Service, error) {
-		return New(cfg, r.Log, r.Ctx), nil
+		return New(cfg, r.Log, r.Ctx, r.Metrics), nil
 	})
 }

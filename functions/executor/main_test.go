@@ -59,7 +59,7 @@ func newRig(t *testing.T, cfg Config) *rig {
 	}
 	shutdown, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := New(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Sugar(), shutdown)
+	f := New(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Sugar(), shutdown, nil)
 	if err := f.Start(shutdown); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/notifier"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -17,14 +18,15 @@ import (
 type Function struct {
 	cfg        Config
 	log        *zap.SugaredLogger
+	metrics    *function.Metrics
 	svc        *notifier.Service
 	source     http.Handler
 	deadLetter http.Handler
 }
 
 // New builds the notifier; Start opens its clients and starts watching.
-func New(cfg Config, log *zap.SugaredLogger) *Function {
-	return &Function{cfg: cfg, log: log}
+func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Function {
+	return &Function{cfg: cfg, log: log, metrics: metrics}
 }
 
 // Start connects and syncs the watch; reporting goes on until ctx ends.
@@ -36,6 +38,9 @@ func (f *Function) Start(ctx context.Context) error {
 	sender, err := events.NewSender(f.cfg.SinkConfig, nil)
 	if err != nil {
 		return err
+	}
+	if f.metrics != nil {
+		sender.Observe = f.metrics.EventSent
 	}
 	f.svc = &notifier.Service{
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Log: f.log,

@@ -39,7 +39,7 @@ func startNotifier(t *testing.T, ns string, sink *testsink.Sink, cfg Config) (*F
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := New(cfg, zap.NewNop().Sugar())
+	f := New(cfg, zap.NewNop().Sugar(), nil)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

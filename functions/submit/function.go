@@ -20,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -28,18 +29,19 @@ import (
 
 // Function is submit: the write side (install, upgrade) and the read side (list, get).
 type Function struct {
-	cfg    Config
-	log    *zap.SugaredLogger
-	svc    *submitter.Service
-	helm   *helmexec.Factory
-	authn  *auth.Authenticator
-	authz  *auth.Authorizer
-	events http.Handler
+	cfg     Config
+	log     *zap.SugaredLogger
+	metrics *function.Metrics
+	svc     *submitter.Service
+	helm    *helmexec.Factory
+	authn   *auth.Authenticator
+	authz   *auth.Authorizer
+	events  http.Handler
 }
 
 // New builds submit from its configuration; Start opens its clients.
-func New(cfg Config, log *zap.SugaredLogger) *Function {
-	return &Function{cfg: cfg, log: log}
+func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Function {
+	return &Function{cfg: cfg, log: log, metrics: metrics}
 }
 
 // Start connects to the cluster and syncs the namespace cache.
@@ -55,6 +57,9 @@ func (f *Function) Start(ctx context.Context) error {
 	sender, err := events.NewSender(f.cfg.SinkConfig, nil)
 	if err != nil {
 		return err
+	}
+	if f.metrics != nil {
+		sender.Observe = f.metrics.EventSent
 	}
 	if f.helm, err = helmexec.NewFactory(cl.Config); err != nil {
 		return err

@@ -9,6 +9,6 @@ import (
 func main() {
 	var cfg Config
 	function.Main("submit", &cfg, func(r *function.Runtime) (function.Service, error) {
-		return New(cfg, r.Log), nil
+		return New(cfg, r.Log, r.Metrics), nil
 	})
 }

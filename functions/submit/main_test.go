@@ -50,7 +50,7 @@ func newStack(t *testing.T) *stack {
 		Authentication:    true,
 		// The test chart repository is on loopback.
 		AllowLoopbackCharts: true,
-	}, zap.NewNop().Sugar())
+	}, zap.NewNop().Sugar(), nil)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

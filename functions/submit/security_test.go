@@ -161,7 +161,7 @@ func ssrfStack(t *testing.T, allowed string) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := New(Config{SinkConfig: events.SinkConfig{Sink: sink.URL}, Kubeconfig: cluster.Kubeconfig, Authentication: true,
-		ChartCacheTTL: time.Hour, AllowChartAddresses: []string{allowed}}, zap.NewNop().Sugar())
+		ChartCacheTTL: time.Hour, AllowChartAddresses: []string{allowed}}, zap.NewNop().Sugar(), nil)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

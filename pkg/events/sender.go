@@ -29,6 +29,8 @@ type Sender struct {
 	extensions map[string]interface{}
 	Retries    int
 	Backoff    time.Duration
+	// Observe, when set, is told the outcome of every send (metrics).
+	Observe func(eventType string, err error)
 }
 
 // NewSender builds a sender for cfg.
@@ -67,7 +69,14 @@ func (s *Sender) Send(ctx context.Context, e cloudevents.Event) error {
 	if s.Retries > 0 {
 		ctx = cloudevents.ContextWithRetriesExponentialBackoff(ctx, s.Backoff, s.Retries)
 	}
-	res := s.client.Send(ctx, e)
+	err := s.result(e, s.client.Send(ctx, e))
+	if s.Observe != nil {
+		s.Observe(e.Type(), err)
+	}
+	return err
+}
+
+func (s *Sender) result(e cloudevents.Event, res cloudevents.Result) error {
 	if cloudevents.IsACK(res) {
 		return nil
 	}

@@ -48,6 +48,8 @@ type Service struct {
 	MaxActionTime time.Duration
 	// HelmOptions are passed to every Helm action (tests inject faults with them).
 	HelmOptions []helmexec.Option
+	// Observe, when set, is told every action's outcome and duration (metrics).
+	Observe func(action, outcome string, d time.Duration)
 
 	slots chan struct{}
 }
@@ -134,6 +136,9 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 		log.Warnw("lease not released; it expires by itself", "error", err)
 	}
 	log.Infow("action finished", "outcome", outcome, "duration", time.Since(start))
+	if s.Observe != nil {
+		s.Observe(string(a.Action), string(outcome), time.Since(start))
+	}
 	return outcome, nil
 }
 

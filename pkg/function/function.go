@@ -26,7 +26,8 @@ type Service interface {
 
 // Runtime is what Main gives a function's constructor.
 type Runtime struct {
-	Log *zap.SugaredLogger
+	Log     *zap.SugaredLogger
+	Metrics *Metrics
 	// Ctx ends on SIGTERM/SIGINT: long work in flight must wind down when it does.
 	Ctx context.Context
 }
@@ -60,7 +61,8 @@ func run(name string, cfg interface{}, build func(*Runtime) (Service, error), st
 	log = log.Named(name)
 	defer func() { _ = log.Sync() }()
 	ctx := signals.NewContext()
-	svc, err := build(&Runtime{Log: log, Ctx: ctx})
+	metrics := newMetrics(name)
+	svc, err := build(&Runtime{Log: log, Ctx: ctx, Metrics: metrics})
 	if err != nil {
 		return err
 	}
@@ -71,7 +73,7 @@ func run(name string, cfg interface{}, build func(*Runtime) (Service, error), st
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metrics.instrument(svc.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Infow("ready", "addr", ln.Addr().String(), "startup", time.Since(start).String())
