@@ -195,39 +195,28 @@ func (f *Function) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Function) get(w http.ResponseWriter, r *http.Request) {
-	ns, name, err := nsAndName(r)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	if err := f.canRead(r.Context(), ns); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	rel, err := f.helm.Latest(ns, name)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rel)
+	f.readRelease(w, r, func(ns, name string) (interface{}, error) { return f.helm.Latest(ns, name) })
 }
 
 func (f *Function) history(w http.ResponseWriter, r *http.Request) {
+	f.readRelease(w, r, func(ns, name string) (interface{}, error) { return f.helm.History(ns, name) })
+}
+
+// readRelease answers a read of one release (?ns=&name=) the caller may read.
+func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ns, name string) (interface{}, error)) {
 	ns, name, err := nsAndName(r)
+	if err == nil {
+		err = f.canRead(r.Context(), ns)
+	}
+	var out interface{}
+	if err == nil {
+		out, err = read(ns, name)
+	}
 	if err != nil {
 		f.fail(w, r, err)
 		return
 	}
-	if err := f.canRead(r.Context(), ns); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	rels, err := f.helm.History(ns, name)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rels)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func nsAndName(r *http.Request) (string, string, error) {

@@ -117,19 +117,16 @@ func (a *Authenticator) review(ctx context.Context, token string) (*User, error)
 	return u, nil
 }
 
-// Authorizer asks the API server what a user may do, caching answers briefly (as the API
+// Authorizer asks the API server what a user may do, caching "allowed" briefly (as the API
 // server's own webhook authorizer does) so the path to 201 does not pay two reviews a request.
+// A revoked grant is honoured within TTL.
 type Authorizer struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
 
-	mu    sync.Mutex
-	cache map[string]cachedDecision
-}
-
-type cachedDecision struct {
-	allowed bool
-	expires time.Time
+	mu sync.Mutex
+	// allowedUntil caches positive answers only.
+	allowedUntil map[string]time.Time
 }
 
 // Need is one permission a request needs.
@@ -155,9 +152,9 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	key := fmt.Sprintf("%s\x00%s\x00%v\x00%s\x00%s\x00%s", u.Name, u.UID, u.Groups, n.Verb, n.Resource, n.Namespace)
 	now := time.Now()
 	a.mu.Lock()
-	if d, ok := a.cache[key]; ok && now.Before(d.expires) {
+	if until, ok := a.allowedUntil[key]; ok && now.Before(until) {
 		a.mu.Unlock()
-		return d.allowed, nil
+		return true, nil
 	}
 	a.mu.Unlock()
 	extra := map[string]authzv1.ExtraValue{}
@@ -171,17 +168,20 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("subject access review: %w", err)
 	}
+	if !sar.Status.Allowed {
+		return false, nil // denials are not cached: a new grant works at once
+	}
 	ttl := a.TTL
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
 	a.mu.Lock()
-	if a.cache == nil || len(a.cache) > 10000 {
-		a.cache = map[string]cachedDecision{}
+	if a.allowedUntil == nil || len(a.allowedUntil) > 10000 {
+		a.allowedUntil = map[string]time.Time{}
 	}
-	a.cache[key] = cachedDecision{allowed: sar.Status.Allowed, expires: now.Add(ttl)}
+	a.allowedUntil[key] = now.Add(ttl)
 	a.mu.Unlock()
-	return sar.Status.Allowed, nil
+	return true, nil
 }
 
 // Allowed reports whether u may do n (for filtering lists).

@@ -25,22 +25,17 @@ func newListCmd(g *Globals) *cobra.Command {
 		Short:   "List releases, pending and failed ones included",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			ns := g.namespace()
-			if all {
-				ns = ""
-			}
-			rels, err := c.List(cmd.Context(), ns)
-			if err != nil {
-				return err
-			}
-			return printList(g.IO.Out, output, rels)
+			return g.with(cmd.Context(), output, func(ctx context.Context, c *submitclient.Client) error {
+				ns := g.namespace()
+				if all {
+					ns = ""
+				}
+				rels, err := c.List(ctx, ns)
+				if err != nil {
+					return err
+				}
+				return printList(g.IO.Out, output, rels)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list releases across all namespaces")
@@ -56,21 +51,16 @@ func newStatusCmd(g *Globals) *cobra.Command {
 		Short: "Show the status of a release; --watch follows it until deployed or failed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if watch {
-				return follow(cmd.Context(), g, c, g.namespace(), args[0])
-			}
-			rel, err := c.Get(cmd.Context(), g.namespace(), args[0])
-			if err != nil {
-				return err
-			}
-			return printStatus(g.IO.Out, output, rel)
+			return g.with(cmd.Context(), output, func(ctx context.Context, c *submitclient.Client) error {
+				if watch {
+					return follow(ctx, g, c, g.namespace(), args[0])
+				}
+				rel, err := c.Get(ctx, g.namespace(), args[0])
+				if err != nil {
+					return err
+				}
+				return printStatus(g.IO.Out, output, rel)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the release until it is deployed or failed (exit 1 on failed)")
@@ -85,18 +75,13 @@ func newHistoryCmd(g *Globals) *cobra.Command {
 		Short: "Show every revision of a release",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			rels, err := c.History(cmd.Context(), g.namespace(), args[0])
-			if err != nil {
-				return err
-			}
-			return printHistory(g.IO.Out, output, rels)
+			return g.with(cmd.Context(), output, func(ctx context.Context, c *submitclient.Client) error {
+				rels, err := c.History(ctx, g.namespace(), args[0])
+				if err != nil {
+					return err
+				}
+				return printHistory(g.IO.Out, output, rels)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
@@ -155,4 +140,16 @@ func statusOf(r *helmrelease.Release) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// with checks the output format and finds submit, then runs fn.
+func (g *Globals) with(ctx context.Context, output string, fn func(context.Context, *submitclient.Client) error) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	c, err := g.client(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, c)
 }

@@ -430,8 +430,8 @@ func (s *Service) lastSignOfLife(ctx context.Context, m *metav1.PartialObjectMet
 		if !release.Expired(l, s.now()) {
 			return time.Time{}, true, nil
 		}
-		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
-			return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), false, nil
+		if at := release.ExpiresAt(l); !at.IsZero() {
+			return at, false, nil
 		}
 	case !apierrors.IsNotFound(err):
 		return time.Time{}, false, fmt.Errorf("lease of %s/%s: %w", m.Namespace, m.Name, err)

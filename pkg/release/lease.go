@@ -27,12 +27,17 @@ func (h *Heartbeat) now() time.Time {
 	return time.Now()
 }
 
+// ExpiresAt is when the lease lapses unless renewed (zero for a lease never renewed).
+func ExpiresAt(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+}
+
 // Expired reports whether nobody renewed the lease within its duration.
 func Expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return true
-	}
-	return now.After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	return now.After(ExpiresAt(l))
 }
 
 // Acquire takes the lease of a revision if it is free, expired or already ours. False
