@@ -78,3 +78,7 @@ deploy:
 	@test -n "$(KO_DOCKER_REPO)" || { echo "set KO_DOCKER_REPO to the registry to push images to"; exit 1; }
 	$(GO) run github.com/google/ko@$(KO_VERSION) resolve -f config/knative > .cache/async-helm.yaml
 	kubectl apply -f .cache/async-helm.yaml
+
+# The GitLab story with oc-helm (install, pending-install, deployed, upgrade, list), in make run's stack.
+demo: build $(if $(KUBECONFIG),,cluster-up)
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack -script hack/demo.sh
