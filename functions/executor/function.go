@@ -11,7 +11,6 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 
-	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/executor"
 	"github.com/async-helm/async-helm/pkg/function"
@@ -42,7 +41,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	repos, err := chartsource.ParseRepositories(f.cfg.ChartRepositories)
+	charts, err := f.cfg.NewSource(ctx, cl.Typed, time.Hour, 5*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -56,11 +55,9 @@ func (f *Function) Start(ctx context.Context) error {
 		holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	f.svc = executor.New(executor.Service{
-		Store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
-		Helm:  factory,
-		Charts: &chartsource.Source{Repositories: repos, TTL: time.Hour,
-			HTTP: chartsource.Policy{AllowLoopback: f.cfg.AllowLoopbackCharts, AllowPrivate: f.cfg.AllowPrivateCharts,
-				AllowAddresses: f.cfg.AllowChartAddresses}.HTTPClient(5 * time.Minute)},
+		Store:         &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		Helm:          factory,
+		Charts:        charts,
 		Heartbeat:     &release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration},
 		Log:           f.log,
 		MaxActionTime: f.cfg.MaxActionTime,

@@ -18,7 +18,6 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
-	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -47,10 +46,6 @@ func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Functio
 // Start connects to the cluster and syncs the namespace cache.
 func (f *Function) Start(ctx context.Context) error {
 	cl, err := kube.Open(f.cfg.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	repos, err := chartsource.ParseRepositories(f.cfg.ChartRepositories)
 	if err != nil {
 		return err
 	}
@@ -88,11 +83,13 @@ func (f *Function) Start(ctx context.Context) error {
 	} else {
 		f.log.Warnw("AUTHENTICATION=false: every caller acts as submit's and executor's own service accounts")
 	}
-	policy := chartsource.Policy{AllowLoopback: f.cfg.AllowLoopbackCharts, AllowPrivate: f.cfg.AllowPrivateCharts,
-		AllowAddresses: f.cfg.AllowChartAddresses}
+	charts, err := f.cfg.NewSource(ctx, cl.Typed, f.cfg.ChartCacheTTL, time.Minute)
+	if err != nil {
+		return err
+	}
 	f.svc = &submitter.Service{
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions.GetIndexer()},
-		Charts:     &chartsource.Source{Repositories: repos, TTL: f.cfg.ChartCacheTTL, HTTP: policy.HTTPClient(time.Minute)},
+		Charts:     charts,
 		Sender:     sender,
 		Namespaces: nsLister,
 		Authorizer: f.authz,

@@ -17,6 +17,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 )
 
@@ -43,13 +44,12 @@ func newStack(t *testing.T) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := New(Config{
-		SinkConfig:        events.SinkConfig{Sink: sink.URL},
-		Kubeconfig:        cluster.Kubeconfig,
-		ChartRepositories: "test=" + charts.URL,
-		ChartCacheTTL:     time.Hour,
-		Authentication:    true,
+		SinkConfig: events.SinkConfig{Sink: sink.URL},
+		Kubeconfig: cluster.Kubeconfig,
 		// The test chart repository is on loopback.
-		AllowLoopbackCharts: true,
+		Settings:       chartsource.Settings{ChartRepositories: "test=" + charts.URL, AllowLoopbackCharts: true},
+		ChartCacheTTL:  time.Hour,
+		Authentication: true,
 	}, zap.NewNop().Sugar(), nil)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 )
 
@@ -161,7 +162,7 @@ func ssrfStack(t *testing.T, allowed string) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := New(Config{SinkConfig: events.SinkConfig{Sink: sink.URL}, Kubeconfig: cluster.Kubeconfig, Authentication: true,
-		ChartCacheTTL: time.Hour, AllowChartAddresses: []string{allowed}}, zap.NewNop().Sugar(), nil)
+		ChartCacheTTL: time.Hour, Settings: chartsource.Settings{AllowChartAddresses: []string{allowed}}}, zap.NewNop().Sugar(), nil)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

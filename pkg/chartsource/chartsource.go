@@ -58,8 +58,10 @@ type Source struct {
 	HTTP *http.Client
 	// Repositories maps a repository name to its URL, for index entries.
 	Repositories map[string]string
-	MaxBytes     int64
-	TTL          time.Duration
+	// Credentials of repositories (by name), applied to every URL under the repository's.
+	Credentials map[string]Credentials
+	MaxBytes    int64
+	TTL         time.Duration
 	// MaxEntries bounds the cache (least recently used entries are dropped).
 	MaxEntries int
 
@@ -185,11 +187,14 @@ func (s *Source) download(ctx context.Context, u string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRef, err)
 	}
-	client := s.HTTP
-	if client == nil {
-		client = http.DefaultClient
+	rc, err := s.forURL(u)
+	if err != nil {
+		return nil, err
 	}
-	resp, err := client.Do(req)
+	if rc.creds.Username != "" {
+		req.SetBasicAuth(rc.creds.Username, rc.creds.Password)
+	}
+	resp, err := rc.http.Do(req)
 	if errors.Is(err, ErrForbiddenHost) {
 		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, u)
 	}
@@ -200,6 +205,8 @@ func (s *Source) download(ctx context.Context, u string) ([]byte, error) {
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, fmt.Errorf("%w: %s answered 404", ErrNotFound, u)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("%w: %s answered %s (check the repository's credentials)", ErrUnreachable, u, resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("%w: %s answered %s", ErrUnreachable, u, resp.Status)
 	}

@@ -1,0 +1,108 @@
+package chartsource
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Credentials of one chart repository, read from a named Secret (keys username, password,
+// ca.crt), as the console's chart repositories name theirs.
+type Credentials struct {
+	Username, Password string
+	CA                 []byte
+}
+
+// LoadCredentials reads the Secret of each repository: secrets maps a repository name to the
+// name of a Secret in namespace.
+func LoadCredentials(ctx context.Context, client kubernetes.Interface, namespace string, secrets map[string]string) (map[string]Credentials, error) {
+	out := map[string]Credentials{}
+	for repo, name := range secrets {
+		s, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("credentials of chart repository %q (secret %s/%s): %w", repo, namespace, name, err)
+		}
+		out[repo] = Credentials{Username: string(s.Data["username"]), Password: string(s.Data["password"]), CA: s.Data["ca.crt"]}
+	}
+	return out, nil
+}
+
+// repoClient is what fetching from one repository URL uses: its client (custom CA) and basic auth.
+type repoClient struct {
+	http  *http.Client
+	creds Credentials
+}
+
+// forURL finds the configured repository a URL belongs to (by URL prefix) and the client
+// to fetch it with; URLs of no repository with credentials use the default client.
+func (s *Source) forURL(u string) (*repoClient, error) {
+	for name, repoURL := range s.Repositories {
+		c, ok := s.Credentials[name]
+		if !ok || !strings.HasPrefix(u, strings.TrimSuffix(repoURL, "/")+"/") {
+			continue
+		}
+		hc := s.client()
+		if len(c.CA) > 0 {
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(c.CA) {
+				return nil, fmt.Errorf("%w: ca.crt of chart repository %q holds no PEM certificate", ErrUnreachable, name)
+			}
+			t, ok := hc.Transport.(*http.Transport)
+			if !ok {
+				t = http.DefaultTransport.(*http.Transport)
+			}
+			t = t.Clone()
+			t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			hc = &http.Client{Transport: t, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
+		}
+		return &repoClient{http: hc, creds: c}, nil
+	}
+	return &repoClient{http: s.client()}, nil
+}
+
+func (s *Source) client() *http.Client {
+	if s.HTTP != nil {
+		return s.HTTP
+	}
+	return &http.Client{Timeout: time.Minute}
+}
+
+// Settings are the chart settings of every function that fetches charts, read from its
+// environment (embed it in the function's env struct).
+type Settings struct {
+	// ChartRepositories lists the repositories of index entries: "name=url,name=url".
+	ChartRepositories string `envconfig:"CHART_REPOSITORIES"`
+	// ChartRepositorySecrets names the Secret of a repository's credentials: "name:secret,...".
+	ChartRepositorySecrets map[string]string `envconfig:"CHART_REPOSITORY_SECRETS"`
+	ChartSecretsNamespace  string            `envconfig:"CHART_SECRETS_NAMESPACE" default:"async-helm"`
+	// Chart hosts on loopback or private addresses are refused unless allowed;
+	// AllowChartAddresses are ip:port hosts allowed whatever their range.
+	AllowLoopbackCharts bool     `envconfig:"ALLOW_LOOPBACK_CHARTS"`
+	AllowPrivateCharts  bool     `envconfig:"ALLOW_PRIVATE_CHARTS"`
+	AllowChartAddresses []string `envconfig:"ALLOW_CHART_ADDRESSES"`
+}
+
+// NewSource builds a chart source from the settings: repositories, their credentials, and
+// the address policy every download goes through.
+func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, ttl, timeout time.Duration) (*Source, error) {
+	repos, err := ParseRepositories(c.ChartRepositories)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := LoadCredentials(ctx, client, c.ChartSecretsNamespace, c.ChartRepositorySecrets)
+	if err != nil {
+		return nil, err
+	}
+	policy := Policy{AllowLoopback: c.AllowLoopbackCharts, AllowPrivate: c.AllowPrivateCharts, AllowAddresses: c.AllowChartAddresses}
+	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout)}, nil
+}
