@@ -60,6 +60,8 @@ type Source struct {
 	Repositories map[string]string
 	// Credentials of repositories (by name), applied to every URL under the repository's.
 	Credentials map[string]Credentials
+	// PlainHTTPRegistries are OCI registry hosts (host:port) spoken to over plain HTTP.
+	PlainHTTPRegistries []string
 	MaxBytes    int64
 	TTL         time.Duration
 	// MaxEntries bounds the cache (least recently used entries are dropped).
@@ -253,6 +255,12 @@ func (s *Source) fetchOCI(ref Ref) ([]byte, error) {
 	opts := []registry.ClientOption{}
 	if s.HTTP != nil {
 		opts = append(opts, registry.ClientOptHTTPClient(s.HTTP))
+	}
+	host := strings.SplitN(strings.TrimPrefix(ref.URL, "oci://"), "/", 2)[0]
+	for _, h := range s.PlainHTTPRegistries {
+		if h == host {
+			opts = append(opts, registry.ClientOptPlainHTTP())
+		}
 	}
 	client, err := registry.NewClient(opts...)
 	if err != nil {

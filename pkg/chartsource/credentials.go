@@ -90,6 +90,8 @@ type Settings struct {
 	AllowLoopbackCharts bool     `envconfig:"ALLOW_LOOPBACK_CHARTS"`
 	AllowPrivateCharts  bool     `envconfig:"ALLOW_PRIVATE_CHARTS"`
 	AllowChartAddresses []string `envconfig:"ALLOW_CHART_ADDRESSES"`
+	// PlainHTTPRegistries are OCI registries (host:port) without TLS, as helm's --plain-http.
+	PlainHTTPRegistries []string `envconfig:"CHART_PLAIN_HTTP_REGISTRIES"`
 }
 
 // NewSource builds a chart source from the settings: repositories, their credentials, and
@@ -104,5 +106,6 @@ func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, tt
 		return nil, err
 	}
 	policy := Policy{AllowLoopback: c.AllowLoopbackCharts, AllowPrivate: c.AllowPrivateCharts, AllowAddresses: c.AllowChartAddresses}
-	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout)}, nil
+	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout),
+		PlainHTTPRegistries: c.PlainHTTPRegistries}, nil
 }
