@@ -35,12 +35,9 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sender, err := events.NewSender(f.cfg.SinkConfig, nil)
+	sender, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
 	if err != nil {
 		return err
-	}
-	if f.metrics != nil {
-		sender.Observe = f.metrics.EventSent
 	}
 	f.svc = &notifier.Service{
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Log: f.log,

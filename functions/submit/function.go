@@ -49,12 +49,9 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sender, err := events.NewSender(f.cfg.SinkConfig, nil)
+	sender, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
 	if err != nil {
 		return err
-	}
-	if f.metrics != nil {
-		sender.Observe = f.metrics.EventSent
 	}
 	if f.helm, err = helmexec.NewFactory(cl.Config); err != nil {
 		return err

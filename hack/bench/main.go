@@ -265,30 +265,19 @@ func (b *bench) load(url, ns, prefix, chartURL string, values map[string]interfa
 		return loadResult{}, fmt.Errorf("warm-up: %w", err)
 	}
 	lat := make([]time.Duration, n)
-	var next, ok atomic.Int64
+	var ok atomic.Int64
 	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	t0 := time.Now()
-	for c := 0; c < b.o.clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				d, _, err := post(fmt.Sprintf("%s-%d", prefix, i))
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					continue
-				}
-				lat[i] = d
-				ok.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	parallel(n, b.o.clients, func(i int) bool {
+		d, _, err := post(fmt.Sprintf("%s-%d", prefix, i))
+		if err != nil {
+			firstErr.CompareAndSwap(nil, err)
+			return true
+		}
+		lat[i] = d
+		ok.Add(1)
+		return true
+	})
 	took := time.Since(t0)
 	if err, _ := firstErr.Load().(error); err != nil {
 		fmt.Fprintln(os.Stderr, "  first refused request:", err)
@@ -429,38 +418,45 @@ func (b *bench) notifier() error {
 }
 
 func createSecrets(cs kubernetes.Interface, ns string, n int, payload []byte) error {
-	var next atomic.Int64
 	var firstErr atomic.Value
+	parallel(n, 16, func(i int) bool {
+		name := fmt.Sprintf("r%d", i)
+		_, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: release.SecretName(name, 1),
+				Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": "1",
+					release.LabelChart: "tiny-0.1.0"},
+				Annotations: map[string]string{release.AnnotationNotified: "deployed"}},
+			Type: release.SecretType, Data: map[string][]byte{"release": payload},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			firstErr.CompareAndSwap(nil, err)
+			return false
+		}
+		return true
+	})
+	if err, _ := firstErr.Load().(error); err != nil {
+		return fmt.Errorf("create release secrets: %w", err)
+	}
+	return nil
+}
+
+// parallel runs fn(0..n-1) on workers goroutines; a worker stops when fn returns false.
+func parallel(n, workers int, fn func(i int) bool) {
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				name := fmt.Sprintf("r%d", i)
-				_, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-					ObjectMeta: metav1.ObjectMeta{Name: release.SecretName(name, 1),
-						Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": "1",
-							release.LabelChart: "tiny-0.1.0"},
-						Annotations: map[string]string{release.AnnotationNotified: "deployed"}},
-					Type: release.SecretType, Data: map[string][]byte{"release": payload},
-				}, metav1.CreateOptions{})
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
+				if i >= n || !fn(i) {
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return fmt.Errorf("create release secrets: %w", err)
-	}
-	return nil
 }
 
 // procMem reads VmRSS and VmHWM (peak) of a process, in bytes.

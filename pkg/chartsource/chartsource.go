@@ -62,8 +62,8 @@ type Source struct {
 	Credentials map[string]Credentials
 	// PlainHTTPRegistries are OCI registry hosts (host:port) spoken to over plain HTTP.
 	PlainHTTPRegistries []string
-	MaxBytes    int64
-	TTL         time.Duration
+	MaxBytes            int64
+	TTL                 time.Duration
 	// MaxEntries bounds the cache (least recently used entries are dropped).
 	MaxEntries int
 

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/async-helm/async-helm/pkg/events"
 )
 
 // Metrics are the Prometheus metrics of a function, in a registry of its own.
@@ -82,4 +84,16 @@ type statusRecorder struct {
 func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// NewSender is the function's event sender to its K_SINK, counted in m (when not nil).
+func NewSender(cfg events.SinkConfig, m *Metrics) (*events.Sender, error) {
+	s, err := events.NewSender(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		s.Observe = m.EventSent
+	}
+	return s, nil
 }
