@@ -38,10 +38,6 @@ const (
 	SourceNotifier = "/async-helm/notifier"
 )
 
-// Statuses the notifier reports (Helm's release statuses).
-var Statuses = []string{"unknown", "pending-install", "pending-upgrade", "pending-rollback",
-	"deployed", "failed", "superseded", "uninstalling", "uninstalled"}
-
 // Options of a Helm action, as the executor runs it.
 type Options struct {
 	Timeout     time.Duration `json:"timeout"`
