@@ -7,7 +7,6 @@ package localbroker
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -24,7 +23,6 @@ type Broker struct {
 
 	client  cloudevents.Client
 	handler http.Handler
-	wg      sync.WaitGroup
 	ctx     context.Context
 }
 
@@ -51,13 +49,11 @@ func New(ctx context.Context, subscriber string) (*Broker, error) {
 func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.handler.ServeHTTP(w, r) }
 
 func (b *Broker) receive(e cloudevents.Event) cloudevents.Result {
-	b.wg.Add(1)
 	go b.deliver(e)
 	return cloudevents.NewHTTPResult(http.StatusAccepted, "queued")
 }
 
 func (b *Broker) deliver(e cloudevents.Event) {
-	defer b.wg.Done()
 	backoff := b.Backoff
 	for attempt := 0; attempt <= b.Retries; attempt++ {
 		res := b.client.Send(cloudevents.ContextWithTarget(b.ctx, b.Subscriber), e)
@@ -76,6 +72,3 @@ func (b *Broker) deliver(e cloudevents.Event) {
 	}
 	b.Logf("dead letter: %s %s after %d attempts", e.Type(), e.ID(), b.Retries+1)
 }
-
-// Wait blocks until every delivery under way has ended.
-func (b *Broker) Wait() { b.wg.Wait() }
