@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -247,7 +248,7 @@ func waitEstablished(t *testing.T, ri dynamic.NamespaceableResourceInterface, na
 				}
 			}
 		}
-		testcluster.Sleep(50)
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("CRD %s never established", name)
 }

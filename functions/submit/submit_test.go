@@ -163,13 +163,7 @@ func TestUpgradeReservesNextRevisionAndRefusesWhilePending(t *testing.T) {
 		t.Fatalf("upgrade while pending: %d %q", code, e.Error)
 	}
 	// The executor's part, done by hand: revision 1 deployed.
-	store := &release.Store{Client: cluster.Client}
-	rel, err := store.Get(context.Background(), ns, "app", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Info.Status = helmrelease.StatusDeployed
-	if err := driver.NewSecrets(cluster.Client.CoreV1().Secrets(ns)).Update(release.SecretName("app", 1), rel); err != nil {
+	if _, err := markDeployed(&release.Store{Client: cluster.Client}, ns, "app", 1); err != nil {
 		t.Fatal(err)
 	}
 	// No chart named: the release's chart is reused.

@@ -158,6 +158,3 @@ func sanitize(s string) string {
 	}
 	return strings.Trim(b.String(), "-")
 }
-
-// Sleep waits ms milliseconds (polling helpers only; tests assert states, not durations).
-func Sleep(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }

@@ -43,7 +43,7 @@ func NewFactory(cfg *rest.Config) (*Factory, error) {
 type Option func(*configOptions)
 
 type configOptions struct {
-	wrap        func(driver.Driver) driver.Driver
+	wraps       []func(driver.Driver) driver.Driver
 	log         func(string, ...interface{})
 	impersonate *rest.ImpersonationConfig
 }
@@ -56,9 +56,10 @@ func WithImpersonation(user, uid string, groups []string, extra map[string][]str
 	}
 }
 
-// WithStorageWrapper wraps the Secrets storage driver (the reservation adopter, fault injection).
+// WithStorageWrapper wraps the Secrets storage driver (the reservation adopter, fault
+// injection); wrappers apply in the order given, each around the previous one.
 func WithStorageWrapper(w func(driver.Driver) driver.Driver) Option {
-	return func(o *configOptions) { o.wrap = w }
+	return func(o *configOptions) { o.wraps = append(o.wraps, w) }
 }
 
 // WithLog sends Helm's debug log to fn.
@@ -88,8 +89,8 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	sec := driver.NewSecrets(cs.CoreV1().Secrets(namespace))
 	sec.Log = o.log
 	var d driver.Driver = sec
-	if o.wrap != nil {
-		d = o.wrap(d)
+	for _, w := range o.wraps {
+		d = w(d)
 	}
 	return &action.Configuration{
 		RESTClientGetter: getter,

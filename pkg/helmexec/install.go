@@ -61,21 +61,11 @@ func newInstall(cfg *action.Configuration, req Request) *action.Install {
 
 func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *release.AdoptingDriver, error) {
 	var adopter *release.AdoptingDriver
-	// The adopter wraps whatever storage the options give (a fault-injecting driver in tests).
-	wrap := func(d driver.Driver) driver.Driver {
+	// Last, so the adopter wraps whatever storage the options give (fault injection in tests).
+	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
 		adopter = release.NewAdoptingDriver(d, req.Name, req.Revision)
 		return adopter
-	}
-	var o configOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.wrap != nil {
-		inner := o.wrap
-		opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver { return wrap(inner(d)) }))
-	} else {
-		opts = append(opts, WithStorageWrapper(wrap))
-	}
+	}))
 	cfg, err := f.Configuration(req.Namespace, opts...)
 	return cfg, adopter, err
 }
