@@ -65,18 +65,16 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone
 	}
-	p, err := cloudevents.NewHTTP()
-	if err != nil {
-		return err
-	}
-	f.events, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receive)
-	return err
+	f.events = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
+		return nil, f.receive(ctx, e)
+	})
+	return nil
 }
 
 // Handler serves CloudEvents on / and health on /healthz.
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	mux.Handle("/", f.events)
 	return mux
 }

@@ -46,23 +46,19 @@ func (f *Function) Start(ctx context.Context) error {
 		ReaperGrace: f.cfg.ReaperGrace, ReaperInterval: f.cfg.ReaperInterval,
 	}
 	f.svc.Init()
-	p, err := cloudevents.NewHTTP()
-	if err != nil {
-		return err
-	}
-	if f.source, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receive); err != nil {
-		return err
-	}
-	if f.deadLetter, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receiveDeadLetter); err != nil {
-		return err
-	}
+	f.source = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
+		return nil, f.receive(ctx, e)
+	})
+	f.deadLetter = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
+		return nil, f.receiveDeadLetter(ctx, e)
+	})
 	return f.svc.Start(ctx, f.cfg.Watch)
 }
 
 // Handler serves health, and ApiServerSource events when not watching itself.
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /healthz", function.Healthz(f.source))
 	mux.Handle("POST /dead-letter", f.deadLetter)
 	mux.Handle("/", f.source)
 	return mux

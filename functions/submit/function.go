@@ -92,13 +92,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Authorizer: f.authz,
 		SigningKey: []byte(f.cfg.EventSigningKey),
 	}
-	p, err := cloudevents.NewHTTP()
-	if err != nil {
-		return err
-	}
-	if f.events, err = cloudevents.NewHTTPReceiveHandler(ctx, p, f.receive); err != nil {
-		return err
-	}
+	f.events = function.EventHandler(f.receive)
 	return nil
 }
 
@@ -111,7 +105,7 @@ func (f *Function) Handler() http.Handler {
 	mux.HandleFunc("GET "+api.PathRelease, f.authenticated(f.get))
 	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))
 	mux.HandleFunc("POST "+api.PathEvents, f.authenticated(func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) }))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	return mux
 }
 

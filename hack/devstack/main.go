@@ -30,6 +30,7 @@ import (
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
@@ -171,29 +172,27 @@ func serveCharts(o options) (string, error) {
 
 // serveEventLog prints each status event the notifier sends.
 func serveEventLog(ctx context.Context, port int) (string, error) {
-	p, err := cloudevents.NewHTTP(cloudevents.WithPort(port))
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return "", err
 	}
-	c, err := cloudevents.NewClient(p)
-	if err != nil {
-		return "", err
-	}
-	go func() {
-		_ = c.StartReceiver(ctx, func(e cloudevents.Event) {
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: function.EventHandler(
+		func(_ context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
 			sc, err := events.ParseStatus(e)
 			if err != nil {
 				fmt.Printf("EVENT %s %s\n", e.Type(), e.ID())
-				return
+				return nil, nil
 			}
 			line := fmt.Sprintf("EVENT %-40s %s revision %d chart %s-%s", e.Type(), e.Subject(), sc.Revision, sc.Chart, sc.ChartVersion)
 			if sc.Reason != "" {
 				line += " reason: " + sc.Reason
 			}
 			fmt.Println(line)
-		})
-	}()
-	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
+			return nil, nil
+		})}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), nil
 }
 
 // demo installs the tiny chart and shows it go pending-install -> deployed.

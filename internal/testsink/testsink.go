@@ -10,6 +10,8 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/async-helm/async-helm/pkg/function"
 )
 
 // Sink records events.
@@ -27,15 +29,9 @@ type Sink struct {
 func Start(t testing.TB) *Sink {
 	t.Helper()
 	s := &Sink{arrived: make(chan struct{}, 1)}
-	p, err := cloudevents.NewHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := cloudevents.NewHTTPReceiveHandler(context.Background(), p, s.receive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Server = httptest.NewServer(h)
+	s.Server = httptest.NewServer(function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
+		return nil, s.receive(ctx, e)
+	}))
 	t.Cleanup(s.Close)
 	return s
 }

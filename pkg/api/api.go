@@ -26,6 +26,10 @@ const (
 // MaxBodyBytes bounds a request body (values included); larger bodies get 413.
 const MaxBodyBytes = 2 << 20
 
+// MaxEventBytes bounds a CloudEvent body: a request body plus the envelope and the
+// signature an accepted event adds. Larger events get 413 on every event endpoint.
+const MaxEventBytes = MaxBodyBytes + 256<<10
+
 // DefaultTimeout is Helm's own default for an action.
 const DefaultTimeout = 5 * time.Minute
 
