@@ -128,13 +128,13 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	executor := as(t, "executor")
 	estore := &release.Store{Client: executor.Typed, Metadata: executor.Metadata}
 	hb := &release.Heartbeat{Client: executor.Typed, Holder: "rbac-test", Duration: 30 * time.Second}
-	ok, err := hb.Acquire(ctx, ns, release.SecretName("e", 1))
-	if !ok || err != nil {
-		t.Fatalf("executor takes a lease: %v %v", ok, err)
+	held, err := hb.Hold(ctx, ns, release.SecretName("e", 1))
+	if held == nil || err != nil {
+		t.Fatalf("executor takes a lease: %v %v", held, err)
 	}
 	_, err = estore.MarkFailed(ctx, ns, "e", 1, "rbac test", false)
 	must(t, "executor updates a release", err)
-	must(t, "executor releases the lease", hb.Release(ctx, ns, release.SecretName("e", 1)))
+	must(t, "executor releases the lease", held.Release(ctx))
 	imp := rest.CopyConfig(executor.Config)
 	imp.Impersonate.UserName, imp.Impersonate.Groups = "dev", []string{"developers"}
 	asDev, err := kube.FromConfig(imp)

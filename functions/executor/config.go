@@ -16,6 +16,8 @@ type Config struct {
 	// ends (and is recorded failed) before the platform cuts the request.
 	MaxActionTime time.Duration `envconfig:"MAX_ACTION_TIME" default:"55m"`
 	LeaseDuration time.Duration `envconfig:"LEASE_DURATION" default:"30s"`
+	// SlotWait is how long a delivery waits for a free slot before answering 429.
+	SlotWait time.Duration `envconfig:"SLOT_WAIT" default:"30s"`
 	// EventSigningKey verifies accepted events (shared with submit, from a Secret); when set,
 	// unsigned, altered and stale events are rejected without running Helm.
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`

@@ -61,6 +61,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Heartbeat:     &release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration},
 		Log:           f.log,
 		MaxActionTime: f.cfg.MaxActionTime,
+		SlotWait:      f.cfg.SlotWait,
 	}, f.cfg.MaxParallel)
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone
@@ -92,7 +93,11 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 		f.log.Warnw("event refused", "id", e.ID(), "type", e.Type(), "error", err)
 		return cloudevents.NewHTTPResult(http.StatusBadRequest, "%v", err)
 	}
-	outcome, err := f.svc.Handle(ctx, f.shutdown, a)
+	stored, err := e.MarshalJSON()
+	if err != nil {
+		return cloudevents.NewHTTPResult(http.StatusBadRequest, "encode event: %v", err)
+	}
+	outcome, err := f.svc.Handle(ctx, f.shutdown, a, stored)
 	switch {
 	case errors.Is(err, executor.ErrBusy):
 		return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "%v", err)

@@ -14,8 +14,17 @@ type Config struct {
 	Namespaces []string `envconfig:"NAMESPACES"`
 	// Watch with its own metadata informer (default), or take Knative ApiServerSource
 	// events (Reference mode, selector owner=helm) on / when false.
-	Watch          bool          `envconfig:"WATCH" default:"true"`
-	Workers        int           `envconfig:"WORKERS" default:"4"`
-	ReaperGrace    time.Duration `envconfig:"REAPER_GRACE" default:"2m"`
-	ReaperInterval time.Duration `envconfig:"REAPER_INTERVAL" default:"30s"`
+	Watch   bool `envconfig:"WATCH" default:"true"`
+	Workers int  `envconfig:"WORKERS" default:"4"`
+	// The sweeper (docs/design.md, "A 201 is a promise").
+	SweepInterval time.Duration `envconfig:"SWEEP_INTERVAL" default:"10s"`
+	RedriveAfter  time.Duration `envconfig:"REDRIVE_AFTER" default:"2m"`
+	ReaperGrace   time.Duration `envconfig:"REAPER_GRACE" default:"2m"`
+	QueueDeadline time.Duration `envconfig:"QUEUE_DEADLINE" default:"1h"`
+	// RedriveSink is where re-sent accepted events go: the Broker, whose Trigger routes
+	// them to the executor. Empty: K_SINK (on Knative both are the Broker).
+	RedriveSink string `envconfig:"REDRIVE_SINK"`
+	// EventSigningKey verifies dead letters: only events submit signed are acted on.
+	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
+	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
@@ -39,11 +40,18 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	redrive := sender
+	if f.cfg.RedriveSink != "" {
+		if redrive, err = function.NewSender(events.SinkConfig{Sink: f.cfg.RedriveSink}, f.metrics); err != nil {
+			return err
+		}
+	}
 	f.svc = &notifier.Service{
-		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Log: f.log,
+		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Redrive: redrive, Log: f.log,
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
 		Namespaces: f.cfg.Namespaces, Workers: f.cfg.Workers,
-		ReaperGrace: f.cfg.ReaperGrace, ReaperInterval: f.cfg.ReaperInterval,
+		Sweep: notifier.SweepConfig{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
+			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline},
 	}
 	f.svc.Init()
 	f.source = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
@@ -80,17 +88,23 @@ func (f *Function) receive(_ context.Context, e cloudevents.Event) cloudevents.R
 	return cloudevents.ResultACK
 }
 
-// receiveDeadLetter takes the events the Broker gave up delivering to the executor.
+// receiveDeadLetter takes the events the Broker gave up delivering to the executor. Only
+// what submit signed is acted on: anyone else posting here changes nothing.
 func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+	if err := events.Verify(e, []byte(f.cfg.EventSigningKey), time.Now(), f.cfg.EventMaxAge); err != nil {
+		f.log.Warnw("dead letter rejected", "id", e.ID(), "type", e.Type(), "error", err)
+		return cloudevents.NewHTTPResult(http.StatusUnauthorized, "%v", err)
+	}
 	a, err := events.ParseAccepted(e)
 	if err != nil {
 		f.log.Warnw("dead letter that is not an accepted request; dropped", "type", e.Type(), "id", e.ID())
 		return cloudevents.ResultACK
 	}
-	failed, err := f.svc.DeadLetter(ctx, a)
+	marked, err := f.svc.DeadLetter(ctx, a)
 	if err != nil {
 		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
 	}
-	f.log.Warnw("dead-lettered request", "namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "markedFailed", failed)
+	f.log.Warnw("dead-lettered request; the sweeper sends it again", "namespace", a.Namespace, "release", a.Name,
+		"revision", a.Revision, "marked", marked, "errorCode", e.Extensions()["knativeerrorcode"])
 	return cloudevents.ResultACK
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,10 +11,12 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"go.uber.org/zap"
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/internal/testsink"
@@ -196,32 +199,148 @@ func TestRestartReportsWhatHappenedWhileDownAndNothingTwice(t *testing.T) {
 	}
 }
 
-func TestReaperFailsRevisionsWithNoLiveExecutor(t *testing.T) {
+const testKey = "0123456789abcdef0123456789abcdef-notifier-tests"
+
+// reserveWithEvent reserves as submit does: the signed accepted event stored in the secret.
+func (h *helmSide) reserveWithEvent(t *testing.T, name string) cloudevents.Event {
+	t.Helper()
+	a := events.Action{Action: release.ActionInstall, Namespace: h.ns, Name: name, Revision: 1,
+		SecretName: release.SecretName(name, 1), RequestID: "req-" + name, Options: events.Options{Timeout: time.Minute}}
+	e, err := events.NewAccepted(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events.Sign(&e, []byte(testKey), time.Now())
+	raw, err := e.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Reserve(context.Background(), release.Reservation{Namespace: h.ns, Name: name, Action: release.ActionInstall,
+		Revision: 1, Chart: &chart.Metadata{Name: "tiny", Version: "0.1.0"}, RequestID: a.RequestID, Event: raw}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// helmCLIUpgrade writes revision 2 as the helm CLI does on a release async-helm installed:
+// pending-upgrade, with the custom labels of revision 1 copied (async-helm.io/revision=1).
+func (h *helmSide) helmCLIUpgrade(t *testing.T, name string) {
+	t.Helper()
+	h.set(t, name, 1, helmrelease.StatusDeployed, "Install complete")
+	rel, err := h.store.Get(context.Background(), h.ns, name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Version, rel.Info.Status, rel.Info.Description = 2, helmrelease.StatusPendingUpgrade, "Preparing upgrade"
+	if err := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns)).Create(release.SecretName(name, 2), rel); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *helmSide) status(t *testing.T, name string, rev int) *helmrelease.Release {
+	t.Helper()
+	rel, err := h.store.Get(context.Background(), h.ns, name, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}
+
+func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	ns := cluster.Namespace(t)
-	sink := testsink.Start(t)
-	startNotifier(t, ns, sink, Config{Watch: true, ReaperGrace: 2 * time.Second, ReaperInterval: 500 * time.Millisecond})
+	sink, redrive := testsink.Start(t), testsink.Start(t)
+	startNotifier(t, ns, sink, Config{Watch: true, SweepInterval: 300 * time.Millisecond, RedriveAfter: time.Second,
+		ReaperGrace: time.Second, QueueDeadline: 8 * time.Second, RedriveSink: redrive.URL, EventSigningKey: testKey})
 	h := newHelmSide(t, ns)
-	h.reserve(t, "lost", release.ActionInstall)
-	// A second revision-holder whose executor is alive must be left alone.
-	h.reserve(t, "alive", release.ActionInstall)
+	queued := h.reserveWithEvent(t, "queued")
+	// An executor is alive on this one: never re-sent, never failed.
+	h.reserveWithEvent(t, "alive")
 	hb := &release.Heartbeat{Client: cluster.Client, Holder: "test", Duration: time.Minute}
 	if ok, err := hb.Acquire(context.Background(), ns, release.SecretName("alive", 1)); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	failedID := events.StatusEventID(ns, "lost", 1, "failed")
-	evs := sink.WaitFor(t, 30*time.Second, "the reaper's failed event", func(e []cloudevents.Event) bool { return has(e, failedID) })
-	for _, e := range evs {
-		if e.ID() == failedID {
-			sc, _ := events.ParseStatus(e)
-			if !strings.Contains(sc.Reason, "reaper") {
-				t.Errorf("reason %q", sc.Reason)
-			}
+	// Not ours: the helm CLI's revision 2, carrying our copied labels.
+	h.reserveWithEvent(t, "cli")
+	h.helmCLIUpgrade(t, "cli")
+
+	evs := redrive.WaitFor(t, 20*time.Second, "the stored event sent again", func(e []cloudevents.Event) bool { return len(e) > 0 })
+	if evs[0].ID() != queued.ID() || string(evs[0].Data()) != string(queued.Data()) {
+		t.Fatalf("re-sent %s %s, want the stored event %s", evs[0].ID(), evs[0].Data(), queued.ID())
+	}
+	if err := events.Verify(evs[0], []byte(testKey), time.Now(), time.Hour); err != nil {
+		t.Fatalf("the re-sent event no longer verifies: %v", err)
+	}
+	failedID := events.StatusEventID(ns, "queued", 1, "failed")
+	sink.WaitFor(t, 30*time.Second, "the queue deadline's failed event", func(e []cloudevents.Event) bool { return has(e, failedID) })
+	rel := h.status(t, "queued", 1)
+	if !strings.Contains(rel.Info.Description, "never started") || !strings.Contains(rel.Info.Description, "sent") {
+		t.Errorf("reason %q does not say it never started and how often it was sent", rel.Info.Description)
+	}
+	for _, e := range redrive.Events() {
+		if e.Subject() != events.Subject(ns, "queued") {
+			t.Errorf("re-sent %s: only the queued revision had lost work", e.Subject())
 		}
 	}
-	rel, err := h.store.Get(context.Background(), ns, "alive", 1)
-	if err != nil || rel.Info.Status != helmrelease.StatusPendingInstall {
-		t.Errorf("a revision with a live executor was reaped: %v %v", rel.Info.Status, err)
+	if st := h.status(t, "alive", 1).Info.Status; st != helmrelease.StatusPendingInstall {
+		t.Errorf("a revision with a live executor became %s", st)
 	}
+	if st := h.status(t, "cli", 2).Info.Status; st != helmrelease.StatusPendingUpgrade {
+		t.Errorf("the helm CLI's revision became %s: the sweeper touched a revision that is not ours", st)
+	}
+}
+
+func TestDeadLettersMustBeSignedAndAreDrivenAgain(t *testing.T) {
+	ns := cluster.Namespace(t)
+	sink, redrive := testsink.Start(t), testsink.Start(t)
+	f, _ := startNotifier(t, ns, sink, Config{Watch: true, SweepInterval: 300 * time.Millisecond, RedriveAfter: time.Hour,
+		ReaperGrace: time.Hour, QueueDeadline: time.Hour, RedriveSink: redrive.URL, EventSigningKey: testKey, EventMaxAge: time.Hour})
+	srv := httptest.NewServer(f.Handler())
+	t.Cleanup(srv.Close)
+	h := newHelmSide(t, ns)
+	e := h.reserveWithEvent(t, "web")
+
+	post := func(ev cloudevents.Event) int {
+		t.Helper()
+		req, err := cehttpRequest(srv.URL+"/dead-letter", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Logf("dead letter answered %d %s", resp.StatusCode, body)
+		return resp.StatusCode
+	}
+	unsigned := e.Clone()
+	unsigned.SetExtension(events.ExtSignature, nil)
+	forged := e.Clone()
+	events.Sign(&forged, []byte("another-key-another-key-another-key!"), time.Now())
+	for what, ev := range map[string]cloudevents.Event{"unsigned": unsigned, "signed with another key": forged} {
+		if code := post(ev); code != http.StatusUnauthorized {
+			t.Errorf("%s dead letter: %d, want 401", what, code)
+		}
+	}
+	m, err := cluster.Client.CoreV1().Secrets(ns).Get(context.Background(), release.SecretName("web", 1), metav1.GetOptions{})
+	if err != nil || m.Annotations[release.AnnotationDeadLettered] != "" {
+		t.Fatalf("a refused dead letter marked the revision: %v %v", m.Annotations, err)
+	}
+	if code := post(e); code != http.StatusOK {
+		t.Fatalf("signed dead letter: %d", code)
+	}
+	evs := redrive.WaitFor(t, 10*time.Second, "the dead-lettered event sent again", func(e []cloudevents.Event) bool { return len(e) > 0 })
+	if evs[0].ID() != e.ID() {
+		t.Errorf("re-sent %s, want %s", evs[0].ID(), e.ID())
+	}
+	if st := h.status(t, "web", 1).Info.Status; st != helmrelease.StatusPendingInstall {
+		t.Errorf("a dead letter changed the status to %s; it must only be driven again", st)
+	}
+}
+
+func cehttpRequest(url string, e cloudevents.Event) (*http.Request, error) {
+	return cehttp.NewHTTPRequestFromEvent(context.Background(), url, e)
 }
 
 func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
@@ -253,31 +372,3 @@ func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
 	})
 }
 
-func TestDeadLetteredRequestsFailTheirRevision(t *testing.T) {
-	ns := cluster.Namespace(t)
-	sink := testsink.Start(t)
-	f, _ := startNotifier(t, ns, sink, Config{Watch: true})
-	srv := httptest.NewServer(f.Handler())
-	defer srv.Close()
-	h := newHelmSide(t, ns)
-	rev := h.reserve(t, "lost", release.ActionInstall)
-	e, err := events.NewAccepted(events.Action{Action: release.ActionInstall, Namespace: ns, Name: "lost", Revision: rev,
-		SecretName: release.SecretName("lost", rev), RequestID: "req-lost"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cloudevents.NewClientHTTP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := c.Send(cloudevents.ContextWithTarget(context.Background(), srv.URL+"/dead-letter"), e); !cloudevents.IsACK(res) {
-		t.Fatalf("dead letter: %v", res)
-	}
-	rel, err := h.store.Get(context.Background(), ns, "lost", rev)
-	if err != nil || rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "dead-lettered") {
-		t.Fatalf("after the dead letter: %v %q %v", rel.Info.Status, rel.Info.Description, err)
-	}
-	sink.WaitFor(t, 10*time.Second, "failed event", func(e []cloudevents.Event) bool {
-		return has(e, events.StatusEventID(ns, "lost", rev, "failed"))
-	})
-}

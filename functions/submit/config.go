@@ -18,4 +18,8 @@ type Config struct {
 	Authentication bool `envconfig:"AUTHENTICATION" default:"true"`
 	// EventSigningKey signs accepted events for the executor (from a Secret).
 	EventSigningKey string `envconfig:"EVENT_SIGNING_KEY"`
+	// MaxQueued and MaxQueuedPerNamespace bound the revisions accepted and not started;
+	// above them submit answers 429 with Retry-After and reserves nothing.
+	MaxQueued             int `envconfig:"MAX_QUEUED" default:"2000"`
+	MaxQueuedPerNamespace int `envconfig:"MAX_QUEUED_PER_NAMESPACE" default:"1000"`
 }

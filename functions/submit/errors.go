@@ -32,6 +32,8 @@ func statusOf(err error) int {
 		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),
 		errors.Is(err, chartsource.ErrTooLarge):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, submitter.ErrBusy):
+		return http.StatusTooManyRequests
 	case errors.Is(err, submitter.ErrNotAccepted):
 		return http.StatusServiceUnavailable
 	}

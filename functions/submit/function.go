@@ -91,6 +91,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Namespaces: nsLister,
 		Authorizer: f.authz,
 		SigningKey: []byte(f.cfg.EventSigningKey),
+		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 	}
 	f.events = function.EventHandler(f.receive)
 	return nil
@@ -233,6 +234,10 @@ func decode(w http.ResponseWriter, r *http.Request, v interface{}) error {
 
 func (f *Function) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
+	var busy *submitter.BusyError
+	if errors.As(err, &busy) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter.Seconds())))
+	}
 	if code >= 500 {
 		f.log.Errorw("request failed", "method", r.Method, "path", r.URL.Path, "status", code, "error", err)
 	} else {

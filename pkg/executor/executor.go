@@ -7,10 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -35,6 +38,7 @@ const (
 	OutcomeFailed    Outcome = "failed"
 	OutcomeDuplicate Outcome = "duplicate" // revision already final: nothing to do
 	OutcomeGone      Outcome = "gone"      // the reservation was taken back
+	OutcomeStale     Outcome = "stale"     // the event is for an older request of a reused revision
 )
 
 // Service runs actions.
@@ -46,29 +50,92 @@ type Service struct {
 	Log       *zap.SugaredLogger
 	// MaxActionTime caps an action's deadline below the function's request timeout.
 	MaxActionTime time.Duration
+	// SlotWait is how long a delivery waits for a free slot before 429.
+	SlotWait time.Duration
 	// HelmOptions are passed to every Helm action (tests inject faults with them).
 	HelmOptions []helmexec.Option
 	// Observe, when set, is told every action's outcome and duration (metrics).
 	Observe func(action, outcome string, d time.Duration)
 
-	slots chan struct{}
+	slots   chan struct{}
+	mu      sync.Mutex
+	running map[string]*run
+}
+
+// run is one revision's handling in this process; redeliveries wait for it.
+type run struct {
+	done    chan struct{}
+	outcome Outcome
+	err     error
 }
 
 // New builds a service that runs at most parallel actions at once.
 func New(s Service, parallel int) *Service {
 	s.slots = make(chan struct{}, parallel)
+	s.running = map[string]*run{}
 	return &s
 }
 
 // Handle runs the action of one accepted event. shutdown ends in-flight actions (they are
-// recorded as failed); the request context may end without stopping the action.
-func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Outcome, error) {
+// recorded as failed); the request context may end without stopping the action. stored is
+// the event as received (JSON): it is kept in the revision's secret while it is pending.
+//
+// A redelivery of a revision this process is already handling waits for that run's
+// outcome instead of starting Helm a second time.
+func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
+	key := a.Namespace + "/" + a.SecretName
+	s.mu.Lock()
+	if r, ok := s.running[key]; ok {
+		s.mu.Unlock()
+		select {
+		case <-r.done:
+			if r.err == nil && r.outcome != OutcomeDeployed && r.outcome != OutcomeFailed {
+				return r.outcome, nil
+			}
+			return OutcomeDuplicate, r.err
+		case <-reqCtx.Done():
+			return "", fmt.Errorf("%w: %s (this pod)", ErrHeldElsewhere, key)
+		}
+	}
+	r := &run{done: make(chan struct{})}
+	s.running[key] = r
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, key)
+		s.mu.Unlock()
+		close(r.done)
+	}()
+	if err := s.takeSlot(reqCtx); err != nil {
+		r.err = err
+		return "", err
+	}
+	defer func() { <-s.slots }()
+	r.outcome, r.err = s.handle(reqCtx, shutdown, a, stored)
+	return r.outcome, r.err
+}
+
+// takeSlot takes a free slot at once, or waits up to SlotWait for one.
+func (s *Service) takeSlot(ctx context.Context) error {
 	select {
 	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
+		return nil
 	default:
-		return "", fmt.Errorf("%w: %d actions running", ErrBusy, cap(s.slots))
 	}
+	if s.SlotWait > 0 {
+		t := time.NewTimer(s.SlotWait)
+		defer t.Stop()
+		select {
+		case s.slots <- struct{}{}:
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return fmt.Errorf("%w: %d actions running", ErrBusy, cap(s.slots))
+}
+
+func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
 	log := s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)
 	rel, err := s.Store.Get(reqCtx, a.Namespace, a.Name, a.Revision)
 	if errors.Is(err, release.ErrNotFound) {
@@ -82,18 +149,29 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 		log.Infow("revision already final; duplicate delivery acknowledged", "status", st)
 		return OutcomeDuplicate, nil
 	}
-	key := a.SecretName
-	ok, err := s.Heartbeat.Acquire(reqCtx, a.Namespace, key)
+	if id := rel.Labels[release.LabelRequestID]; id != a.RequestID {
+		log.Infow("event is for another request of this revision; acknowledged and ignored", "reservedFor", id)
+		return OutcomeStale, nil
+	}
+	held, err := s.Heartbeat.Hold(reqCtx, a.Namespace, a.SecretName)
 	if err != nil {
 		return "", err
 	}
-	if !ok {
+	if held == nil {
 		log.Infow("a live executor holds this revision; asking for redelivery")
 		return "", fmt.Errorf("%w: %s/%s", ErrHeldElsewhere, a.Namespace, a.SecretName)
 	}
+	// Between the first look and the lease, another executor may have finished it.
+	if rel, err = s.Store.Get(reqCtx, a.Namespace, a.Name, a.Revision); err != nil || !release.IsPending(rel.Info.Status.String()) {
+		_ = held.Release(context.WithoutCancel(reqCtx))
+		if err != nil {
+			return "", err
+		}
+		return OutcomeDuplicate, nil
+	}
 
 	// The action outlives the delivery's context (a broker timing out must not abort a
-	// half-done install) but not the process: shutdown cancels it.
+	// half-done install) but not the process, nor the loss of its lease.
 	timeout := a.Options.Timeout
 	if s.MaxActionTime > 0 && (timeout <= 0 || timeout > s.MaxActionTime) {
 		timeout = s.MaxActionTime
@@ -102,19 +180,30 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 	defer cancel()
 	stop := context.AfterFunc(shutdown, cancel)
 	defer stop()
+	var lostReason atomic.Value
 	hbCtx, hbCancel := context.WithCancel(ctx)
-	go s.Heartbeat.Keep(hbCtx, a.Namespace, key)
+	go held.Keep(hbCtx, func(reason string) {
+		lostReason.Store(reason)
+		log.Warnw("lease lost; cancelling the action", "reason", reason)
+		cancel()
+	})
 
 	start := time.Now()
 	logs := helmexec.NewLogBuffer(200)
-	final, runErr := s.run(ctx, a, timeout, logs)
+	final, runErr := s.run(ctx, a, timeout, logs, stored)
 	hbCancel()
 
 	// Final writes get their own short context: the action's may be cancelled already.
 	cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(reqCtx), 15*time.Second)
 	defer cancelCleanup()
 	outcome := OutcomeDeployed
-	if runErr != nil {
+	lost, _ := lostReason.Load().(string)
+	switch {
+	case runErr != nil && lost != "":
+		// Another executor owns the revision now: its outcome is the one that counts.
+		outcome = OutcomeFailed
+		log.Warnw("action abandoned after losing the lease", "reason", lost, "error", runErr)
+	case runErr != nil:
 		outcome = OutcomeFailed
 		reason, overwrite := runErr.Error(), true
 		switch {
@@ -126,14 +215,16 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 			overwrite = false // Helm's own description of the failure stands
 		}
 		if _, err := s.Store.MarkFailed(cleanup, a.Namespace, a.Name, a.Revision, reason, overwrite); err != nil {
-			log.Errorw("could not record the failure; the reaper will", "error", err)
+			log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
 		}
 		log.Warnw("action failed", "error", runErr, "duration", time.Since(start), "helmLog", logs.Tail())
-	} else if final != nil && final.Info.Status != helmrelease.StatusDeployed {
+	case final != nil && final.Info.Status != helmrelease.StatusDeployed:
 		outcome = OutcomeFailed
 	}
-	if err := s.Heartbeat.Release(cleanup, a.Namespace, key); err != nil {
-		log.Warnw("lease not released; it expires by itself", "error", err)
+	if lost == "" {
+		if err := held.Release(cleanup); err != nil {
+			log.Warnw("lease not released; it expires by itself", "error", err)
+		}
 	}
 	log.Infow("action finished", "outcome", outcome, "duration", time.Since(start))
 	if s.Observe != nil {
@@ -142,7 +233,7 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action) (Out
 	return outcome, nil
 }
 
-func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer) (*helmrelease.Release, error) {
+func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer, stored []byte) (*helmrelease.Release, error) {
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
@@ -157,7 +248,7 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		if req.Chart, err = c.Fresh(); err != nil {
 			return nil, err
 		}
-		req.Labels = release.Labels(a.RequestID, req.Chart.Metadata.Name, req.Chart.Metadata.Version)
+		req.Labels = release.Labels(a.RequestID, a.Revision, req.Chart.Metadata.Name, req.Chart.Metadata.Version)
 		check, err := c.Fresh()
 		if err != nil {
 			return nil, err
@@ -172,9 +263,12 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		req.Labels = release.Labels(a.RequestID, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
+		req.Labels = release.Labels(a.RequestID, a.Revision, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
-	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log)}, s.HelmOptions...)
+	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log),
+		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+			return release.KeepEvent(si, a.SecretName, stored)
+		})}, s.HelmOptions...)
 	if a.Caller.User != "" {
 		opts = append(opts, helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra))
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +45,7 @@ type Option func(*configOptions)
 
 type configOptions struct {
 	wraps       []func(driver.Driver) driver.Driver
+	secrets     []func(typedcorev1.SecretInterface) typedcorev1.SecretInterface
 	log         func(string, ...interface{})
 	impersonate *rest.ImpersonationConfig
 }
@@ -60,6 +62,12 @@ func WithImpersonation(user, uid string, groups []string, extra map[string][]str
 // injection); wrappers apply in the order given, each around the previous one.
 func WithStorageWrapper(w func(driver.Driver) driver.Driver) Option {
 	return func(o *configOptions) { o.wraps = append(o.wraps, w) }
+}
+
+// WithSecretsClient wraps the Secrets client under Helm's driver (the executor keeps the
+// revision's stored event in it while the revision is pending).
+func WithSecretsClient(w func(typedcorev1.SecretInterface) typedcorev1.SecretInterface) Option {
+	return func(o *configOptions) { o.secrets = append(o.secrets, w) }
 }
 
 // WithLog sends Helm's debug log to fn.
@@ -86,7 +94,11 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	sec := driver.NewSecrets(cs.CoreV1().Secrets(namespace))
+	var si typedcorev1.SecretInterface = cs.CoreV1().Secrets(namespace)
+	for _, w := range o.secrets {
+		si = w(si)
+	}
+	sec := driver.NewSecrets(si)
 	sec.Log = o.log
 	var d driver.Driver = sec
 	for _, w := range o.wraps {

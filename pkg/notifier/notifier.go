@@ -1,8 +1,8 @@
 // Package notifier turns status changes of Helm release secrets into CloudEvents: a
 // metadata-only informer feeds a rate-limited workqueue; a transition is reported until the
 // sink acknowledges it, then recorded on the secret, so neither a sink outage nor a
-// restart loses it and a restart does not repeat history. A reaper fails revisions left
-// pending with no live executor.
+// restart loses it and a restart does not repeat history. A sweeper drives accepted work
+// whose delivery was lost to an executor again, and fails it only past a deadline.
 package notifier
 
 import (
@@ -45,10 +45,11 @@ type Service struct {
 	Namespaces []string
 	// Workers sending events in parallel.
 	Workers int
-	// ReaperGrace is how long a pending revision may go without a live executor.
-	ReaperGrace    time.Duration
-	ReaperInterval time.Duration
-	Now            func() time.Time
+	// Sweeper settings (see sweeper.go and docs/design.md, "A 201 is a promise").
+	Sweep SweepConfig
+	// Redrive sends stored accepted events back to the broker (the sweeper's re-sends).
+	Redrive EventSender
+	Now     func() time.Time
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex
@@ -108,8 +109,8 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 		<-ctx.Done()
 		s.queue.ShutDown()
 	}()
-	if s.ReaperInterval > 0 {
-		go s.reapLoop(ctx)
+	if s.Sweep.Interval > 0 {
+		go s.sweepLoop(ctx)
 	}
 	return nil
 }
@@ -368,97 +369,3 @@ func (s *Service) markNotified(ctx context.Context, rev release.Revision) error 
 	return nil
 }
 
-func (s *Service) reapLoop(ctx context.Context) {
-	t := time.NewTicker(s.ReaperInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := s.Reap(ctx); err != nil {
-				s.Log.Warnw("reaper pass failed", "error", err)
-			} else if n > 0 {
-				s.Log.Infow("reaper failed stuck revisions", "count", n)
-			}
-		}
-	}
-}
-
-// Reap marks failed every pending revision whose executor is gone: no live heartbeat
-// lease for longer than ReaperGrace. It returns how many it failed.
-func (s *Service) Reap(ctx context.Context) (int, error) {
-	reaped := 0
-	for _, ns := range s.namespaces() {
-		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,status in (pending-install,pending-upgrade,pending-rollback)"})
-		if err != nil {
-			return reaped, fmt.Errorf("list pending revisions: %w", err)
-		}
-		for i := range list.Items {
-			m := &list.Items[i]
-			rev, ok := release.RevisionFromMeta(m)
-			if !ok {
-				continue
-			}
-			since, alive, err := s.lastSignOfLife(ctx, m)
-			if err != nil {
-				return reaped, err
-			}
-			if alive || s.now().Sub(since) < s.ReaperGrace {
-				continue
-			}
-			reason := fmt.Sprintf("Release %q failed: no executor worked on revision %d for %s (executor lost, or its event never delivered); marked failed by the notifier's reaper",
-				rev.Name, rev.Version, s.ReaperGrace)
-			done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, false)
-			if err != nil {
-				return reaped, err
-			}
-			if done {
-				reaped++
-			}
-		}
-	}
-	return reaped, nil
-}
-
-// lastSignOfLife is when an executor last showed it worked on the revision: its lease's
-// expiry, else the secret's last write (Helm's modifiedAt/createdAt labels).
-func (s *Service) lastSignOfLife(ctx context.Context, m *metav1.PartialObjectMetadata) (time.Time, bool, error) {
-	l, err := s.Client.CoordinationV1().Leases(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		if !release.Expired(l, s.now()) {
-			return time.Time{}, true, nil
-		}
-		if at := release.ExpiresAt(l); !at.IsZero() {
-			return at, false, nil
-		}
-	case !apierrors.IsNotFound(err):
-		return time.Time{}, false, fmt.Errorf("lease of %s/%s: %w", m.Namespace, m.Name, err)
-	}
-	last := m.CreationTimestamp.Time
-	for _, k := range []string{"modifiedAt", "createdAt"} {
-		if v, err := strconv.ParseInt(m.Labels[k], 10, 64); err == nil {
-			if t := time.Unix(v, 0); t.After(last) {
-				last = t
-			}
-		}
-	}
-	return last, false, nil
-}
-
-// DeadLetter fails the revision of an accepted event the broker gave up delivering: no
-// executor will ever run it, so there is no reason to wait for the reaper.
-func (s *Service) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
-	// An executor may still be running it (the broker gave up on a duplicate delivery):
-	// its own final write will land.
-	if alive, err := release.Alive(ctx, s.Client, a.Namespace, a.SecretName, s.now()); err != nil || alive {
-		return false, err
-	}
-	reason := fmt.Sprintf("Release %q failed: the request for revision %d was never acknowledged by an executor (dead-lettered by the broker)", a.Name, a.Revision)
-	done, err := s.Store.MarkFailed(ctx, a.Namespace, a.Name, a.Revision, reason, false)
-	if errors.Is(err, release.ErrNotFound) {
-		return false, nil
-	}
-	return done, err
-}

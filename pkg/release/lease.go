@@ -2,7 +2,10 @@ package release
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,72 +43,158 @@ func Expired(l *coordinationv1.Lease, now time.Time) bool {
 	return now.After(ExpiresAt(l))
 }
 
-// Acquire takes the lease of a revision if it is free, expired or already ours. False
-// means a live executor holds it.
+// Acquire takes the lease of a revision if it is free or expired, for the holder h.Holder.
+// False means a live holder has it.
 func (h *Heartbeat) Acquire(ctx context.Context, namespace, key string) (bool, error) {
+	held, err := h.hold(ctx, namespace, key, h.Holder)
+	return held != nil, err
+}
+
+// Hold takes the lease of a revision for one action, under a holder identity of its own
+// (h.Holder plus a random suffix), so that two actions of one process never share a lease.
+// A nil Held means a live holder has it.
+func (h *Heartbeat) Hold(ctx context.Context, namespace, key string) (*Held, error) {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return h.hold(ctx, namespace, key, h.Holder+"/"+hex.EncodeToString(b))
+}
+
+func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*Held, error) {
 	leases := h.Client.CoordinationV1().Leases(namespace)
 	now := metav1.NewMicroTime(h.now())
 	secs := int32(h.Duration / time.Second)
 	l, err := leases.Get(ctx, key, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, &coordinationv1.Lease{
+		l, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: key, Labels: map[string]string{"app.kubernetes.io/managed-by": "async-helm"}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &h.Holder, LeaseDurationSeconds: &secs,
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 				AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return false, nil
+			return nil, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("create lease %s/%s: %w", namespace, key, err)
+			return nil, fmt.Errorf("create lease %s/%s: %w", namespace, key, err)
 		}
-		return true, nil
+		return &Held{h: h, namespace: namespace, holder: holder, lease: l}, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("get lease %s/%s: %w", namespace, key, err)
+		return nil, fmt.Errorf("get lease %s/%s: %w", namespace, key, err)
 	}
-	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != h.Holder && !Expired(l, h.now()) {
-		return false, nil
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != holder && !Expired(l, h.now()) {
+		return nil, nil
 	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &h.Holder, &secs, &now, &now
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &holder, &secs, &now, &now
 	// The resourceVersion in l makes this a compare-and-swap: of two executors taking
 	// over an expired lease, one gets a conflict.
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("take over lease %s/%s: %w", namespace, key, err)
+	l, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return nil, nil
 	}
-	return true, nil
+	if err != nil {
+		return nil, fmt.Errorf("take over lease %s/%s: %w", namespace, key, err)
+	}
+	return &Held{h: h, namespace: namespace, holder: holder, lease: l}, nil
 }
 
-// Keep renews the lease until ctx ends.
-func (h *Heartbeat) Keep(ctx context.Context, namespace, key string) {
-	t := time.NewTicker(h.Duration / 3)
+// Held is a lease one action holds. Every write carries the resourceVersion last seen, so
+// a lease another executor took over after it lapsed is never renewed or deleted.
+type Held struct {
+	h         *Heartbeat
+	namespace string
+	holder    string
+	mu        sync.Mutex
+	lease     *coordinationv1.Lease
+}
+
+// Holder is the identity this action holds the lease under.
+func (l *Held) Holder() string { return l.holder }
+
+// Keep renews the lease every Duration/3 until ctx ends. When the lease is lost (deleted,
+// or taken over by another holder), it calls lost once and stops.
+func (l *Held) Keep(ctx context.Context, lost func(reason string)) {
+	t := time.NewTicker(l.h.Duration / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			l, err := h.Client.CoordinationV1().Leases(namespace).Get(ctx, key, metav1.GetOptions{})
-			if err != nil {
-				continue
+			if reason := l.renew(ctx); reason != "" {
+				lost(reason)
+				return
 			}
-			now := metav1.NewMicroTime(h.now())
-			l.Spec.RenewTime = &now
-			_, _ = h.Client.CoordinationV1().Leases(namespace).Update(ctx, l, metav1.UpdateOptions{})
 		}
 	}
 }
 
-// Release deletes the lease once the revision is final.
-func (h *Heartbeat) Release(ctx context.Context, namespace, key string) error {
-	err := h.Client.CoordinationV1().Leases(namespace).Delete(ctx, key, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("release lease %s/%s: %w", namespace, key, err)
+// renew returns why the lease is lost, or "" (a transient error is retried next tick).
+func (l *Held) renew(ctx context.Context) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	leases := l.h.Client.CoordinationV1().Leases(l.namespace)
+	next := l.lease.DeepCopy()
+	now := metav1.NewMicroTime(l.h.now())
+	next.Spec.RenewTime = &now
+	out, err := leases.Update(ctx, next, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		l.lease = out
+		return ""
+	case apierrors.IsNotFound(err):
+		return "the lease was deleted"
+	case !apierrors.IsConflict(err):
+		return ""
 	}
-	return nil
+	// Someone else wrote the lease: still ours (an annotation), or taken over?
+	cur, err := leases.Get(ctx, l.lease.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "the lease was deleted"
+	}
+	if err != nil {
+		return ""
+	}
+	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.holder {
+		return fmt.Sprintf("the lease was taken over by %v", ptrString(cur.Spec.HolderIdentity))
+	}
+	l.lease = cur
+	return ""
+}
+
+// Release deletes the lease if this action still holds it.
+func (l *Held) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	leases := l.h.Client.CoordinationV1().Leases(l.namespace)
+	for i := 0; i < 3; i++ {
+		rv := l.lease.ResourceVersion
+		err := leases.Delete(ctx, l.lease.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("release lease %s/%s: %w", l.namespace, l.lease.Name, err)
+		}
+		cur, err := leases.Get(ctx, l.lease.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release lease %s/%s: %w", l.namespace, l.lease.Name, err)
+		}
+		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.holder {
+			return nil // another holder's now: not ours to delete
+		}
+		l.lease = cur
+	}
+	return fmt.Errorf("release lease %s/%s: kept conflicting", l.namespace, l.lease.Name)
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "nobody"
+	}
+	return *s
 }
 
 // Alive reports whether a live executor holds the lease of a revision.

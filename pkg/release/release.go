@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,6 +30,24 @@ const (
 	AnnotationNotified = "async-helm.io/notified"
 	// SecretType is the type Helm 3 gives its release secrets.
 	SecretType = "helm.sh/release.v1"
+
+	// LabelRevision marks a revision as async-helm's own, but only while it equals Helm's
+	// "version" label: Helm copies custom labels into the later revisions that the helm
+	// CLI or Flux write, and those must never be touched by the sweeper.
+	LabelRevision = "async-helm.io/revision"
+	// LabelQueued marks a reservation accepted but not started. Helm's adoption rewrite
+	// of the secret drops it.
+	LabelQueued = "async-helm.io/queued"
+	// DataEvent is the key of the signed accepted event in a pending revision's secret:
+	// the durable copy of the work, which the notifier re-sends when a delivery was lost.
+	DataEvent = "async-helm.io.event"
+	// AnnotationSent counts the sweeper's re-sends of the stored event, and
+	// AnnotationSentAt says when the last one was claimed (RFC 3339).
+	AnnotationSent   = "async-helm.io/sent"
+	AnnotationSentAt = "async-helm.io/sent-at"
+	// AnnotationDeadLettered is set when the broker gave up on the revision's event: the
+	// sweeper re-sends it at its next pass.
+	AnnotationDeadLettered = "async-helm.io/dead-lettered"
 )
 
 // SecretsResource is the resource Helm stores releases in.
@@ -87,6 +106,15 @@ type Revision struct {
 	Namespace, Name, Status, RequestID, SecretName, Chart, Notified string
 	Version                                                         int
 	ResourceVersion                                                 string
+	// Ours: async-helm wrote this revision (LabelRevision equals the version).
+	Ours bool
+	// Queued: accepted, not started (not adopted by an executor yet).
+	Queued bool
+	// Sent is how often the sweeper re-sent the stored event, last at SentAt.
+	Sent         int
+	SentAt       time.Time
+	DeadLettered bool
+	Created      time.Time
 }
 
 // RevisionFromMeta reads a release secret's labels; ok is false for other secrets.
@@ -99,11 +127,19 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 	if err != nil {
 		return Revision{}, false
 	}
-	return Revision{
+	a := m.GetAnnotations()
+	r := Revision{
 		Namespace: m.GetNamespace(), Name: l[LabelName], Status: l[LabelStatus], Version: v,
 		RequestID: l[LabelRequestID], SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion(),
-		Chart: l[LabelChart], Notified: m.GetAnnotations()[AnnotationNotified],
-	}, true
+		Chart: l[LabelChart], Notified: a[AnnotationNotified],
+		Ours:         l[LabelRevision] == l[LabelVersion],
+		Queued:       l[LabelQueued] == "true",
+		DeadLettered: a[AnnotationDeadLettered] != "",
+		Created:      m.GetCreationTimestamp().Time,
+	}
+	r.Sent, _ = strconv.Atoi(a[AnnotationSent])
+	r.SentAt, _ = time.Parse(time.RFC3339Nano, a[AnnotationSentAt])
+	return r, true
 }
 
 // ChartLabel is the value of LabelChart for a chart, or "" when it is not a valid label value.
@@ -115,9 +151,9 @@ func ChartLabel(name, version string) string {
 	return v
 }
 
-// Labels are the labels async-helm adds to the release secrets of one request.
-func Labels(requestID, chartName, chartVersion string) map[string]string {
-	l := map[string]string{LabelRequestID: requestID}
+// Labels are the labels async-helm adds to the release secrets of one request for revision.
+func Labels(requestID string, revision int, chartName, chartVersion string) map[string]string {
+	l := map[string]string{LabelRequestID: requestID, LabelRevision: strconv.Itoa(revision)}
 	if c := ChartLabel(chartName, chartVersion); c != "" {
 		l[LabelChart] = c
 	}

@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -53,14 +54,60 @@ func NewRevisionIndex(md metadata.Interface) (cache.SharedIndexInformer, error) 
 	}); err != nil {
 		return nil, err
 	}
-	err := inf.AddIndexers(cache.Indexers{ReleaseIndex: func(obj interface{}) ([]string, error) {
-		m, ok := obj.(metav1.Object)
-		if !ok {
+	err := inf.AddIndexers(cache.Indexers{
+		ReleaseIndex: func(obj interface{}) ([]string, error) {
+			m, ok := obj.(metav1.Object)
+			if !ok {
+				return nil, nil
+			}
+			return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelName]}, nil
+		},
+		QueuedIndex: func(obj interface{}) ([]string, error) {
+			m, ok := obj.(metav1.Object)
+			if !ok {
+				return nil, nil
+			}
+			if r, ok := RevisionFromMeta(m); ok && r.Queued && r.Ours && IsPending(r.Status) {
+				return []string{queuedAll, m.GetNamespace()}, nil
+			}
 			return nil, nil
-		}
-		return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelName]}, nil
-	}})
+		},
+	})
 	return inf, err
+}
+
+// QueuedIndex indexes queued reservations by namespace, and all of them under queuedAll.
+const QueuedIndex = "queued"
+
+const queuedAll = "*"
+
+// Queued counts the reservations accepted and not started, in namespace and in total,
+// from the informer cache (Store.Revisions): submit's admission bound.
+func (s *Store) Queued(namespace string) (inNamespace, total int, err error) {
+	if s.Revisions == nil {
+		return 0, 0, nil
+	}
+	ns, err := s.Revisions.IndexKeys(QueuedIndex, namespace)
+	if err != nil {
+		return 0, 0, err
+	}
+	all, err := s.Revisions.IndexKeys(QueuedIndex, queuedAll)
+	return len(ns), len(all), err
+}
+
+// StoredEvent is the accepted event kept in a pending revision's secret (nil if none).
+func (s *Store) StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, secretName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stored event of %s/%s: %w", namespace, secretName, err)
+	}
+	if !IsPending(sec.Labels[LabelStatus]) {
+		return nil, nil
+	}
+	return sec.Data[DataEvent], nil
 }
 
 // Reservation is a request to reserve the next revision of a release.
@@ -73,6 +120,9 @@ type Reservation struct {
 	RequestID string
 	// Revision, when set, is the revision the caller expects to reserve (0: next).
 	Revision int
+	// Event is the signed accepted event (JSON), stored with the reservation so that the
+	// work survives a lost delivery.
+	Event []byte
 }
 
 // History lists the revisions of a release from secret metadata only (payloads can
@@ -159,14 +209,18 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 		Version:   rev,
 		Chart:     &chart.Chart{Metadata: r.Chart},
 		Config:    r.Values,
-		Labels:    Labels(r.RequestID, r.Chart.Name, r.Chart.Version),
+		Labels:    Labels(r.RequestID, rev, r.Chart.Name, r.Chart.Version),
 		Info: &helmrelease.Info{
 			FirstDeployed: now, LastDeployed: now,
 			Status:      helmrelease.Status(r.Action.PendingStatus()),
 			Description: ReservedDescription,
 		},
 	}
-	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), ctx: ctx}
+	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), ctx: ctx,
+		addLabels: map[string]string{LabelQueued: "true"}}
+	if len(r.Event) > 0 {
+		capture.addData = map[string][]byte{DataEvent: r.Event}
+	}
 	if err := driver.NewSecrets(capture).Create(SecretName(r.Name, rev), rel); err != nil {
 		if errors.Is(err, driver.ErrReleaseExists) {
 			return nil, fmt.Errorf("%w: revision %d of %s/%s", ErrConflict, rev, r.Namespace, r.Name)
@@ -211,6 +265,7 @@ func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision
 	}
 	rel.Info.Status = helmrelease.StatusFailed
 	rel.Info.Description = reason
+	delete(rel.Labels, LabelQueued) // a failed revision is no longer waiting
 	rel.Info.LastDeployed = helmtime.Time{Time: s.now()}
 	d := driver.NewSecrets(&capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx})
 	if err := d.Update(SecretName(name, revision), rel); err != nil {
@@ -232,9 +287,19 @@ type capturingSecrets struct {
 	typedcorev1.SecretInterface
 	ctx     context.Context
 	created *corev1.Secret
+	// addLabels and addData go into the created secret beside Helm's (the reservation's
+	// queued label and stored event).
+	addLabels map[string]string
+	addData   map[string][]byte
 }
 
 func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	for k, v := range c.addLabels {
+		s.Labels[k] = v
+	}
+	for k, v := range c.addData {
+		s.Data[k] = v
+	}
 	out, err := c.SecretInterface.Create(c.ctx, s, o)
 	c.created = out
 	return out, err

@@ -31,7 +31,23 @@ var (
 	ErrNamespaceNotFound = errors.New("namespace not found")
 	ErrValues            = errors.New("values do not match the chart's schema")
 	ErrNotAccepted       = errors.New("the request could not be handed to the executor")
+	ErrBusy              = errors.New("too many accepted installs and upgrades are waiting for an executor")
 )
+
+// BusyError is a refusal by the admission bound; RetryAfter is a hint for the client.
+type BusyError struct {
+	Queued, Limit int
+	Scope         string
+	RetryAfter    time.Duration
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s: %d queued %s (limit %d); nothing was reserved, retry after %s",
+		ErrBusy, e.Queued, e.Scope, e.Limit, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // EventSender delivers one event and reports whether the sink acknowledged it.
 type EventSender interface {
@@ -50,6 +66,10 @@ type Service struct {
 	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
 	SigningKey []byte
 	NewID      func() string
+	// MaxQueued and MaxQueuedPerNamespace bound the revisions accepted and not started yet;
+	// above them a request is refused (429) before anything is reserved. 0: no bound.
+	MaxQueued, MaxQueuedPerNamespace int
+	Now                              func() time.Time
 }
 
 // Accepted is what a client learns at once: the reserved release secret.
@@ -85,6 +105,9 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 		}
 		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
 	}
+	if err := s.admit(req.Namespace); err != nil {
+		return nil, err
+	}
 	// Cheap history check first, so a doomed request never downloads a chart.
 	rev, err := s.Store.NextRevision(ctx, req.Namespace, req.Name, action)
 	if err != nil {
@@ -98,35 +121,41 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 		return nil, err
 	}
 	id := s.newID()
-	sec, err := s.Store.Reserve(ctx, release.Reservation{
-		Namespace: req.Namespace, Name: req.Name, Action: action, Revision: rev,
-		Chart: ch.Metadata, Values: req.Values, RequestID: id,
-	})
-	if err != nil {
-		return nil, err
-	}
 	timeout, _ := req.ParsedTimeout() // validated above
+	// The signed event is built first and stored in the reservation: the reservation is the
+	// durable record of the work, the event only its wake-up call (docs/design.md).
 	ev, err := events.NewAccepted(events.Action{
 		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
-		SecretName: sec.Name, Chart: req.Chart(), Values: req.Values,
+		SecretName: release.SecretName(req.Name, rev), Chart: req.Chart(), Values: req.Values,
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "",
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
 			Atomic: req.Atomic, Description: req.Description},
 		Caller: caller, RequestID: id,
 	})
-	if err == nil {
-		if len(s.SigningKey) > 0 {
-			events.Sign(&ev, s.SigningKey, time.Now())
-		}
-		err = s.Sender.Send(ctx, ev)
-	}
 	if err != nil {
+		return nil, fmt.Errorf("build the accepted event: %w", err)
+	}
+	if len(s.SigningKey) > 0 {
+		events.Sign(&ev, s.SigningKey, s.now())
+	}
+	stored, err := ev.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode the accepted event: %w", err)
+	}
+	sec, err := s.Store.Reserve(ctx, release.Reservation{
+		Namespace: req.Namespace, Name: req.Name, Action: action, Revision: rev,
+		Chart: ch.Metadata, Values: req.Values, RequestID: id, Event: stored,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err = s.Sender.Send(ctx, ev); err != nil {
 		// Nobody will work on this revision: take the reservation back. Use a context
 		// that survives the client hanging up, so the undo itself is not cancelled.
 		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if uerr := s.Store.Undo(undoCtx, sec); uerr != nil {
-			return nil, fmt.Errorf("%w: %v; and %v (the reaper will fail it)", ErrNotAccepted, err, uerr)
+			return nil, fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
 	}
@@ -166,6 +195,33 @@ func validateValues(ch *chart.Chart, values map[string]interface{}) error {
 		return fmt.Errorf("%w: %v", ErrValues, err)
 	}
 	return nil
+}
+
+// admit applies the admission bound on queued revisions, counted from the informer cache.
+func (s *Service) admit(namespace string) error {
+	if s.MaxQueued <= 0 && s.MaxQueuedPerNamespace <= 0 {
+		return nil
+	}
+	inNS, total, err := s.Store.Queued(namespace)
+	if err != nil {
+		return fmt.Errorf("count queued revisions: %w", err)
+	}
+	// About what an executor slot needs for a small chart; the client retries after it.
+	const retryAfter = 10 * time.Second
+	if s.MaxQueuedPerNamespace > 0 && inNS >= s.MaxQueuedPerNamespace {
+		return &BusyError{Queued: inNS, Limit: s.MaxQueuedPerNamespace, Scope: "in namespace " + namespace, RetryAfter: retryAfter}
+	}
+	if s.MaxQueued > 0 && total >= s.MaxQueued {
+		return &BusyError{Queued: total, Limit: s.MaxQueued, Scope: "in the cluster", RetryAfter: retryAfter}
+	}
+	return nil
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 func (s *Service) newID() string {

@@ -1,0 +1,200 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// SweepConfig tunes the sweeper.
+type SweepConfig struct {
+	// Interval between passes; 0 turns the sweeper off.
+	Interval time.Duration
+	// RedriveAfter is how long a queued revision waits, since it was reserved or last
+	// re-sent, before its stored event is sent again.
+	RedriveAfter time.Duration
+	// Grace is how long a started revision may go without a live lease before its event is
+	// sent again (another executor takes the lease over).
+	Grace time.Duration
+	// QueueDeadline is how long after its reservation a revision that never finished may
+	// stay pending; then it is failed, with the reason.
+	QueueDeadline time.Duration
+}
+
+// SweepResult counts what one pass did.
+type SweepResult struct{ Redriven, Failed int }
+
+func (s *Service) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(s.Sweep.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			res, err := s.SweepOnce(ctx)
+			if err != nil {
+				s.Log.Warnw("sweep failed", "error", err)
+			}
+			if res.Redriven > 0 || res.Failed > 0 {
+				s.Log.Infow("sweep", "redriven", res.Redriven, "failed", res.Failed)
+			}
+		}
+	}
+}
+
+// SweepOnce looks at every pending revision async-helm wrote: it re-sends the stored event
+// of work whose delivery was lost, and fails what passed the queue deadline. Revisions that
+// are not ours (the helm CLI's, Flux's, or later ones carrying our copied labels) are never
+// touched.
+func (s *Service) SweepOnce(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	for _, ns := range s.namespaces() {
+		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{
+			LabelSelector: release.LabelOwner + "=" + release.OwnerHelm + ",status in (pending-install,pending-upgrade,pending-rollback)"})
+		if err != nil {
+			return res, fmt.Errorf("list pending revisions: %w", err)
+		}
+		for i := range list.Items {
+			rev, ok := release.RevisionFromMeta(&list.Items[i])
+			if !ok || !rev.Ours {
+				continue
+			}
+			if err := s.sweep(ctx, rev, &res); err != nil {
+				s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
+			}
+		}
+	}
+	return res, nil
+}
+
+func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
+	now := s.now()
+	lastSent := rev.Created
+	if rev.SentAt.After(lastSent) {
+		lastSent = rev.SentAt
+	}
+	overdue := now.Sub(rev.Created) >= s.Sweep.QueueDeadline
+	if rev.Queued && !overdue && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.RedriveAfter {
+		return nil // cheap path: most queued revisions are simply waiting for a slot
+	}
+	since, alive, err := s.lastSignOfLife(ctx, rev)
+	if err != nil || alive {
+		return err
+	}
+	if !rev.Queued && now.Sub(since) < s.Sweep.Grace {
+		return nil // its executor may just have died: the broker's redelivery comes first
+	}
+	stored, err := s.Store.StoredEvent(ctx, rev.Namespace, rev.SecretName)
+	if errors.Is(err, release.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case overdue || len(stored) == 0:
+		what := fmt.Sprintf("its executor was lost (no live lease for %s)", now.Sub(since).Round(time.Second))
+		if rev.Queued {
+			what = "it never started: no executor took it"
+		}
+		reason := fmt.Sprintf("Release %q failed: revision %d was pending for %s and %s; its request was sent %d more times (marked failed by the notifier)",
+			rev.Name, rev.Version, now.Sub(rev.Created).Round(time.Second), what, rev.Sent)
+		if len(stored) == 0 && !overdue {
+			reason = fmt.Sprintf("Release %q failed: revision %d has no live executor for %s and no stored request to send again (marked failed by the notifier)",
+				rev.Name, rev.Version, now.Sub(since).Round(time.Second))
+		}
+		done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, false)
+		if done {
+			res.Failed++
+		}
+		return err
+	case !rev.Queued && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.Grace:
+		return nil // re-sent recently; give that delivery its time
+	}
+	if ok, err := s.claim(ctx, rev, now); err != nil || !ok {
+		return err
+	}
+	var e cloudevents.Event
+	if err := e.UnmarshalJSON(stored); err != nil {
+		return fmt.Errorf("stored event of %s/%s: %w", rev.Namespace, rev.SecretName, err)
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.Redrive.Send(sendCtx, e); err != nil {
+		return fmt.Errorf("re-send %s/%s: %w", rev.Namespace, rev.SecretName, err)
+	}
+	res.Redriven++
+	return nil
+}
+
+// claim records a re-send on the secret (count, time, dead-letter mark cleared). The
+// resourceVersion precondition makes it a compare-and-swap: of two notifiers, or a notifier
+// racing Helm's adoption, one loses and sends nothing.
+func (s *Service) claim(ctx context.Context, rev release.Revision, now time.Time) (bool, error) {
+	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q,%q:null}}}`,
+		rev.ResourceVersion, release.AnnotationSent, strconv.Itoa(rev.Sent+1),
+		release.AnnotationSentAt, now.UTC().Format(time.RFC3339Nano), release.AnnotationDeadLettered)
+	_, err := s.Client.CoreV1().Secrets(rev.Namespace).Patch(ctx, rev.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim re-send of %s/%s: %w", rev.Namespace, rev.SecretName, err)
+	}
+	return true, nil
+}
+
+// lastSignOfLife is when an executor last showed it worked on the revision: its lease's
+// expiry, else the secret's last write (Helm's modifiedAt/createdAt labels).
+func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
+	l, err := s.Client.CoordinationV1().Leases(rev.Namespace).Get(ctx, rev.SecretName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if !release.Expired(l, s.now()) {
+			return time.Time{}, true, nil
+		}
+		if at := release.ExpiresAt(l); !at.IsZero() {
+			return at, false, nil
+		}
+	case !apierrors.IsNotFound(err):
+		return time.Time{}, false, fmt.Errorf("lease of %s/%s: %w", rev.Namespace, rev.SecretName, err)
+	}
+	return rev.Created, false, nil
+}
+
+// DeadLetter takes an accepted event the broker gave up delivering. The reservation still
+// holds the work: the revision is marked for the sweeper to send again, never failed here.
+// It reports whether a pending revision of that request was marked.
+func (s *Service) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
+	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(a.Namespace).Get(ctx, a.SecretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s/%s: %w", a.Namespace, a.SecretName, err)
+	}
+	rev, ok := release.RevisionFromMeta(m)
+	if !ok || !rev.Ours || !release.IsPending(rev.Status) || rev.RequestID != a.RequestID {
+		return false, nil // finished, or not the request this event was for
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, release.AnnotationDeadLettered, s.now().UTC().Format(time.RFC3339))
+	_, err = s.Client.CoreV1().Secrets(a.Namespace).Patch(ctx, a.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mark %s/%s dead-lettered: %w", a.Namespace, a.SecretName, err)
+	}
+	return true, nil
+}
