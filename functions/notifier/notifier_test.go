@@ -371,4 +371,3 @@ func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
 		return has(e, events.StatusEventID(ns, "before", 1, "deployed"))
 	})
 }
-

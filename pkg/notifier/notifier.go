@@ -368,4 +368,3 @@ func (s *Service) markNotified(ctx context.Context, rev release.Revision) error 
 	}
 	return nil
 }
-
