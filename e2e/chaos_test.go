@@ -9,7 +9,8 @@ import (
 	"github.com/async-helm/async-helm/internal/testcharts"
 )
 
-// A short `make chaos`: executor SIGKILLs during installs, concurrent upgrades, a sink outage.
+// A short `make chaos`: executor SIGKILLs during installs, concurrent upgrades, a sink outage,
+// bursts (one with an executor SIGKILL) and a burst above the admission bound.
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
 	charts := testcharts.Start(t)
@@ -19,7 +20,8 @@ func TestChaosShort(t *testing.T) {
 		ChartURL:   charts.ChartURL("tiny", "0.1.0"),
 		LogDir:     t.TempDir(),
 		Installs:   10, Kills: 3, Upgrades: 15, Releases: 3,
-		Outage: 3 * time.Second, Timeout: 3 * time.Minute,
+		Outage: 3 * time.Second, Timeout: 5 * time.Minute,
+		Burst: 120, BurstClients: 16, BurstKills: 1, OverBound: 120, Bound: 15,
 		Logf: t.Logf,
 	})
 	if err != nil {
@@ -31,7 +33,7 @@ func TestChaosShort(t *testing.T) {
 	for _, v := range rep.Violations {
 		t.Error(v)
 	}
-	if len(rep.Lines) != 3 {
-		t.Errorf("%d scenarios ran, want 3", len(rep.Lines))
+	if len(rep.Lines) != 6 {
+		t.Errorf("%d scenarios ran, want 6", len(rep.Lines))
 	}
 }

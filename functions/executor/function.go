@@ -103,8 +103,11 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 		return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "%v", err)
 	case errors.Is(err, executor.ErrHeldElsewhere):
 		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
+	case err != nil && ctx.Err() != nil:
+		f.log.Infow("delivery cancelled by its sender", "id", e.ID(), "error", err.Error())
+		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
 	case err != nil:
-		f.log.Errorw("event not handled; asking for redelivery", "id", e.ID(), "error", err)
+		f.log.Errorw("event not handled; asking for redelivery", "id", e.ID(), "error", err.Error())
 		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
 	}
 	return cloudevents.NewHTTPResult(http.StatusOK, "%s", outcome)

@@ -36,6 +36,7 @@ type rig struct {
 	charts   *testcharts.Server
 	store    *release.Store
 	shutdown context.CancelFunc
+	fn       *Function
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
@@ -65,7 +66,7 @@ func newRig(t *testing.T, cfg Config) *rig {
 	}
 	srv := httptest.NewServer(f.Handler())
 	t.Cleanup(srv.Close)
-	return &rig{url: srv.URL, charts: charts, store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata}, shutdown: cancel}
+	return &rig{url: srv.URL, charts: charts, store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata}, shutdown: cancel, fn: f}
 }
 
 // reserve does submit's part: the pending revision and its event payload.

@@ -384,7 +384,7 @@ func (b *bench) notifier() error {
 	}
 	sink := newTimingSink()
 	defer sink.close()
-	p, _, err := start(filepath.Join(b.o.bin, "notifier"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK="+sink.url, "NAMESPACES="+ns, "REAPER_INTERVAL=1h")
+	p, _, err := start(filepath.Join(b.o.bin, "notifier"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK="+sink.url, "NAMESPACES="+ns, "SWEEP_INTERVAL=1h")
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,12 @@ func main() {
 	flag.IntVar(&cfg.Upgrades, "upgrades", 50, "concurrent upgrades of one release")
 	flag.IntVar(&cfg.Releases, "releases", 10, "installs while the sink is down")
 	flag.DurationVar(&cfg.Outage, "outage", 10*time.Second, "sink outage")
-	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "time for everything to end")
+	flag.IntVar(&cfg.Burst, "burst", 1000, "installs in each burst (0: no bursts)")
+	flag.IntVar(&cfg.BurstClients, "burst-clients", 50, "concurrent clients of a burst")
+	flag.IntVar(&cfg.BurstKills, "burst-kills", 2, "SIGKILLs of the executor during the second burst")
+	flag.IntVar(&cfg.OverBound, "over-bound", 600, "installs against the admission bound")
+	flag.IntVar(&cfg.Bound, "bound", 100, "MAX_QUEUED_PER_NAMESPACE of the admission run")
+	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "time for everything to end, per scenario")
 	flag.Parse()
 	cfg.Bins = map[string]string{"submit": filepath.Join(*bin, "submit"), "executor": filepath.Join(*bin, "executor"), "notifier": filepath.Join(*bin, "notifier")}
 	if err := run(cfg); err != nil {

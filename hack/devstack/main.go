@@ -90,6 +90,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	broker.Logf = func(f string, a ...interface{}) { fmt.Printf("broker: "+f+"\n", a...) }
+	broker.DeadLetter = url(o.notifierPort) + "/dead-letter" // as the Trigger's deadLetterSink
 	brokerLn, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.brokerPort))
 	if err != nil {
 		return err
@@ -116,7 +117,7 @@ func run(ctx context.Context, o options) error {
 	}{
 		{"executor", o.executorPort, nil},
 		{"submit", o.submitPort, []string{"K_SINK=" + url(o.brokerPort)}},
-		{"notifier", o.notifierPort, []string{"K_SINK=" + eventsURL, "REAPER_INTERVAL=10s"}},
+		{"notifier", o.notifierPort, []string{"K_SINK=" + eventsURL, "REDRIVE_SINK=" + url(o.brokerPort)}},
 	} {
 		logPath := filepath.Join(o.logs, p.name+".log")
 		_ = os.Remove(logPath)

@@ -39,7 +39,12 @@ type Config struct {
 	Upgrades   int           // scenario 2: concurrent upgrades of one release
 	Releases   int           // scenario 3: installs while the sink is down
 	Outage     time.Duration // scenario 3: how long the sink refuses
-	Timeout    time.Duration // for everything to end
+	// Scenario 4: a burst of Burst installs from BurstClients clients, once as is and once
+	// with the executor SIGKILLed BurstKills times; then OverBound installs against an
+	// admission bound of Bound queued revisions per namespace.
+	Burst, BurstClients, BurstKills int
+	OverBound, Bound                int
+	Timeout                         time.Duration // for everything to end
 	Logf       func(format string, args ...interface{})
 }
 
@@ -78,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	_, _ = rand.Read(key)
 	r := &run{cfg: cfg, cl: cl, rep: &Report{}, common: []string{"KUBECONFIG=" + cfg.Kubeconfig, "ALLOW_LOOPBACK_CHARTS=true",
 		fmt.Sprintf("EVENT_SIGNING_KEY=%x", key), "LEASE_DURATION=3s", "LOG_LEVEL=warn"}}
-	for _, s := range []func(context.Context) error{r.killedExecutor, r.concurrentUpgrades, r.sinkOutage} {
+	for _, s := range []func(context.Context) error{r.killedExecutor, r.concurrentUpgrades, r.sinkOutage, r.bursts} {
 		if err := s(ctx); err != nil {
 			return r.rep, err
 		}
@@ -104,29 +109,75 @@ func (r *run) start(name string, env ...string) (*proc.Process, error) {
 	return proc.Start(r.cfg.Bins[name], 0, filepath.Join(r.cfg.LogDir, name+".log"), append(append([]string{}, r.common...), env...)...)
 }
 
-// stack starts executor, a broker in front of it, and submit.
-func (r *run) stack(ctx context.Context) (submit, executor *proc.Process, stop func(), err error) {
-	executor, err = r.start("executor")
-	if err != nil {
+// stackOpts wires one stack: the notifier's namespace and status sink, and submit's env.
+type stackOpts struct {
+	ns, sink  string
+	submitEnv []string
+}
+
+// stack starts what make run starts: executor, a broker in front of it (retries as the
+// Broker's delivery spec, dead letters to the notifier), the notifier (its sweeper re-sends
+// to the broker) and submit.
+func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Process, stop func(), err error) {
+	var procs []*proc.Process
+	stopAll := func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].Stop()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stopAll()
+		}
+	}()
+	if executor, err = r.start("executor"); err != nil {
 		return nil, nil, nil, err
 	}
+	procs = append(procs, executor)
 	b, err := localbroker.New(ctx, executor.URL)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	b.Retries, b.Backoff = 30, 200*time.Millisecond
+	b.Retries, b.Backoff = 10, time.Second // config/knative/400-broker.yaml
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	srv := &http.Server{Handler: b}
+	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	submit, err = r.start("submit", "K_SINK=http://"+ln.Addr().String())
+	brokerURL := "http://" + ln.Addr().String()
+	closers := []func(){func() { _ = srv.Close() }}
+	sinkURL := o.sink
+	if sinkURL == "" {
+		status := newSink() // status events are not what this stack is checked on
+		closers = append(closers, status.close)
+		sinkURL = status.url
+	}
+	defer func() {
+		if err != nil {
+			for _, c := range closers {
+				c()
+			}
+		}
+	}()
+	notifier, err := r.start("notifier", "K_SINK="+sinkURL, "REDRIVE_SINK="+brokerURL, "NAMESPACES="+o.ns,
+		"SWEEP_INTERVAL=2s", "REDRIVE_AFTER=1m", "REAPER_GRACE=10s")
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	procs = append(procs, notifier)
+	b.DeadLetter = notifier.URL + "/dead-letter"
+	if submit, err = r.start("submit", append([]string{"K_SINK=" + brokerURL}, o.submitEnv...)...); err != nil {
+		return nil, nil, nil, err
+	}
+	procs = append(procs, submit)
 	r.client = &submitclient.Client{Server: submit.URL, Token: r.cl.Config.BearerToken}
-	return submit, executor, func() { submit.Stop(); _ = srv.Close(); executor.Stop() }, nil
+	return submit, executor, func() {
+		stopAll()
+		for _, c := range closers {
+			c()
+		}
+	}, nil
 }
 
 func randomDuration(min, max time.Duration) time.Duration {
@@ -184,7 +235,7 @@ func (r *run) killedExecutor(ctx context.Context) error {
 		return err
 	}
 	defer r.cleanup(ns)
-	_, executor, stop, err := r.stack(ctx)
+	_, executor, stop, err := r.stack(ctx, stackOpts{ns: ns})
 	if err != nil {
 		return err
 	}
@@ -260,7 +311,7 @@ func (r *run) concurrentUpgrades(ctx context.Context) error {
 		return err
 	}
 	defer r.cleanup(ns)
-	_, _, stop, err := r.stack(ctx)
+	_, _, stop, err := r.stack(ctx, stackOpts{ns: ns})
 	if err != nil {
 		return err
 	}
@@ -332,12 +383,7 @@ func (r *run) sinkOutage(ctx context.Context) error {
 	sink := newSink()
 	defer sink.close()
 	sink.down.Store(true)
-	notifier, err := r.start("notifier", "K_SINK="+sink.url, "NAMESPACES="+ns)
-	if err != nil {
-		return err
-	}
-	defer notifier.Stop()
-	_, _, stop, err := r.stack(ctx)
+	_, _, stop, err := r.stack(ctx, stackOpts{ns: ns, sink: sink.url})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
@@ -84,22 +85,29 @@ func New(s Service, parallel int) *Service {
 // outcome instead of starting Helm a second time.
 func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
 	key := a.Namespace + "/" + a.SecretName
-	s.mu.Lock()
-	if r, ok := s.running[key]; ok {
+	r := &run{done: make(chan struct{})}
+	for {
+		s.mu.Lock()
+		cur, ok := s.running[key]
+		if !ok {
+			s.running[key] = r
+			s.mu.Unlock()
+			break
+		}
 		s.mu.Unlock()
 		select {
-		case <-r.done:
-			if r.err == nil && r.outcome != OutcomeDeployed && r.outcome != OutcomeFailed {
-				return r.outcome, nil
+		case <-cur.done:
+			if cur.err == nil { // it ran (or found nothing to do): this delivery is a duplicate
+				if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed {
+					return OutcomeDuplicate, nil
+				}
+				return cur.outcome, nil
 			}
-			return OutcomeDuplicate, r.err
+			// It failed for its own reasons (its sender hung up, no slot): try ourselves.
 		case <-reqCtx.Done():
 			return "", fmt.Errorf("%w: %s (this pod)", ErrHeldElsewhere, key)
 		}
 	}
-	r := &run{done: make(chan struct{})}
-	s.running[key] = r
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.running, key)
@@ -181,16 +189,18 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	stop := context.AfterFunc(shutdown, cancel)
 	defer stop()
 	var lostReason atomic.Value
+	seal := &release.SealableDriver{}
 	hbCtx, hbCancel := context.WithCancel(ctx)
 	go held.Keep(hbCtx, func(reason string) {
 		lostReason.Store(reason)
 		log.Warnw("lease lost; cancelling the action", "reason", reason)
+		seal.Seal() // before the cancel: Helm writes its own failure when its context ends
 		cancel()
 	})
 
 	start := time.Now()
 	logs := helmexec.NewLogBuffer(200)
-	final, runErr := s.run(ctx, a, timeout, logs, stored)
+	final, runErr := s.run(ctx, a, timeout, logs, stored, seal)
 	hbCancel()
 
 	// Final writes get their own short context: the action's may be cancelled already.
@@ -233,7 +243,7 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	return outcome, nil
 }
 
-func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer, stored []byte) (*helmrelease.Release, error) {
+func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer, stored []byte, seal *release.SealableDriver) (*helmrelease.Release, error) {
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
@@ -268,7 +278,9 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
 			return release.KeepEvent(si, a.SecretName, stored)
-		})}, s.HelmOptions...)
+		}),
+		helmexec.WithStorageWrapper(func(d driver.Driver) driver.Driver { seal.Driver = d; return seal }),
+	}, s.HelmOptions...)
 	if a.Caller.User != "" {
 		opts = append(opts, helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra))
 	}
