@@ -37,20 +37,27 @@ type stack struct {
 	charts *testcharts.Server
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T) *stack { return newStackWith(t, nil) }
+
+// newStackWith lets a test change the configuration before submit starts.
+func newStackWith(t *testing.T, change func(*Config)) *stack {
 	t.Helper()
 	sink := testsink.Start(t)
 	charts := testcharts.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := New(Config{
+	cfg := Config{
 		SinkConfig: events.SinkConfig{Sink: sink.URL},
 		Kubeconfig: cluster.Kubeconfig,
 		// The test chart repository is on loopback.
 		Settings:       chartsource.Settings{ChartRepositories: "test=" + charts.URL, AllowLoopbackCharts: true},
 		ChartCacheTTL:  time.Hour,
 		Authentication: true,
-	}, zap.NewNop().Sugar(), nil)
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	f := New(cfg, zap.NewNop().Sugar(), nil)
 	if err := f.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
