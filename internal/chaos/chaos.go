@@ -45,7 +45,7 @@ type Config struct {
 	Burst, BurstClients, BurstKills int
 	OverBound, Bound                int
 	Timeout                         time.Duration // for everything to end
-	Logf       func(format string, args ...interface{})
+	Logf                            func(format string, args ...interface{})
 }
 
 // Report is what a run counted, and what went wrong.
