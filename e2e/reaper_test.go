@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/localbroker"
@@ -15,57 +14,87 @@ import (
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
-// The executor is SIGKILLed in the middle of an install and never comes back: the notifier's
-// reaper fails the revision once the executor's lease has expired, and reports it.
-func TestReaperFailsTheReleaseOfAKilledExecutor(t *testing.T) {
+// The executor is SIGKILLed in the middle of an install and the broker does not redeliver:
+// the event is dead-lettered to the notifier, whose sweeper sends the revision's stored
+// event again; the restarted executor takes the expired lease over and deploys it, once.
+func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 	t.Parallel()
-	ns := cluster.SlowNamespace(t) // pods take 90 s: the install is still running when the executor dies
+	ns := cluster.Namespace(t)
 	charts := testcharts.Start(t)
 	sink := testsink.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true", "LEASE_DURATION": "3s"}
+	key := "e2e-signing-key-e2e-signing-key-e2e-signing-key"
+	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true", "LEASE_DURATION": "3s",
+		"EVENT_SIGNING_KEY": key}
 	executor := teststack.Run(t, bins["executor"], common)
 	broker, err := localbroker.New(ctx, executor.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker.Retries = 0 // nobody redelivers: only the reaper can end this revision
+	broker.Retries = 0 // the first failed delivery is dead-lettered
 	b := httptest.NewServer(broker)
 	t.Cleanup(b.Close)
-	submit := teststack.Run(t, bins["submit"], map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true", "K_SINK": b.URL})
-	teststack.Run(t, bins["notifier"], map[string]string{"KUBECONFIG": cluster.Kubeconfig, "K_SINK": sink.URL, "NAMESPACES": ns,
-		"REAPER_GRACE": "2s", "REAPER_INTERVAL": "500ms"})
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range common {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	notifier := teststack.Run(t, bins["notifier"], with(map[string]string{"K_SINK": sink.URL, "REDRIVE_SINK": b.URL,
+		"NAMESPACES": ns, "SWEEP_INTERVAL": "500ms", "REAPER_GRACE": "2s"}))
+	broker.DeadLetter = notifier.URL + "/dead-letter"
+	submit := teststack.Run(t, bins["submit"], with(map[string]string{"K_SINK": b.URL}))
 	client := &submitclient.Client{Server: submit.URL, Token: cluster.Admin.BearerToken}
 
-	if _, err := client.Install(ctx, api.ReleaseRequest{Name: "orphan", Namespace: ns, ChartURL: charts.ChartURL("tiny", "0.1.0"), Wait: true, Timeout: "10m"}); err != nil {
+	if _, err := client.Install(ctx, api.ReleaseRequest{Name: "orphan", Namespace: ns, ChartURL: charts.ChartURL("tiny", "0.1.0"),
+		Wait: true, WaitForJobs: true, Timeout: "5m"}); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the executor works on it (its lease exists), then kill it.
+	// Kill the executor as soon as it works on the revision (its lease exists).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, "sh.helm.release.v1.orphan.v1", metav1.GetOptions{}); err == nil {
+		if _, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, release.SecretName("orphan", 1), metav1.GetOptions{}); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the executor never took the lease")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	executor.Kill()
-
-	failed := events.StatusEventID(ns, "orphan", 1, "failed")
-	evs := sink.WaitFor(t, 60*time.Second, "the reaper's failed event", func(e []cloudevents.Event) bool { return index(e, failed) >= 0 })
-	sc, err := events.ParseStatus(evs[index(evs, failed)])
-	if err != nil || !strings.Contains(sc.Reason, "reaper") {
-		t.Fatalf("failed event: %+v %v", sc, err)
+	killed := time.Now()
+	time.Sleep(time.Second)
+	if err := executor.Restart(); err != nil {
+		t.Fatal(err)
 	}
-	rel, err := client.Get(ctx, ns, "orphan")
-	if err != nil || rel.Info.Status.String() != "failed" || !strings.Contains(rel.Info.Description, "no executor worked on revision 1") {
-		t.Fatalf("release after the reaper: %v %q %v", rel.Info.Status, rel.Info.Description, err)
+	for {
+		rel, err := client.Get(ctx, ns, "orphan")
+		if err == nil && rel.Info.Status.String() == "deployed" {
+			t.Logf("deployed %s after the SIGKILL", time.Since(killed).Round(100*time.Millisecond))
+			break
+		}
+		if err == nil && rel.Info.Status.String() == "failed" {
+			t.Fatalf("failed: %s", rel.Info.Description)
+		}
+		if time.Since(killed) > 90*time.Second {
+			t.Fatalf("not deployed 90 s after the kill: %v %v", rel, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	hist, err := client.History(ctx, ns, "orphan")
+	if err != nil || len(hist) != 1 {
+		t.Fatalf("history: %d revisions, %v", len(hist), err)
+	}
+	if !strings.Contains(notifier.Output(), "dead-lettered request") {
+		t.Error("the notifier never saw the dead letter")
 	}
 }
