@@ -26,7 +26,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, release.ErrNotFound), errors.Is(err, submitter.ErrNamespaceNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, release.ErrNameInUse), errors.Is(err, release.ErrPending), errors.Is(err, release.ErrConflict):
+	case errors.Is(err, release.ErrNameInUse), errors.Is(err, release.ErrPending), errors.Is(err, release.ErrConflict),
+		errors.Is(err, submitter.ErrNotPending):
 		return http.StatusConflict
 	case errors.Is(err, submitter.ErrValues), errors.Is(err, chartsource.ErrNotFound),
 		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),

@@ -92,6 +92,8 @@ func (f *Function) Start(ctx context.Context) error {
 		Authorizer: f.authz,
 		SigningKey: []byte(f.cfg.EventSigningKey),
 		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
+		// A cancel's Lease outlives the few calls that fail the revision and delete it.
+		Heartbeat: &release.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
 	}
 	f.events = function.EventHandler(f.receive)
 	return nil
@@ -105,6 +107,7 @@ func (f *Function) Handler() http.Handler {
 	mux.HandleFunc("GET "+api.PathList, f.authenticated(f.list))
 	mux.HandleFunc("GET "+api.PathRelease, f.authenticated(f.get))
 	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))
+	mux.HandleFunc("POST "+api.PathCancel, f.authenticated(f.cancel))
 	mux.HandleFunc("POST "+api.PathEvents, f.authenticated(func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) }))
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	return mux
@@ -180,11 +183,55 @@ func (f *Function) list(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	writeJSON(w, http.StatusOK, rels)
+	out := make([]api.Release, 0, len(rels))
+	for _, rel := range rels {
+		out = append(out, f.withProgress(r.Context(), rel))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (f *Function) get(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ns, name string) (interface{}, error) { return f.helm.Latest(ns, name) })
+	f.readRelease(w, r, func(ns, name string) (interface{}, error) {
+		rel, err := f.helm.Latest(ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return f.withProgress(r.Context(), rel), nil
+	})
+}
+
+// withProgress adds what a pending revision's action is doing now.
+func (f *Function) withProgress(ctx context.Context, rel *helmrelease.Release) api.Release {
+	out := api.Release{Release: rel}
+	if rel.Info != nil && release.IsPending(rel.Info.Status.String()) {
+		p, err := f.svc.Store.Progress(ctx, rel.Namespace, release.SecretName(rel.Name, rel.Version))
+		if err != nil {
+			f.log.Warnw("progress not read", "namespace", rel.Namespace, "release", rel.Name, "error", err)
+		}
+		out.Progress = p
+	}
+	return out
+}
+
+// cancel stops the pending revision of ?ns=&name=: 202 while its executor stops, 200 when
+// it was failed at once, 409 when nothing is pending.
+func (f *Function) cancel(w http.ResponseWriter, r *http.Request) {
+	ns, name, err := nsAndName(r)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	out, err := f.svc.Cancel(r.Context(), ns, name, userFrom(r.Context()))
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	f.log.Infow("cancel", "namespace", ns, "release", name, "revision", out.Revision, "status", out.Status)
+	code := http.StatusAccepted
+	if out.Status == "failed" {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, out)
 }
 
 func (f *Function) history(w http.ResponseWriter, r *http.Request) {

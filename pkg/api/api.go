@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/progress"
 )
 
 // Routes served by submit.
@@ -21,7 +22,24 @@ const (
 	PathHistory = "/api/helm/release/history"
 	PathList    = "/api/helm/releases" // GET ?ns=&limitInfo=
 	PathEvents  = "/api/helm/events"   // CloudEvents from pipelines
+	PathCancel  = "/api/helm/release/cancel" // POST ?ns=&name=: stop the pending revision
 )
+
+// Release is a release as get and list answer it: Helm's fields, plus what a pending
+// revision is doing now (clients that ignore unknown fields are unaffected).
+type Release struct {
+	*release.Release
+	Progress *progress.Progress `json:"progress,omitempty"`
+}
+
+// Cancelled is the answer to a cancel: the revision, and "failed" when it was failed at
+// once (nobody ran it) or "cancelling" while its executor stops.
+type Cancelled struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Revision  int    `json:"revision"`
+	Status    string `json:"status"`
+}
 
 // MaxBodyBytes bounds a request body (values included); larger bodies get 413.
 const MaxBodyBytes = 2 << 20

@@ -19,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -57,10 +58,18 @@ type Service struct {
 	HelmOptions []helmexec.Option
 	// Observe, when set, is told every action's outcome and duration (metrics).
 	Observe func(action, outcome string, d time.Duration)
+	// ProgressInterval is how often the action's progress is recorded (default 2 s).
+	ProgressInterval time.Duration
+	Now              func() time.Time
 
 	slots   chan struct{}
-	mu      sync.Mutex
-	running map[string]*run
+	running *running
+}
+
+// running is the set of revisions this process is handling.
+type running struct {
+	mu sync.Mutex
+	m  map[string]*run
 }
 
 // run is one revision's handling in this process; redeliveries wait for it.
@@ -73,7 +82,7 @@ type run struct {
 // New builds a service that runs at most parallel actions at once.
 func New(s Service, parallel int) *Service {
 	s.slots = make(chan struct{}, parallel)
-	s.running = map[string]*run{}
+	s.running = &running{m: map[string]*run{}}
 	return &s
 }
 
@@ -87,14 +96,14 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 	key := a.Namespace + "/" + a.SecretName
 	r := &run{done: make(chan struct{})}
 	for {
-		s.mu.Lock()
-		cur, ok := s.running[key]
+		s.running.mu.Lock()
+		cur, ok := s.running.m[key]
 		if !ok {
-			s.running[key] = r
-			s.mu.Unlock()
+			s.running.m[key] = r
+			s.running.mu.Unlock()
 			break
 		}
-		s.mu.Unlock()
+		s.running.mu.Unlock()
 		select {
 		case <-cur.done:
 			if cur.err == nil { // it ran (or found nothing to do): this delivery is a duplicate
@@ -109,9 +118,9 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 		}
 	}
 	defer func() {
-		s.mu.Lock()
-		delete(s.running, key)
-		s.mu.Unlock()
+		s.running.mu.Lock()
+		delete(s.running.m, key)
+		s.running.mu.Unlock()
 		close(r.done)
 	}()
 	if err := s.takeSlot(reqCtx); err != nil {
@@ -177,6 +186,15 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		}
 		return OutcomeDuplicate, nil
 	}
+	// A cancel asked while its executor was lost: fail it without running Helm.
+	if by := held.CancelledBy(); by != "" {
+		reason := fmt.Sprintf("Release %q failed: cancelled by %s", a.Name, by)
+		if _, err := s.Store.MarkFailed(reqCtx, a.Namespace, a.Name, a.Revision, reason, true); err != nil {
+			return "", err
+		}
+		_ = held.Release(context.WithoutCancel(reqCtx))
+		return OutcomeFailed, nil
+	}
 
 	// The action outlives the delivery's context (a broker timing out must not abort a
 	// half-done install) but not the process, nor the loss of its lease.
@@ -188,19 +206,26 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	defer cancel()
 	stop := context.AfterFunc(shutdown, cancel)
 	defer stop()
-	var lostReason atomic.Value
+	var lostReason, cancelledBy atomic.Value
 	seal := &release.SealableDriver{}
 	hbCtx, hbCancel := context.WithCancel(ctx)
-	go held.Keep(hbCtx, func(reason string) {
+	lose := func(reason string) {
 		lostReason.Store(reason)
 		log.Warnw("lease lost; cancelling the action", "reason", reason)
 		seal.Seal() // before the cancel: Helm writes its own failure when its context ends
 		cancel()
-	})
+	}
+	go held.Keep(hbCtx, lose)
 
 	start := time.Now()
 	logs := helmexec.NewLogBuffer(200)
-	final, runErr := s.run(ctx, a, timeout, logs, stored, seal)
+	phases := progress.NewPhases(logs.Log)
+	go s.watch(hbCtx, held, phases, a, start, lose, func(by string) {
+		cancelledBy.Store(by)
+		log.Infow("cancel requested; stopping the action", "by", by)
+		cancel()
+	})
+	final, runErr := s.run(ctx, a, timeout, phases.Log, stored, seal)
 	hbCancel()
 
 	// Final writes get their own short context: the action's may be cancelled already.
@@ -208,6 +233,7 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	defer cancelCleanup()
 	outcome := OutcomeDeployed
 	lost, _ := lostReason.Load().(string)
+	by, _ := cancelledBy.Load().(string)
 	switch {
 	case runErr != nil && lost != "":
 		// Another executor owns the revision now: its outcome is the one that counts.
@@ -217,6 +243,8 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		outcome = OutcomeFailed
 		reason, overwrite := runErr.Error(), true
 		switch {
+		case by != "":
+			reason = fmt.Sprintf("Release %q failed: cancelled by %s (%v)", a.Name, by, runErr)
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			reason = fmt.Sprintf("Release %q failed: timed out after %s (%v)", a.Name, timeout, runErr)
 		case shutdown.Err() != nil:
@@ -243,7 +271,67 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	return outcome, nil
 }
 
-func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logs *helmexec.LogBuffer, stored []byte, seal *release.SealableDriver) (*helmrelease.Release, error) {
+// watch records the action's progress on its Lease every ProgressInterval and notices a
+// cancel request there (one API call per tick: a write when the progress changed, else a read).
+func (s *Service) watch(ctx context.Context, held *release.Held, phases *progress.Phases, a events.Action, start time.Time,
+	lost func(string), cancelled func(by string)) {
+	every := s.ProgressInterval
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	var collector *progress.Collector
+	if client, err := s.Helm.Client(s.callerOptions(a)...); err == nil {
+		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Since: start}
+	}
+	var last progress.Progress
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := last
+		p.Phase, p.Hook = phases.Current()
+		if collector != nil && p.Phase != progress.PhaseFetching {
+			_ = collector.Workloads(ctx, &p) // a failed read keeps the last counts
+		}
+		if !p.Same(last) || last.Updated.IsZero() {
+			p.Updated = s.now()
+			last = p
+		}
+		reason, err := held.Sync(ctx, release.AnnotationProgress, last.Encode())
+		switch {
+		case err != nil:
+			continue // transient; the heartbeat decides whether the lease is lost
+		case reason != "":
+			lost(reason)
+			return
+		}
+		if by := held.CancelledBy(); by != "" {
+			cancelled(by)
+			return
+		}
+	}
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// callerOptions make Helm (and the progress reads) act as the user who asked.
+func (s *Service) callerOptions(a events.Action) []helmexec.Option {
+	if a.Caller.User == "" {
+		return nil
+	}
+	return []helmexec.Option{helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra)}
+}
+
+func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logf func(string, ...interface{}), stored []byte, seal *release.SealableDriver) (*helmrelease.Release, error) {
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
@@ -275,15 +363,13 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		}
 		req.Labels = release.Labels(a.RequestID, a.Revision, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
-	opts := append([]helmexec.Option{helmexec.WithLog(logs.Log),
+	opts := append([]helmexec.Option{helmexec.WithLog(logf),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
 			return release.KeepEvent(si, a.SecretName, stored)
 		}),
 		helmexec.WithStorageWrapper(func(d driver.Driver) driver.Driver { seal.Driver = d; return seal }),
 	}, s.HelmOptions...)
-	if a.Caller.User != "" {
-		opts = append(opts, helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra))
-	}
+	opts = append(opts, s.callerOptions(a)...)
 	if a.Action == release.ActionUpgrade {
 		return s.Helm.Upgrade(ctx, req, opts...)
 	}

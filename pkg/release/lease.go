@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -97,6 +98,16 @@ func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*H
 	return &Held{h: h, namespace: namespace, holder: holder, lease: l}, nil
 }
 
+// Annotations of a revision's Lease: what the action is doing (progress.Progress as JSON,
+// written by the executor at most every 2 s) and who asked to cancel it (written by submit).
+// They live and die with the Lease, where Helm's rewrites of the secret cannot erase them.
+const (
+	AnnotationProgress = "async-helm.io/progress"
+	AnnotationCancel   = "async-helm.io/cancel"
+	// cancelHolder prefixes the holder of a Lease submit creates to fail a revision nobody runs.
+	cancelHolder = "cancelled-by/"
+)
+
 // Held is a lease one action holds. Every write carries the resourceVersion last seen, so
 // a lease another executor took over after it lapsed is never renewed or deleted.
 type Held struct {
@@ -109,6 +120,93 @@ type Held struct {
 
 // Holder is the identity this action holds the lease under.
 func (l *Held) Holder() string { return l.holder }
+
+// CancelledBy is who asked to cancel the action ("" if nobody), as last seen on the Lease.
+func (l *Held) CancelledBy() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease.Annotations[AnnotationCancel]
+}
+
+// Sync writes the annotation key=value if it changed, else re-reads the Lease, so that a
+// cancel request is seen within one call. The write carries the resourceVersion: it never
+// overwrites a cancel request or another holder. It reports why the lease is lost, or "".
+func (l *Held) Sync(ctx context.Context, key, value string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	leases := l.h.Client.CoordinationV1().Leases(l.namespace)
+	if l.lease.Annotations[key] != value {
+		next := l.lease.DeepCopy()
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[key] = value
+		out, err := leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			l.lease = out
+			return "", nil
+		}
+		if apierrors.IsNotFound(err) {
+			return "the lease was deleted", nil
+		}
+		if !apierrors.IsConflict(err) {
+			return "", fmt.Errorf("annotate lease %s/%s: %w", l.namespace, l.lease.Name, err)
+		}
+	}
+	cur, err := leases.Get(ctx, l.lease.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "the lease was deleted", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read lease %s/%s: %w", l.namespace, l.lease.Name, err)
+	}
+	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.holder {
+		return fmt.Sprintf("the lease was taken over by %v", ptrString(cur.Spec.HolderIdentity)), nil
+	}
+	l.lease = cur
+	return "", nil
+}
+
+// RequestCancel asks whoever runs a revision to stop. When nobody holds its Lease, it takes
+// the Lease itself (so no executor can start the revision) and reports running false: the
+// caller then fails the revision and deletes the Lease with ReleaseCancel.
+func (h *Heartbeat) RequestCancel(ctx context.Context, namespace, key, by string) (running bool, err error) {
+	leases := h.Client.CoordinationV1().Leases(namespace)
+	for i := 0; i < 3; i++ {
+		held, err := h.hold(ctx, namespace, key, cancelHolder+by)
+		if err != nil {
+			return false, err
+		}
+		if held != nil {
+			return false, nil
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationCancel, by)
+		_, err = leases.Patch(ctx, key, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsNotFound(err) { // deleted meanwhile: try to take it again
+			return false, fmt.Errorf("request cancel of %s/%s: %w", namespace, key, err)
+		}
+	}
+	return false, fmt.Errorf("request cancel of %s/%s: the lease kept changing", namespace, key)
+}
+
+// ReleaseCancel deletes a Lease RequestCancel took.
+func (h *Heartbeat) ReleaseCancel(ctx context.Context, namespace, key, by string) error {
+	l, err := h.Client.CoordinationV1().Leases(namespace).Get(ctx, key, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != cancelHolder+by {
+		return nil
+	}
+	held := &Held{h: h, namespace: namespace, holder: cancelHolder + by, lease: l}
+	return held.Release(ctx)
+}
 
 // Keep renews the lease every Duration/3 until ctx ends. When the lease is lost (deleted,
 // or taken over by another holder), it calls lost once and stops.

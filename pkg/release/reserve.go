@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/async-helm/async-helm/pkg/progress"
 )
 
 // ReservedDescription is the description a reservation carries until the executor adopts it.
@@ -95,6 +97,19 @@ func (s *Store) Queued(namespace string) (inNamespace, total int, err error) {
 	return len(ns), len(all), err
 }
 
+// Progress is what the action of a pending revision is doing, from its Lease (nil when
+// nothing is recorded: not started, or final).
+func (s *Store) Progress(ctx context.Context, namespace, secretName string) (*progress.Progress, error) {
+	l, err := s.Client.CoordinationV1().Leases(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read progress of %s/%s: %w", namespace, secretName, err)
+	}
+	return progress.Decode(l.Annotations[AnnotationProgress])
+}
+
 // StoredEvent is the accepted event kept in a pending revision's secret (nil if none).
 func (s *Store) StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error) {
 	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
@@ -129,6 +144,11 @@ type Reservation struct {
 // be megabytes each), newest first.
 func (s *Store) History(ctx context.Context, namespace, name string) ([]Revision, error) {
 	return s.history(ctx, namespace, name, s.Revisions != nil)
+}
+
+// LiveHistory is History read from the API server, never from the cache.
+func (s *Store) LiveHistory(ctx context.Context, namespace, name string) ([]Revision, error) {
+	return s.history(ctx, namespace, name, false)
 }
 
 func (s *Store) history(ctx context.Context, namespace, name string, cached bool) ([]Revision, error) {

@@ -70,6 +70,53 @@ type Service struct {
 	// above them a request is refused (429) before anything is reserved. 0: no bound.
 	MaxQueued, MaxQueuedPerNamespace int
 	Now                              func() time.Time
+	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
+	Heartbeat *release.Heartbeat
+}
+
+// ErrNotPending is a cancel of a release whose latest revision is final.
+var ErrNotPending = errors.New("nothing to cancel")
+
+// Cancel stops the pending revision of a release, authorized as an upgrade would be. A
+// revision being run is cancelled through its Lease (its executor stops within seconds and
+// records "cancelled by <user>"); one nobody runs is failed at once.
+func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth.User) (*api.Cancelled, error) {
+	by := "anonymous"
+	if user != nil {
+		by = user.Name
+		if s.Authorizer != nil {
+			if err := s.Authorizer.Check(ctx, user,
+				auth.Need{Verb: "create", Resource: "secrets", Namespace: namespace},
+				auth.Need{Verb: "update", Resource: "secrets", Namespace: namespace}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	revs, err := s.Store.LiveHistory(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(revs) == 0 {
+		return nil, fmt.Errorf("%w: %s/%s", release.ErrNotFound, namespace, name)
+	}
+	latest := revs[0]
+	out := &api.Cancelled{Name: name, Namespace: namespace, Revision: latest.Version, Status: "cancelling"}
+	if !release.IsPending(latest.Status) {
+		return nil, fmt.Errorf("%w: revision %d of %s/%s is %s", ErrNotPending, latest.Version, namespace, name, latest.Status)
+	}
+	running, err := s.Heartbeat.RequestCancel(ctx, namespace, latest.SecretName, by)
+	if err != nil || running {
+		return out, err
+	}
+	// Nobody runs it, and the Lease now keeps anyone from starting it.
+	undo := context.WithoutCancel(ctx)
+	defer func() { _ = s.Heartbeat.ReleaseCancel(undo, namespace, latest.SecretName, by) }()
+	reason := fmt.Sprintf("Release %q failed: cancelled by %s before an executor ran it", name, by)
+	if _, err := s.Store.MarkFailed(ctx, namespace, name, latest.Version, reason, false); err != nil {
+		return nil, err
+	}
+	out.Status = "failed"
+	return out, nil
 }
 
 // Accepted is what a client learns at once: the reserved release secret.

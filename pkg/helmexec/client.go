@@ -1,0 +1,26 @@
+package helmexec
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Client is a Kubernetes client with the options' identity (impersonation): what the
+// executor reads about a release's objects while Helm runs, with the caller's rights.
+func (f *Factory) Client(opts ...Option) (kubernetes.Interface, error) {
+	o := configOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg := rest.CopyConfig(f.rest)
+	if o.impersonate != nil {
+		cfg.Impersonate = *o.impersonate
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}

@@ -1,0 +1,118 @@
+package progress
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// The log lines are Helm v3's own format strings, in the order an install with a pre-install
+// hook, --wait and a post-install hook writes them.
+func TestPhasesFollowHelmsLog(t *testing.T) {
+	var seen []string
+	p := NewPhases(func(f string, _ ...interface{}) { seen = append(seen, f) })
+	steps := []struct {
+		format string
+		args   []interface{}
+		phase  string
+		hook   string
+	}{
+		{"", nil, PhaseFetching, ""},
+		{"Watching for changes to %s %s with timeout of %v", []interface{}{"Job", "migrations", time.Minute}, PhasePreHooks, "Job/migrations"},
+		{"%s: Jobs active: %d, jobs failed: %d, jobs succeeded: %d", []interface{}{"migrations", 1, 0, 0}, PhasePreHooks, "Job/migrations"},
+		{"creating %d resource(s)", []interface{}{12}, PhaseApplying, ""},
+		{"beginning wait for %d resources with timeout of %v", []interface{}{12, time.Minute}, PhaseWaiting, ""},
+		{"wait for resources succeeded within %v", []interface{}{time.Second}, PhasePostHooks, ""},
+		{"Watching for changes to %s %s with timeout of %v", []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+	}
+	for _, s := range steps {
+		if s.format != "" {
+			p.Log(s.format, s.args...)
+		}
+		if ph, h := p.Current(); ph != s.phase || h != s.hook {
+			t.Errorf("after %q: %s/%s, want %s/%s", s.format, ph, h, s.phase, s.hook)
+		}
+	}
+	if len(seen) != len(steps)-1 {
+		t.Errorf("the next logger saw %d lines, want %d", len(seen), len(steps)-1)
+	}
+	// An upgrade says "checking N resources for changes" where an install says "creating".
+	u := NewPhases(nil)
+	u.Log("checking %d resources for changes", 3)
+	if ph, _ := u.Current(); ph != PhaseApplying {
+		t.Errorf("upgrade: %s", ph)
+	}
+}
+
+func ptr(i int32) *int32 { return &i }
+
+func TestCollectorCountsTheReleasesWorkloadsAndWarnings(t *testing.T) {
+	ours := metav1.ObjectMeta{Namespace: "ns", Generation: 2, Annotations: map[string]string{"meta.helm.sh/release-name": "web"}}
+	named := func(n string) metav1.ObjectMeta { m := *ours.DeepCopy(); m.Name = n; return m }
+	now := time.Now()
+	objs := []runtime.Object{
+		&appsv1.Deployment{ObjectMeta: named("ready"), Spec: appsv1.DeploymentSpec{Replicas: ptr(2)},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}},
+		// Mid-rollout: two available, but one of them is the old version.
+		&appsv1.Deployment{ObjectMeta: named("rolling"), Spec: appsv1.DeploymentSpec{Replicas: ptr(2)},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 2}},
+		&appsv1.StatefulSet{ObjectMeta: named("gitaly"), Spec: appsv1.StatefulSetSpec{Replicas: ptr(1)},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: 0, UpdatedReplicas: 1}},
+		&batchv1.Job{ObjectMeta: named("migrate"), Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}},
+		// Another release's Deployment is not counted.
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ns", Annotations: map[string]string{"meta.helm.sh/release-name": "db"}}},
+		warning("e1", "Pod", "gitaly-0", "Unhealthy", "Readiness probe failed", now.Add(-time.Second)),
+		warning("e2", "Pod", "rolling-5d9c-abcde", "BackOff", "Back-off restarting", now),
+		warning("e3", "Pod", "other-1", "Unhealthy", "not ours", now),
+		warning("e4", "Pod", "gitaly-0", "Unhealthy", "before the action", now.Add(-time.Hour)),
+	}
+	c := &Collector{Client: fake.NewSimpleClientset(objs...), Namespace: "ns", Release: "web", Since: now.Add(-time.Minute)}
+	var p Progress
+	if err := c.Workloads(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Ready != 2 || p.Total != 4 {
+		t.Errorf("ready %d/%d, want 2/4", p.Ready, p.Total)
+	}
+	if want := []string{"Deployment/rolling", "StatefulSet/gitaly"}; !reflect.DeepEqual(p.WaitingFor, want) {
+		t.Errorf("waiting for %v, want %v", p.WaitingFor, want)
+	}
+	want := []string{"Pod/rolling-5d9c-abcde: BackOff: Back-off restarting", "Pod/gitaly-0: Unhealthy: Readiness probe failed"}
+	if !reflect.DeepEqual(p.Warnings, want) {
+		t.Errorf("warnings %q, want %q", p.Warnings, want)
+	}
+}
+
+func warning(name, kind, obj, reason, msg string, at time.Time) *corev1.Event {
+	return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Type: corev1.EventTypeWarning,
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Name: obj}, Reason: reason, Message: msg,
+		LastTimestamp: metav1.NewTime(at)}
+}
+
+func TestEncodeDecodeAndSame(t *testing.T) {
+	p := Progress{Phase: PhaseWaiting, Ready: 1, Total: 2, WaitingFor: []string{"Deployment/x"}, Updated: time.Now().UTC().Truncate(time.Second)}
+	q, err := Decode(p.Encode())
+	if err != nil || !reflect.DeepEqual(*q, p) {
+		t.Fatalf("round trip: %+v %v", q, err)
+	}
+	q.Updated = q.Updated.Add(time.Hour)
+	if !p.Same(*q) {
+		t.Error("a newer time alone is not a change")
+	}
+	q.Ready = 2
+	if p.Same(*q) {
+		t.Error("a change of ready went unseen")
+	}
+	if none, err := Decode(""); none != nil || err != nil {
+		t.Errorf("empty annotation: %v %v", none, err)
+	}
+}
