@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/progress"
 )
 
@@ -89,6 +91,17 @@ func TestStuckInstallShowsProgressAndCancels(t *testing.T) {
 		t.Fatalf("the API never showed the stuck workloads and the warning: %v %q", p, p.Warnings)
 	}
 	t.Logf("progress: %s; warnings %q", seen, seen.Warnings)
+	// The notifier reports it as an event too.
+	s.sink.WaitFor(t, 20*time.Second, "a progress event naming the stuck workloads and the warning", func(evs []cloudevents.Event) bool {
+		for _, e := range evs {
+			var c events.ProgressChange
+			if e.Type() == events.TypeProgress && e.DataAs(&c) == nil && c.Name == "stuck" &&
+				strings.Contains(strings.Join(c.Progress.WaitingFor, ","), "Deployment/stuck") && len(c.Progress.Warnings) > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	start := time.Now()
 	var c api.Cancelled

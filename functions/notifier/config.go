@@ -24,6 +24,8 @@ type Config struct {
 	// RedriveSink is where re-sent accepted events go: the Broker, whose Trigger routes
 	// them to the executor. Empty: K_SINK (on Knative both are the Broker).
 	RedriveSink string `envconfig:"REDRIVE_SINK"`
+	// ProgressInterval: at most one progress event per revision this often (0: none).
+	ProgressInterval time.Duration `envconfig:"PROGRESS_INTERVAL" default:"2s"`
 	// EventSigningKey verifies dead letters: only events submit signed are acted on.
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`

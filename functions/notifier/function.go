@@ -50,6 +50,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Redrive: redrive, Log: f.log,
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
 		Namespaces: f.cfg.Namespaces, Workers: f.cfg.Workers,
+		ProgressInterval: f.cfg.ProgressInterval,
 		Sweep: notifier.SweepConfig{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
 			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline},
 	}

@@ -20,8 +20,8 @@ const (
 	PathAsync   = "/api/helm/release/async" // POST install, PUT upgrade
 	PathRelease = "/api/helm/release"       // GET ?ns=&name=
 	PathHistory = "/api/helm/release/history"
-	PathList    = "/api/helm/releases" // GET ?ns=&limitInfo=
-	PathEvents  = "/api/helm/events"   // CloudEvents from pipelines
+	PathList    = "/api/helm/releases"       // GET ?ns=&limitInfo=
+	PathEvents  = "/api/helm/events"         // CloudEvents from pipelines
 	PathCancel  = "/api/helm/release/cancel" // POST ?ns=&name=: stop the pending revision
 )
 

@@ -49,7 +49,9 @@ type Service struct {
 	Sweep SweepConfig
 	// Redrive sends stored accepted events back to the broker (the sweeper's re-sends).
 	Redrive EventSender
-	Now     func() time.Time
+	// ProgressInterval rate-limits progress events per revision; 0 sends none.
+	ProgressInterval time.Duration
+	Now              func() time.Time
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex
@@ -111,6 +113,11 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 	}()
 	if s.Sweep.Interval > 0 {
 		go s.sweepLoop(ctx)
+	}
+	if s.ProgressInterval > 0 {
+		if err := s.startProgress(ctx, s.ProgressInterval); err != nil {
+			return err
+		}
 	}
 	return nil
 }

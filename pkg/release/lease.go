@@ -67,7 +67,7 @@ func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*H
 	l, err := leases.Get(ctx, key, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		l, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: key, Labels: map[string]string{"app.kubernetes.io/managed-by": "async-helm"}},
+			ObjectMeta: metav1.ObjectMeta{Name: key, Labels: map[string]string{LabelManagedBy: ManagedByUs}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 				AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{})
@@ -106,6 +106,9 @@ const (
 	AnnotationCancel   = "async-helm.io/cancel"
 	// cancelHolder prefixes the holder of a Lease submit creates to fail a revision nobody runs.
 	cancelHolder = "cancelled-by/"
+	// LabelManagedBy=ManagedByUs marks the Leases of async-helm's revisions.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByUs    = "async-helm"
 )
 
 // Held is a lease one action holds. Every write carries the resourceVersion last seen, so

@@ -1,0 +1,115 @@
+package notifier
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// progressEvents reports the progress the executors record on revisions' Leases as
+// dev.asynchelm.release.progress events: at most one per revision every interval, the
+// latest progress winning. Progress is a live view, not history: one lost is not resent.
+type progressEvents struct {
+	s        *Service
+	interval time.Duration
+	mu       sync.Mutex
+	latest   map[string]*events.ProgressChange // by lease key, not sent yet
+	sent     map[string]time.Time              // progress time last sent, by lease key
+}
+
+func (s *Service) startProgress(ctx context.Context, interval time.Duration) error {
+	p := &progressEvents{s: s, interval: interval, latest: map[string]*events.ProgressChange{}, sent: map[string]time.Time{}}
+	var synced []cache.InformerSynced
+	for _, ns := range s.namespaces() {
+		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = release.LabelManagedBy + "=" + release.ManagedByUs
+			}))
+		inf := f.Coordination().V1().Leases().Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    p.observe,
+			UpdateFunc: func(_, obj interface{}) { p.observe(obj) },
+			DeleteFunc: p.forget,
+		}); err != nil {
+			return err
+		}
+		synced = append(synced, inf.HasSynced)
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("lease cache did not sync")
+	}
+	go p.loop(ctx)
+	return nil
+}
+
+func (p *progressEvents) observe(obj interface{}) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	pr, err := progress.Decode(l.Annotations[release.AnnotationProgress])
+	name, rev, named := release.ParseSecretName(l.Name)
+	if err != nil || pr == nil || !named {
+		return
+	}
+	key := l.Namespace + "/" + l.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !pr.Updated.After(p.sent[key]) {
+		return
+	}
+	p.latest[key] = &events.ProgressChange{Namespace: l.Namespace, Name: name, Revision: rev, Progress: *pr}
+}
+
+func (p *progressEvents) forget(obj interface{}) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.latest, key)
+	delete(p.sent, key)
+}
+
+func (p *progressEvents) loop(ctx context.Context) {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		batch := p.latest
+		p.latest = map[string]*events.ProgressChange{}
+		p.mu.Unlock()
+		for key, c := range batch {
+			e, err := events.NewProgress(*c)
+			if err == nil {
+				sendCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				err = p.s.Sender.Send(sendCtx, e)
+				cancel()
+			}
+			if err != nil {
+				p.s.Log.Debugw("progress event not sent", "key", key, "error", err)
+				continue
+			}
+			p.mu.Lock()
+			p.sent[key] = c.Progress.Updated
+			p.mu.Unlock()
+		}
+	}
+}
