@@ -66,7 +66,8 @@ func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
 		}
 		s.Name = v.name
 		s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
-			v1alpha1.MatchExpression{Key: ".spec.nodeName", Operator: v.op, Values: []string{slowNode}})
+			v1alpha1.MatchExpression{Key: ".spec.nodeName", Operator: v.op, Values: []string{slowNode}},
+			v1alpha1.MatchExpression{Key: simulateKey, Operator: v1alpha1.SelectorOpNotIn, Values: []string{"stuck"}})
 		ms := v.delay.Milliseconds()
 		s.Spec.Delay = &v1alpha1.StageDelay{DurationMilliseconds: &ms}
 		if err := add(s); err != nil {
@@ -94,10 +95,56 @@ func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
 	if err := add(fail); err != nil {
 		return nil, err
 	}
+	// A pod annotated "stuck" runs but never becomes ready, and its readiness probe fails
+	// with a Warning event, as a kubelet reports it (progress and cancel are shown on it).
+	stuck, err := parse(podfast.DefaultPodReady)
+	if err != nil {
+		return nil, err
+	}
+	stuck.Name = "pod-stuck"
+	stuck.Spec.Selector.MatchExpressions = []v1alpha1.MatchExpression{
+		{Key: ".metadata.deletionTimestamp", Operator: v1alpha1.SelectorOpDoesNotExist},
+		{Key: ".status.phase", Operator: v1alpha1.SelectorOpIn, Values: []string{"Pending"}},
+		{Key: simulateKey, Operator: v1alpha1.SelectorOpIn, Values: []string{"stuck"}},
+	}
+	stuck.Spec.Next.StatusTemplate = stuckPodTemplate
+	stuck.Spec.Next.Event = &v1alpha1.StageEvent{Type: "Warning", Reason: "Unhealthy",
+		Message: "Readiness probe failed: connection refused (async-helm.io/simulate: stuck)"}
+	if err := add(stuck); err != nil {
+		return nil, err
+	}
 	return out.Bytes(), nil
 }
 
-// simulateKey is the pod annotation async-helm.io/simulate: "fail" makes a Job's pod fail.
+const stuckPodTemplate = `{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: Ready
+  reason: ContainersNotReady
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: ContainersReady
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: true
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+`
+
+// simulateKey is the pod annotation async-helm.io/simulate: "fail" makes a Job's pod fail,
+// "stuck" makes a pod run without ever becoming ready.
 const simulateKey = `.metadata.annotations["async-helm.io/simulate"]`
 
 const failedPodTemplate = `{{ $now := Now }}
