@@ -112,6 +112,20 @@ func (e *Env) SlowNamespace(t testing.TB) string {
 	})
 }
 
+// GitLabNamespace runs the local cluster's "gitlab" pod profile: GitLab's workloads become
+// ready staggered (migrations 30 s, gitaly 45 s, sidekiq 60 s, webservice 90 s, others 20 s).
+func (e *Env) GitLabNamespace(t testing.TB) string {
+	return e.namespace(t, GitLabProfile())
+}
+
+// GitLabProfile are the annotations that put a namespace's pods on the "gitlab" profile.
+func GitLabProfile() map[string]string {
+	return map[string]string{
+		"scheduler.alpha.kubernetes.io/node-selector":      "async-helm.io/speed=gitlab",
+		"scheduler.alpha.kubernetes.io/defaultTolerations": `[{"key":"async-helm.io/slow","operator":"Exists","effect":"NoSchedule"}]`,
+	}
+}
+
 func (e *Env) namespace(t testing.TB, annotations map[string]string) string {
 	t.Helper()
 	b := make([]byte, 3)

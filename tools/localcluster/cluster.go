@@ -259,6 +259,10 @@ func (c *cluster) prepare(ctx context.Context) error {
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
 			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: slowTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity}},
+		{ObjectMeta: metav1.ObjectMeta{Name: gitlabNode, Labels: map[string]string{speedKey: "gitlab", "type": "kwok"},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: slowTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity}},
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, n := range nodes {

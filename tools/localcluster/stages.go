@@ -19,6 +19,9 @@ const (
 	// is chosen per namespace and both profiles live in one cluster.
 	slowNode  = "kwok-slow-0"
 	slowTaint = "async-helm.io/slow"
+	// gitlabNode runs the "gitlab" pod profile: GitLab's workloads become ready staggered,
+	// as on a real cluster (gitlabProfile), so an install takes minutes and progress moves.
+	gitlabNode = "kwok-gitlab-0"
 	speedKey  = "async-helm.io/speed"
 )
 
@@ -52,21 +55,34 @@ func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
 			return nil, err
 		}
 	}
-	for _, v := range []struct {
+	type ready struct {
 		name  string
-		op    v1alpha1.SelectorOperator
+		match []v1alpha1.MatchExpression
 		delay time.Duration
-	}{
-		{"pod-ready", v1alpha1.SelectorOpNotIn, readyDelay},
-		{"pod-ready-slow", v1alpha1.SelectorOpIn, slowDelay},
-	} {
+	}
+	node := func(op v1alpha1.SelectorOperator, nodes ...string) v1alpha1.MatchExpression {
+		return v1alpha1.MatchExpression{Key: ".spec.nodeName", Operator: op, Values: nodes}
+	}
+	readies := []ready{
+		{"pod-ready", []v1alpha1.MatchExpression{node(v1alpha1.SelectorOpNotIn, slowNode, gitlabNode)}, readyDelay},
+		{"pod-ready-slow", []v1alpha1.MatchExpression{node(v1alpha1.SelectorOpIn, slowNode)}, slowDelay},
+	}
+	var named []string
+	for _, w := range gitlabProfile {
+		readies = append(readies, ready{"pod-ready-gitlab-" + w.app, []v1alpha1.MatchExpression{node(v1alpha1.SelectorOpIn, gitlabNode),
+			{Key: appLabel, Operator: v1alpha1.SelectorOpIn, Values: []string{w.app}}}, w.delay})
+		named = append(named, w.app)
+	}
+	readies = append(readies, ready{"pod-ready-gitlab", []v1alpha1.MatchExpression{node(v1alpha1.SelectorOpIn, gitlabNode),
+		{Key: appLabel, Operator: v1alpha1.SelectorOpNotIn, Values: named}}, gitlabOthers})
+	for _, v := range readies {
 		s, err := parse(podfast.DefaultPodReady)
 		if err != nil {
 			return nil, err
 		}
 		s.Name = v.name
+		s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions, v.match...)
 		s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
-			v1alpha1.MatchExpression{Key: ".spec.nodeName", Operator: v.op, Values: []string{slowNode}},
 			v1alpha1.MatchExpression{Key: simulateKey, Operator: v1alpha1.SelectorOpNotIn, Values: []string{"stuck"}})
 		ms := v.delay.Milliseconds()
 		s.Spec.Delay = &v1alpha1.StageDelay{DurationMilliseconds: &ms}
@@ -115,6 +131,25 @@ func stagesYAML(readyDelay, slowDelay time.Duration) ([]byte, error) {
 	}
 	return out.Bytes(), nil
 }
+
+// appLabel is the label GitLab's chart puts on each workload's pods.
+const appLabel = `.metadata.labels.app`
+
+// gitlabProfile is the "gitlab" pod profile (namespaces annotated as the test helper's
+// GitLabNamespace does, or make demo's): when each of GitLab's workloads becomes ready.
+// Job pods (the migrations, the shared-secrets hook) become ready, then complete.
+var gitlabProfile = []struct {
+	app   string
+	delay time.Duration
+}{
+	{"migrations", 30 * time.Second},
+	{"gitaly", 45 * time.Second},
+	{"sidekiq", 60 * time.Second},
+	{"webservice", 90 * time.Second},
+}
+
+// gitlabOthers is when the other pods of the profile become ready (hooks, toolbox, shell...).
+const gitlabOthers = 20 * time.Second
 
 const stuckPodTemplate = `{{ $now := Now }}
 conditions:
