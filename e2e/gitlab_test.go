@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,13 +10,15 @@ import (
 
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/progress"
 )
 
-// The product's acceptance story: the GitLab chart takes minutes to install; the client
-// gets 201 at once and watches pending-install turn into deployed, then upgrades.
+// The product's acceptance story: the GitLab chart takes minutes to install (the local
+// cluster's gitlab pod profile); the client gets 201 at once and watches pending-install turn
+// into deployed while progress names what it waits on, then upgrades.
 func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	t.Parallel()
-	ns := cluster.SlowNamespace(t)
+	ns := cluster.GitLabNamespace(t)
 	s := newStack(t, ns)
 	ctx := context.Background()
 	values := testcharts.Values(t, "gitlab-values-offline.yaml")
@@ -38,12 +41,18 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	if sec.Name != "sh.helm.release.v1."+name+".v1" {
 		t.Fatalf("secret %s", sec.Name)
 	}
+	seq := recordProgress(t, s, ns, name)
 	waitThrough(t, s, ns, name, "pending-install", "deployed", 1, 20*time.Minute)
 	took := time.Since(start)
 	t.Logf("install deployed after %s", took)
 	if took < time.Minute {
-		t.Errorf("install took %s: the slow profile should make it take over a minute", took)
+		t.Errorf("install took %s: the gitlab profile should make it take over a minute", took)
 	}
+	states := seq()
+	for _, st := range states {
+		t.Logf("progress %s", st)
+	}
+	checkProgressSequence(t, states)
 
 	// Upgrade with changed values. The chart is named again: Helm stores the chart with its
 	// disabled subcharts removed, and GitLab's templates include helpers from those, so the
@@ -64,6 +73,61 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	}
 	if rel.Config["global"].(map[string]interface{})["hosts"].(map[string]interface{})["domain"] != "example.net" {
 		t.Errorf("revision 2 values: %v", rel.Config["global"])
+	}
+}
+
+// recordProgress polls the release's progress until the revision is final; the returned
+// function waits for that and gives the distinct states seen, in order.
+func recordProgress(t *testing.T, s *stack, ns, name string) func() []progress.Progress {
+	done := make(chan []progress.Progress, 1)
+	go func() {
+		var seen []progress.Progress
+		deadline := time.Now().Add(20 * time.Minute)
+		for time.Now().Before(deadline) {
+			rel := s.getRelease(t, ns, name)
+			if rel.Release == nil || rel.Info == nil || !strings.HasPrefix(rel.Info.Status.String(), "pending") {
+				break
+			}
+			if p := rel.Progress; p != nil && (len(seen) == 0 || !seen[len(seen)-1].Same(*p)) {
+				seen = append(seen, *p)
+			}
+			time.Sleep(time.Second)
+		}
+		done <- seen
+	}()
+	return func() []progress.Progress { return <-done }
+}
+
+// checkProgressSequence: readiness only grows while Helm waits, from none of the workloads
+// to all of them, and every state names what it still waits for.
+func checkProgressSequence(t *testing.T, states []progress.Progress) {
+	t.Helper()
+	var waiting []progress.Progress
+	for _, p := range states {
+		if p.Phase == progress.PhaseWaiting {
+			waiting = append(waiting, p)
+		}
+	}
+	if len(waiting) < 3 {
+		t.Fatalf("%d waiting states seen, want the readiness to move at least 3 times", len(waiting))
+	}
+	first, last := waiting[0], waiting[len(waiting)-1]
+	if first.Total < 10 || first.Ready >= first.Total/2 {
+		t.Errorf("first waiting state %s: want most of GitLab's workloads not ready yet", first)
+	}
+	if last.Ready != last.Total-1 && last.Ready != last.Total {
+		t.Errorf("last waiting state %s: want all but the last one ready", last)
+	}
+	for i, p := range waiting {
+		if i > 0 && p.Ready < waiting[i-1].Ready {
+			t.Errorf("readiness went back: %s after %s", p, waiting[i-1])
+		}
+		if p.Ready < p.Total && len(p.WaitingFor) != p.Total-p.Ready {
+			t.Errorf("%s names %d workloads it waits for, want %d", p, len(p.WaitingFor), p.Total-p.Ready)
+		}
+	}
+	if !strings.Contains(strings.Join(waiting[len(waiting)-1].WaitingFor, ","), "webservice") && last.Ready < last.Total {
+		t.Errorf("the last workload waited for is not the webservice (90 s in the profile): %v", last.WaitingFor)
 	}
 }
 
