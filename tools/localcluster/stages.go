@@ -22,7 +22,7 @@ const (
 	// gitlabNode runs the "gitlab" pod profile: GitLab's workloads become ready staggered,
 	// as on a real cluster (gitlabProfile), so an install takes minutes and progress moves.
 	gitlabNode = "kwok-gitlab-0"
-	speedKey  = "async-helm.io/speed"
+	speedKey   = "async-helm.io/speed"
 )
 
 // stagesYAML builds kwok's Stage configuration from the stages kwok itself ships:
