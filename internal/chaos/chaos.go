@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/kube"
@@ -79,7 +80,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...interface{}) {}
 	}
-	key := make([]byte, 16)
+	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	r := &run{cfg: cfg, cl: cl, rep: &Report{}, common: []string{"KUBECONFIG=" + cfg.Kubeconfig, "ALLOW_LOOPBACK_CHARTS=true",
 		fmt.Sprintf("EVENT_SIGNING_KEY=%x", key), "LEASE_DURATION=3s", "LOG_LEVEL=warn"}}
@@ -130,6 +131,10 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 			stopAll()
 		}
 	}()
+	token, err := operator.Token(ctx, r.cl.Typed, time.Hour) // submit refuses system:masters
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if executor, err = r.start("executor"); err != nil {
 		return nil, nil, nil, err
 	}
@@ -171,7 +176,7 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 		return nil, nil, nil, err
 	}
 	procs = append(procs, submit)
-	r.client = &submitclient.Client{Server: submit.URL, Token: r.cl.Config.BearerToken}
+	r.client = &submitclient.Client{Server: submit.URL, Token: token}
 	return submit, executor, func() {
 		stopAll()
 		for _, c := range closers {
