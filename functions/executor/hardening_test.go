@@ -28,7 +28,9 @@ func TestSystemMastersIsNeverImpersonated(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.Sign(&e, key, time.Now())
-	t.Cleanup(func() { _ = cluster.Client.RbacV1().ClusterRoles().Delete(context.Background(), ns+"-masters", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cluster.Client.RbacV1().ClusterRoles().Delete(context.Background(), ns+"-masters", metav1.DeleteOptions{})
+	})
 	if code := r.send(t, e); code < 400 || code >= 500 {
 		t.Fatalf("signed event naming system:masters: %d, want 4xx", code)
 	}

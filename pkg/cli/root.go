@@ -40,8 +40,8 @@ type Globals struct {
 	SubmitNamespace string
 	// InsecureHTTP allows sending the token over plain http to a host other than loopback.
 	InsecureHTTP bool
-	IO              genericiooptions.IOStreams
-	Now             func() time.Time
+	IO           genericiooptions.IOStreams
+	Now          func() time.Time
 	// PollInterval is how often --wait and --watch look at the release.
 	PollInterval time.Duration
 }
