@@ -14,6 +14,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -81,7 +82,7 @@ func TestConcurrentRequestEventsAreJudgedByTheirOwnCaller(t *testing.T) {
 	}
 	for _, e := range s.sink.Events() {
 		a, err := events.ParseAccepted(e)
-		if err != nil || a.Caller.User != "admin" {
+		if err != nil || a.Caller.User != operator.User {
 			t.Fatalf("an accepted event names %q (%v): another request's identity", a.Caller.User, err)
 		}
 		if num, _ := strconv.Atoi(a.Name[1:]); num%2 == 1 {
