@@ -24,6 +24,7 @@ import (
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -393,10 +394,13 @@ func (r *run) sinkOutage(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	requestIDs := map[int]string{}
 	for i := 0; i < r.cfg.Releases; i++ {
-		if _, err := r.client.Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("s%d", i), Namespace: ns, ChartURL: r.cfg.ChartURL, Wait: true}); err != nil {
+		sec, err := r.client.Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("s%d", i), Namespace: ns, ChartURL: r.cfg.ChartURL, Wait: true})
+		if err != nil {
 			return err
 		}
+		requestIDs[i] = sec.Labels[release.LabelRequestID]
 	}
 	time.Sleep(r.cfg.Outage)
 	refused := sink.refused.Load()
@@ -407,7 +411,7 @@ func (r *run) sinkOutage(ctx context.Context) error {
 	want := map[string]bool{}
 	for i := 0; i < r.cfg.Releases; i++ {
 		for _, st := range []string{"pending-install", "deployed"} {
-			want[fmt.Sprintf("%s/s%d/v1/%s", ns, i, st)] = true
+			want[events.StatusEventID(ns, fmt.Sprintf("s%d", i), 1, st, requestIDs[i])] = true
 		}
 	}
 	deadline := time.Now().Add(r.cfg.Timeout)
