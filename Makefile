@@ -76,7 +76,17 @@ chaos: build $(if $(KUBECONFIG),,cluster-up)
 KO_VERSION ?= v0.19.1
 deploy:
 	@test -n "$(KO_DOCKER_REPO)" || { echo "set KO_DOCKER_REPO to the registry to push images to"; exit 1; }
+	@mkdir -p .cache
 	$(GO) run github.com/google/ko@$(KO_VERSION) resolve -f config/knative > .cache/async-helm.yaml
+	kubectl apply -f config/knative/100-namespace.yaml
+	@# The signing key is never shipped: 32 random bytes (hex) the first time, kept afterwards.
+	@# It goes through stdin, not the command line, so no process listing shows it.
+	@if kubectl -n async-helm get secret async-helm-events >/dev/null 2>&1; then \
+		echo "secret async-helm/async-helm-events exists: keeping its key"; \
+	else \
+		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | \
+			kubectl -n async-helm create secret generic async-helm-events --from-file=EVENT_SIGNING_KEY=/dev/stdin; \
+	fi
 	kubectl apply -f .cache/async-helm.yaml
 
 # The GitLab story with oc-helm (install, pending-install, deployed, upgrade, list), in make run's stack.

@@ -54,7 +54,7 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 	t.Cleanup(cancel)
 	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info",
-		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key"}
+		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key-0123456789abcdef0123"}
 	with := func(extra map[string]string) map[string]string {
 		out := map[string]string{}
 		for k, v := range common {
@@ -74,7 +74,7 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 	t.Cleanup(b.Close)
 	s.submit = teststack.Run(t, bins["submit"], with(map[string]string{"K_SINK": b.URL}))
 	s.notifier = teststack.Run(t, bins["notifier"], with(map[string]string{"K_SINK": s.sink.URL, "NAMESPACES": strings.Join(namespaces, ",")}))
-	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Admin.BearerToken}
+	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Operator.BearerToken}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(s.submit.Output()), tail(s.executor.Output()), tail(s.notifier.Output()))
@@ -94,7 +94,7 @@ func tail(s string) string {
 // ocHelm runs the built plugin and returns its output and exit code.
 func (s *stack) ocHelm(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(bins["oc-helm"], append([]string{"--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig}, args...)...)
+	cmd := exec.Command(bins["oc-helm"], append([]string{"--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig, "--token", cluster.Operator.BearerToken}, args...)...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
 )
 
 func TestOcHelmInstallListUpgradeAndWait(t *testing.T) {
@@ -83,9 +84,9 @@ func TestOcHelmInstallListUpgradeAndWait(t *testing.T) {
 
 	// The notifier told subscribers, in order, for the first revision.
 	evs := s.sink.WaitFor(t, 20*time.Second, "events of web v1", func(e []cloudevents.Event) bool {
-		return index(e, events.StatusEventID(ns, "web", 1, "deployed")) >= 0
+		return index(e, events.StatusEventID(ns, "web", 1, "deployed", sec.Labels[release.LabelRequestID])) >= 0
 	})
-	if p, d := index(evs, events.StatusEventID(ns, "web", 1, "pending-install")), index(evs, events.StatusEventID(ns, "web", 1, "deployed")); p < 0 || p > d {
+	if p, d := index(evs, events.StatusEventID(ns, "web", 1, "pending-install", sec.Labels[release.LabelRequestID])), index(evs, events.StatusEventID(ns, "web", 1, "deployed", sec.Labels[release.LabelRequestID])); p < 0 || p > d {
 		t.Errorf("pending-install at %d, deployed at %d", p, d)
 	}
 

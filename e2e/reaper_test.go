@@ -53,7 +53,7 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 		"NAMESPACES": ns, "SWEEP_INTERVAL": "500ms", "REAPER_GRACE": "2s"}))
 	broker.DeadLetter = notifier.URL + "/dead-letter"
 	submit := teststack.Run(t, bins["submit"], with(map[string]string{"K_SINK": b.URL}))
-	client := &submitclient.Client{Server: submit.URL, Token: cluster.Admin.BearerToken}
+	client := &submitclient.Client{Server: submit.URL, Token: cluster.Operator.BearerToken}
 
 	if _, err := client.Install(ctx, api.ReleaseRequest{Name: "orphan", Namespace: ns, ChartURL: charts.ChartURL("tiny", "0.1.0"),
 		Wait: true, WaitForJobs: true, Timeout: "5m"}); err != nil {

@@ -110,8 +110,9 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	_, err = submit.Typed.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
 	must(t, "submit lists releases in all namespaces", err)
 	must(t, "submit undoes a reservation", sstore.Undo(ctx, sec))
-	_, err = submit.Typed.CoreV1().Secrets(ns).Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.UpdateOptions{})
-	forbidden(t, "submit updates a secret", err)
+	// submit updates its own reservations (the queued label, the stored event) but has no patch.
+	_, err = submit.Typed.CoreV1().Secrets(ns).Patch(ctx, "x", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
+	forbidden(t, "submit patches a secret", err)
 	_, err = submit.Typed.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 	forbidden(t, "submit reads leases", err)
 
@@ -135,12 +136,25 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	_, err = estore.MarkFailed(ctx, ns, "e", 1, "rbac test", false)
 	must(t, "executor updates a release", err)
 	must(t, "executor releases the lease", held.Release(ctx))
-	imp := rest.CopyConfig(executor.Config)
-	imp.Impersonate.UserName, imp.Impersonate.Groups = "dev", []string{"developers"}
-	asDev, err := kube.FromConfig(imp)
-	must(t, "executor client as dev", err)
-	_, err = asDev.Typed.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	forbidden(t, "executor impersonating dev lists configmaps dev may not read", err)
+	// Impersonation is checked with the executor's own token (TokenRequest): an admin
+	// impersonating the executor may impersonate anyone, which would prove nothing.
+	self, err := whoAmI(t, actingAs(t, "async-helm", "executor", rest.ImpersonationConfig{}))
+	must(t, "the executor's own identity", err)
+	if self.Username != "system:serviceaccount:async-helm:executor" {
+		t.Fatalf("acting as %q, want the executor's ServiceAccount", self.Username)
+	}
+	asDev := actingAs(t, "async-helm", "executor", rest.ImpersonationConfig{UserName: "dev", Groups: []string{"developers"}})
+	who, err := whoAmI(t, asDev)
+	must(t, "executor impersonates dev", err)
+	if who.Username != "dev" {
+		t.Errorf("executor impersonating dev is seen as %q", who.Username)
+	}
+	_, err = asDev.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "dev"`) {
+		t.Errorf("executor impersonating dev lists configmaps dev may not read: %v, want Forbidden for dev", err)
+	}
+	_, err = whoAmI(t, actingAs(t, "async-helm", "notifier", rest.ImpersonationConfig{UserName: "dev"}))
+	forbidden(t, "notifier impersonates dev", err)
 	_, err = executor.Typed.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	forbidden(t, "executor itself lists deployments (charts run as the caller, not as the executor)", err)
 

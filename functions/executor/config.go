@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/events"
 )
 
 // Config is the executor's environment, read once at start.
@@ -18,10 +19,16 @@ type Config struct {
 	LeaseDuration time.Duration `envconfig:"LEASE_DURATION" default:"30s"`
 	// SlotWait is how long a delivery waits for a free slot before answering 429.
 	SlotWait time.Duration `envconfig:"SLOT_WAIT" default:"30s"`
-	// EventSigningKey verifies accepted events (shared with submit, from a Secret); when set,
+	// EventSigningKey verifies accepted events (shared with submit, from a Secret):
 	// unsigned, altered and stale events are rejected without running Helm.
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// Holder names this instance in heartbeat leases (the pod name on Kubernetes).
 	Holder string `envconfig:"POD_NAME"`
+}
+
+// Validate refuses a configuration the function must not start with: a signing key that
+// others could know or guess would let anyone sign events.
+func (c Config) Validate() error {
+	return events.CheckSigningKey([]byte(c.EventSigningKey))
 }

@@ -8,6 +8,9 @@ import (
 func main() {
 	var cfg Config
 	function.Main("executor", &cfg, func(r *function.Runtime) (function.Service, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
 		return New(cfg, r.Log, r.Ctx, r.Metrics), nil
 	})
 }

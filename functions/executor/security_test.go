@@ -11,13 +11,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // The executor acts as the caller: dev, admin of its namespace only, cannot have a chart
-// create a ClusterRole; the cluster admin can.
+// create a ClusterRole; a cluster admin (by RBAC) can.
 func TestActionsRunAsTheCaller(t *testing.T) {
 	r := newRig(t, Config{})
 	ctx := context.Background()
@@ -48,7 +49,9 @@ func TestActionsRunAsTheCaller(t *testing.T) {
 
 	adminNS := cluster.Namespace(t)
 	b := r.reserve(t, release.ActionInstall, adminNS, "cr", chart, nil, events.Options{})
-	b.Caller = events.Caller{User: "admin", UID: "admin-uid", Groups: []string{"system:masters", "system:authenticated"}}
+	// An identity whose rights come from RBAC (a ServiceAccount bound to cluster-admin): the
+	// executor never impersonates system:masters.
+	b.Caller = events.Caller{User: operator.User, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operator.Namespace, "system:authenticated"}}
 	if code := r.deliver(t, b); code != http.StatusOK {
 		t.Fatalf("deliver: %d", code)
 	}
@@ -59,7 +62,7 @@ func TestActionsRunAsTheCaller(t *testing.T) {
 }
 
 func TestUnsignedAlteredForeignAndReplayedEventsAreRejected(t *testing.T) {
-	key := []byte("test-signing-key")
+	key := []byte("test-signing-key-of-at-least-32-bytes")
 	r := newRig(t, Config{EventSigningKey: string(key), EventMaxAge: time.Hour})
 	ns := cluster.Namespace(t)
 	a := r.reserve(t, release.ActionInstall, ns, "signed", chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}, nil, events.Options{})
@@ -73,7 +76,7 @@ func TestUnsignedAlteredForeignAndReplayedEventsAreRejected(t *testing.T) {
 	evil.Values = map[string]interface{}{"image": "evil/miner"}
 	_ = altered.SetData("application/json", evil)
 	foreign, _ := events.NewAccepted(*build())
-	events.Sign(&foreign, []byte("another-key"), now)
+	events.Sign(&foreign, []byte("another-key-of-at-least-32-bytes-long"), now)
 	replayed, _ := events.NewAccepted(*build())
 	events.Sign(&replayed, key, now.Add(-2*time.Hour))
 

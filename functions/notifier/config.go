@@ -30,3 +30,9 @@ type Config struct {
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 }
+
+// Validate refuses a configuration the function must not start with: a signing key that
+// others could know or guess would let anyone sign events.
+func (c Config) Validate() error {
+	return events.CheckSigningKey([]byte(c.EventSigningKey))
+}

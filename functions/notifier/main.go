@@ -9,6 +9,9 @@ import (
 func main() {
 	var cfg Config
 	function.Main("notifier", &cfg, func(r *function.Runtime) (function.Service, error) {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
 		return New(cfg, r.Log, r.Metrics), nil
 	})
 }

@@ -111,10 +111,10 @@ func TestTransitionsAreReportedInOrderWithTheContract(t *testing.T) {
 	startNotifier(t, ns, sink, Config{Watch: true})
 	h := newHelmSide(t, ns)
 	h.reserve(t, "web", release.ActionInstall)
-	pendingID := events.StatusEventID(ns, "web", 1, "pending-install")
+	pendingID := events.StatusEventID(ns, "web", 1, "pending-install", "req-web")
 	sink.WaitFor(t, 10*time.Second, "pending-install", func(e []cloudevents.Event) bool { return has(e, pendingID) })
 	h.set(t, "web", 1, helmrelease.StatusDeployed, "Install complete")
-	deployedID := events.StatusEventID(ns, "web", 1, "deployed")
+	deployedID := events.StatusEventID(ns, "web", 1, "deployed", "req-web")
 	evs := sink.WaitFor(t, 10*time.Second, "deployed", func(e []cloudevents.Event) bool { return has(e, deployedID) })
 	if len(evs) != 2 || evs[0].ID() != pendingID || evs[1].ID() != deployedID {
 		t.Fatalf("events %v", statuses(evs))
@@ -134,7 +134,7 @@ func TestTransitionsAreReportedInOrderWithTheContract(t *testing.T) {
 	// A failure carries Helm's description as the reason.
 	h.reserve(t, "web", release.ActionUpgrade)
 	h.set(t, "web", 2, helmrelease.StatusFailed, `Release "web" failed: boom`)
-	failedID := events.StatusEventID(ns, "web", 2, "failed")
+	failedID := events.StatusEventID(ns, "web", 2, "failed", "req-web")
 	evs = sink.WaitFor(t, 10*time.Second, "failed", func(e []cloudevents.Event) bool { return has(e, failedID) })
 	for _, e := range evs {
 		if e.ID() == failedID {
@@ -160,7 +160,7 @@ func TestSinkDownThenUpLosesNothing(t *testing.T) {
 	}
 	sink.Refuse(0)
 	// Both transitions arrive, in order, though the first was over before the sink came back.
-	pending, deployed := events.StatusEventID(ns, "a", 1, "pending-install"), events.StatusEventID(ns, "a", 1, "deployed")
+	pending, deployed := events.StatusEventID(ns, "a", 1, "pending-install", "req-a"), events.StatusEventID(ns, "a", 1, "deployed", "req-a")
 	evs := sink.WaitFor(t, 45*time.Second, "both transitions after the sink came back", func(e []cloudevents.Event) bool {
 		return has(e, pending) && has(e, deployed)
 	})
@@ -177,7 +177,7 @@ func TestRestartReportsWhatHappenedWhileDownAndNothingTwice(t *testing.T) {
 	h.reserve(t, "r", release.ActionInstall)
 	h.set(t, "r", 1, helmrelease.StatusDeployed, "")
 	sink.WaitFor(t, 10*time.Second, "deployed", func(e []cloudevents.Event) bool {
-		return has(e, events.StatusEventID(ns, "r", 1, "deployed"))
+		return has(e, events.StatusEventID(ns, "r", 1, "deployed", "req-r"))
 	})
 	time.Sleep(500 * time.Millisecond) // let the reported status be recorded
 	stop()
@@ -188,7 +188,7 @@ func TestRestartReportsWhatHappenedWhileDownAndNothingTwice(t *testing.T) {
 	h.set(t, "r", 1, helmrelease.StatusSuperseded, "")
 
 	startNotifier(t, ns, sink, Config{Watch: true})
-	want := []string{events.StatusEventID(ns, "r", 2, "pending-upgrade"), events.StatusEventID(ns, "r", 1, "superseded")}
+	want := []string{events.StatusEventID(ns, "r", 2, "pending-upgrade", "req-r"), events.StatusEventID(ns, "r", 1, "superseded", "req-r")}
 	evs := sink.WaitFor(t, 10*time.Second, "the transitions made while down", func(e []cloudevents.Event) bool {
 		return has(e, want[0]) && has(e, want[1])
 	})
@@ -270,7 +270,7 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	if err := events.Verify(evs[0], []byte(testKey), time.Now(), time.Hour); err != nil {
 		t.Fatalf("the re-sent event no longer verifies: %v", err)
 	}
-	failedID := events.StatusEventID(ns, "queued", 1, "failed")
+	failedID := events.StatusEventID(ns, "queued", 1, "failed", "req-queued")
 	sink.WaitFor(t, 30*time.Second, "the queue deadline's failed event", func(e []cloudevents.Event) bool { return has(e, failedID) })
 	rel := h.status(t, "queued", 1)
 	if !strings.Contains(rel.Info.Description, "never started") || !strings.Contains(rel.Info.Description, "sent") {
@@ -352,7 +352,7 @@ func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 	sink.WaitFor(t, 10*time.Second, "catch-up", func(e []cloudevents.Event) bool {
-		return has(e, events.StatusEventID(ns, "before", 1, "pending-install"))
+		return has(e, events.StatusEventID(ns, "before", 1, "pending-install", "req-before"))
 	})
 	h.set(t, "before", 1, helmrelease.StatusDeployed, "")
 	c, err := cloudevents.NewClientHTTP()
@@ -368,6 +368,6 @@ func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
 		t.Fatalf("source event: %v", res)
 	}
 	sink.WaitFor(t, 10*time.Second, "deployed via the source", func(e []cloudevents.Event) bool {
-		return has(e, events.StatusEventID(ns, "before", 1, "deployed"))
+		return has(e, events.StatusEventID(ns, "before", 1, "deployed", "req-before"))
 	})
 }

@@ -23,3 +23,9 @@ type Config struct {
 	MaxQueued             int `envconfig:"MAX_QUEUED" default:"2000"`
 	MaxQueuedPerNamespace int `envconfig:"MAX_QUEUED_PER_NAMESPACE" default:"1000"`
 }
+
+// Validate refuses a configuration the function must not start with: a signing key that
+// others could know or guess would let anyone sign events.
+func (c Config) Validate() error {
+	return events.CheckSigningKey([]byte(c.EventSigningKey))
+}

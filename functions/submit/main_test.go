@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 // stack is submit on loopback with a recording sink and a chart repository.
 type stack struct {
 	url string
-	// token is sent as the bearer token (the admin's unless a test changes it).
+	// token is sent as the bearer token (the operator's, a ServiceAccount bound to cluster-admin, unless a test changes it).
 	token  string
 	sink   *testsink.Sink
 	charts *testcharts.Server
@@ -63,7 +63,7 @@ func newStackWith(t *testing.T, change func(*Config)) *stack {
 	}
 	srv := httptest.NewServer(f.Handler())
 	t.Cleanup(srv.Close)
-	return &stack{url: srv.URL, sink: sink, charts: charts, token: cluster.Admin.BearerToken}
+	return &stack{url: srv.URL, sink: sink, charts: charts, token: cluster.Operator.BearerToken}
 }
 
 // call sends a JSON body and decodes the JSON answer into out (if not nil).

@@ -95,7 +95,7 @@ func TestCallersAreAuthenticatedAndAuthorized(t *testing.T) {
 
 	// All namespaces: dev sees only the namespaces it may read.
 	other := cluster.Namespace(t)
-	s.token = cluster.Admin.BearerToken
+	s.token = cluster.Operator.BearerToken
 	if code, _ := s.call(t, http.MethodPost, api.PathAsync, s.install("hidden", other), nil); code != http.StatusCreated {
 		t.Fatal(code)
 	}
@@ -129,7 +129,7 @@ func TestConsoleSessionCookieNeedsTheCSRFDoubleSubmit(t *testing.T) {
 	body := `{"name":"web","namespace":"` + ns + `","chart_url":"` + s.charts.ChartURL("tiny", "0.1.0") + `"}`
 	post := func(csrfCookie, csrfHeader string) int {
 		req, _ := http.NewRequest(http.MethodPost, s.url+api.PathAsync, strings.NewReader(body))
-		req.AddCookie(&http.Cookie{Name: "openshift-session-token", Value: cluster.Admin.BearerToken})
+		req.AddCookie(&http.Cookie{Name: "openshift-session-token", Value: cluster.Operator.BearerToken})
 		if csrfCookie != "" {
 			req.AddCookie(&http.Cookie{Name: "csrf-token", Value: csrfCookie})
 		}
@@ -168,7 +168,7 @@ func ssrfStack(t *testing.T, allowed string) *stack {
 	}
 	srv := httptest.NewServer(f.Handler())
 	t.Cleanup(srv.Close)
-	return &stack{url: srv.URL, sink: sink, token: cluster.Admin.BearerToken}
+	return &stack{url: srv.URL, sink: sink, token: cluster.Operator.BearerToken}
 }
 
 func TestChartURLsCannotReachForbiddenAddresses(t *testing.T) {

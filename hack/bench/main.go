@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/internal/chartrepo"
+	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartsource"
@@ -57,6 +59,10 @@ type bench struct {
 	cl     *kube.Clients
 	charts *chartrepo.Repo
 	rows   []row
+	// key signs events as submit does; token calls submit (which refuses system:masters)
+	// as a ServiceAccount bound to cluster-admin.
+	key   []byte
+	token string
 }
 
 func main() {
@@ -99,7 +105,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, cl: cl, charts: charts}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	token, err := operator.Token(context.Background(), cl.Typed, 6*time.Hour)
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, cl: cl, charts: charts, key: []byte(hex.EncodeToString(key)), token: token}
 	steps := []func() error{b.submit, b.startup}
 	if !o.skipCLI {
 		steps = append(steps, b.executorVsHelm)
@@ -151,13 +165,13 @@ func (b *bench) namespace(prefix string) (string, func(), error) {
 }
 
 // start runs a function with warnings-only logs in a temporary file.
-func start(bin string, env ...string) (*proc.Process, time.Duration, error) {
+func (b *bench) start(bin string, env ...string) (*proc.Process, time.Duration, error) {
 	f, err := os.CreateTemp("", filepath.Base(bin)+"-*.log")
 	if err != nil {
 		return nil, 0, err
 	}
 	f.Close()
-	p, err := proc.Start(bin, 0, f.Name(), append([]string{"LOG_LEVEL=warn"}, env...)...)
+	p, err := proc.Start(bin, 0, f.Name(), append([]string{"LOG_LEVEL=warn", "EVENT_SIGNING_KEY=" + string(b.key)}, env...)...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -199,7 +213,7 @@ func (b *bench) submit() error {
 		return err
 	}
 	defer stopSink()
-	p, _, err := start(filepath.Join(b.o.bin, "submit"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK="+sink, "ALLOW_LOOPBACK_CHARTS=true")
+	p, _, err := b.start(filepath.Join(b.o.bin, "submit"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK="+sink, "ALLOW_LOOPBACK_CHARTS=true")
 	if err != nil {
 		return err
 	}
@@ -246,7 +260,7 @@ func (b *bench) load(url, ns, prefix, chartURL string, values map[string]interfa
 		if err != nil {
 			return 0, 0, err
 		}
-		req.Header.Set("Authorization", "Bearer "+b.cl.Config.BearerToken)
+		req.Header.Set("Authorization", "Bearer "+b.token)
 		resp, err := client.Do(req)
 		if err != nil {
 			return 0, 0, err
@@ -297,7 +311,7 @@ func (b *bench) startup() error {
 	for _, fn := range []string{"submit", "executor", "notifier"} {
 		var ds []time.Duration
 		for i := 0; i < b.o.startupRuns; i++ {
-			p, d, err := start(filepath.Join(b.o.bin, fn), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK=http://127.0.0.1:9", "NAMESPACES=default")
+			p, d, err := b.start(filepath.Join(b.o.bin, fn), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK=http://127.0.0.1:9", "NAMESPACES=default")
 			if err != nil {
 				return err
 			}
@@ -313,7 +327,7 @@ func (b *bench) startup() error {
 // executorVsHelm: the executor's event-to-deployed against `helm install --wait` on the same chart.
 func (b *bench) executorVsHelm() error {
 	fmt.Fprintln(os.Stderr, "executor vs helm install")
-	p, _, err := start(filepath.Join(b.o.bin, "executor"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "ALLOW_LOOPBACK_CHARTS=true")
+	p, _, err := b.start(filepath.Join(b.o.bin, "executor"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "ALLOW_LOOPBACK_CHARTS=true")
 	if err != nil {
 		return err
 	}
@@ -351,6 +365,7 @@ func (b *bench) executorVsHelm() error {
 		e, _ := events.NewAccepted(events.Action{Action: release.ActionInstall, Namespace: ns, Name: "exe", Revision: 1,
 			SecretName: sec.Name, Chart: chartsource.Ref{URL: chartURL}, RequestID: fmt.Sprintf("bench-%d", i),
 			Options: events.Options{Timeout: 2 * time.Minute, Wait: true, WaitForJobs: true}})
+		events.Sign(&e, b.key, time.Now())
 		t0 = time.Now()
 		res := ce.Send(cloudevents.ContextWithTarget(ctx, p.URL), e)
 		d := time.Since(t0)
@@ -384,7 +399,7 @@ func (b *bench) notifier() error {
 	}
 	sink := newTimingSink()
 	defer sink.close()
-	p, _, err := start(filepath.Join(b.o.bin, "notifier"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK="+sink.url, "NAMESPACES="+ns, "SWEEP_INTERVAL=1h")
+	p, _, err := b.start(filepath.Join(b.o.bin, "notifier"), "KUBECONFIG="+os.Getenv("KUBECONFIG"), "K_SINK="+sink.url, "NAMESPACES="+ns, "SWEEP_INTERVAL=1h")
 	if err != nil {
 		return err
 	}
@@ -399,7 +414,7 @@ func (b *bench) notifier() error {
 	var lat []time.Duration
 	for i := 0; i < b.o.latencySamples; i++ {
 		name := fmt.Sprintf("r%d", i)
-		id := events.StatusEventID(ns, name, 1, "superseded")
+		id := events.StatusEventID(ns, name, 1, "superseded", "") // raw secrets: no request id
 		t0 := time.Now()
 		patch := `{"metadata":{"labels":{"status":"superseded"}}}`
 		if _, err := b.cl.Typed.CoreV1().Secrets(ns).Patch(ctx, release.SecretName(name, 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

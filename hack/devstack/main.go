@@ -27,6 +27,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -73,6 +74,20 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("KUBECONFIG is not set (make run sets it to the local cluster's)")
 	}
 	if err := os.MkdirAll(o.logs, 0o755); err != nil {
+		return err
+	}
+	// submit refuses system:masters (the local cluster's admin): the demo, the commands
+	// printed below and the script call it as a ServiceAccount bound to cluster-admin.
+	cl, err := kube.Open(kubeconfig)
+	if err != nil {
+		return err
+	}
+	token, err := operator.Token(ctx, cl.Typed, 12*time.Hour)
+	if err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(o.logs, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return err
 	}
 	chartsURL, err := serveCharts(o)
@@ -129,21 +144,22 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("\nasync-helm is running (logs in %s/):\n  submit   %s\n  executor %s\n  notifier %s -> events printed below\n  charts   %s\n\n",
 		o.logs, url(o.submitPort), url(o.executorPort), url(o.notifierPort), chartsURL)
-	if err := demo(ctx, o, url(o.submitPort), chartsURL); err != nil {
+	if err := demo(ctx, o, url(o.submitPort), token); err != nil {
 		return err
 	}
 	fmt.Printf(`
-Try (submit authenticates callers with their Kubernetes token):
-  TOKEN=$(awk '/token:/{print $2; exit}' $KUBECONFIG)
-  curl -s -H "Authorization: Bearer $TOKEN" -XPOST %[1]s/api/helm/release/async -d '{"name":"hello","namespace":"%[2]s","chart_url":"%[3]s/tiny-0.1.0.tgz","values":{"message":"hi"}}'
-  curl -s -H "Authorization: Bearer $TOKEN" '%[1]s/api/helm/releases?ns=%[2]s&limitInfo=true'
+Try (submit authenticates callers with their Kubernetes token and refuses system:masters;
+%[4]s holds a token of %[5]s, bound to cluster-admin):
+  export ASYNC_HELM_TOKEN=$(cat %[4]s)
+  curl -s -H "Authorization: Bearer $ASYNC_HELM_TOKEN" -XPOST %[1]s/api/helm/release/async -d '{"name":"hello","namespace":"%[2]s","chart_url":"%[3]s/tiny-0.1.0.tgz","values":{"message":"hi"}}'
+  curl -s -H "Authorization: Bearer $ASYNC_HELM_TOKEN" '%[1]s/api/helm/releases?ns=%[2]s&limitInfo=true'
   bin/oc-helm --server %[1]s -n %[2]s install web2 local/tiny --wait
   bin/oc-helm --server %[1]s -n %[2]s list
 Ctrl-C stops everything.
-`, url(o.submitPort), o.namespace, chartsURL)
+`, url(o.submitPort), o.namespace, chartsURL, tokenFile, operator.User)
 	if o.script != "" {
 		cmd := exec.CommandContext(ctx, "bash", o.script)
-		cmd.Env = append(os.Environ(), "ASYNC_HELM_SERVER="+url(o.submitPort), "DEMO_NAMESPACE="+o.namespace)
+		cmd.Env = append(os.Environ(), "ASYNC_HELM_SERVER="+url(o.submitPort), "ASYNC_HELM_TOKEN="+token, "DEMO_NAMESPACE="+o.namespace)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()
 	}
@@ -197,7 +213,7 @@ func serveEventLog(ctx context.Context, port int) (string, error) {
 }
 
 // demo installs the tiny chart and shows it go pending-install -> deployed.
-func demo(ctx context.Context, o options, submitURL, chartsURL string) error {
+func demo(ctx context.Context, o options, submitURL, token string) error {
 	cl, err := kube.Open(os.Getenv("KUBECONFIG"))
 	if err != nil {
 		return err
@@ -207,7 +223,7 @@ func demo(ctx context.Context, o options, submitURL, chartsURL string) error {
 		return err
 	}
 	name := fmt.Sprintf("demo-%d", time.Now().Unix()%100000)
-	c := &submitclient.Client{Server: submitURL, Token: cl.Config.BearerToken}
+	c := &submitclient.Client{Server: submitURL, Token: token}
 	var sent time.Time
 	for i := 0; i < 100; i++ { // the submit's namespace cache may lag a just-created namespace
 		sent = time.Now()

@@ -21,8 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -79,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...interface{}) {}
 	}
-	key := make([]byte, 16)
+	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	r := &run{cfg: cfg, cl: cl, rep: &Report{}, common: []string{"KUBECONFIG=" + cfg.Kubeconfig, "ALLOW_LOOPBACK_CHARTS=true",
 		fmt.Sprintf("EVENT_SIGNING_KEY=%x", key), "LEASE_DURATION=3s", "LOG_LEVEL=warn"}}
@@ -130,6 +132,10 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 			stopAll()
 		}
 	}()
+	token, err := operator.Token(ctx, r.cl.Typed, time.Hour) // submit refuses system:masters
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if executor, err = r.start("executor"); err != nil {
 		return nil, nil, nil, err
 	}
@@ -171,7 +177,7 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 		return nil, nil, nil, err
 	}
 	procs = append(procs, submit)
-	r.client = &submitclient.Client{Server: submit.URL, Token: r.cl.Config.BearerToken}
+	r.client = &submitclient.Client{Server: submit.URL, Token: token}
 	return submit, executor, func() {
 		stopAll()
 		for _, c := range closers {
@@ -388,10 +394,13 @@ func (r *run) sinkOutage(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	requestIDs := map[int]string{}
 	for i := 0; i < r.cfg.Releases; i++ {
-		if _, err := r.client.Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("s%d", i), Namespace: ns, ChartURL: r.cfg.ChartURL, Wait: true}); err != nil {
+		sec, err := r.client.Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("s%d", i), Namespace: ns, ChartURL: r.cfg.ChartURL, Wait: true})
+		if err != nil {
 			return err
 		}
+		requestIDs[i] = sec.Labels[release.LabelRequestID]
 	}
 	time.Sleep(r.cfg.Outage)
 	refused := sink.refused.Load()
@@ -402,7 +411,7 @@ func (r *run) sinkOutage(ctx context.Context) error {
 	want := map[string]bool{}
 	for i := 0; i < r.cfg.Releases; i++ {
 		for _, st := range []string{"pending-install", "deployed"} {
-			want[fmt.Sprintf("%s/s%d/v1/%s", ns, i, st)] = true
+			want[events.StatusEventID(ns, fmt.Sprintf("s%d", i), 1, st, requestIDs[i])] = true
 		}
 	}
 	deadline := time.Now().Add(r.cfg.Timeout)

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/async-helm/async-helm/internal/operator"
 )
 
 // Env is one cluster and its two identities.
@@ -27,8 +29,11 @@ type Env struct {
 	Kubeconfig string
 	Admin      *rest.Config
 	// Dev is an ordinary user with no rights beyond what a test grants it.
-	Dev    *rest.Config
-	Client kubernetes.Interface
+	Dev *rest.Config
+	// Operator is a ServiceAccount bound to cluster-admin: the identity to call submit
+	// with, which refuses Admin (a member of system:masters).
+	Operator *rest.Config
+	Client   kubernetes.Interface
 }
 
 // Start returns the cluster of KUBECONFIG, or brings up the local one (`make cluster-up`).
@@ -67,7 +72,15 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Kubeconfig: path, Admin: admin, Dev: dev, Client: cs}, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	token, err := operator.Token(ctx, cs, 6*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	op := rest.AnonymousClientConfig(admin)
+	op.BearerToken = token
+	return &Env{Kubeconfig: path, Admin: admin, Dev: dev, Operator: op, Client: cs}, nil
 }
 
 // MustStart is Start for TestMain: it exits the test binary when no cluster can be had.

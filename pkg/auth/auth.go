@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,7 +79,30 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (*Use
 	} else {
 		return nil, fmt.Errorf("%w: no bearer token and no %s cookie", ErrUnauthenticated, SessionCookie)
 	}
-	return a.review(ctx, token)
+	u, err := a.review(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if err := refusePrivileged(u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// PrivilegedGroup bypasses every authorization check of the API server (no RBAC rule
+// applies to it, and it cannot be taken away by RBAC). The executor acts as the caller by
+// impersonation; acting as this group would turn the executor's impersonation right into
+// unlimited rights, so its members are refused: use an identity bound to a ClusterRole.
+const PrivilegedGroup = "system:masters"
+
+func refusePrivileged(u *User) error {
+	for _, g := range u.Groups {
+		if g == PrivilegedGroup {
+			return fmt.Errorf("%w: user %q is in group %s, which async-helm does not act as; use an identity whose rights come from RBAC (e.g. a ServiceAccount bound to cluster-admin)",
+				ErrForbidden, u.Name, PrivilegedGroup)
+		}
+	}
+	return nil
 }
 
 func (a *Authenticator) review(ctx context.Context, token string) (*User, error) {
@@ -126,7 +150,7 @@ type Authorizer struct {
 
 	mu sync.Mutex
 	// allowedUntil caches positive answers only.
-	allowedUntil map[string]time.Time
+	allowedUntil map[[32]byte]time.Time
 }
 
 // Need is one permission a request needs.
@@ -149,7 +173,7 @@ func (a *Authorizer) Check(ctx context.Context, u *User, needs ...Need) error {
 }
 
 func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error) {
-	key := fmt.Sprintf("%s\x00%s\x00%v\x00%s\x00%s\x00%s", u.Name, u.UID, u.Groups, n.Verb, n.Resource, n.Namespace)
+	key := cacheKey(u, n)
 	now := time.Now()
 	a.mu.Lock()
 	if until, ok := a.allowedUntil[key]; ok && now.Before(until) {
@@ -177,11 +201,20 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	}
 	a.mu.Lock()
 	if a.allowedUntil == nil || len(a.allowedUntil) > 10000 {
-		a.allowedUntil = map[string]time.Time{}
+		a.allowedUntil = map[[32]byte]time.Time{}
 	}
 	a.allowedUntil[key] = now.Add(ttl)
 	a.mu.Unlock()
 	return true, nil
+}
+
+// cacheKey is the whole identity (name, uid, groups, extra) and the permission: two tokens
+// of one user differ in their extra (OpenShift's scopes, a bound token's pod), and a scoped
+// token must not reuse what the full token was allowed. JSON keeps the parts unambiguous
+// and sorts the extra's keys.
+func cacheKey(u *User, n Need) [32]byte {
+	raw, _ := json.Marshal([]interface{}{u.Name, u.UID, u.Groups, u.Extra, n.Verb, n.Resource, n.Namespace})
+	return sha256.Sum256(raw)
 }
 
 // Allowed reports whether u may do n (for filtering lists).

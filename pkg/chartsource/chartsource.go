@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -42,6 +43,8 @@ type Chart struct {
 	Digest string
 	Data   []byte
 	Loaded *chart.Chart
+	// size is the memory Data and Loaded hold, for the cache's bound.
+	size int64
 }
 
 // Fresh parses the archive again into a chart the caller owns.
@@ -64,8 +67,10 @@ type Source struct {
 	PlainHTTPRegistries []string
 	MaxBytes            int64
 	TTL                 time.Duration
-	// MaxEntries bounds the cache (least recently used entries are dropped).
-	MaxEntries int
+	// MaxCacheBytes bounds the memory the cache holds (archives and their parsed charts,
+	// counted once per digest); least recently used entries are dropped first. Default
+	// DefaultCacheBytes.
+	MaxCacheBytes int64
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -78,6 +83,10 @@ type cached struct {
 	used    time.Time
 }
 
+// DefaultCacheBytes is the cache's bound when none is set: well under submit's memory
+// limit (512 MiB), which also holds requests in flight.
+const DefaultCacheBytes = 128 << 20
+
 type flight struct {
 	done chan struct{}
 	c    *Chart
@@ -87,6 +96,13 @@ type flight struct {
 // Get returns the chart a reference names, downloading it at most once per TTL
 // (concurrent requests for one key share a single download).
 func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
+	c, err := s.get(ctx, ref)
+	// Credentials in a chart URL (https://user:pass@host/...) never reach an answer, a
+	// failure reason, an event or a log through an error.
+	return c, chartref.RedactError(err)
+}
+
+func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
 	if err := ref.Validate(); err != nil {
 		return nil, err
 	}
@@ -116,7 +132,7 @@ func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
 	f.c, f.err = s.fetch(ctx, ref)
 	s.mu.Lock()
 	delete(s.flights, key)
-	if f.err == nil {
+	if f.err == nil && f.c.size <= s.maxCacheBytes() { // a chart bigger than the cache is not kept
 		s.byKey[key] = &cached{chart: s.dedupe(f.c), fetched: time.Now(), used: time.Now()}
 		f.c = s.byKey[key].chart
 		s.evict()
@@ -136,12 +152,16 @@ func (s *Source) dedupe(c *Chart) *Chart {
 	return c
 }
 
-func (s *Source) evict() {
-	max := s.MaxEntries
-	if max <= 0 {
-		max = 64
+func (s *Source) maxCacheBytes() int64 {
+	if s.MaxCacheBytes > 0 {
+		return s.MaxCacheBytes
 	}
-	for len(s.byKey) > max {
+	return DefaultCacheBytes
+}
+
+// evict drops least recently used entries until the cache holds at most MaxCacheBytes.
+func (s *Source) evict() {
+	for len(s.byKey) > 0 && s.cachedBytes() > s.maxCacheBytes() {
 		var oldest string
 		for k, e := range s.byKey {
 			if oldest == "" || e.used.Before(s.byKey[oldest].used) {
@@ -152,6 +172,44 @@ func (s *Source) evict() {
 	}
 }
 
+// cachedBytes is the memory the cache holds, each digest once (keys may share a chart).
+func (s *Source) cachedBytes() int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, e := range s.byKey {
+		if !seen[e.chart.Digest] {
+			seen[e.chart.Digest] = true
+			n += e.chart.size
+		}
+	}
+	return n
+}
+
+// CachedBytes is what the cache holds now (for tests and metrics).
+func (s *Source) CachedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cachedBytes()
+}
+
+// chartBytes estimates the memory of a parsed chart: the archive is compressed, this is
+// what it unpacks to. Raw holds every file once (templates, values, files and schema share
+// its data); a dependency packed as an archive unpacks into data of its own, counted too
+// (one unpacked from a directory is then counted twice: an overestimate, on the safe side).
+func chartBytes(ch *chart.Chart) int64 {
+	if ch == nil {
+		return 0
+	}
+	var n int64
+	for _, f := range ch.Raw {
+		n += int64(len(f.Name) + len(f.Data))
+	}
+	for _, d := range ch.Dependencies() {
+		n += chartBytes(d)
+	}
+	return n
+}
+
 func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	var data []byte
 	var err error
@@ -159,7 +217,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	case ref.IndexEntry != "":
 		data, err = s.fetchIndexEntry(ctx, ref)
 	case strings.HasPrefix(ref.URL, "oci://"):
-		data, err = s.fetchOCI(ref)
+		data, err = s.fetchOCI(ctx, ref)
 	default:
 		data, err = s.download(ctx, ref.URL)
 	}
@@ -174,7 +232,8 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 		return nil, fmt.Errorf("%w: %s is version %s, not %s", ErrNotFound, ref.URL, ch.Metadata.Version, ref.Version)
 	}
 	sum := sha256.Sum256(data)
-	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch}, nil
+	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
+		size: int64(len(data)) + chartBytes(ch)}, nil
 }
 
 func (s *Source) maxBytes() int64 {
@@ -251,11 +310,20 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	return s.download(ctx, chartURL)
 }
 
-func (s *Source) fetchOCI(ref Ref) ([]byte, error) {
-	opts := []registry.ClientOption{}
-	if s.HTTP != nil {
-		opts = append(opts, registry.ClientOptHTTPClient(s.HTTP))
+// fetchOCI pulls a chart with Helm's registry client under the same bounds as a
+// download: at most MaxBytes (counted on the wire, whatever the manifest claims), and
+// cancelled with ctx (Helm's Pull takes no context; the transport carries it).
+func (s *Source) fetchOCI(ctx context.Context, ref Ref) ([]byte, error) {
+	base := s.client()
+	next := base.Transport
+	if next == nil {
+		next = http.DefaultTransport
 	}
+	// Manifests and the chart's config are small: 1 MiB on top of the chart itself.
+	bounded := &boundedTransport{ctx: ctx, next: next}
+	bounded.remaining.Store(s.maxBytes() + 1<<20)
+	opts := []registry.ClientOption{registry.ClientOptHTTPClient(&http.Client{
+		Transport: bounded, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect})}
 	host := strings.SplitN(strings.TrimPrefix(ref.URL, "oci://"), "/", 2)[0]
 	for _, h := range s.PlainHTTPRegistries {
 		if h == host {
@@ -271,13 +339,63 @@ func (s *Source) fetchOCI(ref Ref) ([]byte, error) {
 		target += ":" + ref.Version
 	}
 	res, err := client.Pull(target, registry.PullOptWithChart(true))
-	if errors.Is(err, ErrForbiddenHost) {
-		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, ref.URL)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, ref.URL, err)
+	switch {
+	case bounded.exceeded.Load() || (err == nil && int64(len(res.Chart.Data)) > s.maxBytes()):
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, ref, s.maxBytes())
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, ref, ctx.Err())
+	case errors.Is(err, ErrForbiddenHost):
+		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, ref)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
 	}
 	return res.Chart.Data, nil
+}
+
+// boundedTransport gives every request of one pull the pull's context (as well as its
+// own) and stops reading once the pull's responses exceed their byte budget.
+type boundedTransport struct {
+	ctx       context.Context
+	next      http.RoundTripper
+	remaining atomic.Int64
+	exceeded  atomic.Bool
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(t.ctx, cancel)
+	done := func() { stop(); cancel() }
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		done()
+		return nil, err
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, t: t, done: done}
+	return resp, nil
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	t    *boundedTransport
+	done func()
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.t.remaining.Add(-int64(n)) < 0 {
+		b.t.exceeded.Store(true)
+		return n, ErrTooLarge
+	}
+	return n, err
+}
+
+func (b *boundedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
 }
 
 // ParseRepositories reads "name=url,name=url".

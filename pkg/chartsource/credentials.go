@@ -92,6 +92,9 @@ type Settings struct {
 	AllowChartAddresses []string `envconfig:"ALLOW_CHART_ADDRESSES"`
 	// PlainHTTPRegistries are OCI registries (host:port) without TLS, as helm's --plain-http.
 	PlainHTTPRegistries []string `envconfig:"CHART_PLAIN_HTTP_REGISTRIES"`
+	// ChartCacheMiB bounds the memory of the chart cache (archives and parsed charts),
+	// least recently used first out.
+	ChartCacheMiB int64 `envconfig:"CHART_CACHE_MIB" default:"128"`
 }
 
 // NewSource builds a chart source from the settings: repositories, their credentials, and
@@ -106,6 +109,9 @@ func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, tt
 		return nil, err
 	}
 	policy := Policy{AllowLoopback: c.AllowLoopbackCharts, AllowPrivate: c.AllowPrivateCharts, AllowAddresses: c.AllowChartAddresses}
+	if c.ChartCacheMiB < 0 {
+		return nil, fmt.Errorf("CHART_CACHE_MIB is %d, want a positive size", c.ChartCacheMiB)
+	}
 	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout),
-		PlainHTTPRegistries: c.PlainHTTPRegistries}, nil
+		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20}, nil
 }

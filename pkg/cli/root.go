@@ -5,6 +5,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -23,14 +25,23 @@ import (
 // EnvServer names submit's URL when --server is not given.
 const EnvServer = "ASYNC_HELM_SERVER"
 
+// EnvToken is the bearer token for submit when --token is not given (before the
+// kubeconfig context's).
+const EnvToken = "ASYNC_HELM_TOKEN"
+
+// FlagInsecureHTTP lets the token go over plain http to a host that is not loopback.
+const FlagInsecureHTTP = "insecure-send-token-over-http"
+
 // Globals are the flags every command shares.
 type Globals struct {
 	Config          *genericclioptions.ConfigFlags
 	Server          string
 	Token           string
 	SubmitNamespace string
-	IO              genericiooptions.IOStreams
-	Now             func() time.Time
+	// InsecureHTTP allows sending the token over plain http to a host other than loopback.
+	InsecureHTTP bool
+	IO           genericiooptions.IOStreams
+	Now          func() time.Time
 	// PollInterval is how often --wait and --watch look at the release.
 	PollInterval time.Duration
 }
@@ -50,7 +61,8 @@ func NewRootCmd(io genericiooptions.IOStreams) *cobra.Command {
 	g.Config.APIServer, g.Config.BearerToken = nil, nil
 	g.Config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&g.Server, "server", "", "URL of async-helm's submit (default: $"+EnvServer+", then the Knative Service submit)")
-	cmd.PersistentFlags().StringVar(&g.Token, "token", "", "bearer token for submit (default: the kubeconfig context's token)")
+	cmd.PersistentFlags().StringVar(&g.Token, "token", "", "bearer token for submit (default: $"+EnvToken+", then the kubeconfig context's token)")
+	cmd.PersistentFlags().BoolVar(&g.InsecureHTTP, FlagInsecureHTTP, false, "send the bearer token to submit over plain http even to a host that is not loopback (anyone on the way can read it)")
 	cmd.PersistentFlags().StringVar(&g.SubmitNamespace, "submit-namespace", "async-helm", "namespace of the Knative Service submit")
 	cmd.AddCommand(newInstallCmd(g), newUpgradeCmd(g), newListCmd(g), newStatusCmd(g), newHistoryCmd(g))
 	return cmd
@@ -64,11 +76,58 @@ func (g *Globals) namespace() string {
 	return "default"
 }
 
-// client finds submit: --server, $ASYNC_HELM_SERVER, then the URL of the Knative Service.
+// client finds submit and the token to call it with, and refuses to send the token where
+// the network could read it.
 func (g *Globals) client(ctx context.Context) (*submitclient.Client, error) {
+	c, err := g.findClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTokenTransport(c.Server, c.Token, g.InsecureHTTP); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkTokenTransport refuses a bearer token (the user's cluster credential) over plain
+// http to anything but loopback, unless allowed: the Knative Service's URL is often http.
+func checkTokenTransport(server, token string, allowInsecure bool) error {
+	if token == "" || allowInsecure {
+		return nil
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return fmt.Errorf("submit URL %q: %w", server, err)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if isLoopback(u.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("refusing to send your token over plain http to %s: use an https URL (--server), or --%s if the network to it is trusted", u.Host, FlagInsecureHTTP)
+	}
+	return fmt.Errorf("submit URL %q: scheme must be https or http", server)
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// findClient finds submit: --server, $ASYNC_HELM_SERVER, then the URL of the Knative Service;
+// the token: --token, $ASYNC_HELM_TOKEN, then the kubeconfig context's.
+func (g *Globals) findClient(ctx context.Context) (*submitclient.Client, error) {
 	c := &submitclient.Client{Server: g.Server, Token: g.Token}
 	if c.Server == "" {
 		c.Server = os.Getenv(EnvServer)
+	}
+	if c.Token == "" {
+		c.Token = os.Getenv(EnvToken)
 	}
 	needCluster := c.Server == "" || c.Token == ""
 	if !needCluster {

@@ -137,18 +137,44 @@ func ParseAccepted(e cloudevents.Event) (Action, error) {
 	case e.Subject() != Subject(a.Namespace, a.Name):
 		return a, fmt.Errorf("subject %q does not match payload", e.Subject())
 	}
+	if err := a.Caller.Validate(); err != nil {
+		return a, err
+	}
 	return a, nil
 }
 
-// StatusEventID is stable for one transition, so redeliveries and restarts can be de-duplicated.
-func StatusEventID(namespace, name string, revision int, status string) string {
-	return fmt.Sprintf("%s/%s/v%d/%s", namespace, name, revision, status)
+// ForbiddenGroup is the group that bypasses every authorization check of the API server.
+// Impersonating it would make the executor's impersonation right a cluster-admin right, so
+// it is never impersonated, even when a validly signed event names it.
+const ForbiddenGroup = "system:masters"
+
+// Validate refuses a caller the executor must not act as: a member of ForbiddenGroup. (An
+// empty caller is a trusted local run without authentication: the executor acts as itself.)
+func (c Caller) Validate() error {
+	for _, g := range c.Groups {
+		if g == ForbiddenGroup {
+			return fmt.Errorf("caller %q is in group %s, which async-helm never impersonates", c.User, ForbiddenGroup)
+		}
+	}
+	return nil
+}
+
+// StatusEventID is stable for one transition, so redeliveries and restarts can be
+// de-duplicated, and differs between incarnations of a revision: after an uninstall and a
+// new install, revision 1 is another request (another request id), so its events are not
+// taken for the old ones. Revisions made without async-helm carry no request id.
+func StatusEventID(namespace, name string, revision int, status, requestID string) string {
+	id := fmt.Sprintf("%s/%s/v%d/%s", namespace, name, revision, status)
+	if requestID != "" {
+		id += "/" + requestID
+	}
+	return id
 }
 
 // NewStatus builds the notifier's event for one transition.
 func NewStatus(s StatusChange) (cloudevents.Event, error) {
 	e := cloudevents.NewEvent()
-	e.SetID(StatusEventID(s.Namespace, s.Name, s.Revision, s.Status))
+	e.SetID(StatusEventID(s.Namespace, s.Name, s.Revision, s.Status, s.RequestID))
 	e.SetSource(SourceNotifier)
 	e.SetType(TypeStatusPrefix + s.Status)
 	e.SetSubject(Subject(s.Namespace, s.Name))

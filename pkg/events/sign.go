@@ -17,6 +17,29 @@ import (
 // submit and executor share.
 const ExtSignature = "asynchelmsig"
 
+// MinSigningKeyBytes is the shortest signing key accepted: HMAC-SHA256 wants a key as long
+// as its output, and shorter ones can be searched.
+const MinSigningKeyBytes = 32
+
+// PlaceholderSigningKey is the value an earlier manifest shipped. Everyone can read it, so
+// it signs nothing.
+const PlaceholderSigningKey = "replace-me-with-32-random-bytes"
+
+// CheckSigningKey refuses a key that would let others sign events: empty, shorter than
+// MinSigningKeyBytes, or the published placeholder. Every function that signs or verifies
+// events calls it before it starts.
+func CheckSigningKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return fmt.Errorf("EVENT_SIGNING_KEY is not set: without it anyone could sign events (make deploy creates the Secret)")
+	case string(key) == PlaceholderSigningKey:
+		return fmt.Errorf("EVENT_SIGNING_KEY is the published placeholder %q: create a random key (make deploy does)", PlaceholderSigningKey)
+	case len(key) < MinSigningKeyBytes:
+		return fmt.Errorf("EVENT_SIGNING_KEY has %d bytes, want at least %d (e.g. openssl rand -hex 32)", len(key), MinSigningKeyBytes)
+	}
+	return nil
+}
+
 // ErrSignature is an event that is unsigned, altered, signed with another key, or too old
 // (a replay).
 var ErrSignature = errors.New("event signature check failed")

@@ -1,0 +1,89 @@
+package events
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+func TestCheckSigningKey(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want string // "" = accepted
+	}{
+		{"", "not set"},
+		{"e2e-signing-key", "at least 32"},
+		{strings.Repeat("k", 31), "at least 32"},
+		{PlaceholderSigningKey, "placeholder"},
+		{strings.Repeat("k", 32), ""},
+		{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", ""},
+	} {
+		err := CheckSigningKey([]byte(c.key))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("key %q refused: %v", c.key, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("key %q: %v, want an error with %q", c.key, err, c.want)
+		}
+	}
+}
+
+func accepted(t *testing.T, c Caller) Action {
+	t.Helper()
+	a := Action{Action: release.ActionInstall, Namespace: "team", Name: "web", Revision: 1,
+		SecretName: release.SecretName("web", 1), Chart: chartref.Ref{URL: "https://charts.example.com/web-1.0.0.tgz"},
+		Caller: c, RequestID: "req-1"}
+	e, err := NewAccepted(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseAccepted(e)
+	if err != nil {
+		return Action{Caller: Caller{User: "refused: " + err.Error()}}
+	}
+	return got
+}
+
+// A signed event naming system:masters is refused where every accepted event is parsed,
+// so the executor never impersonates the group that bypasses authorization.
+func TestParseAcceptedRefusesSystemMasters(t *testing.T) {
+	got := accepted(t, Caller{User: "mallory", Groups: []string{"system:authenticated", "system:masters"}})
+	if !strings.Contains(got.Caller.User, "refused") || !strings.Contains(got.Caller.User, "system:masters") {
+		t.Fatalf("caller in system:masters: %+v, want refused naming the group", got.Caller)
+	}
+	ok := accepted(t, Caller{User: "dev", Groups: []string{"developers", "system:authenticated"}})
+	if ok.Caller.User != "dev" {
+		t.Fatalf("ordinary caller: %+v", ok.Caller)
+	}
+	if none := accepted(t, Caller{}); strings.Contains(none.Caller.User, "refused") {
+		t.Fatalf("no caller (authentication off): %+v", none.Caller)
+	}
+}
+
+// Uninstall and install again makes a new revision 1: its status events must not carry
+// the ids of the old one's, or subscribers that de-duplicate by id drop them.
+func TestStatusEventIDsDifferPerIncarnation(t *testing.T) {
+	first, err := NewStatus(StatusChange{Namespace: "team", Name: "web", Revision: 1, Status: "deployed", RequestID: "req-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := NewStatus(StatusChange{Namespace: "team", Name: "web", Revision: 1, Status: "deployed", RequestID: "req-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := NewStatus(StatusChange{Namespace: "team", Name: "web", Revision: 1, Status: "deployed", RequestID: "req-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID() != again.ID() {
+		t.Errorf("one transition, two ids: %s %s", first.ID(), again.ID())
+	}
+	if first.ID() == second.ID() {
+		t.Errorf("two incarnations of revision 1 share the id %s", first.ID())
+	}
+	if want := "team/web/v1/deployed/req-a"; first.ID() != want {
+		t.Errorf("id %s, want %s", first.ID(), want)
+	}
+}
