@@ -41,9 +41,6 @@ type Request struct {
 	ChartDigest string
 }
 
-// DefaultMaxHistory is Helm's own default (`helm upgrade --history-max`).
-const DefaultMaxHistory = 10
-
 // ErrChartChanged means the chart to run is not the one submit validated.
 var ErrChartChanged = errors.New("the chart changed since the request was accepted")
 
