@@ -19,6 +19,9 @@ type Config struct {
 	LeaseDuration time.Duration `envconfig:"LEASE_DURATION" default:"30s"`
 	// SlotWait is how long a delivery waits for a free slot before answering 429.
 	SlotWait time.Duration `envconfig:"SLOT_WAIT" default:"30s"`
+	// MaxHistory is the number of revisions kept per release, as `helm upgrade
+	// --history-max` (Helm's default 10; 0 keeps every revision).
+	MaxHistory int `envconfig:"MAX_HISTORY" default:"10"`
 	// EventSigningKey verifies accepted events (shared with submit, from a Secret):
 	// unsigned, altered and stale events are rejected without running Helm.
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`

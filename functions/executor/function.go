@@ -62,6 +62,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Log:           f.log,
 		MaxActionTime: f.cfg.MaxActionTime,
 		SlotWait:      f.cfg.SlotWait,
+		MaxHistory:    f.cfg.MaxHistory,
 	}, f.cfg.MaxParallel)
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone

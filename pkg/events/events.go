@@ -69,6 +69,10 @@ type Action struct {
 	Options    Options `json:"options"`
 	Caller     Caller  `json:"caller"`
 	RequestID  string  `json:"requestId"`
+
+	// ChartDigest is the chart submit validated: the archive's sha256, or for ReuseChart
+	// release.ChartDigest of the deployed revision's chart. The executor runs only that chart.
+	ChartDigest string `json:"chartDigest,omitempty"`
 }
 
 // StatusChange is the payload of a status event.

@@ -56,6 +56,8 @@ type Service struct {
 	SlotWait time.Duration
 	// HelmOptions are passed to every Helm action (tests inject faults with them).
 	HelmOptions []helmexec.Option
+	// MaxHistory is the number of revisions kept per release (Helm's --history-max).
+	MaxHistory int
 	// Observe, when set, is told every action's outcome and duration (metrics).
 	Observe func(action, outcome string, d time.Duration)
 	// ProgressInterval is how often the action's progress is recorded (default 2 s).
@@ -336,11 +338,15 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
+		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest,
 	}
 	if !a.ReuseChart {
 		c, err := s.Charts.Get(ctx, a.Chart)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
+		}
+		if a.ChartDigest != "" && c.Digest != a.ChartDigest {
+			return nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 		}
 		// Helm mutates the chart it runs: each action gets its own copy.
 		if req.Chart, err = c.Fresh(); err != nil {

@@ -33,7 +33,16 @@ type Request struct {
 	WaitForJobs bool
 	Atomic      bool
 	Description string
+	// MaxHistory is the number of revisions kept per release (0: all, as Helm's
+	// --history-max 0); older ones are pruned when Helm writes a new one.
+	MaxHistory int
+	// ChartDigest, when set on an upgrade that reuses the deployed chart (Chart nil), is
+	// the release.ChartDigest submit validated: any other chart is refused.
+	ChartDigest string
 }
+
+// ErrChartChanged means the chart to run is not the one submit validated.
+var ErrChartChanged = errors.New("the chart changed since the request was accepted")
 
 // Install runs `helm install` for a reservation and returns the final release.
 func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
@@ -67,7 +76,15 @@ func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Con
 		return adopter
 	}))
 	cfg, err := f.Configuration(req.Namespace, opts...)
-	return cfg, adopter, err
+	if err != nil {
+		return nil, nil, err
+	}
+	// Helm's upgrade and rollback set it themselves; install does not, so set it here too.
+	cfg.Releases.MaxHistory = req.MaxHistory
+	if req.Atomic {
+		adopter.AllowAtomicRollback()
+	}
+	return cfg, adopter, nil
 }
 
 // checkAdopted makes an action that never reached the reservation an error: Helm refused

@@ -6,6 +6,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // Upgrade runs `helm upgrade` for a reservation and returns the final release.
@@ -23,6 +25,16 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		if err != nil {
 			return nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
 		}
+		if req.ChartDigest != "" {
+			got, err := release.ChartDigest(cur.Chart)
+			if err != nil {
+				return nil, err
+			}
+			if got != req.ChartDigest {
+				return nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
+					ErrChartChanged, cur.Version, got, req.ChartDigest)
+			}
+		}
 		ch = cur.Chart
 	}
 	rel, err := newUpgrade(cfg, req).RunWithContext(ctx, req.Name, ch, req.Values)
@@ -38,5 +50,6 @@ func newUpgrade(cfg *action.Configuration, req Request) *action.Upgrade {
 	u.Atomic = req.Atomic
 	u.Description = req.Description
 	u.Labels = req.Labels
+	u.MaxHistory = req.MaxHistory
 	return u
 }

@@ -339,9 +339,7 @@ func (s *Service) report(ctx context.Context, key string, rev release.Revision, 
 // payload of this one revision is read only when needed (a failure's reason, or a release
 // installed by plain helm).
 func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
-	if i := strings.LastIndex(rev.Chart, "-"); i > 0 {
-		c.Chart, c.ChartVersion = rev.Chart[:i], rev.Chart[i+1:]
-	}
+	c.Chart, c.ChartVersion, _ = release.ParseChartLabel(rev.Chart)
 	if c.Chart != "" && status != "failed" {
 		return nil
 	}

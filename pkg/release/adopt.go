@@ -20,13 +20,26 @@ type AdoptingDriver struct {
 
 	mu      sync.Mutex
 	adopted bool
-	// created is the key of a revision Helm created other than the reserved one.
-	created string
+	// atomic allows the one rollback revision of `helm upgrade --atomic`.
+	atomic bool
+	// failed is set once Helm recorded the adopted revision failed.
+	failed bool
+	// rolledBack is set once the rollback revision was created.
+	rolledBack bool
 }
 
 // NewAdoptingDriver wraps d for the reserved revision of release name.
 func NewAdoptingDriver(d driver.Driver, name string, revision int) *AdoptingDriver {
 	return &AdoptingDriver{Driver: d, name: name, revision: revision, key: SecretName(name, revision)}
+}
+
+// AllowAtomicRollback lets Helm's `upgrade --atomic` create its rollback revision: after
+// Helm recorded the adopted revision failed, exactly one Create of the next revision with
+// status pending-rollback passes through, as `helm upgrade --atomic` would write it.
+func (d *AdoptingDriver) AllowAtomicRollback() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.atomic = true
 }
 
 // Adopted reports whether Helm wrote its release into the reservation.
@@ -43,18 +56,39 @@ func (d *AdoptingDriver) hidden(r *helmrelease.Release) bool {
 }
 
 // Create adopts the reservation, and refuses any other new revision: Helm computing another
-// key means the history changed under us, and a second revision must never appear.
+// key means the history changed under us, and a second revision must never appear. The one
+// exception is an atomic upgrade's rollback (AllowAtomicRollback).
 func (d *AdoptingDriver) Create(key string, rls *helmrelease.Release) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.atomic && d.adopted && d.failed && !d.rolledBack && key == SecretName(d.name, d.revision+1) &&
+		rls.Info != nil && rls.Info.Status == helmrelease.StatusPendingRollback {
+		if err := d.Driver.Create(key, rls); err != nil {
+			return err
+		}
+		d.rolledBack = true
+		return nil
+	}
 	if key != d.key || d.adopted {
-		d.created = key
 		return fmt.Errorf("%w: Helm wanted to create %s but %s is reserved", ErrConflict, key, d.key)
 	}
 	if err := d.Driver.Update(key, rls); err != nil {
 		return fmt.Errorf("adopt reservation %s: %w", key, err)
 	}
 	d.adopted = true
+	return nil
+}
+
+// Update notes when Helm records the adopted revision failed (an atomic upgrade rolls back next).
+func (d *AdoptingDriver) Update(key string, rls *helmrelease.Release) error {
+	if err := d.Driver.Update(key, rls); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.adopted && key == d.key && rls.Info != nil && rls.Info.Status == helmrelease.StatusFailed {
+		d.failed = true
+	}
 	return nil
 }
 

@@ -158,8 +158,9 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 }
 
 // ChartLabel is the value of LabelChart for a chart, or "" when it is not a valid label value.
+// A label cannot hold "+", so build metadata is written with "_" (ParseChartLabel reverses it).
 func ChartLabel(name, version string) string {
-	v := name + "-" + version
+	v := name + "-" + strings.ReplaceAll(version, "+", "_")
 	if len(validation.IsValidLabelValue(v)) > 0 {
 		return ""
 	}

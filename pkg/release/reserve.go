@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/async-helm/async-helm/pkg/progress"
 )
@@ -138,6 +139,10 @@ type Reservation struct {
 	// Event is the signed accepted event (JSON), stored with the reservation so that the
 	// work survives a lost delivery.
 	Event []byte
+	// Base is the revision an upgrade starts from (Store.Current): until Helm adopts the
+	// reservation, it records that revision's manifest and hooks, what is in the cluster,
+	// so that `helm uninstall` meanwhile removes them.
+	Base *helmrelease.Release
 }
 
 // History lists the revisions of a release from secret metadata only (payloads can
@@ -236,6 +241,9 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 			Description: ReservedDescription,
 		},
 	}
+	if r.Base != nil {
+		rel.Manifest, rel.Hooks, rel.Info.FirstDeployed = r.Base.Manifest, r.Base.Hooks, r.Base.Info.FirstDeployed
+	}
 	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), ctx: ctx,
 		addLabels: map[string]string{LabelQueued: "true"}}
 	if len(r.Event) > 0 {
@@ -273,9 +281,32 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (
 
 // MarkFailed moves a pending revision to failed with the reason, as Helm records failures.
 // It leaves final revisions alone, except that overwriteFailed replaces the description of a
-// failed one (Helm's "context canceled" says less than "timed out after 5m").
+// failed one (Helm's "context canceled" says less than "timed out after 5m"). A revision
+// Helm adopted keeps what Helm wrote; a reservation Helm never adopted becomes the record
+// Helm would leave (see failUnadopted). The write is conditional on the secret being
+// unchanged since it was read, so a record Helm writes meanwhile is never overwritten, and
+// a revision that no longer exists (helm uninstall, an atomic install's cleanup) has
+// nothing to fail.
 func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
-	rel, err := s.Get(ctx, namespace, name, revision)
+	var done bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		done, err = s.markFailed(ctx, namespace, name, revision, reason, overwriteFailed)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return done, err
+}
+
+func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
+	secrets := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx, conditional: true}
+	d := driver.NewSecrets(secrets)
+	rel, err := d.Get(SecretName(name, revision))
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -283,12 +314,25 @@ func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision
 	if !IsPending(st.String()) && !(overwriteFailed && st == helmrelease.StatusFailed) {
 		return false, nil
 	}
-	rel.Info.Status = helmrelease.StatusFailed
-	rel.Info.Description = reason
-	delete(rel.Labels, LabelQueued) // a failed revision is no longer waiting
+	if IsPending(st.String()) && !adopted(rel) {
+		var base *helmrelease.Release
+		if st == helmrelease.StatusPendingUpgrade {
+			if base, err = s.Current(ctx, namespace, name, revision); err != nil {
+				return false, fmt.Errorf("find the revision %s/%s v%d started from: %w", namespace, name, revision, err)
+			}
+		}
+		failUnadopted(rel, base, reason)
+	} else {
+		rel.Info.Status = helmrelease.StatusFailed
+		rel.Info.Description = reason
+		delete(rel.Labels, LabelQueued) // a failed revision is no longer waiting
+	}
 	rel.Info.LastDeployed = helmtime.Time{Time: s.now()}
-	d := driver.NewSecrets(&capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx})
 	if err := d.Update(SecretName(name, revision), rel); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+		}
+		// A conflict is retried by MarkFailed with a fresh read.
 		return false, fmt.Errorf("mark %s/%s v%d failed: %w", namespace, name, revision, err)
 	}
 	return true, nil
@@ -311,6 +355,10 @@ type capturingSecrets struct {
 	// queued label and stored event).
 	addLabels map[string]string
 	addData   map[string][]byte
+	// conditional makes Update carry the resourceVersion of the last Get: Helm's driver
+	// writes whole objects without one, which would overwrite a concurrent write.
+	conditional bool
+	read        string
 }
 
 func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
@@ -326,10 +374,17 @@ func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.
 }
 
 func (c *capturingSecrets) Get(_ context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
-	return c.SecretInterface.Get(c.ctx, name, o)
+	out, err := c.SecretInterface.Get(c.ctx, name, o)
+	if err == nil {
+		c.read = out.ResourceVersion
+	}
+	return out, err
 }
 
 func (c *capturingSecrets) Update(_ context.Context, s *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	if c.conditional {
+		s.ResourceVersion = c.read
+	}
 	return c.SecretInterface.Update(c.ctx, s, o)
 }
 

@@ -13,6 +13,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -160,7 +161,13 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err != nil {
 		return nil, err
 	}
-	ch, err := s.chart(ctx, req, rev)
+	var base *helmrelease.Release // the revision an upgrade starts from, as Helm picks it
+	if action == release.ActionUpgrade {
+		if base, err = s.Store.Current(ctx, req.Namespace, req.Name, rev); err != nil {
+			return nil, err
+		}
+	}
+	ch, digest, err := s.chart(ctx, req, base)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +181,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	ev, err := events.NewAccepted(events.Action{
 		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
 		SecretName: release.SecretName(req.Name, rev), Chart: req.Chart(), Values: req.Values,
-		ReuseChart: req.ChartURL == "" && req.IndexEntry == "",
+		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
 			Atomic: req.Atomic, Description: req.Description},
 		Caller: caller, RequestID: id,
@@ -191,7 +198,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	}
 	sec, err := s.Store.Reserve(ctx, release.Reservation{
 		Namespace: req.Namespace, Name: req.Name, Action: action, Revision: rev,
-		Chart: ch.Metadata, Values: req.Values, RequestID: id, Event: stored,
+		Chart: ch.Metadata, Values: req.Values, RequestID: id, Event: stored, Base: base,
 	})
 	if err != nil {
 		return nil, err
@@ -212,20 +219,21 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 }
 
 // chart returns the requested chart (shared, read-only), or for an upgrade that names
-// none, the metadata of the chart the release runs now.
-func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, rev int) (*chart.Chart, error) {
+// none, the chart of the deployed revision (the executor's rule too), with the digest the
+// executor must find.
+func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmrelease.Release) (*chart.Chart, string, error) {
 	if req.ChartURL != "" || req.IndexEntry != "" {
 		c, err := s.Charts.Get(ctx, req.Chart())
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return c.Loaded, nil
+		return c.Loaded, c.Digest, nil
 	}
-	cur, err := s.Store.Get(ctx, req.Namespace, req.Name, rev-1)
-	if err != nil {
-		return nil, err
+	if base == nil || base.Info.Status != helmrelease.StatusDeployed {
+		return nil, "", fmt.Errorf("%w: %s/%s has no deployed revision whose chart an upgrade without a chart could reuse", chartsource.ErrNotFound, req.Namespace, req.Name)
 	}
-	return cur.Chart, nil
+	digest, err := release.ChartDigest(base.Chart)
+	return base.Chart, digest, err
 }
 
 // validateValues checks the user's values, merged over the chart's defaults, against the

@@ -1,0 +1,103 @@
+package release
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+// Records Helm can handle (docs/design.md): every record async-helm writes itself (the
+// reservation, and a failure recorded before Helm adopted the reservation) describes what
+// is in the cluster, as Helm's own records do, so that `helm uninstall`, `rollback` and
+// `upgrade` act on the right resources.
+
+// Current is the revision an upgrade of release name starts from, chosen as Helm's
+// upgrade chooses it: the latest deployed revision below revision, else the latest one
+// below it if that one failed or was superseded. It is nil when there is none (a first
+// install).
+func (s *Store) Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error) {
+	revs, err := s.History(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	var last *Revision
+	for i := range revs { // newest first
+		r := &revs[i]
+		if r.Version >= below {
+			continue
+		}
+		if last == nil {
+			last = r
+		}
+		if r.Status == string(helmrelease.StatusDeployed) {
+			return s.Get(ctx, namespace, name, r.Version)
+		}
+	}
+	if last != nil && (last.Status == string(helmrelease.StatusFailed) || last.Status == string(helmrelease.StatusSuperseded)) {
+		return s.Get(ctx, namespace, name, last.Version)
+	}
+	return nil, nil
+}
+
+// Deployed is the latest deployed revision of a release, whose chart a chart-less upgrade
+// runs (the rule of submit and executor alike); ErrNotFound when none is deployed.
+func (s *Store) Deployed(ctx context.Context, namespace, name string) (*helmrelease.Release, error) {
+	revs, err := s.History(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range revs {
+		if r.Status == string(helmrelease.StatusDeployed) {
+			return s.Get(ctx, namespace, name, r.Version)
+		}
+	}
+	return nil, fmt.Errorf("%w: %s/%s has no deployed revision", ErrNotFound, namespace, name)
+}
+
+// ChartDigest identifies a chart stored in a release record: sha256 of its JSON encoding,
+// the form Helm stores it in, so a chart decoded from the same record always gives the
+// same digest. Submit puts the deployed chart's digest into a chart-less upgrade's event;
+// the executor runs that chart only if it still has that digest.
+func ChartDigest(ch *chart.Chart) (string, error) {
+	b, err := json.Marshal(ch)
+	if err != nil {
+		return "", fmt.Errorf("encode chart: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// adopted reports whether Helm wrote rel: Helm stores the whole chart, templates
+// included; a reservation stores only the chart's metadata.
+func adopted(rel *helmrelease.Release) bool {
+	return rel.Chart != nil && len(rel.Chart.Templates) > 0
+}
+
+// failUnadopted turns a reservation Helm never adopted into the failed record Helm
+// itself would leave if it had refused before changing anything. Nothing of the request
+// was applied, so the record describes the cluster as it is: an upgrade's carries the
+// chart, values, manifest, hooks and notes of base (the revision the upgrade started
+// from, see Current); an install's keeps an empty manifest (nothing was created).
+func failUnadopted(rel, base *helmrelease.Release, reason string) {
+	delete(rel.Labels, LabelQueued)
+	rel.Info.Status = helmrelease.StatusFailed
+	if base == nil {
+		rel.Info.Description = reason + "; nothing was installed"
+		return
+	}
+	rel.Chart, rel.Config, rel.Manifest, rel.Hooks = base.Chart, base.Config, base.Manifest, base.Hooks
+	rel.Info.FirstDeployed, rel.Info.Notes = base.Info.FirstDeployed, base.Info.Notes
+	rel.Info.Description = fmt.Sprintf("%s; nothing was applied, the revision keeps revision %d's chart, values and manifest", reason, base.Version)
+	if rel.Labels != nil && base.Chart != nil && base.Chart.Metadata != nil {
+		if l := ChartLabel(base.Chart.Metadata.Name, base.Chart.Metadata.Version); l != "" {
+			rel.Labels[LabelChart] = l
+		} else {
+			delete(rel.Labels, LabelChart)
+		}
+	}
+}
