@@ -19,7 +19,6 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
-	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -56,13 +55,13 @@ type EventSender interface {
 
 // Service accepts install and upgrade requests.
 type Service struct {
-	Store      *release.Store
-	Charts     *chartsource.Source
+	Store      Store
+	Charts     Charts
 	Sender     EventSender
 	Namespaces corelisters.NamespaceLister
 	// Authorizer, when set, checks the caller may write Helm's release secrets in the
 	// namespace before anything is reserved.
-	Authorizer *auth.Authorizer
+	Authorizer Authorizer
 	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
 	SigningKey []byte
 	NewID      func() string
@@ -71,7 +70,7 @@ type Service struct {
 	MaxQueued, MaxQueuedPerNamespace int
 	Now                              func() time.Time
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
-	Heartbeat *release.Heartbeat
+	Heartbeat Leases
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.
