@@ -15,6 +15,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,11 +33,18 @@ type EventSender interface {
 	Send(ctx context.Context, e cloudevents.Event) error
 }
 
+// Store reads revisions, their stored events, and fails them (release.Store).
+type Store interface {
+	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
+	StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+}
+
 // Service is the notifier.
 type Service struct {
 	Client   kubernetes.Interface
 	Metadata metadata.Interface
-	Store    *release.Store
+	Store    Store
 	Sender   EventSender
 	Log      *zap.SugaredLogger
 	// Namespaces to watch; empty watches all.
