@@ -132,10 +132,17 @@ func (c *Cluster) react(a k8stesting.Action) (bool, runtime.Object, error) {
 	if err := c.fail[a.GetVerb()+"/"+a.GetResource().Resource]; err != nil {
 		return true, nil, err
 	}
-	switch a := a.(type) {
-	case k8stesting.CreateAction:
-		c.stamp(a.GetObject(), true)
-	case k8stesting.UpdateAction:
+	// By verb: CreateAction and UpdateAction are the same interface.
+	switch a.GetVerb() {
+	case "create":
+		if a, ok := a.(k8stesting.CreateAction); ok {
+			c.stamp(a.GetObject(), true)
+		}
+	case "update":
+		a, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetSubresource() != "" {
+			return false, nil, nil
+		}
 		m, err := meta.Accessor(a.GetObject())
 		if err != nil {
 			return false, nil, nil
@@ -148,9 +155,15 @@ func (c *Cluster) react(a k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, conflict(a.GetResource(), m.GetName())
 		}
 		c.stamp(a.GetObject(), false)
-	case k8stesting.PatchAction:
-		return c.patch(a)
-	case k8stesting.DeleteAction:
+	case "patch":
+		if a, ok := a.(k8stesting.PatchAction); ok {
+			return c.patch(a)
+		}
+	case "delete":
+		a, ok := a.(k8stesting.DeleteAction)
+		if !ok {
+			return false, nil, nil
+		}
 		cur, err := c.current(a.GetResource(), a.GetNamespace(), a.GetName())
 		if err != nil {
 			return false, nil, nil
@@ -242,6 +255,10 @@ func mergePatch(doc, patch map[string]interface{}) map[string]interface{} {
 func (c *Cluster) Metadata() metadata.Interface { return metadataClient{c} }
 
 type metadataClient struct{ c *Cluster }
+
+// IsWatchListSemanticsUnSupported tells informers to list then watch: the fake store
+// sends no initial events on a watch.
+func (metadataClient) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (m metadataClient) Resource(gvr schema.GroupVersionResource) metadata.Getter {
 	return metadataResource{c: m.c, gvr: gvr}
