@@ -76,6 +76,8 @@ type run struct {
 	done    chan struct{}
 	outcome Outcome
 	err     error
+	// joined counts the redeliveries waiting for this run (guarded by running.mu).
+	joined int
 }
 
 // New builds a service that runs at most parallel actions at once.
@@ -102,6 +104,7 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 			s.running.mu.Unlock()
 			break
 		}
+		cur.joined++
 		s.running.mu.Unlock()
 		select {
 		case <-cur.done:
