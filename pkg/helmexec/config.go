@@ -118,6 +118,11 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		kc = c
 	}
 	d := o.driver
+	if m, ok := d.(*driver.Memory); ok {
+		// As Helm's own Configuration.Init does for its memory driver: the configuration's
+		// namespace scopes it ("" reads every namespace), as the Secrets client does.
+		m.SetNamespace(namespace)
+	}
 	if d == nil {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
