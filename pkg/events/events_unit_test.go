@@ -136,8 +136,16 @@ func TestAccepted(t *testing.T) {
 			a.SecretName = release.SecretName("web", 2)
 			_ = e.SetData(cloudevents.ApplicationJSON, a)
 		}},
-		{"no revision", func(e *cloudevents.Event) { a := action(); a.Revision = 0; _ = e.SetData(cloudevents.ApplicationJSON, a) }},
-		{"no namespace", func(e *cloudevents.Event) { a := action(); a.Namespace = ""; _ = e.SetData(cloudevents.ApplicationJSON, a) }},
+		{"no revision", func(e *cloudevents.Event) {
+			a := action()
+			a.Revision = 0
+			_ = e.SetData(cloudevents.ApplicationJSON, a)
+		}},
+		{"no namespace", func(e *cloudevents.Event) {
+			a := action()
+			a.Namespace = ""
+			_ = e.SetData(cloudevents.ApplicationJSON, a)
+		}},
 		{"subject of another release", func(e *cloudevents.Event) { e.SetSubject("ns/db") }},
 		{"payload not JSON", func(e *cloudevents.Event) { _ = e.SetData("text/plain", []byte("x")) }},
 	} {

@@ -58,7 +58,7 @@ func TestSelectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		labels                 labels.Set
+		labels                  labels.Set
 		isAll, isPending, isWeb bool
 	}{
 		{labels.Set{"owner": "helm", "name": "web", "status": "pending-install"}, true, true, true},
