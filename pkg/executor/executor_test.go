@@ -83,6 +83,12 @@ func packaged(t *testing.T) *chartsource.Chart {
 	t.Helper()
 	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
 		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")}}}
+	return repackage(t, nil, ch)
+}
+
+// repackage archives ch as a chart source would have downloaded it.
+func repackage(t *testing.T, _ *chartsource.Chart, ch *chart.Chart) *chartsource.Chart {
+	t.Helper()
 	dir := t.TempDir()
 	path, err := chartutil.Save(ch, dir)
 	if err != nil {
