@@ -2,8 +2,10 @@ package helmexec
 
 import (
 	"context"
+	"io"
 	"testing"
 
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,12 +41,23 @@ func TestSecretsClientAndReadContext(t *testing.T) {
 	}
 	rec := &recordingSecrets{}
 	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
-	_, _ = f.List(ctx, "ns", WithSecretsClient(func(typedcorev1.SecretInterface) typedcorev1.SecretInterface { return rec }))
-	_, _ = f.History(ctx, "ns", "web", WithSecretsClient(func(typedcorev1.SecretInterface) typedcorev1.SecretInterface { return rec }))
-	if len(rec.ctxs) == 0 {
-		t.Fatal("the wrapped Secrets client was not used")
+	opts := []Option{WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard}),
+		WithSecretsClient(func(typedcorev1.SecretInterface) typedcorev1.SecretInterface { return rec })}
+	if rels, err := f.List(ctx, "ns", opts...); err != nil || len(rels) != 0 {
+		t.Errorf("List = %v, %v", rels, err)
 	}
-	for i, c := range rec.ctxs {
+	if _, err := f.History(ctx, "ns", "web", opts...); err == nil {
+		t.Error("History of nothing")
+	}
+	if len(rec.ctxs) != 2 {
+		t.Fatalf("the wrapped Secrets client answered %d reads, want 2", len(rec.ctxs))
+	}
+	// Under every wrapper, the reads go out with the caller's context.
+	inner := &recordingSecrets{}
+	cs := ctxSecrets{SecretInterface: inner, ctx: ctx}
+	_, _ = cs.Get(context.Background(), "x", metav1.GetOptions{})
+	_, _ = cs.List(context.Background(), metav1.ListOptions{})
+	for i, c := range inner.ctxs {
 		if c.Value(ctxKey{}) != "caller" {
 			t.Errorf("read %d ran with another context than the caller's", i)
 		}
