@@ -1,8 +1,10 @@
 package notifier
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -118,5 +120,23 @@ func TestNamespacesFilter(t *testing.T) {
 	}
 	if len(e.sink.events()) != 0 {
 		t.Errorf("reported %d events of an unwatched namespace", len(e.sink.events()))
+	}
+}
+
+// The sweeper runs every Interval until the context ends.
+func TestSweepLoop(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.clock.Add(3 * time.Minute)
+	e.svc.Sweep.Interval = 5 * time.Millisecond
+	loopCtx, stop := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() { e.svc.sweepLoop(loopCtx); close(done) }()
+	waitFor(t, func() bool { return len(e.redrive.events()) == 1 })
+	stop()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sweep loop did not stop with its context")
 	}
 }
