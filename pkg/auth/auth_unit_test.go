@@ -204,3 +204,18 @@ func TestAuthorizer(t *testing.T) {
 		}
 	}
 }
+
+func TestAuthorizerAPIError(t *testing.T) {
+	api := newAPIServer()
+	api.PrependReactor("create", "subjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("apiserver unavailable")
+	})
+	a := &Authorizer{Client: api}
+	err := a.Check(ctx(t), &User{Name: "alice"}, Need{Verb: "create", Resource: "secrets", Namespace: "ns"})
+	if err == nil || errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "subject access review") {
+		t.Errorf("an API error must not read as a denial: %v", err)
+	}
+	if ok, err := a.Allowed(ctx(t), &User{Name: "alice"}, Need{Verb: "list", Resource: "secrets", Namespace: "ns"}); ok || err == nil {
+		t.Errorf("Allowed = %v, %v", ok, err)
+	}
+}

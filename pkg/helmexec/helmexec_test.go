@@ -260,3 +260,17 @@ func TestReads(t *testing.T) {
 		t.Errorf("Latest of nothing: %v", err)
 	}
 }
+
+// An upgrade that names no chart needs a deployed revision to take it from.
+func TestUpgradeWithoutDeployedRevision(t *testing.T) {
+	f, mem, opts := offline(t)
+	reserve(t, mem, "web", 1, helmrelease.StatusFailed)
+	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
+	_, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2}, opts...)
+	if err == nil || !strings.Contains(err.Error(), "find the deployed chart of ns/web to reuse") {
+		t.Errorf("Upgrade: %v", err)
+	}
+	if st := get(t, mem, "web", 2).Info.Status; st != helmrelease.StatusPendingUpgrade {
+		t.Errorf("the reservation was touched: %s", st)
+	}
+}

@@ -181,3 +181,26 @@ func TestLatestAndHistory(t *testing.T) {
 		t.Errorf("Latest for bob: %v", err)
 	}
 }
+
+// brokenHelm fails every read.
+type brokenHelm struct{ Helm }
+
+func (brokenHelm) List(context.Context, string, ...helmexec.Option) ([]*helmrelease.Release, error) {
+	return nil, errors.New("storage down")
+}
+
+func TestReadErrorsAndNoAuthorizer(t *testing.T) {
+	s, _ := newService(t)
+	s.Authorizer = nil // authentication off: every namespace readable
+	out, err := s.List(ctx(t), &auth.User{Name: "bob"}, "team-b", false)
+	if err != nil || len(out.([]*helmrelease.Release)) != 1 {
+		t.Errorf("List without authorizer = %v, %v", out, err)
+	}
+	if _, err := s.History(ctx(t), &auth.User{Name: "bob"}, "team-a", "web"); err != nil {
+		t.Errorf("History without authorizer: %v", err)
+	}
+	broken := &Service{Helm: brokenHelm{}}
+	if _, err := broken.List(ctx(t), nil, "", true); err == nil || err.Error() != "storage down" {
+		t.Errorf("List with broken storage: %v", err)
+	}
+}
