@@ -265,3 +265,37 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs (go test -update to rewrite):\n%s", path, got)
 	}
 }
+
+// An unreachable sink is undelivered, after the retries, within the caller's deadline.
+func TestSenderUnreachable(t *testing.T) {
+	s, err := NewSender(SinkConfig{Sink: "http://127.0.0.1:1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Retries, s.Backoff = 2, time.Millisecond
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Send(c, signed(t)); !errors.Is(err, ErrUndelivered) {
+		t.Errorf("unreachable sink: %v", err)
+	}
+	gone, stop := context.WithCancel(context.Background())
+	stop()
+	if err := s.Send(gone, signed(t)); !errors.Is(err, ErrUndelivered) {
+		t.Errorf("cancelled send: %v", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	if Subject("ns", "web") != "ns/web" {
+		t.Errorf("subject %q", Subject("ns", "web"))
+	}
+	if id := StatusEventID("ns", "web", 3, "deployed"); id != "ns/web/v3/deployed" {
+		t.Errorf("status id %q", id)
+	}
+	for typ, want := range map[string]bool{TypeInstallRequested: true, TypeUpgradeRequested: true,
+		TypeInstallAccepted: false, TypeStatusPrefix + "deployed": false, "": false} {
+		if _, ok := RequestedAction(typ); ok != want {
+			t.Errorf("RequestedAction(%q) ok = %v", typ, ok)
+		}
+	}
+}
