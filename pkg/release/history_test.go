@@ -3,6 +3,7 @@ package release
 import (
 	"errors"
 	"testing"
+	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
@@ -61,5 +62,24 @@ func TestReserveFixedRevision(t *testing.T) {
 	sec, err := s.Reserve(ctx(t), Reservation{Namespace: "ns", Name: "web", Action: ActionUpgrade, Chart: tiny(), RequestID: "r3", Revision: 2})
 	if err != nil || sec.Labels[LabelStatus] != "pending-upgrade" || sec.Labels[LabelVersion] != "2" || sec.Data[DataEvent] != nil {
 		t.Errorf("revision 2 = %v, %v", sec, err)
+	}
+}
+
+// Without the shared index there is no admission count (submit's bound is off), and the
+// clock defaults to the wall clock.
+func TestStoreWithoutIndexOrClock(t *testing.T) {
+	s, c, _ := newStore(t)
+	reserve(t, s, "web", ActionInstall, "r")
+	if inNS, total, err := s.Queued("ns"); err != nil || inNS != 0 || total != 0 {
+		t.Errorf("Queued without an index = %d, %d, %v", inNS, total, err)
+	}
+	bare := &Store{Client: c, Metadata: c.Metadata()}
+	before := time.Now()
+	if _, err := bare.MarkFailed(ctx(t), "ns", "web", 1, "x", false); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := bare.Get(ctx(t), "ns", "web", 1)
+	if err != nil || rel.Info.LastDeployed.Time.Before(before) {
+		t.Errorf("failed at %v (before %v), %v", rel.Info.LastDeployed, before, err)
 	}
 }
