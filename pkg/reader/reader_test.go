@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 	helmtime "helm.sh/helm/v3/pkg/time"
 	"k8s.io/client-go/rest"
 
+	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -193,7 +196,7 @@ func TestReadErrorsAndNoAuthorizer(t *testing.T) {
 	s, _ := newService(t)
 	s.Authorizer = nil // authentication off: every namespace readable
 	out, err := s.List(ctx(t), &auth.User{Name: "bob"}, "team-b", false)
-	if err != nil || len(out.([]*helmrelease.Release)) != 1 {
+	if err != nil || len(out.([]api.Release)) != 1 {
 		t.Errorf("List without authorizer = %v, %v", out, err)
 	}
 	if _, err := s.History(ctx(t), &auth.User{Name: "bob"}, "team-a", "web"); err != nil {
@@ -202,5 +205,44 @@ func TestReadErrorsAndNoAuthorizer(t *testing.T) {
 	broken := &Service{Helm: brokenHelm{}}
 	if _, err := broken.List(ctx(t), nil, "", true); err == nil || err.Error() != "storage down" {
 		t.Errorf("List with broken storage: %v", err)
+	}
+}
+
+// progress answers for pending revisions, and records what it was asked.
+type progressOf struct{ asked []string }
+
+func (p *progressOf) Progress(_ context.Context, ns, secret string) (*progress.Progress, error) {
+	p.asked = append(p.asked, ns+"/"+secret)
+	return &progress.Progress{Phase: "waiting", Ready: 1, Total: 3}, nil
+}
+
+// get and list carry a pending revision's progress; final revisions are not looked up.
+func TestProgress(t *testing.T) {
+	s, _ := newService(t)
+	p := &progressOf{}
+	s.Progress = p
+	out, err := s.List(ctx(t), nil, "team-a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.([]api.Release) {
+		if (r.Progress != nil) != (r.Name == "db") {
+			t.Errorf("%s: progress %+v", r.Name, r.Progress)
+		}
+	}
+	if len(p.asked) != 1 || p.asked[0] != "team-a/"+release.SecretName("db", 1) {
+		t.Errorf("asked %v", p.asked)
+	}
+	db, err := s.Latest(ctx(t), nil, "team-a", "db")
+	if err != nil || db.Progress == nil || db.Progress.Total != 3 {
+		t.Errorf("Latest = %+v, %v", db.Progress, err)
+	}
+	raw, _ := json.Marshal(db)
+	if !strings.Contains(string(raw), `"progress":{"phase":"waiting"`) || !strings.Contains(string(raw), `"name":"db"`) {
+		t.Errorf("JSON %s", raw)
+	}
+	// limitInfo stays Helm's shape.
+	if _, err := s.List(ctx(t), nil, "team-a", true); err != nil || len(p.asked) != 2 {
+		t.Errorf("limitInfo looked up progress: %v, %v", p.asked, err)
 	}
 }

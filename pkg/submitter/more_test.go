@@ -49,7 +49,9 @@ func TestConcurrentInstallsOneWinner(t *testing.T) {
 
 type brokenNamespaces struct{ corelisters.NamespaceLister }
 
-func (brokenNamespaces) Get(string) (*corev1.Namespace, error) { return nil, errors.New("cache broken") }
+func (brokenNamespaces) Get(string) (*corev1.Namespace, error) {
+	return nil, errors.New("cache broken")
+}
 func (brokenNamespaces) List(labels.Selector) ([]*corev1.Namespace, error) {
 	return nil, errors.New("cache broken")
 }
