@@ -17,6 +17,8 @@ const (
 	SelectorReleaseSecrets = LabelOwner + "=" + OwnerHelm
 	// SelectorPending selects the release secrets whose action is still running.
 	SelectorPending = SelectorReleaseSecrets + "," + LabelStatus + " in (pending-install,pending-rollback,pending-upgrade)"
+	// SelectorLeases selects the heartbeat Leases of async-helm's revisions.
+	SelectorLeases = LabelManagedBy + "=" + ManagedByUs
 )
 
 // SelectorRelease selects the release secrets of one release (every revision).
