@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -297,5 +299,28 @@ func TestNames(t *testing.T) {
 		if _, ok := RequestedAction(typ); ok != want {
 			t.Errorf("RequestedAction(%q) ok = %v", typ, ok)
 		}
+	}
+}
+
+func TestProgressEvent(t *testing.T) {
+	c := ProgressChange{Namespace: "ns", Name: "web", Revision: 2,
+		Progress: progress.Progress{Phase: "waiting", Ready: 1, Total: 3, WaitingFor: []string{"Deployment/web"}, Updated: t0}}
+	e, err := NewProgress(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Type() != TypeProgress || e.Subject() != "ns/web" || e.Source() != SourceNotifier ||
+		e.ID() != fmt.Sprintf("ns/web/v2/progress/%d", t0.UnixMilli()) || e.Extensions()[ExtRevision] != int32(2) {
+		t.Errorf("event %s", e)
+	}
+	var back ProgressChange
+	if err := e.DataAs(&back); err != nil || back.Progress.Ready != 1 || back.Progress.WaitingFor[0] != "Deployment/web" || !back.Progress.Updated.Equal(t0) {
+		t.Errorf("round trip %+v, %v", back, err)
+	}
+	// A later progress of the same revision is another event.
+	c.Progress.Updated = t0.Add(time.Second)
+	later, _ := NewProgress(c)
+	if later.ID() == e.ID() {
+		t.Error("two progress states share an id")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -69,5 +70,33 @@ func TestCancelledDuringTheRun(t *testing.T) {
 	}
 	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.HasPrefix(desc, `Release "web" failed: cancelled by bob`) {
 		t.Errorf("revision %s %q", st, desc)
+	}
+}
+
+// While Helm runs, the action's progress is recorded on its Lease every ProgressInterval.
+func TestProgressRecordedOnTheLease(t *testing.T) {
+	e := newEnv(t, 1)
+	e.svc.ProgressInterval = 5 * time.Millisecond
+	e.svc.Now = e.clock.Now
+	release1 := make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		<-release1
+		return e.writes(ctx, req)
+	}
+	a := e.reserve("web", "req-1")
+	done := make(chan Outcome)
+	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
+	waitFor(t, func() bool {
+		l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
+		return err == nil && l.Annotations[release.AnnotationProgress] != ""
+	})
+	l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
+	p, err := progress.Decode(l.Annotations[release.AnnotationProgress])
+	if err != nil || p == nil || !p.Updated.Equal(e.clock.Now()) || p.Phase == "" {
+		t.Errorf("recorded progress %+v, %v", p, err)
+	}
+	close(release1)
+	if o := <-done; o != OutcomeDeployed {
+		t.Errorf("outcome %s", o)
 	}
 }
