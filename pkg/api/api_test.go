@@ -8,6 +8,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/progress"
 )
 
 func TestValidate(t *testing.T) {
@@ -101,5 +103,30 @@ func TestLimit(t *testing.T) {
 	}
 	if bare := Limit(&release.Release{Name: "x"}); bare.Chart.Metadata != nil || bare.Info != nil {
 		t.Errorf("Limit of a release without chart: %+v", bare)
+	}
+}
+
+// get and list answer Helm's release with progress beside it; a client that knows only
+// Helm's fields reads the same object.
+func TestReleaseWithProgress(t *testing.T) {
+	rel := &release.Release{Name: "web", Namespace: "ns", Version: 2, Info: &release.Info{Status: release.StatusPendingUpgrade}}
+	raw, err := json.Marshal(Release{Release: rel, Progress: &progress.Progress{Phase: "waiting", Ready: 1, Total: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var helmView release.Release
+	if err := json.Unmarshal(raw, &helmView); err != nil || helmView.Name != "web" || helmView.Version != 2 || helmView.Info.Status != release.StatusPendingUpgrade {
+		t.Errorf("Helm's view %+v, %v", helmView, err)
+	}
+	if !strings.Contains(string(raw), `"progress":{"phase":"waiting","ready":1,"total":2`) {
+		t.Errorf("progress missing: %s", raw)
+	}
+	plain, _ := json.Marshal(Release{Release: rel})
+	if strings.Contains(string(plain), "progress") {
+		t.Errorf("a final release carries progress: %s", plain)
+	}
+	c, _ := json.Marshal(Cancelled{Name: "web", Namespace: "ns", Revision: 2, Status: "cancelling"})
+	if string(c) != `{"name":"web","namespace":"ns","revision":2,"status":"cancelling"}` {
+		t.Errorf("cancel answer %s", c)
 	}
 }

@@ -140,3 +140,35 @@ func TestSweepLoop(t *testing.T) {
 		t.Fatal("the sweep loop did not stop with its context")
 	}
 }
+
+// Errors of the API server are the caller's to retry, never a silent success.
+func TestAPIErrors(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	a := events.Action{Namespace: "ns", Name: "web", Revision: 1, SecretName: release.SecretName("web", 1), RequestID: "req-web"}
+	e.c.Fail("patch", "secrets", errors.New("down"))
+	if marked, err := e.svc.DeadLetter(ctx(t), a); err == nil || marked {
+		t.Errorf("dead letter with a failing patch: %v, %v", marked, err)
+	}
+	rev := e.revision("web", 1)
+	rev.Status = "deployed"
+	if err := e.svc.markNotified(ctx(t), rev); err == nil {
+		t.Error("markNotified with a failing patch")
+	}
+	e.c.Fail("patch", "secrets", nil)
+	e.c.Fail("get", "secrets", errors.New("down"))
+	if _, err := e.svc.DeadLetter(ctx(t), a); err == nil {
+		t.Error("dead letter with a failing read")
+	}
+	e.c.Fail("get", "secrets", nil)
+	e.c.Fail("list", "secrets", errors.New("down"))
+	if _, err := e.svc.SweepOnce(ctx(t)); err == nil {
+		t.Error("sweep with a failing list")
+	}
+	e.c.Fail("list", "secrets", nil)
+	e.c.Fail("get", "leases", errors.New("down"))
+	e.clock.Add(2 * time.Hour)
+	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res != (SweepResult{}) {
+		t.Errorf("a revision whose lease cannot be read was swept: %+v, %v", res, err)
+	}
+}

@@ -85,3 +85,51 @@ func TestCancelOfAnIdleRevision(t *testing.T) {
 		t.Error("RequestCancel with a failing API server")
 	}
 }
+
+// A pending revision's progress is read from its Lease; none without a Lease.
+func TestStoreProgress(t *testing.T) {
+	a, _, c, clock := heartbeats(t)
+	s := &Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}
+	key := LeaseName("web", 1)
+	if p, err := s.Progress(ctx(t), "ns", key); p != nil || err != nil {
+		t.Errorf("progress without a lease = %v, %v", p, err)
+	}
+	held, err := a.Hold(ctx(t), "ns", key)
+	if err != nil || held == nil {
+		t.Fatal(held, err)
+	}
+	if p, err := s.Progress(ctx(t), "ns", key); p != nil || err != nil {
+		t.Errorf("progress of a lease without any = %v, %v", p, err)
+	}
+	if _, err := held.Sync(ctx(t), AnnotationProgress, `{"phase":"waiting","ready":2,"total":5,"updated":"2026-12-01T10:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Progress(ctx(t), "ns", key)
+	if err != nil || p == nil || p.Phase != "waiting" || p.Ready != 2 || p.Total != 5 {
+		t.Errorf("progress = %+v, %v", p, err)
+	}
+	c.Fail("get", "leases", errors.New("down"))
+	if _, err := s.Progress(ctx(t), "ns", key); err == nil {
+		t.Error("a failed read reads as no progress")
+	}
+}
+
+// LiveHistory never answers from the cache: a cancel must see the revision as it is.
+func TestLiveHistoryBypassesTheIndex(t *testing.T) {
+	s, _, _ := newStore(t)
+	reserve(t, s, "web", ActionInstall, "r")
+	s.Revisions = staleIndex{}
+	if revs, _ := s.History(ctx(t), "ns", "web"); len(revs) != 0 {
+		t.Fatalf("History did not use the index: %v", revs)
+	}
+	revs, err := s.LiveHistory(ctx(t), "ns", "web")
+	if err != nil || len(revs) != 1 || revs[0].RequestID != "r" {
+		t.Errorf("LiveHistory = %+v, %v", revs, err)
+	}
+}
+
+// staleIndex is a cache that has not seen anything yet.
+type staleIndex struct{}
+
+func (staleIndex) ByIndex(string, string) ([]interface{}, error) { return nil, nil }
+func (staleIndex) IndexKeys(string, string) ([]string, error)    { return nil, nil }
