@@ -119,3 +119,40 @@ func TestHeartbeatLeasesAdapter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The action's deadline is the request's timeout, capped by MaxActionTime; without a
+// timeout the cap applies, and without a cap the request's own.
+func TestActionTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		timeout, max time.Duration
+		want         time.Duration
+	}{
+		{"below the cap", time.Minute, time.Hour, time.Minute},
+		{"above the cap", 2 * time.Hour, time.Hour, time.Hour},
+		{"no timeout", 0, time.Hour, time.Hour},
+		{"no cap", 3 * time.Minute, 0, 3 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.svc.MaxActionTime = tc.max
+			var deadline time.Duration
+			e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+				d, _ := ctx.Deadline()
+				deadline = time.Until(d)
+				return e.writes(ctx, req)
+			}
+			a := e.reserve("web", "req-1")
+			a.Options.Timeout = tc.timeout
+			if _, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil {
+				t.Fatal(err)
+			}
+			if req := e.helm.reqs[0]; req.Timeout != tc.want {
+				t.Errorf("Helm's timeout %s, want %s", req.Timeout, tc.want)
+			}
+			if deadline > tc.want || deadline < tc.want-10*time.Second {
+				t.Errorf("the action's context ends in %s, want about %s", deadline, tc.want)
+			}
+		})
+	}
+}
