@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Sync writes the progress annotation only when it changed, notices a cancel request, and
@@ -133,3 +134,20 @@ type staleIndex struct{}
 
 func (staleIndex) ByIndex(string, string) ([]interface{}, error) { return nil, nil }
 func (staleIndex) IndexKeys(string, string) ([]string, error)    { return nil, nil }
+
+// The notifier finds the executors' Leases with SelectorLeases: every Lease Hold creates
+// must match it, and a foreign Lease must not.
+func TestSelectorLeasesMatchesHeldLeases(t *testing.T) {
+	a, _, c, _ := heartbeats(t)
+	if h, err := a.Hold(ctx(t), "ns", LeaseName("web", 1)); h == nil || err != nil {
+		t.Fatal(h, err)
+	}
+	l, err := c.CoordinationV1().Leases("ns").List(ctx(t), metav1.ListOptions{LabelSelector: SelectorLeases})
+	if err != nil || len(l.Items) != 1 || l.Items[0].Name != LeaseName("web", 1) {
+		t.Fatalf("leases selected: %v, %v", l, err)
+	}
+	sel, err := labels.Parse(SelectorLeases)
+	if err != nil || sel.Matches(labels.Set{"app.kubernetes.io/managed-by": "helm"}) {
+		t.Errorf("selector %q: %v", SelectorLeases, err)
+	}
+}
