@@ -14,7 +14,7 @@ LOCAL_KUBECONFIG := $(CURDIR)/$(CLUSTER_DIR)/kubeconfig
 TEST_KUBECONFIG := $(or $(KUBECONFIG),$(LOCAL_KUBECONFIG))
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test fmt-check vet cluster-tools cluster-up cluster-down run demo bench chaos deploy clean
+.PHONY: all build test test-unit fmt-check vet cluster-tools cluster-up cluster-down run demo bench chaos deploy clean
 
 all: build
 
@@ -52,6 +52,14 @@ vet:
 # Every test, integration tests included, against a real API server.
 test: fmt-check vet $(if $(KUBECONFIG),,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Unit tests: no cluster, no KUBECONFIG. The packages whose tests use the real API server
+# (they import internal/testcluster, directly or through internal/teststack) are left to
+# `make test`; ASYNC_HELM_NO_CLUSTER makes any other attempt to reach a cluster fail loudly.
+UNIT_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./pkg/... ./internal/... \
+	| grep -v -e 'internal/testcluster' -e 'internal/teststack' | cut -d' ' -f1)
+test-unit:
+	env -u KUBECONFIG ASYNC_HELM_NO_CLUSTER=1 $(GO) test -count=1 -timeout 5m $(UNIT_PKGS)
 
 run: build $(if $(KUBECONFIG),,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack $(RUN_ARGS)

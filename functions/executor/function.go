@@ -58,7 +58,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Store:         &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
 		Helm:          factory,
 		Charts:        charts,
-		Heartbeat:     &release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration},
+		Heartbeat:     executor.HeartbeatLeases(&release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
 		Log:           f.log,
 		MaxActionTime: f.cfg.MaxActionTime,
 		SlotWait:      f.cfg.SlotWait,

@@ -46,10 +46,15 @@ func (f *Function) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	// The same index of release secret metadata as submit's, over the watched namespaces.
+	revisions, err := release.NewRevisionIndex(cl.Metadata, f.cfg.Namespaces...)
+	if err != nil {
+		return err
+	}
 	f.svc = &notifier.Service{
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Redrive: redrive, Log: f.log,
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
-		Namespaces: f.cfg.Namespaces, Workers: f.cfg.Workers,
+		Namespaces: f.cfg.Namespaces, Revisions: revisions, Workers: f.cfg.Workers,
 		ProgressInterval: f.cfg.ProgressInterval,
 		Sweep: notifier.SweepConfig{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
 			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline},

@@ -12,9 +12,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
-	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
@@ -22,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/reader"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
@@ -32,7 +31,7 @@ type Function struct {
 	log     *zap.SugaredLogger
 	metrics *function.Metrics
 	svc     *submitter.Service
-	helm    *helmexec.Factory
+	reads   *reader.Service
 	authn   *auth.Authenticator
 	authz   *auth.Authorizer
 	events  http.Handler
@@ -53,7 +52,8 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if f.helm, err = helmexec.NewFactory(cl.Config); err != nil {
+	helm, err := helmexec.NewFactory(cl.Config)
+	if err != nil {
 		return err
 	}
 	// Namespaces and release history are answered from informer caches: the path to 201
@@ -65,14 +65,13 @@ func (f *Function) Start(ctx context.Context) error {
 		return err
 	}
 	inf.Start(ctx.Done())
-	go revisions.Run(ctx.Done())
 	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("cache of %v did not sync", typ)
 		}
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), revisions.HasSynced) {
-		return fmt.Errorf("cache of release secrets did not sync")
+	if err := revisions.Run(ctx); err != nil {
+		return err
 	}
 	if f.cfg.Authentication {
 		f.authn = &auth.Authenticator{Client: cl.Typed}
@@ -84,16 +83,20 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions}
 	f.svc = &submitter.Service{
-		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions.GetIndexer()},
+		Store:      store,
 		Charts:     charts,
 		Sender:     sender,
 		Namespaces: nsLister,
-		Authorizer: f.authz,
 		SigningKey: []byte(f.cfg.EventSigningKey),
 		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &release.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
+	}
+	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log}
+	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
+		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}
 	f.events = function.EventHandler(f.receive)
 	return nil
@@ -156,61 +159,19 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (*cloudeven
 }
 
 func (f *Function) list(w http.ResponseWriter, r *http.Request) {
-	ns := r.URL.Query().Get("ns")
-	if ns != "" {
-		if err := f.canRead(r.Context(), ns); err != nil {
-			f.fail(w, r, err)
-			return
-		}
-	}
-	rels, err := f.helm.List(ns)
+	limit, _ := strconv.ParseBool(r.URL.Query().Get("limitInfo"))
+	out, err := f.reads.List(r.Context(), userFrom(r.Context()), r.URL.Query().Get("ns"), limit)
 	if err != nil {
 		f.fail(w, r, err)
 		return
-	}
-	if ns == "" {
-		// All namespaces: only those the caller may read.
-		if rels, err = f.readable(r.Context(), rels); err != nil {
-			f.fail(w, r, err)
-			return
-		}
-	}
-	if limit, _ := strconv.ParseBool(r.URL.Query().Get("limitInfo")); limit {
-		out := make([]api.ReleaseInfo, 0, len(rels))
-		for _, rel := range rels {
-			out = append(out, api.Limit(rel))
-		}
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	out := make([]api.Release, 0, len(rels))
-	for _, rel := range rels {
-		out = append(out, f.withProgress(r.Context(), rel))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (f *Function) get(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ns, name string) (interface{}, error) {
-		rel, err := f.helm.Latest(ns, name)
-		if err != nil {
-			return nil, err
-		}
-		return f.withProgress(r.Context(), rel), nil
+	f.readRelease(w, r, func(ctx context.Context, ns, name string) (interface{}, error) {
+		return f.reads.Latest(ctx, userFrom(ctx), ns, name)
 	})
-}
-
-// withProgress adds what a pending revision's action is doing now.
-func (f *Function) withProgress(ctx context.Context, rel *helmrelease.Release) api.Release {
-	out := api.Release{Release: rel}
-	if rel.Info != nil && release.IsPending(rel.Info.Status.String()) {
-		p, err := f.svc.Store.Progress(ctx, rel.Namespace, release.SecretName(rel.Name, rel.Version))
-		if err != nil {
-			f.log.Warnw("progress not read", "namespace", rel.Namespace, "release", rel.Name, "error", err)
-		}
-		out.Progress = p
-	}
-	return out
 }
 
 // cancel stops the pending revision of ?ns=&name=: 202 while its executor stops, 200 when
@@ -235,18 +196,17 @@ func (f *Function) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Function) history(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ns, name string) (interface{}, error) { return f.helm.History(ns, name) })
+	f.readRelease(w, r, func(ctx context.Context, ns, name string) (interface{}, error) {
+		return f.reads.History(ctx, userFrom(ctx), ns, name)
+	})
 }
 
-// readRelease answers a read of one release (?ns=&name=) the caller may read.
-func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ns, name string) (interface{}, error)) {
+// readRelease answers a read of one release (?ns=&name=).
+func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, ns, name string) (interface{}, error)) {
 	ns, name, err := nsAndName(r)
-	if err == nil {
-		err = f.canRead(r.Context(), ns)
-	}
 	var out interface{}
 	if err == nil {
-		out, err = read(ns, name)
+		out, err = read(r.Context(), ns, name)
 	}
 	if err != nil {
 		f.fail(w, r, err)
@@ -320,37 +280,4 @@ func (f *Function) authenticated(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	}
-}
-
-// canRead checks the caller may read Helm's release secrets in ns.
-func (f *Function) canRead(ctx context.Context, ns string) error {
-	u := userFrom(ctx)
-	if u == nil || f.authz == nil {
-		return nil
-	}
-	return f.authz.Check(ctx, u, auth.Need{Verb: "list", Resource: "secrets", Namespace: ns})
-}
-
-// readable keeps the releases of namespaces the caller may read.
-func (f *Function) readable(ctx context.Context, rels []*helmrelease.Release) ([]*helmrelease.Release, error) {
-	u := userFrom(ctx)
-	if u == nil || f.authz == nil {
-		return rels, nil
-	}
-	allowed := map[string]bool{}
-	out := rels[:0]
-	for _, r := range rels {
-		ok, seen := allowed[r.Namespace]
-		if !seen {
-			var err error
-			if ok, err = f.authz.Allowed(ctx, u, auth.Need{Verb: "list", Resource: "secrets", Namespace: r.Namespace}); err != nil {
-				return nil, err
-			}
-			allowed[r.Namespace] = ok
-		}
-		if ok {
-			out = append(out, r)
-		}
-	}
-	return out, nil
 }

@@ -270,7 +270,7 @@ func TestErrorsHaveTheRightStatus(t *testing.T) {
 		})
 	}
 	// None of the refused requests reserved anything.
-	secs, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm"})
+	secs, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
 	if err != nil || len(secs.Items) != 1 {
 		t.Errorf("%d release secrets after refusals (err %v), want 1", len(secs.Items), err)
 	}
@@ -287,7 +287,7 @@ func TestSinkDownAnswers503AndLeavesNothingPending(t *testing.T) {
 	if code != http.StatusServiceUnavailable {
 		t.Fatalf("got %d %q, want 503", code, e.Error)
 	}
-	secs, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm"})
+	secs, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
 	if err != nil || len(secs.Items) != 0 {
 		t.Fatalf("%d release secrets left behind (err %v)", len(secs.Items), err)
 	}

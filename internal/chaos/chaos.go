@@ -193,7 +193,7 @@ func randomDuration(min, max time.Duration) time.Duration {
 
 // revisions lists the release secrets of ns by release, from labels.
 func (r *run) revisions(ctx context.Context, ns string) (map[string][]release.Revision, error) {
-	list, err := r.cl.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	list, err := r.cl.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
 	if err != nil {
 		return nil, err
 	}

@@ -36,9 +36,15 @@ type Env struct {
 	Client   kubernetes.Interface
 }
 
+// NoClusterEnv, set by `make test-unit`, makes Start fail instead of starting a cluster.
+const NoClusterEnv = "ASYNC_HELM_NO_CLUSTER"
+
 // Start returns the cluster of KUBECONFIG, or brings up the local one (`make cluster-up`).
 // Call it once from TestMain.
 func Start() (*Env, error) {
+	if os.Getenv(NoClusterEnv) != "" {
+		return nil, fmt.Errorf("%s is set (make test-unit): this test needs a cluster and must not be part of the unit tests", NoClusterEnv)
+	}
 	path := os.Getenv("KUBECONFIG")
 	if path == "" {
 		root, err := RepoRoot()

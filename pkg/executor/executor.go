@@ -16,7 +16,6 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -45,10 +44,10 @@ const (
 
 // Service runs actions.
 type Service struct {
-	Store     *release.Store
-	Helm      *helmexec.Factory
-	Charts    *chartsource.Source
-	Heartbeat *release.Heartbeat
+	Store     Store
+	Helm      Helm
+	Charts    Charts
+	Heartbeat Leases
 	Log       *zap.SugaredLogger
 	// MaxActionTime caps an action's deadline below the function's request timeout.
 	MaxActionTime time.Duration
@@ -79,6 +78,8 @@ type run struct {
 	done    chan struct{}
 	outcome Outcome
 	err     error
+	// joined counts the redeliveries waiting for this run (guarded by running.mu).
+	joined int
 }
 
 // New builds a service that runs at most parallel actions at once.
@@ -105,6 +106,7 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 			s.running.mu.Unlock()
 			break
 		}
+		cur.joined++
 		s.running.mu.Unlock()
 		select {
 		case <-cur.done:
@@ -172,7 +174,7 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		log.Infow("event is for another request of this revision; acknowledged and ignored", "reservedFor", id)
 		return OutcomeStale, nil
 	}
-	held, err := s.Heartbeat.Hold(reqCtx, a.Namespace, a.SecretName)
+	held, err := s.Heartbeat.Hold(reqCtx, a.Namespace, release.LeaseName(a.Name, a.Revision))
 	if err != nil {
 		return "", err
 	}
@@ -275,7 +277,7 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 
 // watch records the action's progress on its Lease every ProgressInterval and notices a
 // cancel request there (one API call per tick: a write when the progress changed, else a read).
-func (s *Service) watch(ctx context.Context, held *release.Held, phases *progress.Phases, a events.Action, start time.Time,
+func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases, a events.Action, start time.Time,
 	lost func(string), cancelled func(by string)) {
 	every := s.ProgressInterval
 	if every <= 0 {

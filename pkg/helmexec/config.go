@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -44,6 +45,9 @@ func NewFactory(cfg *rest.Config) (*Factory, error) {
 type Option func(*configOptions)
 
 type configOptions struct {
+	driver      driver.Driver
+	kube        kube.Interface
+	caps        *chartutil.Capabilities
 	wraps       []func(driver.Driver) driver.Driver
 	secrets     []func(typedcorev1.SecretInterface) typedcorev1.SecretInterface
 	log         func(string, ...interface{})
@@ -70,6 +74,25 @@ func WithSecretsClient(w func(typedcorev1.SecretInterface) typedcorev1.SecretInt
 	return func(o *configOptions) { o.secrets = append(o.secrets, w) }
 }
 
+// WithDriver stores releases in d instead of the namespace's Secrets (Helm's memory
+// driver in unit tests); the storage wrappers still apply around it, the Secrets client
+// wrappers do not.
+func WithDriver(d driver.Driver) Option {
+	return func(o *configOptions) { o.driver = d }
+}
+
+// WithKubeClient applies manifests through kc instead of the cluster (Helm's
+// kubefake.PrintingKubeClient or FailingKubeClient in unit tests).
+func WithKubeClient(kc kube.Interface) Option {
+	return func(o *configOptions) { o.kube = kc }
+}
+
+// WithCapabilities gives Helm the cluster's capabilities instead of asking discovery
+// (chartutil.DefaultCapabilities in unit tests).
+func WithCapabilities(c *chartutil.Capabilities) Option {
+	return func(o *configOptions) { o.caps = c }
+}
+
 // WithLog sends Helm's debug log to fn.
 func WithLog(fn func(string, ...interface{})) Option {
 	return func(o *configOptions) { o.log = fn }
@@ -87,20 +110,32 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		cfg.Impersonate = *o.impersonate
 	}
 	getter := &restGetter{f: f, rest: cfg, namespace: namespace}
-	kc := kube.New(getter)
-	kc.Namespace = namespace
-	kc.Log = o.log
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+	kc := o.kube
+	if kc == nil {
+		c := kube.New(getter)
+		c.Namespace = namespace
+		c.Log = o.log
+		kc = c
 	}
-	var si typedcorev1.SecretInterface = cs.CoreV1().Secrets(namespace)
-	for _, w := range o.secrets {
-		si = w(si)
+	d := o.driver
+	if m, ok := d.(*driver.Memory); ok {
+		// As Helm's own Configuration.Init does for its memory driver: the configuration's
+		// namespace scopes it ("" reads every namespace), as the Secrets client does.
+		m.SetNamespace(namespace)
 	}
-	sec := driver.NewSecrets(si)
-	sec.Log = o.log
-	var d driver.Driver = sec
+	if d == nil {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		var si typedcorev1.SecretInterface = cs.CoreV1().Secrets(namespace)
+		for _, w := range o.secrets {
+			si = w(si)
+		}
+		sec := driver.NewSecrets(si)
+		sec.Log = o.log
+		d = sec
+	}
 	for _, w := range o.wraps {
 		d = w(d)
 	}
@@ -108,6 +143,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		RESTClientGetter: getter,
 		KubeClient:       kc,
 		Releases:         storage.Init(d),
+		Capabilities:     o.caps,
 		Log:              o.log,
 	}, nil
 }

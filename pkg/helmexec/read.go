@@ -1,19 +1,23 @@
 package helmexec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/action"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // List returns the latest revision of every release in namespace ("" = all), in every status.
-func (f *Factory) List(namespace string) ([]*helmrelease.Release, error) {
-	cfg, err := f.Configuration(namespace)
+func (f *Factory) List(ctx context.Context, namespace string, opts ...Option) ([]*helmrelease.Release, error) {
+	cfg, err := f.Configuration(namespace, withContext(ctx, opts)...)
 	if err != nil {
 		return nil, err
 	}
@@ -29,8 +33,8 @@ func (f *Factory) List(namespace string) ([]*helmrelease.Release, error) {
 }
 
 // History returns every revision of a release, oldest first.
-func (f *Factory) History(namespace, name string) ([]*helmrelease.Release, error) {
-	cfg, err := f.Configuration(namespace)
+func (f *Factory) History(ctx context.Context, namespace, name string, opts ...Option) ([]*helmrelease.Release, error) {
+	cfg, err := f.Configuration(namespace, withContext(ctx, opts)...)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +49,8 @@ func (f *Factory) History(namespace, name string) ([]*helmrelease.Release, error
 }
 
 // Latest returns the latest revision of a release, whatever its status.
-func (f *Factory) Latest(namespace, name string) (*helmrelease.Release, error) {
-	rels, err := f.History(namespace, name)
+func (f *Factory) Latest(ctx context.Context, namespace, name string, opts ...Option) (*helmrelease.Release, error) {
+	rels, err := f.History(ctx, namespace, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,4 +61,25 @@ func (f *Factory) Latest(namespace, name string) (*helmrelease.Release, error) {
 		}
 	}
 	return latest, nil
+}
+
+// withContext makes Helm's Secrets driver, which calls the API server with
+// context.Background, use the caller's context: a read ends with its request.
+func withContext(ctx context.Context, opts []Option) []Option {
+	return append([]Option{WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+		return ctxSecrets{SecretInterface: si, ctx: ctx}
+	})}, opts...)
+}
+
+type ctxSecrets struct {
+	typedcorev1.SecretInterface
+	ctx context.Context
+}
+
+func (c ctxSecrets) Get(_ context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
+	return c.SecretInterface.Get(c.ctx, name, o)
+}
+
+func (c ctxSecrets) List(_ context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
+	return c.SecretInterface.List(c.ctx, o)
 }

@@ -9,19 +9,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -34,15 +33,25 @@ type EventSender interface {
 	Send(ctx context.Context, e cloudevents.Event) error
 }
 
+// Store reads revisions, their stored events, and fails them (release.Store).
+type Store interface {
+	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
+	StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+}
+
 // Service is the notifier.
 type Service struct {
 	Client   kubernetes.Interface
 	Metadata metadata.Interface
-	Store    *release.Store
+	Store    Store
 	Sender   EventSender
 	Log      *zap.SugaredLogger
 	// Namespaces to watch; empty watches all.
 	Namespaces []string
+	// Revisions is the shared index of release secret metadata (release.NewRevisionIndex
+	// over Namespaces); Start builds one when it is nil, and runs it in watch mode.
+	Revisions *release.RevisionIndex
 	// Workers sending events in parallel.
 	Workers int
 	// Sweeper settings (see sweeper.go and docs/design.md, "A 201 is a promise").
@@ -60,8 +69,8 @@ type Service struct {
 	// is down. A rewrite with the same status (adoption) adds nothing.
 	observed map[string]string
 	backlog  map[string][]string
-	indexer  []cache.Indexer
-	synced   []cache.InformerSynced
+	// watching: lookups are answered by Revisions (watch mode) rather than by a GET.
+	watching bool
 }
 
 // Init prepares the queue; Run calls it, and so may a caller that enqueues before Run.
@@ -91,7 +100,7 @@ func (s *Service) now() time.Time {
 func (s *Service) Start(ctx context.Context, watch bool) error {
 	s.Init()
 	if watch {
-		if err := s.startInformers(ctx); err != nil {
+		if err := s.startIndex(ctx); err != nil {
 			return err
 		}
 	} else if err := s.catchUp(ctx); err != nil {
@@ -135,43 +144,28 @@ func (s *Service) namespaces() []string {
 	return s.Namespaces
 }
 
-func selector(o *metav1.ListOptions) {
-	o.LabelSelector = release.LabelOwner + "=" + release.OwnerHelm
-}
-
-func (s *Service) startInformers(ctx context.Context) error {
-	for _, ns := range s.namespaces() {
-		f := metadatainformer.NewFilteredSharedInformerFactory(s.Metadata, 0, ns, selector)
-		inf := f.ForResource(release.SecretsResource).Informer()
-		// Only labels, annotations, name and resourceVersion are needed: drop managedFields so
-		// memory stays flat whatever the payloads weigh.
-		if err := inf.SetTransform(func(obj interface{}) (interface{}, error) {
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-				m.ManagedFields = nil
+// startIndex registers with the shared index of release secrets (built here over
+// Namespaces when the caller gave none) and waits for its first sync.
+func (s *Service) startIndex(ctx context.Context) error {
+	if s.Revisions == nil {
+		var err error
+		if s.Revisions, err = release.NewRevisionIndex(s.Metadata, s.Namespaces...); err != nil {
+			return err
+		}
+	}
+	if err := s.Revisions.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.enqueueObj,
+		UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
+		DeleteFunc: func(obj interface{}) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				s.forget(key)
 			}
-			return obj, nil
-		}); err != nil {
-			return err
-		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    s.enqueueObj,
-			UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
-			DeleteFunc: func(obj interface{}) {
-				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-					s.forget(key)
-				}
-			},
-		}); err != nil {
-			return err
-		}
-		s.indexer = append(s.indexer, inf.GetIndexer())
-		s.synced = append(s.synced, inf.HasSynced)
-		f.Start(ctx.Done())
+		},
+	}); err != nil {
+		return err
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
-		return errors.New("release secret cache did not sync")
-	}
-	return nil
+	s.watching = true
+	return s.Revisions.Run(ctx)
 }
 
 func (s *Service) enqueueObj(obj interface{}) {
@@ -235,7 +229,7 @@ func (s *Service) forget(key string) {
 // catchUp enqueues every release secret once, for transitions missed while not running.
 func (s *Service) catchUp(ctx context.Context) error {
 	for _, ns := range s.namespaces() {
-		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
 		if err != nil {
 			return fmt.Errorf("list release secrets: %w", err)
 		}
@@ -247,17 +241,8 @@ func (s *Service) catchUp(ctx context.Context) error {
 }
 
 func (s *Service) lookup(ctx context.Context, key string) (*metav1.PartialObjectMetadata, error) {
-	for _, idx := range s.indexer {
-		obj, ok, err := idx.GetByKey(key)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return obj.(*metav1.PartialObjectMetadata), nil
-		}
-	}
-	if len(s.indexer) > 0 {
-		return nil, nil // deleted
+	if s.watching {
+		return s.Revisions.Get(key) // nil: deleted
 	}
 	ns, name, _ := strings.Cut(key, "/")
 	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
@@ -316,10 +301,7 @@ func (s *Service) report(ctx context.Context, key string, rev release.Revision, 
 	if rev.Name == "" { // deleted meanwhile: what the key says is all there is
 		ns, name, _ := strings.Cut(key, "/")
 		rev = release.Revision{Namespace: ns, SecretName: name}
-		if i := strings.LastIndex(name, ".v"); i > 0 {
-			rev.Name = strings.TrimPrefix(name[:i], "sh.helm.release.v1.")
-			rev.Version, _ = strconv.Atoi(name[i+2:])
-		}
+		rev.Name, rev.Version, _ = release.ParseSecretName(name)
 	}
 	change := events.StatusChange{Namespace: rev.Namespace, Name: rev.Name, Revision: rev.Version,
 		Status: status, RequestID: rev.RequestID}

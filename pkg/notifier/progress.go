@@ -33,7 +33,7 @@ func (s *Service) startProgress(ctx context.Context, interval time.Duration) err
 	for _, ns := range s.namespaces() {
 		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.LabelSelector = release.LabelManagedBy + "=" + release.ManagedByUs
+				o.LabelSelector = release.SelectorLeases
 			}))
 		inf := f.Coordination().V1().Leases().Informer()
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -61,7 +61,7 @@ func (s *Service) SweepOnce(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	for _, ns := range s.namespaces() {
 		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{
-			LabelSelector: release.LabelOwner + "=" + release.OwnerHelm + ",status in (pending-install,pending-upgrade,pending-rollback)"})
+			LabelSelector: release.SelectorPending})
 		if err != nil {
 			return res, fmt.Errorf("list pending revisions: %w", err)
 		}
@@ -158,7 +158,7 @@ func (s *Service) claim(ctx context.Context, rev release.Revision, now time.Time
 // lastSignOfLife is when an executor last showed it worked on the revision: its lease's
 // expiry, else the secret's last write (Helm's modifiedAt/createdAt labels).
 func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
-	l, err := s.Client.CoordinationV1().Leases(rev.Namespace).Get(ctx, rev.SecretName, metav1.GetOptions{})
+	l, err := s.Client.CoordinationV1().Leases(rev.Namespace).Get(ctx, release.LeaseName(rev.Name, rev.Version), metav1.GetOptions{})
 	switch {
 	case err == nil:
 		if !release.Expired(l, s.now()) {

@@ -92,20 +92,6 @@ func (e *PendingError) Error() string {
 // Is makes errors.Is(err, ErrPending) true.
 func (e *PendingError) Is(target error) bool { return target == ErrPending }
 
-// ParseSecretName reads release and revision from a release secret's (or Lease's) name.
-func ParseSecretName(name string) (release string, revision int, ok bool) {
-	const prefix = "sh.helm.release.v1."
-	i := strings.LastIndex(name, ".v")
-	if !strings.HasPrefix(name, prefix) || i < len(prefix) {
-		return "", 0, false
-	}
-	rev, err := strconv.Atoi(name[i+2:])
-	if err != nil || rev < 1 {
-		return "", 0, false
-	}
-	return name[len(prefix):i], rev, true
-}
-
 // SecretName is the name of the secret that holds one revision of a release.
 func SecretName(release string, revision int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision)

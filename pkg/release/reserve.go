@@ -14,12 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -35,54 +32,9 @@ type Store struct {
 	// Revisions, when set, answers History from a metadata informer's cache (see
 	// NewRevisionIndex) instead of a LIST per request: the reservation's create stays the
 	// lock, so a cache a few milliseconds behind can only turn a 201 into a 409, never the reverse.
-	Revisions cache.Indexer
+	Revisions Indexer
 	Now       func() time.Time
 }
-
-// ReleaseIndex indexes release secrets by "<namespace>/<release>".
-const ReleaseIndex = "release"
-
-// NewRevisionIndex is a metadata informer over every release secret (labels only), indexed
-// by release, for Store.Revisions.
-func NewRevisionIndex(md metadata.Interface) (cache.SharedIndexInformer, error) {
-	f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = LabelOwner + "=" + OwnerHelm
-	})
-	inf := f.ForResource(SecretsResource).Informer()
-	if err := inf.SetTransform(func(obj interface{}) (interface{}, error) {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			m.ManagedFields = nil
-		}
-		return obj, nil
-	}); err != nil {
-		return nil, err
-	}
-	err := inf.AddIndexers(cache.Indexers{
-		ReleaseIndex: func(obj interface{}) ([]string, error) {
-			m, ok := obj.(metav1.Object)
-			if !ok {
-				return nil, nil
-			}
-			return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelName]}, nil
-		},
-		QueuedIndex: func(obj interface{}) ([]string, error) {
-			m, ok := obj.(metav1.Object)
-			if !ok {
-				return nil, nil
-			}
-			if r, ok := RevisionFromMeta(m); ok && r.Queued && r.Ours && IsPending(r.Status) {
-				return []string{queuedAll, m.GetNamespace()}, nil
-			}
-			return nil, nil
-		},
-	})
-	return inf, err
-}
-
-// QueuedIndex indexes queued reservations by namespace, and all of them under queuedAll.
-const QueuedIndex = "queued"
-
-const queuedAll = "*"
 
 // Queued counts the reservations accepted and not started, in namespace and in total,
 // from the informer cache (Store.Revisions): submit's admission bound.
@@ -171,8 +123,7 @@ func (s *Store) history(ctx context.Context, namespace, name string, cached bool
 		sort.Slice(revs, func(i, j int) bool { return revs[i].Version > revs[j].Version })
 		return revs, nil
 	}
-	sel := labels.Set{LabelOwner: OwnerHelm, LabelName: name}.String()
-	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorRelease(name)})
 	if err != nil {
 		return nil, fmt.Errorf("list revisions of %s/%s: %w", namespace, name, err)
 	}

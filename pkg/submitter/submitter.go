@@ -57,13 +57,13 @@ type EventSender interface {
 
 // Service accepts install and upgrade requests.
 type Service struct {
-	Store      *release.Store
-	Charts     *chartsource.Source
+	Store      Store
+	Charts     Charts
 	Sender     EventSender
 	Namespaces corelisters.NamespaceLister
 	// Authorizer, when set, checks the caller may write Helm's release secrets in the
 	// namespace before anything is reserved.
-	Authorizer *auth.Authorizer
+	Authorizer Authorizer
 	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
 	SigningKey []byte
 	NewID      func() string
@@ -72,7 +72,7 @@ type Service struct {
 	MaxQueued, MaxQueuedPerNamespace int
 	Now                              func() time.Time
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
-	Heartbeat *release.Heartbeat
+	Heartbeat Leases
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.

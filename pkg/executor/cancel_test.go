@@ -1,0 +1,102 @@
+package executor
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// A cancel asked while the revision's executor was lost: the next executor fails it
+// without running Helm.
+func TestCancelledBeforeTheRun(t *testing.T) {
+	e := newEnv(t, 1)
+	a := e.reserve("web", "req-1")
+	dead := &release.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
+		t.Fatal(h, err)
+	}
+	patch := `{"metadata":{"annotations":{"` + release.AnnotationCancel + `":"alice"}}}`
+	if _, err := e.c.CoordinationV1().Leases("ns").Patch(ctx(t), release.LeaseName("web", 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(2 * time.Minute)
+	o, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
+	if err != nil || o != OutcomeFailed {
+		t.Fatalf("Handle = %q, %v", o, err)
+	}
+	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.HasPrefix(desc, `Release "web" failed: cancelled by alice`) {
+		t.Errorf("revision %s %q", st, desc)
+	}
+	if e.helm.calls.Load() != 0 || e.leaseExists("web") {
+		t.Errorf("Helm ran %d times; lease left %v", e.helm.calls.Load(), e.leaseExists("web"))
+	}
+}
+
+// A cancel asked while Helm runs stops the action within a progress tick, and the
+// revision records who cancelled it.
+func TestCancelledDuringTheRun(t *testing.T) {
+	e := newEnv(t, 1)
+	e.svc.ProgressInterval = 5 * time.Millisecond
+	started := make(chan struct{})
+	e.helm.run = func(ctx context.Context, _ helmexec.Request) (*helmrelease.Release, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	a := e.reserve("web", "req-1")
+	done := make(chan Outcome)
+	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
+	<-started
+	submit := &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "bob"); err != nil || !running {
+		t.Fatalf("RequestCancel = %v, %v", running, err)
+	}
+	select {
+	case o := <-done:
+		if o != OutcomeFailed {
+			t.Errorf("outcome %s", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the action did not stop")
+	}
+	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.HasPrefix(desc, `Release "web" failed: cancelled by bob`) {
+		t.Errorf("revision %s %q", st, desc)
+	}
+}
+
+// While Helm runs, the action's progress is recorded on its Lease every ProgressInterval.
+func TestProgressRecordedOnTheLease(t *testing.T) {
+	e := newEnv(t, 1)
+	e.svc.ProgressInterval = 5 * time.Millisecond
+	e.svc.Now = e.clock.Now
+	release1 := make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		<-release1
+		return e.writes(ctx, req)
+	}
+	a := e.reserve("web", "req-1")
+	done := make(chan Outcome)
+	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
+	waitFor(t, func() bool {
+		l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
+		return err == nil && l.Annotations[release.AnnotationProgress] != ""
+	})
+	l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
+	p, err := progress.Decode(l.Annotations[release.AnnotationProgress])
+	if err != nil || p == nil || !p.Updated.Equal(e.clock.Now()) || p.Phase == "" {
+		t.Errorf("recorded progress %+v, %v", p, err)
+	}
+	close(release1)
+	if o := <-done; o != OutcomeDeployed {
+		t.Errorf("outcome %s", o)
+	}
+}

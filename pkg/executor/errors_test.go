@@ -1,0 +1,158 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Errors reading the world are the delivery's (redelivered later), never an outcome.
+func TestTransientErrorsAskForRedelivery(t *testing.T) {
+	e := newEnv(t, 1)
+	a := e.reserve("web", "req-1")
+	e.c.Fail("get", "secrets", errors.New("apiserver down"))
+	if o, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err == nil || o != "" {
+		t.Errorf("a failed read: %q, %v", o, err)
+	}
+	e.c.Fail("get", "secrets", nil)
+	e.c.Fail("get", "leases", errors.New("apiserver down"))
+	if o, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err == nil || o != "" {
+		t.Errorf("a failed lease read: %q, %v", o, err)
+	}
+	e.c.Fail("get", "leases", nil)
+	if e.helm.calls.Load() != 0 {
+		t.Error("Helm ran")
+	}
+	// The running set was cleared on the way out: the next delivery runs.
+	if o, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || o != OutcomeDeployed {
+		t.Errorf("after the errors: %q, %v", o, err)
+	}
+}
+
+// A redelivery waiting for a run that ended in an error of its own (no slot) tries itself.
+func TestJoinedRunThatFailedIsRetried(t *testing.T) {
+	e := newEnv(t, 1)
+	e.svc.SlotWait = 0
+	hold := make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		if req.Name == "busy" {
+			<-hold
+		}
+		return e.writes(ctx, req)
+	}
+	busy, web := e.reserve("busy", "r0"), e.reserve("web", "r1")
+	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), busy, nil) }()
+	waitFor(t, func() bool { return e.helm.calls.Load() == 1 })
+	if _, err := e.svc.Handle(ctx(t), context.Background(), web, nil); !errors.Is(err, ErrBusy) {
+		t.Fatalf("no slot: %v", err)
+	}
+	close(hold)
+	waitFor(t, func() bool { return e.svc.joined("ns/"+busy.SecretName) == 0 && len(e.svc.slots) == 0 })
+	if o, err := e.svc.Handle(ctx(t), context.Background(), web, nil); err != nil || o != OutcomeDeployed {
+		t.Errorf("retry with a free slot: %q, %v", o, err)
+	}
+}
+
+type failingCharts struct{}
+
+func (failingCharts) Get(context.Context, chartref.Ref) (*chartsource.Chart, error) {
+	return nil, chartsource.ErrNotFound
+}
+
+// A chart that cannot be had, or misses a dependency, fails the revision with the reason.
+func TestChartProblemsFailTheRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		charts Charts
+		reason string
+	}{
+		{"chart gone", failingCharts{}, "chart https://charts.example/tiny-1.0.0.tgz"},
+		{"missing dependency", charts{needsDep(t)}, helmexec.ErrMissingDependency.Error()},
+		{"unloadable archive", charts{&chartsource.Chart{Data: []byte("not a tgz")}}, "chart cannot be loaded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.svc.Charts = tc.charts
+			a := e.reserve("web", "req-1")
+			o, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
+			if err != nil || o != OutcomeFailed {
+				t.Fatalf("Handle = %q, %v", o, err)
+			}
+			if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.Contains(desc, tc.reason) {
+				t.Errorf("revision %s %q, want failed with %q", st, desc, tc.reason)
+			}
+			if e.helm.calls.Load() != 0 {
+				t.Error("Helm ran")
+			}
+		})
+	}
+}
+
+func needsDep(t *testing.T) *chartsource.Chart {
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "needs", Version: "1.0.0", APIVersion: "v2",
+		Dependencies: []*chart.Dependency{{Name: "redis", Version: "1.x", Repository: "https://x"}}}}
+	return repackage(t, nil, ch)
+}
+
+func TestHeartbeatLeasesAdapter(t *testing.T) {
+	e := newEnv(t, 1)
+	l := HeartbeatLeases(&release.Heartbeat{Client: e.c, Holder: "a", Duration: time.Minute, Now: e.clock.Now})
+	first, err := l.Hold(ctx(t), "ns", "k")
+	if err != nil || first == nil {
+		t.Fatal(first, err)
+	}
+	second, err := l.Hold(ctx(t), "ns", "k")
+	if err != nil || second != nil {
+		t.Errorf("a held lease must come back as a nil Lease, got %#v, %v", second, err)
+	}
+	if err := first.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The action's deadline is the request's timeout, capped by MaxActionTime; without a
+// timeout the cap applies, and without a cap the request's own.
+func TestActionTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		timeout, max time.Duration
+		want         time.Duration
+	}{
+		{"below the cap", time.Minute, time.Hour, time.Minute},
+		{"above the cap", 2 * time.Hour, time.Hour, time.Hour},
+		{"no timeout", 0, time.Hour, time.Hour},
+		{"no cap", 3 * time.Minute, 0, 3 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.svc.MaxActionTime = tc.max
+			var deadline time.Duration
+			e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+				d, _ := ctx.Deadline()
+				deadline = time.Until(d)
+				return e.writes(ctx, req)
+			}
+			a := e.reserve("web", "req-1")
+			a.Options.Timeout = tc.timeout
+			if _, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil {
+				t.Fatal(err)
+			}
+			if req := e.helm.reqs[0]; req.Timeout != tc.want {
+				t.Errorf("Helm's timeout %s, want %s", req.Timeout, tc.want)
+			}
+			if deadline > tc.want || deadline < tc.want-10*time.Second {
+				t.Errorf("the action's context ends in %s, want about %s", deadline, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package executor
+
+import (
+	"context"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// What the executor needs of the world, as small interfaces: the functions wire the real
+// clients, unit tests fakes.
+
+// Store reads a revision and records its failure (release.Store).
+type Store interface {
+	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+}
+
+// Helm runs the Helm actions on a reserved revision (helmexec.Factory), and gives a client
+// with the caller's identity for the progress reads.
+type Helm interface {
+	Install(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
+	Upgrade(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
+	Client(opts ...helmexec.Option) (kubernetes.Interface, error)
+}
+
+// Charts fetches the chart a request names (chartsource.Source).
+type Charts interface {
+	Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error)
+}
+
+// Leases hands out the heartbeat lease of a revision; a nil Lease means a live holder has it.
+type Leases interface {
+	Hold(ctx context.Context, namespace, name string) (Lease, error)
+}
+
+// Lease is the lease one action holds (release.Held).
+type Lease interface {
+	// Keep renews until ctx ends; lost is called once if the lease is taken away.
+	Keep(ctx context.Context, lost func(reason string))
+	// Release gives the lease up if this action still holds it.
+	Release(ctx context.Context) error
+	// Sync writes an annotation (the action's progress) when it changed, and reports why
+	// the lease is lost ("" while held).
+	Sync(ctx context.Context, key, value string) (lost string, err error)
+	// CancelledBy is who asked, on the lease, for the action to stop ("" for nobody).
+	CancelledBy() string
+}
+
+// HeartbeatLeases are the Leases of a release.Heartbeat.
+func HeartbeatLeases(h *release.Heartbeat) Leases { return heartbeatLeases{h} }
+
+type heartbeatLeases struct{ h *release.Heartbeat }
+
+func (l heartbeatLeases) Hold(ctx context.Context, namespace, name string) (Lease, error) {
+	held, err := l.h.Hold(ctx, namespace, name)
+	if held == nil { // a nil *Held must not become a non-nil Lease
+		return nil, err
+	}
+	return held, err
+}

@@ -1,0 +1,189 @@
+package notifier
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// observe builds the backlog: first sight reports only what was never reported; later
+// sights add each status change, in order; a rewrite with the same status adds nothing.
+func TestObserveBacklog(t *testing.T) {
+	e := newEnv(t)
+	key := "ns/" + release.SecretName("web", 1)
+	e.reserve("web", release.ActionInstall, 1)
+	steps := []struct {
+		do      func()
+		pending bool
+		backlog []string
+	}{
+		{func() {}, true, []string{"pending-install"}},
+		{func() {}, true, []string{"pending-install"}}, // same status again: nothing new
+		{func() { e.set("web", 1, helmrelease.StatusPendingInstall, "adopted") }, true, []string{"pending-install"}},
+		{func() { e.set("web", 1, helmrelease.StatusFailed, "x") }, true, []string{"pending-install", "failed"}},
+		{func() { e.set("web", 1, helmrelease.StatusDeployed, "") }, true, []string{"pending-install", "failed", "deployed"}},
+	}
+	for i, st := range steps {
+		st.do()
+		if got := e.svc.observe(key, e.meta("web", 1)); got != st.pending {
+			t.Errorf("step %d: observe = %v", i, got)
+		}
+		if !reflect.DeepEqual(e.svc.backlog[key], st.backlog) {
+			t.Errorf("step %d: backlog %v, want %v", i, e.svc.backlog[key], st.backlog)
+		}
+	}
+}
+
+// A restarted notifier (nothing observed yet) reports only revisions whose status differs
+// from the one recorded on the secret.
+func TestFirstSightHonoursNotified(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"deployed"}}}`)
+	if e.svc.observe("ns/"+release.SecretName("web", 1), e.meta("web", 1)) {
+		t.Error("a reported revision is reported again after a restart")
+	}
+	e.reserve("db", release.ActionInstall, 1)
+	e.set("db", 1, helmrelease.StatusDeployed, "")
+	e.patch("db", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
+	if !e.svc.observe("ns/"+release.SecretName("db", 1), e.meta("db", 1)) {
+		t.Error("a change made while the notifier was down is not reported")
+	}
+	if got := e.svc.backlog["ns/"+release.SecretName("db", 1)]; !reflect.DeepEqual(got, []string{"deployed"}) {
+		t.Errorf("backlog %v: a revision that went through several statuses while down is reported in its latest", got)
+	}
+}
+
+// sync sends the backlog in order, keeps it while the sink refuses, and records the last
+// reported status on the secret (a compare-and-swap on its resourceVersion).
+func TestSyncReportsInOrderAndRecords(t *testing.T) {
+	e := newEnv(t)
+	key := "ns/" + release.SecretName("web", 1)
+	e.reserve("web", release.ActionInstall, 1)
+	e.svc.observe(key, e.meta("web", 1))
+	e.set("web", 1, helmrelease.StatusPendingInstall, "adopted")
+	e.svc.observe(key, e.meta("web", 1))
+	e.set("web", 1, helmrelease.StatusSuperseded, "")
+	e.svc.observe(key, e.meta("web", 1))
+	e.set("web", 1, helmrelease.StatusFailed, "hook failed: boom")
+	e.svc.observe(key, e.meta("web", 1))
+
+	e.sink.refuse(true)
+	if err := e.svc.sync(ctx(t), key); err == nil {
+		t.Fatal("sync with a refusing sink reported success")
+	}
+	if n := len(e.svc.backlog[key]); n != 3 {
+		t.Fatalf("backlog after a refused send: %d, want 3", n)
+	}
+	e.sink.refuse(false)
+	if err := e.svc.sync(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "superseded", "failed"}) {
+		t.Fatalf("sent %v", got)
+	}
+	evs := e.sink.events()
+	failed, _ := events.ParseStatus(evs[2])
+	first, _ := events.ParseStatus(evs[0])
+	want := events.StatusChange{Namespace: "ns", Name: "web", Revision: 1, Status: "failed", Chart: "tiny", ChartVersion: "1.0.0",
+		Reason: "hook failed: boom", RequestID: "req-web"}
+	if failed != want {
+		t.Errorf("failed event %+v\nwant %+v", failed, want)
+	}
+	if first.Chart != "tiny" || first.ChartVersion != "1.0.0" || first.Reason != "" {
+		t.Errorf("chart from the label: %+v", first)
+	}
+	if evs[2].ID() != events.StatusEventID("ns", "web", 1, "failed", "req-web") || evs[2].Type() != events.TypeStatusPrefix+"failed" {
+		t.Errorf("failed event id %s type %s", evs[2].ID(), evs[2].Type())
+	}
+	if got := e.revision("web", 1).Notified; got != "failed" {
+		t.Errorf("notified annotation %q", got)
+	}
+	// Nothing left: a second sync sends nothing.
+	if err := e.svc.sync(ctx(t), key); err != nil || len(e.sink.events()) != 3 {
+		t.Errorf("second sync: %v, %d events", err, len(e.sink.events()))
+	}
+}
+
+// The backlog of a deleted secret is still reported, with the release and revision its
+// name stands for (an uninstall's last statuses).
+func TestReportOfDeletedSecret(t *testing.T) {
+	e := newEnv(t)
+	key := "ns/" + release.SecretName("my.v2app", 3)
+	e.svc.backlog[key] = []string{"uninstalling"}
+	if err := e.svc.sync(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.ParseStatus(e.sink.events()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Namespace != "ns" || got.Name != "my.v2app" || got.Revision != 3 || got.Status != "uninstalling" {
+		t.Errorf("event of a deleted secret: %+v", got)
+	}
+}
+
+// markNotified loses gracefully to a concurrent write: the newer version is queued by the
+// watch.
+func TestMarkNotifiedConflict(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	rev := e.revision("web", 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	if err := e.svc.markNotified(ctx(t), rev); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.revision("web", 1).Notified; got != "" {
+		t.Errorf("a stale status was recorded over a newer write: %q", got)
+	}
+}
+
+// Watch mode: the shared index feeds the queue; a reservation and its outcome are
+// reported in order.
+func TestStartWatchReports(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.svc.Workers = 2
+	e.reserve("web", release.ActionInstall, 1)
+	if err := e.svc.Start(ctx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(e.sink.events()) == 1 })
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	waitFor(t, func() bool { return len(e.sink.events()) == 2 })
+	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "deployed"}) {
+		t.Errorf("sent %v", got)
+	}
+	waitFor(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
+}
+
+// Source mode: catch up once with every release secret, then work on what Enqueue gives.
+func TestStartSourceModeCatchesUp(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1)
+	if err := e.svc.Start(ctx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(e.sink.events()) == 1 })
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.svc.Enqueue("ns", release.SecretName("web", 1))
+	waitFor(t, func() bool { return len(e.sink.events()) == 2 })
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

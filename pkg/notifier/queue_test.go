@@ -1,0 +1,174 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// A refused report is retried through the rate-limited queue, and nothing is lost.
+func TestProcessNextRetries(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	key := "ns/" + release.SecretName("web", 1)
+	e.sink.refuse(true)
+	e.svc.Enqueue("ns", release.SecretName("web", 1))
+	if !e.svc.processNext(ctx(t)) {
+		t.Fatal("queue shut down")
+	}
+	if n := e.svc.queue.NumRequeues(key); n != 1 {
+		t.Errorf("requeues after a refusal: %d", n)
+	}
+	e.sink.refuse(false)
+	if !e.svc.processNext(ctx(t)) { // waits for the rate limiter's first backoff (100ms)
+		t.Fatal("queue shut down")
+	}
+	if got := e.sink.statuses(t); len(got) != 1 || got[0] != "pending-install" {
+		t.Errorf("sent %v", got)
+	}
+	if n := e.svc.queue.NumRequeues(key); n != 0 {
+		t.Errorf("requeues after success: %d", n)
+	}
+	e.svc.queue.ShutDown()
+	if e.svc.processNext(ctx(t)) {
+		t.Error("processNext went on after shutdown")
+	}
+}
+
+// A release the helm CLI installed carries no chart label: the payload of that revision is
+// read for the chart.
+func TestDescribePlainHelmRelease(t *testing.T) {
+	e := newEnv(t)
+	now := helmtime.Time{Time: t0}
+	rel := &helmrelease.Release{Name: "cli", Namespace: "ns", Version: 1,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "nginx", Version: "15.0.0", AppVersion: "1.25"}},
+		Info:  &helmrelease.Info{Status: helmrelease.StatusDeployed, FirstDeployed: now, LastDeployed: now}}
+	if err := driver.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName("cli", 1), rel); err != nil {
+		t.Fatal(err)
+	}
+	key := "ns/" + release.SecretName("cli", 1)
+	e.svc.observe(key, e.meta("cli", 1))
+	if err := e.svc.sync(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.ParseStatus(e.sink.events()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := events.StatusChange{Namespace: "ns", Name: "cli", Revision: 1, Status: "deployed", Chart: "nginx", ChartVersion: "15.0.0", AppVersion: "1.25"}
+	if got != want {
+		t.Errorf("event %+v\nwant %+v", got, want)
+	}
+}
+
+// A failed read of the payload is retried, not reported without its reason.
+func TestDescribeReadErrorIsRetried(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusFailed, "boom")
+	key := "ns/" + release.SecretName("web", 1)
+	e.svc.observe(key, e.meta("web", 1))
+	e.c.Fail("get", "secrets", errors.New("apiserver down"))
+	if err := e.svc.sync(ctx(t), key); err == nil {
+		t.Fatal("sync reported without the failure's reason")
+	}
+	if len(e.sink.events()) != 0 {
+		t.Error("an event went out")
+	}
+	e.c.Fail("get", "secrets", nil)
+	if err := e.svc.sync(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := events.ParseStatus(e.sink.events()[0]); c.Reason != "boom" || c.Status != "failed" {
+		t.Errorf("event %+v", c)
+	}
+}
+
+// The source mode's catch-up fails start-up when it cannot list.
+func TestCatchUpError(t *testing.T) {
+	e := newEnv(t)
+	e.c.Fail("list", "secrets", errors.New("forbidden"))
+	if err := e.svc.Start(ctx(t), false); err == nil {
+		t.Error("start without the catch-up")
+	}
+}
+
+// NAMESPACES: only the named namespaces are reported and swept.
+func TestNamespacesFilter(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Namespaces = []string{"other"}
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1) // in "ns"
+	if err := e.svc.Start(ctx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := e.svc.Revisions.Get("ns/" + release.SecretName("web", 1)); err != nil || m != nil {
+		t.Errorf("the index holds a secret of an unwatched namespace: %v, %v", m, err)
+	}
+	e.clock.Add(e.svc.Sweep.QueueDeadline * 2)
+	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res != (SweepResult{}) {
+		t.Errorf("swept an unwatched namespace: %+v, %v", res, err)
+	}
+	if len(e.sink.events()) != 0 {
+		t.Errorf("reported %d events of an unwatched namespace", len(e.sink.events()))
+	}
+}
+
+// The sweeper runs every Interval until the context ends.
+func TestSweepLoop(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.clock.Add(3 * time.Minute)
+	e.svc.Sweep.Interval = 5 * time.Millisecond
+	loopCtx, stop := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() { e.svc.sweepLoop(loopCtx); close(done) }()
+	waitFor(t, func() bool { return len(e.redrive.events()) == 1 })
+	stop()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sweep loop did not stop with its context")
+	}
+}
+
+// Errors of the API server are the caller's to retry, never a silent success.
+func TestAPIErrors(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	a := events.Action{Namespace: "ns", Name: "web", Revision: 1, SecretName: release.SecretName("web", 1), RequestID: "req-web"}
+	e.c.Fail("patch", "secrets", errors.New("down"))
+	if marked, err := e.svc.DeadLetter(ctx(t), a); err == nil || marked {
+		t.Errorf("dead letter with a failing patch: %v, %v", marked, err)
+	}
+	rev := e.revision("web", 1)
+	rev.Status = "deployed"
+	if err := e.svc.markNotified(ctx(t), rev); err == nil {
+		t.Error("markNotified with a failing patch")
+	}
+	e.c.Fail("patch", "secrets", nil)
+	e.c.Fail("get", "secrets", errors.New("down"))
+	if _, err := e.svc.DeadLetter(ctx(t), a); err == nil {
+		t.Error("dead letter with a failing read")
+	}
+	e.c.Fail("get", "secrets", nil)
+	e.c.Fail("list", "secrets", errors.New("down"))
+	if _, err := e.svc.SweepOnce(ctx(t)); err == nil {
+		t.Error("sweep with a failing list")
+	}
+	e.c.Fail("list", "secrets", nil)
+	e.c.Fail("get", "leases", errors.New("down"))
+	e.clock.Add(2 * time.Hour)
+	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res != (SweepResult{}) {
+		t.Errorf("a revision whose lease cannot be read was swept: %+v, %v", res, err)
+	}
+}

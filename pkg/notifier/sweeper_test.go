@@ -1,0 +1,210 @@
+package notifier
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"strings"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// The sweeper's decisions on one pending revision, with the clock moved by hand (config:
+// RedriveAfter 2m, Grace 1m, QueueDeadline 1h).
+func TestSweepDecisions(t *testing.T) {
+	const (
+		nothing = "nothing"
+		redrive = "redrive"
+		fail    = "fail"
+	)
+	for _, tc := range []struct {
+		name string
+		// setup runs after the reservation of web v1 at t0; the sweep runs at the clock's time.
+		setup  func(e *env)
+		want   string
+		reason string // in the failure's description
+	}{
+		{"queued, just reserved", func(e *env) { e.clock.Add(time.Minute) }, nothing, ""},
+		{"queued, due for a re-send", func(e *env) { e.clock.Add(2 * time.Minute) }, redrive, ""},
+		{"queued, re-sent recently", func(e *env) {
+			e.clock.Add(10 * time.Minute)
+			e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationSent+`":"1","`+release.AnnotationSentAt+`":"`+e.clock.Now().Add(-time.Minute).Format(time.RFC3339Nano)+`"}}}`)
+		}, nothing, ""},
+		{"queued, dead-lettered at once", func(e *env) {
+			e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationDeadLettered+`":"x"}}}`)
+		}, redrive, ""},
+		{"queued past the deadline", func(e *env) { e.clock.Add(time.Hour) }, fail, "it never started: no executor took it"},
+		{"started, executor alive", func(e *env) {
+			e.start("web")
+			e.holdLease("web")
+			e.clock.Add(2 * time.Hour) // even past the deadline: a live lease is never failed
+			e.holdLease("web")
+		}, nothing, ""},
+		{"started, lease lapsed within grace", func(e *env) {
+			e.start("web")
+			e.holdLease("web") // 30s lease
+			e.clock.Add(80 * time.Second)
+		}, nothing, ""},
+		{"started, lease lapsed past grace", func(e *env) {
+			e.start("web")
+			e.holdLease("web")
+			e.clock.Add(2 * time.Minute)
+		}, redrive, ""},
+		{"started, executor lost past the deadline", func(e *env) {
+			e.start("web")
+			e.holdLease("web")
+			e.clock.Add(61 * time.Minute)
+		}, fail, "its executor was lost"},
+		{"started without a stored event (older version)", func(e *env) {
+			e.start("web")
+			e.patch("web", 1, `{"data":{"`+release.DataEvent+`":null}}`)
+			e.clock.Add(2 * time.Minute)
+		}, fail, "no stored request to send again"},
+		{"not ours: labels copied from an older revision", func(e *env) {
+			e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":"0"}}}`)
+			e.clock.Add(2 * time.Hour)
+		}, nothing, ""},
+		{"not ours: the helm CLI's", func(e *env) {
+			e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":null}}}`)
+			e.clock.Add(2 * time.Hour)
+		}, nothing, ""},
+		{"final already", func(e *env) {
+			e.set("web", 1, helmrelease.StatusDeployed, "")
+			e.clock.Add(2 * time.Hour)
+		}, nothing, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			stored := e.reserve("web", release.ActionInstall, 1)
+			tc.setup(e)
+			before := e.revision("web", 1)
+			res, err := e.svc.SweepOnce(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, desc := e.status("web", 1)
+			after := e.revision("web", 1)
+			switch tc.want {
+			case nothing:
+				if res != (SweepResult{}) || len(e.redrive.events()) != 0 || after.Sent != before.Sent {
+					t.Errorf("swept: %+v, %d re-sent", res, len(e.redrive.events()))
+				}
+				if before.Status != after.Status {
+					t.Errorf("status moved %s -> %s", before.Status, after.Status)
+				}
+			case redrive:
+				got := e.redrive.events()
+				if res != (SweepResult{Redriven: 1}) || len(got) != 1 {
+					t.Fatalf("swept %+v, re-sent %d", res, len(got))
+				}
+				raw, _ := got[0].MarshalJSON()
+				if string(raw) != stored {
+					t.Errorf("re-sent event differs from the stored one:\n%s\n%s", raw, stored)
+				}
+				if after.Sent != before.Sent+1 || !after.SentAt.Equal(e.clock.Now()) || after.DeadLettered {
+					t.Errorf("claim: sent %d at %v, dead-lettered %v", after.Sent, after.SentAt, after.DeadLettered)
+				}
+				if !release.IsPending(status.String()) {
+					t.Errorf("a re-sent revision is %s", status)
+				}
+			case fail:
+				if res != (SweepResult{Failed: 1}) || status != helmrelease.StatusFailed || !strings.Contains(desc, tc.reason) {
+					t.Errorf("swept %+v: %s %q, want failed with %q", res, status, desc, tc.reason)
+				}
+				if len(e.redrive.events()) != 0 {
+					t.Error("a failed revision was also re-sent")
+				}
+			}
+		})
+	}
+}
+
+// Two notifiers seeing the same revision: the claim carries the resourceVersion it saw,
+// so only one sends.
+func TestSweepClaimIsCompareAndSwap(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.clock.Add(3 * time.Minute)
+	stale := e.revision("web", 1)
+	var res SweepResult
+	if err := e.svc.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 1 {
+		t.Fatalf("first sweep: %+v, %v", res, err)
+	}
+	res = SweepResult{}
+	if err := e.svc.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 0 {
+		t.Fatalf("a second notifier with the same view re-sent too: %+v, %v", res, err)
+	}
+	if n := len(e.redrive.events()); n != 1 {
+		t.Errorf("%d sends", n)
+	}
+}
+
+// A refused re-send is an error of that revision, and the pass goes on.
+func TestSweepRedriveRefused(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("a", release.ActionInstall, 1)
+	e.reserve("b", release.ActionInstall, 1)
+	e.clock.Add(3 * time.Minute)
+	e.redrive.refuse(true)
+	res, err := e.svc.SweepOnce(ctx(t))
+	if err != nil || res.Redriven != 0 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	// The claim stands (count 1): the next re-send waits RedriveAfter again.
+	if e.revision("a", 1).Sent != 1 || e.revision("b", 1).Sent != 1 {
+		t.Error("both revisions were claimed")
+	}
+}
+
+func TestDeadLetter(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	a := events.Action{Action: release.ActionInstall, Namespace: "ns", Name: "web", Revision: 1,
+		SecretName: release.SecretName("web", 1), RequestID: "req-web"}
+	for _, tc := range []struct {
+		name   string
+		a      events.Action
+		marked bool
+	}{
+		{"another request of the revision", func() events.Action { b := a; b.RequestID = "old"; return b }(), false},
+		{"no such revision", func() events.Action { b := a; b.SecretName = release.SecretName("web", 9); return b }(), false},
+		{"its own request", a, true},
+	} {
+		marked, err := e.svc.DeadLetter(ctx(t), tc.a)
+		if err != nil || marked != tc.marked {
+			t.Errorf("%s: DeadLetter = %v, %v; want %v", tc.name, marked, err, tc.marked)
+		}
+	}
+	if !e.revision("web", 1).DeadLettered {
+		t.Error("not marked")
+	}
+	if st, _ := e.status("web", 1); st != helmrelease.StatusPendingInstall {
+		t.Errorf("a dead letter must never fail the revision: %s", st)
+	}
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	if marked, err := e.svc.DeadLetter(ctx(t), a); err != nil || marked {
+		t.Errorf("dead letter of a finished revision: %v, %v", marked, err)
+	}
+}
+
+// start drops the queued label, as Helm's adoption rewrite does.
+func (e *env) start(name string) {
+	e.t.Helper()
+	e.patch(name, 1, `{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`)
+}
+
+// holdLease takes (or renews by takeover) the revision's 30s lease at the clock's time.
+func (e *env) holdLease(name string) {
+	e.t.Helper()
+	h := &release.Heartbeat{Client: e.c, Holder: "exec", Duration: 30 * time.Second, Now: e.clock.Now}
+	_ = e.c.CoordinationV1().Leases("ns").Delete(ctx(e.t), release.LeaseName(name, 1), deleteOpts)
+	held, err := h.Hold(ctx(e.t), "ns", release.LeaseName(name, 1))
+	if err != nil || held == nil {
+		e.t.Fatalf("lease: %v, %v", held, err)
+	}
+}
+
+var deleteOpts = metav1.DeleteOptions{}

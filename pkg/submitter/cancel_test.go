@@ -1,0 +1,68 @@
+package submitter
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	u := &auth.User{Name: "alice"}
+
+	if _, err := e.svc.Cancel(ctx(t), "ns", "web", u); !errors.Is(err, release.ErrNotFound) {
+		t.Errorf("cancel of nothing: %v", err)
+	}
+	// Nobody runs it: failed at once, with who cancelled, and the cancel's lease gone.
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.svc.Cancel(ctx(t), "ns", "web", u)
+	if err != nil || out.Status != "failed" || out.Revision != 1 {
+		t.Fatalf("cancel of a queued revision = %+v, %v", out, err)
+	}
+	rel, err := e.store.Get(ctx(t), "ns", "web", 1)
+	if err != nil || rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "cancelled by alice before an executor ran it") {
+		t.Errorf("revision %v %q, %v", rel.Info.Status, rel.Info.Description, err)
+	}
+	if _, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{}); err == nil {
+		t.Error("the cancel's lease stayed")
+	}
+	if _, err := e.svc.Cancel(ctx(t), "ns", "web", u); !errors.Is(err, ErrNotPending) {
+		t.Errorf("cancel of a final revision: %v", err)
+	}
+
+	// An executor runs it: the request goes on its lease, the revision stays pending.
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("db"), nil); err != nil {
+		t.Fatal(err)
+	}
+	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("db", 1)); h == nil || err != nil {
+		t.Fatal(h, err)
+	}
+	out, err = e.svc.Cancel(ctx(t), "ns", "db", nil)
+	if err != nil || out.Status != "cancelling" {
+		t.Fatalf("cancel of a running revision = %+v, %v", out, err)
+	}
+	l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("db", 1), metav1.GetOptions{})
+	if l.Annotations[release.AnnotationCancel] != "anonymous" {
+		t.Errorf("lease annotations %v", l.Annotations)
+	}
+	if rel, _ := e.store.Get(ctx(t), "ns", "db", 1); rel.Info.Status != helmrelease.StatusPendingInstall {
+		t.Errorf("a running revision was failed by submit: %s", rel.Info.Status)
+	}
+
+	// Authorized as an upgrade would be.
+	e.svc.Authorizer = &authz{allow: map[auth.Need]bool{}}
+	if _, err := e.svc.Cancel(ctx(t), "ns", "db", u); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("cancel without rights: %v", err)
+	}
+}

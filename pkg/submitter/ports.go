@@ -1,0 +1,47 @@
+package submitter
+
+import (
+	"context"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// What submit needs of the world, as small interfaces: the function wires the real
+// clients, unit tests fakes.
+
+// Store reserves revisions and takes them back (release.Store).
+type Store interface {
+	NextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
+	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
+	Undo(ctx context.Context, sec *corev1.Secret) error
+	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
+	// Current is the revision an upgrade starts from: the latest below revision below.
+	Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error)
+	// Queued counts queued reservations in namespace and in total (the admission bound).
+	Queued(namespace string) (inNamespace, total int, err error)
+	// LiveHistory is the release's revisions read from the API server (a cancel's view).
+	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+}
+
+// Leases asks a revision's executor, through its Lease, to stop (release.Heartbeat).
+type Leases interface {
+	RequestCancel(ctx context.Context, namespace, key, by string) (running bool, err error)
+	ReleaseCancel(ctx context.Context, namespace, key, by string) error
+}
+
+// Charts fetches the chart a request names (chartsource.Source).
+type Charts interface {
+	Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error)
+}
+
+// Authorizer checks what a user may do (auth.Authorizer).
+type Authorizer interface {
+	Check(ctx context.Context, u *auth.User, needs ...auth.Need) error
+}
