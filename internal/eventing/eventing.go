@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -477,4 +478,49 @@ func readManifests(dir string) ([]*unstructured.Unstructured, error) {
 		}
 	}
 	return out, nil
+}
+
+// Functions are the ports of the three functions: Knative must know their addresses before
+// they start, so they are chosen first.
+type Functions struct{ Submit, Executor, Notifier int }
+
+// FreeFunctions picks three free loopback ports.
+func FreeFunctions() (Functions, error) {
+	var f Functions
+	for _, p := range []*int{&f.Submit, &f.Executor, &f.Notifier} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return f, err
+		}
+		*p = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	return f, nil
+}
+
+// Addresses are the Knative Services' addresses for Options.Addresses.
+func (f Functions) Addresses() map[string]string {
+	u := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
+	return map[string]string{"submit": u(f.Submit), "executor": u(f.Executor), "notifier": u(f.Notifier)}
+}
+
+// RSS is the resident memory of the Knative processes, in MiB, in total and by name.
+func (l *Local) RSS() (int, map[string]int) {
+	by := map[string]int{}
+	total := 0
+	for name, pid := range l.Pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb int
+				fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+				by[name] = kb / 1024
+				total += kb / 1024
+			}
+		}
+	}
+	return total, by
 }
