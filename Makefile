@@ -46,7 +46,7 @@ $(KNATIVE): $(wildcard tools/knative/*.go) tools/knative/go.mod tools/knative/go
 	@mkdir -p $(KNATIVE_BIN)
 	cd tools/knative && $(GO) build -o $(KNATIVE) .
 
-$(KNATIVE_BIN)/.built: $(KNATIVE) $(wildcard tools/knative/cmd/*/*.go)
+$(KNATIVE_BIN)/.built: tools/knative/go.mod tools/knative/go.sum tools/knative/prepare.go $(wildcard tools/knative/cmd/*/*.go) | $(KNATIVE)
 	@echo "building Knative Eventing v0.50.0 (6 processes); a cold build takes ~5 min on 2 cores"
 	@start=$$(date +%s); \
 	cd tools/knative && $(KNATIVE) prepare -dir $(KNATIVE_DIR) && \
@@ -55,7 +55,7 @@ $(KNATIVE_BIN)/.built: $(KNATIVE) $(wildcard tools/knative/cmd/*/*.go)
 	echo "built Knative Eventing in $$(( ($$(date +%s) - start) / 60 )) min $$(( ($$(date +%s) - start) % 60 )) s"
 	@touch $@
 
-knative-tools: $(KNATIVE_BIN)/.built
+knative-tools: $(KNATIVE_BIN)/.built $(KNATIVE)
 
 # Starts Knative against the test cluster (the local one, or KUBECONFIG's); reused when up.
 knative-up: knative-tools

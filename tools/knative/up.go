@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,9 +26,12 @@ type eventing struct {
 
 // state is what a running set remembers between `up` calls; internal/eventing reads it too.
 type state struct {
-	Kubeconfig string         `json:"kubeconfig"`
-	Ports      map[string]int `json:"ports"`
-	Pids       map[string]int `json:"pids"`
+	Kubeconfig string `json:"kubeconfig"`
+	// KubeconfigSum changes when the cluster is brought up again (new ports, new CA): the
+	// processes then hold a stale client and are restarted.
+	KubeconfigSum string         `json:"kubeconfigSum"`
+	Ports         map[string]int `json:"ports"`
+	Pids          map[string]int `json:"pids"`
 }
 
 const systemNamespace = "knative-eventing"
@@ -98,7 +102,7 @@ func (e *eventing) save(s *state) error {
 // running reports whether the recorded processes are all alive, for this kubeconfig.
 func (e *eventing) running() (*state, bool) {
 	s, err := e.load()
-	if err != nil || len(s.Pids) != len(processes)+1 || s.Kubeconfig != e.kubeconfig {
+	if err != nil || len(s.Pids) != len(processes)+1 || s.Kubeconfig != e.kubeconfig || s.KubeconfigSum != fileSum(e.kubeconfig) {
 		return s, false
 	}
 	for _, pid := range s.Pids {
@@ -133,7 +137,7 @@ func (e *eventing) Up(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("install Knative CRDs and config: %w", err)
 	}
-	s := &state{Kubeconfig: e.kubeconfig, Ports: map[string]int{}, Pids: map[string]int{}}
+	s := &state{Kubeconfig: e.kubeconfig, KubeconfigSum: fileSum(e.kubeconfig), Ports: map[string]int{}, Pids: map[string]int{}}
 	for _, name := range []string{"proxy", "ingress", "ingress-https", "filter", "filter-https", "dispatcher", "dispatcher-https"} {
 		if s.Ports[name], err = freePort(); err != nil {
 			return err
@@ -328,4 +332,12 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func fileSum(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
