@@ -282,8 +282,11 @@ func wire(ctx context.Context, kubeconfig string, o options, eventLog string) (*
 	}
 	// A namespace left by a run that did not end cleanly has Triggers for its old ports.
 	nss := cl.Typed.CoreV1().Namespaces()
-	if err := nss.Delete(ctx, brokerNamespace, metav1.DeleteOptions{}); err == nil {
+	if ns, err := nss.Get(ctx, brokerNamespace, metav1.GetOptions{}); err == nil && ns.DeletionTimestamp == nil {
 		fmt.Printf("deleting the namespace %s of an earlier run\n", brokerNamespace)
+		if err := nss.Delete(ctx, brokerNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
