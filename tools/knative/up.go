@@ -275,8 +275,8 @@ func rssKB(pid int) int {
 // Down deletes the namespaces that hold Subscriptions while the controllers still run (their
 // finalizers need them), then stops the processes: data plane, controllers, proxy.
 func (e *eventing) Down(ctx context.Context) error {
-	s, ok := e.running()
-	if ok {
+	s, err := e.load()
+	if err == nil && s.Pids["controller"] != 0 && syscall.Kill(s.Pids["controller"], 0) == nil {
 		k, err := newKube(s.Kubeconfig)
 		if err == nil {
 			err = k.deleteSubscriptionNamespaces(ctx, time.Minute)
