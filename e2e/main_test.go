@@ -65,7 +65,7 @@ type stack struct {
 
 // wire applies config/knative's Broker and Triggers to a namespace of the test, with the
 // notifier's status events delivered to eventLog, for functions on the returned ports.
-func wire(t *testing.T, eventLog string) (eventing.Functions, *eventing.Wiring) {
+func wire(t *testing.T, eventLog string, delivery ...map[string]map[string]interface{}) (eventing.Functions, *eventing.Wiring) {
 	t.Helper()
 	ports, err := eventing.FreeFunctions()
 	if err != nil {
@@ -73,8 +73,12 @@ func wire(t *testing.T, eventLog string) (eventing.Functions, *eventing.Wiring) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w, err := local.Wire(ctx, cluster.Admin, eventing.Options{Namespace: cluster.Namespace(t),
-		ConfigDir: filepath.Join(root, "config", "knative"), Addresses: ports.Addresses(), EventLog: eventLog})
+	o := eventing.Options{Namespace: cluster.Namespace(t),
+		ConfigDir: filepath.Join(root, "config", "knative"), Addresses: ports.Addresses(), EventLog: eventLog}
+	if len(delivery) > 0 {
+		o.Delivery = delivery[0]
+	}
+	w, err := local.Wire(ctx, cluster.Admin, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,14 +29,10 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 	key := "e2e-signing-key-e2e-signing-key-e2e-signing-key"
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true", "LEASE_DURATION": "3s",
 		"EVENT_SIGNING_KEY": key}
-	ports, w := wire(t, sink.URL)
 	// Knative would redeliver the killed delivery to the restarted executor 2 s later (the
 	// Trigger's backoff); this test makes the first failure final, so the event is
 	// dead-lettered to the notifier at once.
-	if err := w.PatchTrigger(ctx, "executor-install", map[string]interface{}{"spec": map[string]interface{}{
-		"delivery": map[string]interface{}{"retry": 0}}}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ports, w := wire(t, sink.URL, map[string]map[string]interface{}{"executor-install": {"retry": int64(0)}})
 	executor := teststack.RunPort(t, bins["executor"], ports.Executor, common)
 	with := func(extra map[string]string) map[string]string {
 		out := map[string]string{}
@@ -93,6 +89,6 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 		t.Fatalf("history: %d revisions, %v", len(hist), err)
 	}
 	if !strings.Contains(notifier.Output(), "dead-lettered request") {
-		t.Error("the notifier never saw the dead letter")
+		t.Errorf("the notifier never saw the dead letter; its log:\n%s", tail(notifier.Output()))
 	}
 }

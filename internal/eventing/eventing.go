@@ -101,6 +101,10 @@ type Options struct {
 	Addresses map[string]string
 	// EventLog, when set, gets the notifier's status events through a Trigger of its own.
 	EventLog string
+	// Delivery, by Trigger name, replaces fields of that Trigger's spec.delivery before it is
+	// applied (a test's local change; changing a delivery later replaces the Subscription,
+	// and the dispatcher takes that some time after Knative reports it).
+	Delivery map[string]map[string]interface{}
 	// Timeout bounds the wait for the Broker and Triggers to become Ready (default 90 s).
 	Timeout time.Duration
 }
@@ -185,6 +189,18 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 		return nil, err
 	}
 	for _, t := range triggers {
+		if d, ok := o.Delivery[t.GetName()]; ok {
+			cur, _, _ := unstructured.NestedMap(t.Object, "spec", "delivery")
+			if cur == nil {
+				cur = map[string]interface{}{}
+			}
+			for k, v := range d {
+				cur[k] = v
+			}
+			if err := unstructured.SetNestedMap(t.Object, cur, "spec", "delivery"); err != nil {
+				return nil, err
+			}
+		}
 		if err := w.apply(ctx, TriggerGVR, t); err != nil {
 			return nil, err
 		}
@@ -282,87 +298,6 @@ func (w *Wiring) SetAddress(ctx context.Context, name, addr string) error {
 		return fmt.Errorf("Service %s/%s status: %w", w.ns, name, err)
 	}
 	return nil
-}
-
-// PatchTrigger merge-patches a Trigger (a test's local change to a delivery spec) and waits
-// until Knative has reconciled it.
-func (w *Wiring) PatchTrigger(ctx context.Context, name string, patch map[string]interface{}, timeout time.Duration) error {
-	b, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	got, err := w.dyn.Resource(TriggerGVR).Namespace(w.ns).Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("Trigger %s/%s: %w", w.ns, name, err)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		cur, err := w.waitReady(ctx, TriggerGVR, name, deadline)
-		if err != nil {
-			return err
-		}
-		if og, _, _ := unstructured.NestedInt64(cur.Object, "status", "observedGeneration"); og >= got.GetGeneration() {
-			return w.waitSubscriptions(ctx, deadline)
-		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-var subscriptionGVR = schema.GroupVersionResource{Group: "messaging.knative.dev", Version: "v1", Resource: "subscriptions"}
-
-// waitSubscriptions waits until every Subscription of the namespace is reconciled for its
-// latest generation and the InMemoryChannel dispatcher reports it has taken each subscriber's
-// generation (it writes status.subscribers after updating its handlers; the channel is
-// Ready by then, so this report is not the early one probe guards against).
-func (w *Wiring) waitSubscriptions(ctx context.Context, deadline time.Time) error {
-	for {
-		list, err := w.dyn.Resource(subscriptionGVR).Namespace(w.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		done := true
-		for _, s := range list.Items {
-			og, _, _ := unstructured.NestedInt64(s.Object, "status", "observedGeneration")
-			if og < s.GetGeneration() {
-				done = false
-			}
-		}
-		if done {
-			imc, err := w.dyn.Resource(imcGVR).Namespace(w.ns).Get(ctx, w.broker+"-kne-trigger", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			done = subscribersTaken(imc)
-		}
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("Subscriptions of %s not taken by the dispatcher", w.ns)
-		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-func subscribersTaken(imc *unstructured.Unstructured) bool {
-	spec, _, _ := unstructured.NestedSlice(imc.Object, "spec", "subscribers")
-	status, _, _ := unstructured.NestedSlice(imc.Object, "status", "subscribers")
-	seen := map[interface{}]interface{}{}
-	for _, s := range status {
-		m, _ := s.(map[string]interface{})
-		seen[m["uid"]] = m["observedGeneration"]
-	}
-	for _, s := range spec {
-		m, _ := s.(map[string]interface{})
-		if fmt.Sprint(seen[m["uid"]]) != fmt.Sprint(m["generation"]) {
-			return false
-		}
-	}
-	return true
 }
 
 func (w *Wiring) apply(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured) error {

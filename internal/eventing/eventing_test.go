@@ -82,51 +82,47 @@ type deadLetters struct {
 	seen []string // "<Ce-Knativeerrorcode> <status>"
 }
 
-// Submit -> broker ingress -> channel -> filter -> executor, all Knative: the executor's 429
-// and 503 answers are retried with the backoff config/knative's Trigger gives, and once the
-// retries are exhausted the event reaches the real notifier's /dead-letter with Knative's
-// error code; the notifier marks the revision and its sweeper sends the request again
-// through the Broker. Its status events reach the event log through a Trigger.
-func TestExecutorRefusalsAreRetriedThenDeadLetteredToTheNotifier(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ns := cluster.Namespace(t)
-	charts := testcharts.Start(t)
-	eventLog := testsink.Start(t)
+// through is one namespace wired through Knative: the real submit and notifier, an executor
+// stand-in, and a recorder in front of the notifier's dead-letter route.
+type through struct {
+	ns       string
+	client   *submitclient.Client
+	seen     *attempts
+	dl       *deadLetters
+	eventLog *testsink.Sink
+	charts   *testcharts.Server
+}
 
-	// The executor stand-in: "retried" gets 429, then 503, then an acknowledgement;
-	// "exhausted" gets 503 three times (every delivery the shortened Trigger makes), then an
-	// acknowledgement (the notifier's re-send).
-	seen := &attempts{at: map[string][]time.Time{}}
+// wireThrough wires a namespace with config/knative's Broker and Triggers (delivery: a test's
+// change to a Trigger's delivery, applied with it). The executor stand-in answers each
+// delivery of a release with the next status of answers[name] (then acknowledges).
+func wireThrough(ctx context.Context, t *testing.T, delivery map[string]map[string]interface{}, answers map[string][]int) *through {
+	th := &through{ns: cluster.Namespace(t), seen: &attempts{at: map[string][]time.Time{}}, dl: &deadLetters{},
+		eventLog: testsink.Start(t), charts: testcharts.Start(t)}
 	executor := testsink.Start(t)
 	executor.OnEvent = func(e cloudevents.Event) cloudevents.Result {
 		a, err := events.ParseAccepted(e)
 		if err != nil {
 			return cloudevents.NewHTTPResult(http.StatusBadRequest, "not an accepted event: %v", err)
 		}
-		n := seen.add(a.Name)
-		switch {
-		case a.Name == "retried" && n == 1:
-			return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "busy")
-		case a.Name == "retried" && n == 2, a.Name == "exhausted" && n <= 3:
-			return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "unavailable")
+		n := th.seen.add(a.Name)
+		if n <= len(answers[a.Name]) {
+			return cloudevents.NewHTTPResult(answers[a.Name][n-1], "refused by the stand-in")
 		}
 		return cloudevents.ResultACK
 	}
-
 	// The real notifier, behind a recorder of what Knative sends to its dead-letter route.
 	notifierPort, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	notifierURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", notifierPort))
-	dl := &deadLetters{}
 	rp := httputil.NewSingleHostReverseProxy(notifierURL)
 	rp.ModifyResponse = func(r *http.Response) error {
 		if r.Request.URL.Path == "/dead-letter" {
-			dl.mu.Lock()
-			dl.seen = append(dl.seen, fmt.Sprintf("%s %d", r.Request.Header.Get("Ce-Knativeerrorcode"), r.StatusCode))
-			dl.mu.Unlock()
+			th.dl.mu.Lock()
+			th.dl.seen = append(th.dl.seen, fmt.Sprintf("%s %d", r.Request.Header.Get("Ce-Knativeerrorcode"), r.StatusCode))
+			th.dl.mu.Unlock()
 		}
 		return nil
 	}
@@ -137,85 +133,103 @@ func TestExecutorRefusalsAreRetriedThenDeadLetteredToTheNotifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	submitURL := fmt.Sprintf("http://127.0.0.1:%d", submitPort)
-
 	t0 := time.Now()
 	w, err := local.Wire(ctx, cluster.Admin, eventing.Options{
-		Namespace: ns, ConfigDir: filepath.Join(root, "config", "knative"), EventLog: eventLog.URL,
+		Namespace: th.ns, ConfigDir: filepath.Join(root, "config", "knative"), EventLog: th.eventLog.URL, Delivery: delivery,
 		Addresses: map[string]string{"submit": submitURL, "executor": executor.URL, "notifier": recorder.URL},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("Broker and %d Triggers Ready in %s; K_SINK %s", len(w.Triggers), time.Since(t0).Round(time.Millisecond), w.BrokerURL)
-
-	env := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "K_SINK": w.BrokerURL, "ALLOW_LOOPBACK_CHARTS": "true",
-		"EVENT_SIGNING_KEY": "eventing-test-key"}
+	key := "eventing-test-key"
 	notifier := teststack.RunPort(t, bins["notifier"], notifierPort, map[string]string{"KUBECONFIG": cluster.Kubeconfig,
-		"K_SINK": w.BrokerURL, "NAMESPACES": ns, "EVENT_SIGNING_KEY": "eventing-test-key", "SWEEP_INTERVAL": "500ms"})
-	submit := teststack.RunPort(t, bins["submit"], submitPort, env)
+		"K_SINK": w.BrokerURL, "NAMESPACES": th.ns, "EVENT_SIGNING_KEY": key, "SWEEP_INTERVAL": "500ms"})
+	submit := teststack.RunPort(t, bins["submit"], submitPort, map[string]string{"KUBECONFIG": cluster.Kubeconfig,
+		"K_SINK": w.BrokerURL, "ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": key})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("submit log:\n%s\nnotifier log:\n%s", submit.Output(), notifier.Output())
 		}
 	})
-	client := &submitclient.Client{Server: submitURL, Token: cluster.Admin.BearerToken}
-	install := func(name string) {
-		t.Helper()
-		start := time.Now()
-		if _, err := client.Install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: charts.ChartURL("tiny", "0.1.0")}); err != nil {
-			t.Fatalf("install %s: %v", name, err)
-		}
-		// The Broker acknowledges once the channel holds the event: the 201 does not wait
-		// for the executor's answers and Knative's retries.
-		if d := time.Since(start); d > 1500*time.Millisecond {
-			t.Errorf("install %s answered after %s: submit waited on the delivery", name, d)
-		}
-	}
+	th.client = &submitclient.Client{Server: submitURL, Token: cluster.Admin.BearerToken}
+	return th
+}
 
-	// 1. config/knative's executor-install Trigger: exponential backoff from PT2S.
-	install("retried")
-	waitFor(t, 30*time.Second, "three deliveries of retried", func() bool { return len(seen.of("retried")) >= 3 }, func() string { return fmt.Sprint(len(seen.of("retried")), " deliveries") })
-	at := seen.of("retried")
-	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second} {
-		if gap := at[i+1].Sub(at[i]); gap < want-100*time.Millisecond || gap > want+1500*time.Millisecond {
-			t.Errorf("retry %d came %s after the previous delivery; the Trigger says %s", i+1, gap, want)
+// install asks submit for an install; the Broker acknowledges once the channel holds the
+// event, so the 201 does not wait for the executor's answers and Knative's retries.
+func (th *through) install(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	start := time.Now()
+	if _, err := th.client.Install(ctx, api.ReleaseRequest{Name: name, Namespace: th.ns, ChartURL: th.charts.ChartURL("tiny", "0.1.0")}); err != nil {
+		t.Fatalf("install %s: %v", name, err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("install %s answered after %s: submit waited on the delivery", name, d)
+	}
+}
+
+func checkGaps(t *testing.T, at []time.Time, want ...time.Duration) {
+	t.Helper()
+	for i, w := range want {
+		if gap := at[i+1].Sub(at[i]); gap < w-100*time.Millisecond || gap > w+1500*time.Millisecond {
+			t.Errorf("retry %d came %s after the previous delivery; the Trigger says %s", i+1, gap, w)
 		}
 	}
-	if n := len(seen.of("retried")); n != 3 {
+}
+
+// Submit -> broker ingress -> channel -> filter -> executor, all Knative, with
+// config/knative's executor-install Trigger as it is (exponential backoff from PT2S): the
+// executor's 429 and 503 answers are retried 2 s and then 4 s later. The notifier's status
+// events reach the event log through the Broker and a Trigger.
+func TestExecutorRefusalsAreRetriedAsTheTriggerSays(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	th := wireThrough(ctx, t, nil, map[string][]int{"retried": {http.StatusTooManyRequests, http.StatusServiceUnavailable}})
+	th.install(ctx, t, "retried")
+	waitFor(t, 30*time.Second, "three deliveries of retried", func() bool { return len(th.seen.of("retried")) >= 3 },
+		func() string { return fmt.Sprint(len(th.seen.of("retried")), " deliveries") })
+	checkGaps(t, th.seen.of("retried"), 2*time.Second, 4*time.Second)
+	if n := len(th.seen.of("retried")); n != 3 {
 		t.Errorf("retried was delivered %d times; the third delivery was acknowledged", n)
 	}
-
-	// 2. Exhausted retries. The Trigger's own 10 retries from 2 s would take 34 min: this
-	// test alone shortens them (retry 2, PT0.2S); the dead-letter sink stays config/knative's.
-	if err := w.PatchTrigger(ctx, "executor-install", map[string]interface{}{"spec": map[string]interface{}{
-		"delivery": map[string]interface{}{"retry": 2, "backoffDelay": "PT0.2S"}}}, 30*time.Second); err != nil {
-		t.Fatal(err)
+	pending := events.StatusEventID(th.ns, "retried", 1, "pending-install")
+	th.eventLog.WaitFor(t, 30*time.Second, "pending-install of retried in the event log", func(e []cloudevents.Event) bool {
+		return indexOf(e, pending) >= 0
+	})
+	if len(th.dl.seen) != 0 {
+		t.Errorf("dead letters for an acknowledged event: %q", th.dl.seen)
 	}
-	install("exhausted")
-	waitFor(t, 60*time.Second, "the notifier's re-send of exhausted after its dead letter", func() bool { return len(seen.of("exhausted")) >= 4 },
-		func() string { return fmt.Sprint(len(seen.of("exhausted")), " deliveries") })
-	dl.mu.Lock()
-	got := append([]string(nil), dl.seen...)
-	dl.mu.Unlock()
+}
+
+// Exhausted retries reach the real notifier's /dead-letter with Knative's error code; the
+// notifier marks the revision and its sweeper sends the request again through the Broker.
+// config/knative's 10 retries from 2 s would take 34 min: this test alone shortens them
+// (retry 2, PT0.2S); the dead-letter sink stays config/knative's.
+func TestExhaustedRetriesAreDeadLetteredToTheNotifier(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	unavailable := http.StatusServiceUnavailable
+	th := wireThrough(ctx, t, map[string]map[string]interface{}{"executor-install": {"retry": int64(2), "backoffDelay": "PT0.2S"}},
+		map[string][]int{"exhausted": {unavailable, unavailable, unavailable}})
+	th.install(ctx, t, "exhausted")
+	waitFor(t, 60*time.Second, "the notifier's re-send of exhausted after its dead letter", func() bool { return len(th.seen.of("exhausted")) >= 4 },
+		func() string { return fmt.Sprint(len(th.seen.of("exhausted")), " deliveries") })
+	th.dl.mu.Lock()
+	got := append([]string(nil), th.dl.seen...)
+	th.dl.mu.Unlock()
 	// One dead letter, with the executor's last answer as Knative's error code, taken (200)
 	// by the notifier: submit signed it.
 	if len(got) != 1 || got[0] != "503 200" {
 		t.Errorf("dead letters at the notifier (Ce-Knativeerrorcode, answer): %q, want [\"503 200\"]", got)
 	}
-	at = seen.of("exhausted")
-	for i, want := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond} {
-		if gap := at[i+1].Sub(at[i]); gap < want-50*time.Millisecond || gap > want+time.Second {
-			t.Errorf("retry %d of exhausted came %s after the previous delivery; the patched Trigger says %s", i+1, gap, want)
-		}
-	}
+	at := th.seen.of("exhausted")
+	checkGaps(t, at, 200*time.Millisecond, 400*time.Millisecond)
 	if len(at) != 4 {
 		t.Errorf("exhausted was delivered %d times; want 1 + 2 retries + the notifier's re-send", len(at))
 	}
-	// The status events of both releases went notifier -> Broker -> event-log Trigger.
-	pending := events.StatusEventID(ns, "retried", 1, "pending-install")
-	eventLog.WaitFor(t, 30*time.Second, "pending-install of retried in the event log", func(e []cloudevents.Event) bool {
-		return indexOf(e, pending) >= 0
-	})
 }
 
 func indexOf(evs []cloudevents.Event, id string) int {
