@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ func TestChaosShort(t *testing.T) {
 	rep, err := chaos.Run(context.Background(), chaos.Config{
 		Bins:       bins,
 		Kubeconfig: cluster.Kubeconfig,
+		Knative:    local,
+		ConfigDir:  filepath.Join(root, "config", "knative"),
 		ChartURL:   charts.ChartURL("tiny", "0.1.0"),
 		LogDir:     t.TempDir(),
 		Installs:   10, Kills: 3, Upgrades: 15, Releases: 3,

@@ -1,17 +1,20 @@
 // Package e2e runs the built binaries (submit, executor, notifier, oc-helm) as processes
-// against the local cluster, wired as on Knative: submit -> broker -> executor, notifier -> sink.
+// against the local cluster, wired through the local Knative Eventing (tools/knative) with
+// config/knative's Broker and Triggers: submit -> Broker -> executor, notifier -> Broker ->
+// a Trigger -> the test's sink.
 package e2e
 
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testcluster"
@@ -23,10 +26,21 @@ import (
 var (
 	cluster *testcluster.Env
 	bins    map[string]string
+	local   *eventing.Local
+	root    string
 )
 
 func TestMain(m *testing.M) {
 	cluster = testcluster.MustStart()
+	var err error
+	if root, err = testcluster.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if local, err = eventing.Open(eventing.Dir(root), cluster.Kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "async-helm-e2e")
 	if err != nil {
 		panic(err)
@@ -46,12 +60,33 @@ type stack struct {
 	charts                     *testcharts.Server
 	sink                       *testsink.Sink
 	client                     *submitclient.Client
+	ports                      eventing.Functions
+}
+
+// wire applies config/knative's Broker and Triggers to a namespace of the test, with the
+// notifier's status events delivered to eventLog, for functions on the returned ports.
+func wire(t *testing.T, eventLog string, delivery ...map[string]map[string]interface{}) (eventing.Functions, *eventing.Wiring) {
+	t.Helper()
+	ports, err := eventing.FreeFunctions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := eventing.Options{Namespace: cluster.Namespace(t),
+		ConfigDir: filepath.Join(root, "config", "knative"), Addresses: ports.Addresses(), EventLog: eventLog}
+	if len(delivery) > 0 {
+		o.Delivery = delivery[0]
+	}
+	w, err := local.Wire(ctx, cluster.Admin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports, w
 }
 
 func newStack(t *testing.T, namespaces ...string) *stack {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info",
 		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key-0123456789abcdef0123"}
@@ -65,15 +100,11 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 		}
 		return out
 	}
-	s.executor = teststack.Run(t, bins["executor"], with(nil))
-	broker, err := localbroker.New(ctx, s.executor.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := httptest.NewServer(broker)
-	t.Cleanup(b.Close)
-	s.submit = teststack.Run(t, bins["submit"], with(map[string]string{"K_SINK": b.URL}))
-	s.notifier = teststack.Run(t, bins["notifier"], with(map[string]string{"K_SINK": s.sink.URL, "NAMESPACES": strings.Join(namespaces, ",")}))
+	var w *eventing.Wiring
+	s.ports, w = wire(t, s.sink.URL)
+	s.executor = teststack.RunPort(t, bins["executor"], s.ports.Executor, with(nil))
+	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, with(map[string]string{"K_SINK": w.BrokerURL}))
+	s.notifier = teststack.RunPort(t, bins["notifier"], s.ports.Notifier, with(map[string]string{"K_SINK": w.BrokerURL, "NAMESPACES": strings.Join(namespaces, ",")}))
 	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Operator.BearerToken}
 	t.Cleanup(func() {
 		if t.Failed() {

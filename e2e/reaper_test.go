@@ -2,14 +2,12 @@ package e2e
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/async-helm/async-helm/internal/localbroker"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
@@ -18,7 +16,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
-// The executor is SIGKILLed in the middle of an install and the broker does not redeliver:
+// The executor is SIGKILLed in the middle of an install and the Trigger does not redeliver:
 // the event is dead-lettered to the notifier, whose sweeper sends the revision's stored
 // event again; the restarted executor takes the expired lease over and deploys it, once.
 func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
@@ -31,14 +29,11 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 	key := "e2e-signing-key-e2e-signing-key-e2e-signing-key"
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true", "LEASE_DURATION": "3s",
 		"EVENT_SIGNING_KEY": key}
-	executor := teststack.Run(t, bins["executor"], common)
-	broker, err := localbroker.New(ctx, executor.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker.Retries = 0 // the first failed delivery is dead-lettered
-	b := httptest.NewServer(broker)
-	t.Cleanup(b.Close)
+	// Knative would redeliver the killed delivery to the restarted executor 2 s later (the
+	// Trigger's backoff); this test makes the first failure final, so the event is
+	// dead-lettered to the notifier at once.
+	ports, w := wire(t, sink.URL, map[string]map[string]interface{}{"executor-install": {"retry": int64(0)}})
+	executor := teststack.RunPort(t, bins["executor"], ports.Executor, common)
 	with := func(extra map[string]string) map[string]string {
 		out := map[string]string{}
 		for k, v := range common {
@@ -49,10 +44,9 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 		}
 		return out
 	}
-	notifier := teststack.Run(t, bins["notifier"], with(map[string]string{"K_SINK": sink.URL, "REDRIVE_SINK": b.URL,
+	notifier := teststack.RunPort(t, bins["notifier"], ports.Notifier, with(map[string]string{"K_SINK": w.BrokerURL,
 		"NAMESPACES": ns, "SWEEP_INTERVAL": "500ms", "REAPER_GRACE": "2s"}))
-	broker.DeadLetter = notifier.URL + "/dead-letter"
-	submit := teststack.Run(t, bins["submit"], with(map[string]string{"K_SINK": b.URL}))
+	submit := teststack.RunPort(t, bins["submit"], ports.Submit, with(map[string]string{"K_SINK": w.BrokerURL}))
 	client := &submitclient.Client{Server: submit.URL, Token: cluster.Operator.BearerToken}
 
 	if _, err := client.Install(ctx, api.ReleaseRequest{Name: "orphan", Namespace: ns, ChartURL: charts.ChartURL("tiny", "0.1.0"),
@@ -95,6 +89,6 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 		t.Fatalf("history: %d revisions, %v", len(hist), err)
 	}
 	if !strings.Contains(notifier.Output(), "dead-lettered request") {
-		t.Error("the notifier never saw the dead letter")
+		t.Errorf("the notifier never saw the dead letter; its log:\n%s", tail(notifier.Output()))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,10 +21,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/async-helm/async-helm/internal/localbroker"
 	"github.com/async-helm/async-helm/internal/satoken"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testcluster"
+	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -135,16 +134,11 @@ func TestServiceAccountCallerWithABoundToken(t *testing.T) {
 
 	charts := testcharts.Start(t)
 	const key = "serviceaccount-test-signing-key-0123456789"
-	executor := teststack.Run(t, bins["executor"], map[string]string{"KUBECONFIG": serviceAccountKubeconfig(t, "async-helm", "executor"),
+	ports, w := wire(t, testsink.Start(t).URL)
+	executor := teststack.RunPort(t, bins["executor"], ports.Executor, map[string]string{"KUBECONFIG": serviceAccountKubeconfig(t, "async-helm", "executor"),
 		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": key, "POD_NAME": "executor-sa-test"})
-	broker, err := localbroker.New(ctx, executor.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := httptest.NewServer(broker)
-	t.Cleanup(b.Close)
-	submit := teststack.Run(t, bins["submit"], map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true",
-		"K_SINK": b.URL, "EVENT_SIGNING_KEY": key})
+	submit := teststack.RunPort(t, bins["submit"], ports.Submit, map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true",
+		"K_SINK": w.BrokerURL, "EVENT_SIGNING_KEY": key})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("submit log:\n%s\nexecutor log:\n%s", tail(submit.Output()), tail(executor.Output()))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/chaos"
 	"github.com/async-helm/async-helm/internal/chartrepo"
+	"github.com/async-helm/async-helm/internal/eventing"
 )
 
 func main() {
@@ -56,6 +57,14 @@ func run(cfg chaos.Config) error {
 	}
 	cfg.ChartURL = charts.ChartURL("tiny", "0.1.0")
 	cfg.LogDir = ".cache/chaos"
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if cfg.Knative, err = eventing.Open(eventing.Dir(root), cfg.Kubeconfig); err != nil {
+		return err
+	}
+	cfg.ConfigDir = filepath.Join(root, "config", "knative")
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return err
 	}

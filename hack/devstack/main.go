@@ -1,7 +1,8 @@
-// Command devstack is `make run`: the three functions as local processes wired as the
-// Broker would wire them (submit -> executor, notifier -> an event log that prints each
-// event), the test charts served on loopback, and one release shown going pending ->
-// deployed. Ctrl-C stops everything.
+// Command devstack is `make run`: the three functions as local processes wired through the
+// local Knative Eventing (make cluster-up) with config/knative's Broker and Triggers in the
+// namespace async-helm (submit -> Broker -> executor; notifier -> Broker -> a Trigger -> an
+// event log that prints each status event), the test charts served on loopback, and one
+// release shown going pending -> deployed. Ctrl-C stops everything.
 package main
 
 import (
@@ -26,7 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/chartrepo"
-	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
@@ -40,7 +41,7 @@ type options struct {
 	bin, charts, logs, namespace string
 	submitPort, executorPort     int
 	notifierPort, eventsPort     int
-	chartsPort, brokerPort       int
+	chartsPort                   int
 	exitAfterDemo                bool
 	script                       string
 }
@@ -56,10 +57,13 @@ func main() {
 	flag.IntVar(&o.notifierPort, "notifier-port", 8082, "notifier's port")
 	flag.IntVar(&o.eventsPort, "events-port", 8083, "event log sink's port")
 	flag.IntVar(&o.chartsPort, "charts-port", 8079, "chart repository's port")
-	flag.IntVar(&o.brokerPort, "broker-port", 8078, "local broker's port")
 	flag.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop once the demo release is deployed")
 	flag.StringVar(&o.script, "script", "", "run this script against the stack (ASYNC_HELM_SERVER set), then stop")
 	flag.Parse()
+	if err := choosePorts(&o); err != nil {
+		fmt.Fprintln(os.Stderr, "make run:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -99,18 +103,22 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	url := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
-	// submit -> broker -> executor, as a Trigger delivers on Knative: submit never waits.
-	broker, err := localbroker.New(ctx, url(o.executorPort))
+	// submit -> Broker -> executor through Knative: the Trigger's delivery (retries, dead
+	// letters to the notifier) is Knative's own.
+	w, local, err := wire(ctx, kubeconfig, o, eventsURL)
 	if err != nil {
 		return err
 	}
-	broker.Logf = func(f string, a ...interface{}) { fmt.Printf("broker: "+f+"\n", a...) }
-	broker.DeadLetter = url(o.notifierPort) + "/dead-letter" // as the Trigger's deadLetterSink
-	brokerLn, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.brokerPort))
-	if err != nil {
-		return err
-	}
-	go func() { _ = http.Serve(brokerLn, broker) }()
+	defer func() {
+		// The Subscriptions' finalizers need the Knative controllers: delete while they run.
+		cl, err := kube.Open(kubeconfig)
+		if err == nil {
+			err = cl.Typed.CoreV1().Namespaces().Delete(context.Background(), brokerNamespace, metav1.DeleteOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "delete namespace %s: %v\n", brokerNamespace, err)
+		}
+	}()
 	key, err := randomKey()
 	if err != nil {
 		return err
@@ -131,8 +139,8 @@ func run(ctx context.Context, o options) error {
 		env  []string
 	}{
 		{"executor", o.executorPort, nil},
-		{"submit", o.submitPort, []string{"K_SINK=" + url(o.brokerPort)}},
-		{"notifier", o.notifierPort, []string{"K_SINK=" + eventsURL, "REDRIVE_SINK=" + url(o.brokerPort)}},
+		{"submit", o.submitPort, []string{"K_SINK=" + w.BrokerURL}},
+		{"notifier", o.notifierPort, []string{"K_SINK=" + w.BrokerURL}},
 	} {
 		logPath := filepath.Join(o.logs, p.name+".log")
 		_ = os.Remove(logPath)
@@ -142,8 +150,10 @@ func run(ctx context.Context, o options) error {
 		}
 		procs = append(procs, pr)
 	}
-	fmt.Printf("\nasync-helm is running (logs in %s/):\n  submit   %s\n  executor %s\n  notifier %s -> events printed below\n  charts   %s\n\n",
-		o.logs, url(o.submitPort), url(o.executorPort), url(o.notifierPort), chartsURL)
+	rss, _ := local.RSS()
+	fmt.Printf("\nasync-helm is running (logs in %s/, Knative's in %s/logs):\n  submit   %s -> Broker %s/async-helm\n  executor %s <- Trigger executor-install/-upgrade\n  notifier %s -> Broker -> Trigger event-log -> events printed below\n  charts   %s\n  Knative Eventing: %d processes, RSS %d MB; broker ingress %s\n\n",
+		o.logs, eventing.Dir(mustGetwd()), url(o.submitPort), brokerNamespace, url(o.executorPort), url(o.notifierPort), chartsURL,
+		len(local.Pids), rss, w.BrokerURL)
 	if err := demo(ctx, o, url(o.submitPort), token); err != nil {
 		return err
 	}
@@ -269,4 +279,89 @@ func randomKey() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// brokerNamespace is config/knative's own namespace: make run applies its Broker and
+// Triggers as they are.
+const brokerNamespace = "async-helm"
+
+// wire (re)creates the namespace async-helm and wires it through the local Knative.
+func wire(ctx context.Context, kubeconfig string, o options, eventLog string) (*eventing.Wiring, *eventing.Local, error) {
+	root := mustGetwd()
+	local, err := eventing.Open(eventing.Dir(root), kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kube.Open(kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A namespace left by a run that did not end cleanly has Triggers for its old ports.
+	nss := cl.Typed.CoreV1().Namespaces()
+	if ns, err := nss.Get(ctx, brokerNamespace, metav1.GetOptions{}); err == nil && ns.DeletionTimestamp == nil {
+		fmt.Printf("deleting the namespace %s of an earlier run\n", brokerNamespace)
+		if err := nss.Delete(ctx, brokerNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: brokerNamespace}}, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) || time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("namespace %s: %w", brokerNamespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	t0 := time.Now()
+	ports := eventing.Functions{Submit: o.submitPort, Executor: o.executorPort, Notifier: o.notifierPort}
+	w, err := local.Wire(ctx, cl.Config, eventing.Options{Namespace: brokerNamespace, ConfigDir: filepath.Join(root, "config", "knative"),
+		Addresses: ports.Addresses(), EventLog: eventLog, Timeout: 2 * time.Minute})
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Printf("Broker and %d Triggers of config/knative Ready in %.1fs\n", len(w.Triggers), time.Since(t0).Seconds())
+	return w, local, nil
+}
+
+func mustGetwd() string {
+	d, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// choosePorts keeps each port given on the command line (and fails naming it when it is
+// taken), and replaces a default that is taken by a free port.
+func choosePorts(o *options) error {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, p := range []struct {
+		flag string
+		port *int
+	}{{"submit-port", &o.submitPort}, {"executor-port", &o.executorPort}, {"notifier-port", &o.notifierPort},
+		{"events-port", &o.eventsPort}, {"charts-port", &o.chartsPort}} {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *p.port))
+		if err == nil {
+			ln.Close()
+			continue
+		}
+		if set[p.flag] {
+			return fmt.Errorf("port %d of -%s is taken: choose another (make run RUN_ARGS=\"-%s=PORT\")", *p.port, p.flag, p.flag)
+		}
+		free, err := proc.FreePort()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("port %d (-%s) is taken; using %d (make run RUN_ARGS=\"-%s=PORT\" to choose)\n", *p.port, p.flag, free, p.flag)
+		*p.port = free
+	}
+	return nil
 }

@@ -20,7 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/async-helm/async-helm/internal/localbroker"
+	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
@@ -34,13 +34,16 @@ import (
 type Config struct {
 	Bins       map[string]string // submit, executor, notifier
 	Kubeconfig string
-	ChartURL   string // a small chart whose install waits for its pods
-	LogDir     string
-	Installs   int           // scenario 1: installs while the executor is killed
-	Kills      int           // SIGKILLs of the executor during scenario 1
-	Upgrades   int           // scenario 2: concurrent upgrades of one release
-	Releases   int           // scenario 3: installs while the sink is down
-	Outage     time.Duration // scenario 3: how long the sink refuses
+	// Knative is the local Knative Eventing (tools/knative); ConfigDir is config/knative.
+	Knative   *eventing.Local
+	ConfigDir string
+	ChartURL  string // a small chart whose install waits for its pods
+	LogDir    string
+	Installs  int           // scenario 1: installs while the executor is killed
+	Kills     int           // SIGKILLs of the executor during scenario 1
+	Upgrades  int           // scenario 2: concurrent upgrades of one release
+	Releases  int           // scenario 3: installs while the sink is down
+	Outage    time.Duration // scenario 3: how long the sink refuses
 	// Scenario 4: a burst of Burst installs from BurstClients clients, once as is and once
 	// with the executor SIGKILLed BurstKills times; then OverBound installs against an
 	// admission bound of Bound queued revisions per namespace.
@@ -107,8 +110,8 @@ func (r *run) namespace(ctx context.Context, prefix string) (string, error) {
 	return "", fmt.Errorf("namespace %s has no default ServiceAccount", name)
 }
 
-func (r *run) start(name string, env ...string) (*proc.Process, error) {
-	return proc.Start(r.cfg.Bins[name], 0, filepath.Join(r.cfg.LogDir, name+".log"), append(append([]string{}, r.common...), env...)...)
+func (r *run) start(name string, port int, env ...string) (*proc.Process, error) {
+	return proc.Start(r.cfg.Bins[name], port, filepath.Join(r.cfg.LogDir, name+".log"), append(append([]string{}, r.common...), env...)...)
 }
 
 // stackOpts wires one stack: the notifier's namespace and status sink, and submit's env.
@@ -117,14 +120,19 @@ type stackOpts struct {
 	submitEnv []string
 }
 
-// stack starts what make run starts: executor, a broker in front of it (retries as the
-// Broker's delivery spec, dead letters to the notifier), the notifier (its sweeper re-sends
-// to the broker) and submit.
+// stack starts what make run starts, in ns: config/knative's Broker and Triggers on the
+// local Knative (retries and dead letters to the notifier by the Triggers' delivery), the
+// executor, the notifier (its status events go to the Broker, and a Trigger delivers them
+// to the status sink; its sweeper re-sends to the Broker) and submit.
 func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Process, stop func(), err error) {
 	var procs []*proc.Process
+	var closers []func()
 	stopAll := func() {
 		for i := len(procs) - 1; i >= 0; i-- {
 			procs[i].Stop()
+		}
+		for _, c := range closers {
+			c()
 		}
 	}
 	defer func() {
@@ -132,58 +140,41 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 			stopAll()
 		}
 	}()
-	token, err := operator.Token(ctx, r.cl.Typed, time.Hour) // submit refuses system:masters
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if executor, err = r.start("executor"); err != nil {
-		return nil, nil, nil, err
-	}
-	procs = append(procs, executor)
-	b, err := localbroker.New(ctx, executor.URL)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	b.Retries, b.Backoff = 10, time.Second // config/knative/400-broker.yaml
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	brokerURL := "http://" + ln.Addr().String()
-	closers := []func(){func() { _ = srv.Close() }}
 	sinkURL := o.sink
 	if sinkURL == "" {
 		status := newSink() // status events are not what this stack is checked on
 		closers = append(closers, status.close)
 		sinkURL = status.url
 	}
-	defer func() {
-		if err != nil {
-			for _, c := range closers {
-				c()
-			}
-		}
-	}()
-	notifier, err := r.start("notifier", "K_SINK="+sinkURL, "REDRIVE_SINK="+brokerURL, "NAMESPACES="+o.ns,
+	ports, err := eventing.FreeFunctions()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w, err := r.cfg.Knative.Wire(ctx, r.cl.Config, eventing.Options{Namespace: o.ns, ConfigDir: r.cfg.ConfigDir,
+		Addresses: ports.Addresses(), EventLog: sinkURL})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if executor, err = r.start("executor", ports.Executor); err != nil {
+		return nil, nil, nil, err
+	}
+	procs = append(procs, executor)
+	notifier, err := r.start("notifier", ports.Notifier, "K_SINK="+w.BrokerURL, "NAMESPACES="+o.ns,
 		"SWEEP_INTERVAL=2s", "REDRIVE_AFTER=1m", "REAPER_GRACE=10s")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	procs = append(procs, notifier)
-	b.DeadLetter = notifier.URL + "/dead-letter"
-	if submit, err = r.start("submit", append([]string{"K_SINK=" + brokerURL}, o.submitEnv...)...); err != nil {
+	if submit, err = r.start("submit", ports.Submit, append([]string{"K_SINK=" + w.BrokerURL}, o.submitEnv...)...); err != nil {
 		return nil, nil, nil, err
 	}
 	procs = append(procs, submit)
+	token, err := operator.Token(ctx, r.cl.Typed, time.Hour) // submit refuses system:masters
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	r.client = &submitclient.Client{Server: submit.URL, Token: token}
-	return submit, executor, func() {
-		stopAll()
-		for _, c := range closers {
-			c()
-		}
-	}, nil
+	return submit, executor, stopAll, nil
 }
 
 func randomDuration(min, max time.Duration) time.Duration {
@@ -378,8 +369,9 @@ func asAPIError(err error, target **submitclient.APIError) bool {
 	return ok
 }
 
-// Scenario 3: the notifier's sink is down while releases change: once it is back, every
-// transition arrives.
+// Scenario 3: the status events' sink (behind the Broker, reached through a Trigger) is
+// down while releases change: Knative redelivers, and once it is back every transition
+// arrives.
 func (r *run) sinkOutage(ctx context.Context) error {
 	ns, err := r.namespace(ctx, "sink")
 	if err != nil {
