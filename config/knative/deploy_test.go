@@ -254,7 +254,7 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeApplied(t, a, objs) })
-	if err := knativeapply.Deploy(ctx, cluster.Admin, objs, "async-helm-deploy-test"); err != nil {
+	if _, err := knativeapply.Deploy(ctx, cluster.Admin, objs, "async-helm-deploy-test"); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	kinds := map[string]int{}

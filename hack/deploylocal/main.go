@@ -43,10 +43,11 @@ func run(ctx context.Context, logger *slog.Logger, file string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	if err := knativeapply.Deploy(ctx, cfg, objs, "async-helm-deploy-local"); err != nil {
+	applied, err := knativeapply.Deploy(ctx, cfg, objs, "async-helm-deploy-local")
+	if err != nil {
 		return err
 	}
-	for _, u := range objs {
+	for _, u := range applied {
 		fmt.Printf("applied %s %s\n", u.GetKind(), qualified(u.GetNamespace(), u.GetName()))
 	}
 	return nil

@@ -257,35 +257,39 @@ const (
 )
 
 // Deploy installs the missing Knative CRDs and applies objs server-side (Namespaces
-// first). When the manifests do not ship the signing key Secret, it creates one with a
-// random key unless it exists, as `make deploy` does.
-func Deploy(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, fieldManager string) error {
+// first). The signing key is never taken from the manifests: a Secret of that name in them
+// (an older config shipped a placeholder) is left out, and Deploy creates the Secret with a
+// random key unless it exists, as `make deploy` does. It returns what it applied.
+func Deploy(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, fieldManager string) ([]*unstructured.Unstructured, error) {
 	if _, err := InstallCRDs(ctx, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	a, err := NewApplier(cfg, fieldManager)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	shipsKey := false
+	var applied, rest []*unstructured.Unstructured
 	for _, u := range objs {
-		if u.GetKind() == "Secret" && u.GetNamespace() == signingKeyNamespace && u.GetName() == signingKeySecret {
-			shipsKey = true
-		}
-		if u.GetKind() == "Namespace" {
+		switch {
+		case u.GetKind() == "Secret" && u.GetNamespace() == signingKeyNamespace && u.GetName() == signingKeySecret:
+		case u.GetKind() == "Namespace":
 			if err := a.Apply(ctx, u, false); err != nil {
-				return err
+				return nil, err
 			}
+			applied = append(applied, u)
+		default:
+			rest = append(rest, u)
 		}
 	}
-	if !shipsKey {
-		c, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		if _, err := EnsureSigningKey(ctx, c, signingKeyNamespace, signingKeySecret); err != nil {
-			return err
-		}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return a.ApplyAll(ctx, objs)
+	if _, err := EnsureSigningKey(ctx, c, signingKeyNamespace, signingKeySecret); err != nil {
+		return nil, err
+	}
+	if err := a.ApplyAll(ctx, rest); err != nil {
+		return nil, err
+	}
+	return append(applied, rest...), nil
 }
