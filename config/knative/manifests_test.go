@@ -9,29 +9,20 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	eventingv1 "knative.dev/eventing/pkg/apis/eventing/v1"
 	"knative.dev/eventing/pkg/apis/feature"
 	sourcesv1 "knative.dev/eventing/pkg/apis/sources/v1"
 	"knative.dev/pkg/apis"
 	servingconfig "knative.dev/serving/pkg/apis/config"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/internal/knativeapply"
 	"github.com/async-helm/async-helm/internal/testcluster"
 )
 
@@ -152,103 +143,26 @@ func TestExecutorTimeoutsMatchItsOwnDeadline(t *testing.T) {
 	t.Fatal("no executor Service")
 }
 
-// knativeCRDs reads the CRDs shipped inside the knative.dev module zips.
-func knativeCRDs(t *testing.T) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	for mod, dir := range map[string]string{"knative.dev/serving": "config/core/300-resources", "knative.dev/eventing": "config/core/resources"} {
-		b, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", mod, err)
-		}
-		files, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(b)), dir, "*.yaml"))
-		for _, f := range files {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var u unstructured.Unstructured
-			if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if u.GetKind() == "CustomResourceDefinition" {
-				out = append(out, &u)
-			}
-		}
-	}
-	return out
-}
-
 func TestManifestsPassServerSideDryRunWithKnativeCRDs(t *testing.T) {
 	ctx := context.Background()
-	dc, err := dynamic.NewForConfig(cluster.Admin)
+	// The CRDs come from the knative.dev module zips (internal/knativeapply, shared with
+	// make deploy-local).
+	if n, err := knativeapply.InstallCRDs(ctx, cluster.Admin); err != nil || n < 8 {
+		t.Fatalf("installing the Knative CRDs: %d, %v", n, err)
+	}
+	a, err := knativeapply.NewApplier(cluster.Admin, "async-helm-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crds := knativeCRDs(t)
-	if len(crds) < 8 {
-		t.Fatalf("found %d Knative CRDs in the module zips", len(crds))
-	}
-	for _, crd := range crds {
-		if err := apply(ctx, dc.Resource(crdGVR), crd, false); err != nil {
-			t.Fatalf("CRD %s: %v", crd.GetName(), err)
-		}
-	}
-	for _, crd := range crds {
-		waitEstablished(t, dc.Resource(crdGVR), crd.GetName())
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cluster.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 	for _, u := range manifests(t) {
 		// The namespace itself is created for real: the dry-runs of what is in it need it.
 		dryRun := u.GetKind() != "Namespace"
-		m, err := mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
-		if err != nil {
-			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
-			continue
-		}
-		var ri dynamic.ResourceInterface = dc.Resource(m.Resource)
-		if u.GetNamespace() != "" {
-			ri = dc.Resource(m.Resource).Namespace(u.GetNamespace())
-		}
-		if err := apply(ctx, ri, u, dryRun); err != nil {
-			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		if err := a.Apply(ctx, u, dryRun); err != nil {
+			t.Error(err)
 		}
 	}
 }
 
 func apply(ctx context.Context, ri dynamic.ResourceInterface, u *unstructured.Unstructured, dryRun bool) error {
-	raw, err := json.Marshal(u.Object)
-	if err != nil {
-		return err
-	}
-	opts := metav1.PatchOptions{FieldManager: "async-helm-test", Force: ptr(true)}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	_, err = ri.Patch(ctx, u.GetName(), types.ApplyPatchType, raw, opts)
-	return err
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func waitEstablished(t *testing.T, ri dynamic.NamespaceableResourceInterface, name string) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		u, err := ri.Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, ok := c.(map[string]interface{}); ok && m["type"] == "Established" && m["status"] == "True" {
-					return
-				}
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("CRD %s never established", name)
+	return knativeapply.ApplyTo(ctx, ri, u, "async-helm-test", dryRun)
 }

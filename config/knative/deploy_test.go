@@ -1,0 +1,311 @@
+package knative
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/async-helm/async-helm/internal/knativeapply"
+	"github.com/async-helm/async-helm/internal/testcluster"
+)
+
+// imageReport is what tools/ko/cmd/kolocal writes (its Report type): the images as the
+// loopback registry serves them after the push.
+type imageReport struct {
+	Base         string
+	BuildSeconds float64
+	Images       []struct {
+		Name              string
+		Ref               string
+		Digest            string
+		CompressedBytes   int64
+		UncompressedBytes int64
+		Entrypoint        []string
+		Cmd               []string
+		User              string
+		Env               []string
+		Annotations       map[string]string
+		Files             map[string]struct {
+			Mode int64
+			Size int64
+			Dir  bool
+		}
+		Passwd string
+	}
+}
+
+// A node pulls at most this much per function (Helm and client-go make the executor the
+// biggest): the images hold one static binary and a few files.
+const maxImageBytes = 60 << 20
+
+// kolocal builds the images with ko into the loopback registry (make ko-tools builds ko and
+// kolocal in their own module, cached under .cache/ko) and returns the resolved manifests
+// and the report.
+func kolocal(t *testing.T, ctx context.Context, root, registry string) ([]byte, imageReport) {
+	t.Helper()
+	dir := t.TempDir()
+	out, report := filepath.Join(dir, "async-helm.yaml"), filepath.Join(dir, "images.json")
+	bin := filepath.Join(root, ".cache", "ko", "bin")
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kolocal"), "-registry", registry, "-ko", filepath.Join(bin, "ko"),
+		"-storage", filepath.Join(root, ".cache", "ko", "registry"), "-f", "config/knative", "-out", out, "-report", report)
+	cmd.Dir = root
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kolocal: %v\n%s", err, logs.String())
+	}
+	t.Logf("kolocal:\n%s", lastLines(logs.String(), 6))
+	resolved, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep imageReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	return resolved, rep
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// The whole of make deploy-local, checked: ko builds the three functions (twice: the
+// digests must not change), each image starts its function's binary as a non-root user
+// with CA certificates and nothing the manifests set baked in, every ko:// reference
+// resolves to a digest, and the resolved manifests apply server-side to a cluster with
+// the Knative CRDs. A cold ko build of the three functions takes minutes: run with
+// -timeout 40m (make test does).
+func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	if deadline, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-time.Minute))
+		defer cancel()
+	}
+	mk := exec.CommandContext(ctx, "make", "-s", "ko-tools")
+	mk.Dir = root
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make ko-tools: %v\n%s", err, out)
+	}
+	registry := os.Getenv("DEPLOY_LOCAL_REGISTRY")
+	if registry == "" {
+		registry = "127.0.0.1:5870"
+	}
+
+	resolved, rep := kolocal(t, ctx, root, registry)
+	t.Logf("first build: %.0f s", rep.BuildSeconds)
+	_, again := kolocal(t, ctx, root, registry)
+	t.Logf("second build: %.0f s", again.BuildSeconds)
+	if len(again.Images) != len(rep.Images) {
+		t.Fatalf("second build: %d images, first %d", len(again.Images), len(rep.Images))
+	}
+	for i := range rep.Images {
+		if again.Images[i].Digest != rep.Images[i].Digest {
+			t.Errorf("%s is not reproducible: %s then %s", rep.Images[i].Name, rep.Images[i].Digest, again.Images[i].Digest)
+		}
+	}
+
+	objs, err := knativeapply.Decode(bytes.NewReader(resolved))
+	if err != nil {
+		t.Fatalf("resolved manifests: %v", err)
+	}
+	if bytes.Contains(resolved, []byte("ko://")) {
+		t.Errorf("a ko:// reference is left in the resolved manifests")
+	}
+	// What each function's manifest sets: its image and the env names it gives the container.
+	type setting struct {
+		image string
+		env   map[string]bool
+	}
+	settings := map[string]setting{}
+	sourceImages := 0
+	for _, u := range manifests(t) {
+		if u.GetKind() == "Service" && u.GetAPIVersion() == "serving.knative.dev/v1" {
+			sourceImages++
+		}
+	}
+	configKeys := map[string]bool{"EVENT_SIGNING_KEY": true}
+	for _, u := range objs {
+		if u.GetKind() == "ConfigMap" && u.GetName() == "async-helm" {
+			data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+			for k := range data {
+				configKeys[k] = true
+			}
+		}
+	}
+	for _, u := range objs {
+		if u.GetKind() != "Service" || u.GetAPIVersion() != "serving.knative.dev/v1" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		if len(containers) != 1 {
+			t.Fatalf("Service %s: %d containers", u.GetName(), len(containers))
+		}
+		c := containers[0].(map[string]interface{})
+		s := setting{image: fmt.Sprint(c["image"]), env: map[string]bool{}}
+		envFrom, _, _ := unstructured.NestedSlice(c, "envFrom")
+		var sources []string
+		for _, e := range envFrom {
+			m := e.(map[string]interface{})
+			if n, _, _ := unstructured.NestedString(m, "configMapRef", "name"); n != "" {
+				sources = append(sources, "configmap/"+n)
+			}
+			if n, _, _ := unstructured.NestedString(m, "secretRef", "name"); n != "" {
+				sources = append(sources, "secret/"+n)
+			}
+		}
+		if strings.Join(sources, ",") != "configmap/async-helm,secret/async-helm-events" {
+			t.Errorf("Service %s takes its env from %v, want the ConfigMap async-helm and the Secret async-helm-events", u.GetName(), sources)
+		}
+		for k := range configKeys {
+			s.env[k] = true
+		}
+		env, _, _ := unstructured.NestedSlice(c, "env")
+		for _, e := range env {
+			s.env[fmt.Sprint(e.(map[string]interface{})["name"])] = true
+		}
+		settings[u.GetName()] = s
+	}
+	if len(settings) != 3 || sourceImages != 3 {
+		t.Fatalf("resolved %d Knative Services of %d, want submit, executor, notifier", len(settings), sourceImages)
+	}
+	if !settings["notifier"].env["WATCH"] {
+		t.Errorf("the notifier's manifest does not set WATCH")
+	}
+
+	digestRef := regexp.MustCompile(`^` + regexp.QuoteMeta(registry) + `/async-helm/([a-z]+)@(sha256:[0-9a-f]{64})$`)
+	if len(rep.Images) != 3 {
+		t.Fatalf("%d images in the report, want 3", len(rep.Images))
+	}
+	for _, img := range rep.Images {
+		s, ok := settings[img.Name]
+		if !ok {
+			t.Errorf("image %s is used by no Knative Service", img.Name)
+			continue
+		}
+		if m := digestRef.FindStringSubmatch(s.image); m == nil || m[1] != img.Name || m[2] != img.Digest || s.image != img.Ref {
+			t.Errorf("Service %s runs %q, want %s/async-helm/%s@%s", img.Name, s.image, registry, img.Name, img.Digest)
+		}
+		entry := "/ko-app/" + img.Name
+		if len(img.Entrypoint) != 1 || img.Entrypoint[0] != entry || len(img.Cmd) != 0 {
+			t.Errorf("%s: entrypoint %q cmd %q, want [%s]", img.Name, img.Entrypoint, img.Cmd, entry)
+		}
+		if f, ok := img.Files[strings.TrimPrefix(entry, "/")]; !ok || f.Dir || f.Mode&0o111 == 0 || f.Size < 1<<20 {
+			t.Errorf("%s: %s in the image: %+v (present %v), want an executable binary", img.Name, entry, f, ok)
+		}
+		uid, err := strconv.Atoi(strings.SplitN(img.User, ":", 2)[0])
+		if err != nil || uid == 0 {
+			t.Errorf("%s: user %q, want a numeric non-root uid (runAsNonRoot admits only those)", img.Name, img.User)
+		} else if !regexp.MustCompile(`(?m)^[a-z]+:x:` + strconv.Itoa(uid) + `:`).MatchString(img.Passwd) {
+			t.Errorf("%s: uid %d has no /etc/passwd entry:\n%s", img.Name, uid, img.Passwd)
+		}
+		imageEnv := map[string]string{}
+		for _, e := range img.Env {
+			k, v, _ := strings.Cut(e, "=")
+			imageEnv[k] = v
+		}
+		if cert := imageEnv["SSL_CERT_FILE"]; cert == "" || img.Files[strings.TrimPrefix(cert, "/")].Size == 0 {
+			t.Errorf("%s: SSL_CERT_FILE %q is not a CA bundle in the image", img.Name, cert)
+		}
+		// The manifests are the only source of settings: the image bakes none of them in.
+		for k := range imageEnv {
+			if s.env[k] {
+				t.Errorf("%s: the image sets %s, which its manifest sets", img.Name, k)
+			}
+		}
+		if img.Annotations["org.opencontainers.image.base.name"] == "" || !strings.HasSuffix(rep.Base, "@"+img.Annotations["org.opencontainers.image.base.digest"]) {
+			t.Errorf("%s: base annotations %v, want the local base %s", img.Name, img.Annotations, rep.Base)
+		}
+		if img.CompressedBytes > maxImageBytes {
+			t.Errorf("%s: %d bytes to pull, want at most %d", img.Name, img.CompressedBytes, maxImageBytes)
+		}
+		t.Logf("%s %s: %.1f MB compressed, %.1f MB unpacked", img.Name, img.Digest, float64(img.CompressedBytes)/1e6, float64(img.UncompressedBytes)/1e6)
+	}
+
+	// Applied as make deploy-local applies it; whatever the test applied goes afterwards.
+	a, err := knativeapply.NewApplier(cluster.Admin, "async-helm-deploy-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeApplied(t, a, objs) })
+	if _, err := knativeapply.Deploy(ctx, cluster.Admin, objs, "async-helm-deploy-test"); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, u := range objs {
+		ri, err := a.Resource(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s %s/%s after apply: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			continue
+		}
+		kinds[u.GetKind()]++
+		if u.GetKind() == "Service" && u.GetAPIVersion() == "serving.knative.dev/v1" {
+			containers, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "spec", "containers")
+			if len(containers) != 1 || containers[0].(map[string]interface{})["image"] != settings[u.GetName()].image {
+				t.Errorf("Service %s in the cluster runs %v, want %s", u.GetName(), containers, settings[u.GetName()].image)
+			}
+		}
+	}
+	if kinds["Service"] != 3 || kinds["Broker"] != 1 || kinds["Trigger"] != 4 || kinds["SinkBinding"] != 2 {
+		t.Errorf("in the cluster: %v, want 3 Services, 1 Broker, 4 Triggers, 2 SinkBindings", kinds)
+	}
+	key, err := cluster.Client.CoreV1().Secrets("async-helm").Get(ctx, "async-helm-events", metav1.GetOptions{})
+	if err != nil || len(key.Data["EVENT_SIGNING_KEY"]) < 32 {
+		t.Errorf("signing key Secret: %v (key of %d bytes), want 32 bytes or more", err, len(key.Data["EVENT_SIGNING_KEY"]))
+	}
+}
+
+// removeApplied deletes what the deploy test applied, the namespace async-helm (which the
+// other manifest tests use) and the CRDs excepted.
+func removeApplied(t *testing.T, a *knativeapply.Applier, objs []*unstructured.Unstructured) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := len(objs) - 1; i >= 0; i-- {
+		u := objs[i]
+		if u.GetKind() == "Namespace" {
+			continue
+		}
+		ri, err := a.Resource(u)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			continue
+		}
+		if err := ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	err := cluster.Client.CoreV1().Secrets("async-helm").Delete(ctx, "async-helm-events", metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("cleanup signing key: %v", err)
+	}
+}
