@@ -195,7 +195,7 @@ func TestExecutorRefusalsAreRetriedAsTheTriggerSays(t *testing.T) {
 	if n := len(th.seen.of("retried")); n != 3 {
 		t.Errorf("retried was delivered %d times; the third delivery was acknowledged", n)
 	}
-	pending := events.StatusEventID(th.ns, "retried", 1, "pending-install", "") // any request id
+	pending := events.StatusEventID(th.ns, "retried", 1, "pending-install", "") + "/" // any request id
 	th.eventLog.WaitFor(t, 30*time.Second, "pending-install of retried in the event log", func(e []cloudevents.Event) bool {
 		return indexOf(e, pending) >= 0
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +25,7 @@ const (
 )
 
 // User is the ServiceAccount's user name, as TokenReview reports it.
-var User = "system:serviceaccount:" + Namespace + ":" + Name
+const User = "system:serviceaccount:" + Namespace + ":" + Name
 
 // Token makes sure the ServiceAccount and its cluster-admin binding exist (client must be
 // allowed to create them) and returns a token of it valid for ttl, from the TokenRequest API.
@@ -51,6 +52,11 @@ func Token(ctx context.Context, client kubernetes.Interface, ttl time.Duration) 
 	if err := create("cluster role binding", err); err != nil {
 		return "", err
 	}
+	// The API server's RBAC sees a new binding a moment later: a token used at once would be
+	// refused (seen on a freshly started cluster).
+	if err := waitAllowed(ctx, client); err != nil {
+		return "", err
+	}
 	secs := int64(ttl.Seconds())
 	tr, err := client.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, Name,
 		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
@@ -58,4 +64,26 @@ func Token(ctx context.Context, client kubernetes.Interface, ttl time.Duration) 
 		return "", fmt.Errorf("token of %s: %w", User, err)
 	}
 	return tr.Status.Token, nil
+}
+
+// waitAllowed waits until the API server authorizes the ServiceAccount through its binding.
+func waitAllowed(ctx context.Context, client kubernetes.Interface) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: User, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace},
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: "default"},
+		}}, metav1.CreateOptions{})
+		if err == nil && r.Status.Allowed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not authorized through its binding after 30s: %v", User, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
