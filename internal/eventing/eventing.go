@@ -267,14 +267,17 @@ func brokerDefaults(b *unstructured.Unstructured) {
 	}
 }
 
-// eventLogTrigger delivers the notifier's status events (dev.asynchelm.release.status.*).
+// eventLogTrigger delivers the notifier's status and progress events.
 func eventLogTrigger(ns, broker, uri string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
 		"metadata": map[string]interface{}{"name": EventLogTrigger, "namespace": ns},
 		"spec": map[string]interface{}{
-			"broker":     broker,
-			"filters":    []interface{}{map[string]interface{}{"prefix": map[string]interface{}{"type": "dev.asynchelm.release.status."}}},
+			"broker": broker,
+			"filters": []interface{}{map[string]interface{}{"any": []interface{}{
+				map[string]interface{}{"prefix": map[string]interface{}{"type": "dev.asynchelm.release.status."}},
+				map[string]interface{}{"exact": map[string]interface{}{"type": "dev.asynchelm.release.progress"}},
+			}}},
 			"subscriber": map[string]interface{}{"uri": uri},
 			"delivery":   map[string]interface{}{"retry": int64(10), "backoffPolicy": "exponential", "backoffDelay": "PT0.5S"},
 		},

@@ -110,7 +110,8 @@ func (c *Collector) warnings(ctx context.Context, states []state, p *Progress) e
 		if at.IsZero() {
 			at = e.CreationTimestamp.Time
 		}
-		if at.Before(c.Since) || !relatedTo(e.InvolvedObject.Name, states) {
+		// Event times have whole seconds: compare at that precision.
+		if at.Before(c.Since.Truncate(time.Second)) || !relatedTo(e.InvolvedObject.Name, states) {
 			continue
 		}
 		ws = append(ws, warn{at, fmt.Sprintf("%s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)})
