@@ -22,6 +22,8 @@ import (
 const (
 	Namespace = "async-helm-operator"
 	Name      = "operator"
+	// Binding is its ClusterRoleBinding to cluster-admin.
+	Binding = "async-helm-operator"
 )
 
 // User is the ServiceAccount's user name, as TokenReview reports it.
@@ -45,7 +47,7 @@ func Token(ctx context.Context, client kubernetes.Interface, ttl time.Duration) 
 		return "", err
 	}
 	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "async-helm-operator"},
+		ObjectMeta: metav1.ObjectMeta{Name: Binding},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: Namespace, Name: Name}},
 	}, metav1.CreateOptions{})
