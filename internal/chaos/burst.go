@@ -81,34 +81,6 @@ func (r *run) send(ctx context.Context, ns, prefix string, n int) burstResult {
 	return res
 }
 
-// settle waits until no revision in ns is pending; it returns the revisions and when the
-// last one stopped being pending.
-func (r *run) settle(ctx context.Context, ns string, since time.Time) (map[string][]release.Revision, time.Duration, error) {
-	deadline := time.Now().Add(r.cfg.Timeout)
-	for {
-		revs, err := r.revisions(ctx, ns)
-		if err != nil {
-			return nil, 0, err
-		}
-		pending := 0
-		for _, rs := range revs {
-			for _, rev := range rs {
-				if release.IsPending(rev.Status) {
-					pending++
-				}
-			}
-		}
-		if pending == 0 || time.Now().After(deadline) {
-			return revs, time.Since(since), nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 // tally counts how the accepted installs ended; every one must be deployed, once.
 func (r *run) tally(ctx context.Context, ns string, revs map[string][]release.Revision, accepted []string) (deployed, failed, pending int) {
 	for _, name := range accepted {
@@ -155,10 +127,11 @@ func (r *run) burst(ctx context.Context, prefix string, kills int) error {
 	killed := make(chan int, 1)
 	go func() { killed <- r.killDuring(ctx, executor, kills) }()
 	res := r.send(ctx, ns, "b", r.cfg.Burst)
-	revs, last, err := r.settle(ctx, ns, start)
+	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
 		return err
 	}
+	last := time.Since(start)
 	k := <-killed
 	deployed, failed, pending := r.tally(ctx, ns, revs, res.accepted)
 	if len(res.busy) > 0 {
@@ -211,10 +184,11 @@ func (r *run) overBound(ctx context.Context) error {
 	defer stop()
 	start := time.Now()
 	res := r.send(ctx, ns, "o", r.cfg.OverBound)
-	revs, last, err := r.settle(ctx, ns, start)
+	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
 		return err
 	}
+	last := time.Since(start)
 	deployed, failed, pending := r.tally(ctx, ns, revs, res.accepted)
 	left := 0
 	for _, name := range res.busy {

@@ -219,7 +219,11 @@ func (r *run) waitFinal(ctx context.Context, ns string) (map[string][]release.Re
 		if pending == 0 || time.Now().After(deadline) {
 			return revs, nil
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 
