@@ -17,7 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/knativeapply"
 	"github.com/async-helm/async-helm/internal/testcluster"
 )
@@ -254,6 +257,9 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeApplied(t, a, objs) })
+	for _, u := range objs {
+		knativeapply.WebhookDefaults(u) // the local cluster runs Eventing without its webhook
+	}
 	if _, err := knativeapply.Deploy(ctx, cluster.Admin, objs, "async-helm-deploy-test"); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -279,9 +285,85 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 	if kinds["Service"] != 3 || kinds["Broker"] != 1 || kinds["Trigger"] != 4 || kinds["SinkBinding"] != 2 {
 		t.Errorf("in the cluster: %v, want 3 Services, 1 Broker, 4 Triggers, 2 SinkBindings", kinds)
 	}
+	reconciled(t, ctx, objs)
 	key, err := cluster.Client.CoreV1().Secrets("async-helm").Get(ctx, "async-helm-events", metav1.GetOptions{})
 	if err != nil || len(key.Data["EVENT_SIGNING_KEY"]) < 32 {
 		t.Errorf("signing key Secret: %v (key of %d bytes), want 32 bytes or more", err, len(key.Data["EVENT_SIGNING_KEY"]))
+	}
+}
+
+// reconciled checks that Knative Eventing's own controllers (make cluster-up runs them)
+// reconcile the deployed Broker and Triggers to Ready: the Broker gets its channel and
+// address, each Trigger its subscription to its subscriber and its dead-letter sink. The
+// local cluster has no Knative Serving, so the test writes what Serving would into each
+// Service's status: its cluster-local URL.
+func reconciled(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cluster.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var broker string
+	var triggers []string
+	for _, u := range objs {
+		switch {
+		case u.GetKind() == "Service" && u.GetAPIVersion() == "serving.knative.dev/v1":
+			addr := fmt.Sprintf("http://%s.%s.svc.cluster.local", u.GetName(), u.GetNamespace())
+			patch := fmt.Sprintf(`{"status":{"url":%q,"address":{"url":%q},"conditions":[{"type":"Ready","status":"True","lastTransitionTime":%q}]}}`,
+				addr, addr, time.Now().UTC().Format(time.RFC3339))
+			if _, err := dyn.Resource(eventing.ServiceGVR).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatalf("Service %s status: %v", u.GetName(), err)
+			}
+		case u.GetKind() == "Broker":
+			broker = u.GetName()
+		case u.GetKind() == "Trigger":
+			triggers = append(triggers, u.GetName())
+		}
+	}
+	t0 := time.Now()
+	deadline := t0.Add(2 * time.Minute)
+	b := waitReady(t, ctx, dyn.Resource(eventing.BrokerGVR).Namespace("async-helm"), broker, deadline)
+	if addr, _, _ := unstructured.NestedString(b.Object, "status", "address", "url"); !strings.HasPrefix(addr, "http://") {
+		t.Errorf("Broker %s is Ready with address %q", broker, addr)
+	}
+	for _, name := range triggers {
+		tr := waitReady(t, ctx, dyn.Resource(eventing.TriggerGVR).Namespace("async-helm"), name, deadline)
+		sub, _, _ := unstructured.NestedString(tr.Object, "status", "subscriberUri")
+		if !strings.HasPrefix(sub, "http://") || !strings.Contains(sub, ".async-helm.svc.cluster.local") {
+			t.Errorf("Trigger %s is Ready with subscriber %q, want a Service of async-helm", name, sub)
+		}
+	}
+	t.Logf("Knative Eventing reconciled the Broker and %d Triggers to Ready in %s", len(triggers), time.Since(t0).Round(time.Millisecond))
+}
+
+// waitReady polls until the object's Ready condition is True; on the deadline it fails
+// with the conditions that are not.
+func waitReady(t *testing.T, ctx context.Context, ri dynamic.ResourceInterface, name string, deadline time.Time) *unstructured.Unstructured {
+	t.Helper()
+	for {
+		u, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		var missing []string
+		for _, c := range conds {
+			m, _ := c.(map[string]interface{})
+			if m["type"] == "Ready" && m["status"] == "True" {
+				return u
+			}
+			if m["status"] != "True" {
+				missing = append(missing, fmt.Sprintf("%v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"]))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s not Ready: %v", u.GetKind(), name, missing)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 

@@ -43,6 +43,9 @@ func run(ctx context.Context, logger *slog.Logger, file string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
+	for _, u := range objs {
+		knativeapply.WebhookDefaults(u) // the local cluster runs Eventing without its webhook
+	}
 	applied, err := knativeapply.Deploy(ctx, cfg, objs, "async-helm-deploy-local")
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@
 // letters to the notifier) applied by Knative itself.
 //
 // Local overrides, each standing in for something that cannot exist without a cluster's
-// Knative install: the Broker's spec.config default (the Eventing webhook writes it), the
+// Knative install: the Broker's and Triggers' webhook defaults (knativeapply.WebhookDefaults), the
 // Services' status (Knative Serving writes it), and the addresses of the in-cluster names
 // (tools/knative's proxy). SinkBindings are not applied: the processes get K_SINK directly.
 package eventing
@@ -36,6 +36,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/async-helm/async-helm/internal/knativeapply"
 )
 
 // The namespace config/knative's objects are written for; Wire moves them to its own.
@@ -170,7 +172,7 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 		}
 	}
 	b := brokers[0]
-	brokerDefaults(b)
+	knativeapply.WebhookDefaults(b)
 	if err := w.asyncChannel(ctx, b); err != nil {
 		return nil, err
 	}
@@ -181,9 +183,9 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 	if o.EventLog != "" {
 		triggers = append(triggers, eventLogTrigger(o.Namespace, b.GetName(), o.EventLog))
 	}
-	// The Triggers once the Broker is Ready: the Trigger controller does not requeue a
-	// Trigger it saw while its Broker had no address, and the Broker's later update does
-	// not always reach it (seen: one Trigger of five stuck at BrokerReady=False).
+	// The Triggers once the Broker is Ready. The Trigger controller requeues a Trigger on
+	// its Broker's update only by the broker label (WebhookDefaults writes it); applying
+	// them afterwards also spares each a first reconcile against an unready Broker.
 	got, err := w.waitReady(ctx, BrokerGVR, b.GetName(), deadline)
 	if err != nil {
 		return nil, err
@@ -201,6 +203,7 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 				return nil, err
 			}
 		}
+		knativeapply.WebhookDefaults(t)
 		if err := w.apply(ctx, TriggerGVR, t); err != nil {
 			return nil, err
 		}
@@ -247,24 +250,6 @@ func (w *Wiring) asyncChannel(ctx context.Context, broker *unstructured.Unstruct
 		_ = unstructured.SetNestedMap(imc.Object, delivery, "spec", "delivery")
 	}
 	return w.apply(ctx, imcGVR, imc)
-}
-
-// brokerDefaults writes what the Eventing webhook would: the class (config/knative sets it)
-// and spec.config, the channel the class uses.
-func brokerDefaults(b *unstructured.Unstructured) {
-	ann := b.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	if ann["eventing.knative.dev/broker.class"] == "" {
-		ann["eventing.knative.dev/broker.class"] = "MTChannelBasedBroker"
-	}
-	b.SetAnnotations(ann)
-	if _, ok, _ := unstructured.NestedMap(b.Object, "spec", "config"); !ok {
-		_ = unstructured.SetNestedMap(b.Object, map[string]interface{}{
-			"apiVersion": "v1", "kind": "ConfigMap", "name": "config-br-default-channel", "namespace": "knative-eventing",
-		}, "spec", "config")
-	}
 }
 
 // eventLogTrigger delivers the notifier's status and progress events.

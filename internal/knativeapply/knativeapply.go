@@ -293,3 +293,40 @@ func Deploy(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstruct
 	}
 	return append(applied, rest...), nil
 }
+
+// WebhookDefaults writes into a Broker or Trigger what Knative Eventing's webhook would on
+// a cluster that runs it. A Broker gets its class (config/knative sets it) and spec.config,
+// the channel the class uses; a Trigger the label naming its Broker, by which the Trigger
+// controller finds the Triggers to reconcile again when their Broker becomes Ready (without
+// it a Trigger applied before its Broker stays "Broker has not yet been reconciled"). The
+// local cluster runs Eventing's controllers without the webhook; a real cluster's webhook
+// writes its own defaults (a Kafka channel, say), so only local applies call this.
+func WebhookDefaults(u *unstructured.Unstructured) {
+	switch u.GetKind() {
+	case "Broker":
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		if ann["eventing.knative.dev/broker.class"] == "" {
+			ann["eventing.knative.dev/broker.class"] = "MTChannelBasedBroker"
+		}
+		u.SetAnnotations(ann)
+		if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "config"); !ok {
+			_ = unstructured.SetNestedMap(u.Object, map[string]interface{}{
+				"apiVersion": "v1", "kind": "ConfigMap", "name": "config-br-default-channel", "namespace": "knative-eventing",
+			}, "spec", "config")
+		}
+	case "Trigger":
+		broker, _, _ := unstructured.NestedString(u.Object, "spec", "broker")
+		if broker == "" {
+			return
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["eventing.knative.dev/broker"] = broker
+		u.SetLabels(labels)
+	}
+}
