@@ -150,6 +150,15 @@ deploy-local: ko-tools $(if $(KUBECONFIG),,cluster-up)
 		-f config/knative -out $(KO_DIR)/async-helm.yaml -report $(KO_DIR)/images.json
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/deploylocal -f $(KO_DIR)/async-helm.yaml
 
-# The GitLab story with oc-helm (install, pending-install, deployed, upgrade, list), in make run's stack.
+# The GitLab story with oc-helm (install --wait with live progress, list while pending,
+# upgrade, history, uninstall) in make run's stack. GitLab's pods follow the local cluster's
+# gitlab pod profile (pending-install for 2-3 minutes); DEMO_SPEED=fast for a quick run.
+DEMO_SPEED ?= gitlab
 demo: build $(if $(KUBECONFIG),knative-up,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack -script hack/demo.sh
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack -profile $(DEMO_SPEED) -script hack/demo.sh
+
+# docs/demo.md: the transcript of a real make demo, each line with its elapsed time.
+.PHONY: demo-doc
+demo-doc: build $(if $(KUBECONFIG),knative-up,cluster-up)
+	set -o pipefail; KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack -profile $(DEMO_SPEED) -script hack/demo.sh 2>&1 | \
+		$(GO) run ./hack/transcript -title "make demo (DEMO_SPEED=$(DEMO_SPEED))" -o docs/demo.md

@@ -127,7 +127,7 @@ func checkProgressSequence(t *testing.T, states []progress.Progress) {
 		}
 	}
 	if !strings.Contains(strings.Join(waiting[len(waiting)-1].WaitingFor, ","), "webservice") && last.Ready < last.Total {
-		t.Errorf("the last workload waited for is not the webservice (90 s in the profile): %v", last.WaitingFor)
+		t.Errorf("the last workload waited for is not the webservice (120 s in the profile): %v", last.WaitingFor)
 	}
 }
 

@@ -1,19 +1,43 @@
 #!/usr/bin/env bash
-# The product's story with oc-helm: install the GitLab chart, see it pending-install, see it
-# deployed, upgrade it, list again. Run by `make demo` inside make run's stack
-# (ASYNC_HELM_SERVER and KUBECONFIG are set by it).
+# The product's story with oc-helm, run by `make demo` inside make run's stack (which sets
+# ASYNC_HELM_SERVER, ASYNC_HELM_TOKEN, KUBECONFIG, DEMO_NAMESPACE and DEMO_PROFILE): GitLab
+# 6.5.4 installed with --wait, pending-install for minutes while progress moves, listed
+# meanwhile, deployed; then an upgrade, the history, and an uninstall.
+# On the gitlab pod profile (the default; DEMO_SPEED=fast for a quick run) GitLab's
+# workloads become ready staggered, as on a real cluster (internal/podprofile).
 set -euo pipefail
-oc() { echo "\$ oc helm $*"; bin/oc-helm "$@"; echo; }
 NS=${DEMO_NAMESPACE:-demo}
 NAME=gitlab-$(date +%s | tail -c 5)
 VALUES=testdata/charts/gitlab-values-offline.yaml
 # Nothing hands out load-balancer addresses on the local cluster: the ingress controller is a NodePort.
 LB=nginx-ingress.controller.service.type=NodePort
+CHART=(local/gitlab --version 6.5.4 -f "$VALUES" --set "$LB")
 
-oc -n "$NS" install "$NAME" local/gitlab --version 6.5.4 -f "$VALUES" --set "$LB" --wait-for-jobs --timeout 15m
-oc -n "$NS" list
-oc -n "$NS" status "$NAME" --watch
-oc -n "$NS" list
-oc -n "$NS" upgrade "$NAME" local/gitlab --version 6.5.4 -f "$VALUES" --set "$LB" --set global.hosts.domain=example.net --wait --timeout 15m
-oc -n "$NS" list
-oc -n "$NS" history "$NAME"
+T0=$SECONDS
+elapsed() { local s=$((SECONDS - T0)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+# On a terminal each step shows its elapsed time; make demo-doc's transcript stamps every line.
+stamp() { if [ -t 1 ]; then printf '[%s] ' "$(elapsed)"; fi; }
+say() { printf '\n'; stamp; printf '# %s\n' "$*"; }
+oc() { stamp; printf '$ oc helm -n %s %s\n' "$NS" "$*"; bin/oc-helm -n "$NS" "$@"; }
+
+echo "== demo: GitLab 6.5.4 in namespace $NS (pod profile ${DEMO_PROFILE:-fast})"
+say "Install. submit answers at once with the release secret; --wait follows the install to the end."
+oc install "$NAME" "${CHART[@]}" --wait --wait-for-jobs --timeout 15m &
+install=$!
+
+sleep 20
+say "Meanwhile, from another terminal: the release is listed as pending-install, and status says what it waits on."
+oc list
+oc status "$NAME"
+say "Back to the install (--wait):"
+wait "$install"
+
+say "Deployed:"
+oc list
+say "Upgrade with a changed value; --wait follows it."
+oc upgrade "$NAME" "${CHART[@]}" --set global.hosts.domain=example.net --wait --wait-for-jobs --timeout 15m
+oc history "$NAME"
+say "Uninstall; --wait follows it until the release is gone."
+oc uninstall "$NAME" --wait
+oc list
+say "Done in $(elapsed)."

@@ -29,6 +29,7 @@ import (
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/operator"
+	"github.com/async-helm/async-helm/internal/podprofile"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -44,6 +45,7 @@ type options struct {
 	chartsPort                   int
 	exitAfterDemo                bool
 	script                       string
+	profile                      podprofile.Profile
 }
 
 func main() {
@@ -59,7 +61,13 @@ func main() {
 	flag.IntVar(&o.chartsPort, "charts-port", 8079, "chart repository's port")
 	flag.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop once the demo release is deployed")
 	flag.StringVar(&o.script, "script", "", "run this script against the stack (ASYNC_HELM_SERVER set), then stop")
+	profile := flag.String("profile", "fast", "pod profile of the demo namespace (fast, slow, gitlab: see internal/podprofile)")
 	flag.Parse()
+	var err error
+	if o.profile, err = podprofile.Parse(*profile); err != nil {
+		fmt.Fprintln(os.Stderr, "make run:", err)
+		os.Exit(1)
+	}
 	if err := choosePorts(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "make run:", err)
 		os.Exit(1)
@@ -154,6 +162,17 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("\nasync-helm is running (logs in %s/, Knative's in %s/logs):\n  submit   %s -> Broker %s/async-helm\n  executor %s <- Trigger executor-install/-upgrade\n  notifier %s -> Broker -> Trigger event-log -> events printed below\n  charts   %s\n  Knative Eventing: %d processes, RSS %d MB; broker ingress %s\n\n",
 		o.logs, eventing.Dir(mustGetwd()), url(o.submitPort), brokerNamespace, url(o.executorPort), url(o.notifierPort), chartsURL,
 		len(local.Pids), rss, w.BrokerURL)
+	if err := demoNamespace(ctx, cl, o); err != nil {
+		return err
+	}
+	if o.script != "" {
+		// The script tells its own story in the demo namespace.
+		cmd := exec.CommandContext(ctx, "bash", o.script)
+		cmd.Env = append(os.Environ(), "ASYNC_HELM_SERVER="+url(o.submitPort), "ASYNC_HELM_TOKEN="+token,
+			"DEMO_NAMESPACE="+o.namespace, "DEMO_PROFILE="+string(o.profile))
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
 	if err := demo(ctx, o, url(o.submitPort), token); err != nil {
 		return err
 	}
@@ -167,12 +186,6 @@ Try (submit authenticates callers with their Kubernetes token and refuses system
   bin/oc-helm --server %[1]s -n %[2]s list
 Ctrl-C stops everything.
 `, url(o.submitPort), o.namespace, chartsURL, tokenFile, operator.User)
-	if o.script != "" {
-		cmd := exec.CommandContext(ctx, "bash", o.script)
-		cmd.Env = append(os.Environ(), "ASYNC_HELM_SERVER="+url(o.submitPort), "ASYNC_HELM_TOKEN="+token, "DEMO_NAMESPACE="+o.namespace)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		return cmd.Run()
-	}
 	if o.exitAfterDemo {
 		return nil
 	}
@@ -205,6 +218,13 @@ func serveEventLog(ctx context.Context, port int) (string, error) {
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: function.EventHandler(
 		func(_ context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
+			if e.Type() == events.TypeProgress {
+				var pc events.ProgressChange
+				if err := e.DataAs(&pc); err == nil {
+					fmt.Printf("EVENT %-40s %s revision %d: %s\n", e.Type(), e.Subject(), pc.Revision, pc.Progress)
+					return nil, nil
+				}
+			}
 			sc, err := events.ParseStatus(e)
 			if err != nil {
 				fmt.Printf("EVENT %s %s\n", e.Type(), e.ID())
@@ -222,19 +242,45 @@ func serveEventLog(ctx context.Context, port int) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-// demo installs the tiny chart and shows it go pending-install -> deployed.
-func demo(ctx context.Context, o options, submitURL, token string) error {
-	cl, err := kube.Open(os.Getenv("KUBECONFIG"))
+// demoNamespace creates the demo namespace on the chosen pod profile, or moves an existing
+// one to it (pods created afterwards follow the profile).
+func demoNamespace(ctx context.Context, cl *kube.Clients, o options) error {
+	nss := cl.Typed.CoreV1().Namespaces()
+	want := o.profile.Annotations()
+	ns, err := nss.Get(ctx, o.namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.namespace, Annotations: want}}, metav1.CreateOptions{})
+		return err
+	}
 	if err != nil {
 		return err
 	}
-	_, err = cl.Typed.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.namespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	changed := false
+	for _, k := range []string{"scheduler.alpha.kubernetes.io/node-selector", "scheduler.alpha.kubernetes.io/defaultTolerations"} {
+		if ns.Annotations[k] != want[k] {
+			changed = true
+			if want[k] == "" {
+				delete(ns.Annotations, k)
+			} else {
+				if ns.Annotations == nil {
+					ns.Annotations = map[string]string{}
+				}
+				ns.Annotations[k] = want[k]
+			}
+		}
 	}
+	if changed {
+		_, err = nss.Update(ctx, ns, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// demo installs the tiny chart and shows it go pending-install -> deployed.
+func demo(ctx context.Context, o options, submitURL, token string) error {
 	name := fmt.Sprintf("demo-%d", time.Now().Unix()%100000)
 	c := &submitclient.Client{Server: submitURL, Token: token}
 	var sent time.Time
+	var err error
 	for i := 0; i < 100; i++ { // the submit's namespace cache may lag a just-created namespace
 		sent = time.Now()
 		_, err = c.Install(ctx, api.ReleaseRequest{Name: name, Namespace: o.namespace, IndexEntry: "tiny--local",

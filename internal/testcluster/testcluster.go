@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/async-helm/async-helm/internal/operator"
+	"github.com/async-helm/async-helm/internal/podprofile"
 )
 
 // Env is one cluster and its two identities.
@@ -125,24 +126,13 @@ func (e *Env) Namespace(t testing.TB) string {
 // SlowNamespace is a namespace whose pods become Ready only after the local cluster's
 // slow delay (90 s by default), as a big chart's pods do on a real cluster.
 func (e *Env) SlowNamespace(t testing.TB) string {
-	return e.namespace(t, map[string]string{
-		"scheduler.alpha.kubernetes.io/node-selector":      "async-helm.io/speed=slow",
-		"scheduler.alpha.kubernetes.io/defaultTolerations": `[{"key":"async-helm.io/slow","operator":"Exists","effect":"NoSchedule"}]`,
-	})
+	return e.namespace(t, podprofile.Slow.Annotations())
 }
 
-// GitLabNamespace runs the local cluster's "gitlab" pod profile: GitLab's workloads become
-// ready staggered (migrations 30 s, gitaly 45 s, sidekiq 60 s, webservice 90 s, others 20 s).
+// GitLabNamespace runs the local cluster's "gitlab" pod profile (podprofile.GitLab): GitLab's
+// workloads become ready staggered, so an install takes minutes and progress moves.
 func (e *Env) GitLabNamespace(t testing.TB) string {
-	return e.namespace(t, GitLabProfile())
-}
-
-// GitLabProfile are the annotations that put a namespace's pods on the "gitlab" profile.
-func GitLabProfile() map[string]string {
-	return map[string]string{
-		"scheduler.alpha.kubernetes.io/node-selector":      "async-helm.io/speed=gitlab",
-		"scheduler.alpha.kubernetes.io/defaultTolerations": `[{"key":"async-helm.io/slow","operator":"Exists","effect":"NoSchedule"}]`,
-	}
+	return e.namespace(t, podprofile.GitLab.Annotations())
 }
 
 func (e *Env) namespace(t testing.TB, annotations map[string]string) string {

@@ -137,7 +137,10 @@ const appLabel = `.metadata.labels.app`
 
 // gitlabProfile is the "gitlab" pod profile (namespaces annotated as the test helper's
 // GitLabNamespace does, or make demo's): when each of GitLab's workloads becomes ready.
-// Job pods (the migrations, the shared-secrets hook) become ready, then complete.
+// Job pods (the migrations, the shared-secrets hook) become ready, then complete. The
+// webservice's "dependencies" init container waits for the migrations (30 s) before Puma
+// boots (90 s): 120 s. With the pre-install hook (20 s) an install with --wait is pending
+// for over 2 minutes, the story make demo tells.
 var gitlabProfile = []struct {
 	app   string
 	delay time.Duration
@@ -145,7 +148,7 @@ var gitlabProfile = []struct {
 	{"migrations", 30 * time.Second},
 	{"gitaly", 45 * time.Second},
 	{"sidekiq", 60 * time.Second},
-	{"webservice", 90 * time.Second},
+	{"webservice", 120 * time.Second},
 }
 
 // gitlabOthers is when the other pods of the profile become ready (hooks, toolbox, shell...).
