@@ -148,7 +148,7 @@ func run(ctx context.Context, o options) error {
 	}{
 		{"executor", o.executorPort, nil},
 		{"submit", o.submitPort, []string{"K_SINK=" + w.BrokerURL}},
-		{"notifier", o.notifierPort, []string{"K_SINK=" + w.BrokerURL}},
+		{"notifier", o.notifierPort, notifierEnv(o, w.BrokerURL)},
 	} {
 		logPath := filepath.Join(o.logs, p.name+".log")
 		_ = os.Remove(logPath)
@@ -191,6 +191,16 @@ Ctrl-C stops everything.
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// notifierEnv: a script's story is told in its namespace only (the notifier of a shared
+// cluster's other stacks, tests say, report and re-drive their own); make run watches all.
+func notifierEnv(o options, sink string) []string {
+	env := []string{"K_SINK=" + sink}
+	if o.script != "" {
+		env = append(env, "NAMESPACES="+o.namespace)
+	}
+	return env
 }
 
 // serveCharts serves the chart directories as a repository.

@@ -72,12 +72,17 @@ func Decode(s string) (*Progress, error) {
 }
 
 // Phases follows Helm's debug log to tell the phase and the running hook. It matches on
-// Helm's format strings (stable across its releases), not on the formatted text.
+// Helm's format strings (stable across its releases), not on the formatted text. Helm
+// creates a hook's resource with the same "creating %d resource(s)" as the release's own
+// resources and then watches it, so a create is known to be the release's only when what
+// follows is not a watch: the wait, an update, or another create.
 type Phases struct {
-	mu      sync.Mutex
-	phase   string
-	hook    string
-	applied bool
+	mu    sync.Mutex
+	phase string
+	hook  string
+	// applied: the release's own resources are created or updated; created: a create was
+	// logged that is not known yet to be a hook's or the release's.
+	applied, created bool
 	// Next receives every log line too (the executor's log buffer).
 	Next func(format string, args ...interface{})
 }
@@ -92,19 +97,26 @@ func (t *Phases) Log(format string, args ...interface{}) {
 	t.mu.Lock()
 	switch {
 	case strings.HasPrefix(format, "Watching for changes to ") && len(args) >= 2:
-		// Helm watches a hook (a Job or Pod) until it completes.
+		// Helm watches a hook (a Job or Pod) until it completes: the create before was its.
+		t.created = false
 		t.hook = fmt.Sprintf("%v/%v", args[0], args[1])
 		if t.applied {
 			t.phase = PhasePostHooks
 		} else {
 			t.phase = PhasePreHooks
 		}
-	case strings.HasPrefix(format, "creating %d resource(s)"), strings.HasPrefix(format, "checking %d resources for changes"):
-		t.phase, t.hook, t.applied = PhaseApplying, "", true
+	case strings.HasPrefix(format, "creating %d resource(s)"):
+		if t.created {
+			t.applied = true // the create before was not a hook's
+		}
+		t.created = true
+		t.phase, t.hook = PhaseApplying, ""
+	case strings.HasPrefix(format, "checking %d resources for changes"):
+		t.phase, t.hook, t.applied, t.created = PhaseApplying, "", true, false
 	case strings.HasPrefix(format, "beginning wait for %d resources with timeout"):
-		t.phase, t.hook = PhaseWaiting, ""
+		t.phase, t.hook, t.applied, t.created = PhaseWaiting, "", true, false
 	case strings.HasPrefix(format, "wait for resources succeeded"):
-		t.phase = PhasePostHooks
+		t.phase, t.applied = PhasePostHooks, true
 	}
 	next := t.Next
 	t.mu.Unlock()

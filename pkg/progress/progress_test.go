@@ -14,41 +14,65 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// The log lines are Helm v3's own format strings, in the order an install with a pre-install
-// hook, --wait and a post-install hook writes them.
+// The log lines are Helm v3's own format strings, in the order Helm writes them. Helm
+// creates a hook's resource with the same log line as the release's resources.
 func TestPhasesFollowHelmsLog(t *testing.T) {
-	var seen []string
-	p := NewPhases(func(f string, _ ...interface{}) { seen = append(seen, f) })
-	steps := []struct {
+	type step struct {
 		format string
 		args   []interface{}
 		phase  string
 		hook   string
+	}
+	const (
+		create = "creating %d resource(s)"
+		watch  = "Watching for changes to %s %s with timeout of %v"
+		wait   = "beginning wait for %d resources with timeout of %v"
+	)
+	for _, tc := range []struct {
+		name  string
+		steps []step
 	}{
-		{"", nil, PhaseFetching, ""},
-		{"Watching for changes to %s %s with timeout of %v", []interface{}{"Job", "migrations", time.Minute}, PhasePreHooks, "Job/migrations"},
-		{"%s: Jobs active: %d, jobs failed: %d, jobs succeeded: %d", []interface{}{"migrations", 1, 0, 0}, PhasePreHooks, "Job/migrations"},
-		{"creating %d resource(s)", []interface{}{12}, PhaseApplying, ""},
-		{"beginning wait for %d resources with timeout of %v", []interface{}{12, time.Minute}, PhaseWaiting, ""},
-		{"wait for resources succeeded within %v", []interface{}{time.Second}, PhasePostHooks, ""},
-		{"Watching for changes to %s %s with timeout of %v", []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
-	}
-	for _, s := range steps {
-		if s.format != "" {
-			p.Log(s.format, s.args...)
-		}
-		if ph, h := p.Current(); ph != s.phase || h != s.hook {
-			t.Errorf("after %q: %s/%s, want %s/%s", s.format, ph, h, s.phase, s.hook)
-		}
-	}
-	if len(seen) != len(steps)-1 {
-		t.Errorf("the next logger saw %d lines, want %d", len(seen), len(steps)-1)
-	}
-	// An upgrade says "checking N resources for changes" where an install says "creating".
-	u := NewPhases(nil)
-	u.Log("checking %d resources for changes", 3)
-	if ph, _ := u.Current(); ph != PhaseApplying {
-		t.Errorf("upgrade: %s", ph)
+		{"install with a pre-install hook, --wait and a post-install hook", []step{
+			{"", nil, PhaseFetching, ""},
+			{create, []interface{}{1}, PhaseApplying, ""},
+			{watch, []interface{}{"Job", "shared-secrets", time.Minute}, PhasePreHooks, "Job/shared-secrets"},
+			{"%s: Jobs active: %d, jobs failed: %d, jobs succeeded: %d", []interface{}{"shared-secrets", 1, 0, 0}, PhasePreHooks, "Job/shared-secrets"},
+			{create, []interface{}{12}, PhaseApplying, ""},
+			{wait, []interface{}{12, time.Minute}, PhaseWaiting, ""},
+			{"wait for resources succeeded within %v", []interface{}{time.Second}, PhasePostHooks, ""},
+			{create, []interface{}{1}, PhaseApplying, ""},
+			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+		}},
+		{"install without --wait: the release's create, then the post-install hook's", []step{
+			{create, []interface{}{12}, PhaseApplying, ""},
+			{create, []interface{}{1}, PhaseApplying, ""},
+			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+		}},
+		{"upgrade: a pre-upgrade hook, then checking for changes", []step{
+			{create, []interface{}{1}, PhaseApplying, ""},
+			{watch, []interface{}{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
+			{"checking %d resources for changes", []interface{}{3}, PhaseApplying, ""},
+			{create, []interface{}{1}, PhaseApplying, ""},
+			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []string
+			p := NewPhases(func(f string, _ ...interface{}) { seen = append(seen, f) })
+			logged := 0
+			for _, s := range tc.steps {
+				if s.format != "" {
+					p.Log(s.format, s.args...)
+					logged++
+				}
+				if ph, h := p.Current(); ph != s.phase || h != s.hook {
+					t.Errorf("after %q %v: %s/%s, want %s/%s", s.format, s.args, ph, h, s.phase, s.hook)
+				}
+			}
+			if len(seen) != logged {
+				t.Errorf("the next logger saw %d lines, want %d", len(seen), logged)
+			}
+		})
 	}
 }
 
