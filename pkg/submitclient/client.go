@@ -46,10 +46,28 @@ func (c *Client) Upgrade(ctx context.Context, req api.ReleaseRequest) (*corev1.S
 	return &sec, c.do(ctx, http.MethodPut, api.PathAsync, nil, req, &sec)
 }
 
-// Get returns the latest revision of a release.
-func (c *Client) Get(ctx context.Context, ns, name string) (*helmrelease.Release, error) {
-	var rel helmrelease.Release
-	return &rel, c.do(ctx, http.MethodGet, api.PathRelease, url.Values{"ns": {ns}, "name": {name}}, nil, &rel)
+// Get returns the latest revision of a release, with what it is doing now while it is
+// pending (Progress, nil otherwise).
+func (c *Client) Get(ctx context.Context, ns, name string) (*api.Release, error) {
+	var rel api.Release
+	if err := c.do(ctx, http.MethodGet, api.PathRelease, url.Values{"ns": {ns}, "name": {name}}, nil, &rel); err != nil {
+		return nil, err
+	}
+	if rel.Release == nil {
+		return nil, fmt.Errorf("decode answer of GET %s: no release in it", api.PathRelease)
+	}
+	return &rel, nil
+}
+
+// Cancel stops the pending revision of a release: Status "cancelling" while its executor
+// stops it, "failed" when nobody had started it (failed at once). A release with nothing
+// pending is an *APIError with Status 409.
+func (c *Client) Cancel(ctx context.Context, ns, name string) (*api.Cancelled, error) {
+	var out api.Cancelled
+	if err := c.do(ctx, http.MethodPost, api.PathCancel, url.Values{"ns": {ns}, "name": {name}}, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // History returns every revision of a release.

@@ -131,3 +131,57 @@ func TestErrors(t *testing.T) {
 		t.Errorf("unreachable submit: %v", err)
 	}
 }
+
+// Get carries the pending revision's progress beside Helm's fields.
+func TestGetWithProgress(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	answer := `{"name":"web","namespace":"ns","version":3,"info":{"status":"pending-upgrade"},` +
+		`"progress":{"phase":"waiting","ready":1,"total":2,"waitingFor":["Deployment/web"],"hook":"","warnings":["Pod/web-1: Unhealthy: probe failed"],"updated":"2026-12-02T10:00:00Z"}}`
+	srv, got := fakeSubmit(t, http.StatusOK, answer)
+	rel, err := (&Client{Server: srv.URL}).Get(ctx(t), "ns", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Name != "web" || rel.Version != 3 || rel.Info.Status != helmrelease.StatusPendingUpgrade {
+		t.Errorf("release %+v", rel.Release)
+	}
+	p := rel.Progress
+	if p == nil || p.Phase != "waiting" || p.Ready != 1 || p.Total != 2 || len(p.WaitingFor) != 1 || p.WaitingFor[0] != "Deployment/web" ||
+		len(p.Warnings) != 1 || !p.Updated.Equal(at) {
+		t.Errorf("progress %+v", p)
+	}
+	if s := (*got)[0]; s.method != http.MethodGet || s.path != api.PathRelease || s.query != "name=web&ns=ns" {
+		t.Errorf("request %+v", s)
+	}
+	// A final revision has no progress; an answer without a release is an error, not a nil to trip on.
+	final, _ := fakeSubmit(t, http.StatusOK, `{"name":"web","version":3,"info":{"status":"deployed"}}`)
+	if rel, err := (&Client{Server: final.URL}).Get(ctx(t), "ns", "web"); err != nil || rel.Progress != nil {
+		t.Errorf("final: %+v, %v", rel, err)
+	}
+	empty, _ := fakeSubmit(t, http.StatusOK, `{}`)
+	if _, err := (&Client{Server: empty.URL}).Get(ctx(t), "ns", "web"); err == nil {
+		t.Error("an empty answer gave no error")
+	}
+}
+
+func TestCancel(t *testing.T) {
+	for _, tc := range []struct {
+		code   int
+		status string
+	}{{http.StatusAccepted, "cancelling"}, {http.StatusOK, "failed"}} {
+		srv, got := fakeSubmit(t, tc.code, api.Cancelled{Name: "web", Namespace: "ns", Revision: 3, Status: tc.status})
+		out, err := (&Client{Server: srv.URL, Token: "t0k"}).Cancel(ctx(t), "ns", "web")
+		if err != nil || out.Status != tc.status || out.Revision != 3 {
+			t.Errorf("Cancel (%d) = %+v, %v", tc.code, out, err)
+		}
+		if s := (*got)[0]; s.method != http.MethodPost || s.path != api.PathCancel || s.query != "name=web&ns=ns" || s.auth != "Bearer t0k" {
+			t.Errorf("request %+v", s)
+		}
+	}
+	srv, _ := fakeSubmit(t, http.StatusConflict, api.Error{Error: "nothing to cancel: revision 2 of ns/web is deployed"})
+	_, err := (&Client{Server: srv.URL}).Cancel(ctx(t), "ns", "web")
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || !strings.Contains(err.Error(), "nothing to cancel") {
+		t.Errorf("cancel of a final revision: %v", err)
+	}
+}
