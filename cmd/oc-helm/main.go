@@ -1,4 +1,4 @@
-// Command oc-helm is the oc/kubectl plugin of async-helm: `oc helm install|upgrade|list|status|history`.
+// Command oc-helm is the oc/kubectl plugin of async-helm: `oc helm install|upgrade|cancel|list|status|history`.
 package main
 
 import (

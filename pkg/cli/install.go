@@ -122,5 +122,5 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	if !o.Wait {
 		return nil
 	}
-	return follow(ctx, o.Globals, c, req.Namespace, req.Name)
+	return followToEnd(ctx, o.Globals, c, req.Namespace, req.Name)
 }

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release"
 )
 
 func checkOutput(o string) error {
@@ -122,18 +126,52 @@ func printHistory(w io.Writer, format string, rels []*helmrelease.Release) error
 type statusElement struct {
 	listElement
 	Description string `json:"description"`
+	// Progress is what a pending revision is doing now (absent once it is final).
+	Progress *progress.Progress `json:"progress,omitempty"`
 }
 
-func printStatus(w io.Writer, format string, r *helmrelease.Release) error {
+func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress.Progress) error {
 	s := statusElement{listElement: element(r)}
 	if r.Info != nil {
 		s.Description = r.Info.Description
 	}
+	if release.IsPending(s.Status) {
+		s.Progress = p
+	}
 	if format != "table" {
 		return encode(w, format, s)
 	}
-	_, err := fmt.Fprintf(w, "NAME: %s\nLAST DEPLOYED: %s\nNAMESPACE: %s\nSTATUS: %s\nREVISION: %s\nCHART: %s\nDESCRIPTION: %s\n",
-		s.Name, s.Updated, s.Namespace, s.Status, s.Revision, s.Chart, s.Description)
+	if _, err := fmt.Fprintf(w, "NAME: %s\nLAST DEPLOYED: %s\nNAMESPACE: %s\nSTATUS: %s\nREVISION: %s\nCHART: %s\nDESCRIPTION: %s\n",
+		s.Name, s.Updated, s.Namespace, s.Status, s.Revision, s.Chart, s.Description); err != nil {
+		return err
+	}
+	return printProgress(w, s.Progress)
+}
+
+// printProgress is the status's progress block: what the pending action is doing, its
+// latest warnings (newest first) and when the executor last recorded it.
+func printProgress(w io.Writer, p *progress.Progress) error {
+	if p == nil {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "PHASE: %s\nREADY: %d/%d\n", p.Phase, p.Ready, p.Total)
+	if len(p.WaitingFor) > 0 {
+		fmt.Fprintf(&b, "WAITING FOR: %s\n", strings.Join(p.WaitingFor, ", "))
+	}
+	if p.Hook != "" {
+		fmt.Fprintf(&b, "HOOK: %s\n", p.Hook)
+	}
+	if len(p.Warnings) > 0 {
+		b.WriteString("WARNINGS:\n")
+		for _, m := range p.Warnings {
+			fmt.Fprintf(&b, "  %s\n", m)
+		}
+	}
+	if !p.Updated.IsZero() {
+		fmt.Fprintf(&b, "PROGRESS UPDATED: %s\n", p.Updated.Format(helmTime))
+	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 

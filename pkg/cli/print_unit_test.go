@@ -36,8 +36,8 @@ func TestPrinters(t *testing.T) {
 			{"list", func(w *bytes.Buffer) error { return printList(w, format, []*helmrelease.Release{full, pending, bare}) }},
 			{"list-empty", func(w *bytes.Buffer) error { return printList(w, format, nil) }},
 			{"history", func(w *bytes.Buffer) error { return printHistory(w, format, []*helmrelease.Release{full, bare}) }},
-			{"status", func(w *bytes.Buffer) error { return printStatus(w, format, full) }},
-			{"status-bare", func(w *bytes.Buffer) error { return printStatus(w, format, bare) }},
+			{"status", func(w *bytes.Buffer) error { return printStatus(w, format, full, nil) }},
+			{"status-bare", func(w *bytes.Buffer) error { return printStatus(w, format, bare, nil) }},
 		} {
 			t.Run(tc.name+"."+format, func(t *testing.T) {
 				var b bytes.Buffer

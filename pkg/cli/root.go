@@ -48,7 +48,12 @@ type Globals struct {
 
 // NewRootCmd builds `oc-helm` (run as `oc helm` or `kubectl helm`).
 func NewRootCmd(io genericiooptions.IOStreams) *cobra.Command {
-	g := &Globals{Config: genericclioptions.NewConfigFlags(true), IO: io, Now: time.Now, PollInterval: time.Second}
+	return newRootCmd(&Globals{IO: io, Now: time.Now, PollInterval: time.Second})
+}
+
+// newRootCmd builds the commands on g (tests set its clock and poll interval).
+func newRootCmd(g *Globals) *cobra.Command {
+	g.Config = genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
 		Use:           "oc-helm",
 		Short:         "Install and upgrade Helm charts asynchronously through async-helm",
@@ -65,6 +70,7 @@ func NewRootCmd(io genericiooptions.IOStreams) *cobra.Command {
 	cmd.PersistentFlags().BoolVar(&g.InsecureHTTP, FlagInsecureHTTP, false, "send the bearer token to submit over plain http even to a host that is not loopback (anyone on the way can read it)")
 	cmd.PersistentFlags().StringVar(&g.SubmitNamespace, "submit-namespace", "async-helm", "namespace of the Knative Service submit")
 	cmd.AddCommand(newInstallCmd(g), newUpgradeCmd(g), newListCmd(g), newStatusCmd(g), newHistoryCmd(g))
+	cmd.AddCommand(newCancelCmd(g))
 	return cmd
 }
 

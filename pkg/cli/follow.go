@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitclient"
+)
+
+// ErrFailed is returned (exit 1) when a followed release ends failed.
+var ErrFailed = errors.New("release failed")
+
+// view draws a followed release: pending states as they come, then the final one.
+type view interface {
+	pending(rel *api.Release, elapsed time.Duration)
+	final(rel *api.Release, elapsed time.Duration)
+}
+
+// follow polls the release until its latest revision is final and returns that revision:
+// a live progress bar on a terminal, one plain line per change otherwise.
+func follow(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) (*api.Release, error) {
+	start := g.Now()
+	v := newView(g.IO.Out, name)
+	for {
+		rel, err := c.Get(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		elapsed := g.Now().Sub(start)
+		if !release.IsPending(statusOf(rel)) {
+			v.final(rel, elapsed)
+			return rel, nil
+		}
+		v.pending(rel, elapsed)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(g.PollInterval):
+		}
+	}
+}
+
+// followToEnd follows the release and turns a final state other than deployed into
+// ErrFailed (exit 1), as install --wait and status --watch report it.
+func followToEnd(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) error {
+	rel, err := follow(ctx, g, c, ns, name)
+	if err != nil {
+		return err
+	}
+	if st := statusOf(rel); st != string(helmrelease.StatusDeployed) {
+		return fmt.Errorf("%w: %s revision %d is %s", ErrFailed, name, rel.Version, st)
+	}
+	return nil
+}
+
+func newView(w io.Writer, name string) view {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return &barView{w: w, name: name, width: func() int {
+			if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+				return cols
+			}
+			return 80
+		}, warned: map[string]bool{}}
+	}
+	return &lineView{w: w, name: name, warned: map[string]bool{}}
+}
+
+func statusOf(r *api.Release) string {
+	if r.Release == nil || r.Info == nil {
+		return "unknown"
+	}
+	return r.Info.Status.String()
+}
+
+// finalLine is the last line of a followed release, on a terminal or not.
+func finalLine(w io.Writer, name string, rel *api.Release, elapsed time.Duration) {
+	st := statusOf(rel)
+	line := fmt.Sprintf("%s: %s, revision %d (%s)", name, st, rel.Version, roundElapsed(elapsed))
+	if st != string(helmrelease.StatusDeployed) && rel.Info != nil && rel.Info.Description != "" {
+		line += ": " + rel.Info.Description
+	}
+	fmt.Fprintln(w, line)
+}
+
+func roundElapsed(d time.Duration) time.Duration { return d.Round(time.Second) }
+
+// newWarnings are the warnings of p not shown yet, oldest first (the API lists the latest
+// first), and marks them shown.
+func newWarnings(p *progress.Progress, shown map[string]bool) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for i := len(p.Warnings) - 1; i >= 0; i-- {
+		if w := p.Warnings[i]; !shown[w] {
+			shown[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// describe is a pending state in words: the status, and what the action is doing.
+func describe(rel *api.Release) string {
+	s := fmt.Sprintf("%s, revision %d", statusOf(rel), rel.Version)
+	p := rel.Progress
+	if p == nil {
+		return s
+	}
+	s += fmt.Sprintf(": %s, %d/%d ready", p.Phase, p.Ready, p.Total)
+	if p.Hook != "" {
+		s += ", hook " + p.Hook
+	}
+	if len(p.WaitingFor) > 0 {
+		s += ", waiting for " + strings.Join(p.WaitingFor, ", ")
+	}
+	return s
+}
+
+// lineView prints one line per change and each warning once: a stable form for logs, CI
+// and golden files.
+type lineView struct {
+	w      io.Writer
+	name   string
+	last   string
+	warned map[string]bool
+}
+
+func (v *lineView) pending(rel *api.Release, elapsed time.Duration) {
+	for _, w := range newWarnings(rel.Progress, v.warned) {
+		fmt.Fprintf(v.w, "%s: warning: %s\n", v.name, w)
+	}
+	if d := describe(rel); d != v.last {
+		fmt.Fprintf(v.w, "%s: %s (%s)\n", v.name, d, roundElapsed(elapsed))
+		v.last = d
+	}
+}
+
+func (v *lineView) final(rel *api.Release, elapsed time.Duration) {
+	finalLine(v.w, v.name, rel, elapsed)
+}
+
+// ANSI: carriage return then erase to the end of the line, so each redraw replaces the last.
+const eraseLine = "\r\033[K"
+
+// barWidth is the number of cells of the ready/total bar.
+const barWidth = 20
+
+var spinner = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+// barView redraws one line in place: spinner, name, bar, ready/total, phase, elapsed, the
+// hook running and what it waits on, cut to the terminal's width. Warnings are printed as
+// lines above it as they appear.
+type barView struct {
+	w      io.Writer
+	name   string
+	width  func() int
+	frame  int
+	warned map[string]bool
+}
+
+func (v *barView) pending(rel *api.Release, elapsed time.Duration) {
+	var b strings.Builder
+	for _, w := range newWarnings(rel.Progress, v.warned) {
+		b.WriteString(eraseLine + "warning: " + w + "\n")
+	}
+	b.WriteString(eraseLine + truncate(barLine(v.name, rel, elapsed, spinner[v.frame%len(spinner)]), v.width()-1))
+	v.frame++
+	_, _ = io.WriteString(v.w, b.String())
+}
+
+func (v *barView) final(rel *api.Release, elapsed time.Duration) {
+	_, _ = io.WriteString(v.w, eraseLine)
+	finalLine(v.w, v.name, rel, elapsed)
+}
+
+// barLine is the live line of a pending release.
+func barLine(name string, rel *api.Release, elapsed time.Duration, spin rune) string {
+	el := roundElapsed(elapsed).String()
+	p := rel.Progress
+	if p == nil {
+		// Not started yet (or the first record is not written): only the status.
+		return fmt.Sprintf("%c %s %s, revision %d  %s", spin, name, statusOf(rel), rel.Version, el)
+	}
+	filled := 0
+	if p.Total > 0 {
+		filled = p.Ready * barWidth / p.Total
+	}
+	s := fmt.Sprintf("%c %s [%s%s] %d/%d %s  %s", spin, name, strings.Repeat("█", filled), strings.Repeat("░", barWidth-filled),
+		p.Ready, p.Total, p.Phase, el)
+	if p.Hook != "" {
+		s += "  hook " + p.Hook
+	}
+	if len(p.WaitingFor) > 0 {
+		s += "  waiting for " + strings.Join(p.WaitingFor, ", ")
+	}
+	return s
+}
+
+// truncate cuts s to n columns (one per rune: names and the bar's cells are narrow), with
+// an ellipsis where it cut.
+func truncate(s string, n int) string {
+	if n < 1 {
+		return ""
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
