@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2
+	github.com/creack/pty v1.1.18
 	github.com/distribution/distribution/v3 v3.1.1
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/prometheus/client_golang v1.24.1
