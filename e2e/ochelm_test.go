@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -142,4 +145,55 @@ func regexpLine(out string, fields ...string) bool {
 		}
 	}
 	return false
+}
+
+// ocHelmStart starts the plugin in the background; the returned function waits (at most
+// 2 minutes) for it and gives its output and exit code.
+func (s *stack) ocHelmStart(t *testing.T, args ...string) func() (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, bins["oc-helm"], append([]string{"--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig, "--token", cluster.Operator.BearerToken}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	return func() (string, int) {
+		t.Helper()
+		err := cmd.Wait()
+		cancel()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("oc-helm %v: %v", args, err)
+		}
+		return out.String(), code
+	}
+}
+
+// helmCLI runs Helm's own CLI (the version the product builds on) against the cluster as
+// its admin, with a HOME of its own.
+func helmCLI(t *testing.T, ns string, args ...string) (string, int) {
+	t.Helper()
+	helm, err := testcluster.HelmCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, helm, append([]string{"--kubeconfig", cluster.Kubeconfig, "-n", ns}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("helm %v: %v", args, err)
+	}
+	return string(out), code
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/operator"
@@ -45,84 +44,111 @@ func (s *stack) callAPI(t *testing.T, method, path, ns, name string, out interfa
 	return resp.StatusCode
 }
 
-// A stuck install (its pod never becomes ready, a Warning is raised) shows what it waits on
-// through the API; cancelling it ends failed within 10 s with who cancelled it.
+// A stuck install: the tiny chart's pod carries async-helm.io/simulate: stuck, so the local
+// cluster's kwok runs it without ever making it ready and raises a Warning (Unhealthy), as a
+// kubelet whose readiness probe fails. What it waits on and the Warning reach the API, the
+// progress event and oc-helm; `oc helm cancel` ends it failed within 10 s with who cancelled
+// it, and the helm CLI agrees.
 func TestStuckInstallShowsProgressAndCancels(t *testing.T) {
 	t.Parallel()
-	ns := cluster.SlowNamespace(t) // pods become ready only after 90 s
+	ns := cluster.Namespace(t)
 	s := newStack(t, ns)
 	ctx := context.Background()
 	if _, err := s.client.Install(ctx, api.ReleaseRequest{Name: "stuck", Namespace: ns, ChartURL: s.charts.ChartURL("tiny", "0.1.0"),
-		Wait: true, Timeout: "10m"}); err != nil {
+		Values: map[string]interface{}{"podAnnotations": map[string]interface{}{"async-helm.io/simulate": "stuck"}},
+		Wait:   true, Timeout: "10m"}); err != nil {
 		t.Fatal(err)
 	}
-	// The kubelet's part: the pod's readiness probe fails.
-	var pod string
-	deadline := time.Now().Add(30 * time.Second)
-	for pod == "" && time.Now().Before(deadline) {
-		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err == nil && len(pods.Items) > 0 {
-			pod = pods.Items[0].Name
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if pod == "" {
-		t.Fatal("no pod was created")
-	}
-	now := metav1.Now()
-	if _, err := cluster.Client.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: pod + ".probe"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: pod, Namespace: ns}, Type: corev1.EventTypeWarning,
-		Reason: "Unhealthy", Message: "Readiness probe failed: connection refused", LastTimestamp: now, FirstTimestamp: now,
-		Source: corev1.EventSource{Component: "kubelet"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// oc-helm follows it from the start, as a user would (plain lines: not a terminal).
+	watch := s.ocHelmStart(t, "-n", ns, "status", "stuck", "--watch")
+
+	// The Job's pod completes; the Deployment's pod never becomes ready.
 	var seen *progress.Progress
-	for deadline = time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		rel := s.getRelease(t, ns, "stuck")
-		// The tiny chart has a Deployment and a Job; neither is done while pods are not ready.
-		if p := rel.Progress; p != nil && p.Phase == progress.PhaseWaiting && p.Total == 2 && p.Ready == 0 &&
-			strings.Join(p.WaitingFor, ",") == "Deployment/stuck,Job/stuck-migrate-1" &&
-			len(p.Warnings) > 0 && strings.Contains(p.Warnings[0], "Readiness probe failed") {
+		if p := rel.Progress; p != nil && p.Phase == progress.PhaseWaiting && p.Total == 2 && p.Ready == 1 &&
+			strings.Join(p.WaitingFor, ",") == "Deployment/stuck" && hasWarning(p.Warnings) {
 			seen = p
 			break
 		}
 	}
 	if seen == nil {
 		p := s.getRelease(t, ns, "stuck").Progress
-		t.Fatalf("the API never showed the stuck workloads and the warning: %v %q", p, p.Warnings)
+		t.Fatalf("the API never showed the stuck Deployment and its warning: %v %q", p, p.Warnings)
 	}
 	t.Logf("progress: %s; warnings %q", seen, seen.Warnings)
-	// The notifier reports it as an event too.
-	s.sink.WaitFor(t, 20*time.Second, "a progress event naming the stuck workloads and the warning", func(evs []cloudevents.Event) bool {
+	// The notifier reports it as an event (through the Broker's event-log Trigger).
+	s.sink.WaitFor(t, 20*time.Second, "a progress event naming the stuck Deployment and the warning", func(evs []cloudevents.Event) bool {
 		for _, e := range evs {
 			var c events.ProgressChange
 			if e.Type() == events.TypeProgress && e.DataAs(&c) == nil && c.Name == "stuck" &&
-				strings.Contains(strings.Join(c.Progress.WaitingFor, ","), "Deployment/stuck") && len(c.Progress.Warnings) > 0 {
+				strings.Join(c.Progress.WaitingFor, ",") == "Deployment/stuck" && hasWarning(c.Progress.Warnings) {
 				return true
 			}
 		}
 		return false
 	})
+	// `oc helm status` prints the progress block.
+	out, code := s.ocHelm(t, "-n", ns, "status", "stuck")
+	for _, want := range []string{"STATUS: pending-install", "PHASE: waiting", "READY: 1/2", "WAITING FOR: Deployment/stuck", "WARNINGS:", stuckWarning} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("status (exit %d) lacks %q:\n%s", code, want, out)
+		}
+	}
 
 	start := time.Now()
-	var c api.Cancelled
-	if code := s.callAPI(t, http.MethodPost, api.PathCancel, ns, "stuck", &c); code != http.StatusAccepted || c.Status != "cancelling" {
-		t.Fatalf("cancel: %d %+v", code, c)
+	out, code = s.ocHelm(t, "-n", ns, "cancel", "stuck", "--wait")
+	took := time.Since(start)
+	if code != 0 || !strings.HasPrefix(out, "stuck: revision 1 cancelling\n") ||
+		!regexpLine(out, "stuck: failed, revision 1 (", "): ", "cancelled by "+operator.User) {
+		t.Fatalf("cancel --wait: exit %d\n%s", code, out)
 	}
-	for {
-		rel := s.getRelease(t, ns, "stuck")
-		if st := rel.Info.Status.String(); st == "failed" && strings.Contains(rel.Info.Description, "cancelled by "+operator.User) {
-			t.Logf("failed %s after the cancel: %s", time.Since(start).Round(10*time.Millisecond), rel.Info.Description)
-			break
+	if took > 10*time.Second {
+		t.Errorf("cancel --wait took %s, want within 10 s", took)
+	}
+	t.Logf("cancel --wait took %s:\n%s", took.Round(10*time.Millisecond), out)
+	rel := s.getRelease(t, ns, "stuck")
+	if rel.Info.Status.String() != "failed" || !strings.Contains(rel.Info.Description, "cancelled by "+operator.User) || rel.Progress != nil {
+		t.Errorf("after the cancel: %s %q, progress %v", rel.Info.Status, rel.Info.Description, rel.Progress)
+	}
+
+	// The follower saw it all, one line per change, and exits 1 on the failure.
+	out, code = watch()
+	for _, want := range []string{
+		"stuck: pending-install, revision 1: waiting, 1/2 ready, waiting for Deployment/stuck (",
+		"stuck: warning: " + stuckWarning,
+		"stuck: failed, revision 1 (",
+		"cancelled by " + operator.User,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status --watch lacks %q:\n%s", want, out)
 		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("10 s after the cancel: %s %q", rel.Info.Status, rel.Info.Description)
+	}
+	if code != 1 || strings.Count(out, "stuck: warning: "+stuckWarning) != 1 {
+		t.Errorf("status --watch: exit %d, want 1; the warning once:\n%s", code, out)
+	}
+
+	// Helm's own CLI reads the same record.
+	out, code = helmCLI(t, ns, "list", "-a")
+	if code != 0 || !regexpLine(out, "stuck", ns, "1", "failed", "tiny-0.1.0") {
+		t.Errorf("helm list -a: exit %d\n%s", code, out)
+	}
+	// Nothing is left to cancel.
+	if out, code := s.ocHelm(t, "-n", ns, "cancel", "stuck"); code == 0 || !strings.Contains(out, "(HTTP 409)") || !strings.Contains(out, "nothing to cancel") {
+		t.Errorf("cancel of a final revision: exit %d\n%s", code, out)
+	}
+}
+
+// stuckWarning is the tail of the Warning the local cluster raises for a stuck pod.
+const stuckWarning = "Unhealthy: Readiness probe failed: connection refused (async-helm.io/simulate: stuck)"
+
+func hasWarning(ws []string) bool {
+	for _, w := range ws {
+		if strings.HasPrefix(w, "Pod/stuck-") && strings.HasSuffix(w, ": "+stuckWarning) {
+			return true
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	if code := s.callAPI(t, http.MethodPost, api.PathCancel, ns, "stuck", &api.Error{}); code != http.StatusConflict {
-		t.Errorf("cancel of a final revision: %d, want 409", code)
-	}
+	return false
 }
 
 // A revision no executor has started is failed at once, and never runs afterwards.
@@ -135,9 +161,8 @@ func TestCancelBeforeItStarts(t *testing.T) {
 	if _, err := s.client.Install(ctx, api.ReleaseRequest{Name: "queued", Namespace: ns, ChartURL: s.charts.ChartURL("tiny", "0.1.0")}); err != nil {
 		t.Fatal(err)
 	}
-	var c api.Cancelled
-	if code := s.callAPI(t, http.MethodPost, api.PathCancel, ns, "queued", &c); code != http.StatusOK || c.Status != "failed" {
-		t.Fatalf("cancel: %d %+v", code, c)
+	if out, code := s.ocHelm(t, "-n", ns, "cancel", "queued", "--wait"); code != 0 || out != "queued: revision 1 failed (not started)\n" {
+		t.Fatalf("cancel: exit %d\n%s", code, out)
 	}
 	if err := s.executor.Restart(); err != nil {
 		t.Fatal(err)
