@@ -227,6 +227,8 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	go s.watch(hbCtx, held, phases, a, start, lose, func(by string) {
 		cancelledBy.Store(by)
 		log.Infow("cancel requested; stopping the action", "by", by)
+		// Before the cancel: Helm's own failure write then says who cancelled it.
+		seal.FailWith(a.Revision, fmt.Sprintf("Release %q failed: cancelled by %s", a.Name, by))
 		cancel()
 	})
 	final, runErr := s.run(ctx, a, timeout, phases.Log, stored, seal)

@@ -18,10 +18,37 @@ var ErrSealed = errors.New("release storage sealed: this action lost the revisio
 type SealableDriver struct {
 	driver.Driver
 	sealed atomic.Bool
+	// failReason, once set, is the description of the revision's failure (see FailWith).
+	failReason atomic.Pointer[failReason]
+}
+
+type failReason struct {
+	version int
+	reason  string
 }
 
 // Seal refuses every later write.
 func (d *SealableDriver) Seal() { d.sealed.Store(true) }
+
+// FailWith makes reason the description of every later write of the revision as failed.
+// Set before the action's context is cancelled on purpose (a user's cancel): Helm then
+// records its failure with the real reason rather than "context canceled", so no reader or
+// status event sees the bare context error before the executor's own final write.
+func (d *SealableDriver) FailWith(version int, reason string) {
+	d.failReason.Store(&failReason{version: version, reason: reason})
+}
+
+// withReason is rls with the FailWith reason when it is that revision's failure.
+func (d *SealableDriver) withReason(rls *helmrelease.Release) *helmrelease.Release {
+	f := d.failReason.Load()
+	if f == nil || rls == nil || rls.Version != f.version || rls.Info == nil || rls.Info.Status != helmrelease.StatusFailed {
+		return rls
+	}
+	cp, info := *rls, *rls.Info
+	info.Description = f.reason
+	cp.Info = &info
+	return &cp
+}
 
 func (d *SealableDriver) check(key string) error {
 	if d.sealed.Load() {
@@ -35,7 +62,7 @@ func (d *SealableDriver) Create(key string, rls *helmrelease.Release) error {
 	if err := d.check(key); err != nil {
 		return err
 	}
-	return d.Driver.Create(key, rls)
+	return d.Driver.Create(key, d.withReason(rls))
 }
 
 // Update is refused once sealed.
@@ -43,7 +70,7 @@ func (d *SealableDriver) Update(key string, rls *helmrelease.Release) error {
 	if err := d.check(key); err != nil {
 		return err
 	}
-	return d.Driver.Update(key, rls)
+	return d.Driver.Update(key, d.withReason(rls))
 }
 
 // Delete is refused once sealed.

@@ -93,3 +93,42 @@ func TestSealableDriver(t *testing.T) {
 		t.Error("a sealed create reached the storage")
 	}
 }
+
+// After FailWith, the revision's failure is written with that reason (Helm's own
+// "context canceled" never reaches the record); other revisions and statuses are untouched.
+func TestSealableDriverFailWith(t *testing.T) {
+	mem := driver.NewMemory()
+	mem.SetNamespace("ns")
+	d := &SealableDriver{Driver: mem}
+	rel := func(v int, st helmrelease.Status, desc string) *helmrelease.Release {
+		return &helmrelease.Release{Name: "web", Namespace: "ns", Version: v, Info: &helmrelease.Info{Status: st, Description: desc}}
+	}
+	for _, r := range []*helmrelease.Release{rel(1, helmrelease.StatusDeployed, "Install complete"), rel(2, helmrelease.StatusPendingUpgrade, "Preparing upgrade")} {
+		if err := d.Create(SecretName("web", r.Version), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.FailWith(2, `Release "web" failed: cancelled by alice`)
+	helmsOwn := rel(2, helmrelease.StatusFailed, `Upgrade "web" failed: context canceled`)
+	if err := d.Update(SecretName("web", 2), helmsOwn); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := mem.Get(SecretName("web", 2)); r.Info.Status != helmrelease.StatusFailed || r.Info.Description != `Release "web" failed: cancelled by alice` {
+		t.Errorf("revision 2 recorded %s %q", r.Info.Status, r.Info.Description)
+	}
+	if helmsOwn.Info.Description != `Upgrade "web" failed: context canceled` {
+		t.Error("the caller's release was changed")
+	}
+	// An atomic upgrade's rollback writes other revisions and statuses: as they are.
+	if err := d.Update(SecretName("web", 1), rel(1, helmrelease.StatusSuperseded, "superseded by rollback")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Create(SecretName("web", 3), rel(3, helmrelease.StatusDeployed, "Rollback to 1")); err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[int]string{1: "superseded by rollback", 3: "Rollback to 1"} {
+		if r, _ := mem.Get(SecretName("web", v)); r.Info.Description != want {
+			t.Errorf("revision %d: %q, want %q", v, r.Info.Description, want)
+		}
+	}
+}
