@@ -127,6 +127,23 @@ func TestStuckInstallShowsProgressAndCancels(t *testing.T) {
 		t.Errorf("status --watch: exit %d, want 1; the warning once:\n%s", code, out)
 	}
 
+	// The failed status event gives the same reason: no "context canceled" alone first.
+	evs := s.sink.WaitFor(t, 20*time.Second, "the failed status event of stuck", func(evs []cloudevents.Event) bool {
+		for _, e := range evs {
+			var c events.StatusChange
+			if e.Type() == events.TypeStatusPrefix+"failed" && e.DataAs(&c) == nil && c.Name == "stuck" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, e := range evs {
+		var c events.StatusChange
+		if e.Type() == events.TypeStatusPrefix+"failed" && e.DataAs(&c) == nil && c.Name == "stuck" && !strings.Contains(c.Reason, "cancelled by "+operator.User) {
+			t.Errorf("failed event %s: reason %q", e.ID(), c.Reason)
+		}
+	}
+
 	// Helm's own CLI reads the same record.
 	out, code = helmCLI(t, ns, "list", "-a")
 	if code != 0 || !regexpLine(out, "stuck", ns, "1", "failed", "tiny-0.1.0") {
