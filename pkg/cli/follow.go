@@ -26,6 +26,8 @@ var ErrFailed = errors.New("release failed")
 type view interface {
 	pending(rel *api.Release, elapsed time.Duration)
 	final(rel *api.Release, elapsed time.Duration)
+	// interrupted ends the output when following stops early (Ctrl-C, an error).
+	interrupted()
 }
 
 // follow polls the release until its latest revision is final and returns that revision:
@@ -36,6 +38,7 @@ func follow(ctx context.Context, g *Globals, c *submitclient.Client, ns, name st
 	for {
 		rel, err := c.Get(ctx, ns, name)
 		if err != nil {
+			v.interrupted()
 			return nil, err
 		}
 		elapsed := g.Now().Sub(start)
@@ -46,6 +49,7 @@ func follow(ctx context.Context, g *Globals, c *submitclient.Client, ns, name st
 		v.pending(rel, elapsed)
 		select {
 		case <-ctx.Done():
+			v.interrupted()
 			return nil, ctx.Err()
 		case <-time.After(g.PollInterval):
 		}
@@ -152,6 +156,8 @@ func (v *lineView) final(rel *api.Release, elapsed time.Duration) {
 	finalLine(v.w, v.name, rel, elapsed)
 }
 
+func (v *lineView) interrupted() {}
+
 // ANSI: carriage return then erase to the end of the line, so each redraw replaces the last.
 const eraseLine = "\r\033[K"
 
@@ -179,6 +185,13 @@ func (v *barView) pending(rel *api.Release, elapsed time.Duration) {
 	b.WriteString(eraseLine + truncate(barLine(v.name, rel, elapsed, spinner[v.frame%len(spinner)]), v.width()-1))
 	v.frame++
 	_, _ = io.WriteString(v.w, b.String())
+}
+
+// interrupted keeps the last frame and ends its line, so the error is printed below it.
+func (v *barView) interrupted() {
+	if v.frame > 0 {
+		_, _ = io.WriteString(v.w, "\n")
+	}
 }
 
 func (v *barView) final(rel *api.Release, elapsed time.Duration) {

@@ -273,3 +273,19 @@ func TestBarLine(t *testing.T) {
 		t.Errorf("hook: %q", hook)
 	}
 }
+
+// Following stopped early (Ctrl-C): on a terminal the last frame stays and its line is
+// ended, so the error is printed below it rather than over it.
+func TestInterruptedBar(t *testing.T) {
+	var b bytes.Buffer
+	v := &barView{w: &b, name: "web", width: func() int { return 80 }, warned: map[string]bool{}}
+	v.interrupted()
+	if b.Len() != 0 {
+		t.Errorf("before any frame: %q", b.String())
+	}
+	v.pending(step(helmrelease.StatusPendingInstall, "", prog(progress.PhaseWaiting, 1, 2, "", []string{"Deployment/web"})), time.Second)
+	v.interrupted()
+	if got := b.String(); !strings.HasPrefix(got, eraseLine+"⠋ web [") || !strings.HasSuffix(got, "waiting for Deployment/web\n") {
+		t.Errorf("interrupted: %q", got)
+	}
+}
