@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/creack/pty"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/testcluster"
@@ -196,4 +197,42 @@ func helmCLI(t *testing.T, ns string, args ...string) (string, int) {
 		t.Fatalf("helm %v: %v", args, err)
 	}
 	return string(out), code
+}
+
+// ocHelmPty starts the plugin on a pseudo-terminal cols wide, as a user's shell runs it;
+// the returned function waits (at most 2 minutes) and gives what the terminal received
+// (\r\n as the terminal sends it, turned back to \n) and the exit code.
+func (s *stack) ocHelmPty(t *testing.T, cols uint16, args ...string) func() (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bins["oc-helm"], append([]string{"--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig, "--token", cluster.Operator.BearerToken}, args...)...)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: cols})
+	if err != nil {
+		t.Fatalf("oc-helm on a pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { _ = ptmx.Close() })
+	read := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		_, _ = io.Copy(&b, ptmx) // ends with EIO once the process and its terminal are gone
+		read <- strings.ReplaceAll(b.String(), "\r\n", "\n")
+	}()
+	return func() (string, int) {
+		t.Helper()
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("oc-helm %v: %v", args, err)
+		}
+		select {
+		case out := <-read:
+			return out, code
+		case <-time.After(10 * time.Second):
+			t.Fatal("the terminal's output never ended")
+			return "", code
+		}
+	}
 }

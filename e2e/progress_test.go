@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -53,13 +54,15 @@ func TestStuckInstallShowsProgressAndCancels(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
 	s := newStack(t, ns)
-	ctx := context.Background()
-	if _, err := s.client.Install(ctx, api.ReleaseRequest{Name: "stuck", Namespace: ns, ChartURL: s.charts.ChartURL("tiny", "0.1.0"),
-		Values: map[string]interface{}{"podAnnotations": map[string]interface{}{"async-helm.io/simulate": "stuck"}},
-		Wait:   true, Timeout: "10m"}); err != nil {
-		t.Fatal(err)
+	// A user installs it with --wait on a terminal (a pseudo-terminal here).
+	install := s.ocHelmPty(t, 100, "-n", ns, "install", "stuck", s.charts.ChartURL("tiny", "0.1.0"),
+		"--set", `podAnnotations.async-helm\.io/simulate=stuck`, "--timeout", "10m", "--wait")
+	for deadline := time.Now().Add(30 * time.Second); s.getRelease(t, ns, "stuck").Release == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the install was not accepted")
+		}
 	}
-	// oc-helm follows it from the start, as a user would (plain lines: not a terminal).
+	// Another follows it with plain lines (not a terminal), as a pipeline's log would.
 	watch := s.ocHelmStart(t, "-n", ns, "status", "stuck", "--watch")
 
 	// The Job's pod completes; the Deployment's pod never becomes ready.
@@ -142,6 +145,18 @@ func TestStuckInstallShowsProgressAndCancels(t *testing.T) {
 		if e.Type() == events.TypeStatusPrefix+"failed" && e.DataAs(&c) == nil && c.Name == "stuck" && !strings.Contains(c.Reason, "cancelled by "+operator.User) {
 			t.Errorf("failed event %s: reason %q", e.ID(), c.Reason)
 		}
+	}
+
+	// The terminal showed the bar stuck at 1/2, redrawn in place, the warning above it, and
+	// the failure with its reason at the end.
+	out, code = install()
+	frame := regexp.MustCompile(`\r\x1b\[K[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] stuck \[█{10}░{10}\] 1/2 waiting  [0-9hms]+  waiting for Deployment/stuck`)
+	if n := len(frame.FindAllString(out, -1)); code != 1 || n == 0 ||
+		!regexpLine(out, "\r\x1b[Kwarning: Pod/stuck-", ": "+stuckWarning) ||
+		!regexpLine(out, "\r\x1b[Kstuck: failed, revision 1 (", "cancelled by "+operator.User) {
+		t.Errorf("install --wait on a terminal: exit %d, %d frames at 1/2:\n%q", code, n, out)
+	} else {
+		t.Logf("install --wait on a terminal: %d frames at 1/2, exit %d", n, code)
 	}
 
 	// Helm's own CLI reads the same record.
