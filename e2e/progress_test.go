@@ -59,7 +59,8 @@ func TestStuckInstallShowsProgressAndCancels(t *testing.T) {
 		"--set", `podAnnotations.async-helm\.io/simulate=stuck`, "--timeout", "10m", "--wait")
 	for deadline := time.Now().Add(30 * time.Second); s.getRelease(t, ns, "stuck").Release == nil; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the install was not accepted")
+			out, code := install()
+			t.Fatalf("the install was not accepted: exit %d\n%s", code, out)
 		}
 	}
 	// Another follows it with plain lines (not a terminal), as a pipeline's log would.
