@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -37,6 +38,9 @@ type server struct {
 	Port            int           `envconfig:"PORT" default:"8080"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+	// CPUProfile, when set, is a file that gets a CPU profile (pprof) of the process's
+	// whole life, written at shutdown: `make bench` sets it under BENCH_PPROF_DIR.
+	CPUProfile string `envconfig:"CPU_PROFILE"`
 }
 
 // Main parses cfg from the environment, builds the function and serves it until a
@@ -56,6 +60,13 @@ func run(name string, cfg interface{}, build func(*Runtime) (Service, error), st
 	}
 	if err := envconfig.Process("", cfg); err != nil {
 		return err
+	}
+	if srvCfg.CPUProfile != "" {
+		stop, err := startCPUProfile(srvCfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	log, _ := logging.NewLogger("", srvCfg.LogLevel)
 	log = log.Named(name)
@@ -89,4 +100,17 @@ func run(name string, cfg interface{}, build func(*Runtime) (Service, error), st
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// startCPUProfile profiles the process until the returned func is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("CPU_PROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("CPU_PROFILE: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/api"
+)
+
+// sample is one request: how long it took and whether it got what it wanted. Failed
+// requests stay in the percentiles (with the time they took): dropping them would make a
+// struggling server look fast.
+type sample struct {
+	d   time.Duration
+	err error
+}
+
+// result summarizes samples.
+type result struct {
+	p50, p99 time.Duration
+	rate     float64 // successful requests per second of wall time
+	ok, n    int
+	firstErr error
+}
+
+func summarize(s []sample, wall time.Duration) result {
+	ds := make([]time.Duration, 0, len(s))
+	r := result{n: len(s)}
+	for _, x := range s {
+		ds = append(ds, x.d)
+		if x.err == nil {
+			r.ok++
+		} else if r.firstErr == nil {
+			r.firstErr = x.err
+		}
+	}
+	r.p50, r.p99 = percentile(ds, 0.5), percentile(ds, 0.99)
+	if wall > 0 {
+		r.rate = float64(r.ok) / wall.Seconds()
+	}
+	return r
+}
+
+// note says how many of the requests failed, and the first error.
+func (r result) note() string {
+	if r.ok == r.n {
+		return fmt.Sprintf("n=%d", r.n)
+	}
+	return fmt.Sprintf("n=%d, %d FAILED, first: %v", r.n, r.n-r.ok, r.firstErr)
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p+0.5)]
+}
+
+// closedLoop runs fn(0..n-1) from `clients` goroutines, each sending its next request
+// when the last one is answered.
+func closedLoop(n, clients int, fn func(i int) error) result {
+	out := make([]sample, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				s := time.Now()
+				err := fn(i)
+				out[i] = sample{time.Since(s), err}
+			}
+		}()
+	}
+	wg.Wait()
+	return summarize(out, time.Since(t0))
+}
+
+// openLoop sends at a fixed rate for d, whatever the answers; each request's latency is
+// counted from the time it was scheduled to be sent, so a server that falls behind shows
+// its queue (no coordinated omission). At most maxInFlight are outstanding; a request that
+// would exceed it waits, and that wait counts.
+func openLoop(ctx context.Context, rate int, d time.Duration, maxInFlight int, fn func(i int) error) result {
+	n := int(float64(rate) * d.Seconds())
+	out := make([]sample, n)
+	sem := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	interval := time.Second / time.Duration(rate)
+	for i := 0; i < n; i++ {
+		at := t0.Add(time.Duration(i) * interval)
+		if w := time.Until(at); w > 0 {
+			select {
+			case <-time.After(w):
+			case <-ctx.Done():
+				return summarize(out[:i], time.Since(t0))
+			}
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int, at time.Time) {
+			defer wg.Done()
+			err := fn(i)
+			out[i] = sample{time.Since(at), err}
+			<-sem
+		}(i, at)
+	}
+	wg.Wait()
+	return summarize(out, time.Since(t0))
+}
+
+// parallel runs fn(0..n-1) on workers goroutines and returns the first error.
+func parallel(n, workers int, fn func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for first.Load() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+// submitClient posts installs to submit as one caller.
+type submitClient struct {
+	url, token string
+	http       *http.Client
+}
+
+func newSubmitClient(url, token string, conns int) *submitClient {
+	return &submitClient{url: url, token: token, http: &http.Client{Timeout: 60 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
+}
+
+// install posts one install and expects 201.
+func (c *submitClient) install(ctx context.Context, req api.ReleaseRequest) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+api.PathAsync, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Authorization", "Bearer "+c.token)
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		var e api.Error
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return fmt.Errorf("%d %s", resp.StatusCode, e.Error)
+	}
+	_, _ = bytes.NewBuffer(nil).ReadFrom(resp.Body)
+	return nil
+}
+
+// get fetches a path and discards the body, expecting 200.
+func (c *submitClient) get(ctx context.Context, path string) error {
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+path, nil)
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	n, _ := bytes.NewBuffer(nil).ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d (%d bytes)", path, resp.StatusCode, n)
+	}
+	return nil
+}
+
+// procMem reads VmRSS and VmHWM (peak) of a process, in bytes.
+func procMem(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "VmRSS:":
+				rss = v << 10
+			case "VmHWM:":
+				hwm = v << 10
+			}
+		}
+	}
+	return rss, hwm
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

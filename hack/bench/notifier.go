@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// notifierSection: -notifier-releases release records of -payload-kib each (pending-install,
+// already reported), the notifier watching them; then Helm's full-secret rewrites (Helm's
+// Secrets driver Update: the whole object replaced, annotations gone) moving them to
+// deployed, every -failed-every-th to failed (the failed path reads the reason), at
+// -change-rate per second. Latency runs from each rewrite's scheduled time to the event at
+// the sink; the floor is a plain watch of the same secrets in this process.
+func (b *bench) notifierSection(ctx context.Context) error {
+	const sec = "notifier"
+	ns, cleanup, err := b.namespace(ctx, "notifier")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	manifest := make([]byte, b.o.payloadKiB<<10*3/4)
+	if _, err := rand.Read(manifest); err != nil {
+		return err
+	}
+	big := base64.StdEncoding.EncodeToString(manifest) // ~payload KiB once gzip+base64 (random does not compress)
+	rec := func(name, status, desc string) *helmrelease.Release {
+		now := helmtime.Now()
+		return &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Manifest: big, Config: map[string]interface{}{"message": "bench"},
+			Info: &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.Status(status), Description: desc}}
+	}
+	// Encode with Helm's own driver, capturing instead of sending.
+	capture := &capturingSecrets{}
+	enc := driver.NewSecrets(capture)
+	if err := enc.Create(release.SecretName("r0", 1), rec("r0", "pending-install", release.ReservedDescription)); err != nil {
+		return err
+	}
+	tmpl := capture.last
+	t0 := time.Now()
+	secrets := b.cl.Typed.CoreV1().Secrets(ns)
+	if err := parallel(b.o.notifierReleases, 16, func(i int) error {
+		s := tmpl.DeepCopy()
+		name := fmt.Sprintf("r%d", i)
+		s.Name, s.Labels[release.LabelName] = release.SecretName(name, 1), name
+		s.Annotations = map[string]string{release.AnnotationNotified: "pending-install"}
+		_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("create release records: %w", err)
+	}
+	b.logf("  %d records of %d KiB written in %s", b.o.notifierReleases, len(tmpl.Data["release"])>>10, time.Since(t0).Round(time.Second))
+
+	var mu sync.Mutex
+	got := map[string]time.Time{}
+	s, err := newSink(func(r *http.Request, _ []byte) {
+		at := time.Now()
+		mu.Lock()
+		if _, ok := got[r.Header.Get("Ce-Id")]; !ok {
+			got[r.Header.Get("Ce-Id")] = at
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	p, err := b.start("notifier", 0, "K_SINK="+s.url, "NAMESPACES="+ns, "SWEEP_INTERVAL=1h", "REDRIVE_AFTER=1h", "REAPER_GRACE=1h")
+	if err != nil {
+		return err
+	}
+	defer p.Stop()
+	rss0, _ := procMem(p.Pid())
+
+	// The floor: a watch of the same secrets (metadata only) in this process.
+	seen := map[string]time.Time{}
+	w, err := b.cl.Metadata.Resource(release.SecretsResource).Namespace(ns).Watch(ctx, metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			at := time.Now()
+			if ev.Type != watch.Modified {
+				continue
+			}
+			m, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if !ok {
+				continue
+			}
+			key := m.Name + "/" + m.Labels[release.LabelStatus]
+			mu.Lock()
+			if _, ok := seen[key]; !ok {
+				seen[key] = at
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Pre-encode the rewrites, so the schedule times the write and not our encoding.
+	n := min(b.o.changes, b.o.notifierReleases)
+	rewrites := make([]*corev1.Secret, n)
+	for i := range rewrites {
+		name := fmt.Sprintf("r%d", i)
+		status, desc := "deployed", "Install complete"
+		if b.o.failedEvery > 0 && i%b.o.failedEvery == b.o.failedEvery-1 {
+			status, desc = "failed", fmt.Sprintf("bench failure %d", i)
+		}
+		if err := enc.Update(release.SecretName(name, 1), rec(name, status, desc)); err != nil {
+			return err
+		}
+		rewrites[i] = capture.last
+	}
+	scheduled := make([]time.Time, n)
+	writes := openLoop(ctx, b.o.changeRate, time.Duration(n)*time.Second/time.Duration(b.o.changeRate), 100, func(i int) error {
+		mu.Lock()
+		scheduled[i] = time.Now()
+		mu.Unlock()
+		_, err := secrets.Update(ctx, rewrites[i], metav1.UpdateOptions{})
+		return err
+	})
+	if writes.ok != writes.n {
+		return fmt.Errorf("rewrites: %s", writes.note())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var all, failed, floor []sample
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("r%d", i)
+		status := rewrites[i].Labels[release.LabelStatus]
+		id := events.StatusEventID(ns, name, 1, status, "")
+		var at time.Time
+		for {
+			mu.Lock()
+			at = got[id]
+			mu.Unlock()
+			if !at.IsZero() || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		sched, watched := scheduled[i], seen[name+"/"+status]
+		mu.Unlock()
+		smp := sample{d: at.Sub(sched)}
+		if at.IsZero() {
+			smp = sample{d: time.Since(sched), err: fmt.Errorf("no event %s within 30s", id)}
+		}
+		all = append(all, smp)
+		if status == "failed" {
+			failed = append(failed, smp)
+		}
+		if !watched.IsZero() {
+			floor = append(floor, sample{d: watched.Sub(sched)})
+		}
+	}
+	rss, hwm := procMem(p.Pid())
+	a, f, fl := summarize(all, 0), summarize(failed, 0), summarize(floor, 0)
+	name := fmt.Sprintf("status event after a full-secret rewrite, %d/s", b.o.changeRate)
+	b.compare(sec, name+": p50", msF(a.p50), "watch p50", msF(fl.p50), "", nil, a.note())
+	b.compare(sec, name+": p99 (failed path included)", msF(a.p99), "watch p99", msF(fl.p99), "<= 100 ms", absAtMost(100), "")
+	b.compare(sec, name+": p99 of the failed path", msF(f.p99), "watch p99", msF(fl.p99), "", nil, f.note())
+	total := int64(b.o.notifierReleases) * int64(len(tmpl.Data["release"]))
+	b.info(sec, fmt.Sprintf("notifier RSS watching %d releases of %d KiB", b.o.notifierReleases, len(tmpl.Data["release"])>>10), mibF(rss),
+		fmt.Sprintf("%d MiB after start, peak %d MiB; the records hold %d MiB", rss0>>20, hwm>>20, total>>20))
+	return nil
+}
+
+// capturingSecrets keeps the Secret Helm's driver would write instead of writing it.
+type capturingSecrets struct {
+	typedcorev1.SecretInterface
+	last *corev1.Secret
+}
+
+func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, _ metav1.CreateOptions) (*corev1.Secret, error) {
+	c.last = s
+	return s, nil
+}
+
+func (c *capturingSecrets) Update(_ context.Context, s *corev1.Secret, _ metav1.UpdateOptions) (*corev1.Secret, error) {
+	c.last = s
+	return s, nil
+}
