@@ -41,7 +41,9 @@ func (b *bench) notifierSection(ctx context.Context) error {
 	big := base64.StdEncoding.EncodeToString(manifest) // ~payload KiB once gzip+base64 (random does not compress)
 	rec := func(name, status, desc string) *helmrelease.Release {
 		now := helmtime.Now()
+		// The labels submit's reservation gives and Helm keeps on every rewrite.
 		return &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Manifest: big, Config: map[string]interface{}{"message": "bench"},
+			Labels: release.Labels("req-"+name, 1, "tiny", "0.1.0"),
 			Info: &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.Status(status), Description: desc}}
 	}
 	// Encode with Helm's own driver, capturing instead of sending.
@@ -103,7 +105,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 			if !ok {
 				continue
 			}
-			key := m.Name + "/" + m.Labels[release.LabelStatus]
+			key := m.Labels[release.LabelName] + "/" + m.Labels[release.LabelStatus]
 			mu.Lock()
 			if _, ok := seen[key]; !ok {
 				seen[key] = at
@@ -142,7 +144,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("r%d", i)
 		status := rewrites[i].Labels[release.LabelStatus]
-		id := events.StatusEventID(ns, name, 1, status, "")
+		id := events.StatusEventID(ns, name, 1, status, "req-"+name)
 		var at time.Time
 		for {
 			mu.Lock()

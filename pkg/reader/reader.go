@@ -46,6 +46,11 @@ type Service struct {
 	Log *zap.SugaredLogger
 	// Options go to every Helm read (tests give a memory driver).
 	Options []helmexec.Option
+	// Secrets, when set, answers lists with limitInfo from the latest revisions' heads
+	// (cached by resourceVersion) instead of Helm's decode of every whole record.
+	Secrets Secrets
+
+	heads heads
 }
 
 // readNeed is the permission a read needs: Helm's release records are secrets.
@@ -60,6 +65,9 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 		if err := s.canRead(ctx, u, namespace); err != nil {
 			return nil, err
 		}
+	}
+	if limitInfo && s.Secrets != nil {
+		return s.limitedList(ctx, u, namespace)
 	}
 	rels, err := s.Helm.List(ctx, namespace, s.Options...)
 	if err != nil {
@@ -80,6 +88,29 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 	out := make([]api.ReleaseInfo, 0, len(rels))
 	for _, rel := range rels {
 		out = append(out, api.Limit(rel))
+	}
+	return out, nil
+}
+
+// limitedList is List with limitInfo through listLimited, filtered as List filters.
+func (s *Service) limitedList(ctx context.Context, u *auth.User, namespace string) ([]api.ReleaseInfo, error) {
+	infos, err := s.listLimited(ctx, namespace)
+	if err != nil || namespace != "" || u == nil || s.Authorizer == nil {
+		return infos, err
+	}
+	allowed := map[string]bool{}
+	out := infos[:0]
+	for _, r := range infos {
+		ok, seen := allowed[r.Namespace]
+		if !seen {
+			if ok, err = s.Authorizer.Allowed(ctx, u, readNeed(r.Namespace)); err != nil {
+				return nil, fmt.Errorf("may %s read namespace %s: %w", u.Name, r.Namespace, err)
+			}
+			allowed[r.Namespace] = ok
+		}
+		if ok {
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

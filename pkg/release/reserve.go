@@ -42,11 +42,13 @@ func (s *Store) Queued(namespace string) (inNamespace, total int, err error) {
 	if s.Revisions == nil {
 		return 0, 0, nil
 	}
-	ns, err := s.Revisions.IndexKeys(QueuedIndex, namespace)
+	// ByIndex, not IndexKeys: client-go sorts the keys IndexKeys returns, and with
+	// thousands queued that sort was 29% of submit's CPU under load (make bench's profile).
+	ns, err := s.Revisions.ByIndex(QueuedIndex, namespace)
 	if err != nil {
 		return 0, 0, err
 	}
-	all, err := s.Revisions.IndexKeys(QueuedIndex, queuedAll)
+	all, err := s.Revisions.ByIndex(QueuedIndex, queuedAll)
 	return len(ns), len(all), err
 }
 

@@ -1,0 +1,102 @@
+package reader
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+
+	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+func rel(ns, name string, version int, status helmrelease.Status) *helmrelease.Release {
+	now := helmtime.Now()
+	return &helmrelease.Release{Name: name, Namespace: ns, Version: version, Manifest: "kind: ConfigMap\n",
+		Config: map[string]interface{}{"a": 1},
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", AppVersion: "1.0", APIVersion: "v2"},
+			Templates: []*chart.File{{Name: "templates/all.yaml", Data: []byte("kind: ConfigMap")}}},
+		Info: &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: status, Description: string(status) + " " + name}}
+}
+
+// The lean list must answer what Helm's list, trimmed by api.Limit, answers: the latest
+// revision of every release in every status, sorted by name.
+func TestLimitedListAnswersAsHelmsList(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := fakekube.New(fakekube.NewClock(time.Now()))
+	d := driver.NewSecrets(cl.Typed().CoreV1().Secrets("ns"))
+	for _, r := range []*helmrelease.Release{
+		rel("ns", "web", 1, helmrelease.StatusSuperseded), rel("ns", "web", 2, helmrelease.StatusDeployed),
+		rel("ns", "web", 3, helmrelease.StatusPendingUpgrade), rel("ns", "db", 1, helmrelease.StatusFailed),
+		rel("ns", "api", 1, helmrelease.StatusUninstalled), rel("ns", "cache", 10, helmrelease.StatusDeployed),
+		rel("ns", "cache", 9, helmrelease.StatusSuperseded),
+	} {
+		if err := d.Create(release.SecretName(r.Name, r.Version), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := &release.Store{Client: cl.Typed()}
+	s := &Service{Secrets: store}
+	want := helmList(t, d)
+	got, err := s.List(ctx, nil, "ns", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := asJSON(t, got), asJSON(t, want); g != w {
+		t.Fatalf("lean list:\n%s\nHelm's list:\n%s", g, w)
+	}
+
+	// A rewritten record is decoded again (its resourceVersion changed); the others come
+	// from the cache and still answer the same.
+	up := rel("ns", "web", 3, helmrelease.StatusDeployed)
+	if err := d.Update(release.SecretName("web", 3), up); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.List(ctx, nil, "ns", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := asJSON(t, got), asJSON(t, helmList(t, d)); g != w {
+		t.Fatalf("after a rewrite, lean list:\n%s\nHelm's list:\n%s", g, w)
+	}
+	if n := len(s.heads.by["ns"]); n != 4 {
+		t.Errorf("cache holds %d heads, want the 4 latest revisions", n)
+	}
+}
+
+func helmList(t *testing.T, d driver.Driver) []api.ReleaseInfo {
+	t.Helper()
+	l := action.NewList(&action.Configuration{Releases: storage.Init(d), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
+		Log: func(string, ...interface{}) {}})
+	l.All = true
+	l.SetStateMask()
+	rels, err := l.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []api.ReleaseInfo{}
+	for _, r := range rels {
+		out = append(out, api.Limit(r))
+	}
+	return out
+}
+
+func asJSON(t *testing.T, v interface{}) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
