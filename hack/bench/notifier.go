@@ -44,7 +44,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 		// The labels submit's reservation gives and Helm keeps on every rewrite.
 		return &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Manifest: big, Config: map[string]interface{}{"message": "bench"},
 			Labels: release.Labels("req-"+name, 1, "tiny", "0.1.0"),
-			Info: &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.Status(status), Description: desc}}
+			Info:   &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.Status(status), Description: desc}}
 	}
 	// Encode with Helm's own driver, capturing instead of sending.
 	capture := &capturingSecrets{}

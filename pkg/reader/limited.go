@@ -7,16 +7,27 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Secrets lists release secrets as submit's own identity (release.Store).
+// Secrets reads release secrets as submit's own identity (release.Store); callers check
+// the caller's access first.
 type Secrets interface {
 	ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.Secret, error)
+	ReleaseSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
+
+// Index is the shared metadata index of release secrets (release.RevisionIndex).
+type Index interface {
+	InNamespace(namespace string) ([]*metav1.PartialObjectMetadata, error)
+}
+
+// fetchEach is how many changed records a list fetches one by one; more are listed at once.
+const fetchEach = 32
 
 // heads caches the decoded head (api.ReleaseInfo) of each release secret by UID and
 // resourceVersion: a list with limitInfo decodes only records that changed since the last
@@ -32,76 +43,99 @@ type head struct {
 	info            api.ReleaseInfo
 }
 
-// listLimited answers a list with limitInfo from the release secrets' labels and the heads
-// of the latest revisions only, as Helm's list would show them (latest revision of every
-// release, every status, sorted by name), without decoding whole records: make bench
-// found Helm's full decode of every revision was most of a list's time.
+// listLimited answers a list with limitInfo as Helm's list would (latest revision of every
+// release, every status, sorted by name) from the labels of the release secrets and the
+// heads of the latest revisions only, never decoding whole records: make bench found
+// Helm's full decode of every revision was most of a list's time. With an Index, which
+// records exist comes from the metadata cache and only records that changed since the
+// last list are read from the API server.
 func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.ReleaseInfo, error) {
-	secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
-	if err != nil {
-		return nil, err
+	var metas []metav1.Object
+	bodies := map[types.UID]*corev1.Secret{}
+	if s.Index != nil {
+		ms, err := s.Index.InNamespace(namespace)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			metas = append(metas, m)
+		}
+	} else {
+		secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
+		if err != nil {
+			return nil, err
+		}
+		for i := range secrets {
+			metas = append(metas, &secrets[i])
+			bodies[secrets[i].UID] = &secrets[i]
+		}
 	}
 	type key struct{ ns, name string }
-	latest := map[key]*corev1.Secret{}
+	latest := map[key]metav1.Object{}
 	version := map[key]int{}
-	var unlabelled []*corev1.Secret
-	for i := range secrets {
-		sec := &secrets[i]
-		v, err := strconv.Atoi(sec.Labels[release.LabelVersion])
-		name := sec.Labels[release.LabelName]
+	var unlabelled []metav1.Object
+	for _, m := range metas {
+		v, err := strconv.Atoi(m.GetLabels()[release.LabelVersion])
+		name := m.GetLabels()[release.LabelName]
 		if err != nil || name == "" {
-			unlabelled = append(unlabelled, sec) // not as Helm labels them: decode to know
+			unlabelled = append(unlabelled, m) // not as Helm labels them: decode to know
 			continue
 		}
-		k := key{sec.Namespace, name}
+		k := key{m.GetNamespace(), name}
 		if _, ok := latest[k]; !ok || v > version[k] {
-			latest[k], version[k] = sec, v
+			latest[k], version[k] = m, v
 		}
 	}
+	want := make([]metav1.Object, 0, len(latest)+len(unlabelled))
+	for _, m := range latest {
+		want = append(want, m)
+	}
+	want = append(want, unlabelled...)
+
 	s.heads.mu.Lock()
 	old := s.heads.by[namespace]
 	s.heads.mu.Unlock()
-	fresh := make(map[types.UID]head, len(latest))
-	decode := func(sec *corev1.Secret) (api.ReleaseInfo, bool) {
-		if h, ok := old[sec.UID]; ok && h.resourceVersion == sec.ResourceVersion {
-			fresh[sec.UID] = h
-			return h.info, true
-		}
-		var info api.ReleaseInfo
-		if err := release.DecodeInto(sec.Data["release"], &info); err != nil {
-			if s.Log != nil {
-				s.Log.Warnw("release record not decoded; left out of the list", "namespace", sec.Namespace, "secret", sec.Name, "error", err)
-			}
-			return info, false
-		}
-		fresh[sec.UID] = head{sec.ResourceVersion, info}
-		return info, true
-	}
-	out := make([]api.ReleaseInfo, 0, len(latest))
-	for _, sec := range latest {
-		if info, ok := decode(sec); ok {
-			out = append(out, info)
+	fresh := make(map[types.UID]head, len(want))
+	var missing []metav1.Object
+	for _, m := range want {
+		if h, ok := old[m.GetUID()]; ok && h.resourceVersion == m.GetResourceVersion() {
+			fresh[m.GetUID()] = h
+		} else if bodies[m.GetUID()] == nil {
+			missing = append(missing, m)
 		}
 	}
-	// Records without Helm's labels: keep the latest revision of each, as Helm does.
-	for _, sec := range unlabelled {
-		info, ok := decode(sec)
+	if err := s.fetch(ctx, namespace, missing, bodies); err != nil {
+		return nil, err
+	}
+	out := make([]api.ReleaseInfo, 0, len(want))
+	byName := map[key]int{}
+	for _, m := range want {
+		h, ok := fresh[m.GetUID()]
 		if !ok {
+			body := bodies[m.GetUID()]
+			if body == nil {
+				continue // deleted since the index saw it
+			}
+			if err := release.DecodeInto(body.Data["release"], &h.info); err != nil {
+				if s.Log != nil {
+					s.Log.Warnw("release record not decoded; left out of the list", "namespace", body.Namespace, "secret", body.Name, "error", err)
+				}
+				continue
+			}
+			// The body's own resourceVersion: a body newer than the index is cached as such.
+			h.resourceVersion = body.ResourceVersion
+			fresh[m.GetUID()] = h
+		}
+		// Records without Helm's labels: the latest revision of each, as Helm keeps.
+		k := key{h.info.Namespace, h.info.Name}
+		if i, seen := byName[k]; seen {
+			if h.info.Version > out[i].Version {
+				out[i] = h.info
+			}
 			continue
 		}
-		replaced := false
-		for i := range out {
-			if out[i].Name == info.Name && out[i].Namespace == info.Namespace {
-				if info.Version > out[i].Version {
-					out[i] = info
-				}
-				replaced = true
-				break
-			}
-		}
-		if !replaced {
-			out = append(out, info)
-		}
+		byName[k] = len(out)
+		out = append(out, h.info)
 	}
 	s.heads.mu.Lock()
 	if s.heads.by == nil {
@@ -117,4 +151,32 @@ func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.Rele
 		return out[i].Namespace < out[j].Namespace
 	})
 	return out, nil
+}
+
+// fetch reads the records of missing into bodies: one by one when they are few, else with
+// one list.
+func (s *Service) fetch(ctx context.Context, namespace string, missing []metav1.Object, bodies map[types.UID]*corev1.Secret) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	if len(missing) > fetchEach {
+		secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
+		if err != nil {
+			return err
+		}
+		for i := range secrets {
+			bodies[secrets[i].UID] = &secrets[i]
+		}
+		return nil
+	}
+	for _, m := range missing {
+		sec, err := s.Secrets.ReleaseSecret(ctx, m.GetNamespace(), m.GetName())
+		if err != nil {
+			return err
+		}
+		if sec != nil && sec.UID == m.GetUID() {
+			bodies[sec.UID] = sec
+		}
+	}
+	return nil
 }

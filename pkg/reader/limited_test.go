@@ -14,6 +14,8 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/pkg/api"
@@ -32,6 +34,44 @@ func rel(ns, name string, version int, status helmrelease.Status) *helmrelease.R
 // The lean list must answer what Helm's list, trimmed by api.Limit, answers: the latest
 // revision of every release in every status, sorted by name.
 func TestLimitedListAnswersAsHelmsList(t *testing.T) {
+	testLimitedList(t, false)
+}
+
+// With the metadata index, a list reads from the API server only the records that changed.
+func TestLimitedListWithIndexReadsOnlyChangedRecords(t *testing.T) {
+	testLimitedList(t, true)
+}
+
+// fakeIndex answers from the fake cluster's secrets, as the metadata informer would.
+type fakeIndex struct{ cl kubernetes.Interface }
+
+func (f fakeIndex) InNamespace(ns string) ([]*metav1.PartialObjectMetadata, error) {
+	list, err := f.cl.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*metav1.PartialObjectMetadata
+	for i := range list.Items {
+		out = append(out, &metav1.PartialObjectMetadata{ObjectMeta: list.Items[i].ObjectMeta})
+	}
+	return out, nil
+}
+
+// gets counts the GETs and LISTs of secrets the fake cluster served since the last call.
+func gets(cl *fakekube.Cluster) (get, list int) {
+	for _, a := range cl.Actions() {
+		switch {
+		case a.Matches("get", "secrets"):
+			get++
+		case a.Matches("list", "secrets"):
+			list++
+		}
+	}
+	cl.ClearActions()
+	return get, list
+}
+
+func testLimitedList(t *testing.T, withIndex bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl := fakekube.New(fakekube.NewClock(time.Now()))
@@ -48,7 +88,11 @@ func TestLimitedListAnswersAsHelmsList(t *testing.T) {
 	}
 	store := &release.Store{Client: cl.Typed()}
 	s := &Service{Secrets: store}
+	if withIndex {
+		s.Index = fakeIndex{cl.Typed()}
+	}
 	want := helmList(t, d)
+	cl.ClearActions()
 	got, err := s.List(ctx, nil, "ns", true)
 	if err != nil {
 		t.Fatal(err)
@@ -57,15 +101,22 @@ func TestLimitedListAnswersAsHelmsList(t *testing.T) {
 		t.Fatalf("lean list:\n%s\nHelm's list:\n%s", g, w)
 	}
 
+	if g, l := gets(cl); withIndex && (g != 4 || l != 1) { // the index's own list is the one list
+		t.Errorf("first list: %d GETs and %d LISTs of secrets, want 4 (the latest revisions) and 1", g, l)
+	}
 	// A rewritten record is decoded again (its resourceVersion changed); the others come
 	// from the cache and still answer the same.
 	up := rel("ns", "web", 3, helmrelease.StatusDeployed)
 	if err := d.Update(release.SecretName("web", 3), up); err != nil {
 		t.Fatal(err)
 	}
+	cl.ClearActions()
 	got, err = s.List(ctx, nil, "ns", true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if g, l := gets(cl); withIndex && (g != 1 || l != 1) {
+		t.Errorf("list after one rewrite: %d GETs and %d LISTs of secrets, want 1 (the rewritten record) and 1", g, l)
 	}
 	if g, w := asJSON(t, got), asJSON(t, helmList(t, d)); g != w {
 		t.Fatalf("after a rewrite, lean list:\n%s\nHelm's list:\n%s", g, w)

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -57,4 +58,16 @@ func (s *Store) ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.
 		return nil, fmt.Errorf("list release secrets of %q: %w", namespace, err)
 	}
 	return list.Items, nil
+}
+
+// ReleaseSecret reads one release secret as the store's own identity (nil when it is gone).
+func (s *Store) ReleaseSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read release secret %s/%s: %w", namespace, name, err)
+	}
+	return sec, nil
 }
