@@ -77,8 +77,11 @@ func (b *bench) info(section, name string, value figure, note string) {
 }
 
 func ratioText(r float64) string {
-	if r == 0 {
+	switch {
+	case r == 0:
 		return ""
+	case r < 0.1:
+		return fmt.Sprintf("%.3fx", r)
 	}
 	return fmt.Sprintf("%.2fx", r)
 }
