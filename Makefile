@@ -102,8 +102,12 @@ HELM_CLI := $(CLUSTER_BIN)/helm
 $(HELM_CLI): tools/localcluster/go.mod
 	cd tools/localcluster && $(GO) build -o $(CURDIR)/$(HELM_CLI) helm.sh/helm/v3/cmd/helm
 
-# Figures beside their targets (README "Benchmarks"); BENCH_ARGS=-skip-notifier for a quick run.
-bench: build $(HELM_CLI) $(if $(KUBECONFIG),,cluster-up)
+# One table (README "Benchmarks"): each figure beside its floor or baseline measured in the
+# same run (raw Secret creates, the helm CLI, Helm's SDK, a plain watch), the ratio, the
+# target and ok/MISSED; also JSON under .cache/bench/. Exits non-zero only on an error.
+# BENCH_ARGS=-quick: a run of a few minutes; BENCH_ARGS="-sections read,executor" runs some
+# sections. BENCH_PPROF_DIR=dir: the functions it starts write CPU profiles there.
+bench: build $(HELM_CLI) $(if $(KUBECONFIG),knative-up,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/bench $(BENCH_ARGS)
 
 # Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage (README "Chaos").

@@ -33,6 +33,9 @@ const queuedAll = "*"
 // by queued reservation.
 type RevisionIndex struct {
 	informers []cache.SharedIndexInformer
+	queued    *queuedCounts
+	// counted: the queued counts have seen every informer's initial list.
+	counted []cache.InformerSynced
 }
 
 // NewRevisionIndex builds the index over namespaces (none: every namespace). Run starts it.
@@ -40,7 +43,7 @@ func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionInd
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	x := &RevisionIndex{}
+	x := &RevisionIndex{queued: newQueuedCounts()}
 	for _, ns := range namespaces {
 		f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = SelectorReleaseSecrets
@@ -54,6 +57,11 @@ func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionInd
 		if err := inf.AddIndexers(cache.Indexers{ReleaseIndex: byRelease, QueuedIndex: byQueued}); err != nil {
 			return nil, err
 		}
+		reg, err := inf.AddEventHandler(x.queued.handler())
+		if err != nil {
+			return nil, err
+		}
+		x.counted = append(x.counted, reg.HasSynced)
 		x.informers = append(x.informers, inf)
 	}
 	return x, nil
@@ -92,7 +100,7 @@ func (x *RevisionIndex) Run(ctx context.Context) error {
 		go inf.RunWithContext(ctx)
 		synced = append(synced, inf.HasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), append(synced, x.counted...)...) {
 		return fmt.Errorf("cache of release secrets did not sync")
 	}
 	return nil

@@ -42,6 +42,10 @@ func (s *Store) Queued(namespace string) (inNamespace, total int, err error) {
 	if s.Revisions == nil {
 		return 0, 0, nil
 	}
+	if c, ok := s.Revisions.(interface{ QueuedCount(string) (int, int) }); ok {
+		inNamespace, total = c.QueuedCount(namespace) // kept by RevisionIndex: O(1)
+		return inNamespace, total, nil
+	}
 	// ByIndex, not IndexKeys: client-go sorts the keys IndexKeys returns, and with
 	// thousands queued that sort was 29% of submit's CPU under load (make bench's profile).
 	ns, err := s.Revisions.ByIndex(QueuedIndex, namespace)

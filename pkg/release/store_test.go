@@ -274,6 +274,27 @@ func TestRevisionIndex(t *testing.T) {
 	if rev, err := s.NextRevision(ctx(t), "ns", "b", ActionUpgrade); err != nil || rev != 3 {
 		t.Errorf("NextRevision after the pending upgrade finished = %d, %v", rev, err)
 	}
+	// The queued counts follow the watch: b v2 finished, a v1 deleted.
+	if err := c.CoreV1().Secrets("ns").Delete(ctx(t), SecretName("a", 1), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		inNS, total, err = s.Queued("ns")
+		if err == nil && inNS == 0 && total == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || inNS != 0 || total != 0 {
+		t.Errorf("Queued(ns) after b v2 finished and a v1 was deleted = %d, %d, %v; want 0, 0", inNS, total, err)
+	}
+	if ms, err := x.InNamespace("ns"); err != nil || len(ms) != 2 {
+		t.Errorf("InNamespace(ns) = %d records, %v; want b v1 and b v2", len(ms), err)
+	}
+	if ms, err := x.InNamespace(""); err != nil || len(ms) != 3 {
+		t.Errorf("InNamespace(all) = %d records, %v; want 3", len(ms), err)
+	}
 
 	// One index over named namespaces sees only those (the notifier's NAMESPACES).
 	only, err := NewRevisionIndex(c.Metadata(), "ns2")
