@@ -94,7 +94,7 @@ func (f *Function) Start(ctx context.Context) error {
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &release.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
 	}
-	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: revisions}
+	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
 		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}

@@ -21,9 +21,11 @@ type Secrets interface {
 	ReleaseSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
 
-// Index is the shared metadata index of release secrets (release.RevisionIndex).
+// Index lists the metadata of release secrets, no payloads (release.Store). It is read
+// from the API server, not from an informer's cache: a list right after an install must
+// show it.
 type Index interface {
-	InNamespace(namespace string) ([]*metav1.PartialObjectMetadata, error)
+	ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error)
 }
 
 // fetchEach is how many changed records a list fetches one by one; more are listed at once.
@@ -47,13 +49,13 @@ type head struct {
 // release, every status, sorted by name) from the labels of the release secrets and the
 // heads of the latest revisions only, never decoding whole records: make bench found
 // Helm's full decode of every revision was most of a list's time. With an Index, which
-// records exist comes from the metadata cache and only records that changed since the
-// last list are read from the API server.
+// records exist comes from a metadata-only list, and only records that changed since the
+// last list are read whole.
 func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.ReleaseInfo, error) {
 	var metas []metav1.Object
 	bodies := map[types.UID]*corev1.Secret{}
 	if s.Index != nil {
-		ms, err := s.Index.InNamespace(namespace)
+		ms, err := s.Index.ReleaseMetas(ctx, namespace)
 		if err != nil {
 			return nil, err
 		}

@@ -42,11 +42,11 @@ func TestLimitedListWithIndexReadsOnlyChangedRecords(t *testing.T) {
 	testLimitedList(t, true)
 }
 
-// fakeIndex answers from the fake cluster's secrets, as the metadata informer would.
+// fakeIndex answers from the fake cluster's secrets, as a metadata-only list would.
 type fakeIndex struct{ cl kubernetes.Interface }
 
-func (f fakeIndex) InNamespace(ns string) ([]*metav1.PartialObjectMetadata, error) {
-	list, err := f.cl.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+func (f fakeIndex) ReleaseMetas(ctx context.Context, ns string) ([]*metav1.PartialObjectMetadata, error) {
+	list, err := f.cl.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func testLimitedList(t *testing.T, withIndex bool) {
 		t.Fatalf("lean list:\n%s\nHelm's list:\n%s", g, w)
 	}
 
-	if g, l := gets(cl); withIndex && (g != 4 || l != 1) { // the index's own list is the one list
+	if g, l := gets(cl); withIndex && (g != 4 || l != 1) { // the metadata list is the one list
 		t.Errorf("first list: %d GETs and %d LISTs of secrets, want 4 (the latest revisions) and 1", g, l)
 	}
 	// A rewritten record is decoded again (its resourceVersion changed); the others come

@@ -49,8 +49,8 @@ type Service struct {
 	// Secrets, when set, answers lists with limitInfo from the latest revisions' heads
 	// (cached by resourceVersion) instead of Helm's decode of every whole record.
 	Secrets Secrets
-	// Index, with Secrets, says which records exist (the metadata cache submit keeps):
-	// only records that changed since the last list are read from the API server.
+	// Index, with Secrets, says which records exist (a metadata-only list): only records
+	// that changed since the last list are read whole.
 	Index Index
 
 	heads heads

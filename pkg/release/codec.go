@@ -71,3 +71,17 @@ func (s *Store) ReleaseSecret(ctx context.Context, namespace, name string) (*cor
 	}
 	return sec, nil
 }
+
+// ReleaseMetas lists the metadata only (no payloads) of the release secrets of namespace
+// ("" = all), from the API server: a list that must see what was just written.
+func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error) {
+	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorReleaseSecrets})
+	if err != nil {
+		return nil, fmt.Errorf("list release secrets of %q: %w", namespace, err)
+	}
+	out := make([]*metav1.PartialObjectMetadata, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}

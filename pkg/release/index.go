@@ -156,26 +156,3 @@ func (x *RevisionIndex) IndexKeys(indexName, indexedValue string) ([]string, err
 	}
 	return out, nil
 }
-
-// InNamespace lists the cached metadata of the release secrets of namespace ("" = all),
-// through the namespace index every metadata informer has.
-func (x *RevisionIndex) InNamespace(namespace string) ([]*metav1.PartialObjectMetadata, error) {
-	var out []*metav1.PartialObjectMetadata
-	for _, inf := range x.informers {
-		var objs []interface{}
-		if namespace == "" {
-			objs = inf.GetIndexer().List()
-		} else {
-			var err error
-			if objs, err = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace); err != nil {
-				return nil, err
-			}
-		}
-		for _, o := range objs {
-			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-				out = append(out, m)
-			}
-		}
-	}
-	return out, nil
-}
