@@ -174,7 +174,7 @@ func (s *Store) nextRevision(ctx context.Context, namespace, name string, action
 	return 1, nil
 }
 
-// Reserve writes the pending revision through Helm's own Secrets driver. Of several
+// Reserve writes the pending revision as Helm's own Secrets driver writes it. Of several
 // concurrent calls for one revision exactly one succeeds: the API server's create is the lock.
 func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, error) {
 	rev := r.Revision
@@ -206,8 +206,14 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 	if len(r.Event) > 0 {
 		capture.addData = map[string][]byte{DataEvent: r.Event}
 	}
-	if err := driver.NewSecrets(capture).Create(SecretName(r.Name, rev), rel); err != nil {
-		if errors.Is(err, driver.ErrReleaseExists) {
+	// The record Helm's Secrets driver would create, built here to reuse the compressor
+	// (see newRecord; codec_test compares the two).
+	obj, err := newRecord(SecretName(r.Name, rev), rel, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("reserve revision %d of %s/%s: %w", rev, r.Namespace, r.Name, err)
+	}
+	if _, err := capture.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("%w: revision %d of %s/%s", ErrConflict, rev, r.Namespace, r.Name)
 		}
 		return nil, fmt.Errorf("reserve revision %d of %s/%s: %w", rev, r.Namespace, r.Name, err)
