@@ -140,7 +140,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 		return fmt.Errorf("rewrites: %s", writes.note())
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	var all, failed, floor []sample
+	var all, failed, floor, own []sample
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("r%d", i)
 		status := rewrites[i].Labels[release.LabelStatus]
@@ -168,6 +168,9 @@ func (b *bench) notifierSection(ctx context.Context) error {
 		}
 		if !watched.IsZero() {
 			floor = append(floor, sample{d: watched.Sub(sched)})
+			if !at.IsZero() {
+				own = append(own, sample{d: at.Sub(watched)})
+			}
 		}
 	}
 	rss, hwm := procMem(p.Pid())
@@ -176,6 +179,8 @@ func (b *bench) notifierSection(ctx context.Context) error {
 	b.compare(sec, name+": p50", msF(a.p50), "watch p50", msF(fl.p50), "", nil, a.note())
 	b.compare(sec, name+": p99 (failed path included)", msF(a.p99), "watch p99", msF(fl.p99), "<= 100 ms", absAtMost(100), "")
 	b.compare(sec, name+": p99 of the failed path", msF(f.p99), "watch p99", msF(fl.p99), "", nil, f.note())
+	o := summarize(own, 0)
+	b.info(sec, name+": the notifier's own part (event after the watch saw the rewrite) p50 / p99", msF(o.p50), fmt.Sprintf("p99 %s", msF(o.p99)))
 	total := int64(b.o.notifierReleases) * int64(len(tmpl.Data["release"]))
 	b.info(sec, fmt.Sprintf("notifier RSS watching %d releases of %d KiB", b.o.notifierReleases, len(tmpl.Data["release"])>>10), mibF(rss),
 		fmt.Sprintf("%d MiB after start, peak %d MiB; the records hold %d MiB", rss0>>20, hwm>>20, total>>20))

@@ -113,13 +113,14 @@ func (b *bench) namespace(ctx context.Context, prefix string) (string, func(), e
 	}, nil
 }
 
-// purge deletes the release records of ns at once: every submit in the cluster counts
+// purge deletes the queued reservations of ns at once: every submit in the cluster counts
 // pending reservations against its admission bound (MAX_QUEUED), so thousands left to the
 // namespace's slow deletion would refuse other people's installs meanwhile.
 func (b *bench) purge(ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := b.cl.Typed.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
+	queued := release.SelectorPending + "," + release.LabelQueued + "=true"
+	err := b.cl.Typed.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: queued})
 	if err != nil {
 		b.logf("  purge release records of %s: %v (the namespace's deletion removes them)", ns, err)
 	}
