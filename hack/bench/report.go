@@ -39,6 +39,8 @@ func mibF(b int64) figure        { return figure{float64(b) / (1 << 20), "MiB"} 
 
 func (f figure) String() string {
 	switch {
+	case f.unit == "/s" && f.v < 10:
+		return fmt.Sprintf("%.2f/s", f.v)
 	case f.unit == "/s":
 		return fmt.Sprintf("%.0f/s", f.v)
 	case f.unit == "MiB":
