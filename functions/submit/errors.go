@@ -24,7 +24,8 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, submitter.ErrInvalid), errors.Is(err, chartsource.ErrInvalidRef), errors.Is(err, chartsource.ErrForbiddenHost):
 		return http.StatusBadRequest
-	case errors.Is(err, release.ErrNotFound), errors.Is(err, submitter.ErrNamespaceNotFound):
+	case errors.Is(err, release.ErrNotFound), errors.Is(err, submitter.ErrNamespaceNotFound),
+		errors.Is(err, submitter.ErrRevisionNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, release.ErrNameInUse), errors.Is(err, release.ErrPending), errors.Is(err, release.ErrConflict),
 		errors.Is(err, submitter.ErrNotPending):

@@ -107,6 +107,8 @@ func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+api.PathAsync, f.authenticated(f.submit(release.ActionInstall)))
 	mux.HandleFunc("PUT "+api.PathAsync, f.authenticated(f.submit(release.ActionUpgrade)))
+	mux.HandleFunc("DELETE "+api.PathAsync, f.authenticated(f.uninstallAsync))
+	mux.HandleFunc("PATCH "+api.PathAsync, f.authenticated(f.rollbackAsync))
 	mux.HandleFunc("GET "+api.PathList, f.authenticated(f.list))
 	mux.HandleFunc("GET "+api.PathRelease, f.authenticated(f.get))
 	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))

@@ -17,7 +17,7 @@ import (
 
 // Routes served by submit.
 const (
-	PathAsync   = "/api/helm/release/async" // POST install, PUT upgrade
+	PathAsync   = "/api/helm/release/async" // POST install, PUT upgrade, DELETE uninstall, PATCH rollback
 	PathRelease = "/api/helm/release"       // GET ?ns=&name=
 	PathHistory = "/api/helm/release/history"
 	PathList    = "/api/helm/releases"       // GET ?ns=&limitInfo=

@@ -22,9 +22,27 @@ const (
 	// Accepted requests from submit to executor; payload Action.
 	TypeInstallAccepted = "dev.asynchelm.release.install.accepted"
 	TypeUpgradeAccepted = "dev.asynchelm.release.upgrade.accepted"
+	// TypeUninstallAccepted: the latest revision is marked uninstalling; TypeRollbackAccepted:
+	// revision N+1 is reserved pending-rollback (docs/design.md, "Uninstall and rollback").
+	TypeUninstallAccepted = "dev.asynchelm.release.uninstall.accepted"
+	TypeRollbackAccepted  = "dev.asynchelm.release.rollback.accepted"
 	// TypeStatusPrefix + status (e.g. "deployed") from notifier; payload StatusChange.
 	TypeStatusPrefix = "dev.asynchelm.release.status."
+	// StatusUninstalled is the status of the event sent when an uninstalled release's last
+	// record is deleted (Helm purges the records, so no secret ever carries it).
+	StatusUninstalled = "uninstalled"
 )
+
+// acceptedTypes maps each action to the type of its accepted event.
+var acceptedTypes = map[release.Action]string{
+	release.ActionInstall:   TypeInstallAccepted,
+	release.ActionUpgrade:   TypeUpgradeAccepted,
+	release.ActionUninstall: TypeUninstallAccepted,
+	release.ActionRollback:  TypeRollbackAccepted,
+}
+
+// AcceptedType is the type of the accepted event of an action ("" for an unknown one).
+func AcceptedType(a release.Action) string { return acceptedTypes[a] }
 
 // Extensions every async-helm event carries.
 const (
@@ -73,6 +91,9 @@ type Action struct {
 	// ChartDigest is the chart submit validated: the archive's sha256, or for ReuseChart
 	// release.ChartDigest of the deployed revision's chart. The executor runs only that chart.
 	ChartDigest string `json:"chartDigest,omitempty"`
+
+	// RollbackTo is the revision a rollback returns to (Helm's rollback version).
+	RollbackTo int `json:"rollbackTo,omitempty"`
 }
 
 // StatusChange is the payload of a status event.
@@ -108,10 +129,11 @@ func NewAccepted(a Action) (cloudevents.Event, error) {
 	e := cloudevents.NewEvent()
 	e.SetID(a.RequestID)
 	e.SetSource(SourceSubmit)
-	e.SetType(TypeInstallAccepted)
-	if a.Action == release.ActionUpgrade {
-		e.SetType(TypeUpgradeAccepted)
+	typ := AcceptedType(a.Action)
+	if typ == "" {
+		return e, fmt.Errorf("no accepted event for action %q", a.Action)
 	}
+	e.SetType(typ)
 	e.SetSubject(Subject(a.Namespace, a.Name))
 	e.SetExtension(ExtRevision, a.Revision)
 	e.SetExtension(ExtRequestID, a.RequestID)
@@ -121,15 +143,17 @@ func NewAccepted(a Action) (cloudevents.Event, error) {
 // ParseAccepted reads an accepted event and checks it is consistent.
 func ParseAccepted(e cloudevents.Event) (Action, error) {
 	var a Action
-	if e.Type() != TypeInstallAccepted && e.Type() != TypeUpgradeAccepted {
+	var want release.Action
+	for action, typ := range acceptedTypes {
+		if e.Type() == typ {
+			want = action
+		}
+	}
+	if want == "" {
 		return a, fmt.Errorf("unexpected event type %q", e.Type())
 	}
 	if err := e.DataAs(&a); err != nil {
 		return a, fmt.Errorf("decode %s payload: %w", e.Type(), err)
-	}
-	want := release.ActionInstall
-	if e.Type() == TypeUpgradeAccepted {
-		want = release.ActionUpgrade
 	}
 	switch {
 	case a.Action != want:
@@ -140,6 +164,8 @@ func ParseAccepted(e cloudevents.Event) (Action, error) {
 		return a, fmt.Errorf("secret name %q does not match revision %d of %s", a.SecretName, a.Revision, a.Name)
 	case e.Subject() != Subject(a.Namespace, a.Name):
 		return a, fmt.Errorf("subject %q does not match payload", e.Subject())
+	case a.Action == release.ActionRollback && a.RollbackTo < 0:
+		return a, fmt.Errorf("rollback to revision %d", a.RollbackTo)
 	}
 	if err := a.Caller.Validate(); err != nil {
 		return a, err

@@ -35,11 +35,13 @@ type Outcome string
 
 // Outcomes.
 const (
-	OutcomeDeployed  Outcome = "deployed"
-	OutcomeFailed    Outcome = "failed"
-	OutcomeDuplicate Outcome = "duplicate" // revision already final: nothing to do
-	OutcomeGone      Outcome = "gone"      // the reservation was taken back
-	OutcomeStale     Outcome = "stale"     // the event is for an older request of a reused revision
+	OutcomeDeployed Outcome = "deployed"
+	// OutcomeUninstalled: Helm uninstalled the release; its records are gone.
+	OutcomeUninstalled Outcome = "uninstalled"
+	OutcomeFailed      Outcome = "failed"
+	OutcomeDuplicate   Outcome = "duplicate" // revision already final: nothing to do
+	OutcomeGone        Outcome = "gone"      // the reservation was taken back
+	OutcomeStale       Outcome = "stale"     // the event is for an older request of a reused revision
 )
 
 // Service runs actions.
@@ -111,7 +113,7 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 		select {
 		case <-cur.done:
 			if cur.err == nil { // it ran (or found nothing to do): this delivery is a duplicate
-				if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed {
+				if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed || cur.outcome == OutcomeUninstalled {
 					return OutcomeDuplicate, nil
 				}
 				return cur.outcome, nil
@@ -190,6 +192,13 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		}
 		return OutcomeDuplicate, nil
 	}
+	// An uninstall acts on the latest revision: if an upgrade was reserved in the same
+	// instant as the mark, the upgrade wins and the uninstall is failed, never run on it.
+	if a.Action == release.ActionUninstall {
+		if outcome, done, err := s.checkLatest(reqCtx, a, held); done {
+			return outcome, err
+		}
+	}
 	// A cancel asked while its executor was lost: fail it without running Helm.
 	if by := held.CancelledBy(); by != "" {
 		reason := fmt.Sprintf("Release %q failed: cancelled by %s", a.Name, by)
@@ -262,6 +271,8 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 			log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
 		}
 		log.Warnw("action failed", "error", runErr, "duration", time.Since(start), "helmLog", logs.Tail())
+	case a.Action == release.ActionUninstall:
+		outcome = OutcomeUninstalled
 	case final != nil && final.Info.Status != helmrelease.StatusDeployed:
 		outcome = OutcomeFailed
 	}
@@ -337,12 +348,53 @@ func (s *Service) callerOptions(a events.Action) []helmexec.Option {
 	return []helmexec.Option{helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra)}
 }
 
+// checkLatest fails an uninstall whose revision is no longer the release's latest; done
+// is true when the handling ends here.
+func (s *Service) checkLatest(ctx context.Context, a events.Action, held Lease) (Outcome, bool, error) {
+	revs, err := s.Store.LiveHistory(ctx, a.Namespace, a.Name)
+	if err != nil {
+		_ = held.Release(context.WithoutCancel(ctx))
+		return "", true, err
+	}
+	if len(revs) == 0 || revs[0].Version == a.Revision {
+		return "", false, nil
+	}
+	reason := fmt.Sprintf("Uninstall of %q failed: revision %d (%s) was reserved after revision %d was marked; nothing was deleted",
+		a.Name, revs[0].Version, revs[0].Status, a.Revision)
+	if _, err := s.Store.MarkFailed(ctx, a.Namespace, a.Name, a.Revision, reason, true); err != nil {
+		_ = held.Release(context.WithoutCancel(ctx))
+		return "", true, err
+	}
+	_ = held.Release(context.WithoutCancel(ctx))
+	return OutcomeFailed, true, nil
+}
+
 func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logf func(string, ...interface{}), stored []byte, seal *release.SealableDriver) (*helmrelease.Release, error) {
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
-		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest,
+		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo,
+	}
+	opts := append([]helmexec.Option{helmexec.WithLog(logf),
+		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+			return release.KeepEvent(si, a.SecretName, stored)
+		}),
+		helmexec.WithStorageWrapper(func(d driver.Driver) driver.Driver { seal.Driver = d; return seal }),
+	}, s.HelmOptions...)
+	opts = append(opts, s.callerOptions(a)...)
+	switch a.Action {
+	case release.ActionUninstall:
+		return s.Helm.Uninstall(ctx, req, opts...)
+	case release.ActionRollback:
+		// The chart and values are the target revision's, as Helm takes them; the
+		// reservation's chart label (the target's chart) stays.
+		rel, err := s.Store.Get(ctx, a.Namespace, a.Name, a.Revision)
+		if err != nil {
+			return nil, err
+		}
+		req.Labels = release.Labels(a.RequestID, a.Revision, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
+		return s.Helm.Rollback(ctx, req, opts...)
 	}
 	if !a.ReuseChart {
 		c, err := s.Charts.Get(ctx, a.Chart)
@@ -373,13 +425,6 @@ func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duratio
 		}
 		req.Labels = release.Labels(a.RequestID, a.Revision, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
-	opts := append([]helmexec.Option{helmexec.WithLog(logf),
-		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
-			return release.KeepEvent(si, a.SecretName, stored)
-		}),
-		helmexec.WithStorageWrapper(func(d driver.Driver) driver.Driver { seal.Driver = d; return seal }),
-	}, s.HelmOptions...)
-	opts = append(opts, s.callerOptions(a)...)
 	if a.Action == release.ActionUpgrade {
 		return s.Helm.Upgrade(ctx, req, opts...)
 	}

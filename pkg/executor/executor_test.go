@@ -53,6 +53,14 @@ func (h *fakeHelm) Upgrade(ctx context.Context, req helmexec.Request, _ ...helme
 	return h.do(ctx, req)
 }
 
+func (h *fakeHelm) Uninstall(ctx context.Context, req helmexec.Request, _ ...helmexec.Option) (*helmrelease.Release, error) {
+	return h.do(ctx, req)
+}
+
+func (h *fakeHelm) Rollback(ctx context.Context, req helmexec.Request, _ ...helmexec.Option) (*helmrelease.Release, error) {
+	return h.do(ctx, req)
+}
+
 // deployed is a fake Helm that only says it deployed; newEnv's default also writes it.
 // Client has no cluster behind it: the progress reads are skipped.
 func (h *fakeHelm) Client(...helmexec.Option) (kubernetes.Interface, error) {

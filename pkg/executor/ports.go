@@ -19,6 +19,9 @@ import (
 type Store interface {
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+	// LiveHistory lists the release's revisions from the API server, newest first (an
+	// uninstall checks its revision is still the latest).
+	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
 }
 
 // Helm runs the Helm actions on a reserved revision (helmexec.Factory), and gives a client
@@ -26,6 +29,8 @@ type Store interface {
 type Helm interface {
 	Install(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
 	Upgrade(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
+	Uninstall(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
+	Rollback(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
 	Client(opts ...helmexec.Option) (kubernetes.Interface, error)
 }
 

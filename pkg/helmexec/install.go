@@ -39,6 +39,8 @@ type Request struct {
 	// ChartDigest, when set on an upgrade that reuses the deployed chart (Chart nil), is
 	// the release.ChartDigest submit validated: any other chart is refused.
 	ChartDigest string
+	// RollbackTo is the revision a rollback returns to.
+	RollbackTo int
 }
 
 // ErrChartChanged means the chart to run is not the one submit validated.

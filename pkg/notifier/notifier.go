@@ -71,6 +71,9 @@ type Service struct {
 	backlog  map[string][]string
 	// watching: lookups are answered by Revisions (watch mode) rather than by a GET.
 	watching bool
+	// gone holds the last labels of deleted secrets whose backlog is still to be reported
+	// (an uninstall's "uninstalled" names its request).
+	gone map[string]release.Revision
 }
 
 // Init prepares the queue; Run calls it, and so may a caller that enqueues before Run.
@@ -78,7 +81,7 @@ func (s *Service) Init() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.observed == nil {
-		s.observed, s.backlog = map[string]string{}, map[string][]string{}
+		s.observed, s.backlog, s.gone = map[string]string{}, map[string][]string{}, map[string]release.Revision{}
 	}
 	if s.queue == nil {
 		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -157,9 +160,17 @@ func (s *Service) startIndex(ctx context.Context) error {
 		AddFunc:    s.enqueueObj,
 		UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
 		DeleteFunc: func(obj interface{}) {
-			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				s.forget(key)
+			key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+			if err != nil {
+				return
 			}
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && s.uninstalled(key, m) {
+				s.queue.Add(key)
+			}
+			s.forget(key)
 		},
 	}); err != nil {
 		return err
@@ -217,6 +228,20 @@ func (s *Service) pop(key string) {
 	if len(s.backlog[key]) == 0 {
 		delete(s.backlog, key)
 	}
+}
+
+// uninstalled notes that a secret last seen uninstalling was deleted: Helm purged the
+// records of an uninstalled release, and "uninstalled" is reported for it.
+func (s *Service) uninstalled(key string, m *metav1.PartialObjectMetadata) bool {
+	rev, ok := release.RevisionFromMeta(m)
+	if !ok || rev.Status != release.StatusUninstalling {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backlog[key] = append(s.backlog[key], events.StatusUninstalled)
+	s.gone[key] = rev
+	return true
 }
 
 func (s *Service) forget(key string) {
@@ -280,6 +305,10 @@ func (s *Service) sync(ctx context.Context, key string) error {
 	if m != nil {
 		s.observe(key, m)
 		rev, _ = release.RevisionFromMeta(m)
+	} else {
+		s.mu.Lock()
+		rev = s.gone[key]
+		s.mu.Unlock()
 	}
 	for {
 		status, ok := s.next(key)
@@ -291,7 +320,15 @@ func (s *Service) sync(ctx context.Context, key string) error {
 		}
 		s.pop(key)
 	}
-	if m == nil || rev.Status == rev.Notified {
+	if m == nil {
+		s.mu.Lock()
+		if len(s.backlog[key]) == 0 {
+			delete(s.gone, key)
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	if rev.Status == rev.Notified {
 		return nil
 	}
 	return s.markNotified(ctx, rev)

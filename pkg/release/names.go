@@ -16,7 +16,7 @@ const (
 	// SelectorReleaseSecrets selects every Helm release secret.
 	SelectorReleaseSecrets = LabelOwner + "=" + OwnerHelm
 	// SelectorPending selects the release secrets whose action is still running.
-	SelectorPending = SelectorReleaseSecrets + "," + LabelStatus + " in (pending-install,pending-rollback,pending-upgrade)"
+	SelectorPending = SelectorReleaseSecrets + "," + LabelStatus + " in (pending-install,pending-rollback,pending-upgrade,uninstalling)"
 	// SelectorLeases selects the heartbeat Leases of async-helm's revisions.
 	SelectorLeases = LabelManagedBy + "=" + ManagedByUs
 )

@@ -85,11 +85,14 @@ func TestSelectors(t *testing.T) {
 }
 
 func TestActionPendingStatus(t *testing.T) {
-	if ActionInstall.PendingStatus() != "pending-install" || ActionUpgrade.PendingStatus() != "pending-upgrade" {
-		t.Errorf("pending statuses: %s, %s", ActionInstall.PendingStatus(), ActionUpgrade.PendingStatus())
+	if ActionInstall.PendingStatus() != "pending-install" || ActionUpgrade.PendingStatus() != "pending-upgrade" ||
+		ActionRollback.PendingStatus() != "pending-rollback" || ActionUninstall.PendingStatus() != "uninstalling" {
+		t.Errorf("pending statuses: %s, %s, %s, %s", ActionInstall.PendingStatus(), ActionUpgrade.PendingStatus(),
+			ActionRollback.PendingStatus(), ActionUninstall.PendingStatus())
 	}
+	// An accepted uninstall is pending: nothing else may start, the sweeper drives it.
 	for st, want := range map[string]bool{"pending-install": true, "pending-upgrade": true, "pending-rollback": true,
-		"deployed": false, "failed": false, "superseded": false, "uninstalling": false, "": false} {
+		"deployed": false, "failed": false, "superseded": false, "uninstalling": true, "uninstalled": false, "": false} {
 		if IsPending(st) != want {
 			t.Errorf("IsPending(%q) = %v", st, !want)
 		}

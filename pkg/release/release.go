@@ -59,14 +59,25 @@ type Action string
 
 // Actions async-helm runs.
 const (
-	ActionInstall Action = "install"
-	ActionUpgrade Action = "upgrade"
+	ActionInstall   Action = "install"
+	ActionUpgrade   Action = "upgrade"
+	ActionUninstall Action = "uninstall"
+	ActionRollback  Action = "rollback"
 )
+
+// StatusUninstalling is Helm's status of a release being uninstalled; async-helm marks the
+// latest revision with it when it accepts an uninstall (see MarkUninstalling).
+const StatusUninstalling = "uninstalling"
 
 // PendingStatus is the status a reservation of this action carries.
 func (a Action) PendingStatus() string {
-	if a == ActionUpgrade {
+	switch a {
+	case ActionUpgrade:
 		return "pending-upgrade"
+	case ActionRollback:
+		return "pending-rollback"
+	case ActionUninstall:
+		return StatusUninstalling
 	}
 	return "pending-install"
 }
@@ -97,9 +108,12 @@ func SecretName(release string, revision int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision)
 }
 
-// IsPending reports whether a Helm status means an action is still running.
+// IsPending reports whether a Helm status means an action is still running. An accepted
+// uninstall (uninstalling) is pending too: nothing else may start on the release, and the
+// sweeper drives it like a reservation.
 func IsPending(status string) bool {
-	return status == "pending-install" || status == "pending-upgrade" || status == "pending-rollback"
+	return status == "pending-install" || status == "pending-upgrade" || status == "pending-rollback" ||
+		status == StatusUninstalling
 }
 
 // Revision is what the labels of one release secret say, without its payload.

@@ -158,17 +158,19 @@ func (s *Store) nextRevision(ctx context.Context, namespace, name string, action
 	if err != nil {
 		return 0, err
 	}
+	// A rollback reserves the next revision exactly as an upgrade does.
+	upgrade := action == ActionUpgrade || action == ActionRollback
 	switch {
 	case action == ActionInstall && len(revs) > 0:
 		if IsPending(revs[0].Status) {
 			return 0, fmt.Errorf("%w: %w", ErrNameInUse, &PendingError{Revision: revs[0].Version, Status: revs[0].Status})
 		}
 		return 0, fmt.Errorf("%w: %s/%s has revision %d (%s)", ErrNameInUse, namespace, name, revs[0].Version, revs[0].Status)
-	case action == ActionUpgrade && len(revs) == 0:
-		return 0, fmt.Errorf("%w: %s/%s has no revisions to upgrade", ErrNotFound, namespace, name)
-	case action == ActionUpgrade && IsPending(revs[0].Status):
+	case upgrade && len(revs) == 0:
+		return 0, fmt.Errorf("%w: %s/%s has no revisions to %s", ErrNotFound, namespace, name, action)
+	case upgrade && IsPending(revs[0].Status):
 		return 0, &PendingError{Revision: revs[0].Version, Status: revs[0].Status}
-	case action == ActionUpgrade:
+	case upgrade:
 		return revs[0].Version + 1, nil
 	}
 	return 1, nil
@@ -277,9 +279,16 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 	if !IsPending(st.String()) && !(overwriteFailed && st == helmrelease.StatusFailed) {
 		return false, nil
 	}
-	if IsPending(st.String()) && !adopted(rel) {
+	if st == helmrelease.StatusUninstalling {
+		// An uninstall that did not finish: the record stays (Helm left it, or never ran),
+		// and says so instead of looking pending for ever. helm uninstall can finish it.
+		rel.Info.Status = helmrelease.StatusFailed
+		rel.Info.Description = reason
+		rel.Info.Deleted = helmtime.Time{}
+		delete(rel.Labels, LabelQueued)
+	} else if IsPending(st.String()) && !adopted(rel) {
 		var base *helmrelease.Release
-		if st == helmrelease.StatusPendingUpgrade {
+		if st == helmrelease.StatusPendingUpgrade || st == helmrelease.StatusPendingRollback {
 			if base, err = s.Current(ctx, namespace, name, revision); err != nil {
 				return false, fmt.Errorf("find the revision %s/%s v%d started from: %w", namespace, name, revision, err)
 			}
@@ -322,6 +331,9 @@ type capturingSecrets struct {
 	// writes whole objects without one, which would overwrite a concurrent write.
 	conditional bool
 	read        string
+	// readObj and updated are the secret as last read and as last written (an uninstall
+	// mark keeps both, to put the secret back when nobody will act on it).
+	readObj, updated *corev1.Secret
 }
 
 func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
@@ -340,6 +352,7 @@ func (c *capturingSecrets) Get(_ context.Context, name string, o metav1.GetOptio
 	out, err := c.SecretInterface.Get(c.ctx, name, o)
 	if err == nil {
 		c.read = out.ResourceVersion
+		c.readObj = out.DeepCopy()
 	}
 	return out, err
 }
@@ -348,7 +361,15 @@ func (c *capturingSecrets) Update(_ context.Context, s *corev1.Secret, o metav1.
 	if c.conditional {
 		s.ResourceVersion = c.read
 	}
-	return c.SecretInterface.Update(c.ctx, s, o)
+	for k, v := range c.addLabels {
+		s.Labels[k] = v
+	}
+	for k, v := range c.addData {
+		s.Data[k] = v
+	}
+	out, err := c.SecretInterface.Update(c.ctx, s, o)
+	c.updated = out
+	return out, err
 }
 
 func (c *capturingSecrets) List(_ context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {

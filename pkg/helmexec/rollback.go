@@ -1,0 +1,83 @@
+package helmexec
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Rollback runs `helm rollback NAME RollbackTo` for a reservation of revision N+1 and
+// returns the final release. Helm computes its new revision as Last()+1 with the
+// reservation hidden, which is the reserved one; its Create becomes the adoption.
+func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	// Innermost of the wrappers the adopter sees: Helm copies the target revision's labels
+	// into the new one; every write of the reserved revision carries this request's.
+	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
+		return &relabel{Driver: d, key: release.SecretName(req.Name, req.Revision), labels: req.Labels}
+	}))
+	cfg, adopter, err := f.adoptingConfiguration(req, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	err = newRollback(cfg, req).Run(req.Name)
+	if err = checkAdopted(adopter, err); err != nil {
+		return nil, err
+	}
+	rel, err := cfg.Releases.Get(req.Name, req.Revision)
+	if err != nil {
+		return nil, fmt.Errorf("read the rolled back revision %d of %s/%s: %w", req.Revision, req.Namespace, req.Name, err)
+	}
+	return rel, nil
+}
+
+// newRollback maps a request onto Helm's Rollback; tests check it without a cluster.
+func newRollback(cfg *action.Configuration, req Request) *action.Rollback {
+	r := action.NewRollback(cfg)
+	r.Version = req.RollbackTo
+	r.Timeout = req.Timeout
+	r.Wait = req.Wait
+	r.WaitForJobs = req.WaitForJobs
+	r.MaxHistory = req.MaxHistory
+	return r
+}
+
+// relabel replaces the custom labels of the writes of one revision with labels.
+type relabel struct {
+	driver.Driver
+	key    string
+	labels map[string]string
+}
+
+func (r *relabel) set(key string, rls *helmrelease.Release) {
+	if key != r.key || len(r.labels) == 0 {
+		return
+	}
+	l := make(map[string]string, len(rls.Labels)+len(r.labels))
+	for k, v := range rls.Labels { // a copy: Helm shares the map with the target revision
+		l[k] = v
+	}
+	for k, v := range r.labels {
+		l[k] = v
+	}
+	rls.Labels = l
+}
+
+// Create relabels the reserved revision (the adopter turns it into an Update).
+func (r *relabel) Create(key string, rls *helmrelease.Release) error {
+	r.set(key, rls)
+	return r.Driver.Create(key, rls)
+}
+
+// Update relabels the reserved revision.
+func (r *relabel) Update(key string, rls *helmrelease.Release) error {
+	r.set(key, rls)
+	return r.Driver.Update(key, rls)
+}

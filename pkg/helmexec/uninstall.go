@@ -1,0 +1,42 @@
+package helmexec
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+// Uninstall runs `helm uninstall --wait` on the release whose latest revision is marked
+// uninstalling, and returns the release as Helm last recorded it (uninstalled, its records
+// purged). Helm's Uninstall takes no context: the deadline is its timeout, and a shutdown
+// is noticed when the action's storage refuses the next write.
+func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	cfg, err := f.Configuration(req.Namespace, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res, err := newUninstall(cfg, req).Run(req.Name)
+	var rel *helmrelease.Release
+	if res != nil {
+		rel = res.Release
+	}
+	if err != nil {
+		return rel, fmt.Errorf("uninstall %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	return rel, nil
+}
+
+// newUninstall maps a request onto Helm's Uninstall; tests check it without a cluster.
+func newUninstall(cfg *action.Configuration, req Request) *action.Uninstall {
+	u := action.NewUninstall(cfg)
+	u.Timeout = req.Timeout
+	// Wait until every deleted resource is gone: "uninstalled" then means nothing is left.
+	u.Wait = true
+	u.Description = req.Description
+	return u
+}

@@ -1,0 +1,93 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// UninstallDescription is the description of a revision marked for uninstall until the
+// executor's Helm takes over (Helm writes its own "Deletion in progress").
+const UninstallDescription = "Uninstall requested via async-helm; waiting for the executor"
+
+// UninstallMark asks for revision Revision of a release to be marked uninstalling.
+type UninstallMark struct {
+	Namespace, Name string
+	Revision        int
+	RequestID       string
+	// Event is the signed accepted uninstall event (JSON), stored as a reservation stores its event.
+	Event []byte
+}
+
+// Marked is a revision marked uninstalling, with the secret as it was before, so that
+// Unmark can put it back when nobody will act on the mark.
+type Marked struct {
+	Secret   *corev1.Secret
+	previous *corev1.Secret
+}
+
+// MarkUninstalling records an accepted uninstall on the latest revision of a release, the
+// way a reservation records an install: status uninstalling, this request's labels, the
+// queued label and the stored event, written through Helm's own Secrets driver. The write
+// carries the resourceVersion read, so a concurrent write (another uninstall, Helm) makes it
+// fail with ErrConflict instead of being overwritten. A revision already pending is refused
+// with a PendingError.
+func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
+	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), ctx: ctx, conditional: true,
+		addLabels: map[string]string{LabelQueued: "true"}}
+	if len(m.Event) > 0 {
+		capture.addData = map[string][]byte{DataEvent: m.Event}
+	}
+	d := driver.NewSecrets(capture)
+	key := SecretName(m.Name, m.Revision)
+	rel, err := d.Get(key)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, m.Namespace, m.Name, m.Revision)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", m.Namespace, key, err)
+	}
+	if st := rel.Info.Status.String(); IsPending(st) {
+		return nil, &PendingError{Revision: m.Revision, Status: st}
+	}
+	if rel.Labels == nil {
+		rel.Labels = map[string]string{}
+	}
+	// Helm keeps custom labels across its rewrites: the uninstall's request id and "ours"
+	// stay while Helm marks the revision itself, as a reservation's do.
+	rel.Labels[LabelRequestID] = m.RequestID
+	rel.Labels[LabelRevision] = strconv.Itoa(m.Revision)
+	rel.Info.Status = helmrelease.StatusUninstalling
+	rel.Info.Description = UninstallDescription
+	rel.Info.Deleted = helmtime.Time{Time: s.now()}
+	if err := d.Update(key, rel); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("%w: %s/%s changed while the uninstall was being recorded", ErrConflict, m.Namespace, key)
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, m.Namespace, m.Name, m.Revision)
+		}
+		return nil, fmt.Errorf("mark %s/%s uninstalling: %w", m.Namespace, key, err)
+	}
+	return &Marked{Secret: capture.updated, previous: capture.readObj}, nil
+}
+
+// Unmark puts a revision marked uninstalling back as it was, unless it changed since the
+// mark (then the stored event is the record of the work, and the sweeper re-sends it).
+func (s *Store) Unmark(ctx context.Context, m *Marked) error {
+	back := m.previous.DeepCopy()
+	back.ResourceVersion = m.Secret.ResourceVersion
+	_, err := s.Client.CoreV1().Secrets(back.Namespace).Update(ctx, back, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("undo uninstall mark of %s/%s: %w", back.Namespace, back.Name, err)
+	}
+	return nil
+}

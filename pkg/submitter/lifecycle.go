@@ -1,0 +1,207 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// ErrRevisionNotFound is a rollback to a revision the release does not have (the console's
+// "revision not found for provided release", 404).
+var ErrRevisionNotFound = errors.New("revision not found for provided release")
+
+// UninstallAccepted is what an accepted uninstall tells the client: the revision marked
+// uninstalling.
+type UninstallAccepted struct {
+	Revision  int
+	RequestID string
+	// Secret is the marked revision's secret (no data).
+	Secret *corev1.Secret
+}
+
+// Uninstall accepts an uninstall of release name: it checks the caller may delete the
+// release's records, marks the latest revision uninstalling (with the signed event stored
+// in it) and hands the work to the executor. version, when not empty, must name an existing
+// revision (the console's check); the uninstall is of the release as a whole.
+func (s *Service) Uninstall(ctx context.Context, namespace, name, version string, user *auth.User) (*UninstallAccepted, error) {
+	if err := api.ValidateRelease(namespace, name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	want := 0
+	if version != "" {
+		v, err := strconv.Atoi(version)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%w: version %q is not a revision number", ErrInvalid, version)
+		}
+		want = v
+	}
+	// Helm run as the caller rewrites the latest record and deletes every record.
+	caller, err := s.authorize(ctx, user, namespace, "update", "delete")
+	if err != nil {
+		return nil, err
+	}
+	revs, err := s.Store.LiveHistory(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(revs) == 0 || (want > 0 && !hasRevision(revs, want)) {
+		return nil, fmt.Errorf("%w: %s/%s", release.ErrNotFound, namespace, name)
+	}
+	latest := revs[0]
+	if release.IsPending(latest.Status) {
+		return nil, &release.PendingError{Revision: latest.Version, Status: latest.Status}
+	}
+	id := s.newID()
+	ev, stored, err := s.signed(events.Action{
+		Action: release.ActionUninstall, Namespace: namespace, Name: name, Revision: latest.Version,
+		SecretName: latest.SecretName, Options: events.Options{Timeout: api.DefaultTimeout},
+		Caller: caller, RequestID: id,
+	})
+	if err != nil {
+		return nil, err
+	}
+	marked, err := s.Store.MarkUninstalling(ctx, release.UninstallMark{
+		Namespace: namespace, Name: name, Revision: latest.Version, RequestID: id, Event: stored})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Sender.Send(ctx, ev); err != nil {
+		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if uerr := s.Store.Unmark(undoCtx, marked); uerr != nil {
+			return nil, fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
+	}
+	sec := marked.Secret.DeepCopy()
+	sec.Data = nil
+	sec.APIVersion, sec.Kind = "v1", "Secret"
+	return &UninstallAccepted{Revision: latest.Version, RequestID: id, Secret: sec}, nil
+}
+
+// Rollback accepts a rollback of a release to revision req.Version: it reserves the next
+// revision as pending-rollback, with the target's chart metadata and values, exactly as an
+// upgrade reserves its revision, and hands the work to the executor.
+func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *auth.User) (*Accepted, error) {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	caller, err := s.authorize(ctx, user, req.Namespace, "create", "update")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Namespaces.Get(req.Namespace); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: %s", ErrNamespaceNotFound, req.Namespace)
+		}
+		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
+	}
+	if err := s.admit(req.Namespace); err != nil {
+		return nil, err
+	}
+	rev, err := s.Store.NextRevision(ctx, req.Namespace, req.Name, release.ActionRollback)
+	if err != nil {
+		return nil, err
+	}
+	to := req.Version
+	if to == 0 {
+		to = rev - 2 // Helm's default: the revision before the latest
+	}
+	target, err := s.Store.Get(ctx, req.Namespace, req.Name, to)
+	if to < 1 || errors.Is(err, release.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s/%s has no revision %d", ErrRevisionNotFound, req.Namespace, req.Name, to)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if target.Chart == nil || target.Chart.Metadata == nil {
+		return nil, fmt.Errorf("%w: revision %d of %s/%s records no chart", ErrRevisionNotFound, to, req.Namespace, req.Name)
+	}
+	base, err := s.Store.Current(ctx, req.Namespace, req.Name, rev)
+	if err != nil {
+		return nil, err
+	}
+	timeout, _ := (&api.ReleaseRequest{Timeout: req.Timeout}).ParsedTimeout() // validated above
+	id := s.newID()
+	ev, stored, err := s.signed(events.Action{
+		Action: release.ActionRollback, Namespace: req.Namespace, Name: req.Name, Revision: rev,
+		SecretName: release.SecretName(req.Name, rev), RollbackTo: to,
+		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs, Description: req.Description},
+		Caller:  caller, RequestID: id,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sec, err := s.Store.Reserve(ctx, release.Reservation{
+		Namespace: req.Namespace, Name: req.Name, Action: release.ActionRollback, Revision: rev,
+		Chart: target.Chart.Metadata, Values: target.Config, RequestID: id, Event: stored, Base: base,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Sender.Send(ctx, ev); err != nil {
+		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if uerr := s.Store.Undo(undoCtx, sec); uerr != nil {
+			return nil, fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
+	}
+	sec.Data = nil
+	sec.APIVersion, sec.Kind = "v1", "Secret"
+	return &Accepted{Secret: sec, Revision: rev, RequestID: id}, nil
+}
+
+// authorize checks the caller may use these verbs on Secrets in namespace, and returns
+// the identity the executor acts as (empty when authentication is off).
+func (s *Service) authorize(ctx context.Context, user *auth.User, namespace string, verbs ...string) (events.Caller, error) {
+	if user == nil {
+		return events.Caller{}, nil
+	}
+	if s.Authorizer != nil {
+		needs := make([]auth.Need, 0, len(verbs))
+		for _, v := range verbs {
+			needs = append(needs, auth.Need{Verb: v, Resource: "secrets", Namespace: namespace})
+		}
+		if err := s.Authorizer.Check(ctx, user, needs...); err != nil {
+			return events.Caller{}, err
+		}
+	}
+	return events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}, nil
+}
+
+// signed builds and signs the accepted event of an action, and its stored (JSON) form.
+func (s *Service) signed(a events.Action) (cloudevents.Event, []byte, error) {
+	ev, err := events.NewAccepted(a)
+	if err != nil {
+		return ev, nil, fmt.Errorf("build the accepted event: %w", err)
+	}
+	if len(s.SigningKey) > 0 {
+		events.Sign(&ev, s.SigningKey, s.now())
+	}
+	stored, err := ev.MarshalJSON()
+	if err != nil {
+		return ev, nil, fmt.Errorf("encode the accepted event: %w", err)
+	}
+	return ev, stored, nil
+}
+
+func hasRevision(revs []release.Revision, v int) bool {
+	for _, r := range revs {
+		if r.Version == v {
+			return true
+		}
+	}
+	return false
+}

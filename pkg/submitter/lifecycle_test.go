@@ -1,0 +1,182 @@
+package submitter
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// deploy writes revision v of a release as Helm would (status st, values replicas=v).
+func (e *env) deploy(name string, v int, st helmrelease.Status) {
+	e.t.Helper()
+	rel := &helmrelease.Release{Name: name, Namespace: "ns", Version: v,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
+			Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
+		Config: map[string]interface{}{"replicas": v}, Manifest: "kind: ConfigMap",
+		Info: &helmrelease.Info{Status: st, Description: "Install complete"}}
+	if err := driver.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestUninstallMarksSignsAndEmits(t *testing.T) {
+	e := newEnv(t)
+	az := &authz{allow: map[auth.Need]bool{
+		{Verb: "update", Resource: "secrets", Namespace: "ns"}: true,
+		{Verb: "delete", Resource: "secrets", Namespace: "ns"}: true}}
+	e.svc.Authorizer = az
+	e.deploy("web", 1, helmrelease.StatusSuperseded)
+	e.deploy("web", 2, helmrelease.StatusDeployed)
+	u := &auth.User{Name: "alice", UID: "u1"}
+
+	acc, err := e.svc.Uninstall(ctx(t), "ns", "web", "2", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc.Revision != 2 || acc.Secret.Name != release.SecretName("web", 2) || acc.Secret.Data != nil {
+		t.Errorf("accepted %+v", acc)
+	}
+	if len(az.asked) != 2 {
+		t.Errorf("authorization asked %v", az.asked)
+	}
+	// Marked before the answer: list shows uninstalling; the record is Helm's, readable by Helm.
+	rel, err := e.store.Get(ctx(t), "ns", "web", 2)
+	if err != nil || rel.Info.Status != helmrelease.StatusUninstalling || rel.Info.Description != release.UninstallDescription ||
+		rel.Config["replicas"] != float64(2) || len(rel.Chart.Templates) != 1 {
+		t.Fatalf("revision 2 = %+v, %v", rel.Info, err)
+	}
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("web", 2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, _ := release.RevisionFromMeta(sec)
+	if !rev.Ours || !rev.Queued || rev.RequestID != "req-1" || rev.Status != "uninstalling" {
+		t.Errorf("labels %v: the sweeper would not see it as ours and queued", sec.Labels)
+	}
+	if len(e.sender.sent) != 1 {
+		t.Fatalf("%d events sent", len(e.sender.sent))
+	}
+	ev := e.sender.sent[0]
+	if err := events.Verify(ev, key, t0, time.Hour); err != nil {
+		t.Errorf("unsigned: %v", err)
+	}
+	raw, _ := ev.MarshalJSON()
+	if string(sec.Data[release.DataEvent]) != string(raw) {
+		t.Error("the stored event is not the sent one")
+	}
+	a, err := events.ParseAccepted(ev)
+	if err != nil || ev.Type() != events.TypeUninstallAccepted || a.Action != release.ActionUninstall || a.Revision != 2 ||
+		a.Caller.User != "alice" || a.SecretName != release.SecretName("web", 2) {
+		t.Errorf("event %s %+v, %v", ev.Type(), a, err)
+	}
+
+	// One action at a time: a second uninstall, an upgrade, a rollback are refused.
+	if _, err := e.svc.Uninstall(ctx(t), "ns", "web", "", u); !errors.Is(err, release.ErrPending) {
+		t.Errorf("second uninstall: %v", err)
+	}
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns", Version: 1}, nil); !errors.Is(err, release.ErrPending) {
+		t.Errorf("rollback while uninstalling: %v", err)
+	}
+}
+
+func TestUninstallRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("web", 1, helmrelease.StatusDeployed)
+	for _, tc := range []struct {
+		name, release, version string
+		want                   error
+	}{
+		{"no release", "nope", "", release.ErrNotFound},
+		{"no such revision (the console's check)", "web", "7", release.ErrNotFound},
+		{"bad version", "web", "x", ErrInvalid},
+		{"bad name", "Web!", "", ErrInvalid},
+	} {
+		if _, err := e.svc.Uninstall(ctx(t), "ns", tc.release, tc.version, nil); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	e.svc.Authorizer = &authz{}
+	if _, err := e.svc.Uninstall(ctx(t), "ns", "web", "", &auth.User{Name: "bob"}); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("forbidden: %v", err)
+	}
+	if len(e.sender.sent) != 0 {
+		t.Errorf("%d events sent by refusals", len(e.sender.sent))
+	}
+	if rel, _ := e.store.Get(ctx(t), "ns", "web", 1); rel.Info.Status != helmrelease.StatusDeployed {
+		t.Errorf("a refusal changed the revision: %s", rel.Info.Status)
+	}
+}
+
+// An uninstall nobody will act on is put back as it was.
+func TestUninstallUnmarkedOnSendFailure(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("web", 1, helmrelease.StatusDeployed)
+	e.sender.err = errors.New("broker down")
+	if _, err := e.svc.Uninstall(ctx(t), "ns", "web", "1", nil); !errors.Is(err, ErrNotAccepted) {
+		t.Fatalf("err = %v", err)
+	}
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Labels[release.LabelStatus] != "deployed" || sec.Labels[release.LabelQueued] != "" || len(sec.Data[release.DataEvent]) != 0 {
+		t.Errorf("not put back: labels %v", sec.Labels)
+	}
+	if rel, _ := e.store.Get(ctx(t), "ns", "web", 1); rel.Info.Status != helmrelease.StatusDeployed {
+		t.Errorf("record %s", rel.Info.Status)
+	}
+}
+
+func TestRollbackReservesTheTargetsValues(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("web", 1, helmrelease.StatusSuperseded)
+	e.deploy("web", 2, helmrelease.StatusDeployed)
+
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns", Version: 5}, nil); !errors.Is(err, ErrRevisionNotFound) {
+		t.Errorf("rollback to a missing revision: %v", err)
+	}
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "nope", Namespace: "ns", Version: 1}, nil); !errors.Is(err, release.ErrNotFound) {
+		t.Errorf("rollback of a missing release: %v", err)
+	}
+	acc, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns", Version: 1, Timeout: "2m"}, &auth.User{Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc.Revision != 3 || acc.Secret.Name != release.SecretName("web", 3) || acc.Secret.Data != nil {
+		t.Errorf("accepted %+v", acc)
+	}
+	rel, err := e.store.Get(ctx(t), "ns", "web", 3)
+	if err != nil || rel.Info.Status != helmrelease.StatusPendingRollback || rel.Config["replicas"] != float64(1) ||
+		rel.Manifest != "kind: ConfigMap" {
+		t.Fatalf("reservation %+v config %v, %v", rel.Info, rel.Config, err)
+	}
+	a, err := events.ParseAccepted(e.sender.sent[0])
+	if err != nil || a.Action != release.ActionRollback || a.RollbackTo != 1 || a.Revision != 3 ||
+		a.Options.Timeout != 2*time.Minute || a.Caller.User != "alice" {
+		t.Errorf("event %+v, %v", a, err)
+	}
+	// Pending: the next one is refused, like an upgrade.
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns"}, nil); !errors.Is(err, release.ErrPending) {
+		t.Errorf("second rollback: %v", err)
+	}
+	// Version 0 is Helm's "the previous revision".
+	e2 := newEnv(t)
+	e2.deploy("db", 1, helmrelease.StatusSuperseded)
+	e2.deploy("db", 2, helmrelease.StatusDeployed)
+	if _, err := e2.svc.Rollback(ctx(t), api.RollbackRequest{Name: "db", Namespace: "ns"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := events.ParseAccepted(e2.sender.sent[0]); a.RollbackTo != 1 {
+		t.Errorf("version 0 rolled back to %d", a.RollbackTo)
+	}
+}
