@@ -87,6 +87,12 @@ func wire(t *testing.T, eventLog string, delivery ...map[string]map[string]inter
 
 func newStack(t *testing.T, namespaces ...string) *stack {
 	t.Helper()
+	return newStackWith(t, nil, namespaces...)
+}
+
+// newStackWith is newStack with extra environment for submit.
+func newStackWith(t *testing.T, submitEnv map[string]string, namespaces ...string) *stack {
+	t.Helper()
 	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info",
 		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key-0123456789abcdef0123"}
@@ -103,7 +109,11 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 	var w *eventing.Wiring
 	s.ports, w = wire(t, s.sink.URL)
 	s.executor = teststack.RunPort(t, bins["executor"], s.ports.Executor, with(nil))
-	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, with(map[string]string{"K_SINK": w.BrokerURL}))
+	submit := map[string]string{"K_SINK": w.BrokerURL}
+	for k, v := range submitEnv {
+		submit[k] = v
+	}
+	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, with(submit))
 	s.notifier = teststack.RunPort(t, bins["notifier"], s.ports.Notifier, with(map[string]string{"K_SINK": w.BrokerURL, "NAMESPACES": strings.Join(namespaces, ",")}))
 	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Operator.BearerToken}
 	t.Cleanup(func() {

@@ -22,6 +22,9 @@ type Config struct {
 	// above them submit answers 429 with Retry-After and reserves nothing.
 	MaxQueued             int `envconfig:"MAX_QUEUED" default:"2000"`
 	MaxQueuedPerNamespace int `envconfig:"MAX_QUEUED_PER_NAMESPACE" default:"1000"`
+	// SyncTimeout bounds how long the console's synchronous routes (POST/PUT/PATCH/DELETE
+	// /api/helm/release) wait for the accepted action to end; then 504, the action goes on.
+	SyncTimeout time.Duration `envconfig:"SYNC_TIMEOUT" default:"5m"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that

@@ -109,6 +109,11 @@ func (f *Function) Handler() http.Handler {
 	mux.HandleFunc("PUT "+api.PathAsync, f.authenticated(f.submit(release.ActionUpgrade)))
 	mux.HandleFunc("DELETE "+api.PathAsync, f.authenticated(f.uninstallAsync))
 	mux.HandleFunc("PATCH "+api.PathAsync, f.authenticated(f.rollbackAsync))
+	// The console's synchronous routes, answered through the same async path.
+	mux.HandleFunc("POST "+api.PathRelease, f.authenticated(f.submitSync(release.ActionInstall)))
+	mux.HandleFunc("PUT "+api.PathRelease, f.authenticated(f.submitSync(release.ActionUpgrade)))
+	mux.HandleFunc("PATCH "+api.PathRelease, f.authenticated(f.rollbackSync))
+	mux.HandleFunc("DELETE "+api.PathRelease, f.authenticated(f.uninstallSync))
 	mux.HandleFunc("GET "+api.PathList, f.authenticated(f.list))
 	mux.HandleFunc("GET "+api.PathRelease, f.authenticated(f.get))
 	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))

@@ -30,7 +30,9 @@ type UninstallMark struct {
 // Marked is a revision marked uninstalling, with the secret as it was before, so that
 // Unmark can put it back when nobody will act on the mark.
 type Marked struct {
-	Secret   *corev1.Secret
+	Secret *corev1.Secret
+	// Release is the revision as marked (what the console's synchronous uninstall answers).
+	Release  *helmrelease.Release
 	previous *corev1.Secret
 }
 
@@ -77,7 +79,7 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 		}
 		return nil, fmt.Errorf("mark %s/%s uninstalling: %w", m.Namespace, key, err)
 	}
-	return &Marked{Secret: capture.updated, previous: capture.readObj}, nil
+	return &Marked{Secret: capture.updated, Release: rel, previous: capture.readObj}, nil
 }
 
 // Unmark puts a revision marked uninstalling back as it was, unless it changed since the

@@ -123,6 +123,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		}
 		return &APIError{Status: resp.StatusCode, Message: e.Error}
 	}
+	if out == nil { // an answer without a body (204)
+		return nil
+	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}

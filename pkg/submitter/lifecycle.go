@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -28,6 +29,8 @@ type UninstallAccepted struct {
 	RequestID string
 	// Secret is the marked revision's secret (no data).
 	Secret *corev1.Secret
+	// Release is the revision as marked.
+	Release *helmrelease.Release
 }
 
 // Uninstall accepts an uninstall of release name: it checks the caller may delete the
@@ -87,7 +90,7 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	sec := marked.Secret.DeepCopy()
 	sec.Data = nil
 	sec.APIVersion, sec.Kind = "v1", "Secret"
-	return &UninstallAccepted{Revision: latest.Version, RequestID: id, Secret: sec}, nil
+	return &UninstallAccepted{Revision: latest.Version, RequestID: id, Secret: sec, Release: marked.Release}, nil
 }
 
 // Rollback accepts a rollback of a release to revision req.Version: it reserves the next
@@ -204,4 +207,51 @@ func hasRevision(revs []release.Revision, v int) bool {
 		}
 	}
 	return false
+}
+
+// ErrStillRunning is a wait for an accepted action that ended before the action did; the
+// action goes on.
+var ErrStillRunning = errors.New("the action is still running")
+
+// Await polls (every `every`, from the cache when there is one) until revision of a release
+// is no longer pending, and returns it; gone is true when the release has no such revision
+// any more (an uninstall's end). At ctx's end it returns ErrStillRunning: nothing is undone.
+func (s *Service) Await(ctx context.Context, namespace, name string, revision int, every time.Duration) (rev release.Revision, gone bool, err error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		revs, err := s.Store.History(ctx, namespace, name)
+		if err != nil && ctx.Err() == nil {
+			return rev, false, err
+		}
+		rev, found := find(revs, revision)
+		if err == nil && !found {
+			// The cache may not have seen the revision yet: only the API server says gone.
+			revs, err = s.Store.LiveHistory(ctx, namespace, name)
+			if err != nil && ctx.Err() == nil {
+				return rev, false, err
+			}
+			rev, found = find(revs, revision)
+		}
+		switch {
+		case err == nil && !found:
+			return rev, true, nil
+		case err == nil && !release.IsPending(rev.Status):
+			return rev, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return rev, false, fmt.Errorf("%w: revision %d of %s/%s is %s", ErrStillRunning, revision, namespace, name, rev.Status)
+		case <-t.C:
+		}
+	}
+}
+
+func find(revs []release.Revision, version int) (release.Revision, bool) {
+	for _, r := range revs {
+		if r.Version == version {
+			return r, true
+		}
+	}
+	return release.Revision{}, false
 }

@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -178,5 +179,41 @@ func TestRollbackReservesTheTargetsValues(t *testing.T) {
 	}
 	if a, _ := events.ParseAccepted(e2.sender.sent[0]); a.RollbackTo != 1 {
 		t.Errorf("version 0 rolled back to %d", a.RollbackTo)
+	}
+}
+
+// laggingCache is a Store whose cached history has not seen anything yet.
+type laggingCache struct{ *release.Store }
+
+func (laggingCache) History(context.Context, string, string) ([]release.Revision, error) {
+	return nil, nil
+}
+
+// Await answers when the revision is final or gone, never from a cache that has not seen it
+// yet, and at its context's end says the action still runs.
+func TestAwait(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Store = laggingCache{e.store}
+	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx(t), 50*time.Millisecond)
+	defer cancel()
+	if _, gone, err := e.svc.Await(short, "ns", "web", acc.Revision, time.Millisecond); !errors.Is(err, ErrStillRunning) || gone {
+		t.Fatalf("Await of a pending revision: gone %v, %v", gone, err)
+	}
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "boom", false); err != nil {
+		t.Fatal(err)
+	}
+	rev, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, time.Millisecond)
+	if err != nil || gone || rev.Status != "failed" {
+		t.Errorf("Await of a failed revision: %+v gone %v, %v", rev, gone, err)
+	}
+	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, time.Millisecond); err != nil || !gone {
+		t.Errorf("Await of a deleted revision: gone %v, %v", gone, err)
 	}
 }

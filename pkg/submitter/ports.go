@@ -25,6 +25,8 @@ type Store interface {
 	Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error)
 	// Queued counts queued reservations in namespace and in total (the admission bound).
 	Queued(namespace string) (inNamespace, total int, err error)
+	// History is the release's revisions, newest first (from the cache when there is one).
+	History(ctx context.Context, namespace, name string) ([]release.Revision, error)
 	// LiveHistory is the release's revisions read from the API server (a cancel's view).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
