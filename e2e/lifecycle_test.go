@@ -27,6 +27,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of e2e/testdata")
 
+// unbounded turns submit's admission bound off: it counts queued revisions in the whole
+// shared cluster, where other suites (benchmarks) may have thousands; these tests are not
+// about admission.
+var unbounded = map[string]string{"MAX_QUEUED": "0", "MAX_QUEUED_PER_NAMESPACE": "0"}
+
 // Rollback and uninstall through the built oc-helm: the rollback reaches deployed with the
 // old values; the uninstall shows uninstalling in list (the executor is down meanwhile, so
 // the broker's redelivery drives it), then the release and every resource are gone, and
@@ -34,7 +39,7 @@ var update = flag.Bool("update", false, "rewrite the golden files of e2e/testdat
 func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	s := newStack(t, ns)
+	s := newStackWith(t, unbounded, ns)
 	ctx := context.Background()
 	tiny := s.charts.ChartURL("tiny", "0.1.0")
 
@@ -75,6 +80,14 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	out, code = s.ocHelm(t, "-n", ns, "uninstall", "web")
 	if code != 0 || !strings.Contains(out, "uninstalling") {
 		t.Fatalf("uninstall: exit %d\n%s", code, out)
+	}
+	marked, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, release.SecretName("web", 3), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := marked.Data[release.DataEvent] // the signed uninstall event, as the sweeper would re-send it
+	if len(stored) == 0 || marked.Labels[release.LabelQueued] != "true" {
+		t.Fatalf("the marked revision holds no event or is not queued: %v", marked.Labels)
 	}
 	out, _ = s.ocHelm(t, "-n", ns, "list")
 	if !regexpLine(out, "web", ns, "3", "uninstalling", "tiny-0.1.0") {
@@ -135,6 +148,15 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	if uninstalling < 0 || uninstalled < uninstalling {
 		t.Errorf("uninstalling at %d, uninstalled at %d", uninstalling, uninstalled)
 	}
+	// A redelivery of the same signed event after the end is acknowledged and runs nothing.
+	resp, err := http.Post(s.executor.URL+"/", "application/cloudevents+json", bytes.NewReader(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("redelivered uninstall event: %d", resp.StatusCode)
+	}
 	// Once, although the broker delivered it more than once.
 	want := `asynchelm_executor_actions_total{action="uninstall",outcome="uninstalled"} 1`
 	if m := metrics(t, s.executor.URL); !strings.Contains(m, want) {
@@ -184,7 +206,7 @@ func grep(s, sub string) string {
 func TestConsoleLifecycleRoutesShapes(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	s := newStack(t, ns)
+	s := newStackWith(t, unbounded, ns)
 	tiny := s.charts.ChartURL("tiny", "0.1.0")
 	body := func(v interface{}) []byte { b, _ := json.Marshal(v); return b }
 
@@ -250,7 +272,7 @@ func TestConsoleLifecycleRoutesShapes(t *testing.T) {
 func TestSyncRouteDeadline(t *testing.T) {
 	t.Parallel()
 	ns := cluster.SlowNamespace(t) // pods become ready only after 90 s
-	s := newStackWith(t, map[string]string{"SYNC_TIMEOUT": "2s"}, ns)
+	s := newStackWith(t, map[string]string{"SYNC_TIMEOUT": "2s", "MAX_QUEUED": "0", "MAX_QUEUED_PER_NAMESPACE": "0"}, ns)
 	tiny := s.charts.ChartURL("tiny", "0.1.0")
 	b, _ := json.Marshal(api.ReleaseRequest{Name: "slow", Namespace: ns, ChartURL: tiny, Wait: true, Timeout: "10m"})
 	start := time.Now()

@@ -77,7 +77,7 @@ func (f *Function) submitSync(action release.Action) http.HandlerFunc {
 			f.fail(w, r, err)
 			return
 		}
-		f.answerFinal(w, r, action, req.Namespace, req.Name, acc.Revision)
+		f.answerFinal(w, r, action, req.Namespace, req.Name, acc.Revision, acc.RequestID)
 	}
 }
 
@@ -93,7 +93,7 @@ func (f *Function) rollbackSync(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
-	f.answerFinal(w, r, release.ActionRollback, req.Namespace, req.Name, acc.Revision)
+	f.answerFinal(w, r, release.ActionRollback, req.Namespace, req.Name, acc.Revision, acc.RequestID)
 }
 
 // uninstallSync is the console's DELETE /api/helm/release?ns=&name=: answered, once the
@@ -111,7 +111,7 @@ func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := f.syncContext(r)
 	defer cancel()
-	rev, gone, err := f.svc.Await(ctx, ns, name, acc.Revision, syncPoll)
+	rev, gone, err := f.svc.Await(ctx, ns, name, acc.Revision, acc.RequestID, syncPoll)
 	switch {
 	case err != nil:
 		f.syncTimeout(w, r, ns, name, err)
@@ -128,10 +128,10 @@ func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) {
 
 // answerFinal waits for the accepted revision to end and answers as the console: the
 // release when deployed, 502 with the reason when failed, 504 on the deadline.
-func (f *Function) answerFinal(w http.ResponseWriter, r *http.Request, action release.Action, ns, name string, revision int) {
+func (f *Function) answerFinal(w http.ResponseWriter, r *http.Request, action release.Action, ns, name string, revision int, requestID string) {
 	ctx, cancel := f.syncContext(r)
 	defer cancel()
-	rev, gone, err := f.svc.Await(ctx, ns, name, revision, syncPoll)
+	rev, gone, err := f.svc.Await(ctx, ns, name, revision, requestID, syncPoll)
 	switch {
 	case err != nil:
 		f.syncTimeout(w, r, ns, name, err)

@@ -213,10 +213,12 @@ func hasRevision(revs []release.Revision, v int) bool {
 // action goes on.
 var ErrStillRunning = errors.New("the action is still running")
 
-// Await polls (every `every`, from the cache when there is one) until revision of a release
-// is no longer pending, and returns it; gone is true when the release has no such revision
-// any more (an uninstall's end). At ctx's end it returns ErrStillRunning: nothing is undone.
-func (s *Service) Await(ctx context.Context, namespace, name string, revision int, every time.Duration) (rev release.Revision, gone bool, err error) {
+// Await polls (every `every`, from the cache when there is one) until revision of a release,
+// as written for request requestID, is no longer pending, and returns it; gone is true when
+// the release has no such revision of that request any more (an uninstall's end). A cache
+// that has not seen the request's write yet is confirmed with the API server. At ctx's end it
+// returns ErrStillRunning: nothing is undone.
+func (s *Service) Await(ctx context.Context, namespace, name string, revision int, requestID string, every time.Duration) (rev release.Revision, gone bool, err error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -224,14 +226,14 @@ func (s *Service) Await(ctx context.Context, namespace, name string, revision in
 		if err != nil && ctx.Err() == nil {
 			return rev, false, err
 		}
-		rev, found := find(revs, revision)
+		rev, found := find(revs, revision, requestID)
 		if err == nil && !found {
-			// The cache may not have seen the revision yet: only the API server says gone.
+			// The cache may not have seen the request's write yet: only the API server says gone.
 			revs, err = s.Store.LiveHistory(ctx, namespace, name)
 			if err != nil && ctx.Err() == nil {
 				return rev, false, err
 			}
-			rev, found = find(revs, revision)
+			rev, found = find(revs, revision, requestID)
 		}
 		switch {
 		case err == nil && !found:
@@ -247,9 +249,10 @@ func (s *Service) Await(ctx context.Context, namespace, name string, revision in
 	}
 }
 
-func find(revs []release.Revision, version int) (release.Revision, bool) {
+// find is the revision version as written for requestID.
+func find(revs []release.Revision, version int, requestID string) (release.Revision, bool) {
 	for _, r := range revs {
-		if r.Version == version {
+		if r.Version == version && r.RequestID == requestID {
 			return r, true
 		}
 	}

@@ -182,38 +182,58 @@ func TestRollbackReservesTheTargetsValues(t *testing.T) {
 	}
 }
 
-// laggingCache is a Store whose cached history has not seen anything yet.
-type laggingCache struct{ *release.Store }
+// laggingCache is a Store whose cached history is the one it was given (nothing, or an
+// older write).
+type laggingCache struct {
+	*release.Store
+	cached []release.Revision
+}
 
-func (laggingCache) History(context.Context, string, string) ([]release.Revision, error) {
-	return nil, nil
+func (c laggingCache) History(context.Context, string, string) ([]release.Revision, error) {
+	return c.cached, nil
 }
 
 // Await answers when the revision is final or gone, never from a cache that has not seen it
 // yet, and at its context's end says the action still runs.
 func TestAwait(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Store = laggingCache{e.store}
+	lag := laggingCache{Store: e.store}
+	e.svc.Store = lag
 	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx(t), 50*time.Millisecond)
 	defer cancel()
-	if _, gone, err := e.svc.Await(short, "ns", "web", acc.Revision, time.Millisecond); !errors.Is(err, ErrStillRunning) || gone {
-		t.Fatalf("Await of a pending revision: gone %v, %v", gone, err)
+	if _, gone, err := e.svc.Await(short, "ns", "web", acc.Revision, acc.RequestID, time.Millisecond); !errors.Is(err, ErrStillRunning) || gone {
+		t.Fatalf("Await of a pending revision the cache has not seen: gone %v, %v", gone, err)
 	}
 	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "boom", false); err != nil {
 		t.Fatal(err)
 	}
-	rev, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, time.Millisecond)
+	rev, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, acc.RequestID, time.Millisecond)
 	if err != nil || gone || rev.Status != "failed" {
 		t.Errorf("Await of a failed revision: %+v gone %v, %v", rev, gone, err)
+	}
+	// An uninstall of it: the cache still holds the failed revision of the install's request.
+	lag.cached, _ = e.store.LiveHistory(ctx(t), "ns", "web")
+	e.svc.Store = lag
+	e.svc.NewID = func() string { return "req-u" }
+	u, err := e.svc.Uninstall(ctx(t), "ns", "web", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short2, cancel2 := context.WithTimeout(ctx(t), 50*time.Millisecond)
+	defer cancel2()
+	if rev, _, err := e.svc.Await(short2, "ns", "web", 1, u.RequestID, time.Millisecond); !errors.Is(err, ErrStillRunning) {
+		t.Errorf("Await of an uninstall answered from a stale cache: %+v, %v", rev, err)
 	}
 	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, time.Millisecond); err != nil || !gone {
+	lag.cached = nil
+	e.svc.Store = lag
+	if _, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, u.RequestID, time.Millisecond); err != nil || !gone {
 		t.Errorf("Await of a deleted revision: gone %v, %v", gone, err)
 	}
 }
