@@ -352,20 +352,18 @@ func (s *Service) callerOptions(a events.Action) []helmexec.Option {
 // is true when the handling ends here.
 func (s *Service) checkLatest(ctx context.Context, a events.Action, held Lease) (Outcome, bool, error) {
 	revs, err := s.Store.LiveHistory(ctx, a.Namespace, a.Name)
-	if err != nil {
-		_ = held.Release(context.WithoutCancel(ctx))
-		return "", true, err
-	}
-	if len(revs) == 0 || revs[0].Version == a.Revision {
+	if err == nil && (len(revs) == 0 || revs[0].Version == a.Revision) {
 		return "", false, nil
+	}
+	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
+	if err != nil {
+		return "", true, err
 	}
 	reason := fmt.Sprintf("Uninstall of %q failed: revision %d (%s) was reserved after revision %d was marked; nothing was deleted",
 		a.Name, revs[0].Version, revs[0].Status, a.Revision)
 	if _, err := s.Store.MarkFailed(ctx, a.Namespace, a.Name, a.Revision, reason, true); err != nil {
-		_ = held.Release(context.WithoutCancel(ctx))
 		return "", true, err
 	}
-	_ = held.Release(context.WithoutCancel(ctx))
 	return OutcomeFailed, true, nil
 }
 

@@ -10,8 +10,8 @@ import (
 
 // Uninstall runs `helm uninstall --wait` on the release whose latest revision is marked
 // uninstalling, and returns the release as Helm last recorded it (uninstalled, its records
-// purged). Helm's Uninstall takes no context: the deadline is its timeout, and a shutdown
-// is noticed when the action's storage refuses the next write.
+// purged). Helm's Uninstall takes no context: ctx is checked before it starts, and Helm's
+// timeout bounds its waits once it runs.
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
 	cfg, err := f.Configuration(req.Namespace, opts...)
 	if err != nil {
