@@ -239,6 +239,20 @@ func TestConsoleLifecycleRoutesShapes(t *testing.T) {
 	if err != nil || rel.Version != 4 || rel.Config["message"] != "two" {
 		t.Errorf("after rollback to 2: %+v, %v", rel, err)
 	}
+	// A caller who may not delete the release's records is refused, and nothing is marked.
+	req, _ := http.NewRequest(http.MethodDelete, s.submit.URL+api.PathAsync+"?"+url.Values{"ns": {ns}, "name": {"web"}}.Encode(), nil)
+	req.Header.Set("Authorization", "Bearer "+cluster.Dev.BearerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("uninstall by a user without rights: %d, want 403", resp.StatusCode)
+	}
+	if rel, err := s.client.Get(context.Background(), ns, "web"); err != nil || rel.Info.Status.String() != "deployed" {
+		t.Errorf("after a refused uninstall: %v %v", rel, err)
+	}
 	// Async uninstall: 204, no body (the console's answer); then gone.
 	code, shape := s.shape(t, http.MethodDelete, api.PathAsync, url.Values{"ns": {ns}, "name": {"web"}, "version": {"4"}}, nil)
 	if code != http.StatusNoContent {
