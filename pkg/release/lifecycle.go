@@ -43,8 +43,9 @@ type Marked struct {
 // fail with ErrConflict instead of being overwritten. A revision already pending is refused
 // with a PendingError.
 func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
+	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
 	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), ctx: ctx, conditional: true,
-		addLabels: map[string]string{LabelQueued: "true"}}
+		addLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(s.now().Unix(), 10)}}
 	if len(m.Event) > 0 {
 		capture.addData = map[string][]byte{DataEvent: m.Event}
 	}

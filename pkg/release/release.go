@@ -23,6 +23,8 @@ const (
 	LabelVersion   = "version"
 	OwnerHelm      = "helm"
 	LabelRequestID = "async-helm.io/request-id"
+	// LabelModifiedAt is Helm's label of a release secret's last write (unix seconds).
+	LabelModifiedAt = "modifiedAt"
 	// LabelChart is "<chart>-<version>", so watchers see the chart without decoding payloads.
 	LabelChart = "async-helm.io/chart"
 	// AnnotationNotified is the status the notifier last reported for a revision. Helm's
@@ -151,6 +153,14 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 		Queued:       l[LabelQueued] == "true",
 		DeadLettered: a[AnnotationDeadLettered] != "",
 		Created:      m.GetCreationTimestamp().Time,
+	}
+	if r.Status == StatusUninstalling {
+		// The revision was created long before its uninstall was accepted: the sweeper's
+		// clock (re-send, queue deadline) starts at the mark (MarkUninstalling), which Helm's
+		// modifiedAt label records.
+		if at, err := strconv.ParseInt(l[LabelModifiedAt], 10, 64); err == nil {
+			r.Created = time.Unix(at, 0)
+		}
 	}
 	r.Sent, _ = strconv.Atoi(a[AnnotationSent])
 	r.SentAt, _ = time.Parse(time.RFC3339Nano, a[AnnotationSentAt])
