@@ -32,10 +32,10 @@ var update = flag.Bool("update", false, "rewrite the golden files of e2e/testdat
 // about admission.
 var unbounded = map[string]string{"MAX_QUEUED": "0", "MAX_QUEUED_PER_NAMESPACE": "0"}
 
-// Rollback and uninstall through the built oc-helm: the rollback reaches deployed with the
-// old values; the uninstall shows uninstalling in list (the executor is down meanwhile, so
-// the broker's redelivery drives it), then the release and every resource are gone, and
-// the uninstall ran once.
+// Rollback and uninstall through the built oc-helm: a rollback reaches deployed with the
+// old values; list shows pending-rollback and uninstalling while the executor is down (the
+// broker's redelivery drives them when it is back); then the release and every resource are
+// gone, and the uninstall ran once although its event was delivered again.
 func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
@@ -75,13 +75,31 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 		return p >= 0 && d > p
 	})
 
+	// The executor is down: a rollback is accepted and list shows it pending-rollback; the
+	// broker's redelivery runs it once the executor is back.
+	s.executor.Stop()
+	if out, code := s.ocHelm(t, "-n", ns, "rollback", "web", "2"); code != 0 || !strings.Contains(out, "REVISION: 4") {
+		t.Fatalf("rollback to 2: exit %d\n%s", code, out)
+	}
+	out, _ = s.ocHelm(t, "-n", ns, "list")
+	if !regexpLine(out, "web", ns, "4", "pending-rollback", "tiny-0.1.0") {
+		t.Errorf("list while the rollback waits:\n%s", out)
+	}
+	if err := s.executor.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, s, ns, "web", "deployed", 90*time.Second)
+	if cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "web-config", metav1.GetOptions{}); err != nil || cm.Data["message"] != "two" {
+		t.Errorf("message after the rollback to 2: %v %v", cm.Data, err)
+	}
+
 	// The executor is down: the uninstall is accepted and shows in list, pending.
 	s.executor.Stop()
 	out, code = s.ocHelm(t, "-n", ns, "uninstall", "web")
 	if code != 0 || !strings.Contains(out, "uninstalling") {
 		t.Fatalf("uninstall: exit %d\n%s", code, out)
 	}
-	marked, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, release.SecretName("web", 3), metav1.GetOptions{})
+	marked, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, release.SecretName("web", 4), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +108,7 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 		t.Fatalf("the marked revision holds no event or is not queued: %v", marked.Labels)
 	}
 	out, _ = s.ocHelm(t, "-n", ns, "list")
-	if !regexpLine(out, "web", ns, "3", "uninstalling", "tiny-0.1.0") {
+	if !regexpLine(out, "web", ns, "4", "uninstalling", "tiny-0.1.0") {
 		t.Errorf("list while the uninstall waits:\n%s", out)
 	}
 	if out, code := s.ocHelm(t, "-n", ns, "upgrade", "web", tiny); code == 0 || !strings.Contains(out, "(HTTP 409)") {
