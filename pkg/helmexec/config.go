@@ -115,7 +115,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		c := kube.New(getter)
 		c.Namespace = namespace
 		c.Log = o.log
-		kc = c
+		kc = hookAwareClient{Client: c}
 	}
 	d := o.driver
 	if m, ok := d.(*driver.Memory); ok {

@@ -71,18 +71,25 @@ func Decode(s string) (*Progress, error) {
 	return &p, nil
 }
 
+// Lines the executor's Helm kube client (pkg/helmexec) logs before each create, where Helm's
+// own "creating %d resource(s)" is the same for a hook and for the release's resources.
+const (
+	LogCreateHook    = "async-helm: creating %d hook resource(s)"
+	LogCreateRelease = "async-helm: creating %d release resource(s)"
+)
+
 // Phases follows Helm's debug log to tell the phase and the running hook. It matches on
-// Helm's format strings (stable across its releases), not on the formatted text. Helm
-// creates a hook's resource with the same "creating %d resource(s)" as the release's own
-// resources and then watches it, so a create is known to be the release's only when what
-// follows is not a watch: the wait, an update, or another create.
+// Helm's format strings (stable across its releases), not on the formatted text, and on
+// LogCreateHook/LogCreateRelease. Without those (another kube client), a create is taken
+// to be a hook's when a watch follows it, which misses hooks Helm does not watch.
 type Phases struct {
 	mu    sync.Mutex
 	phase string
 	hook  string
 	// applied: the release's own resources are created or updated; created: a create was
-	// logged that is not known yet to be a hook's or the release's.
-	applied, created bool
+	// logged that is not known yet to be a hook's or the release's; told: the kube client
+	// says which creates are hooks'.
+	applied, created, told bool
 	// Next receives every log line too (the executor's log buffer).
 	Next func(format string, args ...interface{})
 }
@@ -92,20 +99,30 @@ func NewPhases(next func(string, ...interface{})) *Phases {
 	return &Phases{phase: PhaseFetching, Next: next}
 }
 
+func (t *Phases) hookPhase() string {
+	if t.applied {
+		return PhasePostHooks
+	}
+	return PhasePreHooks
+}
+
 // Log is a Helm DebugLog.
 func (t *Phases) Log(format string, args ...interface{}) {
 	t.mu.Lock()
 	switch {
+	case format == LogCreateHook:
+		t.told, t.phase, t.hook = true, t.hookPhase(), ""
+	case format == LogCreateRelease:
+		t.told, t.phase, t.hook, t.applied = true, PhaseApplying, "", true
 	case strings.HasPrefix(format, "Watching for changes to ") && len(args) >= 2:
 		// Helm watches a hook (a Job or Pod) until it completes: the create before was its.
 		t.created = false
 		t.hook = fmt.Sprintf("%v/%v", args[0], args[1])
-		if t.applied {
-			t.phase = PhasePostHooks
-		} else {
-			t.phase = PhasePreHooks
-		}
+		t.phase = t.hookPhase()
 	case strings.HasPrefix(format, "creating %d resource(s)"):
+		if t.told {
+			break
+		}
 		if t.created {
 			t.applied = true // the create before was not a hook's
 		}

@@ -48,6 +48,17 @@ func TestPhasesFollowHelmsLog(t *testing.T) {
 			{create, []interface{}{1}, PhaseApplying, ""},
 			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
 		}},
+		{"told by the kube client: hooks Helm does not watch (a ConfigMap) before the release", []step{
+			{LogCreateHook, []interface{}{1}, PhasePreHooks, ""},
+			{create, []interface{}{1}, PhasePreHooks, ""},
+			{LogCreateHook, []interface{}{1}, PhasePreHooks, ""},
+			{create, []interface{}{1}, PhasePreHooks, ""},
+			{watch, []interface{}{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
+			{LogCreateRelease, []interface{}{12}, PhaseApplying, ""},
+			{create, []interface{}{12}, PhaseApplying, ""},
+			{LogCreateHook, []interface{}{1}, PhasePostHooks, ""},
+			{create, []interface{}{1}, PhasePostHooks, ""},
+		}},
 		{"upgrade: a pre-upgrade hook, then checking for changes", []step{
 			{create, []interface{}{1}, PhaseApplying, ""},
 			{watch, []interface{}{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
