@@ -3,12 +3,17 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"flag"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -65,6 +70,24 @@ func servedRepo(t *testing.T, user, pass string) (*httptest.Server, []byte) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// unrelatedCA is a CA that signed none of the test's servers (httptest's servers all share
+// one certificate, so another server's would do).
+func unrelatedCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "unrelated CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 func randSuffix() string {
@@ -126,7 +149,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 	sfx := randSuffix()
 	clusterSrv, clusterCA := servedRepo(t, "", "")
 	projectSrv, projectCA := servedRepo(t, "reader", "s3cret")
-	_, otherCA := servedRepo(t, "", "")
+	otherCA := unrelatedCA(t)
 
 	good, disabled, badCA, project := "ca-"+sfx, "off-"+sfx, "badca-"+sfx, "team-"+sfx
 	configMap(t, chartrepos.ConfigNamespace, "ca-"+sfx, map[string]string{chartrepos.KeyCABundle: string(clusterCA)})

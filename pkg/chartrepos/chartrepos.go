@@ -104,7 +104,7 @@ type Set struct {
 	KubeVersion string
 	// NoIndex keeps no index cache (the executor only resolves repositories).
 	NoIndex bool
-	Log         *zap.SugaredLogger
+	Log     *zap.SugaredLogger
 
 	cluster, project cache.GenericLister
 	kick             chan struct{}
