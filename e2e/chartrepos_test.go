@@ -34,6 +34,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/testcharts"
+	"github.com/async-helm/async-helm/internal/testsink"
+	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -164,7 +168,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 	createRepo(t, dc, "", badCA, "Wrong CA", clusterSrv.URL, false, map[string]string{"ca": "other-" + sfx})
 	createRepo(t, dc, ns, project, "Team charts", projectSrv.URL, false, map[string]string{"ca": "team-ca", "basicAuthConfig": "team-auth"})
 
-	s := newStack(t, ns)
+	s := repoStack(t, ns)
 
 	// index.yaml
 	body, ctype := s.fetch(t, http.MethodGet, api.PathChartIndex+"?namespace="+ns, nil, http.StatusOK)
@@ -196,6 +200,19 @@ func TestChartRepositoryObjects(t *testing.T) {
 	}
 	if !foundBad {
 		t.Errorf("the repository with the wrong CA is not named with a certificate error: %+v", invalid)
+	}
+	// dev (no rights in ns) may not read the index of ns's project repositories.
+	if dev := cluster.Dev.BearerToken; dev != "" {
+		req, _ := http.NewRequest(http.MethodGet, s.submit.URL+api.PathChartIndex+"?namespace="+ns, nil)
+		req.Header.Set("Authorization", "Bearer "+dev)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("dev reading %s's index: %d, want 403", ns, resp.StatusCode)
+		}
 	}
 	// Another namespace does not see the project repository.
 	other := cluster.Namespace(t)
@@ -248,6 +265,33 @@ func TestChartRepositoryObjects(t *testing.T) {
 	if rels, err := s.client.List(ctx, ns); err != nil || len(rels) != 2 {
 		t.Errorf("template reserved something: %d releases, %v", len(rels), err)
 	}
+}
+
+// repoStack is newStack whose submit admits installs whatever other tests left queued in
+// the shared cluster (MAX_QUEUED counts the whole cluster).
+func repoStack(t *testing.T, ns string) *stack {
+	t.Helper()
+	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
+	env := func(extra map[string]string) map[string]string {
+		out := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "LOG_LEVEL": "info", "ALLOW_LOOPBACK_CHARTS": "true",
+			"EVENT_SIGNING_KEY": "e2e-signing-key-0123456789abcdef0123", "MAX_QUEUED": "10000000"}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	var w *eventing.Wiring
+	s.ports, w = wire(t, s.sink.URL)
+	s.executor = teststack.RunPort(t, bins["executor"], s.ports.Executor, env(nil))
+	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, env(map[string]string{"K_SINK": w.BrokerURL}))
+	s.notifier = teststack.RunPort(t, bins["notifier"], s.ports.Notifier, env(map[string]string{"K_SINK": w.BrokerURL, "NAMESPACES": ns}))
+	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Operator.BearerToken}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("submit log:\n%s\nexecutor log:\n%s", tail(s.submit.Output()), tail(s.executor.Output()))
+		}
+	})
+	return s
 }
 
 // indexOnly is the index of the test's own repositories (other tests may add cluster ones).
