@@ -96,7 +96,8 @@ type Set struct {
 	// repository object refreshes at once.
 	Refresh time.Duration
 	// CredentialsTTL is how long a CA, certificate or password read from the cluster is
-	// reused (default 1m): rotated credentials are picked up within it.
+	// reused (default 1m): rotated credentials are picked up within it; a failed read is
+	// retried after 5 s at most.
 	CredentialsTTL time.Duration
 	// FetchTimeout bounds the fetch of one index (default 30s).
 	FetchTimeout time.Duration
@@ -463,6 +464,11 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	s.mu.RLock()
 	e, ok := s.creds[ck]
 	s.mu.RUnlock()
+	// A failed read is retried sooner: the Secret is often created just after the
+	// repository that names it.
+	if ok && e.err != nil && ttl > 5*time.Second {
+		ttl = 5 * time.Second
+	}
 	if ok && time.Since(e.at) < ttl {
 		return e.value, e.err
 	}

@@ -150,7 +150,7 @@ func (s *Source) FetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	}
 	raw, err := s.fetchWith(ctx, rc, indexURL, MaxIndexBytes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chart repository %q: %w", r.Name, err)
 	}
 	var idx repo.IndexFile
 	if err := yaml.Unmarshal(raw, &idx); err != nil {
