@@ -11,13 +11,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -42,8 +40,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // servedRepo is an HTTPS chart repository of the test: tiny packaged, an index with
 // relative chart URLs (the merged index must make them absolute), optional basic auth.
@@ -227,7 +223,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 	if bytes.Contains(body, []byte("tiny--"+project)) {
 		t.Errorf("namespace %s sees %s's project repository", other, ns)
 	}
-	golden(t, "chartrepos-index.golden", normalize(string(s.indexOnly(t, ns, good, project)), clusterSrv.URL, projectSrv.URL, sfx))
+	golden(t, "chartrepos-index", normalize(string(s.indexOnly(t, ns, good, project)), clusterSrv.URL, projectSrv.URL, sfx))
 
 	// Installs by index entry from each reach deployed.
 	for _, entry := range []string{"tiny--" + good, "tiny--" + project} {
@@ -235,7 +231,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 		if _, err := s.client.Install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, IndexEntry: entry}); err != nil {
 			t.Fatalf("install %s: %v", entry, err)
 		}
-		waitStatus(t, s, ns, name, "deployed", 2*time.Minute)
+		waitRepoStatus(t, s, ns, name, "deployed", 2*time.Minute)
 	}
 	// The wrong CA: a clear error at once, nothing reserved.
 	start = time.Now()
@@ -258,7 +254,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 	if ctype != "application/json" {
 		t.Errorf("chart Content-Type %q", ctype)
 	}
-	golden(t, "chartrepos-chart.golden", string(body))
+	golden(t, "chartrepos-chart", string(body))
 	// The same chart by its URL, with the repository named by its entry (as the console sends it).
 	s.fetch(t, http.MethodGet, api.PathChart+"?"+url.Values{"url": {projectSrv.URL + "/tiny-0.1.0.tgz"}, "indexEntry": {"tiny--" + project}, "namespace": {ns}}.Encode(), nil, http.StatusOK)
 	// Without the namespace, the project repository is not there.
@@ -270,7 +266,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 	if ctype != "text/yaml" {
 		t.Errorf("template Content-Type %q", ctype)
 	}
-	golden(t, "chartrepos-template.golden", string(body))
+	golden(t, "chartrepos-template", string(body))
 	if rels, err := s.client.List(ctx, ns); err != nil || len(rels) != 2 {
 		t.Errorf("template reserved something: %d releases, %v", len(rels), err)
 	}
@@ -360,7 +356,7 @@ func (s *stack) fetch(t *testing.T, method, path string, body []byte, want int) 
 	return out, resp.Header.Get("Content-Type")
 }
 
-func waitStatus(t *testing.T, s *stack, ns, name, want string, timeout time.Duration) {
+func waitRepoStatus(t *testing.T, s *stack, ns, name, want string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -386,25 +382,4 @@ func asAPIError(err error, target **submitclient.APIError) bool {
 		*target = e
 	}
 	return ok
-}
-
-// golden compares got with testdata/name, or rewrites it with -update (as Helm's cmd tests).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *updateGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
 }
