@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/internal/operator"
+	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -124,6 +125,21 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	_, err = submit.Typed.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: "dev", ResourceAttributes: &authzv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: ns}}}, metav1.CreateOptions{})
 	must(t, "submit reviews access", err)
+
+	// submit and executor: the console's chart repositories and their CA ConfigMaps.
+	for _, fn := range []string{"submit", "executor"} {
+		cl := as(t, fn)
+		dc, err := dynamic.NewForConfig(cl.Config)
+		must(t, fn+" dynamic client", err)
+		_, err = dc.Resource(chartrepos.ClusterGVR).List(ctx, metav1.ListOptions{})
+		must(t, fn+" lists HelmChartRepositories", err)
+		pw, err := dc.Resource(chartrepos.ProjectGVR).Namespace("").Watch(ctx, metav1.ListOptions{})
+		must(t, fn+" watches ProjectHelmChartRepositories", err)
+		pw.Stop()
+		if _, err = cl.Typed.CoreV1().ConfigMaps(ns).Get(ctx, "absent", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s reads a CA ConfigMap: %v, want NotFound", fn, err)
+		}
+	}
 
 	// executor: read the reservation, heartbeat, mark failed / update, impersonate the caller.
 	_, err = sstore.Reserve(ctx, release.Reservation{Namespace: ns, Name: "e", Action: release.ActionInstall, Chart: meta, RequestID: "y"})

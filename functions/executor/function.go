@@ -11,6 +11,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 
+	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/executor"
 	"github.com/async-helm/async-helm/pkg/function"
@@ -44,6 +45,11 @@ func (f *Function) Start(ctx context.Context) error {
 	charts, err := f.cfg.NewSource(ctx, cl.Typed, time.Hour, 5*time.Minute)
 	if err != nil {
 		return err
+	}
+	// Index entries resolve against the repositories submit validated them with: the
+	// cluster's and the namespace's chart repository objects, credentials included.
+	if _, err := chartrepos.Open(ctx, cl.Config, charts, false, f.cfg.ChartIndexRefresh, f.log); err != nil {
+		return fmt.Errorf("chart repositories: %w", err)
 	}
 	factory, err := helmexec.NewFactory(cl.Config)
 	if err != nil {

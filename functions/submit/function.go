@@ -35,6 +35,7 @@ type Function struct {
 	authn   *auth.Authenticator
 	authz   *auth.Authorizer
 	events  http.Handler
+	charts  *chartRoutes
 }
 
 // New builds submit from its configuration; Start opens its clients.
@@ -83,6 +84,9 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := f.startCharts(ctx, cl.Config, charts); err != nil {
+		return err
+	}
 	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions}
 	f.svc = &submitter.Service{
 		Store:      store,
@@ -119,6 +123,7 @@ func (f *Function) Handler() http.Handler {
 	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))
 	mux.HandleFunc("POST "+api.PathCancel, f.authenticated(f.cancel))
 	mux.HandleFunc("POST "+api.PathEvents, f.authenticated(func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) }))
+	f.routeCharts(mux)
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	return mux
 }

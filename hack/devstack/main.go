@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/config/crds"
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/operator"
@@ -96,6 +97,10 @@ func run(ctx context.Context, o options) error {
 	}
 	token, err := operator.Token(ctx, cl.Typed, 12*time.Hour)
 	if err != nil {
+		return err
+	}
+	// The console's chart repository objects, read by submit and the executor.
+	if err := crds.Install(ctx, cl.Config); err != nil {
 		return err
 	}
 	tokenFile := filepath.Join(o.logs, "token")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/async-helm/async-helm/config/crds"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/podprofile"
 )
@@ -81,6 +82,11 @@ func Start() (*Env, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The chart repository CRDs the console's routes read (OpenShift serves them; a plain
+	// cluster gets them here, idempotently).
+	if err := crds.Install(ctx, admin); err != nil {
+		return nil, err
+	}
 	token, err := operator.Token(ctx, cs, 6*time.Hour)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,13 @@ const (
 	PathCancel  = "/api/helm/release/cancel" // POST ?ns=&name=: stop the pending revision
 )
 
+// Chart routes served by submit, as the console's.
+const (
+	PathChartIndex = "/api/helm/charts/index.yaml" // GET ?namespace=&onlyCompatible=: the merged repository index
+	PathChart      = "/api/helm/chart"             // GET ?url=|indexEntry=&namespace=&version=: one chart (metadata, values, schema)
+	PathTemplate   = "/api/helm/template"          // POST a release request: the manifest an install would create
+)
+
 // Release is a release as get and list answer it: Helm's fields, plus what a pending
 // revision is doing now (clients that ignore unknown fields are unaffected).
 type Release struct {
@@ -70,7 +77,7 @@ type ReleaseRequest struct {
 
 // Chart is the chart reference the request names.
 func (r *ReleaseRequest) Chart() chartref.Ref {
-	return chartref.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry}
+	return chartref.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry, Namespace: r.Namespace}
 }
 
 // ParsedTimeout is the action's timeout.

@@ -18,6 +18,9 @@ type Ref struct {
 	URL        string `json:"url,omitempty"`
 	Version    string `json:"version,omitempty"`
 	IndexEntry string `json:"indexEntry,omitempty"`
+	// Namespace is where the chart is used: its project chart repositories (and their
+	// credentials) are the ones an index entry or a URL under them resolves with.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // String names the chart for messages and logs, with any credentials of its URL redacted.

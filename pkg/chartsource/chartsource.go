@@ -19,8 +19,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/registry"
-	"helm.sh/helm/v3/pkg/repo"
-	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
 )
@@ -63,6 +61,9 @@ type Source struct {
 	Repositories map[string]string
 	// Credentials of repositories (by name), applied to every URL under the repository's.
 	Credentials map[string]Credentials
+	// Repos, when set, are the repositories instead of Repositories and Credentials: each
+	// namespace sees its own (package chartrepos).
+	Repos Repositories
 	// PlainHTTPRegistries are OCI registry hosts (host:port) spoken to over plain HTTP.
 	PlainHTTPRegistries []string
 	MaxBytes            int64
@@ -106,7 +107,10 @@ func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
 	if err := ref.Validate(); err != nil {
 		return nil, err
 	}
-	key := ref.URL + "@" + ref.Version + "#" + ref.IndexEntry
+	// The namespace is part of the key: its project repositories (and their credentials)
+	// decide what an index entry or a URL under them is; another namespace must not be
+	// served a chart fetched with credentials it does not have.
+	key := ref.Namespace + "|" + ref.URL + "@" + ref.Version + "#" + ref.IndexEntry
 	s.mu.Lock()
 	if s.byKey == nil {
 		s.byKey, s.flights = map[string]*cached{}, map[string]*flight{}
@@ -214,12 +218,16 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	var data []byte
 	var err error
 	switch {
+	case ref.IndexEntry != "" && ref.URL != "" && !strings.HasPrefix(ref.URL, "oci://"):
+		// The console sends both: the chart URL of the version the user chose, and the
+		// index entry naming the repository whose credentials fetch it.
+		data, err = s.fetchEntryURL(ctx, ref)
 	case ref.IndexEntry != "":
 		data, err = s.fetchIndexEntry(ctx, ref)
 	case strings.HasPrefix(ref.URL, "oci://"):
 		data, err = s.fetchOCI(ctx, ref)
 	default:
-		data, err = s.download(ctx, ref.URL)
+		data, err = s.download(ctx, ref.Namespace, ref.URL)
 	}
 	if err != nil {
 		return nil, err
@@ -228,7 +236,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnloadable, ref, err)
 	}
-	if ref.Version != "" && ref.IndexEntry == "" && ch.Metadata.Version != ref.Version {
+	if ref.Version != "" && ref.URL != "" && ch.Metadata.Version != ref.Version {
 		return nil, fmt.Errorf("%w: %s is version %s, not %s", ErrNotFound, ref.URL, ch.Metadata.Version, ref.Version)
 	}
 	sum := sha256.Sum256(data)
@@ -243,18 +251,21 @@ func (s *Source) maxBytes() int64 {
 	return 20 << 20
 }
 
-func (s *Source) download(ctx context.Context, u string) ([]byte, error) {
+func (s *Source) download(ctx context.Context, namespace, u string) ([]byte, error) {
+	rc, err := s.forURL(namespace, u)
+	if err != nil {
+		return nil, err
+	}
+	return s.fetchWith(ctx, rc, u, s.maxBytes())
+}
+
+// fetchWith GETs u with a repository's client and credentials, reading at most limit bytes.
+func (s *Source) fetchWith(ctx context.Context, rc *repoClient, u string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRef, err)
 	}
-	rc, err := s.forURL(u)
-	if err != nil {
-		return nil, err
-	}
-	if rc.creds.Username != "" {
-		req.SetBasicAuth(rc.creds.Username, rc.creds.Password)
-	}
+	rc.authorize(req)
 	resp, err := rc.http.Do(req)
 	if errors.Is(err, ErrForbiddenHost) {
 		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, u)
@@ -271,12 +282,12 @@ func (s *Source) download(ctx context.Context, u string) ([]byte, error) {
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("%w: %s answered %s", ErrUnreachable, u, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes()+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: read %s: %v", ErrUnreachable, u, err)
 	}
-	if int64(len(data)) > s.maxBytes() {
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, u, s.maxBytes())
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, u, limit)
 	}
 	return data, nil
 }
@@ -286,28 +297,42 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	repoURL, ok := s.Repositories[repoName]
-	if !ok {
-		return nil, fmt.Errorf("%w: no chart repository %q is configured", ErrNotFound, repoName)
-	}
-	raw, err := s.download(ctx, strings.TrimSuffix(repoURL, "/")+"/index.yaml")
+	r, err := s.Lookup(ref.Namespace, repoName)
 	if err != nil {
 		return nil, err
 	}
-	var idx repo.IndexFile
-	if err := yaml.Unmarshal(raw, &idx); err != nil {
-		return nil, fmt.Errorf("%w: index of repository %q: %v", ErrUnreachable, repoName, err)
+	idx, err := s.FetchIndex(ctx, r)
+	if err != nil {
+		return nil, err
 	}
-	idx.SortEntries()
 	cv, err := idx.Get(name, ref.Version)
 	if err != nil || len(cv.URLs) == 0 {
 		return nil, fmt.Errorf("%w: %s version %q in repository %q", ErrNotFound, name, ref.Version, repoName)
 	}
-	chartURL, err := repo.ResolveReferenceURL(repoURL, cv.URLs[0])
+	// The chart is fetched with the repository's client (CA, client certificate) wherever
+	// its URL points; basic auth goes to the repository's own host only.
+	rc, err := s.clientFor(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRef, err)
+		return nil, err
 	}
-	return s.download(ctx, chartURL)
+	return s.fetchWith(ctx, rc, cv.URLs[0], s.maxBytes())
+}
+
+// fetchEntryURL fetches a chart URL with the client of the repository an index entry names.
+func (s *Source) fetchEntryURL(ctx context.Context, ref Ref) ([]byte, error) {
+	_, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.Lookup(ref.Namespace, repoName)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := s.clientFor(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.fetchWith(ctx, rc, ref.URL, s.maxBytes())
 }
 
 // fetchOCI pulls a chart with Helm's registry client under the same bounds as a

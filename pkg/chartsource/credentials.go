@@ -2,22 +2,20 @@ package chartsource
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
-// Credentials of one chart repository, read from a named Secret (keys username, password,
-// ca.crt), as the console's chart repositories name theirs.
+// Credentials of one chart repository: basic auth, the CA its server certificate is
+// checked with (PEM; the system roots when empty), and a TLS client certificate (PEM).
 type Credentials struct {
 	Username, Password string
 	CA                 []byte
+	CertPEM, KeyPEM    []byte
 }
 
 // LoadCredentials reads the Secret of each repository: secrets maps a repository name to the
@@ -32,42 +30,6 @@ func LoadCredentials(ctx context.Context, client kubernetes.Interface, namespace
 		out[repo] = Credentials{Username: string(s.Data["username"]), Password: string(s.Data["password"]), CA: s.Data["ca.crt"]}
 	}
 	return out, nil
-}
-
-// repoClient is what fetching from one repository URL uses: its client (custom CA) and basic auth.
-type repoClient struct {
-	http  *http.Client
-	creds Credentials
-}
-
-// forURL finds the configured repository a URL belongs to (by URL prefix) and the client
-// to fetch it with; URLs of no repository with credentials use the default client.
-func (s *Source) forURL(u string) (*repoClient, error) {
-	for name, repoURL := range s.Repositories {
-		c, ok := s.Credentials[name]
-		if !ok || !strings.HasPrefix(u, strings.TrimSuffix(repoURL, "/")+"/") {
-			continue
-		}
-		hc := s.client()
-		if len(c.CA) > 0 {
-			pool, err := x509.SystemCertPool()
-			if err != nil {
-				pool = x509.NewCertPool()
-			}
-			if !pool.AppendCertsFromPEM(c.CA) {
-				return nil, fmt.Errorf("%w: ca.crt of chart repository %q holds no PEM certificate", ErrUnreachable, name)
-			}
-			t, ok := hc.Transport.(*http.Transport)
-			if !ok {
-				t = http.DefaultTransport.(*http.Transport)
-			}
-			t = t.Clone()
-			t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-			hc = &http.Client{Transport: t, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
-		}
-		return &repoClient{http: hc, creds: c}, nil
-	}
-	return &repoClient{http: s.client()}, nil
 }
 
 func (s *Source) client() *http.Client {
@@ -95,6 +57,9 @@ type Settings struct {
 	// ChartCacheMiB bounds the memory of the chart cache (archives and parsed charts),
 	// least recently used first out.
 	ChartCacheMiB int64 `envconfig:"CHART_CACHE_MIB" default:"128"`
+	// ChartIndexRefresh is how often the indexes of the chart repositories are fetched
+	// again in the background (a change of a repository object refreshes at once).
+	ChartIndexRefresh time.Duration `envconfig:"CHART_INDEX_REFRESH" default:"5m"`
 }
 
 // NewSource builds a chart source from the settings: repositories, their credentials, and

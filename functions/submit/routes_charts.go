@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/chartrepos"
+	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/submitter"
+)
+
+// chartRoutes serve the console's chart routes: the merged repository index, one chart,
+// and a dry-run render, from the same repositories, address policy and chart cache as
+// install.
+type chartRoutes struct {
+	repos  *chartrepos.Set
+	source *chartsource.Source
+}
+
+// startCharts watches the chart repositories and makes them the source's.
+func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chartsource.Source) error {
+	set, err := chartrepos.Open(ctx, cfg, src, true, f.cfg.ChartIndexRefresh, f.log)
+	if err != nil {
+		return fmt.Errorf("chart repositories: %w", err)
+	}
+	f.charts = &chartRoutes{repos: set, source: src}
+	return nil
+}
+
+func (f *Function) routeCharts(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+api.PathChartIndex, f.authenticated(f.chartIndex))
+	mux.HandleFunc("GET "+api.PathChart, f.authenticated(f.chartGet))
+	mux.HandleFunc("POST "+api.PathTemplate, f.authenticated(f.template))
+}
+
+// mayUseRepositoriesOf checks the caller may read namespace's releases: its project
+// repositories (and the credentials they carry) serve only those who work there.
+func (f *Function) mayUseRepositoriesOf(ctx context.Context, namespace string) error {
+	if namespace == "" || f.authz == nil || userFrom(ctx) == nil {
+		return nil
+	}
+	return f.authz.Check(ctx, userFrom(ctx), auth.Need{Verb: "list", Resource: "secrets", Namespace: namespace})
+}
+
+// chartIndex answers the merged index.yaml of the cluster's, the namespace's and
+// CHART_REPOSITORIES' repositories, from the background cache.
+func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ns := q.Get("namespace")
+	onlyCompatible := true // the console's default
+	if v := q.Get("onlyCompatible"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.fail(w, r, fmt.Errorf("%w: onlyCompatible is true or false, not %q", submitter.ErrInvalid, v))
+			return
+		}
+		onlyCompatible = b
+	}
+	if err := f.mayUseRepositoriesOf(r.Context(), ns); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	idx, err := f.charts.repos.Index(r.Context(), ns, onlyCompatible)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	out, err := yaml.Marshal(idx)
+	if err != nil {
+		f.fail(w, r, fmt.Errorf("encode index: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Cache-Control", "no-store, must-revalidate")
+	_, _ = w.Write(out)
+}
+
+// chartGet answers one chart as the console's /api/helm/chart does: Helm's chart as JSON
+// (metadata, lock, templates, values, schema, files). ?url= and/or ?indexEntry= name it,
+// ?namespace= the project repositories it may come from, ?version= a version.
+func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ref := chartsource.Ref{URL: q.Get("url"), IndexEntry: q.Get("indexEntry"), Version: q.Get("version"), Namespace: q.Get("namespace")}
+	if ref.URL == "" && ref.IndexEntry == "" {
+		f.fail(w, r, fmt.Errorf("%w: query parameter url or indexEntry is required", submitter.ErrInvalid))
+		return
+	}
+	if err := f.mayUseRepositoriesOf(r.Context(), ref.Namespace); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	c, err := f.charts.source.Get(r.Context(), ref)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	// The cached chart is shared and read-only; encoding only reads it.
+	writeJSON(w, http.StatusOK, c.Loaded)
+}
+
+// template renders what an install of the request would create, without a cluster or a
+// reservation, and answers the console's shape: the manifests as text/yaml.
+func (f *Function) template(w http.ResponseWriter, r *http.Request) {
+	var req api.ReleaseRequest
+	if err := decode(w, r, &req); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	if err := req.Validate(true); err != nil {
+		f.fail(w, r, fmt.Errorf("%w: %v", submitter.ErrInvalid, err))
+		return
+	}
+	if err := f.mayUseRepositoriesOf(r.Context(), req.Namespace); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	c, err := f.charts.source.Get(r.Context(), req.Chart())
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	ch, err := c.Fresh()
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	check, err := c.Fresh()
+	if err == nil {
+		err = helmexec.CheckDependencies(check, req.Values)
+	}
+	if err != nil {
+		f.fail(w, r, fmt.Errorf("%w: %v", submitter.ErrValues, err))
+		return
+	}
+	out, err := helmexec.Render(r.Context(), helmexec.RenderRequest{Namespace: req.Namespace, Name: req.Name,
+		Chart: ch, Values: req.Values, KubeVersion: f.charts.repos.KubeVersion})
+	if err != nil {
+		f.fail(w, r, fmt.Errorf("%w: render %s: %v", submitter.ErrValues, req.Chart(), err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/yaml")
+	_, _ = w.Write([]byte(out))
+}

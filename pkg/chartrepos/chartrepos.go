@@ -1,0 +1,513 @@
+// Package chartrepos keeps the chart repositories each namespace sees, as the OpenShift
+// console does: the enabled HelmChartRepository objects (cluster-scoped, credentials in
+// openshift-config), the namespace's ProjectHelmChartRepository objects (credentials in
+// their own namespace), and CHART_REPOSITORIES. It serves their merged index
+// (helm.openshift.io/v1beta1 objects read over unstructured: async-helm does not depend on
+// openshift/api) from a cache refreshed in the background, keyed "<chart>--<repo>".
+package chartrepos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"helm.sh/helm/v3/pkg/repo"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
+)
+
+// The console's chart repository resources.
+var (
+	ClusterGVR = schema.GroupVersionResource{Group: "helm.openshift.io", Version: "v1beta1", Resource: "helmchartrepositories"}
+	ProjectGVR = schema.GroupVersionResource{Group: "helm.openshift.io", Version: "v1beta1", Resource: "projecthelmchartrepositories"}
+)
+
+// ConfigNamespace holds the CA ConfigMaps and TLS Secrets of cluster repositories.
+const ConfigNamespace = "openshift-config"
+
+// Keys of the referenced objects, as openshift/api documents them.
+const (
+	KeyCABundle = "ca-bundle.crt"
+	KeyTLSCert  = "tls.crt"
+	KeyTLSKey   = "tls.key"
+	KeyUsername = "username"
+	KeyPassword = "password"
+)
+
+// Scope says where a repository comes from.
+type Scope string
+
+const (
+	ScopeEnv     Scope = "env"     // CHART_REPOSITORIES
+	ScopeCluster Scope = "cluster" // HelmChartRepository
+	ScopeProject Scope = "project" // ProjectHelmChartRepository
+)
+
+// Repo is one configured repository.
+type Repo struct {
+	chartsource.Repository
+	Scope     Scope
+	Namespace string // of a project repository
+	// DisplayName and Description are spec.name and spec.description.
+	DisplayName, Description string
+	Disabled                 bool
+}
+
+// id names a repository's configuration in the index cache: a changed URL or credentials
+// make a new entry (fetched on the next refresh).
+func (r Repo) id() string {
+	h := sha256.New()
+	for _, b := range [][]byte{[]byte(r.Scope), []byte(r.Namespace), []byte(r.Name), []byte(r.URL),
+		[]byte(r.Username), []byte(r.Password), r.CA, r.CertPEM, r.KeyPEM} {
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Set is the repositories of the cluster and of CHART_REPOSITORIES, with their indexes.
+type Set struct {
+	Dynamic dynamic.Interface
+	Client  kubernetes.Interface
+	// Env are CHART_REPOSITORIES (name -> URL) and the credentials of CHART_REPOSITORY_SECRETS.
+	Env      map[string]string
+	EnvCreds map[string]chartsource.Credentials
+	// Source fetches indexes (address policy, size bound, credentials).
+	Source *chartsource.Source
+	// Refresh is how often every index is fetched again (default 5m); a change of a
+	// repository object refreshes at once.
+	Refresh time.Duration
+	// CredentialsTTL is how long a CA, certificate or password read from the cluster is
+	// reused (default 1m): rotated credentials are picked up within it; a failed read is
+	// retried after 5 s at most.
+	CredentialsTTL time.Duration
+	// FetchTimeout bounds the fetch of one index (default 30s).
+	FetchTimeout time.Duration
+	// KubeVersion is the cluster's version, for onlyCompatible.
+	KubeVersion string
+	// NoIndex keeps no index cache (the executor only resolves repositories).
+	NoIndex bool
+	Log     *zap.SugaredLogger
+
+	cluster, project cache.GenericLister
+	kick             chan struct{}
+	refreshed        chan struct{} // closed after the first refresh
+
+	mu      sync.RWMutex
+	indexes map[string]*fetched // by Repo.id
+	creds   map[string]credsEntry
+	// refreshes counts finished refreshes (tests wait on it).
+	refreshes int
+}
+
+type fetched struct {
+	index *repo.IndexFile
+	err   error
+}
+
+type credsEntry struct {
+	value []byte
+	err   error
+	at    time.Time
+}
+
+// Start watches the repository objects and refreshes indexes until ctx ends. Resources the
+// cluster does not serve (the CRDs are not installed) are skipped with a warning: only
+// CHART_REPOSITORIES are seen then, as the console sees no repositories.
+func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) error {
+	if s.Log == nil {
+		s.Log = zap.NewNop().Sugar()
+	}
+	s.kick = make(chan struct{}, 1)
+	s.refreshed = make(chan struct{})
+	s.indexes = map[string]*fetched{}
+	s.creds = map[string]credsEntry{}
+	served := map[string]bool{}
+	if disc != nil {
+		if list, err := disc.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String()); err == nil {
+			for _, r := range list.APIResources {
+				served[r.Name] = true
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("discover %s: %w", ClusterGVR.GroupVersion(), err)
+		}
+	}
+	if s.Dynamic != nil {
+		inf := dynamicinformer.NewDynamicSharedInformerFactory(s.Dynamic, 0)
+		onChange := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { s.Kick() },
+			UpdateFunc: func(interface{}, interface{}) { s.Kick() },
+			DeleteFunc: func(interface{}) { s.Kick() },
+		}
+		for _, g := range []struct {
+			gvr    schema.GroupVersionResource
+			lister *cache.GenericLister
+		}{{ClusterGVR, &s.cluster}, {ProjectGVR, &s.project}} {
+			if disc != nil && !served[g.gvr.Resource] {
+				s.Log.Warnw("chart repository resource not served; install config/crds or use OpenShift", "resource", g.gvr.String())
+				continue
+			}
+			gi := inf.ForResource(g.gvr)
+			if _, err := gi.Informer().AddEventHandler(onChange); err != nil {
+				return err
+			}
+			*g.lister = gi.Lister()
+		}
+		inf.Start(ctx.Done())
+		for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("cache of %v did not sync", typ)
+			}
+		}
+	}
+	if s.NoIndex {
+		close(s.refreshed)
+		return nil
+	}
+	go s.loop(ctx)
+	return nil
+}
+
+// Kick asks for a refresh of every index now.
+func (s *Set) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Set) loop(ctx context.Context) {
+	every := s.Refresh
+	if every <= 0 {
+		every = 5 * time.Minute
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	first := true
+	for {
+		s.refresh(ctx)
+		if first {
+			close(s.refreshed)
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.kick:
+			// Objects often change in bursts (an apply of several): take them together.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// refresh fetches the index of every repository of every namespace, a few at a time, and
+// drops the indexes of repositories that are gone.
+func (s *Set) refresh(ctx context.Context) {
+	all := s.all(ctx)
+	results := make([]*fetched, len(all))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, r := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = s.fetch(ctx, r)
+		}()
+	}
+	wg.Wait()
+	next := map[string]*fetched{}
+	for i, r := range all {
+		next[r.id()] = results[i]
+		if results[i].err != nil {
+			s.Log.Warnw("chart repository index not fetched", "repository", r.Name, "scope", r.Scope,
+				"namespace", r.Namespace, "error", results[i].err.Error())
+		}
+	}
+	s.mu.Lock()
+	s.indexes = next
+	s.refreshes++
+	s.mu.Unlock()
+}
+
+func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
+	if r.Err != nil {
+		return &fetched{err: r.Err}
+	}
+	timeout := s.FetchTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	idx, err := s.Source.FetchIndex(ctx, r.Repository)
+	if err != nil {
+		return &fetched{err: err}
+	}
+	return &fetched{index: idx}
+}
+
+// all lists every enabled repository of the cluster: env, cluster and every namespace's.
+func (s *Set) all(ctx context.Context) []Repo {
+	out := s.envRepos()
+	out = append(out, s.clusterRepos(ctx)...)
+	out = append(out, s.projectRepos(ctx, metav1.NamespaceAll)...)
+	kept := out[:0]
+	for _, r := range out {
+		if !r.Disabled {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// Repos are the repositories namespace sees, disabled ones included, one per name: a
+// project repository hides a cluster one of the same name, which hides one of
+// CHART_REPOSITORIES (the console resolves project first, then cluster).
+func (s *Set) Repos(namespace string) []Repo {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	byName := map[string]Repo{}
+	for _, r := range s.envRepos() {
+		byName[r.Name] = r
+	}
+	for _, r := range s.clusterRepos(ctx) {
+		byName[r.Name] = r
+	}
+	if namespace != "" {
+		for _, r := range s.projectRepos(ctx, namespace) {
+			byName[r.Name] = r
+		}
+	}
+	out := make([]Repo, 0, len(byName))
+	for _, r := range byName {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Repositories implements chartsource.Repositories: the enabled repositories namespace sees.
+func (s *Set) Repositories(namespace string) []chartsource.Repository {
+	var out []chartsource.Repository
+	for _, r := range s.Repos(namespace) {
+		if !r.Disabled {
+			out = append(out, r.Repository)
+		}
+	}
+	return out
+}
+
+func (s *Set) envRepos() []Repo {
+	out := make([]Repo, 0, len(s.Env))
+	for name, u := range s.Env {
+		out = append(out, Repo{Repository: chartsource.Repository{Name: name, URL: u, Credentials: s.EnvCreds[name]}, Scope: ScopeEnv})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Set) clusterRepos(ctx context.Context) []Repo {
+	if s.cluster == nil {
+		return nil
+	}
+	objs, err := s.cluster.List(labels.Everything())
+	if err != nil {
+		s.Log.Warnw("list HelmChartRepositories", "error", err.Error())
+		return nil
+	}
+	return s.parseAll(ctx, objs, ScopeCluster)
+}
+
+func (s *Set) projectRepos(ctx context.Context, namespace string) []Repo {
+	if s.project == nil {
+		return nil
+	}
+	var objs []runtime.Object
+	var err error
+	if namespace == metav1.NamespaceAll {
+		objs, err = s.project.List(labels.Everything())
+	} else {
+		objs, err = s.project.ByNamespace(namespace).List(labels.Everything())
+	}
+	if err != nil {
+		s.Log.Warnw("list ProjectHelmChartRepositories", "namespace", namespace, "error", err.Error())
+		return nil
+	}
+	return s.parseAll(ctx, objs, ScopeProject)
+}
+
+func (s *Set) parseAll(ctx context.Context, objs []runtime.Object, scope Scope) []Repo {
+	out := make([]Repo, 0, len(objs))
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		out = append(out, s.parse(ctx, u, scope))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// parse reads one repository object and its credentials. A repository whose configuration
+// is unusable keeps its name with Err set: the index lists it as invalid, an install from it
+// fails saying why.
+func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Scope) Repo {
+	r := Repo{Scope: scope, Repository: chartsource.Repository{Name: u.GetName()}}
+	if scope == ScopeProject {
+		r.Namespace = u.GetNamespace()
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	r.Disabled, _, _ = unstructured.NestedBool(spec, "disabled")
+	r.DisplayName, _, _ = unstructured.NestedString(spec, "name")
+	r.Description, _, _ = unstructured.NestedString(spec, "description")
+	r.URL, _, _ = unstructured.NestedString(spec, "connectionConfig", "url")
+	if r.URL == "" {
+		r.Err = errors.New("spec.connectionConfig.url is empty")
+		return r
+	}
+	credsNS := ConfigNamespace
+	if scope == ScopeProject {
+		credsNS = r.Namespace
+	}
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "ca", "name"); name != "" {
+		if r.CA, r.Err = s.configMapKey(ctx, credsNS, name, KeyCABundle); r.Err != nil {
+			return r
+		}
+	}
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "tlsClientConfig", "name"); name != "" {
+		if r.CertPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSCert); r.Err != nil {
+			return r
+		}
+		if r.KeyPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSKey); r.Err != nil {
+			return r
+		}
+	}
+	// basicAuthConfig is a field of project repositories only (openshift/api).
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "basicAuthConfig", "name"); name != "" && scope == ScopeProject {
+		if len(r.URL) < 8 || r.URL[:8] != "https://" {
+			r.Err = errors.New("basic authentication requires an https repository URL")
+			return r
+		}
+		var user, pass []byte
+		if user, r.Err = s.secretKey(ctx, credsNS, name, KeyUsername); r.Err != nil {
+			return r
+		}
+		if pass, r.Err = s.secretKey(ctx, credsNS, name, KeyPassword); r.Err != nil {
+			return r
+		}
+		r.Username, r.Password = string(user), string(pass)
+	}
+	return r
+}
+
+func (s *Set) configMapKey(ctx context.Context, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, "configmap", ns, name, key, func() ([]byte, bool, error) {
+		cm, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		v, ok := cm.Data[key]
+		return []byte(v), ok, nil
+	})
+}
+
+func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, "secret", ns, name, key, func() ([]byte, bool, error) {
+		sec, err := s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		v, ok := sec.Data[key]
+		return v, ok, nil
+	})
+}
+
+// cached reads one key of a ConfigMap or Secret, reusing what was read within
+// CredentialsTTL: index requests and installs do not each read the cluster.
+func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
+	ck := kind + "/" + ns + "/" + name + "/" + key
+	ttl := s.CredentialsTTL
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	s.mu.RLock()
+	e, ok := s.creds[ck]
+	s.mu.RUnlock()
+	// A failed read is retried sooner: the Secret is often created just after the
+	// repository that names it.
+	if ok && e.err != nil && ttl > 5*time.Second {
+		ttl = 5 * time.Second
+	}
+	if ok && time.Since(e.at) < ttl {
+		return e.value, e.err
+	}
+	v, found, err := read()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
+	case !found:
+		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
+	}
+	s.mu.Lock()
+	if s.creds == nil {
+		s.creds = map[string]credsEntry{}
+	}
+	s.creds[ck] = credsEntry{value: v, err: err, at: time.Now()}
+	s.mu.Unlock()
+	return v, err
+}
+
+// Open builds the set of a function from its cluster config and chart source, starts it,
+// and makes it the source's repositories: index entries and chart URLs then resolve against
+// the same repositories (and credentials) the index lists.
+// With index false no index is kept (nothing is fetched in the background).
+func Open(ctx context.Context, cfg *rest.Config, src *chartsource.Source, index bool, refresh time.Duration, log *zap.SugaredLogger) (*Set, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	s := &Set{Dynamic: dyn, Client: cs, Env: src.Repositories, EnvCreds: src.Credentials, Source: src, Refresh: refresh, Log: log, NoIndex: !index}
+	if v, err := cs.Discovery().ServerVersion(); err == nil {
+		s.KubeVersion = v.String()
+	}
+	if err := s.Start(ctx, cs.Discovery()); err != nil {
+		return nil, err
+	}
+	src.Repos = s
+	return s, nil
+}

@@ -1,0 +1,109 @@
+package chartrepos
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/repo"
+)
+
+// WarningAnnotation is the annotation of the merged index that lists the repositories that
+// could not be read, as the console names it: a JSON list of {"name", "error"}.
+const WarningAnnotation = "console-warning"
+
+// InvalidRepo is one entry of WarningAnnotation.
+type InvalidRepo struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// overwrites: the console hides the entries of the old Red Hat repository name when the
+// new one lists the same chart.
+var overwrites = map[string]string{"openshift-helm-charts": "redhat-helm-repo"}
+
+// Index is the merged index namespace sees ("" for the cluster's and CHART_REPOSITORIES
+// only): every chart of every enabled repository keyed "<chart>--<repo>", chart URLs
+// absolute, versions newest first, library charts left out (they cannot be installed) and,
+// with onlyCompatible, versions whose kubeVersion excludes the cluster's. It is answered from
+// the background cache; a repository not fetched yet (just created) is fetched once now.
+func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) (*repo.IndexFile, error) {
+	select {
+	case <-s.refreshed:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := repo.NewIndexFile()
+	var invalid []InvalidRepo
+	var hidden []string
+	for _, r := range s.Repos(namespace) {
+		if r.Disabled {
+			continue
+		}
+		f := s.cachedIndex(ctx, r)
+		if f.err != nil {
+			invalid = append(invalid, InvalidRepo{Name: r.Name, Error: f.err.Error()})
+			continue
+		}
+		for name, versions := range f.index.Entries {
+			var kept repo.ChartVersions
+			for _, cv := range versions {
+				if cv == nil || cv.Metadata == nil || cv.Type == "library" {
+					continue
+				}
+				if onlyCompatible && cv.KubeVersion != "" && s.KubeVersion != "" && !chartutil.IsCompatibleRange(cv.KubeVersion, s.KubeVersion) {
+					continue
+				}
+				kept = append(kept, cv)
+			}
+			if len(kept) == 0 {
+				continue
+			}
+			if old, ok := overwrites[r.Name]; ok {
+				hidden = append(hidden, name+"--"+old)
+			}
+			out.Entries[name+"--"+r.Name] = kept
+		}
+	}
+	for _, k := range hidden {
+		delete(out.Entries, k)
+	}
+	out.SortEntries()
+	if len(invalid) > 0 {
+		sort.Slice(invalid, func(i, j int) bool { return invalid[i].Name < invalid[j].Name })
+		b, err := json.Marshal(invalid)
+		if err != nil {
+			return nil, err
+		}
+		out.Annotations = map[string]string{WarningAnnotation: string(b)}
+	}
+	return out, nil
+}
+
+// cachedIndex is a repository's index from the cache, fetched now when the background
+// refresh has not seen the repository yet.
+func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
+	id := r.id()
+	s.mu.RLock()
+	f, ok := s.indexes[id]
+	s.mu.RUnlock()
+	if ok {
+		return f
+	}
+	f = s.fetch(ctx, r)
+	if ctx.Err() != nil {
+		return f // the caller left: not a property of the repository
+	}
+	s.mu.Lock()
+	s.indexes[id] = f
+	s.mu.Unlock()
+	return f
+}
+
+// Refreshes is how many background refreshes have finished (for tests).
+func (s *Set) Refreshes() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.refreshes
+}

@@ -1,0 +1,179 @@
+package chartsource
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/repo"
+	"sigs.k8s.io/yaml"
+)
+
+// Repository is one chart repository a namespace sees: its name (the "<repo>" of an index
+// entry "<chart>--<repo>"), URL and credentials. Err is set when its configuration cannot
+// be used (a CA ConfigMap missing, a certificate that does not parse): every use of the
+// repository then fails with it, instead of trying without the credentials.
+type Repository struct {
+	Name string
+	URL  string
+	Credentials
+	Err error
+}
+
+// Repositories are the chart repositories each namespace sees (package chartrepos merges
+// the cluster's HelmChartRepository and ProjectHelmChartRepository objects with
+// CHART_REPOSITORIES).
+type Repositories interface {
+	// Repositories lists what namespace sees, one per name (a project repository hides a
+	// cluster one of the same name, as in the console).
+	Repositories(namespace string) []Repository
+}
+
+// staticRepositories are CHART_REPOSITORIES and CHART_REPOSITORY_SECRETS alone.
+type staticRepositories struct {
+	urls  map[string]string
+	creds map[string]Credentials
+}
+
+func (s staticRepositories) Repositories(string) []Repository {
+	out := make([]Repository, 0, len(s.urls))
+	for name, u := range s.urls {
+		out = append(out, Repository{Name: name, URL: u, Credentials: s.creds[name]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Source) repositories() Repositories {
+	if s.Repos != nil {
+		return s.Repos
+	}
+	return staticRepositories{urls: s.Repositories, creds: s.Credentials}
+}
+
+// Lookup finds the repository an index entry of namespace names.
+func (s *Source) Lookup(namespace, name string) (Repository, error) {
+	for _, r := range s.repositories().Repositories(namespace) {
+		if r.Name == name {
+			return r, r.Err
+		}
+	}
+	return Repository{}, fmt.Errorf("%w: no chart repository %q is configured", ErrNotFound, name)
+}
+
+// forURL finds the repository a chart URL belongs to (by URL prefix) among those namespace
+// sees, and the client to fetch it with; other URLs use the default client.
+func (s *Source) forURL(namespace, u string) (*repoClient, error) {
+	var best *Repository
+	for _, r := range s.repositories().Repositories(namespace) {
+		if strings.HasPrefix(u, strings.TrimSuffix(r.URL, "/")+"/") && (best == nil || len(r.URL) > len(best.URL)) {
+			r := r
+			best = &r
+		}
+	}
+	if best == nil {
+		return &repoClient{http: s.client()}, nil
+	}
+	return s.clientFor(*best)
+}
+
+// repoClient is what fetching from one repository uses: its client (CA, client
+// certificate) and the basic auth sent to the repository's own host.
+type repoClient struct {
+	http *http.Client
+	repo *Repository
+}
+
+// authorize adds the repository's basic auth to a request for its own scheme and host only:
+// a chart URL of its index may point elsewhere (as Helm's PassCredentialsAll=false).
+func (rc *repoClient) authorize(req *http.Request) {
+	if rc.repo == nil || rc.repo.Username == "" {
+		return
+	}
+	base, err := url.Parse(rc.repo.URL)
+	if err == nil && base.Scheme == req.URL.Scheme && base.Host == req.URL.Host {
+		req.SetBasicAuth(rc.repo.Username, rc.repo.Password)
+	}
+}
+
+// clientFor is the guarded client with the repository's TLS settings.
+func (s *Source) clientFor(r Repository) (*repoClient, error) {
+	if r.Err != nil {
+		return nil, fmt.Errorf("%w: chart repository %q: %v", ErrUnreachable, r.Name, r.Err)
+	}
+	hc := s.client()
+	if len(r.CA) == 0 && len(r.CertPEM) == 0 {
+		return &repoClient{http: hc, repo: &r}, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(r.CA) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(r.CA) {
+			return nil, fmt.Errorf("%w: the CA of chart repository %q holds no PEM certificate", ErrUnreachable, r.Name)
+		}
+		cfg.RootCAs = pool
+	}
+	if len(r.CertPEM) > 0 {
+		cert, err := tls.X509KeyPair(r.CertPEM, r.KeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the TLS client certificate of chart repository %q: %v", ErrUnreachable, r.Name, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	t, ok := hc.Transport.(*http.Transport)
+	if !ok {
+		t = http.DefaultTransport.(*http.Transport)
+	}
+	t = t.Clone()
+	t.TLSClientConfig = cfg
+	return &repoClient{repo: &r, http: &http.Client{Transport: t, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}}, nil
+}
+
+// MaxIndexBytes bounds a repository's index.yaml (the console's bound).
+const MaxIndexBytes = 10 << 20
+
+// FetchIndex downloads a repository's index.yaml with its credentials, through the address
+// policy, and makes every chart URL in it absolute.
+func (s *Source) FetchIndex(ctx context.Context, r Repository) (*repo.IndexFile, error) {
+	rc, err := s.clientFor(r)
+	if err != nil {
+		return nil, err
+	}
+	indexURL := strings.TrimSuffix(r.URL, "/")
+	if !strings.HasSuffix(indexURL, "/index.yaml") {
+		indexURL += "/index.yaml"
+	}
+	raw, err := s.fetchWith(ctx, rc, indexURL, MaxIndexBytes)
+	if err != nil {
+		return nil, fmt.Errorf("chart repository %q: %w", r.Name, err)
+	}
+	var idx repo.IndexFile
+	if err := yaml.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrUnreachable, r.Name, err)
+	}
+	base := strings.TrimSuffix(indexURL, "index.yaml")
+	for name, versions := range idx.Entries {
+		kept := versions[:0]
+		for _, cv := range versions {
+			if cv == nil || cv.Metadata == nil {
+				continue // an invalid entry: the console drops it too
+			}
+			for i, u := range cv.URLs {
+				abs, err := repo.ResolveReferenceURL(base, u)
+				if err != nil {
+					return nil, fmt.Errorf("%w: chart %s of repository %q: %v", ErrUnreachable, name, r.Name, err)
+				}
+				cv.URLs[i] = abs
+			}
+			kept = append(kept, cv)
+		}
+		idx.Entries[name] = kept
+	}
+	idx.SortEntries()
+	return &idx, nil
+}
