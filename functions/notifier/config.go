@@ -15,7 +15,7 @@ type Config struct {
 	// Watch with its own metadata informer (default), or take Knative ApiServerSource
 	// events (Reference mode, selector owner=helm) on / when false.
 	Watch   bool `envconfig:"WATCH" default:"true"`
-	Workers int  `envconfig:"WORKERS" default:"4"`
+	Workers int  `envconfig:"WORKERS" default:"32"` // notifier.DefaultWorkers
 	// The sweeper (docs/design.md, "A 201 is a promise").
 	SweepInterval time.Duration `envconfig:"SWEEP_INTERVAL" default:"10s"`
 	RedriveAfter  time.Duration `envconfig:"REDRIVE_AFTER" default:"2m"`

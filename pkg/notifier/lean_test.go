@@ -1,0 +1,124 @@
+package notifier
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// secretGets lists the resourceVersion asked for by each GET of a secret since the last
+// ClearActions.
+func (e *env) secretGets() []string {
+	var rvs []string
+	for _, a := range e.c.Actions() {
+		if g, ok := a.(k8stesting.GetActionImpl); ok && g.GetResource().Resource == "secrets" {
+			rvs = append(rvs, g.GetOptions.ResourceVersion)
+		}
+	}
+	return rvs
+}
+
+// A failure's reason is read at the resourceVersion the index saw (the API server's watch
+// cache answers, not a quorum read of etcd); a status whose chart the labels carry reads
+// nothing.
+func TestDescribeReadsOnlyWhenNeededAtTheIndexedVersion(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusFailed, "hook failed: boom")
+	rev := e.revision("web", 1)
+	if rev.ResourceVersion == "" {
+		t.Fatal("the fake cluster gave no resourceVersion")
+	}
+
+	e.c.ClearActions()
+	var c events.StatusChange
+	if err := e.svc.describe(ctx(t), rev, "deployed", &c); err != nil {
+		t.Fatal(err)
+	}
+	if gets := e.secretGets(); len(gets) != 0 || c.Chart != "tiny" || c.ChartVersion != "1.0.0" {
+		t.Errorf("deployed with a chart label: %d reads, %+v", len(gets), c)
+	}
+
+	e.c.ClearActions()
+	c = events.StatusChange{}
+	if err := e.svc.describe(ctx(t), rev, "failed", &c); err != nil {
+		t.Fatal(err)
+	}
+	if gets := e.secretGets(); len(gets) != 1 || gets[0] != rev.ResourceVersion {
+		t.Errorf("failed: reads at resourceVersions %q, want one at %q", gets, rev.ResourceVersion)
+	}
+	if c.Reason != "hook failed: boom" || c.Chart != "tiny" || c.ChartVersion != "1.0.0" {
+		t.Errorf("failed: %+v", c)
+	}
+
+	// Deleted meanwhile: the event goes out with what the labels say.
+	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), rev.SecretName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c = events.StatusChange{}
+	if err := e.svc.describe(ctx(t), rev, "failed", &c); err != nil || c.Reason != "" || c.Chart != "tiny" {
+		t.Errorf("deleted record: %v, %+v", err, c)
+	}
+}
+
+// blockingSender holds every send until released, counting how many are in flight.
+type blockingSender struct {
+	mu       sync.Mutex
+	inFlight int
+	max      int
+	release  chan struct{}
+}
+
+func (b *blockingSender) Send(ctx context.Context, _ cloudevents.Event) error {
+	b.mu.Lock()
+	b.inFlight++
+	b.max = max(b.max, b.inFlight)
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inFlight--
+		b.mu.Unlock()
+	}()
+	select {
+	case <-b.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *blockingSender) counts() (int, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inFlight, b.max
+}
+
+// Reporting is I/O-bound: by default DefaultWorkers changes are worked on at once (4 did
+// not keep up with 50 full-secret rewrites a second), and no more.
+func TestDefaultWorkersWorkInParallel(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	b := &blockingSender{release: make(chan struct{})}
+	e.svc.Sender = b
+	for i := 0; i < DefaultWorkers+5; i++ {
+		e.reserve(fmt.Sprintf("r%d", i), release.ActionInstall, 1)
+	}
+	if err := e.svc.Start(ctx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { n, _ := b.counts(); return n == DefaultWorkers })
+	close(b.release)
+	waitFor(t, func() bool { n, _ := b.counts(); return n == 0 && e.svc.queue.Len() == 0 })
+	if _, most := b.counts(); most != DefaultWorkers {
+		t.Errorf("at most %d sends at once, want %d", most, DefaultWorkers)
+	}
+}
