@@ -9,6 +9,9 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -120,5 +123,56 @@ func TestDefaultWorkersWorkInParallel(t *testing.T) {
 	waitFor(t, func() bool { n, _ := b.counts(); return n == 0 && e.svc.queue.Len() == 0 })
 	if _, most := b.counts(); most != DefaultWorkers {
 		t.Errorf("at most %d sends at once, want %d", most, DefaultWorkers)
+	}
+}
+
+// patchCounter counts the merge patches asked of the metadata client.
+type patchCounter struct {
+	metadata.Interface
+	patches *int
+}
+
+func (p patchCounter) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return patchCounterGetter{p.Interface.Resource(gvr), p.patches}
+}
+
+type patchCounterGetter struct {
+	metadata.Getter
+	patches *int
+}
+
+func (g patchCounterGetter) Namespace(ns string) metadata.ResourceInterface {
+	return patchCounterResource{g.Getter.Namespace(ns), g.patches}
+}
+
+type patchCounterResource struct {
+	metadata.ResourceInterface
+	patches *int
+}
+
+func (r patchCounterResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
+	*r.patches++
+	return r.ResourceInterface.Patch(ctx, name, pt, data, o, sub...)
+}
+
+// The reported status is recorded through the metadata client (the API server answers
+// with metadata, not the whole record), still as a compare-and-swap.
+func TestMarkNotifiedAsksForMetadataOnly(t *testing.T) {
+	e := newEnv(t)
+	patches := 0
+	e.svc.Metadata = patchCounter{e.c.Metadata(), &patches}
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	rev := e.revision("web", 1)
+	if err := e.svc.markNotified(ctx(t), rev); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.revision("web", 1).Notified; got != "deployed" || patches != 1 {
+		t.Errorf("notified %q after %d metadata patches, want deployed after 1", got, patches)
+	}
+	// Stale: Helm wrote again since; nothing is recorded over it.
+	e.set("web", 1, helmrelease.StatusFailed, "boom")
+	if err := e.svc.markNotified(ctx(t), rev); err != nil || e.revision("web", 1).Notified != "" {
+		t.Errorf("stale mark: %v, notified %q", err, e.revision("web", 1).Notified)
 	}
 }

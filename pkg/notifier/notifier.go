@@ -407,10 +407,13 @@ func (s *Service) describe(ctx context.Context, rev release.Revision, status str
 
 // markNotified records the reported status on the secret. The resourceVersion makes it a
 // compare-and-swap: if Helm changed the secret meanwhile, the new status is reported next.
+// It goes through the metadata client: etcd still rewrites the whole secret, but the API
+// server answers with its metadata instead of encoding the ~100 KiB record back to us.
 func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
 		rev.ResourceVersion, release.AnnotationNotified, rev.Status)
-	_, err := s.Client.CoreV1().Secrets(rev.Namespace).Patch(ctx, rev.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := s.Metadata.Resource(release.SecretsResource).Namespace(rev.Namespace).
+		Patch(ctx, rev.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // a newer version is queued by the watch (or the revision is gone)
 	}
