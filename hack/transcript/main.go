@@ -38,6 +38,7 @@ type line struct {
 func run(in io.Reader, echo io.Writer, out, title string, now func() time.Time) error {
 	var lines []line
 	var start time.Time
+	var rev string // the commit when the demo started (its binaries were built from it)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -48,7 +49,7 @@ func run(in io.Reader, echo io.Writer, out, title string, now func() time.Time) 
 			if !strings.HasPrefix(raw, "== demo") {
 				continue
 			}
-			start = at
+			start, rev = at, commit()
 		}
 		text := raw
 		if i := strings.LastIndex(text, "\r"); i >= 0 {
@@ -62,14 +63,14 @@ func run(in io.Reader, echo io.Writer, out, title string, now func() time.Time) 
 	if start.IsZero() {
 		return fmt.Errorf("no %q line in the input: the demo did not start", "== demo")
 	}
-	return os.WriteFile(out, render(title, start, lines), 0o644)
+	return os.WriteFile(out, render(title, rev, start, lines), 0o644)
 }
 
-func render(title string, start time.Time, lines []line) []byte {
+func render(title, rev string, start time.Time, lines []line) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# The demo, as it ran\n\n")
 	fmt.Fprintf(&b, "Written by `make demo-doc` from a real `%s` on %s (commit %s, %s).\n",
-		title, start.UTC().Format("2006-01-02 15:04 MST"), commit(), machine())
+		title, start.UTC().Format("2006-01-02 15:04 MST"), rev, machine())
 	fmt.Fprintf(&b, "Each line carries the time elapsed since the demo started (m:ss).\n\n")
 	fmt.Fprintf(&b, "## Steps\n\n| at | step |\n|---|---|\n")
 	for _, l := range lines {
