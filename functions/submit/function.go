@@ -130,14 +130,8 @@ func (f *Function) Handler() http.Handler {
 
 func (f *Function) submit(action release.Action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req api.ReleaseRequest
-		if err := decode(w, r, &req); err != nil {
-			f.fail(w, r, err)
-			return
-		}
-		acc, err := f.svc.Submit(r.Context(), action, req, userFrom(r.Context()))
-		if err != nil {
-			f.fail(w, r, err)
+		req, acc, ok := f.acceptSubmit(w, r, action)
+		if !ok {
 			return
 		}
 		f.log.Infow("accepted", "action", action, "namespace", req.Namespace, "release", req.Name,
@@ -145,6 +139,22 @@ func (f *Function) submit(action release.Action) http.HandlerFunc {
 		w.Header().Set("Location", statusURL(req.Namespace, req.Name))
 		writeJSON(w, http.StatusCreated, acc.Secret)
 	}
+}
+
+// acceptSubmit reserves an install's or upgrade's revision (the async and the sync route
+// alike); on an error it has answered.
+func (f *Function) acceptSubmit(w http.ResponseWriter, r *http.Request, action release.Action) (api.ReleaseRequest, *submitter.Accepted, bool) {
+	var req api.ReleaseRequest
+	err := decode(w, r, &req)
+	var acc *submitter.Accepted
+	if err == nil {
+		acc, err = f.svc.Submit(r.Context(), action, req, userFrom(r.Context()))
+	}
+	if err != nil {
+		f.fail(w, r, err)
+		return req, nil, false
+	}
+	return req, acc, true
 }
 
 // receive serves request events from pipelines with the same answers as the HTTP API.

@@ -10,20 +10,15 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitter"
 )
 
 // uninstallAsync is the console's DELETE /api/helm/release/async?ns=&name=&version=: the
 // latest revision is marked uninstalling and the executor runs the uninstall; 204 as the
 // console answers.
 func (f *Function) uninstallAsync(w http.ResponseWriter, r *http.Request) {
-	ns, name, err := nsAndName(r)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	acc, err := f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()))
-	if err != nil {
-		f.fail(w, r, err)
+	ns, name, acc, ok := f.acceptUninstall(w, r)
+	if !ok {
 		return
 	}
 	f.log.Infow("accepted", "action", "uninstall", "namespace", ns, "release", name,
@@ -32,17 +27,41 @@ func (f *Function) uninstallAsync(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// acceptUninstall marks the release's latest revision uninstalling (the async and the sync
+// route alike); on an error it has answered.
+func (f *Function) acceptUninstall(w http.ResponseWriter, r *http.Request) (ns, name string, acc *submitter.UninstallAccepted, ok bool) {
+	ns, name, err := nsAndName(r)
+	if err == nil {
+		acc, err = f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()))
+	}
+	if err != nil {
+		f.fail(w, r, err)
+		return "", "", nil, false
+	}
+	return ns, name, acc, true
+}
+
+// acceptRollback reserves the rollback's revision (the async and the sync route alike); on
+// an error it has answered.
+func (f *Function) acceptRollback(w http.ResponseWriter, r *http.Request) (api.RollbackRequest, *submitter.Accepted, bool) {
+	var req api.RollbackRequest
+	err := decode(w, r, &req)
+	var acc *submitter.Accepted
+	if err == nil {
+		acc, err = f.svc.Rollback(r.Context(), req, userFrom(r.Context()))
+	}
+	if err != nil {
+		f.fail(w, r, err)
+		return req, nil, false
+	}
+	return req, acc, true
+}
+
 // rollbackAsync is PATCH /api/helm/release/async with the console's rollback body: the next
 // revision is reserved pending-rollback; 201 with its secret, as install and upgrade.
 func (f *Function) rollbackAsync(w http.ResponseWriter, r *http.Request) {
-	var req api.RollbackRequest
-	if err := decode(w, r, &req); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	acc, err := f.svc.Rollback(r.Context(), req, userFrom(r.Context()))
-	if err != nil {
-		f.fail(w, r, err)
+	req, acc, ok := f.acceptRollback(w, r)
+	if !ok {
 		return
 	}
 	f.log.Infow("accepted", "action", "rollback", "namespace", req.Namespace, "release", req.Name,
@@ -67,14 +86,8 @@ var syncFailure = map[release.Action]string{
 // as the async route, then answered with the release when it is final.
 func (f *Function) submitSync(action release.Action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req api.ReleaseRequest
-		if err := decode(w, r, &req); err != nil {
-			f.fail(w, r, err)
-			return
-		}
-		acc, err := f.svc.Submit(r.Context(), action, req, userFrom(r.Context()))
-		if err != nil {
-			f.fail(w, r, err)
+		req, acc, ok := f.acceptSubmit(w, r, action)
+		if !ok {
 			return
 		}
 		f.answerFinal(w, r, action, req.Namespace, req.Name, acc.Revision, acc.RequestID)
@@ -83,14 +96,8 @@ func (f *Function) submitSync(action release.Action) http.HandlerFunc {
 
 // rollbackSync is the console's PATCH /api/helm/release.
 func (f *Function) rollbackSync(w http.ResponseWriter, r *http.Request) {
-	var req api.RollbackRequest
-	if err := decode(w, r, &req); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	acc, err := f.svc.Rollback(r.Context(), req, userFrom(r.Context()))
-	if err != nil {
-		f.fail(w, r, err)
+	req, acc, ok := f.acceptRollback(w, r)
+	if !ok {
 		return
 	}
 	f.answerFinal(w, r, release.ActionRollback, req.Namespace, req.Name, acc.Revision, acc.RequestID)
@@ -99,14 +106,8 @@ func (f *Function) rollbackSync(w http.ResponseWriter, r *http.Request) {
 // uninstallSync is the console's DELETE /api/helm/release?ns=&name=: answered, once the
 // release is gone, with Helm's UninstallReleaseResponse as the console answers it.
 func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) {
-	ns, name, err := nsAndName(r)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	acc, err := f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()))
-	if err != nil {
-		f.fail(w, r, err)
+	ns, name, acc, ok := f.acceptUninstall(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := f.syncContext(r)

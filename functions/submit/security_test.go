@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,6 +31,25 @@ func grant(t *testing.T, ns, clusterRole string) {
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The API server's RBAC authorizer sees the binding through its informer, a moment later
+	// (a 403 right after the grant was seen under load): wait until it allows what it grants.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sar, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "dev", Groups: []string{"developers"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "secrets"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev is not allowed to create secrets in %s 30 s after the %s binding", ns, clusterRole)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
 // ActionOptions are install's and upgrade's.
@@ -113,14 +114,20 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	} else {
 		sec, err = c.Upgrade(ctx, req)
 	}
+	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
+}
+
+// accepted prints the release secret an accepted install, upgrade or rollback answered
+// with, and with --wait follows the release to its end.
+func accepted(ctx context.Context, g *Globals, c *submitclient.Client, sec *corev1.Secret, err error, output string, wait bool, ns, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := printAccepted(o.IO.Out, o.Output, sec); err != nil {
+	if err := printAccepted(g.IO.Out, output, sec); err != nil {
 		return err
 	}
-	if !o.Wait {
+	if !wait {
 		return nil
 	}
-	return followToEnd(ctx, o.Globals, c, req.Namespace, req.Name)
+	return followToEnd(ctx, g, c, ns, name)
 }

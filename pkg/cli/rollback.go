@@ -62,14 +62,5 @@ func (o *RollbackOptions) Run(ctx context.Context) error {
 	req := api.RollbackRequest{Name: o.Name, Namespace: o.namespace(), Version: o.Revision,
 		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description}
 	sec, err := c.Rollback(ctx, req)
-	if err != nil {
-		return err
-	}
-	if err := printAccepted(o.IO.Out, o.Output, sec); err != nil {
-		return err
-	}
-	if !o.Wait {
-		return nil
-	}
-	return followToEnd(ctx, o.Globals, c, req.Namespace, req.Name)
+	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
 }
