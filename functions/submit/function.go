@@ -97,6 +97,8 @@ func (f *Function) Start(ctx context.Context) error {
 		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &release.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
+		// One compiled values schema per chart digest, as many as the chart cache is likely to hold.
+		Schemas: submitter.NewSchemas(256),
 	}
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"

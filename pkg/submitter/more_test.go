@@ -3,11 +3,14 @@ package submitter
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -65,10 +68,12 @@ func TestNamespaceLookupError(t *testing.T) {
 	}
 }
 
-// A request whose values satisfy the schema once merged over the chart's defaults passes.
+// A request whose values satisfy the schema once merged over the chart's defaults passes;
+// one that does not is refused in Helm's own words. The compiled schema is kept by digest.
 func TestValidateValues(t *testing.T) {
 	schema := []byte(`{"type":"object","required":["image"],"properties":{"image":{"type":"string"},"replicas":{"type":"integer","minimum":1}}}`)
 	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}, Schema: schema, Values: map[string]interface{}{"image": "nginx"}}
+	schemas := NewSchemas(8)
 	for _, tc := range []struct {
 		name   string
 		values map[string]interface{}
@@ -79,16 +84,50 @@ func TestValidateValues(t *testing.T) {
 		{"below the minimum", map[string]interface{}{"replicas": 0}, false},
 		{"wrong type", map[string]interface{}{"image": 7}, false},
 	} {
-		err := validateValues(ch, tc.values)
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrValues)) {
-			t.Errorf("%s: %v", tc.name, err)
+		for _, s := range []*Schemas{nil, schemas} { // compiled per request, and kept
+			err := s.validateValues(ch, "sha256:c", tc.values)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrValues)) {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			if err == nil {
+				continue
+			}
+			merged, _ := chartutil.CoalesceValues(ch, tc.values)
+			helm := chartutil.ValidateAgainstSingleSchema(merged, schema)
+			if want := ErrValues.Error() + ": " + helm.Error(); err.Error() != want {
+				t.Errorf("%s: %q, want Helm's words %q", tc.name, err, want)
+			}
 		}
 	}
-	if err := validateValues(&chart.Chart{Metadata: &chart.Metadata{Name: "c"}}, map[string]interface{}{"x": 1}); err != nil {
+	if n := len(schemas.compiled.Keys()); n != 1 {
+		t.Errorf("%d schemas kept for one digest", n)
+	}
+	if err := schemas.validateValues(&chart.Chart{Metadata: &chart.Metadata{Name: "c"}}, "", map[string]interface{}{"x": 1}); err != nil {
 		t.Errorf("a chart without schema: %v", err)
 	}
-	if err := validateValues(nil, nil); err != nil {
+	if err := schemas.validateValues(nil, "", nil); err != nil {
 		t.Errorf("no chart: %v", err)
+	}
+}
+
+// A schema that refers to a file or a URL is not checked by submit, which never reads what
+// a chart names (Helm checks it in the executor); nothing is fetched.
+func TestValidateValuesReadsNothingASchemaNames(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits++
+		_, _ = w.Write([]byte(`{"type":"string"}`))
+	}))
+	defer srv.Close()
+	for _, ref := range []string{srv.URL + "/image.json", "file:///etc/passwd"} {
+		schema := []byte(`{"type":"object","properties":{"image":{"$ref":"` + ref + `"}}}`)
+		ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}, Schema: schema}
+		if err := NewSchemas(8).validateValues(ch, "sha256:d", map[string]interface{}{"image": 7}); err != nil {
+			t.Errorf("$ref %s: %v, want the check left to Helm in the executor", ref, err)
+		}
+	}
+	if hits != 0 {
+		t.Errorf("submit fetched the schema's $ref %d times", hits)
 	}
 }
 

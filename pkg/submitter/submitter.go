@@ -12,7 +12,6 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,6 +72,8 @@ type Service struct {
 	Now                              func() time.Time
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
 	Heartbeat Leases
+	// Schemas keeps compiled values schemas by chart digest (nil: compiled per request).
+	Schemas *Schemas
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.
@@ -171,7 +172,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err != nil {
 		return nil, err
 	}
-	if err := validateValues(ch, req.Values); err != nil {
+	if err := s.Schemas.validateValues(ch, digest, req.Values); err != nil {
 		return nil, err
 	}
 	id := s.newID()
@@ -234,22 +235,6 @@ func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmr
 	}
 	digest, err := release.ChartDigest(base.Chart)
 	return base.Chart, digest, err
-}
-
-// validateValues checks the user's values, merged over the chart's defaults, against the
-// chart's values.schema.json, as Helm will before rendering.
-func validateValues(ch *chart.Chart, values map[string]interface{}) error {
-	if ch == nil || len(ch.Schema) == 0 {
-		return nil
-	}
-	merged, err := chartutil.CoalesceValues(ch, values)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrValues, err)
-	}
-	if err := chartutil.ValidateAgainstSingleSchema(merged, ch.Schema); err != nil {
-		return fmt.Errorf("%w: %v", ErrValues, err)
-	}
-	return nil
 }
 
 // admit applies the admission bound on queued revisions, counted from the informer cache.

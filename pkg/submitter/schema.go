@@ -1,0 +1,117 @@
+package submitter
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/util/cache"
+)
+
+// Schemas keeps the compiled values schema of each chart, by the chart's digest: compiling
+// it was a quarter of submit's CPU per request (make bench), and a chart's schema never
+// changes under its digest.
+type Schemas struct {
+	compiled *cache.LRUExpireCache
+}
+
+// NewSchemas keeps the schemas of up to size charts, least recently used first out.
+func NewSchemas(size int) *Schemas {
+	return &Schemas{compiled: cache.NewLRUExpireCache(size)}
+}
+
+// schemaTTL only bounds how long an unused entry's memory is held; a digest's schema is
+// the same forever.
+const schemaTTL = time.Hour
+
+// compiledSchema is a chart's schema compiled, or nil when it cannot be checked here.
+type compiledSchema struct{ schema *jsonschema.Schema }
+
+// refusingLoader loads nothing: submit never reads a file or a URL a chart's schema names
+// (Helm's own loader reads both, from wherever it runs). URNs get Helm's permissive schema.
+type refusingLoader struct{ refused bool }
+
+func (l *refusingLoader) Load(url string) (any, error) {
+	if strings.HasPrefix(url, "urn:") {
+		return jsonschema.UnmarshalJSON(strings.NewReader("true"))
+	}
+	l.refused = true
+	return nil, errors.New("the schema refers to another document: " + url)
+}
+
+// The name Helm compiles a chart's schema under; its validation errors start with it.
+const schemaURL = "file:///values.schema.json"
+
+func compileSchema(raw []byte) (*compiledSchema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	loader := &refusingLoader{}
+	c.UseLoader(loader)
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(schemaURL)
+	if err != nil && loader.refused {
+		// Helm checks such a schema when it runs the action, in the executor.
+		return &compiledSchema{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &compiledSchema{schema: s}, nil
+}
+
+// get compiles the chart's schema once per digest ("" digest: not kept).
+func (s *Schemas) get(digest string, raw []byte) (*compiledSchema, error) {
+	if s != nil && digest != "" {
+		if v, ok := s.compiled.Get(digest); ok {
+			return v.(*compiledSchema), nil
+		}
+	}
+	c, err := compileSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil && digest != "" {
+		s.compiled.Add(digest, c, schemaTTL)
+	}
+	return c, nil
+}
+
+// validateValues checks the user's values, merged over the chart's defaults, against the
+// chart's values.schema.json, as Helm will before rendering, with Helm's wording.
+func (s *Schemas) validateValues(ch *chart.Chart, digest string, values map[string]interface{}) (reterr error) {
+	if ch == nil || len(ch.Schema) == 0 {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil { // as Helm's own check does
+			reterr = fmt.Errorf("%w: unable to validate schema: %s", ErrValues, r)
+		}
+	}()
+	merged, err := chartutil.CoalesceValues(ch, values)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrValues, err)
+	}
+	c, err := s.get(digest, ch.Schema)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrValues, err)
+	}
+	if c.schema == nil {
+		return nil
+	}
+	if err := c.schema.Validate(merged.AsMap()); err != nil {
+		// chartutil.JSONSchemaValidationError's text.
+		msg := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+schemaURL+"#'\n")
+		return fmt.Errorf("%w: %s\n", ErrValues, msg)
+	}
+	return nil
+}
