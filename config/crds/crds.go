@@ -10,12 +10,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -66,21 +63,8 @@ func Install(ctx context.Context, cfg *rest.Config) error {
 		}
 	}
 	for _, o := range objs {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			u, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, ok := c.(map[string]interface{}); ok && m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", o.GetName(), err)
+		if err := knativeapply.WaitEstablished(ctx, ri, o.GetName()); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -98,14 +98,15 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) (int, error) {
 		}
 	}
 	for _, crd := range crds {
-		if err := waitEstablished(ctx, dc.Resource(crdGVR), crd.GetName()); err != nil {
+		if err := WaitEstablished(ctx, dc.Resource(crdGVR), crd.GetName()); err != nil {
 			return created, err
 		}
 	}
 	return len(crds), nil
 }
 
-func waitEstablished(ctx context.Context, ri dynamic.ResourceInterface, name string) error {
+// WaitEstablished waits (30 s at most) until the API server serves the CRD name.
+func WaitEstablished(ctx context.Context, ri dynamic.ResourceInterface, name string) error {
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		u, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
