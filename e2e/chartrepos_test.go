@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +30,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testsink"
@@ -46,18 +45,7 @@ import (
 func servedRepo(t *testing.T, user, pass string) (*httptest.Server, []byte) {
 	t.Helper()
 	dir := t.TempDir()
-	ch, err := loader.LoadDir(filepath.Join(root, "testdata", "charts", "tiny"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chartutil.Save(ch, dir); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := repo.IndexDirectory(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+	if err := chartrepo.Package(dir, "", filepath.Join(root, "testdata", "charts", "tiny")); err != nil {
 		t.Fatal(err)
 	}
 	files := http.FileServer(http.Dir(dir))

@@ -32,33 +32,14 @@ func Start(src, dir string, ln net.Listener) (*Repo, error) {
 	if err != nil {
 		return nil, err
 	}
+	var charts []string
 	for _, e := range entries {
-		p := filepath.Join(src, e.Name())
-		switch {
-		case e.IsDir():
-			ch, err := loader.LoadDir(p)
-			if err != nil {
-				return nil, fmt.Errorf("load %s: %w", p, err)
-			}
-			if _, err := chartutil.Save(ch, dir); err != nil {
-				return nil, fmt.Errorf("package %s: %w", p, err)
-			}
-		case strings.HasSuffix(e.Name(), ".tgz"):
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-				return nil, err
-			}
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".tgz") {
+			charts = append(charts, filepath.Join(src, e.Name()))
 		}
 	}
 	r := &Repo{URL: "http://" + ln.Addr().String(), Dir: dir}
-	idx, err := repo.IndexDirectory(dir, r.URL)
-	if err != nil {
-		return nil, err
-	}
-	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+	if err := Package(dir, r.URL, charts...); err != nil {
 		return nil, err
 	}
 	files := http.FileServer(http.Dir(dir))
@@ -70,6 +51,36 @@ func Start(src, dir string, ln net.Listener) (*Repo, error) {
 	})}
 	go func() { _ = r.server.Serve(ln) }()
 	return r, nil
+}
+
+// Package makes dir a chart repository: each chart directory packaged (an archive copied as
+// it is) and index.yaml, with chart URLs under baseURL ("" leaves them relative, as a
+// repository that moves may write them).
+func Package(dir, baseURL string, charts ...string) error {
+	for _, p := range charts {
+		if strings.HasSuffix(p, ".tgz") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644); err != nil {
+				return err
+			}
+			continue
+		}
+		ch, err := loader.LoadDir(p)
+		if err != nil {
+			return fmt.Errorf("load %s: %w", p, err)
+		}
+		if _, err := chartutil.Save(ch, dir); err != nil {
+			return fmt.Errorf("package %s: %w", p, err)
+		}
+	}
+	idx, err := repo.IndexDirectory(dir, baseURL)
+	if err != nil {
+		return err
+	}
+	return idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644)
 }
 
 // ChartURL is the URL of a chart archive, e.g. ChartURL("tiny", "0.1.0").

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/repo"
+	"github.com/async-helm/async-helm/internal/chartrepo"
 )
 
 // perNamespace are repositories that differ by namespace, as project repositories do.
@@ -24,18 +22,7 @@ func (p perNamespace) Repositories(ns string) []Repository { return p[ns] }
 // repository's host) gets the basic auth, the index is resolved in the request's namespace.
 func TestNamespacedRepositoriesAndCache(t *testing.T) {
 	dir := t.TempDir()
-	ch, err := loader.LoadDir(filepath.Join("..", "..", "testdata", "charts", "tiny"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chartutil.Save(ch, dir); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := repo.IndexDirectory(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+	if err := chartrepo.Package(dir, "", filepath.Join("..", "..", "testdata", "charts", "tiny")); err != nil {
 		t.Fatal(err)
 	}
 	files := http.FileServer(http.Dir(dir))
