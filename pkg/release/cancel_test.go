@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -149,5 +151,21 @@ func TestSelectorLeasesMatchesHeldLeases(t *testing.T) {
 	sel, err := labels.Parse(SelectorLeases)
 	if err != nil || sel.Matches(labels.Set{"app.kubernetes.io/managed-by": "helm"}) {
 		t.Errorf("selector %q: %v", SelectorLeases, err)
+	}
+}
+
+// Current picks an upgrade's base from the cache, but a cache that has not seen the
+// deployed revision must not turn a good upgrade away: it confirms "none" with the API server.
+func TestCurrentConfirmsNoBaseWithTheAPIServer(t *testing.T) {
+	s, c, _ := newStore(t)
+	reserve(t, s, "web", ActionInstall, "r")
+	finish(t, c, "web", 1, helmrelease.StatusDeployed)
+	s.Revisions = staleIndex{}
+	base, err := s.Current(ctx(t), "ns", "web", 2)
+	if err != nil || base == nil || base.Version != 1 || base.Info.Status != helmrelease.StatusDeployed {
+		t.Errorf("Current behind a stale cache = %v, %v; want revision 1, deployed", base, err)
+	}
+	if _, err := s.Deployed(ctx(t), "ns", "web"); err != nil {
+		t.Errorf("Deployed behind a stale cache: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -21,7 +22,16 @@ import (
 // below it if that one failed or was superseded. It is nil when there is none (a first
 // install).
 func (s *Store) Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error) {
-	revs, err := s.History(ctx, namespace, name)
+	rel, err := s.current(ctx, namespace, name, below, s.Revisions != nil)
+	if err == nil && rel == nil && s.Revisions != nil {
+		// "No base" must not come from a cache that lags: confirm it with the API server.
+		return s.current(ctx, namespace, name, below, false)
+	}
+	return rel, err
+}
+
+func (s *Store) current(ctx context.Context, namespace, name string, below int, cached bool) (*helmrelease.Release, error) {
+	revs, err := s.history(ctx, namespace, name, cached)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +57,16 @@ func (s *Store) Current(ctx context.Context, namespace, name string, below int) 
 // Deployed is the latest deployed revision of a release, whose chart a chart-less upgrade
 // runs (the rule of submit and executor alike); ErrNotFound when none is deployed.
 func (s *Store) Deployed(ctx context.Context, namespace, name string) (*helmrelease.Release, error) {
-	revs, err := s.History(ctx, namespace, name)
+	rel, err := s.deployed(ctx, namespace, name, s.Revisions != nil)
+	if errors.Is(err, ErrNotFound) && s.Revisions != nil {
+		// As in Current: a refusal is confirmed with the API server.
+		return s.deployed(ctx, namespace, name, false)
+	}
+	return rel, err
+}
+
+func (s *Store) deployed(ctx context.Context, namespace, name string, cached bool) (*helmrelease.Release, error) {
+	revs, err := s.history(ctx, namespace, name, cached)
 	if err != nil {
 		return nil, err
 	}
