@@ -7,6 +7,8 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/internal/fakekube"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -168,4 +170,35 @@ func TestCurrentConfirmsNoBaseWithTheAPIServer(t *testing.T) {
 	if _, err := s.Deployed(ctx(t), "ns", "web"); err != nil {
 		t.Errorf("Deployed behind a stale cache: %v", err)
 	}
+}
+
+// A cache that has seen revision 1 deployed but not yet revision 2 must not make revision 1
+// the base of revision 3.
+func TestCurrentIgnoresACacheMissingRevisions(t *testing.T) {
+	s, c, _ := newStore(t)
+	reserve(t, s, "web", ActionInstall, "r1")
+	finish(t, c, "web", 1, helmrelease.StatusDeployed)
+	s.Revisions = fixedIndex{mustMeta(t, c, "web", 1)}
+	finish(t, c, "web", 1, helmrelease.StatusSuperseded)
+	reserve(t, s, "web", ActionUpgrade, "r2")
+	finish(t, c, "web", 2, helmrelease.StatusDeployed)
+	base, err := s.Current(ctx(t), "ns", "web", 3)
+	if err != nil || base == nil || base.Version != 2 {
+		t.Errorf("Current(below 3) with a cache that holds only revision 1 = %v, %v; want revision 2", base, err)
+	}
+}
+
+// fixedIndex is a cache frozen at the objects it was given.
+type fixedIndex []interface{}
+
+func (x fixedIndex) ByIndex(string, string) ([]interface{}, error) { return x, nil }
+func (x fixedIndex) IndexKeys(string, string) ([]string, error)    { return nil, nil }
+
+func mustMeta(t *testing.T, c *fakekube.Cluster, name string, rev int) *metav1.ObjectMeta {
+	t.Helper()
+	sec, err := c.CoreV1().Secrets("ns").Get(ctx(t), SecretName(name, rev), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec.ObjectMeta.DeepCopy()
 }

@@ -22,18 +22,24 @@ import (
 // below it if that one failed or was superseded. It is nil when there is none (a first
 // install).
 func (s *Store) Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error) {
-	rel, err := s.current(ctx, namespace, name, below, s.Revisions != nil)
-	if err == nil && rel == nil && s.Revisions != nil {
-		// "No base" must not come from a cache that lags: confirm it with the API server.
-		return s.current(ctx, namespace, name, below, false)
+	if s.Revisions != nil {
+		rel, seen, err := s.current(ctx, namespace, name, below, true)
+		// The cache is trusted only when it has seen revision below-1 (NextRevision's answer
+		// came from it too) and found a base: "no base", or a base picked from a history
+		// missing revisions, must not come from a cache that lags.
+		if err != nil || (rel != nil && seen == below-1) {
+			return rel, err
+		}
 	}
+	rel, _, err := s.current(ctx, namespace, name, below, false)
 	return rel, err
 }
 
-func (s *Store) current(ctx context.Context, namespace, name string, below int, cached bool) (*helmrelease.Release, error) {
+// current also answers the newest revision below below that the history it read holds.
+func (s *Store) current(ctx context.Context, namespace, name string, below int, cached bool) (*helmrelease.Release, int, error) {
 	revs, err := s.history(ctx, namespace, name, cached)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var last *Revision
 	for i := range revs { // newest first
@@ -45,13 +51,18 @@ func (s *Store) current(ctx context.Context, namespace, name string, below int, 
 			last = r
 		}
 		if r.Status == string(helmrelease.StatusDeployed) {
-			return s.Get(ctx, namespace, name, r.Version)
+			rel, err := s.Get(ctx, namespace, name, r.Version)
+			return rel, last.Version, err
 		}
 	}
-	if last != nil && (last.Status == string(helmrelease.StatusFailed) || last.Status == string(helmrelease.StatusSuperseded)) {
-		return s.Get(ctx, namespace, name, last.Version)
+	if last == nil {
+		return nil, 0, nil
 	}
-	return nil, nil
+	if last.Status == string(helmrelease.StatusFailed) || last.Status == string(helmrelease.StatusSuperseded) {
+		rel, err := s.Get(ctx, namespace, name, last.Version)
+		return rel, last.Version, err
+	}
+	return nil, last.Version, nil
 }
 
 // Deployed is the latest deployed revision of a release, whose chart a chart-less upgrade
