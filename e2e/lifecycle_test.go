@@ -181,16 +181,59 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 		t.Errorf("executor metrics lack %s:\n%s", want, grep(m, "actions_total"))
 	}
 
-	// --wait follows an uninstall until the release is gone.
+	// --wait follows an uninstall until the release is gone. The notifier is down for the
+	// whole of it: "uninstalled" comes when it is back, from the executor's tombstone.
 	if out, code := s.ocHelm(t, "-n", ns, "install", "db", tiny, "--wait"); code != 0 {
 		t.Fatalf("install db: exit %d\n%s", code, out)
 	}
+	s.notifier.Stop()
 	out, code = s.ocHelm(t, "-n", ns, "uninstall", "db", "--wait")
 	if code != 0 || !strings.Contains(out, "db: uninstalled") {
 		t.Fatalf("uninstall --wait: exit %d\n%s", code, out)
 	}
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Get(ctx, "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment db after uninstall --wait: %v", err)
+	}
+	if l, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, release.LeaseName("db", 1), metav1.GetOptions{}); err != nil ||
+		l.Annotations[release.AnnotationOutcome] != release.OutcomeUninstalled {
+		t.Fatalf("db's tombstone while the notifier is down: %v, %v", l, err)
+	}
+	if err := s.notifier.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	isDB := func(ev cloudevents.Event) bool {
+		return ev.Type() == events.TypeStatusPrefix+events.StatusUninstalled && ev.Subject() == ns+"/db"
+	}
+	s.sink.WaitFor(t, 60*time.Second, "uninstalled of db after the notifier's restart", func(e []cloudevents.Event) bool {
+		for _, ev := range e {
+			if isDB(ev) {
+				return true
+			}
+		}
+		return false
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(l.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leases left after uninstalled was reported: %v, %v", l, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	n := 0
+	for _, ev := range s.sink.Events() {
+		if isDB(ev) {
+			n++
+			if c, err := events.ParseStatus(ev); err != nil || c.RequestID == "" || c.Chart != "tiny" || c.Revision != 1 {
+				t.Errorf("uninstalled of db: %+v, %v", c, err)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("uninstalled of db sent %d times", n)
 	}
 }
 

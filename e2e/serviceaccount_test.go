@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +28,8 @@ import (
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
@@ -134,14 +137,17 @@ func TestServiceAccountCallerWithABoundToken(t *testing.T) {
 
 	charts := testcharts.Start(t)
 	const key = "serviceaccount-test-signing-key-0123456789"
-	ports, w := wire(t, testsink.Start(t).URL)
+	sink := testsink.Start(t)
+	ports, w := wire(t, sink.URL)
 	executor := teststack.RunPort(t, bins["executor"], ports.Executor, map[string]string{"KUBECONFIG": serviceAccountKubeconfig(t, "async-helm", "executor"),
 		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": key, "POD_NAME": "executor-sa-test"})
 	submit := teststack.RunPort(t, bins["submit"], ports.Submit, map[string]string{"KUBECONFIG": cluster.Kubeconfig, "ALLOW_LOOPBACK_CHARTS": "true",
 		"K_SINK": w.BrokerURL, "EVENT_SIGNING_KEY": key})
+	notifier := teststack.RunPort(t, bins["notifier"], ports.Notifier, map[string]string{"KUBECONFIG": serviceAccountKubeconfig(t, "async-helm", "notifier"),
+		"K_SINK": w.BrokerURL, "EVENT_SIGNING_KEY": key, "NAMESPACES": ns})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("submit log:\n%s\nexecutor log:\n%s", tail(submit.Output()), tail(executor.Output()))
+			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(submit.Output()), tail(executor.Output()), tail(notifier.Output()))
 		}
 	})
 	client := &submitclient.Client{Server: submit.URL, Token: token}
@@ -178,5 +184,30 @@ func TestServiceAccountCallerWithABoundToken(t *testing.T) {
 	}
 	if _, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, ns+"-cr", metav1.GetOptions{}); err == nil {
 		t.Error("the pipeline's chart created a ClusterRole")
+	}
+
+	// The pipeline uninstalls: the executor's tombstone Lease and the notifier's report and
+	// deletion of it work with the shipped rights.
+	if err := client.Uninstall(ctx, ns, "app", 0); err != nil {
+		t.Fatalf("uninstall by the pipeline: %v", err)
+	}
+	sink.WaitFor(t, 2*time.Minute, "uninstalled of app", func(e []cloudevents.Event) bool {
+		for _, ev := range e {
+			if ev.Type() == events.TypeStatusPrefix+events.StatusUninstalled && ev.Subject() == ns+"/app" {
+				return true
+			}
+		}
+		return false
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorTombstones})
+		if err == nil && len(l.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tombstone was not deleted by the notifier's ServiceAccount: %v, %v", l, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -198,6 +198,15 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		if outcome, done, err := s.checkLatest(reqCtx, a, held); done {
 			return outcome, err
 		}
+		// Before Helm deletes the records: the Lease is what reports "uninstalled".
+		chartLabel := rel.Labels[release.LabelChart]
+		if chartLabel == "" && rel.Chart != nil && rel.Chart.Metadata != nil { // a release plain helm installed
+			chartLabel = release.ChartLabel(rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
+		}
+		if err := held.TagUninstall(reqCtx, a.RequestID, chartLabel); err != nil {
+			_ = held.Release(context.WithoutCancel(reqCtx))
+			return "", err
+		}
 	}
 	// A cancel asked while its executor was lost: fail it without running Helm.
 	if by := held.CancelledBy(); by != "" {
@@ -276,7 +285,13 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	case final != nil && final.Info.Status != helmrelease.StatusDeployed:
 		outcome = OutcomeFailed
 	}
-	if lost == "" {
+	switch {
+	case lost != "":
+	case outcome == OutcomeUninstalled:
+		if err := held.Retire(cleanup); err != nil {
+			log.Warnw("uninstall's lease not retired; the notifier reports it once it expires", "error", err)
+		}
+	default:
 		if err := held.Release(cleanup); err != nil {
 			log.Warnw("lease not released; it expires by itself", "error", err)
 		}

@@ -72,8 +72,13 @@ func TestUninstallRunsOnce(t *testing.T) {
 	if e.helm.reqs[0].Revision != 2 || e.helm.reqs[0].Timeout != time.Minute {
 		t.Errorf("Helm asked %+v", e.helm.reqs[0])
 	}
-	if _, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 2), metav1.GetOptions{}); err == nil {
-		t.Error("the lease stayed")
+	// The Lease stays as the uninstall's tombstone: done, nobody holding it, naming the request.
+	l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the tombstone is gone: %v", err)
+	}
+	if ts, ok := release.TombstoneFrom(l, e.clock.Now()); !ok || !ts.Done || ts.RequestID != "req-u" || ts.Chart != "tiny-1.0.0" || l.Spec.HolderIdentity != nil {
+		t.Errorf("tombstone %+v (%v), holder %v", ts, ok, l.Spec.HolderIdentity)
 	}
 	got, err = e.svc.Handle(ctx(t), context.Background(), a, nil)
 	if err != nil || got != OutcomeGone || e.helm.calls.Load() != 1 {
@@ -95,6 +100,9 @@ func TestUninstallFailureIsRecorded(t *testing.T) {
 	st, desc := e.status("web")
 	if st != helmrelease.StatusFailed || !strings.Contains(desc, "pre-delete hook failed") {
 		t.Errorf("revision %s %q", st, desc)
+	}
+	if _, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{}); err == nil {
+		t.Error("a failed uninstall left its Lease")
 	}
 	sec, _ := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
 	if sec.Labels[release.LabelQueued] != "" {

@@ -55,6 +55,11 @@ type Lease interface {
 	Sync(ctx context.Context, key, value string) (lost string, err error)
 	// CancelledBy is who asked, on the lease, for the action to stop ("" for nobody).
 	CancelledBy() string
+	// TagUninstall marks the lease as an uninstall's, whose tombstone it becomes.
+	TagUninstall(ctx context.Context, requestID, chart string) error
+	// Retire gives up a finished uninstall's lease, leaving it as the tombstone the
+	// notifier reports "uninstalled" from.
+	Retire(ctx context.Context) error
 }
 
 // HeartbeatLeases are the Leases of a release.Heartbeat.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -13,9 +14,60 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// An uninstall is reported as uninstalling when marked, then uninstalled when Helm
-// purges the records, with the uninstall's request id; the older revisions' deletion says
-// nothing.
+// uninstall does what an async uninstall does to the cluster: submit's mark, the executor's
+// tagged Lease, Helm's purge of every record, then (retire) the Lease kept as a tombstone.
+// It returns the Lease, still held when retire is false (the executor died).
+func (e *env) uninstall(name string, revs []int, retire bool) *release.Held {
+	e.t.Helper()
+	latest := revs[len(revs)-1]
+	if _, err := e.store.MarkUninstalling(ctx(e.t), release.UninstallMark{Namespace: "ns", Name: name, Revision: latest, RequestID: "req-u"}); err != nil {
+		e.t.Fatal(err)
+	}
+	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	held, err := hb.Hold(ctx(e.t), "ns", release.LeaseName(name, latest))
+	if err != nil || held == nil {
+		e.t.Fatal(held, err)
+	}
+	if err := held.TagUninstall(ctx(e.t), "req-u", "tiny-1.0.0"); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, v := range revs {
+		if err := e.c.CoreV1().Secrets("ns").Delete(ctx(e.t), release.SecretName(name, v), metav1.DeleteOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if retire {
+		if err := held.Retire(ctx(e.t)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return held
+}
+
+func (e *env) leases() int {
+	e.t.Helper()
+	l, err := e.c.CoordinationV1().Leases("ns").List(ctx(e.t), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+func (e *env) checkUninstalled(ev cloudevents.Event) {
+	e.t.Helper()
+	c, err := events.ParseStatus(ev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ev.Type() != "dev.asynchelm.release.status.uninstalled" || c.Name != "web" || c.Revision != 2 || c.RequestID != "req-u" || c.Chart != "tiny" ||
+		ev.ID() != events.StatusEventID("ns", "web", 2, events.StatusUninstalled, "req-u") {
+		e.t.Errorf("uninstalled event %s %s %+v", ev.Type(), ev.ID(), c)
+	}
+}
+
+// An uninstall is reported as uninstalling when marked, then uninstalled from the
+// executor's tombstone, once, with the uninstall's request id; the deletion of the
+// records says nothing, and the tombstone is deleted once reported.
 func TestUninstallReportsUninstalled(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Sweep.Interval = 0
@@ -29,26 +81,139 @@ func TestUninstallReportsUninstalled(t *testing.T) {
 	waitFor(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
 	before := len(e.sink.events())
 
-	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 2, RequestID: "req-u"}); err != nil {
+	held := e.uninstall("web", []int{1, 2}, false)
+	waitFor(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
+	time.Sleep(200 * time.Millisecond)
+	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
+		t.Fatalf("before the executor retired its Lease: sent %v", got)
+	}
+	if err := held.Retire(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(e.sink.events()) == before+1 })
-	for _, v := range []int{1, 2} { // Helm's purge
-		if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), release.SecretName("web", v), metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, func() bool { return len(e.sink.events()) == before+2 })
+	waitFor(t, func() bool { return len(e.sink.events()) == before+2 && e.leases() == 0 })
+	time.Sleep(200 * time.Millisecond)
 	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
 		t.Fatalf("sent %v", got)
 	}
-	last := e.sink.events()[before+1]
-	c, err := events.ParseStatus(last)
-	if err != nil {
+	e.checkUninstalled(e.sink.events()[before+1])
+}
+
+// A notifier that was down for the whole uninstall reports it when it starts, in watch
+// mode and in the ApiServerSource mode alike; a sink that refuses delays it, never loses it.
+func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(map[bool]string{true: "watch", false: "source"}[watch], func(t *testing.T) {
+			e := newEnv(t)
+			e.svc.Sweep.Interval = 0
+			e.reserve("web", release.ActionInstall, 1)
+			e.set("web", 1, helmrelease.StatusSuperseded, "")
+			e.reserve("web", release.ActionUpgrade, 2)
+			e.set("web", 2, helmrelease.StatusDeployed, "")
+			e.uninstall("web", []int{1, 2}, true)
+			e.sink.refuse(true)
+			if err := e.svc.Start(ctx(t), watch); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if e.leases() != 1 {
+				t.Fatal("the tombstone went while the sink refused")
+			}
+			e.sink.refuse(false)
+			waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.leases() == 0 })
+			e.checkUninstalled(e.sink.events()[0])
+		})
+	}
+}
+
+// An executor that died mid-uninstall leaves its Lease held. Once it expires, the sweep
+// decides from the records: none left (Helm deletes them last) is uninstalled; a record
+// still uninstalling is the sweeper's to drive again (the Lease stays for the next
+// executor); a record marked failed needs no event, and the Lease goes.
+func TestAbandonedUninstall(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusSuperseded, "")
+	e.reserve("web", release.ActionUpgrade, 2)
+	e.set("web", 2, helmrelease.StatusDeployed, "")
+	e.uninstall("web", []int{1, 2}, false)
+	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	if last.Type() != "dev.asynchelm.release.status.uninstalled" || c.Name != "web" || c.Revision != 2 || c.RequestID != "req-u" || c.Chart != "tiny" {
-		t.Errorf("uninstalled event %s %+v", last.Type(), c)
+	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if len(e.sink.events()) != 0 || e.leases() != 1 {
+		t.Fatalf("reported while its executor's Lease is live: %v", e.sink.statuses(t))
+	}
+	e.clock.Add(time.Minute)
+	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.leases() == 0 })
+	e.checkUninstalled(e.sink.events()[0])
+
+	// Its records are still there: uninstalling (not done), then failed.
+	e.reserve("api", release.ActionInstall, 1)
+	e.set("api", 1, helmrelease.StatusDeployed, "")
+	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
+		t.Fatal(err)
+	}
+	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	held, err := hb.Hold(ctx(t), "ns", release.LeaseName("api", 1))
+	if err != nil || held == nil {
+		t.Fatal(held, err)
+	}
+	if err := held.TagUninstall(ctx(t), "req-a", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Minute)
+	waitFor(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
+	sent := len(e.sink.events())
+	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if len(e.sink.events()) != sent || e.leases() != 1 {
+		t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.statuses(t)[sent:])
+	}
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.revision("api", 1).Notified == "failed" })
+	sent = len(e.sink.events())
+	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.leases() == 0 })
+	if got := e.sink.statuses(t)[sent:]; len(got) != 0 {
+		t.Errorf("a failed uninstall's tombstone sent %v", got)
+	}
+}
+
+// A hand-run helm uninstall leaves no tombstone: its purge of a record last seen
+// uninstalling is reported as uninstalled, with the record's last labels.
+func TestHandRunUninstallReportedFromTheDeletion(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	if err := e.svc.Start(ctx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
+	e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
+	waitFor(t, func() bool { return e.revision("web", 1).Notified == "uninstalling" })
+	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(e.sink.events()) == 3 })
+	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"deployed", "uninstalling", events.StatusUninstalled}) {
+		t.Fatalf("sent %v", got)
+	}
+	if c, _ := events.ParseStatus(e.sink.events()[2]); c.RequestID != "req-web" || c.Revision != 1 {
+		t.Errorf("uninstalled %+v", c)
 	}
 }
 

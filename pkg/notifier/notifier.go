@@ -114,6 +114,10 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 	} else if err := s.catchUp(ctx); err != nil {
 		return err
 	}
+	// Uninstalls finished while the notifier was away.
+	if err := s.sweepTombstones(ctx); err != nil {
+		return err
+	}
 	workers := s.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -172,7 +176,7 @@ func (s *Service) startIndex(ctx context.Context) error {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && s.uninstalled(key, m) {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && s.deleted(key, m) {
 				s.queue.Add(key)
 			}
 			s.forget(key)
@@ -181,6 +185,9 @@ func (s *Service) startIndex(ctx context.Context) error {
 		return err
 	}
 	s.watching = true
+	if err := s.watchTombstones(ctx); err != nil {
+		return err
+	}
 	return s.Revisions.Run(ctx)
 }
 
@@ -235,17 +242,24 @@ func (s *Service) pop(key string) {
 	}
 }
 
-// uninstalled notes that a secret last seen uninstalling was deleted: Helm purged the
-// records of an uninstalled release, and "uninstalled" is reported for it.
-func (s *Service) uninstalled(key string, m *metav1.PartialObjectMetadata) bool {
+// deleted notes that a secret was deleted; it reports whether statuses remain to be
+// reported for it. A secret last seen uninstalling was purged by Helm's uninstall: for a
+// hand-run helm uninstall, "uninstalled" is reported from here; an async uninstall (the
+// action label) is reported from its executor's tombstone instead (tombstones.go).
+func (s *Service) deleted(key string, m *metav1.PartialObjectMetadata) bool {
 	rev, ok := release.RevisionFromMeta(m)
-	if !ok || rev.Status != release.StatusUninstalling {
+	if !ok {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.backlog[key] = append(s.backlog[key], events.StatusUninstalled)
-	s.gone[key] = rev
+	if rev.Status == release.StatusUninstalling && m.Labels[release.LabelAction] != string(release.ActionUninstall) {
+		s.backlog[key] = append(s.backlog[key], events.StatusUninstalled)
+	}
+	if len(s.backlog[key]) == 0 {
+		return false
+	}
+	s.gone[key] = rev // the last labels name the request
 	return true
 }
 
@@ -302,6 +316,9 @@ func (s *Service) processNext(ctx context.Context) bool {
 // sync reports, in order, every status of one revision seen and not reported yet, then
 // records the last one on the secret (so a restart does not report it again).
 func (s *Service) sync(ctx context.Context, key string) error {
+	if strings.HasPrefix(key, tombstoneKey) {
+		return s.syncTombstone(ctx, key)
+	}
 	m, err := s.lookup(ctx, key)
 	if err != nil {
 		return err

@@ -49,6 +49,9 @@ func (s *Service) sweepLoop(ctx context.Context) {
 			if res.Redriven > 0 || res.Failed > 0 {
 				s.Log.Infow("sweep", "redriven", res.Redriven, "failed", res.Failed)
 			}
+			if err := s.sweepTombstones(ctx); err != nil {
+				s.Log.Warnw("tombstone sweep failed", "error", err)
+			}
 		}
 	}
 }

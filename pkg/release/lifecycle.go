@@ -68,6 +68,8 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	// stay while Helm marks the revision itself, as a reservation's do.
 	rel.Labels[LabelRequestID] = m.RequestID
 	rel.Labels[LabelRevision] = strconv.Itoa(m.Revision)
+	// The executor's tombstone reports this uninstall, not the Secret's deletion.
+	rel.Labels[LabelAction] = string(ActionUninstall)
 	rel.Info.Status = helmrelease.StatusUninstalling
 	rel.Info.Description = UninstallDescription
 	rel.Info.Deleted = helmtime.Time{Time: s.now()}

@@ -19,6 +19,9 @@ const (
 	SelectorPending = SelectorReleaseSecrets + "," + LabelStatus + " in (pending-install,pending-rollback,pending-upgrade,uninstalling)"
 	// SelectorLeases selects the heartbeat Leases of async-helm's revisions.
 	SelectorLeases = LabelManagedBy + "=" + ManagedByUs
+	// SelectorTombstones selects the Leases of uninstalls, which outlive the release's
+	// Secrets until the notifier reports "uninstalled" (tombstone.go).
+	SelectorTombstones = SelectorLeases + "," + LabelAction + "=uninstall"
 )
 
 // SelectorRelease selects the release secrets of one release (every revision).

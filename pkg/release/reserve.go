@@ -286,6 +286,9 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 		rel.Info.Description = reason
 		rel.Info.Deleted = helmtime.Time{}
 		delete(rel.Labels, LabelQueued)
+		// No tombstone will report this one: a later hand-run helm uninstall is reported
+		// from the Secret's deletion (docs/design.md).
+		delete(rel.Labels, LabelAction)
 	} else if IsPending(st.String()) && !adopted(rel) {
 		var base *helmrelease.Release
 		if st == helmrelease.StatusPendingUpgrade || st == helmrelease.StatusPendingRollback {

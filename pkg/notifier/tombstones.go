@@ -1,0 +1,107 @@
+package notifier
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// "uninstalled" is reported from the uninstall's Lease, kept by its executor as a
+// tombstone because Helm deletes every record of the release (docs/design.md). Tombstones
+// share the status queue, under keys with this prefix.
+const tombstoneKey = "tombstone:"
+
+// watchTombstones reports tombstones as soon as the executor retires them (watch mode).
+func (s *Service) watchTombstones(ctx context.Context) error {
+	var synced []cache.InformerSynced
+	for _, ns := range s.namespaces() {
+		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = release.SelectorTombstones }))
+		inf := f.Coordination().V1().Leases().Informer()
+		enqueue := func(obj interface{}) {
+			if l, ok := obj.(*coordinationv1.Lease); ok && l.Annotations[release.AnnotationOutcome] != "" {
+				s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
+			}
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+		}); err != nil {
+			return err
+		}
+		synced = append(synced, inf.HasSynced)
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("tombstone cache did not sync")
+	}
+	return nil
+}
+
+// sweepTombstones queues every tombstone: those whose executor died (no event announces
+// a Lease expiring), and all of them when the notifier does not watch.
+func (s *Service) sweepTombstones(ctx context.Context) error {
+	for _, ns := range s.namespaces() {
+		list, err := s.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorTombstones})
+		if err != nil {
+			return fmt.Errorf("list uninstall tombstones: %w", err)
+		}
+		for i := range list.Items {
+			s.queue.Add(tombstoneKey + list.Items[i].Namespace + "/" + list.Items[i].Name)
+		}
+	}
+	return nil
+}
+
+// syncTombstone reports "uninstalled" for a finished uninstall, then deletes its Lease.
+func (s *Service) syncTombstone(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(strings.TrimPrefix(key, tombstoneKey), "/")
+	l, err := s.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read tombstone %s/%s: %w", ns, name, err)
+	}
+	t, ok := release.TombstoneFrom(l, s.now())
+	if !ok || (!t.Done && !t.Abandoned) {
+		return nil // still running: its Retire, or a later sweep, brings it back
+	}
+	if !t.Done {
+		// Its executor died. Helm deletes the records last: none left means it finished.
+		m, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).Get(ctx, t.SecretName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read %s/%s: %w", ns, t.SecretName(), err)
+		default:
+			if rev, ok := release.RevisionFromMeta(m); ok && release.IsPending(rev.Status) {
+				return nil // the sweeper drives it again
+			}
+			return release.Bury(ctx, s.Client, t) // it failed, and says so itself
+		}
+	}
+	change := events.StatusChange{Namespace: ns, Name: t.Name, Revision: t.Revision,
+		Status: events.StatusUninstalled, RequestID: t.RequestID}
+	change.Chart, change.ChartVersion, _ = release.ParseChartLabel(t.Chart)
+	e, err := events.NewStatus(change)
+	if err != nil {
+		return err
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.Sender.Send(sendCtx, e); err != nil {
+		return err
+	}
+	return release.Bury(ctx, s.Client, t)
+}
