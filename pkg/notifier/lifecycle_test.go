@@ -44,6 +44,15 @@ func (e *env) uninstall(name string, revs []int, retire bool) *release.Held {
 	return held
 }
 
+// upgraded makes release name: revision 1 superseded, revision 2 deployed.
+func (e *env) upgraded(name string) {
+	e.t.Helper()
+	e.reserve(name, release.ActionInstall, 1)
+	e.set(name, 1, helmrelease.StatusSuperseded, "")
+	e.reserve(name, release.ActionUpgrade, 2)
+	e.set(name, 2, helmrelease.StatusDeployed, "")
+}
+
 func (e *env) leases() int {
 	e.t.Helper()
 	l, err := e.c.CoordinationV1().Leases("ns").List(ctx(e.t), metav1.ListOptions{})
@@ -71,10 +80,7 @@ func (e *env) checkUninstalled(ev cloudevents.Event) {
 func TestUninstallReportsUninstalled(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Sweep.Interval = 0
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusSuperseded, "")
-	e.reserve("web", release.ActionUpgrade, 2)
-	e.set("web", 2, helmrelease.StatusDeployed, "")
+	e.upgraded("web")
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +111,7 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 		t.Run(map[bool]string{true: "watch", false: "source"}[watch], func(t *testing.T) {
 			e := newEnv(t)
 			e.svc.Sweep.Interval = 0
-			e.reserve("web", release.ActionInstall, 1)
-			e.set("web", 1, helmrelease.StatusSuperseded, "")
-			e.reserve("web", release.ActionUpgrade, 2)
-			e.set("web", 2, helmrelease.StatusDeployed, "")
+			e.upgraded("web")
 			e.uninstall("web", []int{1, 2}, true)
 			e.sink.refuse(true)
 			if err := e.svc.Start(ctx(t), watch); err != nil {
@@ -132,10 +135,7 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 func TestAbandonedUninstall(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Sweep.Interval = 0
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusSuperseded, "")
-	e.reserve("web", release.ActionUpgrade, 2)
-	e.set("web", 2, helmrelease.StatusDeployed, "")
+	e.upgraded("web")
 	e.uninstall("web", []int{1, 2}, false)
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)

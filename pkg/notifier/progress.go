@@ -2,13 +2,10 @@ package notifier
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -29,25 +26,12 @@ type progressEvents struct {
 
 func (s *Service) startProgress(ctx context.Context, interval time.Duration) error {
 	p := &progressEvents{s: s, interval: interval, latest: map[string]*events.ProgressChange{}, sent: map[string]time.Time{}}
-	var synced []cache.InformerSynced
-	for _, ns := range s.namespaces() {
-		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.LabelSelector = release.SelectorLeases
-			}))
-		inf := f.Coordination().V1().Leases().Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    p.observe,
-			UpdateFunc: func(_, obj interface{}) { p.observe(obj) },
-			DeleteFunc: p.forget,
-		}); err != nil {
-			return err
-		}
-		synced = append(synced, inf.HasSynced)
-		f.Start(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("lease cache did not sync")
+	if err := s.watchLeases(ctx, release.SelectorLeases, cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.observe,
+		UpdateFunc: func(_, obj interface{}) { p.observe(obj) },
+		DeleteFunc: p.forget,
+	}); err != nil {
+		return err
 	}
 	go p.loop(ctx)
 	return nil

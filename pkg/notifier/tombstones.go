@@ -23,27 +23,33 @@ const tombstoneKey = "tombstone:"
 
 // watchTombstones reports tombstones as soon as the executor retires them (watch mode).
 func (s *Service) watchTombstones(ctx context.Context) error {
+	enqueue := func(obj interface{}) {
+		if l, ok := obj.(*coordinationv1.Lease); ok && l.Annotations[release.AnnotationOutcome] != "" {
+			s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
+		}
+	}
+	return s.watchLeases(ctx, release.SelectorTombstones, cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+	})
+}
+
+// watchLeases runs an informer per watched namespace on the Leases selector selects, and
+// waits for their first sync.
+func (s *Service) watchLeases(ctx context.Context, selector string, h cache.ResourceEventHandler) error {
 	var synced []cache.InformerSynced
 	for _, ns := range s.namespaces() {
 		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = release.SelectorTombstones }))
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 		inf := f.Coordination().V1().Leases().Informer()
-		enqueue := func(obj interface{}) {
-			if l, ok := obj.(*coordinationv1.Lease); ok && l.Annotations[release.AnnotationOutcome] != "" {
-				s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
-			}
-		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    enqueue,
-			UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
-		}); err != nil {
+		if _, err := inf.AddEventHandler(h); err != nil {
 			return err
 		}
 		synced = append(synced, inf.HasSynced)
 		f.Start(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("tombstone cache did not sync")
+		return fmt.Errorf("lease cache (%s) did not sync", selector)
 	}
 	return nil
 }
