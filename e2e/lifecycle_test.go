@@ -194,9 +194,9 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Get(ctx, "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment db after uninstall --wait: %v", err)
 	}
-	if l, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, release.LeaseName("db", 1), metav1.GetOptions{}); err != nil ||
-		l.Annotations[release.AnnotationOutcome] != release.OutcomeUninstalled {
-		t.Fatalf("db's tombstone while the notifier is down: %v, %v", l, err)
+	graves, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorTombstones})
+	if err != nil || len(graves.Items) != 1 || graves.Items[0].Annotations[release.AnnotationOutcome] != release.OutcomeUninstalled {
+		t.Fatalf("db's tombstone while the notifier is down: %v, %v", graves, err)
 	}
 	if err := s.notifier.Restart(); err != nil {
 		t.Fatal(err)

@@ -154,6 +154,10 @@ func (c *Cluster) react(a k8stesting.Action) (bool, runtime.Object, error) {
 		if rv := m.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 			return true, nil, conflict(a.GetResource(), m.GetName())
 		}
+		// UID and creation time are the object's for life, whatever the update carries
+		// (Helm's driver sends a Secret built anew).
+		m.SetUID(cur.GetUID())
+		m.SetCreationTimestamp(cur.GetCreationTimestamp())
 		c.stamp(a.GetObject(), false)
 	case "patch":
 		if a, ok := a.(k8stesting.PatchAction); ok {

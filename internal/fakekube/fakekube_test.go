@@ -37,6 +37,14 @@ func TestAPIServerSemantics(t *testing.T) {
 	if _, err := secrets.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("stale update: %v", err)
 	}
+	// An update that carries no UID (Helm's driver builds its Secret anew) keeps the object's.
+	anew := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: s.Labels}}
+	if u, err := secrets.Update(ctx, anew, metav1.UpdateOptions{}); err != nil || u.UID != s.UID || !u.CreationTimestamp.Equal(&s.CreationTimestamp) {
+		t.Fatalf("update without a UID: %v, uid %q (was %q)", err, u.UID, s.UID)
+	}
+	if s, err = secrets.Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	patch := `{"metadata":{"resourceVersion":"` + stale.ResourceVersion + `","annotations":{"a":"b"}}}`
 	if _, err := secrets.Patch(ctx, "a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("stale patch: %v", err)

@@ -192,18 +192,20 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		}
 		return OutcomeDuplicate, nil
 	}
+	var grave release.Tombstone
 	// An uninstall acts on the latest revision: if an upgrade was reserved in the same
 	// instant as the mark, the upgrade wins and the uninstall is failed, never run on it.
 	if a.Action == release.ActionUninstall {
 		if outcome, done, err := s.checkLatest(reqCtx, a, held); done {
 			return outcome, err
 		}
-		// Before Helm deletes the records: the Lease is what reports "uninstalled".
+		// Before Helm deletes the records: the tombstone is what reports "uninstalled".
 		chartLabel := rel.Labels[release.LabelChart]
 		if chartLabel == "" && rel.Chart != nil && rel.Chart.Metadata != nil { // a release plain helm installed
 			chartLabel = release.ChartLabel(rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 		}
-		if err := held.TagUninstall(reqCtx, a.RequestID, chartLabel); err != nil {
+		if grave, err = s.Store.DigTombstone(reqCtx, release.Tombstone{Namespace: a.Namespace, Name: a.Name,
+			Revision: a.Revision, RequestID: a.RequestID, Chart: chartLabel}); err != nil {
 			_ = held.Release(context.WithoutCancel(reqCtx))
 			return "", err
 		}
@@ -279,19 +281,21 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		if _, err := s.Store.MarkFailed(cleanup, a.Namespace, a.Name, a.Revision, reason, overwrite); err != nil {
 			log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
 		}
+		if a.Action == release.ActionUninstall && lost == "" {
+			if err := s.Store.BuryTombstone(cleanup, grave); err != nil {
+				log.Warnw("tombstone of the failed uninstall left; the notifier removes it", "error", err)
+			}
+		}
 		log.Warnw("action failed", "error", runErr, "duration", time.Since(start), "helmLog", logs.Tail())
 	case a.Action == release.ActionUninstall:
 		outcome = OutcomeUninstalled
+		if err := s.Store.FinishTombstone(cleanup, grave); err != nil {
+			log.Warnw("tombstone not finished; the notifier reports it once the lease is gone", "error", err)
+		}
 	case final != nil && final.Info.Status != helmrelease.StatusDeployed:
 		outcome = OutcomeFailed
 	}
-	switch {
-	case lost != "":
-	case outcome == OutcomeUninstalled:
-		if err := held.Retire(cleanup); err != nil {
-			log.Warnw("uninstall's lease not retired; the notifier reports it once it expires", "error", err)
-		}
-	default:
+	if lost == "" {
 		if err := held.Release(cleanup); err != nil {
 			log.Warnw("lease not released; it expires by itself", "error", err)
 		}

@@ -72,13 +72,17 @@ func TestUninstallRunsOnce(t *testing.T) {
 	if e.helm.reqs[0].Revision != 2 || e.helm.reqs[0].Timeout != time.Minute {
 		t.Errorf("Helm asked %+v", e.helm.reqs[0])
 	}
-	// The Lease stays as the uninstall's tombstone: done, nobody holding it, naming the request.
-	l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 2), metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the tombstone is gone: %v", err)
+	if _, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 2), metav1.GetOptions{}); err == nil {
+		t.Error("the heartbeat Lease stayed")
 	}
-	if ts, ok := release.TombstoneFrom(l, e.clock.Now()); !ok || !ts.Done || ts.RequestID != "req-u" || ts.Chart != "tiny-1.0.0" || l.Spec.HolderIdentity != nil {
-		t.Errorf("tombstone %+v (%v), holder %v", ts, ok, l.Spec.HolderIdentity)
+	// The tombstone stays for the notifier: done, naming the request, the chart and the
+	// Secret it deleted.
+	l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.TombstoneName("web", 2, "req-u"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no tombstone: %v", err)
+	}
+	if ts, ok := release.TombstoneFrom(l); !ok || !ts.Done || ts.Name != "web" || ts.Revision != 2 || ts.RequestID != "req-u" || ts.Chart != "tiny-1.0.0" || ts.SecretUID == "" {
+		t.Errorf("tombstone %+v (%v)", ts, ok)
 	}
 	got, err = e.svc.Handle(ctx(t), context.Background(), a, nil)
 	if err != nil || got != OutcomeGone || e.helm.calls.Load() != 1 {
@@ -101,8 +105,8 @@ func TestUninstallFailureIsRecorded(t *testing.T) {
 	if st != helmrelease.StatusFailed || !strings.Contains(desc, "pre-delete hook failed") {
 		t.Errorf("revision %s %q", st, desc)
 	}
-	if _, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{}); err == nil {
-		t.Error("a failed uninstall left its Lease")
+	if l, err := e.c.CoordinationV1().Leases("ns").List(ctx(t), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Errorf("a failed uninstall left Leases (its heartbeat, its tombstone): %v, %v", l, err)
 	}
 	sec, _ := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
 	if sec.Labels[release.LabelQueued] != "" {

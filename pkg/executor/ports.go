@@ -22,6 +22,11 @@ type Store interface {
 	// LiveHistory lists the release's revisions from the API server, newest first (an
 	// uninstall checks its revision is still the latest).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
+	// An uninstall's tombstone: written before Helm runs, finished when it succeeded,
+	// buried when it failed (the notifier reports and buries a finished one).
+	DigTombstone(ctx context.Context, t release.Tombstone) (release.Tombstone, error)
+	FinishTombstone(ctx context.Context, t release.Tombstone) error
+	BuryTombstone(ctx context.Context, t release.Tombstone) error
 }
 
 // Helm runs the Helm actions on a reserved revision (helmexec.Factory), and gives a client
@@ -55,11 +60,6 @@ type Lease interface {
 	Sync(ctx context.Context, key, value string) (lost string, err error)
 	// CancelledBy is who asked, on the lease, for the action to stop ("" for nobody).
 	CancelledBy() string
-	// TagUninstall marks the lease as an uninstall's, whose tombstone it becomes.
-	TagUninstall(ctx context.Context, requestID, chart string) error
-	// Retire gives up a finished uninstall's lease, leaving it as the tombstone the
-	// notifier reports "uninstalled" from.
-	Retire(ctx context.Context) error
 }
 
 // HeartbeatLeases are the Leases of a release.Heartbeat.

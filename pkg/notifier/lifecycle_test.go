@@ -15,20 +15,18 @@ import (
 )
 
 // uninstall does what an async uninstall does to the cluster: submit's mark, the executor's
-// tagged Lease, Helm's purge of every record, then (retire) the Lease kept as a tombstone.
-// It returns the Lease, still held when retire is false (the executor died).
-func (e *env) uninstall(name string, revs []int, retire bool) *release.Held {
+// heartbeat Lease and tombstone, Helm's purge of every record, then (finish) the tombstone
+// finished and the heartbeat released. Unfinished, the heartbeat stays held (the executor
+// died after Helm's purge).
+func (e *env) uninstall(name string, revs []int, finish bool) (release.Tombstone, *release.Held) {
 	e.t.Helper()
 	latest := revs[len(revs)-1]
 	if _, err := e.store.MarkUninstalling(ctx(e.t), release.UninstallMark{Namespace: "ns", Name: name, Revision: latest, RequestID: "req-u"}); err != nil {
 		e.t.Fatal(err)
 	}
-	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
-	held, err := hb.Hold(ctx(e.t), "ns", release.LeaseName(name, latest))
-	if err != nil || held == nil {
-		e.t.Fatal(held, err)
-	}
-	if err := held.TagUninstall(ctx(e.t), "req-u", "tiny-1.0.0"); err != nil {
+	held := e.hold(name, latest)
+	grave, err := e.store.DigTombstone(ctx(e.t), release.Tombstone{Namespace: "ns", Name: name, Revision: latest, RequestID: "req-u", Chart: "tiny-1.0.0"})
+	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, v := range revs {
@@ -36,12 +34,30 @@ func (e *env) uninstall(name string, revs []int, retire bool) *release.Held {
 			e.t.Fatal(err)
 		}
 	}
-	if retire {
-		if err := held.Retire(ctx(e.t)); err != nil {
-			e.t.Fatal(err)
-		}
+	if finish {
+		e.finish(grave, held)
+	}
+	return grave, held
+}
+
+func (e *env) hold(name string, rev int) *release.Held {
+	e.t.Helper()
+	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	held, err := hb.Hold(ctx(e.t), "ns", release.LeaseName(name, rev))
+	if err != nil || held == nil {
+		e.t.Fatal(held, err)
 	}
 	return held
+}
+
+func (e *env) finish(grave release.Tombstone, held *release.Held) {
+	e.t.Helper()
+	if err := e.store.FinishTombstone(ctx(e.t), grave); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := held.Release(ctx(e.t)); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // upgraded makes release name: revision 1 superseded, revision 2 deployed.
@@ -53,9 +69,18 @@ func (e *env) upgraded(name string) {
 	e.set(name, 2, helmrelease.StatusDeployed, "")
 }
 
-func (e *env) leases() int {
+// sweepTombstones runs the sweep's tombstone pass and gives the workers time to act.
+func (e *env) sweepTombstones() {
 	e.t.Helper()
-	l, err := e.c.CoordinationV1().Leases("ns").List(ctx(e.t), metav1.ListOptions{})
+	if err := e.svc.sweepTombstones(ctx(e.t)); err != nil {
+		e.t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+}
+
+func (e *env) tombstones() int {
+	e.t.Helper()
+	l, err := e.c.CoordinationV1().Leases("ns").List(ctx(e.t), metav1.ListOptions{LabelSelector: release.SelectorTombstones})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -87,16 +112,14 @@ func TestUninstallReportsUninstalled(t *testing.T) {
 	waitFor(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
 	before := len(e.sink.events())
 
-	held := e.uninstall("web", []int{1, 2}, false)
+	grave, held := e.uninstall("web", []int{1, 2}, false)
 	waitFor(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
 	time.Sleep(200 * time.Millisecond)
 	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
-		t.Fatalf("before the executor retired its Lease: sent %v", got)
+		t.Fatalf("before the executor finished its tombstone: sent %v", got)
 	}
-	if err := held.Retire(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return len(e.sink.events()) == before+2 && e.leases() == 0 })
+	e.finish(grave, held)
+	waitFor(t, func() bool { return len(e.sink.events()) == before+2 && e.tombstones() == 0 })
 	time.Sleep(200 * time.Millisecond)
 	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
 		t.Fatalf("sent %v", got)
@@ -118,20 +141,20 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond)
-			if e.leases() != 1 {
+			if e.tombstones() != 1 {
 				t.Fatal("the tombstone went while the sink refused")
 			}
 			e.sink.refuse(false)
-			waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.leases() == 0 })
+			waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
 			e.checkUninstalled(e.sink.events()[0])
 		})
 	}
 }
 
-// An executor that died mid-uninstall leaves its Lease held. Once it expires, the sweep
-// decides from the records: none left (Helm deletes them last) is uninstalled; a record
-// still uninstalling is the sweeper's to drive again (the Lease stays for the next
-// executor); a record marked failed needs no event, and the Lease goes.
+// An executor that died mid-uninstall leaves its tombstone unfinished. Once no executor
+// holds the revision, the sweep decides from the records: none left (Helm deletes them
+// last) is uninstalled; a record still uninstalling is the sweeper's to drive again; a
+// record marked failed needs no event, and the tombstone goes.
 func TestAbandonedUninstall(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Sweep.Interval = 0
@@ -140,42 +163,31 @@ func TestAbandonedUninstall(t *testing.T) {
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if len(e.sink.events()) != 0 || e.leases() != 1 {
+	e.sweepTombstones()
+	if len(e.sink.events()) != 0 || e.tombstones() != 1 {
 		t.Fatalf("reported while its executor's Lease is live: %v", e.sink.statuses(t))
 	}
 	e.clock.Add(time.Minute)
-	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.leases() == 0 })
+	e.sweepTombstones()
+	waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
 	e.checkUninstalled(e.sink.events()[0])
 
 	// Its records are still there: uninstalling (not done), then failed.
 	e.reserve("api", release.ActionInstall, 1)
 	e.set("api", 1, helmrelease.StatusDeployed, "")
+	waitFor(t, func() bool { return e.revision("api", 1).Notified == "deployed" }) // the mark is a CAS
 	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
 		t.Fatal(err)
 	}
-	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
-	held, err := hb.Hold(ctx(t), "ns", release.LeaseName("api", 1))
-	if err != nil || held == nil {
-		t.Fatal(held, err)
-	}
-	if err := held.TagUninstall(ctx(t), "req-a", ""); err != nil {
+	e.hold("api", 1)
+	if _, err := e.store.DigTombstone(ctx(t), release.Tombstone{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Add(time.Minute)
 	waitFor(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
 	sent := len(e.sink.events())
-	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if len(e.sink.events()) != sent || e.leases() != 1 {
+	e.sweepTombstones()
+	if len(e.sink.events()) != sent || e.tombstones() != 1 {
 		t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.statuses(t)[sent:])
 	}
 	if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", true); err != nil {
@@ -183,12 +195,48 @@ func TestAbandonedUninstall(t *testing.T) {
 	}
 	waitFor(t, func() bool { return e.revision("api", 1).Notified == "failed" })
 	sent = len(e.sink.events())
-	if err := e.svc.sweepTombstones(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return e.leases() == 0 })
+	e.sweepTombstones()
+	waitFor(t, func() bool { return e.tombstones() == 0 })
 	if got := e.sink.statuses(t)[sent:]; len(got) != 0 {
 		t.Errorf("a failed uninstall's tombstone sent %v", got)
+	}
+}
+
+// A release installed again under the name of one whose uninstall is not reported yet has
+// a revision Secret and a heartbeat Lease of the same names: its executor runs, and the
+// uninstall is reported once that executor is done (the Secret is another one, by UID).
+func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.uninstall("web", []int{1}, false)
+	e.clock.Add(time.Minute) // its executor died after Helm's purge
+	e.reserve("web", release.ActionInstall, 1)
+	held := e.hold("web", 1) // the new install's executor takes the heartbeat
+	if err := e.svc.Start(ctx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.revision("web", 1).Notified == "pending-install" })
+	e.sweepTombstones()
+	if got := e.sink.statuses(t); len(got) != 1 || e.tombstones() != 1 {
+		t.Fatalf("reported while the new install's executor runs: %v", got)
+	}
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	if err := held.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	e.sweepTombstones()
+	waitFor(t, func() bool { return e.tombstones() == 0 })
+	waitFor(t, func() bool { return len(e.sink.events()) == 3 })
+	var uninstalled []events.StatusChange
+	for _, ev := range e.sink.events() {
+		if c, _ := events.ParseStatus(ev); c.Status == events.StatusUninstalled {
+			uninstalled = append(uninstalled, c)
+		}
+	}
+	if len(uninstalled) != 1 || uninstalled[0].RequestID != "req-u" || uninstalled[0].Revision != 1 {
+		t.Errorf("uninstalled events %+v", uninstalled)
 	}
 }
 

@@ -35,6 +35,8 @@ type EventSender interface {
 type Store interface {
 	StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+	// BuryTombstone deletes an uninstall's tombstone once reported (tombstones.go).
+	BuryTombstone(ctx context.Context, t release.Tombstone) error
 }
 
 // Service is the notifier.

@@ -69,7 +69,7 @@ func (s *Service) sweepTombstones(ctx context.Context) error {
 	return nil
 }
 
-// syncTombstone reports "uninstalled" for a finished uninstall, then deletes its Lease.
+// syncTombstone reports "uninstalled" for a finished uninstall, then deletes its tombstone.
 func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	ns, name, _ := strings.Cut(strings.TrimPrefix(key, tombstoneKey), "/")
 	l, err := s.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
@@ -79,22 +79,14 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("read tombstone %s/%s: %w", ns, name, err)
 	}
-	t, ok := release.TombstoneFrom(l, s.now())
-	if !ok || (!t.Done && !t.Abandoned) {
-		return nil // still running: its Retire, or a later sweep, brings it back
+	t, ok := release.TombstoneFrom(l)
+	if !ok {
+		return nil
 	}
 	if !t.Done {
-		// Its executor died. Helm deletes the records last: none left means it finished.
-		m, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).Get(ctx, t.SecretName(), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("read %s/%s: %w", ns, t.SecretName(), err)
-		default:
-			if rev, ok := release.RevisionFromMeta(m); ok && release.IsPending(rev.Status) {
-				return nil // the sweeper drives it again
-			}
-			return release.Bury(ctx, s.Client, t) // it failed, and says so itself
+		done, err := s.abandonedDone(ctx, t)
+		if !done || err != nil {
+			return err
 		}
 	}
 	change := events.StatusChange{Namespace: ns, Name: t.Name, Revision: t.Revision,
@@ -109,5 +101,31 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	if err := s.Sender.Send(sendCtx, e); err != nil {
 		return err
 	}
-	return release.Bury(ctx, s.Client, t)
+	return s.Store.BuryTombstone(ctx, t)
+}
+
+// abandonedDone decides an unfinished tombstone: while an executor holds the revision's
+// Lease, nothing; once none does, Helm finished if the Secret it deleted is gone (Helm
+// deletes the records last), or replaced by a release installed again under the name. A
+// Secret still there, pending, is the sweeper's to drive again; final, it failed and says
+// so itself: the tombstone is buried without an event.
+func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool, error) {
+	alive, err := release.Alive(ctx, s.Client, t.Namespace, release.LeaseName(t.Name, t.Revision), s.now())
+	if alive || err != nil {
+		return false, err
+	}
+	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(t.Namespace).Get(ctx, t.SecretName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s/%s: %w", t.Namespace, t.SecretName(), err)
+	}
+	if string(m.UID) != t.SecretUID {
+		return true, nil
+	}
+	if rev, ok := release.RevisionFromMeta(m); ok && release.IsPending(rev.Status) {
+		return false, nil
+	}
+	return false, s.Store.BuryTombstone(ctx, t)
 }

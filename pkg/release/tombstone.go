@@ -2,124 +2,116 @@ package release
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"time"
+	"strconv"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 )
 
 // An uninstall deletes every record of its release, so "uninstalled" cannot be read from a
-// Secret: the revision's Lease is kept as its tombstone until the notifier has reported it
-// (docs/design.md, "Uninstall and rollback").
+// Secret: the executor writes a tombstone, a Lease of its own, which the notifier reports
+// and deletes (docs/design.md, "Uninstall and rollback"). It is not the revision's
+// heartbeat Lease: a release installed again under the same name reuses that one.
 const (
-	// LabelAction=uninstall marks the Secret an async uninstall marked, and the Lease its
-	// executor holds.
+	// LabelAction=uninstall marks the Secret an async uninstall marked, and its tombstone.
 	LabelAction = "async-helm.io/action"
+	// LabelRelease names the release of a tombstone (LabelRevision its revision).
+	LabelRelease = "async-helm.io/release"
+	// AnnotationSecretUID is the UID of the Secret the uninstall deletes: one of that name
+	// with another UID is a release installed again since.
+	AnnotationSecretUID = "async-helm.io/secret-uid"
 	// AnnotationOutcome=OutcomeUninstalled: Helm's uninstall returned without error.
 	AnnotationOutcome  = "async-helm.io/outcome"
 	OutcomeUninstalled = "uninstalled"
 )
 
-// TagUninstall labels the held Lease as the tombstone-to-be of an uninstall, before Helm
-// runs: request id and chart are what the "uninstalled" event will say.
-func (l *Held) TagUninstall(ctx context.Context, requestID, chart string) error {
-	return l.rewrite(ctx, func(lease *coordinationv1.Lease) {
-		if lease.Labels == nil {
-			lease.Labels = map[string]string{}
-		}
-		lease.Labels[LabelAction] = string(ActionUninstall)
-		lease.Labels[LabelRequestID] = requestID
-		if chart != "" {
-			lease.Labels[LabelChart] = chart
-		}
-	})
-}
-
-// Retire ends the hold of a finished uninstall: the Lease stays, as its tombstone, with
-// the outcome written and no holder.
-func (l *Held) Retire(ctx context.Context) error {
-	return l.rewrite(ctx, func(lease *coordinationv1.Lease) {
-		if lease.Annotations == nil {
-			lease.Annotations = map[string]string{}
-		}
-		lease.Annotations[AnnotationOutcome] = OutcomeUninstalled
-		delete(lease.Annotations, AnnotationProgress)
-		lease.Spec.HolderIdentity = nil
-	})
-}
-
-// rewrite updates the Lease while this action holds it: a compare-and-swap, retried
-// after a conflict only while the Lease is still ours (a renewal or cancel request wrote it).
-func (l *Held) rewrite(ctx context.Context, change func(*coordinationv1.Lease)) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	leases := l.h.Client.CoordinationV1().Leases(l.namespace)
-	for i := 0; i < 3; i++ {
-		next := l.lease.DeepCopy()
-		change(next)
-		out, err := leases.Update(ctx, next, metav1.UpdateOptions{})
-		if err == nil {
-			l.lease = out
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("update lease %s/%s: %w", l.namespace, l.lease.Name, err)
-		}
-		cur, err := leases.Get(ctx, l.lease.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("read lease %s/%s: %w", l.namespace, l.lease.Name, err)
-		}
-		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.holder {
-			return fmt.Errorf("lease %s/%s: taken over by %s", l.namespace, l.lease.Name, ptrString(cur.Spec.HolderIdentity))
-		}
-		l.lease = cur
-	}
-	return fmt.Errorf("update lease %s/%s: kept conflicting", l.namespace, l.lease.Name)
-}
-
-// Tombstone is an uninstall's Lease as the notifier reads it.
+// Tombstone is the record of one accepted uninstall that outlives the release's Secrets.
 type Tombstone struct {
 	Namespace, Name string
 	Revision        int
 	RequestID       string
 	Chart           string
-	// Done: the executor wrote that Helm's uninstall succeeded. Abandoned: nobody holds
-	// the Lease any more and it says nothing (its executor died).
-	Done, Abandoned      bool
+	SecretUID       string
+	// Done: the executor wrote that Helm's uninstall succeeded.
+	Done bool
+
 	uid, resourceVersion string
 }
 
-// SecretName is the Secret of the revision the tombstone is for.
-func (t Tombstone) SecretName() string { return SecretName(t.Name, t.Revision) }
-
-// TombstoneFrom reads a Lease; ok is false for any Lease that is not an uninstall's.
-func TombstoneFrom(l *coordinationv1.Lease, now time.Time) (Tombstone, bool) {
-	name, rev, named := ParseSecretName(l.Name)
-	if !named || l.Labels[LabelManagedBy] != ManagedByUs || l.Labels[LabelAction] != string(ActionUninstall) {
-		return Tombstone{}, false
-	}
-	t := Tombstone{Namespace: l.Namespace, Name: name, Revision: rev, RequestID: l.Labels[LabelRequestID],
-		Chart: l.Labels[LabelChart], uid: string(l.UID), resourceVersion: l.ResourceVersion}
-	t.Done = l.Annotations[AnnotationOutcome] == OutcomeUninstalled
-	t.Abandoned = !t.Done && (l.Spec.HolderIdentity == nil || Expired(l, now))
-	return t, true
+// TombstoneName is the name of the tombstone Lease of one uninstall request.
+func TombstoneName(release string, revision int, requestID string) string {
+	h := sha256.Sum256([]byte(requestID)) // request ids come from events: keep the name a DNS name
+	return SecretName(release, revision) + ".uninstall-" + hex.EncodeToString(h[:6])
 }
 
-// Bury deletes a tombstone that was reported (or is moot), only as it was read: a Lease
-// taken over meanwhile (a redriven uninstall) is left alone and ErrConflict is returned.
-func Bury(ctx context.Context, client kubernetes.Interface, t Tombstone) error {
-	uid, rv := types.UID(t.uid), t.resourceVersion
-	err := client.CoordinationV1().Leases(t.Namespace).Delete(ctx, t.SecretName(),
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+// Lease is where the tombstone lives.
+func (t Tombstone) Lease() string { return TombstoneName(t.Name, t.Revision, t.RequestID) }
+
+// SecretName is the Secret of the revision the uninstall deletes.
+func (t Tombstone) SecretName() string { return SecretName(t.Name, t.Revision) }
+
+// TombstoneFrom reads a Lease; ok is false for any Lease that is not a tombstone.
+func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
+	rev, err := strconv.Atoi(l.Labels[LabelRevision])
+	if l.Labels[LabelManagedBy] != ManagedByUs || l.Labels[LabelAction] != string(ActionUninstall) || err != nil || l.Labels[LabelRelease] == "" {
+		return Tombstone{}, false
+	}
+	return Tombstone{Namespace: l.Namespace, Name: l.Labels[LabelRelease], Revision: rev,
+		RequestID: l.Labels[LabelRequestID], Chart: l.Labels[LabelChart], SecretUID: l.Annotations[AnnotationSecretUID],
+		Done: l.Annotations[AnnotationOutcome] == OutcomeUninstalled, uid: string(l.UID), resourceVersion: l.ResourceVersion}, true
+}
+
+// DigTombstone writes the tombstone of an uninstall before Helm runs it, with the UID of the
+// revision's Secret as it is now. A redriven uninstall finds its own and keeps it.
+func (s *Store) DigTombstone(ctx context.Context, t Tombstone) (Tombstone, error) {
+	sec, err := s.Client.CoreV1().Secrets(t.Namespace).Get(ctx, t.SecretName(), metav1.GetOptions{})
+	if err != nil {
+		return t, fmt.Errorf("read %s/%s for its tombstone: %w", t.Namespace, t.SecretName(), err)
+	}
+	t.SecretUID = string(sec.UID)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: t.Lease(),
+		Labels: map[string]string{LabelManagedBy: ManagedByUs, LabelAction: string(ActionUninstall),
+			LabelRelease: t.Name, LabelRevision: strconv.Itoa(t.Revision), LabelRequestID: t.RequestID},
+		Annotations: map[string]string{AnnotationSecretUID: t.SecretUID}}}
+	if t.Chart != "" {
+		l.Labels[LabelChart] = t.Chart
+	}
+	_, err = s.Client.CoordinationV1().Leases(t.Namespace).Create(ctx, l, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return t, fmt.Errorf("write tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
+	}
+	return t, nil
+}
+
+// FinishTombstone records that Helm's uninstall succeeded: the notifier reports it now.
+func (s *Store) FinishTombstone(ctx context.Context, t Tombstone) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationOutcome, OutcomeUninstalled)
+	_, err := s.Client.CoordinationV1().Leases(t.Namespace).Patch(ctx, t.Lease(), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("finish tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
+	}
+	return nil
+}
+
+// BuryTombstone deletes a tombstone that was reported (or needs no report). One read from
+// the cluster is deleted only as it was read (UID and resourceVersion as preconditions).
+func (s *Store) BuryTombstone(ctx context.Context, t Tombstone) error {
+	var opts metav1.DeleteOptions
+	if t.uid != "" {
+		uid, rv := types.UID(t.uid), t.resourceVersion
+		opts.Preconditions = &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}
+	}
+	err := s.Client.CoordinationV1().Leases(t.Namespace).Delete(ctx, t.Lease(), opts)
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("%w: tombstone %s/%s changed", ErrConflict, t.Namespace, t.SecretName())
+		return fmt.Errorf("%w: tombstone %s/%s changed", ErrConflict, t.Namespace, t.Lease())
 	}
-	return fmt.Errorf("delete tombstone %s/%s: %w", t.Namespace, t.SecretName(), err)
+	return fmt.Errorf("delete tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
 }
