@@ -60,6 +60,15 @@ func (e *env) finish(grave release.Tombstone, held *release.Held) {
 	}
 }
 
+// deployedWeb is an environment without sweeps, holding release web, revision 1 deployed.
+func deployedWeb(t *testing.T) *env {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "")
+	return e
+}
+
 // upgraded makes release name: revision 1 superseded, revision 2 deployed.
 func (e *env) upgraded(name string) {
 	e.t.Helper()
@@ -206,10 +215,7 @@ func TestAbandonedUninstall(t *testing.T) {
 // a revision Secret and a heartbeat Lease of the same names: its executor runs, and the
 // uninstall is reported once that executor is done (the Secret is another one, by UID).
 func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
-	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e := deployedWeb(t)
 	e.uninstall("web", []int{1}, false)
 	e.clock.Add(time.Minute) // its executor died after Helm's purge
 	e.reserve("web", release.ActionInstall, 1)
@@ -243,10 +249,7 @@ func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
 // A hand-run helm uninstall leaves no tombstone: its purge of a record last seen
 // uninstalling is reported as uninstalled, with the record's last labels.
 func TestHandRunUninstallReportedFromTheDeletion(t *testing.T) {
-	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e := deployedWeb(t)
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
