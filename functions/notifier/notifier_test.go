@@ -262,6 +262,11 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	// Not ours: the helm CLI's revision 2, carrying our copied labels.
 	h.reserveWithEvent(t, "cli")
 	h.helmCLIUpgrade(t, "cli")
+	// Not ours either: helm uninstall run by hand on a revision we installed (Helm's mark
+	// keeps our labels; a slow uninstall stays uninstalling past every deadline here).
+	h.reserveWithEvent(t, "byhand")
+	h.set(t, "byhand", 1, helmrelease.StatusDeployed, "Install complete")
+	h.set(t, "byhand", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
 
 	evs := redrive.WaitFor(t, 20*time.Second, "the stored event sent again", func(e []cloudevents.Event) bool { return len(e) > 0 })
 	if evs[0].ID() != queued.ID() || string(evs[0].Data()) != string(queued.Data()) {
@@ -286,6 +291,9 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	}
 	if st := h.status(t, "cli", 2).Info.Status; st != helmrelease.StatusPendingUpgrade {
 		t.Errorf("the helm CLI's revision became %s: the sweeper touched a revision that is not ours", st)
+	}
+	if rel := h.status(t, "byhand", 1); rel.Info.Status != helmrelease.StatusUninstalling {
+		t.Errorf("a hand-run helm uninstall became %s %q: the sweeper touched a revision that is not ours", rel.Info.Status, rel.Info.Description)
 	}
 }
 

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -302,5 +303,21 @@ func TestSweeperDrivesAnUninstall(t *testing.T) {
 	}
 	if st, desc := e.status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") {
 		t.Errorf("revision %s %q", st, desc)
+	}
+}
+
+// A helm uninstall run by hand on a revision async-helm installed is Helm's own (no action
+// label): the sweeper neither re-sends nor fails it, however long it takes.
+func TestSweeperLeavesAHandRunUninstallAlone(t *testing.T) {
+	e := deployedWeb(t)
+	e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
+	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, release.LabelModifiedAt, t0.Unix()))
+	e.clock.Add(3 * time.Hour) // past Grace and QueueDeadline
+	res, err := e.svc.SweepOnce(ctx(t))
+	if err != nil || res != (SweepResult{}) {
+		t.Errorf("sweep of a hand-run uninstall: %+v, %v", res, err)
+	}
+	if st, desc := e.status("web", 1); st != helmrelease.StatusUninstalling {
+		t.Errorf("the hand-run uninstall is now %s %q", st, desc)
 	}
 }

@@ -137,6 +137,14 @@ func TestRevisionFromMeta(t *testing.T) {
 		{"copied labels of an older revision", meta(helm(map[string]string{LabelRevision: "1", LabelQueued: "true"}), nil),
 			true, Revision{Namespace: "ns", Name: "web", Status: "pending-upgrade", Version: 2,
 				SecretName: "sh.helm.release.v1.web.v2", ResourceVersion: "7", Queued: true, Created: created}},
+		// Helm's uninstall keeps our labels on the revision it marks: only our own mark
+		// (the action label) makes an uninstalling revision ours to drive.
+		{"our uninstall", meta(helm(map[string]string{"status": "uninstalling", LabelRevision: "2", LabelAction: "uninstall", LabelModifiedAt: "1764583200"}), nil),
+			true, Revision{Namespace: "ns", Name: "web", Status: "uninstalling", Version: 2,
+				SecretName: "sh.helm.release.v1.web.v2", ResourceVersion: "7", Ours: true, Created: time.Unix(1764583200, 0)}},
+		{"a hand-run helm uninstall of our revision", meta(helm(map[string]string{"status": "uninstalling", LabelRevision: "2", LabelModifiedAt: "1764583200"}), nil),
+			true, Revision{Namespace: "ns", Name: "web", Status: "uninstalling", Version: 2,
+				SecretName: "sh.helm.release.v1.web.v2", ResourceVersion: "7", Created: time.Unix(1764583200, 0)}},
 		{"queued only when true", meta(helm(map[string]string{LabelRevision: "2", LabelQueued: "yes"}), nil),
 			true, Revision{Namespace: "ns", Name: "web", Status: "pending-upgrade", Version: 2,
 				SecretName: "sh.helm.release.v1.web.v2", ResourceVersion: "7", Ours: true, Created: created}},

@@ -123,7 +123,9 @@ type Revision struct {
 	Namespace, Name, Status, RequestID, SecretName, Chart, Notified string
 	Version                                                         int
 	ResourceVersion                                                 string
-	// Ours: async-helm wrote this revision (LabelRevision equals the version).
+	// Ours: async-helm wrote this revision (LabelRevision equals the version) and, when it
+	// is uninstalling, marked it so (LabelAction): Helm's own uninstall keeps our labels on
+	// the revision it marks, and a hand-run one is not ours to drive or fail.
 	Ours bool
 	// Queued: accepted, not started (not adopted by an executor yet).
 	Queued bool
@@ -149,7 +151,7 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 		Namespace: m.GetNamespace(), Name: l[LabelName], Status: l[LabelStatus], Version: v,
 		RequestID: l[LabelRequestID], SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion(),
 		Chart: l[LabelChart], Notified: a[AnnotationNotified],
-		Ours:         l[LabelRevision] == l[LabelVersion],
+		Ours:         l[LabelRevision] == l[LabelVersion] && (l[LabelStatus] != StatusUninstalling || l[LabelAction] == string(ActionUninstall)),
 		Queued:       l[LabelQueued] == "true",
 		DeadLettered: a[AnnotationDeadLettered] != "",
 		Created:      m.GetCreationTimestamp().Time,
