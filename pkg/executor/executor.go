@@ -199,16 +199,6 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		if outcome, done, err := s.checkLatest(reqCtx, a, held); done {
 			return outcome, err
 		}
-		// Before Helm deletes the records: the tombstone is what reports "uninstalled".
-		chartLabel := rel.Labels[release.LabelChart]
-		if chartLabel == "" && rel.Chart != nil && rel.Chart.Metadata != nil { // a release plain helm installed
-			chartLabel = release.ChartLabel(rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
-		}
-		if grave, err = s.Store.DigTombstone(reqCtx, release.Tombstone{Namespace: a.Namespace, Name: a.Name,
-			Revision: a.Revision, RequestID: a.RequestID, Chart: chartLabel}); err != nil {
-			_ = held.Release(context.WithoutCancel(reqCtx))
-			return "", err
-		}
 	}
 	// A cancel asked while its executor was lost: fail it without running Helm.
 	if by := held.CancelledBy(); by != "" {
@@ -218,6 +208,13 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		}
 		_ = held.Release(context.WithoutCancel(reqCtx))
 		return OutcomeFailed, nil
+	}
+
+	if a.Action == release.ActionUninstall {
+		if grave, err = s.digTombstone(reqCtx, a, rel); err != nil {
+			_ = held.Release(context.WithoutCancel(reqCtx))
+			return "", err
+		}
 	}
 
 	// The action outlives the delivery's context (a broker timing out must not abort a
@@ -365,6 +362,17 @@ func (s *Service) callerOptions(a events.Action) []helmexec.Option {
 		return nil
 	}
 	return []helmexec.Option{helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra)}
+}
+
+// digTombstone writes an uninstall's tombstone before Helm deletes the records: it is what
+// reports "uninstalled" once they are gone (docs/design.md).
+func (s *Service) digTombstone(ctx context.Context, a events.Action, rel *helmrelease.Release) (release.Tombstone, error) {
+	chartLabel := rel.Labels[release.LabelChart]
+	if chartLabel == "" && rel.Chart != nil && rel.Chart.Metadata != nil { // a release plain helm installed
+		chartLabel = release.ChartLabel(rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
+	}
+	return s.Store.DigTombstone(ctx, release.Tombstone{Namespace: a.Namespace, Name: a.Name,
+		Revision: a.Revision, RequestID: a.RequestID, Chart: chartLabel})
 }
 
 // checkLatest fails an uninstall whose revision is no longer the release's latest; done

@@ -404,8 +404,6 @@ func (losingLease) Keep(_ context.Context, lost func(string))            { lost(
 func (losingLease) Release(context.Context) error                        { panic("a lost lease must not be released") }
 func (losingLease) Sync(context.Context, string, string) (string, error) { return "", nil }
 func (losingLease) CancelledBy() string                                  { return "" }
-func (losingLease) TagUninstall(context.Context, string, string) error   { return nil }
-func (losingLease) Retire(context.Context) error                         { panic("a lost lease must not be retired") }
 
 // What the executor asks Helm for.
 func TestRequest(t *testing.T) {

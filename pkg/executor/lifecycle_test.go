@@ -169,3 +169,25 @@ func TestRollbackRunsOnce(t *testing.T) {
 		t.Errorf("redelivery %s, Helm ran %d times", got, e.helm.calls.Load())
 	}
 }
+
+// An uninstall cancelled while its executor was lost is failed without Helm, and leaves
+// no tombstone: there is nothing "uninstalled" to report.
+func TestUninstallCancelledBeforeTheRunLeavesNoTombstone(t *testing.T) {
+	e := newEnv(t, 1)
+	e.deployRev("web", 1, helmrelease.StatusDeployed)
+	a := e.markUninstall("web", 1, "req-u")
+	dead := &release.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
+		t.Fatal(h, err)
+	}
+	if _, err := dead.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(2 * time.Minute)
+	if o, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || o != OutcomeFailed || e.helm.calls.Load() != 0 {
+		t.Fatalf("Handle = %q, %v; Helm ran %d times", o, err, e.helm.calls.Load())
+	}
+	if l, err := e.c.CoordinationV1().Leases("ns").List(ctx(t), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Errorf("Leases left: %v, %v", l, err)
+	}
+}
