@@ -339,13 +339,18 @@ type capturingSecrets struct {
 	readObj, updated *corev1.Secret
 }
 
-func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+// decorate adds this write's labels and data to what Helm's driver built.
+func (c *capturingSecrets) decorate(s *corev1.Secret) {
 	for k, v := range c.addLabels {
 		s.Labels[k] = v
 	}
 	for k, v := range c.addData {
 		s.Data[k] = v
 	}
+}
+
+func (c *capturingSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	c.decorate(s)
 	out, err := c.SecretInterface.Create(c.ctx, s, o)
 	c.created = out
 	return out, err
@@ -364,12 +369,7 @@ func (c *capturingSecrets) Update(_ context.Context, s *corev1.Secret, o metav1.
 	if c.conditional {
 		s.ResourceVersion = c.read
 	}
-	for k, v := range c.addLabels {
-		s.Labels[k] = v
-	}
-	for k, v := range c.addData {
-		s.Data[k] = v
-	}
+	c.decorate(s)
 	out, err := c.SecretInterface.Update(c.ctx, s, o)
 	c.updated = out
 	return out, err
