@@ -24,8 +24,10 @@ const tombstoneKey = "tombstone:"
 // watchTombstones reports tombstones as soon as the executor retires them (watch mode).
 func (s *Service) watchTombstones(ctx context.Context) error {
 	enqueue := func(obj interface{}) {
-		if l, ok := obj.(*coordinationv1.Lease); ok && l.Annotations[release.AnnotationOutcome] != "" {
-			s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			if t, ok := release.TombstoneFrom(l); ok && t.Done {
+				s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
+			}
 		}
 	}
 	return s.watchLeases(ctx, release.SelectorTombstones, cache.ResourceEventHandlerFuncs{

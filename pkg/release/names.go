@@ -21,7 +21,7 @@ const (
 	SelectorLeases = LabelManagedBy + "=" + ManagedByUs
 	// SelectorTombstones selects the Leases of uninstalls, which outlive the release's
 	// Secrets until the notifier reports "uninstalled" (tombstone.go).
-	SelectorTombstones = SelectorLeases + "," + LabelAction + "=uninstall"
+	SelectorTombstones = SelectorLeases + "," + LabelAction + "=" + string(ActionUninstall)
 )
 
 // SelectorRelease selects the release secrets of one release (every revision).

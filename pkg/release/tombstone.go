@@ -69,7 +69,8 @@ func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
 // DigTombstone writes the tombstone of an uninstall before Helm runs it, with the UID of the
 // revision's Secret as it is now. A redriven uninstall finds its own and keeps it.
 func (s *Store) DigTombstone(ctx context.Context, t Tombstone) (Tombstone, error) {
-	sec, err := s.Client.CoreV1().Secrets(t.Namespace).Get(ctx, t.SecretName(), metav1.GetOptions{})
+	// Only its UID is needed: a metadata read, not the ~100 KiB record.
+	sec, err := s.Metadata.Resource(SecretsResource).Namespace(t.Namespace).Get(ctx, t.SecretName(), metav1.GetOptions{})
 	if err != nil {
 		return t, fmt.Errorf("read %s/%s for its tombstone: %w", t.Namespace, t.SecretName(), err)
 	}
