@@ -1,0 +1,199 @@
+// Package consumed records which accepted events were acted on, in state only async-helm
+// writes: a Lease per request id in async-helm's own namespace. A tenant can copy a signed
+// event and relabel a Secret in its namespace; it cannot write these records, so an event is
+// bound to the one reservation Secret (by UID) it was first consumed for.
+package consumed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// DefaultNamespace is async-helm's own namespace when ASYNC_HELM_NAMESPACE is not set.
+const DefaultNamespace = "async-helm"
+
+// Label marks a consumed record (Prune lists by it).
+const Label = "async-helm.io/consumed"
+
+const (
+	annRequestID = "async-helm.io/request-id"
+	annNamespace = "async-helm.io/namespace"
+	annName      = "async-helm.io/name"
+	annAction    = "async-helm.io/action"
+	annRevision  = "async-helm.io/revision"
+	annSecretUID = "async-helm.io/secret-uid"
+	annAt        = "async-helm.io/consumed-at"
+)
+
+// maxRequestIDBytes bounds what is stored: request ids come from signed events, but a
+// record is not the place to keep an arbitrary blob.
+const maxRequestIDBytes = 253
+
+// ErrConsumedElsewhere: the request id was already consumed for another reservation Secret.
+var ErrConsumedElsewhere = errors.New("request already consumed for another release record")
+
+// ErrInvalid: the record cannot be stored (empty or oversized request id, no UID).
+var ErrInvalid = errors.New("invalid consumed record")
+
+// Record is what a consumed request was bound to.
+type Record struct {
+	RequestID, Namespace, Name, Action string
+	Revision                           int
+	SecretUID                          types.UID
+	At                                 time.Time
+}
+
+// Store keeps the records as Leases in Namespace (DefaultNamespace when empty).
+type Store struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Now       func() time.Time
+}
+
+// LeaseName is the record's name for a request id: a hash, so any id gives a valid name.
+func LeaseName(requestID string) string {
+	h := sha256.Sum256([]byte(requestID))
+	return "consumed-" + hex.EncodeToString(h[:20])
+}
+
+func (s *Store) ns() string {
+	if s.Namespace == "" {
+		return DefaultNamespace
+	}
+	return s.Namespace
+}
+
+func (s *Store) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// Consume binds r.RequestID to r.SecretUID. first is true when this call created the
+// record; false with a nil error when it already existed for the same UID (a redelivery
+// resumes); ErrConsumedElsewhere when it exists for another UID.
+func (s *Store) Consume(ctx context.Context, r Record) (first bool, err error) {
+	if r.RequestID == "" || len(r.RequestID) > maxRequestIDBytes || r.SecretUID == "" {
+		return false, fmt.Errorf("%w: request id %q, secret uid %q", ErrInvalid, r.RequestID, r.SecretUID)
+	}
+	if r.At.IsZero() {
+		r.At = s.now()
+	}
+	_, err = s.Client.CoordinationV1().Leases(s.ns()).Create(ctx, toLease(r), metav1.CreateOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("consume request %s: %w", r.RequestID, err)
+	}
+	got, err := s.Lookup(ctx, r.RequestID)
+	if err != nil {
+		return false, err
+	}
+	if got == nil { // pruned between our create and read: try once more
+		return s.retryCreate(ctx, r)
+	}
+	if got.SecretUID != r.SecretUID {
+		return false, fmt.Errorf("%w: request %s is bound to %s, not %s", ErrConsumedElsewhere, r.RequestID, got.SecretUID, r.SecretUID)
+	}
+	return false, nil
+}
+
+func (s *Store) retryCreate(ctx context.Context, r Record) (bool, error) {
+	if _, err := s.Client.CoordinationV1().Leases(s.ns()).Create(ctx, toLease(r), metav1.CreateOptions{}); err != nil {
+		return false, fmt.Errorf("consume request %s: %w", r.RequestID, err)
+	}
+	return true, nil
+}
+
+// Lookup reads the record of a request id; nil, nil when there is none.
+func (s *Store) Lookup(ctx context.Context, requestID string) (*Record, error) {
+	l, err := s.Client.CoordinationV1().Leases(s.ns()).Get(ctx, LeaseName(requestID), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up consumed request %s: %w", requestID, err)
+	}
+	r, ok := fromLease(l)
+	if !ok || r.RequestID != requestID {
+		// Only async-helm writes here, but a record it cannot read must not pass as "none"
+		// (that would let the id be consumed again): treat it as bound to nothing we hold.
+		return &Record{RequestID: requestID, SecretUID: "unreadable:" + l.UID}, nil
+	}
+	return &r, nil
+}
+
+// Prune deletes the records consumed longer than olderThan ago and answers how many went.
+func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	leases := s.Client.CoordinationV1().Leases(s.ns())
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: Label + "=true"})
+	if err != nil {
+		return 0, fmt.Errorf("list consumed requests: %w", err)
+	}
+	cutoff := s.now().Add(-olderThan)
+	n := 0
+	for i := range list.Items {
+		l := &list.Items[i]
+		if at, ok := consumedAt(l); ok && !at.Before(cutoff) {
+			continue
+		}
+		uid, rv := l.UID, l.ResourceVersion
+		err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return n, fmt.Errorf("prune consumed request %s: %w", l.Name, err)
+		}
+		if err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func toLease(r Record) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   LeaseName(r.RequestID),
+			Labels: map[string]string{Label: "true"},
+			Annotations: map[string]string{
+				annRequestID: r.RequestID,
+				annNamespace: r.Namespace,
+				annName:      r.Name,
+				annAction:    r.Action,
+				annRevision:  strconv.Itoa(r.Revision),
+				annSecretUID: string(r.SecretUID),
+				annAt:        r.At.UTC().Format(time.RFC3339Nano),
+			},
+		},
+	}
+}
+
+func fromLease(l *coordinationv1.Lease) (Record, bool) {
+	a := l.Annotations
+	rev, err := strconv.Atoi(a[annRevision])
+	at, ok := consumedAt(l)
+	if err != nil || !ok || a[annRequestID] == "" || a[annSecretUID] == "" {
+		return Record{}, false
+	}
+	return Record{
+		RequestID: a[annRequestID], Namespace: a[annNamespace], Name: a[annName], Action: a[annAction],
+		Revision: rev, SecretUID: types.UID(a[annSecretUID]), At: at,
+	}, true
+}
+
+func consumedAt(l *coordinationv1.Lease) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339Nano, l.Annotations[annAt])
+	return at, err == nil
+}
