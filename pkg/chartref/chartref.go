@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -31,40 +30,42 @@ func (r Ref) String() string {
 	return RedactURL(r.URL)
 }
 
-// RedactURL is one URL without the credentials of its authority, also when the URL does not
-// parse (a space or a stray "%" in a password).
-func RedactURL(u string) string {
-	i := strings.Index(u, "://")
-	if i < 0 {
-		return Redact(u)
-	}
-	rest := u[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return u
-	}
-	return u[:i+3] + Redacted + rest[at:]
-}
-
-// userinfo is the "user:password@" of every URL in a text: from the scheme up to the last
-// "@" before the path (a password may hold a raw "@").
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s"'<>]*@`)
+// RedactURL is Redact, kept for callers that name one URL.
+//
+// Deprecated: use Redact, the one redaction.
+func RedactURL(u string) string { return Redact(u) }
 
 // Redacted stands where credentials were.
 const Redacted = "REDACTED"
 
-// Redact removes the credentials (user and password) of every URL in s: a chart URL may
-// carry them (https://user:pass@host/...), and errors, failure reasons, events and logs
-// print URLs.
+// Redact removes the credentials (user and password) of every URL in s, a URL or any text
+// holding URLs (an error, a failure reason, a log line): a chart or repository URL may carry
+// them (https://user:pass@host/...). The userinfo is everything from "://" to the last "@"
+// before the authority ends ("/", "?", "#", a quote, "<", ">" or a line break): a password
+// may hold "@" or a space (a URL that does not parse, quoted by url.Parse's error). In plain
+// text that may redact more than the userinfo, never less.
 func Redact(s string) string {
-	if !strings.Contains(s, "@") {
+	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
 		return s
 	}
-	return userinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, "/?#\"'<>\n\r")
+		if end < 0 {
+			end = len(s)
+		}
+		if at := strings.LastIndex(s[:end], "@"); at >= 0 {
+			b.WriteString(Redacted)
+			s = s[at:]
+		}
+	}
 }
 
 // RedactError is err with the credentials of the URLs in its message redacted; errors.Is

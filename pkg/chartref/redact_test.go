@@ -17,6 +17,10 @@ func TestCredentialsInURLsAreRedacted(t *testing.T) {
 		`Get "https://alice:***@h/x.tgz": dial tcp: refused`: `Get "https://REDACTED@h/x.tgz": dial tcp: refused`,
 		"from http://a:b@h1/x to https://c:d@h2/y":           "from http://REDACTED@h1/x to https://REDACTED@h2/y",
 		"plain text without URLs, user@example.com":          "plain text without URLs, user@example.com",
+		// url.Parse's error quotes a URL that does not parse, spaces and all.
+		`parse "https://alice:my secret@h/index.yaml": invalid character " " in host name`: `parse "https://REDACTED@h/index.yaml": invalid character " " in host name`,
+		"https://alice:my secret@h":                    "https://REDACTED@h",
+		"chart repository \"r\": oci://u:p w@h:5000/x": "chart repository \"r\": oci://REDACTED@h:5000/x",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
