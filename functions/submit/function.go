@@ -13,6 +13,8 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
@@ -75,7 +77,13 @@ func (f *Function) Start(ctx context.Context) error {
 		return err
 	}
 	if f.cfg.Authentication {
-		f.authn = &auth.Authenticator{Client: cl.Typed}
+		// TokenReviews get a client of their own (its own rate limiter): anyone who reaches
+		// submit can send unknown tokens, and their reviews must not queue the reservations.
+		reviews, err := kubernetes.NewForConfig(rest.CopyConfig(cl.Config))
+		if err != nil {
+			return fmt.Errorf("token review client: %w", err)
+		}
+		f.authn = &auth.Authenticator{Client: reviews}
 		f.authz = &auth.Authorizer{Client: cl.Typed}
 	} else {
 		f.log.Warnw("AUTHENTICATION=false: every caller acts as submit's and executor's own service accounts")

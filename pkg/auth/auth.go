@@ -18,6 +18,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -43,18 +44,48 @@ type User struct {
 }
 
 // Authenticator validates tokens with the API server, caching answers briefly so the path
-// to 201 does not pay a TokenReview per request.
+// to 201 does not pay a TokenReview per request, and so a flood of bad tokens does not
+// send a TokenReview per request either (anyone who reaches submit can send them).
 type Authenticator struct {
+	// Client sends the TokenReviews. Give it a client of its own (its own rate limiter):
+	// reviews of unknown tokens then never queue the reservations of good callers.
 	Client kubernetes.Interface
-	TTL    time.Duration
+	// TTL is how long an accepted token is trusted without a review (default 10 s).
+	TTL time.Duration
+	// RejectedTTL is how long a rejected token is refused without a review (default 10 s);
+	// a token that becomes valid (rare: tokens are valid from their issue) waits that long.
+	RejectedTTL time.Duration
+	// CacheSize bounds each cache, least recently used out (default 10,000).
+	CacheSize int
+	// Clock is the time of the caches (tests move it by hand); nil is the wall clock.
+	Clock Clock
 
-	mu    sync.Mutex
-	cache map[[32]byte]cachedUser
+	once     sync.Once
+	accepted *cache.LRUExpireCache // sha256(token) -> *User
+	rejected *cache.LRUExpireCache // sha256(token) -> error
 }
 
-type cachedUser struct {
-	user    *User
-	expires time.Time
+// Clock tells the time (fakekube.Clock in tests).
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (a *Authenticator) caches() (accepted, rejected *cache.LRUExpireCache) {
+	a.once.Do(func() {
+		size := a.CacheSize
+		if size <= 0 {
+			size = 10000
+		}
+		var c Clock = wallClock{}
+		if a.Clock != nil {
+			c = a.Clock
+		}
+		a.accepted = cache.NewLRUExpireCacheWithClock(size, c)
+		a.rejected = cache.NewLRUExpireCacheWithClock(size, c)
+	})
+	return a.accepted, a.rejected
 }
 
 // Authenticate finds the caller of r: a bearer token, else the console's session cookie
@@ -107,19 +138,21 @@ func refusePrivileged(u *User) error {
 
 func (a *Authenticator) review(ctx context.Context, token string) (*User, error) {
 	key := sha256.Sum256([]byte(token))
-	now := time.Now()
-	a.mu.Lock()
-	if c, ok := a.cache[key]; ok && now.Before(c.expires) {
-		a.mu.Unlock()
-		return c.user, nil
+	accepted, rejected := a.caches()
+	if u, ok := accepted.Get(key); ok {
+		return u.(*User), nil
 	}
-	a.mu.Unlock()
+	if err, ok := rejected.Get(key); ok {
+		return nil, err.(error)
+	}
 	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("token review: %w", err)
+		return nil, fmt.Errorf("token review: %w", err) // not the token's fault: not cached
 	}
 	if !tr.Status.Authenticated {
-		return nil, fmt.Errorf("%w: token not accepted by the API server", ErrUnauthenticated)
+		err := fmt.Errorf("%w: token not accepted by the API server", ErrUnauthenticated)
+		rejected.Add(key, err, orDefault(a.RejectedTTL))
+		return nil, err
 	}
 	u := &User{Name: tr.Status.User.Username, UID: tr.Status.User.UID, Groups: tr.Status.User.Groups}
 	if len(tr.Status.User.Extra) > 0 {
@@ -128,17 +161,15 @@ func (a *Authenticator) review(ctx context.Context, token string) (*User, error)
 			u.Extra[k] = v
 		}
 	}
-	ttl := a.TTL
-	if ttl <= 0 {
-		ttl = 10 * time.Second
-	}
-	a.mu.Lock()
-	if a.cache == nil || len(a.cache) > 10000 {
-		a.cache = map[[32]byte]cachedUser{}
-	}
-	a.cache[key] = cachedUser{user: u, expires: now.Add(ttl)}
-	a.mu.Unlock()
+	accepted.Add(key, u, orDefault(a.TTL))
 	return u, nil
+}
+
+func orDefault(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return 10 * time.Second
+	}
+	return ttl
 }
 
 // Authorizer asks the API server what a user may do, caching "allowed" briefly (as the API

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/async-helm/async-helm/internal/fakekube"
 )
 
 // apiserver answers TokenReviews from tokens and SubjectAccessReviews from grants, and
@@ -217,5 +220,57 @@ func TestAuthorizerAPIError(t *testing.T) {
 	}
 	if ok, err := a.Allowed(ctx(t), &User{Name: "alice"}, Need{Verb: "list", Resource: "secrets", Namespace: "ns"}); ok || err == nil {
 		t.Errorf("Allowed = %v, %v", ok, err)
+	}
+}
+
+// A rejected token is refused from the cache for RejectedTTL: a flood of one bad token
+// sends one TokenReview, not one per request, and good tokens are still reviewed.
+func TestRejectedTokensCached(t *testing.T) {
+	api := newAPIServer()
+	clock := fakekube.NewClock(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	a := &Authenticator{Client: api, Clock: clock, RejectedTTL: 10 * time.Second}
+	stolen := request("GET", map[string]string{"Authorization": "Bearer stolen"}, nil)
+	for i := 0; i < 100; i++ {
+		if _, err := a.Authenticate(ctx(t), stolen); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if api.tokenReviews != 1 {
+		t.Errorf("100 requests with one bad token sent %d TokenReviews, want 1", api.tokenReviews)
+	}
+	if u, err := a.Authenticate(ctx(t), request("GET", map[string]string{"Authorization": "Bearer alice-token"}, nil)); err != nil || u.Name != "alice" {
+		t.Errorf("a good token beside the flood: %v, %v", u, err)
+	}
+	clock.Add(9 * time.Second)
+	_, _ = a.Authenticate(ctx(t), stolen)
+	if api.tokenReviews != 2 { // the bad one still cached, alice's review
+		t.Errorf("%d reviews before the rejection expired, want 2", api.tokenReviews)
+	}
+	// After RejectedTTL the token is reviewed again: a token the API server now accepts works.
+	api.tokens["stolen"] = authnv1.UserInfo{Username: "carol"}
+	clock.Add(2 * time.Second)
+	if u, err := a.Authenticate(ctx(t), stolen); err != nil || u.Name != "carol" {
+		t.Errorf("after RejectedTTL: %v, %v", u, err)
+	}
+	// API errors are not the token's fault: never cached.
+	broken := request("GET", map[string]string{"Authorization": "Bearer broken"}, nil)
+	_, _ = a.Authenticate(ctx(t), broken)
+	_, _ = a.Authenticate(ctx(t), broken)
+	if api.tokenReviews != 5 {
+		t.Errorf("%d reviews, want 5 (API errors reviewed each time)", api.tokenReviews)
+	}
+}
+
+// The caches are bounded: distinct bad tokens evict the least recently used, never grow
+// past CacheSize.
+func TestTokenCachesBounded(t *testing.T) {
+	api := newAPIServer()
+	a := &Authenticator{Client: api, CacheSize: 8}
+	for i := 0; i < 100; i++ {
+		_, _ = a.Authenticate(ctx(t), request("GET", map[string]string{"Authorization": "Bearer bad-" + strconv.Itoa(i)}, nil))
+	}
+	_, rejected := a.caches()
+	if n := len(rejected.Keys()); n != 8 {
+		t.Errorf("rejected cache holds %d tokens, want 8", n)
 	}
 }
