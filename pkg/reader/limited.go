@@ -33,11 +33,11 @@ const fetchEach = 32
 
 // heads caches the decoded head (api.ReleaseInfo) of each release secret by UID and
 // resourceVersion: a list with limitInfo decodes only records that changed since the last
-// list of the same namespace. Each list replaces its namespace's entries, so the cache
-// holds only what the last list of each namespace returned.
+// list of the same namespace. Each list replaces the entries of the namespaces it read, so
+// the cache holds only what the last list of each namespace returned.
 type heads struct {
 	mu sync.Mutex
-	by map[string]map[types.UID]head // namespace ("" = all) -> uid -> head
+	by map[string]map[types.UID]head // namespace -> uid -> head
 }
 
 type head struct {
@@ -51,26 +51,10 @@ type head struct {
 // Helm's full decode of every revision was most of a list's time. With an Index, which
 // records exist comes from a metadata-only list, and only records that changed since the
 // last list are read whole.
-func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.ReleaseInfo, error) {
-	var metas []metav1.Object
-	bodies := map[types.UID]*corev1.Secret{}
-	if s.Index != nil {
-		ms, err := s.Index.ReleaseMetas(ctx, namespace)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range ms {
-			metas = append(metas, m)
-		}
-	} else {
-		secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
-		if err != nil {
-			return nil, err
-		}
-		for i := range secrets {
-			metas = append(metas, &secrets[i])
-			bodies[secrets[i].UID] = &secrets[i]
-		}
+func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo, error) {
+	metas, bodies, err := s.limitedMetas(ctx, sc)
+	if err != nil {
+		return nil, err
 	}
 	type key struct{ ns, name string }
 	latest := map[key]metav1.Object{}
@@ -95,18 +79,18 @@ func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.Rele
 	want = append(want, unlabelled...)
 
 	s.heads.mu.Lock()
-	old := s.heads.by[namespace]
+	old := s.heads.by
 	s.heads.mu.Unlock()
 	fresh := make(map[types.UID]head, len(want))
 	var missing []metav1.Object
 	for _, m := range want {
-		if h, ok := old[m.GetUID()]; ok && h.resourceVersion == m.GetResourceVersion() {
+		if h, ok := old[m.GetNamespace()][m.GetUID()]; ok && h.resourceVersion == m.GetResourceVersion() {
 			fresh[m.GetUID()] = h
 		} else if bodies[m.GetUID()] == nil {
 			missing = append(missing, m)
 		}
 	}
-	if err := s.fetch(ctx, namespace, missing, bodies); err != nil {
+	if err := s.fetch(ctx, sc, missing, bodies); err != nil {
 		return nil, err
 	}
 	out := make([]api.ReleaseInfo, 0, len(want))
@@ -139,12 +123,7 @@ func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.Rele
 		byName[k] = len(out)
 		out = append(out, h.info)
 	}
-	s.heads.mu.Lock()
-	if s.heads.by == nil {
-		s.heads.by = map[string]map[types.UID]head{}
-	}
-	s.heads.by[namespace] = fresh
-	s.heads.mu.Unlock()
+	s.heads.keep(sc, want, fresh)
 	// Helm's list sorts by name (then namespace, for a stable order across namespaces).
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {
@@ -155,30 +134,120 @@ func (s *Service) listLimited(ctx context.Context, namespace string) ([]api.Rele
 	return out, nil
 }
 
-// fetch reads the records of missing into bodies: one by one when they are few, else with
-// one list.
-func (s *Service) fetch(ctx context.Context, namespace string, missing []metav1.Object, bodies map[types.UID]*corev1.Secret) error {
+// limitedMetas are the records of the scope, from the index when there is one (the
+// scope's own list when it made one), else from a list of the whole records.
+func (s *Service) limitedMetas(ctx context.Context, sc scope) ([]metav1.Object, map[types.UID]*corev1.Secret, error) {
+	var metas []metav1.Object
+	bodies := map[types.UID]*corev1.Secret{}
+	switch {
+	case sc.metas != nil:
+		for _, m := range sc.metas {
+			metas = append(metas, m)
+		}
+	case s.Index != nil:
+		ms, err := s.Index.ReleaseMetas(ctx, sc.namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range ms {
+			metas = append(metas, m)
+		}
+	default:
+		secrets, err := s.Secrets.ReleaseSecrets(ctx, sc.namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range secrets {
+			metas = append(metas, &secrets[i])
+			bodies[secrets[i].UID] = &secrets[i]
+		}
+	}
+	return metas, bodies, nil
+}
+
+// keep replaces the cached heads of the namespaces the list read with fresh.
+func (h *heads) keep(sc scope, want []metav1.Object, fresh map[types.UID]head) {
+	byNS := map[string]map[types.UID]head{}
+	for _, m := range want {
+		if hd, ok := fresh[m.GetUID()]; ok {
+			if byNS[m.GetNamespace()] == nil {
+				byNS[m.GetNamespace()] = map[types.UID]head{}
+			}
+			byNS[m.GetNamespace()][m.GetUID()] = hd
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case sc.allowed != nil:
+		next := make(map[string]map[types.UID]head, len(h.by))
+		for ns, e := range h.by {
+			if !sc.allowed[ns] {
+				next[ns] = e
+			}
+		}
+		for ns, e := range byNS {
+			next[ns] = e
+		}
+		h.by = next
+	case sc.namespace == "":
+		h.by = byNS
+	default:
+		next := make(map[string]map[types.UID]head, len(h.by)+1)
+		for ns, e := range h.by {
+			next[ns] = e
+		}
+		delete(next, sc.namespace)
+		if e := byNS[sc.namespace]; e != nil {
+			next[sc.namespace] = e
+		}
+		h.by = next
+	}
+}
+
+// fetch reads the records of missing into bodies, namespace by namespace: one by one when
+// they are few, else with one list of the namespace (of all of them when the scope is
+// every namespace).
+func (s *Service) fetch(ctx context.Context, sc scope, missing []metav1.Object, bodies map[types.UID]*corev1.Secret) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if len(missing) > fetchEach {
-		secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
-		if err != nil {
-			return err
-		}
-		for i := range secrets {
-			bodies[secrets[i].UID] = &secrets[i]
-		}
-		return nil
+	if sc.allowed == nil && len(missing) > fetchEach {
+		return s.listInto(ctx, sc.namespace, bodies)
 	}
+	byNS := map[string][]metav1.Object{}
 	for _, m := range missing {
-		sec, err := s.Secrets.ReleaseSecret(ctx, m.GetNamespace(), m.GetName())
-		if err != nil {
-			return err
+		if sc.may(m.GetNamespace()) {
+			byNS[m.GetNamespace()] = append(byNS[m.GetNamespace()], m)
 		}
-		if sec != nil && sec.UID == m.GetUID() {
-			bodies[sec.UID] = sec
+	}
+	for ns, ms := range byNS {
+		if len(ms) > fetchEach {
+			if err := s.listInto(ctx, ns, bodies); err != nil {
+				return err
+			}
+			continue
 		}
+		for _, m := range ms {
+			sec, err := s.Secrets.ReleaseSecret(ctx, ns, m.GetName())
+			if err != nil {
+				return err
+			}
+			if sec != nil && sec.UID == m.GetUID() {
+				bodies[sec.UID] = sec
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) listInto(ctx context.Context, namespace string, bodies map[types.UID]*corev1.Secret) error {
+	secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	for i := range secrets {
+		bodies[secrets[i].UID] = &secrets[i]
 	}
 	return nil
 }

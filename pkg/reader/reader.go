@@ -5,7 +5,7 @@ package reader
 
 import (
 	"context"
-	"fmt"
+	"sort"
 
 	"go.uber.org/zap"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -63,23 +63,19 @@ func readNeed(namespace string) auth.Need {
 
 // List is the latest revision of every release of namespace ("" = every namespace the
 // caller may read), in every status. With limitInfo, each is trimmed to api.ReleaseInfo.
+// Without a namespace the caller's namespaces are found first (readScope): nothing of a
+// namespace the caller may not read is read or decoded.
 func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool) (interface{}, error) {
-	if namespace != "" {
-		if err := s.canRead(ctx, u, namespace); err != nil {
-			return nil, err
-		}
-	}
-	if limitInfo && s.Secrets != nil {
-		return s.limitedList(ctx, u, namespace)
-	}
-	rels, err := s.Helm.List(ctx, namespace, s.Options...)
+	sc, err := s.readScope(ctx, u, namespace)
 	if err != nil {
 		return nil, err
 	}
-	if namespace == "" {
-		if rels, err = s.readable(ctx, u, rels); err != nil {
-			return nil, err
-		}
+	if limitInfo && s.Secrets != nil {
+		return s.listLimited(ctx, sc)
+	}
+	rels, err := s.helmList(ctx, sc)
+	if err != nil {
+		return nil, err
 	}
 	if !limitInfo {
 		full := make([]api.Release, 0, len(rels))
@@ -95,26 +91,38 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 	return out, nil
 }
 
-// limitedList is List with limitInfo through listLimited, filtered as List filters.
-func (s *Service) limitedList(ctx context.Context, u *auth.User, namespace string) ([]api.ReleaseInfo, error) {
-	infos, err := s.listLimited(ctx, namespace)
-	if err != nil || namespace != "" || u == nil || s.Authorizer == nil {
-		return infos, err
-	}
-	allowed := map[string]bool{}
-	out := infos[:0]
-	for _, r := range infos {
-		ok, seen := allowed[r.Namespace]
-		if !seen {
-			if ok, err = s.Authorizer.Allowed(ctx, u, readNeed(r.Namespace)); err != nil {
-				return nil, fmt.Errorf("may %s read namespace %s: %w", u.Name, r.Namespace, err)
+// helmList runs Helm's list over the scope: once when the caller may read every namespace
+// that holds records, else once per allowed namespace.
+func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Release, error) {
+	if sc.all() {
+		rels, err := s.Helm.List(ctx, sc.namespace, s.Options...)
+		if err != nil || sc.allowed == nil {
+			return rels, err
+		}
+		// A namespace that got records after the metadata list was not reviewed: left out.
+		kept := rels[:0]
+		for _, r := range rels {
+			if sc.allowed[r.Namespace] {
+				kept = append(kept, r)
 			}
-			allowed[r.Namespace] = ok
 		}
-		if ok {
-			out = append(out, r)
-		}
+		return kept, nil
 	}
+	var out []*helmrelease.Release
+	for _, ns := range sc.namespaces() {
+		rels, err := s.Helm.List(ctx, ns, s.Options...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rels...)
+	}
+	// Helm's list sorts by name (then namespace, for a stable order across namespaces).
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Namespace < out[j].Namespace
+	})
 	return out, nil
 }
 
@@ -157,27 +165,4 @@ func (s *Service) canRead(ctx context.Context, u *auth.User, namespace string) e
 		return nil
 	}
 	return s.Authorizer.Check(ctx, u, readNeed(namespace))
-}
-
-// readable keeps the releases of namespaces the caller may read, asking once per namespace.
-func (s *Service) readable(ctx context.Context, u *auth.User, rels []*helmrelease.Release) ([]*helmrelease.Release, error) {
-	if u == nil || s.Authorizer == nil {
-		return rels, nil
-	}
-	allowed := map[string]bool{}
-	out := make([]*helmrelease.Release, 0, len(rels))
-	for _, r := range rels {
-		ok, seen := allowed[r.Namespace]
-		if !seen {
-			var err error
-			if ok, err = s.Authorizer.Allowed(ctx, u, readNeed(r.Namespace)); err != nil {
-				return nil, fmt.Errorf("may %s read namespace %s: %w", u.Name, r.Namespace, err)
-			}
-			allowed[r.Namespace] = ok
-		}
-		if ok {
-			out = append(out, r)
-		}
-	}
-	return out, nil
 }

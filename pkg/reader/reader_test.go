@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -63,6 +66,7 @@ func newService(t *testing.T) (*Service, *authz) {
 		t.Fatal(err)
 	}
 	mem := driver.NewMemory()
+	idx := metaIndex{}
 	at := helmtime.Time{Time: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
 	for _, r := range []struct {
 		ns, name string
@@ -82,11 +86,31 @@ func newService(t *testing.T) (*Service, *authz) {
 		if err := mem.Create(release.SecretName(r.name, r.rev), rel); err != nil {
 			t.Fatal(err)
 		}
+		idx = append(idx, meta(r.ns, r.name, r.rev))
 	}
 	mem.SetNamespace("")
 	a := &authz{may: map[string]map[string]bool{"alice": {"team-a": true}}}
-	return &Service{Helm: f, Authorizer: a, Options: []helmexec.Option{helmexec.WithDriver(mem),
+	return &Service{Helm: f, Authorizer: a, Index: idx, Options: []helmexec.Option{helmexec.WithDriver(mem),
 		helmexec.WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard})}}, a
+}
+
+// metaIndex answers the metadata of fixed records, as the release index would.
+type metaIndex []*metav1.PartialObjectMetadata
+
+func (m metaIndex) ReleaseMetas(_ context.Context, ns string) ([]*metav1.PartialObjectMetadata, error) {
+	var out []*metav1.PartialObjectMetadata
+	for _, x := range m {
+		if ns == "" || x.Namespace == ns {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func meta(ns, name string, rev int) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: release.SecretName(name, rev),
+		UID: types.UID(ns + "/" + release.SecretName(name, rev)), ResourceVersion: "1",
+		Labels: map[string]string{release.LabelName: name, release.LabelVersion: strconv.Itoa(rev)}}}
 }
 
 func ctx(t *testing.T) context.Context {

@@ -1,0 +1,143 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// fiftyNamespaces is a cluster of 50 namespaces with two releases each, and the static
+// metadata index of their records (so every read the cluster records is a read of a body).
+func fiftyNamespaces(t *testing.T) (*fakekube.Cluster, metaIndex) {
+	t.Helper()
+	cl := fakekube.New(fakekube.NewClock(time.Now()))
+	for i := 0; i < 50; i++ {
+		ns := fmt.Sprintf("ns-%02d", i)
+		d := driver.NewSecrets(cl.Typed().CoreV1().Secrets(ns))
+		for _, r := range []*helmrelease.Release{rel(ns, "web", 1, helmrelease.StatusDeployed), rel(ns, "db", 1, helmrelease.StatusFailed)} {
+			if err := d.Create(release.SecretName(r.Name, r.Version), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	list, err := cl.Typed().CoreV1().Secrets("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx metaIndex
+	for i := range list.Items {
+		idx = append(idx, &metav1.PartialObjectMetadata{ObjectMeta: list.Items[i].ObjectMeta})
+	}
+	cl.ClearActions()
+	return cl, idx
+}
+
+// recordingHelm records the namespaces Helm's list ran over.
+type recordingHelm struct {
+	Helm
+	listed []string
+}
+
+func (h *recordingHelm) List(_ context.Context, ns string, _ ...helmexec.Option) ([]*helmrelease.Release, error) {
+	h.listed = append(h.listed, ns)
+	return []*helmrelease.Release{rel(ns, "web", 1, helmrelease.StatusDeployed)}, nil
+}
+
+// A caller who may read 1 of 50 namespaces makes the all-namespaces list read and decode
+// that namespace's records only: the namespaces come from the metadata index, each is
+// reviewed, and no body of another namespace is fetched (submit's own rights must not do
+// cluster-wide work for a caller who could not).
+func TestAllNamespacesListReadsOnlyReadableNamespaces(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, idx := fiftyNamespaces(t)
+	a := &authz{may: map[string]map[string]bool{"alice": {"ns-07": true}}}
+	helm := &recordingHelm{}
+	s := &Service{Helm: helm, Secrets: &release.Store{Client: cl.Typed()}, Index: idx, Authorizer: a}
+	alice := &auth.User{Name: "alice"}
+
+	out, err := s.List(ctx, alice, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := out.([]api.ReleaseInfo)
+	if len(infos) != 2 || infos[0].Namespace != "ns-07" || infos[1].Namespace != "ns-07" {
+		t.Errorf("lean list %+v, want ns-07's two releases", infos)
+	}
+	reads := 0
+	for _, act := range cl.Actions() {
+		if act.GetResource().Resource == "secrets" {
+			reads++
+			if act.GetNamespace() != "ns-07" {
+				t.Errorf("lean list: %s of secrets in namespace %q, which alice may not read", act.GetVerb(), act.GetNamespace())
+			}
+		}
+	}
+	if reads != 2 {
+		t.Errorf("lean list read %d records, want ns-07's 2", reads)
+	}
+	if a.reviews != 50 {
+		t.Errorf("%d reviews, want one per namespace (50)", a.reviews)
+	}
+	if n := len(s.heads.by); n != 1 {
+		t.Errorf("heads cached for %d namespaces, want 1", n)
+	}
+
+	// Helm's list (no limitInfo) runs over ns-07 alone, not over every namespace.
+	full, err := s.List(ctx, alice, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(helm.listed) != 1 || helm.listed[0] != "ns-07" || len(full.([]api.Release)) != 1 {
+		t.Errorf("Helm's list ran over %q (answer %d), want [ns-07] only", helm.listed, len(full.([]api.Release)))
+	}
+
+	// A caller who may read every namespace costs one Helm list over all of them.
+	all := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		all[fmt.Sprintf("ns-%02d", i)] = true
+	}
+	a.may["root"] = all
+	helm.listed = nil
+	if _, err := s.List(ctx, &auth.User{Name: "root"}, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if len(helm.listed) != 1 || helm.listed[0] != "" {
+		t.Errorf("Helm's list for a reader of every namespace ran over %q, want one list of all", helm.listed)
+	}
+	// Nobody readable: nothing is read.
+	cl.ClearActions()
+	helm.listed = nil
+	for _, limit := range []bool{true, false} {
+		if _, err := s.List(ctx, &auth.User{Name: "bob"}, "", limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(cl.Actions()) != 0 || len(helm.listed) != 0 {
+		t.Errorf("bob, who may read nothing, made %d reads and Helm lists over %q", len(cl.Actions()), helm.listed)
+	}
+}
+
+// Without the metadata index an all-namespaces list cannot be narrowed: refused, not
+// answered with submit's rights.
+func TestAllNamespacesListNeedsIndex(t *testing.T) {
+	helm := &recordingHelm{}
+	s := &Service{Helm: helm, Authorizer: &authz{}}
+	if _, err := s.List(context.Background(), &auth.User{Name: "alice"}, "", false); err != ErrNoIndex {
+		t.Errorf("List = %v, want ErrNoIndex", err)
+	}
+	if len(helm.listed) != 0 {
+		t.Errorf("Helm listed %q", helm.listed)
+	}
+}
