@@ -105,6 +105,9 @@ func (f *Function) Start(ctx context.Context) error {
 		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &release.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
+		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
+			return release.Alive(ctx, cl.Typed, namespace, key, time.Now())
+		},
 		// One compiled values schema per chart digest, as many as the chart cache is likely to hold.
 		Schemas: submitter.NewSchemas(256),
 	}

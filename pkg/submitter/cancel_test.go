@@ -9,6 +9,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -64,5 +65,56 @@ func TestCancel(t *testing.T) {
 	e.svc.Authorizer = &authz{allow: map[auth.Need]bool{}}
 	if _, err := e.svc.Cancel(ctx(t), "ns", "db", u); !errors.Is(err, auth.ErrForbidden) {
 		t.Errorf("cancel without rights: %v", err)
+	}
+}
+
+// A running uninstall or rollback cannot be stopped half-way: cancel answers why (409),
+// writes nothing on the Lease and leaves the revision pending; a queued one (nobody holds
+// its Lease) is failed at once, as an install is.
+func TestCancelOfRunningUninstallOrRollbackIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	e.deploy("web", 1, helmrelease.StatusSuperseded)
+	e.deploy("web", 2, helmrelease.StatusDeployed)
+	e.deploy("db", 1, helmrelease.StatusDeployed)
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns", Version: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Uninstall(ctx(t), "ns", "db", "1", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		rev    int
+		status helmrelease.Status
+		reason string
+	}{
+		{"web", 3, helmrelease.StatusPendingRollback, "a running rollback cannot be cancelled"},
+		{"db", 1, helmrelease.StatusUninstalling, "a running uninstall cannot be cancelled"},
+	} {
+		key := release.LeaseName(tc.name, tc.rev)
+		if h, err := exec.Hold(ctx(t), "ns", key); h == nil || err != nil {
+			t.Fatal(h, err)
+		}
+		out, err := e.svc.Cancel(ctx(t), "ns", tc.name, &auth.User{Name: "alice"})
+		if !errors.Is(err, ErrNotCancellable) || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%s: cancel = %+v, %v; want %q", tc.name, out, err, tc.reason)
+		}
+		l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), key, metav1.GetOptions{})
+		if _, asked := l.Annotations[release.AnnotationCancel]; asked {
+			t.Errorf("%s: the refused cancel was written on the lease", tc.name)
+		}
+		if rel, _ := e.store.Get(ctx(t), "ns", tc.name, tc.rev); rel.Info.Status != tc.status {
+			t.Errorf("%s: revision is %s, want %s", tc.name, rel.Info.Status, tc.status)
+		}
+	}
+	// Queued (nobody holds the Lease): failed at once.
+	e.deploy("api", 1, helmrelease.StatusDeployed)
+	if _, err := e.svc.Uninstall(ctx(t), "ns", "api", "1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.svc.Cancel(ctx(t), "ns", "api", nil); err != nil || out.Status != "failed" {
+		t.Errorf("cancel of a queued uninstall = %+v, %v", out, err)
 	}
 }

@@ -72,6 +72,9 @@ type Service struct {
 	Now                              func() time.Time
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
 	Heartbeat Leases
+	// LeaseAlive says whether an executor holds a revision's Lease now (release.Alive).
+	// Without it a cancel of an uninstall or rollback is refused as if it ran.
+	LeaseAlive func(ctx context.Context, namespace, key string) (bool, error)
 	// Schemas keeps compiled values schemas by chart digest (nil: compiled per request).
 	Schemas *Schemas
 }
@@ -106,6 +109,9 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 	if !release.IsPending(latest.Status) {
 		return nil, fmt.Errorf("%w: revision %d of %s/%s is %s", ErrNotPending, latest.Version, namespace, name, latest.Status)
 	}
+	if err := s.refuseRunning(ctx, latest); err != nil {
+		return nil, err
+	}
 	running, err := s.Heartbeat.RequestCancel(ctx, namespace, latest.SecretName, by)
 	if err != nil || running {
 		return out, err
@@ -119,6 +125,38 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 	}
 	out.Status = "failed"
 	return out, nil
+}
+
+// ErrNotCancellable is a running action that cannot be stopped half-way (409).
+var ErrNotCancellable = errors.New("cannot be cancelled")
+
+// refuseRunning refuses, before anything is written, the cancel of a running uninstall or
+// rollback: Helm's uninstall deletes and its rollback applies with no point at which
+// stopping leaves a release Helm can handle, so their executor never stops them. Only a
+// queued one (no live Lease) is failed at once.
+func (s *Service) refuseRunning(ctx context.Context, rev release.Revision) error {
+	what := ""
+	switch rev.Status {
+	case release.StatusUninstalling:
+		what = "uninstall"
+	case "pending-rollback":
+		what = "rollback"
+	default:
+		return nil
+	}
+	alive := true
+	var err error
+	if s.LeaseAlive != nil {
+		alive, err = s.LeaseAlive(ctx, rev.Namespace, rev.SecretName)
+	}
+	if err != nil {
+		return fmt.Errorf("is the %s of %s/%s running: %w", what, rev.Namespace, rev.Name, err)
+	}
+	if alive {
+		return fmt.Errorf("a running %s %w (revision %d of %s/%s); it ends on its own", what, ErrNotCancellable,
+			rev.Version, rev.Namespace, rev.Name)
+	}
+	return nil
 }
 
 // Accepted is what a client learns at once: the reserved release secret.

@@ -105,7 +105,10 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, c: c, sender: &sender{}, store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}}
 	e.svc = &Service{Store: e.store, Charts: charts{"https://charts.example/tiny.tgz": tiny}, Sender: e.sender,
 		Namespaces: corelisters.NewNamespaceLister(nss), SigningKey: key, Now: clock.Now,
-		NewID: func() string { return "req-1" }}
+		NewID: func() string { return "req-1" },
+		LeaseAlive: func(ctx context.Context, ns, key string) (bool, error) {
+			return release.Alive(ctx, c, ns, key, clock.Now())
+		}}
 	return e
 }
 
