@@ -49,7 +49,7 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	if len(m.Event) > 0 {
 		capture.addData = map[string][]byte{DataEvent: m.Event}
 	}
-	d := driver.NewSecrets(capture)
+	d := GuardedSecrets(capture)
 	key := SecretName(m.Name, m.Revision)
 	rel, err := d.Get(key)
 	if errors.Is(err, driver.ErrReleaseNotFound) {

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -134,6 +135,9 @@ type Revision struct {
 	SentAt       time.Time
 	DeadLettered bool
 	Created      time.Time
+	// UID is the Secret's; Failure is AnnotationFailure (MarkUndecodable's reason).
+	UID     types.UID
+	Failure string
 }
 
 // RevisionFromMeta reads a release secret's labels; ok is false for other secrets.
@@ -155,6 +159,7 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 		Queued:       l[LabelQueued] == "true",
 		DeadLettered: a[AnnotationDeadLettered] != "",
 		Created:      m.GetCreationTimestamp().Time,
+		UID:          m.GetUID(), Failure: a[AnnotationFailure],
 	}
 	if r.Status == StatusUninstalling {
 		// The revision was created long before its uninstall was accepted: the sweeper's

@@ -1,0 +1,119 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+)
+
+// MarkFailed moves a pending revision to failed with the reason, as Helm records failures.
+// It leaves final revisions alone, except that overwriteFailed replaces the description of a
+// failed one (Helm's "context canceled" says less than "timed out after 5m"). A revision
+// Helm adopted keeps what Helm wrote; a reservation Helm never adopted becomes the record
+// Helm would leave (see failUnadopted). The write is conditional on the secret being
+// unchanged since it was read, so a record Helm writes meanwhile is never overwritten, and
+// a revision that no longer exists (helm uninstall, an atomic install's cleanup) has
+// nothing to fail.
+func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
+	var done bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		done, err = s.markFailed(ctx, namespace, name, revision, reason, overwriteFailed)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return done, err
+}
+
+func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
+	secrets := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx, conditional: true}
+	d := GuardedSecrets(secrets)
+	rel, err := d.Get(SecretName(name, revision))
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+	}
+	if errors.Is(err, ErrUndecodable) && secrets.readObj != nil {
+		// Helm could not rewrite it either: the labels say it failed (MarkUndecodable).
+		return s.markUndecodable(ctx, secrets.readObj, reason+" (the release record does not decode)")
+	}
+	if err != nil {
+		return false, err
+	}
+	st := rel.Info.Status
+	if !IsPending(st.String()) && !(overwriteFailed && st == helmrelease.StatusFailed) {
+		return false, nil
+	}
+	if err := s.failRecord(ctx, rel, reason); err != nil {
+		return false, err
+	}
+	rel.Info.LastDeployed = helmtime.Time{Time: s.now()}
+	if err := d.Update(SecretName(name, revision), rel); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+		}
+		// A conflict is retried by MarkFailed with a fresh read.
+		return false, fmt.Errorf("mark %s/%s v%d failed: %w", namespace, name, revision, err)
+	}
+	return true, nil
+}
+
+// failRecord turns rel (pending, or failed being given a better reason) into its failure.
+func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason string) error {
+	st := rel.Info.Status
+	switch {
+	case st == helmrelease.StatusUninstalling:
+		// An uninstall that did not finish: the record stays (Helm left it, or never ran),
+		// and says so instead of looking pending for ever. helm uninstall can finish it.
+		rel.Info.Status = helmrelease.StatusFailed
+		rel.Info.Description = reason
+		rel.Info.Deleted = helmtime.Time{}
+		delete(rel.Labels, LabelQueued)
+		// No tombstone will report this one: a later hand-run helm uninstall is reported
+		// from the Secret's deletion (docs/design.md).
+		delete(rel.Labels, LabelAction)
+	case IsPending(st.String()) && !adopted(rel):
+		var base *helmrelease.Release
+		if st == helmrelease.StatusPendingUpgrade || st == helmrelease.StatusPendingRollback {
+			var err error
+			if base, err = s.Current(ctx, rel.Namespace, rel.Name, rel.Version); err != nil {
+				return fmt.Errorf("find the revision %s/%s v%d started from: %w", rel.Namespace, rel.Name, rel.Version, err)
+			}
+		}
+		failUnadopted(rel, base, reason)
+	default:
+		rel.Info.Status = helmrelease.StatusFailed
+		rel.Info.Description = reason
+		delete(rel.Labels, LabelQueued) // a failed revision is no longer waiting
+	}
+	return nil
+}
+
+// MarkUndecodable fails a pending revision of ours whose record does not decode, in its
+// labels only (status failed, queued dropped, the reason in AnnotationFailure): nothing can
+// rewrite its payload, but every reader of labels then sees it final. The write carries the
+// resourceVersion read; it reports whether it marked the revision.
+func (s *Store) MarkUndecodable(ctx context.Context, rev Revision, reason string) (bool, error) {
+	if !rev.Ours || !IsPending(rev.Status) {
+		return false, nil
+	}
+	return s.patchSecret(ctx, rev.Namespace, rev.SecretName, secretPatch{ResourceVersion: rev.ResourceVersion,
+		Labels:      map[string]*string{LabelStatus: ptr(string(helmrelease.StatusFailed)), LabelQueued: nil},
+		Annotations: map[string]*string{AnnotationFailure: ptr(reason)}}, "mark undecodable")
+}
+
+func (s *Store) markUndecodable(ctx context.Context, sec *corev1.Secret, reason string) (bool, error) {
+	rev, ok := RevisionFromMeta(sec)
+	if !ok {
+		return false, nil
+	}
+	return s.MarkUndecodable(ctx, rev, reason)
+}

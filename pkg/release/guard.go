@@ -1,0 +1,168 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kblabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// SecretsDriver is Helm's Secrets driver with every read through the guarded decode
+// (DecodeRelease): Helm v3.21.4's Secrets.Get dereferences nil on a payload that does not
+// decode, and its List and Query decompress without bound. Get (and Delete, which reads
+// first) answer an ErrUndecodable error for such a record; List and Query skip it. Writes
+// are Helm's own.
+type SecretsDriver struct {
+	*driver.Secrets
+	impl typedcorev1.SecretInterface
+}
+
+// GuardedSecrets is the driver Helm's actions should use on the Secrets of a namespace.
+// Set Log on the result as on Helm's own driver.
+func GuardedSecrets(si typedcorev1.SecretInterface) *SecretsDriver {
+	return &SecretsDriver{Secrets: driver.NewSecrets(si), impl: si}
+}
+
+// Get reads and decodes one record.
+func (d *SecretsDriver) Get(key string) (*helmrelease.Release, error) {
+	obj, err := d.impl.Get(context.Background(), key, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, driver.ErrReleaseNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
+	}
+	rls, err := DecodeRelease(obj.Data["release"])
+	if err != nil {
+		return nil, fmt.Errorf("get %q: %w", key, err)
+	}
+	rls.Labels = withoutSystemLabels(obj.Labels)
+	return rls, nil
+}
+
+// List decodes every release secret, skipping those that do not decode.
+func (d *SecretsDriver) List(filter func(*helmrelease.Release) bool) ([]*helmrelease.Release, error) {
+	rels, err := d.decodeAll(SelectorReleaseSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("list: failed to list: %w", err)
+	}
+	out := rels[:0]
+	for _, r := range rels {
+		if filter(r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Query decodes the release secrets with labels, skipping those that do not decode.
+func (d *SecretsDriver) Query(labels map[string]string) ([]*helmrelease.Release, error) {
+	for _, v := range labels {
+		if errs := validation.IsValidLabelValue(v); len(errs) != 0 {
+			return nil, fmt.Errorf("invalid label value: %q: %s", v, strings.Join(errs, "; "))
+		}
+	}
+	rels, err := d.decodeAll(kblabels.Set(labels).AsSelector().String())
+	if err != nil {
+		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
+	}
+	if len(rels) == 0 {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return rels, nil
+}
+
+func (d *SecretsDriver) decodeAll(selector string) ([]*helmrelease.Release, error) {
+	list, err := d.impl.List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*helmrelease.Release, 0, len(list.Items))
+	for i := range list.Items {
+		item := &list.Items[i]
+		rls, err := DecodeRelease(item.Data["release"])
+		if err != nil {
+			d.Log("skipping release record %s/%s: %v", item.Namespace, item.Name, err)
+			continue
+		}
+		rls.Labels = item.Labels // as Helm's List and Query keep them
+		out = append(out, rls)
+	}
+	return out, nil
+}
+
+// Delete reads the record (guarded) before deleting it, as Helm's does.
+func (d *SecretsDriver) Delete(key string) (*helmrelease.Release, error) {
+	rls, err := d.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.impl.Delete(context.Background(), key, metav1.DeleteOptions{}); err != nil {
+		return rls, fmt.Errorf("delete %q: %w", key, err)
+	}
+	return rls, nil
+}
+
+func withoutSystemLabels(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	for _, k := range driver.GetSystemLabels() {
+		delete(out, k)
+	}
+	return out
+}
+
+// ErrDriverPanic is a storage driver call that panicked (Guard turned it into an error).
+var ErrDriverPanic = errors.New("release storage driver panicked")
+
+// Guard wraps any storage driver so that a panic in it becomes an error: the backstop
+// behind GuardedSecrets for drivers that decode tenant data some other way.
+func Guard(d driver.Driver) driver.Driver { return &guarded{Driver: d} }
+
+type guarded struct{ driver.Driver }
+
+func recovered(op, key string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s %s: %v", ErrDriverPanic, op, key, r)
+	}
+}
+
+func (g *guarded) Get(key string) (rls *helmrelease.Release, err error) {
+	defer recovered("get", key, &err)
+	return g.Driver.Get(key)
+}
+
+func (g *guarded) List(filter func(*helmrelease.Release) bool) (rls []*helmrelease.Release, err error) {
+	defer recovered("list", "", &err)
+	return g.Driver.List(filter)
+}
+
+func (g *guarded) Query(labels map[string]string) (rls []*helmrelease.Release, err error) {
+	defer recovered("query", "", &err)
+	return g.Driver.Query(labels)
+}
+
+func (g *guarded) Create(key string, rls *helmrelease.Release) (err error) {
+	defer recovered("create", key, &err)
+	return g.Driver.Create(key, rls)
+}
+
+func (g *guarded) Update(key string, rls *helmrelease.Release) (err error) {
+	defer recovered("update", key, &err)
+	return g.Driver.Update(key, rls)
+}
+
+func (g *guarded) Delete(key string) (rls *helmrelease.Release, err error) {
+	defer recovered("delete", key, &err)
+	return g.Driver.Delete(key)
+}
