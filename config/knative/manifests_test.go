@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -165,4 +166,40 @@ func TestManifestsPassServerSideDryRunWithKnativeCRDs(t *testing.T) {
 
 func apply(ctx context.Context, ri dynamic.ResourceInterface, u *unstructured.Unstructured, dryRun bool) error {
 	return knativeapply.ApplyTo(ctx, ri, u, "async-helm-test", dryRun)
+}
+
+// submit's synchronous routes answer 504 after SYNC_TIMEOUT: Knative must not cut the
+// request before (with a margin to write the answer), or the designed 504 is never sent.
+func TestSubmitSyncTimeoutFitsItsRequestTimeout(t *testing.T) {
+	found := false
+	for _, u := range manifests(t) {
+		if u.GetKind() != "Service" || u.GetName() != "submit" {
+			continue
+		}
+		found = true
+		timeout, ok, _ := unstructured.NestedInt64(u.Object, "spec", "template", "spec", "timeoutSeconds")
+		if !ok {
+			t.Fatal("submit's Service sets no timeoutSeconds")
+		}
+		sync := ""
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			env, _, _ := unstructured.NestedSlice(c.(map[string]interface{}), "env")
+			for _, e := range env {
+				if e := e.(map[string]interface{}); e["name"] == "SYNC_TIMEOUT" {
+					sync, _ = e["value"].(string)
+				}
+			}
+		}
+		d, err := time.ParseDuration(sync)
+		if err != nil {
+			t.Fatalf("submit's SYNC_TIMEOUT %q: %v (set it on the Service, beside timeoutSeconds)", sync, err)
+		}
+		if limit := time.Duration(timeout)*time.Second - 10*time.Second; d > limit {
+			t.Errorf("SYNC_TIMEOUT %s, timeoutSeconds %d: the wait must end at least 10s before Knative cuts the request", d, timeout)
+		}
+	}
+	if !found {
+		t.Fatal("no submit Service among the manifests")
+	}
 }
