@@ -31,6 +31,7 @@ type options struct {
 	registry   string // host:port on loopback
 	storage    string // the registry's blobs, kept between runs
 	ko         string // the ko binary
+	kocache    string // ko's KOCACHE: built binaries and layer digests kept between runs
 	manifests  string // ko resolve -f
 	out        string // resolved manifests
 	report     string // JSON report
@@ -44,6 +45,7 @@ func main() {
 	flag.StringVar(&o.registry, "registry", "127.0.0.1:5870", "loopback address the registry listens on; ko records the base image's name (this address included) in each image, so a fixed port keeps digests reproducible")
 	flag.StringVar(&o.storage, "storage", ".cache/ko/registry", "directory of the registry's blobs")
 	flag.StringVar(&o.ko, "ko", ".cache/ko/bin/ko", "the ko binary")
+	flag.StringVar(&o.kocache, "kocache", "", "ko's cache (KOCACHE) of built binaries and their layers' digests: an unchanged function is neither linked nor compressed again; empty: none, every run links and compresses")
 	flag.StringVar(&o.manifests, "f", "config/knative", "manifests with ko:// images")
 	flag.StringVar(&o.out, "out", ".cache/ko/async-helm.yaml", "where the resolved manifests go")
 	flag.StringVar(&o.report, "report", ".cache/ko/images.json", "where the JSON report of the images goes")
@@ -138,15 +140,36 @@ func resolve(ctx context.Context, o options, base name.Digest) ([]byte, error) {
 		// Nothing reads an SBOM here and generating one costs a `go version -m` per image.
 		"--sbom=none",
 		"-f", o.manifests)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(environWithout("KOCACHE"),
 		"KO_DOCKER_REPO="+o.registry+"/async-helm",
 		"KO_DEFAULTBASEIMAGE="+base.String())
+	if o.kocache != "" {
+		// ko builds into KOCACHE/bin/<import path>/<platform>/out there, so go build finds
+		// the binary up to date (same build ID) and skips the link.
+		abs, err := filepath.Abs(o.kocache)
+		if err != nil {
+			return nil, fmt.Errorf("kocache %q: %w", o.kocache, err)
+		}
+		cmd.Env = append(cmd.Env, "KOCACHE="+abs)
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("ko resolve: %w", err)
 	}
 	return out, nil
+}
+
+// environWithout is this process's environment without the variable name: what kolocal
+// sets is set by its flags alone.
+func environWithout(name string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, name+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // imageRefs finds every `image:` value of the resolved manifests, in order, once each.
