@@ -119,7 +119,7 @@ HELM_CLI := $(CLUSTER_BIN)/helm
 $(HELM_CLI): tools/localcluster/go.mod
 	cd tools/localcluster && $(GO) build -o $(CURDIR)/$(HELM_CLI) helm.sh/helm/v3/cmd/helm
 
-# One table (README "Benchmarks"): each figure beside its floor or baseline measured in the
+# One table (docs/benchmarks.md): each figure beside its floor or baseline measured in the
 # same run (raw Secret creates, the helm CLI, Helm's SDK, a plain watch), the ratio, the
 # target and ok/MISSED; also JSON under .cache/bench/. Exits non-zero only on an error.
 # BENCH_ARGS=-quick: a run of a few minutes; BENCH_ARGS="-sections read,executor" runs some
@@ -127,12 +127,12 @@ $(HELM_CLI): tools/localcluster/go.mod
 bench: build $(HELM_CLI) $(if $(KUBECONFIG),knative-up,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/bench $(BENCH_ARGS)
 
-# Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage (README "Chaos").
+# Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage (docs/chaos.md).
 chaos: build $(if $(KUBECONFIG),knative-up,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/chaos $(CHAOS_ARGS)
 
 # Deploy to the cluster of the current kubeconfig context (Knative Serving + Eventing
-# installed; see README "Deploying on Knative"). KO_DOCKER_REPO names the image registry.
+# installed; see docs/deploy.md). KO_DOCKER_REPO names the image registry.
 # ko is the one tools/ko pins (v0.19.1), built once by ko-tools; KOCACHE skips linking a
 # function again when nothing it is built from changed.
 deploy: ko-tools
