@@ -43,10 +43,16 @@ type Chart struct {
 	Loaded *chart.Chart
 	// size is the memory Data and Loaded hold, for the cache's bound.
 	size int64
+	// checked is set when Data passed the source's Budget (a Chart made elsewhere has not).
+	checked bool
 }
 
-// Fresh parses the archive again into a chart the caller owns.
+// Fresh parses the archive again into a chart the caller owns; an archive that did not
+// come from a Source is checked against DefaultBudget first.
 func (c *Chart) Fresh() (*chart.Chart, error) {
+	if !c.checked {
+		return DefaultBudget.Load(c.Data)
+	}
 	ch, err := loader.LoadArchive(bytes.NewReader(c.Data))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
@@ -72,6 +78,9 @@ type Source struct {
 	// counted once per digest); least recently used entries are dropped first. Default
 	// DefaultCacheBytes.
 	MaxCacheBytes int64
+	// Budget bounds what a chart unpacks to, across its nested archives, checked before
+	// Helm's loader runs; zero fields take DefaultBudget's.
+	Budget Budget
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -232,8 +241,12 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := loader.LoadArchive(bytes.NewReader(data))
-	if err != nil {
+	ch, err := s.Budget.load(data)
+	var over *BudgetError
+	switch {
+	case errors.As(err, &over):
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnloadable, ref, err)
 	}
 	if ref.Version != "" && ref.URL != "" && ch.Metadata.Version != ref.Version {
@@ -241,7 +254,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	}
 	sum := sha256.Sum256(data)
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
-		size: int64(len(data)) + chartBytes(ch)}, nil
+		size: int64(len(data)) + chartBytes(ch), checked: true}, nil
 }
 
 func (s *Source) maxBytes() int64 {

@@ -60,6 +60,19 @@ type Settings struct {
 	// ChartIndexRefresh is how often the indexes of the chart repositories are fetched
 	// again in the background (a change of a repository object refreshes at once).
 	ChartIndexRefresh time.Duration `envconfig:"CHART_INDEX_REFRESH" default:"5m"`
+	// The budget of what one chart unpacks to across its nested archives (Budget).
+	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB" default:"64"`
+	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES" default:"10000"`
+	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH" default:"5"`
+}
+
+// Budget is the unpack budget the settings give.
+func (c Settings) Budget() (Budget, error) {
+	if c.ChartMaxUnpackedMiB < 0 || c.ChartMaxFiles < 0 || c.ChartMaxDepth < 0 {
+		return Budget{}, fmt.Errorf("CHART_MAX_UNPACKED_MIB, CHART_MAX_FILES and CHART_MAX_DEPTH are %d, %d and %d, want positive bounds",
+			c.ChartMaxUnpackedMiB, c.ChartMaxFiles, c.ChartMaxDepth)
+	}
+	return Budget{MaxBytes: c.ChartMaxUnpackedMiB << 20, MaxFiles: c.ChartMaxFiles, MaxDepth: c.ChartMaxDepth}.withDefaults(), nil
 }
 
 // NewSource builds a chart source from the settings: repositories, their credentials, and
@@ -77,6 +90,10 @@ func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, tt
 	if c.ChartCacheMiB < 0 {
 		return nil, fmt.Errorf("CHART_CACHE_MIB is %d, want a positive size", c.ChartCacheMiB)
 	}
+	budget, err := c.Budget()
+	if err != nil {
+		return nil, err
+	}
 	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout),
-		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20}, nil
+		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20, Budget: budget}, nil
 }

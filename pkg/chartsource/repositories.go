@@ -12,6 +12,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
+
+	"github.com/async-helm/async-helm/pkg/chartref"
 )
 
 // Repository is one chart repository a namespace sees: its name (the "<repo>" of an index
@@ -138,8 +140,14 @@ func (s *Source) clientFor(r Repository) (*repoClient, error) {
 const MaxIndexBytes = 10 << 20
 
 // FetchIndex downloads a repository's index.yaml with its credentials, through the address
-// policy, and makes every chart URL in it absolute.
+// policy, and makes every chart URL in it absolute. Its errors never show the credentials of
+// the repository's URL (they reach console-warning and logs).
 func (s *Source) FetchIndex(ctx context.Context, r Repository) (*repo.IndexFile, error) {
+	idx, err := s.fetchIndex(ctx, r)
+	return idx, chartref.RedactError(err)
+}
+
+func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile, error) {
 	rc, err := s.clientFor(r)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,178 @@
+package chartsource
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+)
+
+// Budget bounds what one chart archive may unpack to, across its nested archives. Helm's
+// loader caps each archive at 100 MiB but gives every nested charts/*.tgz a fresh cap, so a
+// few KiB of chart could unpack to gigabytes: the budget is for the whole tree. Zero fields
+// take DefaultBudget's.
+type Budget struct {
+	// MaxBytes bounds the sizes and names of every file at every level (a nested archive's
+	// own bytes count too: Helm keeps them as well as what they unpack to).
+	MaxBytes int64
+	// MaxFiles bounds the files at every level.
+	MaxFiles int
+	// MaxDepth bounds how deep archives nest inside the chart's own (1: its subcharts may be
+	// archives, theirs may not).
+	MaxDepth int
+}
+
+// DefaultBudget is far above real charts (the largest common charts unpack to a few MiB)
+// and far below submit's 512 Mi, which also holds the parsed chart and requests in flight.
+var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5}
+
+func (b Budget) withDefaults() Budget {
+	if b.MaxBytes <= 0 {
+		b.MaxBytes = DefaultBudget.MaxBytes
+	}
+	if b.MaxFiles <= 0 {
+		b.MaxFiles = DefaultBudget.MaxFiles
+	}
+	if b.MaxDepth <= 0 {
+		b.MaxDepth = DefaultBudget.MaxDepth
+	}
+	return b
+}
+
+// BudgetError is a chart over its budget; errors.Is(err, ErrTooLarge) is true.
+type BudgetError struct {
+	// Bound says which bound, for the message: "unpacks to more than 64 MiB across its
+	// nested archives".
+	Bound string
+}
+
+func (e *BudgetError) Error() string { return "chart " + e.Bound }
+
+// Is makes errors.Is(err, ErrTooLarge) true: the edge answers 422.
+func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
+
+// Check streams the archive, and every nested archive Helm's loader would unpack, against
+// the budget, before anything is loaded: it holds one gzip window per nesting level and no
+// file. An archive that does not unpack is an error too (Helm's loader would refuse it).
+func (b Budget) Check(archive io.Reader) error {
+	s := &budgetScan{b: b.withDefaults()}
+	return s.archive(archive, 0)
+}
+
+// Load checks the archive against the budget and only then loads it with Helm's loader.
+func (b Budget) Load(archive []byte) (*chart.Chart, error) {
+	ch, err := b.load(archive)
+	var over *BudgetError
+	if err != nil && !errors.As(err, &over) {
+		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
+	}
+	return ch, err
+}
+
+// load is Load with the loader's errors (and the scan's, but the budget's) as they are.
+func (b Budget) load(archive []byte) (*chart.Chart, error) {
+	if err := b.Check(bytes.NewReader(archive)); err != nil {
+		return nil, err
+	}
+	return loader.LoadArchive(bytes.NewReader(archive))
+}
+
+type budgetScan struct {
+	b     Budget
+	bytes int64
+	files int
+}
+
+func (s *budgetScan) archive(r io.Reader, depth int) error {
+	if depth > s.b.MaxDepth {
+		return &BudgetError{Bound: fmt.Sprintf("nests archives more than %d deep", s.b.MaxDepth)}
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	for {
+		hd, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// What Helm's LoadArchiveFiles skips; a directory's size is never read.
+		if hd.FileInfo().IsDir() || hd.Typeflag == tar.TypeXGlobalHeader || hd.Typeflag == tar.TypeXHeader {
+			continue
+		}
+		if err := s.count(hd); err != nil {
+			return err
+		}
+		if isSubchartArchive(helmPath(hd.Name)) {
+			if err := s.archive(tr, depth+1); err != nil {
+				return err
+			}
+		}
+		// The rest of the entry is skipped by Next: at most the size just counted.
+	}
+}
+
+// count charges one file to the budget, by the size its header declares (the tar reader
+// never yields more), before any of it is read.
+func (s *budgetScan) count(hd *tar.Header) error {
+	if hd.Size < 0 {
+		return fmt.Errorf("%q has a negative size", hd.Name)
+	}
+	s.files++
+	if s.files > s.b.MaxFiles {
+		return &BudgetError{Bound: fmt.Sprintf("holds more than %d files across its nested archives", s.b.MaxFiles)}
+	}
+	s.bytes += int64(len(hd.Name)) + hd.Size
+	if s.bytes > s.b.MaxBytes {
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives", mib(s.b.MaxBytes))}
+	}
+	return nil
+}
+
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// helmPath is the name Helm's LoadArchiveFiles gives an entry: without its first element,
+// "\" as "/" in archives made on Windows, cleaned.
+func helmPath(name string) string {
+	delimiter := "/"
+	if strings.ContainsRune(name, '\\') {
+		delimiter = "\\"
+	}
+	parts := strings.Split(name, delimiter)
+	n := strings.ReplaceAll(strings.Join(parts[1:], delimiter), delimiter, "/")
+	return path.Clean(n)
+}
+
+// isSubchartArchive tells whether Helm's LoadFiles would unpack the file as a subchart
+// archive: charts/<x>.tgz, also inside directory subcharts (charts/<d>/charts/<x>.tgz),
+// where no <d> or <x> starts with "_" or ".".
+func isSubchartArchive(n string) bool {
+	parts := strings.Split(n, "/")
+	if len(parts) < 2 || len(parts)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(parts); i += 2 {
+		name := parts[i+1]
+		if parts[i] != "charts" || name == "" || strings.IndexAny(name, "_.") == 0 {
+			return false
+		}
+	}
+	return path.Ext(parts[len(parts)-1]) == ".tgz"
+}

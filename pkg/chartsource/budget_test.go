@@ -1,0 +1,203 @@
+package chartsource
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// entry is one file of a generated archive: data, or size zero bytes streamed (a bomb's
+// files never exist in the test's memory).
+type entry struct {
+	name string
+	data []byte
+	size int64
+}
+
+// tgz packs entries as a gzip'd tar, as helm package does.
+func tgz(t testing.TB, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		size := e.size
+		if e.data != nil {
+			size = int64(len(e.data))
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		var r io.Reader = bytes.NewReader(e.data)
+		if e.data == nil {
+			r = io.LimitReader(zeros{}, size)
+		}
+		if _, err := io.Copy(tw, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func chartYAML(name string) entry {
+	return entry{name: name + "/Chart.yaml", data: []byte("apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n")}
+}
+
+// bomb is a chart of n subchart archives, each unpacking to about each bytes of zeros in
+// 4 MiB files (under Helm's 5 MiB per file and 100 MiB per archive): a few KiB on the wire.
+func bomb(t testing.TB, n int, each int64) []byte {
+	t.Helper()
+	files := []entry{chartYAML("sub")}
+	for i := int64(0); i < each/(4<<20); i++ {
+		files = append(files, entry{name: fmt.Sprintf("sub/files/zero%d", i), size: 4 << 20})
+	}
+	sub := tgz(t, files...)
+	top := []entry{chartYAML("bomb")}
+	for i := 0; i < n; i++ {
+		top = append(top, entry{name: fmt.Sprintf("bomb/charts/sub%d.tgz", i), data: sub})
+	}
+	return tgz(t, top...)
+}
+
+// nested is a chart whose subchart archive holds a subchart archive, depth levels deep.
+func nested(t testing.TB, depth int) []byte {
+	t.Helper()
+	inner := tgz(t, chartYAML("level0"))
+	for i := 1; i <= depth; i++ {
+		name := fmt.Sprintf("level%d", i)
+		inner = tgz(t, chartYAML(name), entry{name: name + "/charts/level" + fmt.Sprint(i-1) + ".tgz", data: inner})
+	}
+	return inner
+}
+
+func serve(t *testing.T, archive []byte) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/chart.tgz"
+}
+
+// The issue's bomb: a few KiB whose 3 nested subcharts unpack to 288 MiB (each under Helm's
+// per-archive cap) is refused by the total budget, and loading it allocates a few MiB, not
+// hundreds (Helm's loader alone allocated over 285 MiB).
+func TestNestedChartBombIsRefusedWithinItsBudget(t *testing.T) {
+	b := bomb(t, 3, 96<<20)
+	t.Logf("bomb: %d bytes on the wire", len(b))
+	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute)}
+	u := serve(t, b)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := src.Get(context.Background(), Ref{URL: u})
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("Get: %v; allocated %d MiB", err, allocated>>20)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "chart unpacks to more than 64 MiB across its nested archives") {
+		t.Errorf("bomb: %v, want ErrTooLarge naming the 64 MiB bound", err)
+	}
+	if allocated > 16<<20 {
+		t.Errorf("loading the bomb allocated %d MiB, want a few (the budget is checked before Helm's loader allocates)", allocated>>20)
+	}
+}
+
+// The budget is one for the whole tree: two subcharts each well within it are refused
+// together; the same chart with one of them loads.
+func TestChartBudgetCountsEveryLevel(t *testing.T) {
+	small := Budget{MaxBytes: 8 << 20}
+	if _, err := small.Load(bomb(t, 2, 4<<20)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("2 x 4 MiB in an 8 MiB budget: %v, want ErrTooLarge", err)
+	}
+	ch, err := small.Load(bomb(t, 1, 4<<20))
+	if err != nil || len(ch.Dependencies()) != 1 || len(ch.Dependencies()[0].Files) != 1 {
+		t.Fatalf("1 x 4 MiB in an 8 MiB budget: %v", err)
+	}
+	// A subchart as a directory holding an archive: Helm unpacks that too.
+	inDir := tgz(t, chartYAML("top"), chartYAML("top/charts/dir"),
+		entry{name: "top/charts/dir/charts/sub.tgz", data: bomb(t, 2, 4<<20)})
+	if _, err := small.Load(inDir); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a bomb under a directory subchart: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestChartBudgetBoundsFilesAndDepth(t *testing.T) {
+	files := []entry{chartYAML("many")}
+	for i := 0; i < 30; i++ {
+		files = append(files, entry{name: fmt.Sprintf("many/files/f%d", i), data: []byte{}})
+	}
+	_, err := Budget{MaxFiles: 20}.Load(tgz(t, files...))
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "holds more than 20 files across its nested archives") {
+		t.Errorf("31 files, 20 allowed: %v", err)
+	}
+	_, err = Budget{MaxDepth: 2}.Load(nested(t, 3))
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "nests archives more than 2 deep") {
+		t.Errorf("3 deep, 2 allowed: %v", err)
+	}
+	ch, err := Budget{MaxDepth: 3}.Load(nested(t, 3))
+	if err != nil || ch.Dependencies()[0].Dependencies()[0].Dependencies()[0].Name() != "level0" {
+		t.Errorf("3 deep, 3 allowed: %v", err)
+	}
+	if _, err := (Budget{}).Load([]byte("not gzip")); !errors.Is(err, ErrUnloadable) {
+		t.Errorf("not an archive: %v, want ErrUnloadable", err)
+	}
+}
+
+// A Chart made without a Source (its archive never checked) is checked when loaded.
+func TestFreshChecksAnUncheckedArchive(t *testing.T) {
+	if _, err := (&Chart{Data: bomb(t, 1, 80<<20)}).Fresh(); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Fresh of an unchecked bomb: %v, want ErrTooLarge", err)
+	}
+}
+
+// Only what Helm's loader unpacks as a subchart archive is scanned as one.
+func TestSubchartArchivesAreHelms(t *testing.T) {
+	for n, want := range map[string]bool{
+		"charts/a.tgz":                 true,
+		"charts/d/charts/a.tgz":        true,
+		"charts/_a.tgz":                false,
+		"charts/.a.tgz":                false,
+		"charts/_d/charts/a.tgz":       false,
+		"charts/a.tgz.prov":            false,
+		"templates/a.tgz":              false,
+		"files/charts/a.tgz":           false,
+		"charts/d/templates/a.tgz":     false,
+		helmPath(`top\charts\a.tgz`):   true,
+		helmPath("top/./charts/a.tgz"): true,
+	} {
+		if got := isSubchartArchive(n); got != want {
+			t.Errorf("isSubchartArchive(%q) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestBudgetSettings(t *testing.T) {
+	b, err := Settings{ChartMaxUnpackedMiB: 32, ChartMaxFiles: 100}.Budget()
+	if err != nil || b != (Budget{MaxBytes: 32 << 20, MaxFiles: 100, MaxDepth: DefaultBudget.MaxDepth}) {
+		t.Errorf("budget %+v, %v", b, err)
+	}
+	if _, err := (Settings{ChartMaxDepth: -1}).Budget(); err == nil {
+		t.Error("a negative depth was accepted")
+	}
+}
