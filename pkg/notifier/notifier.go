@@ -7,6 +7,7 @@ package notifier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -37,6 +38,8 @@ type Store interface {
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
 	// BuryTombstone deletes an uninstall's tombstone once reported (tombstones.go).
 	BuryTombstone(ctx context.Context, t release.Tombstone) error
+	// Head reads the head of a record at a resourceVersion (nil: gone).
+	Head(ctx context.Context, namespace, secretName, resourceVersion string) (*release.Head, error)
 }
 
 // Service is the notifier.
@@ -73,6 +76,8 @@ type Service struct {
 	// gone holds the last labels of deleted secrets whose backlog is still to be reported
 	// (an uninstall's "uninstalled" names its request).
 	gone map[string]release.Revision
+	// once logs what a hostile record causes once, not once per retry or sweep.
+	once onceLog
 }
 
 // DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly
@@ -304,7 +309,7 @@ func (s *Service) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(key)
-	if err := s.sync(ctx, key); err != nil {
+	if err := s.syncGuarded(ctx, key); err != nil {
 		if ctx.Err() == nil {
 			s.Log.Warnw("status not reported yet; will retry", "key", key, "retries", s.queue.NumRequeues(key), "error", err)
 		}
@@ -313,6 +318,18 @@ func (s *Service) processNext(ctx context.Context) bool {
 	}
 	s.queue.Forget(key)
 	return true
+}
+
+// syncGuarded is sync with a backstop: a panic (a record no guard foresaw) is logged and
+// retried later, never the end of the worker or the process.
+func (s *Service) syncGuarded(ctx context.Context, key string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.once.warn(s.Log, "panic/"+key, "recovered a panic while reporting", "key", key, "panic", r)
+			err = fmt.Errorf("recovered panic: %v", r)
+		}
+	}()
+	return s.sync(ctx, key)
 }
 
 // sync reports, in order, every status of one revision seen and not reported yet, then
@@ -378,48 +395,32 @@ func (s *Service) report(ctx context.Context, key string, rev release.Revision, 
 	return s.Sender.Send(sendCtx, e)
 }
 
-// recordHead is what describe needs of a release record: decoding only these fields skips
-// the manifest, values and chart files without allocating them.
-type recordHead struct {
-	Info *struct {
-		Description string `json:"description"`
-	} `json:"info"`
-	Chart *struct {
-		Metadata *struct {
-			Name       string `json:"name"`
-			Version    string `json:"version"`
-			AppVersion string `json:"appVersion"`
-		} `json:"metadata"`
-	} `json:"chart"`
-}
-
 // describe fills chart and reason. Labels carry the chart of async-helm's releases; the
 // payload of this one revision is read only when needed (a failure's reason, or a release
-// installed by plain helm). It is read at the resourceVersion the index saw: the API
-// server answers from its watch cache with that version or a newer one, instead of a
-// quorum read of etcd queued behind Helm's writes; and only its head is decoded.
+// installed by plain helm), at the resourceVersion the index saw, and only its head is
+// decoded (Store.Head). A record that does not decode is reported with what its labels say.
 func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
 	c.Chart, c.ChartVersion, _ = release.ParseChartLabel(rev.Chart)
 	if c.Chart != "" && status != "failed" {
 		return nil
 	}
-	secret, err := s.Client.CoreV1().Secrets(rev.Namespace).Get(ctx, rev.SecretName,
-		metav1.GetOptions{ResourceVersion: rev.ResourceVersion})
-	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile: what the labels say is all there is
+	if status == "failed" {
+		c.Reason = rev.Failure // set when async-helm failed an undecodable record
 	}
-	if err != nil {
-		return fmt.Errorf("read release record %s/%s: %w", rev.Namespace, rev.SecretName, err)
+	head, err := s.Store.Head(ctx, rev.Namespace, rev.SecretName, rev.ResourceVersion)
+	if errors.Is(err, release.ErrUndecodable) {
+		s.once.warn(s.Log, "head/"+rev.Namespace+"/"+rev.SecretName+"/"+rev.ResourceVersion,
+			"release record does not decode; reported from its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
+		return nil
 	}
-	var head recordHead
-	if err := release.DecodeInto(secret.Data["release"], &head); err != nil {
-		return fmt.Errorf("%s/%s: %w", rev.Namespace, rev.SecretName, err)
+	if err != nil || head == nil {
+		return err // nil head: deleted meanwhile, what the labels say is all there is
 	}
-	if h := head.Chart; h != nil && h.Metadata != nil {
-		c.Chart, c.ChartVersion, c.AppVersion = h.Metadata.Name, h.Metadata.Version, h.Metadata.AppVersion
+	if name, version, app := head.ChartMeta(); name != "" {
+		c.Chart, c.ChartVersion, c.AppVersion = name, version, app
 	}
-	if status == "failed" && head.Info != nil {
-		c.Reason = head.Info.Description
+	if status == "failed" && head.Description() != "" {
+		c.Reason = head.Description()
 	}
 	return nil
 }

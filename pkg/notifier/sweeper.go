@@ -42,17 +42,28 @@ func (s *Service) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			res, err := s.SweepOnce(ctx)
-			if err != nil {
-				s.Log.Warnw("sweep failed", "error", err)
-			}
-			if res.Redriven > 0 || res.Failed > 0 {
-				s.Log.Infow("sweep", "redriven", res.Redriven, "failed", res.Failed)
-			}
-			if err := s.sweepTombstones(ctx); err != nil {
-				s.Log.Warnw("tombstone sweep failed", "error", err)
-			}
+			s.sweepPass(ctx)
 		}
+	}
+}
+
+// sweepPass is one pass of the loop, with a backstop: a panic is logged and the next tick
+// sweeps again (the guarded decode is the fix; this keeps the loop alive regardless).
+func (s *Service) sweepPass(ctx context.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.Log.Errorw("recovered a panic in the sweep", "panic", r)
+		}
+	}()
+	res, err := s.SweepOnce(ctx)
+	if err != nil {
+		s.Log.Warnw("sweep failed", "error", err)
+	}
+	if res.Redriven > 0 || res.Failed > 0 {
+		s.Log.Infow("sweep", "redriven", res.Redriven, "failed", res.Failed)
+	}
+	if err := s.sweepTombstones(ctx); err != nil {
+		s.Log.Warnw("tombstone sweep failed", "error", err)
 	}
 }
 
@@ -73,12 +84,22 @@ func (s *Service) SweepOnce(ctx context.Context) (SweepResult, error) {
 			if !ok || !rev.Ours {
 				continue
 			}
-			if err := s.sweep(ctx, rev, &res); err != nil {
+			if err := s.sweepGuarded(ctx, rev, &res); err != nil {
 				s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
 			}
 		}
 	}
 	return res, nil
+}
+
+// sweepGuarded is sweep with a backstop: one revision that panics does not stop the pass.
+func (s *Service) sweepGuarded(ctx context.Context, rev release.Revision, res *SweepResult) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("recovered panic: %v", r)
+		}
+	}()
+	return s.sweep(ctx, rev, res)
 }
 
 func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {

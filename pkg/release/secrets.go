@@ -44,3 +44,22 @@ func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.P
 	}
 	return out, nil
 }
+
+// Head reads one record at resourceVersion (the API server answers from its watch cache,
+// at that version or newer, instead of a quorum read of etcd) and decodes only its head,
+// through the guarded decode. nil when the Secret is gone; ErrUndecodable when its payload
+// does not decode.
+func (s *Store) Head(ctx context.Context, namespace, secretName, resourceVersion string) (*Head, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: resourceVersion})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read release record %s/%s: %w", namespace, secretName, err)
+	}
+	h, err := DecodeHead(sec.Data["release"])
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", namespace, secretName, err)
+	}
+	return &h, nil
+}
