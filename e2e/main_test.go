@@ -93,28 +93,38 @@ func newStack(t *testing.T, namespaces ...string) *stack {
 // newStackWith is newStack with extra environment for submit.
 func newStackWith(t *testing.T, submitEnv map[string]string, namespaces ...string) *stack {
 	t.Helper()
+	return newStackEnv(t, stackEnv{Submit: submitEnv}, namespaces...)
+}
+
+// stackEnv is extra environment for each function of a stack.
+type stackEnv struct {
+	Submit, Executor, Notifier map[string]string
+}
+
+// newStackEnv is newStack with extra environment per function.
+func newStackEnv(t *testing.T, env stackEnv, namespaces ...string) *stack {
+	t.Helper()
 	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info",
 		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key-0123456789abcdef0123"}
-	with := func(extra map[string]string) map[string]string {
+	with := func(extras ...map[string]string) map[string]string {
 		out := map[string]string{}
 		for k, v := range common {
 			out[k] = v
 		}
-		for k, v := range extra {
-			out[k] = v
+		for _, extra := range extras {
+			for k, v := range extra {
+				out[k] = v
+			}
 		}
 		return out
 	}
 	var w *eventing.Wiring
 	s.ports, w = wire(t, s.sink.URL)
-	s.executor = teststack.RunPort(t, bins["executor"], s.ports.Executor, with(nil))
-	submit := map[string]string{"K_SINK": w.BrokerURL}
-	for k, v := range submitEnv {
-		submit[k] = v
-	}
-	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, with(submit))
-	s.notifier = teststack.RunPort(t, bins["notifier"], s.ports.Notifier, with(map[string]string{"K_SINK": w.BrokerURL, "NAMESPACES": strings.Join(namespaces, ",")}))
+	s.executor = teststack.RunPort(t, bins["executor"], s.ports.Executor, with(env.Executor))
+	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, with(map[string]string{"K_SINK": w.BrokerURL}, env.Submit))
+	s.notifier = teststack.RunPort(t, bins["notifier"], s.ports.Notifier,
+		with(map[string]string{"K_SINK": w.BrokerURL, "NAMESPACES": strings.Join(namespaces, ",")}, env.Notifier))
 	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Operator.BearerToken}
 	t.Cleanup(func() {
 		if t.Failed() {

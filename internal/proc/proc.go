@@ -84,6 +84,16 @@ func (p *Process) start() error {
 	return fmt.Errorf("%s not healthy after 30s (log %s)", p.Bin, p.Log)
 }
 
+// Exited reports whether the process has ended (crashed, or stopped and not restarted).
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Pid of the running process.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
