@@ -63,7 +63,8 @@ func (f *Function) Start(ctx context.Context) error {
 	// makes one API call, the reservation's create.
 	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
 	nsLister := inf.Core().V1().Namespaces().Lister()
-	revisions, err := release.NewRevisionIndex(cl.Metadata)
+	// Only revisions submit sealed count toward MAX_QUEUED (hand-made Secrets do not).
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey)})
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if err := f.startCharts(ctx, cl.Config, charts); err != nil {
 		return err
 	}
-	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions}
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions, SealKey: []byte(f.cfg.EventSigningKey)}
 	f.svc = &submitter.Service{
 		Store:      store,
 		Charts:     charts,

@@ -13,7 +13,7 @@ import (
 // Indexer is what Store needs of a cache of release secret metadata (RevisionIndex, or
 // any cache.Indexer with the same indexes).
 type Indexer interface {
-	ByIndex(indexName, indexedValue string) ([]interface{}, error)
+	ByIndex(indexName, indexedValue string) ([]any, error)
 	IndexKeys(indexName, indexedValue string) ([]string, error)
 }
 
@@ -38,12 +38,29 @@ type RevisionIndex struct {
 	counted []cache.InformerSynced
 }
 
-// NewRevisionIndex builds the index over namespaces (none: every namespace). Run starts it.
+// IndexOptions configure a RevisionIndex.
+type IndexOptions struct {
+	// Namespaces to watch (none: every namespace).
+	Namespaces []string
+	// SealKey, when set, makes only revisions sealed with it (LabelSeal) count as queued:
+	// submit passes EVENT_SIGNING_KEY, so hand-made Secrets never fill the admission bound.
+	SealKey []byte
+}
+
+// NewRevisionIndex builds the index over namespaces (none: every namespace), counting every
+// queued revision of ours, sealed or not. Run starts it.
 func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionIndex, error) {
+	return NewRevisionIndexWith(md, IndexOptions{Namespaces: namespaces})
+}
+
+// NewRevisionIndexWith builds the index as o says. Run starts it.
+func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex, error) {
+	namespaces := o.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	x := &RevisionIndex{queued: newQueuedCounts()}
+	rule := queuedRule{sealKey: o.SealKey}
+	x := &RevisionIndex{queued: newQueuedCounts(rule)}
 	for _, ns := range namespaces {
 		f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = SelectorReleaseSecrets
@@ -54,7 +71,7 @@ func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionInd
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, err
 		}
-		if err := inf.AddIndexers(cache.Indexers{ReleaseIndex: byRelease, QueuedIndex: byQueued}); err != nil {
+		if err := inf.AddIndexers(cache.Indexers{ReleaseIndex: byRelease, QueuedIndex: rule.index}); err != nil {
 			return nil, err
 		}
 		reg, err := inf.AddEventHandler(x.queued.handler())
@@ -67,30 +84,19 @@ func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionInd
 	return x, nil
 }
 
-func dropManagedFields(obj interface{}) (interface{}, error) {
+func dropManagedFields(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		m.ManagedFields = nil
 	}
 	return obj, nil
 }
 
-func byRelease(obj interface{}) ([]string, error) {
+func byRelease(obj any) ([]string, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok {
 		return nil, nil
 	}
 	return []string{m.GetNamespace() + "/" + m.GetLabels()[LabelName]}, nil
-}
-
-func byQueued(obj interface{}) ([]string, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, nil
-	}
-	if r, ok := RevisionFromMeta(m); ok && r.Queued && r.Ours && IsPending(r.Status) {
-		return []string{queuedAll, m.GetNamespace()}, nil
-	}
-	return nil, nil
 }
 
 // Run starts the informers until ctx ends and waits for their first sync.
@@ -132,8 +138,8 @@ func (x *RevisionIndex) Get(key string) (*metav1.PartialObjectMetadata, error) {
 }
 
 // ByIndex lists the cached objects whose index value is indexedValue.
-func (x *RevisionIndex) ByIndex(indexName, indexedValue string) ([]interface{}, error) {
-	var out []interface{}
+func (x *RevisionIndex) ByIndex(indexName, indexedValue string) ([]any, error) {
+	var out []any
 	for _, inf := range x.informers {
 		objs, err := inf.GetIndexer().ByIndex(indexName, indexedValue)
 		if err != nil {

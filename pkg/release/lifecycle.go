@@ -46,6 +46,7 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
 	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), ctx: ctx, conditional: true,
 		addLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(s.now().Unix(), 10)}}
+	s.sealLabels(m.Namespace, SecretName(m.Name, m.Revision), m.RequestID, capture.addLabels)
 	if len(m.Event) > 0 {
 		capture.addData = map[string][]byte{DataEvent: m.Event}
 	}

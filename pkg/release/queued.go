@@ -12,16 +12,17 @@ import (
 // through the index (ByIndex, or IndexKeys, which also sorts) walked every queued
 // reservation and was 15-29% of submit's CPU at thousands queued (make bench's profile).
 type queuedCounts struct {
+	rule  queuedRule
 	mu    sync.Mutex
 	of    map[string]string // key -> namespace, for the queued ones
 	perNS map[string]int
 }
 
-func newQueuedCounts() *queuedCounts {
-	return &queuedCounts{of: map[string]string{}, perNS: map[string]int{}}
+func newQueuedCounts(rule queuedRule) *queuedCounts {
+	return &queuedCounts{rule: rule, of: map[string]string{}, perNS: map[string]int{}}
 }
 
-func (q *queuedCounts) set(obj interface{}, deleted bool) {
+func (q *queuedCounts) set(obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, deleted = d.Obj, true
 	}
@@ -30,11 +31,7 @@ func (q *queuedCounts) set(obj interface{}, deleted bool) {
 		return
 	}
 	key := m.GetNamespace() + "/" + m.GetName()
-	queued := false
-	if !deleted {
-		keys, _ := byQueued(obj)
-		queued = len(keys) > 0
-	}
+	queued := !deleted && q.rule.queued(obj)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ns, was := q.of[key]
@@ -58,9 +55,9 @@ func (q *queuedCounts) count(namespace string) (inNamespace, total int) {
 
 func (q *queuedCounts) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { q.set(obj, false) },
-		UpdateFunc: func(_, obj interface{}) { q.set(obj, false) },
-		DeleteFunc: func(obj interface{}) { q.set(obj, true) },
+		AddFunc:    func(obj any) { q.set(obj, false) },
+		UpdateFunc: func(_, obj any) { q.set(obj, false) },
+		DeleteFunc: func(obj any) { q.set(obj, true) },
 	}
 }
 

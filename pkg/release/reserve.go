@@ -97,6 +97,7 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 	}
 	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), ctx: ctx,
 		addLabels: map[string]string{LabelQueued: "true"}}
+	s.sealLabels(r.Namespace, SecretName(r.Name, rev), r.RequestID, capture.addLabels)
 	if len(r.Event) > 0 {
 		capture.addData = map[string][]byte{DataEvent: r.Event}
 	}

@@ -26,6 +26,9 @@ type Store struct {
 	// lock, so a cache a few milliseconds behind can only turn a 201 into a 409, never the reverse.
 	Revisions Indexer
 	Now       func() time.Time
+	// SealKey seals the queued revisions this Store writes (LabelSeal): submit's
+	// EVENT_SIGNING_KEY, the key its RevisionIndex verifies them with.
+	SealKey []byte
 }
 
 // Queued counts the reservations accepted and not started, in namespace and in total,

@@ -1,0 +1,64 @@
+package release
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LabelSeal proves that async-helm itself reserved (or marked for uninstall) a queued
+// revision: a tenant can write the queued labels on any Secret of its namespace, but
+// not this value, so only sealed revisions count toward submit's admission bound
+// (docs/design.md, "Release records are hostile input").
+const LabelSeal = "async-helm.io/seal"
+
+// sealHexChars keeps the label value within 63 characters (160 bits of the HMAC).
+const sealHexChars = 40
+
+// Seal is the LabelSeal value of the queued revision secretName of namespace for
+// requestID: hex(HMAC-SHA256(key, "async-helm seal\n" namespace/secret/request))[:40].
+// The prefix keeps it distinct from an event signature made with the same key.
+func Seal(key []byte, namespace, secretName, requestID string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("async-helm seal\n" + namespace + "/" + secretName + "/" + requestID))
+	return hex.EncodeToString(mac.Sum(nil))[:sealHexChars]
+}
+
+// Sealed reports whether m carries the seal of its own namespace, name and request id.
+func Sealed(key []byte, m metav1.Object) bool {
+	l := m.GetLabels()
+	want := Seal(key, m.GetNamespace(), m.GetName(), l[LabelRequestID])
+	return hmac.Equal([]byte(l[LabelSeal]), []byte(want))
+}
+
+// queuedRule says which release secrets count as queued reservations: accepted, not
+// started, ours, and, when the index has the key, sealed by async-helm.
+type queuedRule struct{ sealKey []byte }
+
+func (q queuedRule) queued(obj any) bool {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return false
+	}
+	r, ok := RevisionFromMeta(m)
+	if !ok || !r.Queued || !r.Ours || !IsPending(r.Status) {
+		return false
+	}
+	return len(q.sealKey) == 0 || Sealed(q.sealKey, m)
+}
+
+func (q queuedRule) index(obj any) ([]string, error) {
+	if !q.queued(obj) {
+		return nil, nil
+	}
+	return []string{queuedAll, obj.(metav1.Object).GetNamespace()}, nil
+}
+
+// sealLabels are the labels that make a queued revision count (none without a key).
+func (s *Store) sealLabels(namespace, secretName, requestID string, into map[string]string) {
+	if len(s.SealKey) > 0 {
+		into[LabelSeal] = Seal(s.SealKey, namespace, secretName, requestID)
+	}
+}

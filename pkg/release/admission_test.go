@@ -1,0 +1,74 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var sealKey = []byte("0123456789abcdef0123456789abcdef")
+
+// forgeQueued writes what a namespace editor can: a Secret with every label of a queued
+// reservation of ours, and optionally a seal copied from another revision.
+func forgeQueued(t *testing.T, s *Store, ns, name, seal string) {
+	t.Helper()
+	l := map[string]string{LabelOwner: OwnerHelm, LabelName: name, LabelStatus: "pending-install",
+		LabelVersion: "1", LabelRevision: "1", LabelQueued: "true", LabelRequestID: "r"}
+	if seal != "" {
+		l[LabelSeal] = seal
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName(name, 1), Namespace: ns, Labels: l}, Type: SecretType}
+	if _, err := s.Client.CoreV1().Secrets(ns).Create(ctx(t), sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Any Secret with the queued labels counted toward MAX_QUEUED: 2,000 hand-made ones made
+// every tenant's request a 429. Only revisions async-helm sealed count now.
+func TestAdmissionCountsOnlySealedRevisions(t *testing.T) {
+	s, c, _ := newStore(t)
+	s.SealKey = sealKey
+	reserve(t, s, "a", ActionInstall, "req-a")
+	reserve(t, s, "b", ActionInstall, "req-b")
+	real, err := c.CoreV1().Secrets("ns").Get(ctx(t), SecretName("a", 1), metav1.GetOptions{})
+	if err != nil || real.Labels[LabelSeal] == "" {
+		t.Fatalf("the reservation is not sealed: %v %v", real.Labels, err)
+	}
+	for i := 0; i < 40; i++ {
+		forgeQueued(t, s, fmt.Sprintf("ns%d", i%2), fmt.Sprintf("fake%d", i), "")
+	}
+	forgeQueued(t, s, "ns", "copied", real.Labels[LabelSeal]) // a seal is bound to its Secret
+	x, err := NewRevisionIndexWith(c.Metadata(), IndexOptions{SealKey: sealKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx(t))
+	defer stop()
+	if err := x.Run(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	s.Revisions = x
+	if inNS, total, err := s.Queued("ns"); err != nil || inNS != 2 || total != 2 {
+		t.Fatalf("Queued(ns) = %d, %d, %v; want 2, 2 (the hand-made ones count for nothing)", inNS, total, err)
+	}
+	if keys, _ := x.ByIndex(QueuedIndex, queuedAll); len(keys) != 2 {
+		t.Fatalf("queued index holds %d", len(keys))
+	}
+}
+
+func TestUninstallMarkIsSealed(t *testing.T) {
+	s, c, _ := newStore(t)
+	s.SealKey = sealKey
+	reserve(t, s, "a", ActionInstall, "req-a")
+	finish(t, c, "a", 1, "deployed")
+	if _, err := s.MarkUninstalling(ctx(t), UninstallMark{Namespace: "ns", Name: "a", Revision: 1, RequestID: "req-u"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.CoreV1().Secrets("ns").Get(ctx(t), SecretName("a", 1), metav1.GetOptions{})
+	if err != nil || !Sealed(sealKey, m) || !(queuedRule{sealKey: sealKey}).queued(m) {
+		t.Fatalf("uninstall mark: %v %v", m.Labels, err)
+	}
+}
