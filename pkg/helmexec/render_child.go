@@ -1,0 +1,87 @@
+package helmexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
+)
+
+// RenderChildArg, as a binary's first argument, runs it as a render child (RunRenderChild)
+// instead of its usual self.
+const RenderChildArg = "__async-helm-render"
+
+// IsRenderChild tells whether a process was started as a render child (its os.Args).
+func IsRenderChild(args []string) bool {
+	return len(args) > 1 && args[1] == RenderChildArg
+}
+
+// ChartRender is a dry-run render of a chart archive in a child process.
+type ChartRender struct {
+	Namespace   string                 `json:"namespace"`
+	Name        string                 `json:"name"`
+	Archive     []byte                 `json:"archive"`
+	Values      map[string]interface{} `json:"values,omitempty"`
+	KubeVersion string                 `json:"kubeVersion,omitempty"`
+	// Budget is what the archive may unpack to (the child checks it again before loading).
+	Budget chartsource.Budget `json:"budget"`
+}
+
+// renderResult is what a child writes on stdout.
+type renderResult struct {
+	Manifest string `json:"manifest,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// RunRenderChild is a render child's main: the ChartRender on in, the result on out; args
+// are the process's (os.Args), the memory bound after RenderChildArg. It returns the exit
+// code. The child limits its own data segment first: a template that builds a huge string
+// ends the child with "out of memory", never its parent.
+func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
+	if len(args) > 2 {
+		if limit, err := strconv.ParseInt(args[2], 10, 64); err == nil && limit > 0 {
+			// RLIMIT_DATA, not RLIMIT_AS: Go reserves far more address space than it uses.
+			_ = syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)})
+			debug.SetMemoryLimit(limit / 2) // collect hard well before the limit
+		}
+	}
+	var job ChartRender
+	var res renderResult
+	if err := json.NewDecoder(in).Decode(&job); err != nil {
+		res.Error = fmt.Sprintf("render child: read the request: %v", err)
+	} else {
+		res.Manifest, res.Error = renderArchive(job)
+	}
+	if err := json.NewEncoder(out).Encode(res); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// renderArchive loads the archive under its budget, checks the values against its
+// dependencies and renders, as the template route did in process.
+func renderArchive(job ChartRender) (string, string) {
+	ch, err := job.Budget.Load(job.Archive)
+	if err != nil {
+		return "", err.Error()
+	}
+	check, err := job.Budget.Load(job.Archive)
+	if err != nil {
+		return "", err.Error()
+	}
+	if err := CheckDependencies(check, job.Values); err != nil {
+		return "", err.Error()
+	}
+	// The parent kills the child at its deadline: the context has nothing to add.
+	out, err := Render(context.Background(), RenderRequest{Namespace: job.Namespace, Name: job.Name, Chart: ch,
+		Values: job.Values, KubeVersion: job.KubeVersion})
+	if err != nil {
+		return "", err.Error()
+	}
+	return out, ""
+}
