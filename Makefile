@@ -19,6 +19,11 @@ LOCAL_KUBECONFIG := $(CURDIR)/$(CLUSTER_DIR)/kubeconfig
 export CGO_ENABLED := 0
 # `go env` so the GOFLAGS of the environment or of go's own env file (go env -w) are kept.
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell $(GO) env GOFLAGS))
+# What every go command run from here sees (config/knative's deploy test checks it).
+.PHONY: go-env
+go-env:
+	@$(GO) env CGO_ENABLED GOFLAGS
+
 # Tests use KUBECONFIG when it is set, else the local cluster.
 TEST_KUBECONFIG := $(or $(KUBECONFIG),$(LOCAL_KUBECONFIG))
 TEST_TIMEOUT ?= 40m

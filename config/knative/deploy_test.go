@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,8 +127,16 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 	// The first build keeps its linked binaries where make deploy-local does (an unchanged
 	// function is not linked again); the second starts from an empty KOCACHE, so each
 	// binary is linked and compressed again and must come out byte for byte the same.
-	resolved, rep := kolocal(t, ctx, root, registry, filepath.Join(root, ".cache", "ko", "kocache"))
+	kocache := filepath.Join(root, ".cache", "ko", "kocache")
+	resolved, rep := kolocal(t, ctx, root, registry, kocache)
 	t.Logf("first build: %.0f s", rep.BuildSeconds)
+	for _, fn := range []string{"submit", "executor", "notifier"} {
+		// Where ko builds with KOCACHE: the next go build finds the binary up to date.
+		bin := filepath.Join(kocache, "bin", "github.com/async-helm/async-helm/functions/"+fn, "linux", "amd64", "out")
+		if _, err := os.Stat(bin); err != nil {
+			t.Errorf("%s: ko did not keep its binary in KOCACHE: %v", fn, err)
+		}
+	}
 	_, again := kolocal(t, ctx, root, registry, t.TempDir())
 	t.Logf("second build (linked again): %.0f s", again.BuildSeconds)
 	if len(again.Images) != len(rep.Images) {
@@ -294,6 +303,34 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 	key, err := cluster.Client.CoreV1().Secrets("async-helm").Get(ctx, "async-helm-events", metav1.GetOptions{})
 	if err != nil || len(key.Data["EVENT_SIGNING_KEY"]) < 32 {
 		t.Errorf("signing key Secret: %v (key of %d bytes), want 32 bytes or more", err, len(key.Data["EVENT_SIGNING_KEY"]))
+	}
+}
+
+// make runs every go command with the settings of ko's image builds (CGO_ENABLED=0,
+// -trimpath), so the Go build cache compiles each package once for vet, the tests, the
+// tools and the images; the GOFLAGS a caller sets are kept.
+func TestMakeBuildsWithKoSettings(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-s", "go-env")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make go-env: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("make go-env printed %q, want CGO_ENABLED and GOFLAGS", out)
+	}
+	if lines[0] != "0" {
+		t.Errorf("CGO_ENABLED=%q under make, want 0 as ko builds", lines[0])
+	}
+	flags := strings.Fields(lines[1])
+	if !slices.Contains(flags, "-trimpath") || !slices.Contains(flags, "-mod=readonly") {
+		t.Errorf("GOFLAGS=%q under make, want -trimpath (as ko builds) and the caller's -mod=readonly", lines[1])
 	}
 }
 
