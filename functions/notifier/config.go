@@ -29,6 +29,9 @@ type Config struct {
 	// EventSigningKey verifies dead letters: only events submit signed are acted on.
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
+	// OwnNamespace is async-helm's own namespace, where the executor records the requests
+	// it consumed (the sweeper re-sends a request only to the Secret it was consumed for).
+	OwnNamespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that

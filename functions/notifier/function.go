@@ -13,6 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/notifier"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // Function is the notifier.
@@ -56,6 +57,8 @@ func (f *Function) Start(ctx context.Context) error {
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
 		Namespaces: f.cfg.Namespaces, Revisions: revisions, Workers: f.cfg.Workers,
 		ProgressInterval: f.cfg.ProgressInterval,
+		SigningKey:       []byte(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
+		Consumed: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace},
 		Sweep: notifier.SweepConfig{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
 			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline},
 	}

@@ -22,6 +22,23 @@ import (
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
+var signingKey = []byte("0123456789abcdef0123456789abcdef")
+
+// signed is the accepted event of a as submit signs it now, as stored in a reservation.
+func (e *env) signed(a events.Action) []byte {
+	e.t.Helper()
+	ev, err := events.NewAccepted(a)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	events.Sign(&ev, signingKey, e.clock.Now())
+	stored, err := ev.MarshalJSON()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return stored
+}
+
 // sink records what it acknowledges; while refusing it answers every send with an error.
 type sink struct {
 	mu       sync.Mutex
@@ -82,7 +99,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, c: c, clock: clock, sink: &sink{}, redrive: &sink{},
 		store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}}
 	e.svc = &Service{Client: c, Metadata: c.Metadata(), Store: e.store, Sender: e.sink, Redrive: e.redrive,
-		Log: zap.NewNop().Sugar(), Now: clock.Now,
+		Log: zap.NewNop().Sugar(), Now: clock.Now, SigningKey: signingKey, EventMaxAge: 3 * time.Hour,
 		Sweep: SweepConfig{Interval: time.Hour, RedriveAfter: 2 * time.Minute, Grace: time.Minute, QueueDeadline: time.Hour}}
 	e.svc.Init()
 	return e
@@ -97,15 +114,8 @@ func ctx(t *testing.T) context.Context {
 // reserve makes a reservation as submit does, with its signed-event copy.
 func (e *env) reserve(name string, action release.Action, rev int) string {
 	e.t.Helper()
-	ev, err := events.NewAccepted(events.Action{Action: action, Namespace: "ns", Name: name, Revision: rev,
+	stored := e.signed(events.Action{Action: action, Namespace: "ns", Name: name, Revision: rev,
 		SecretName: release.SecretName(name, rev), RequestID: "req-" + name})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	stored, err := ev.MarshalJSON()
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	if _, err := e.store.Reserve(ctx(e.t), release.Reservation{Namespace: "ns", Name: name, Action: action, Revision: rev,
 		Chart: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, RequestID: "req-" + name, Event: stored}); err != nil {
 		e.t.Fatal(err)

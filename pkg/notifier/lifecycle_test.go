@@ -276,12 +276,8 @@ func TestSweeperDrivesAnUninstall(t *testing.T) {
 	e.reserve("web", release.ActionInstall, 1)
 	e.set("web", 1, helmrelease.StatusDeployed, "")
 	e.clock.Add(48 * time.Hour) // deployed two days before its uninstall
-	ev, err := events.NewAccepted(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
+	stored := e.signed(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
 		SecretName: release.SecretName("web", 1), RequestID: "req-u"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, _ := ev.MarshalJSON()
 	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u", Event: stored}); err != nil {
 		t.Fatal(err)
 	}

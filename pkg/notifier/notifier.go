@@ -34,7 +34,7 @@ type EventSender interface {
 
 // Store reads the stored events of revisions, and fails them (release.Store).
 type Store interface {
-	StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error)
+	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
 	// BuryTombstone deletes an uninstall's tombstone once reported (tombstones.go).
 	BuryTombstone(ctx context.Context, t release.Tombstone) error
@@ -63,6 +63,12 @@ type Service struct {
 	// ProgressInterval rate-limits progress events per revision; 0 sends none.
 	ProgressInterval time.Duration
 	Now              func() time.Time
+	// SigningKey and EventMaxAge verify a stored event before the sweeper sends it again
+	// (events.Verify); without a key nothing is re-sent.
+	SigningKey  []byte
+	EventMaxAge time.Duration
+	// Consumed, when set, is the executor's record of consumed requests (redrive.go).
+	Consumed ConsumedRecords
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,6 +64,7 @@ func (s *Service) sweepPass(ctx context.Context) {
 	if err := s.sweepTombstones(ctx); err != nil {
 		s.Log.Warnw("tombstone sweep failed", "error", err)
 	}
+	s.pruneConsumed(ctx)
 }
 
 // SweepOnce looks at every pending revision async-helm wrote: it re-sends the stored event
@@ -119,39 +119,36 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	if !rev.Queued && now.Sub(since) < s.Sweep.Grace {
 		return nil // its executor may just have died: the broker's redelivery comes first
 	}
-	stored, err := s.Store.StoredEvent(ctx, rev.Namespace, rev.SecretName)
+	sr, err := s.Store.StoredRequest(ctx, rev.Namespace, rev.SecretName)
 	if errors.Is(err, release.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	switch {
-	case overdue || len(stored) == 0:
-		what := fmt.Sprintf("its executor was lost (no live lease for %s)", now.Sub(since).Round(time.Second))
-		if rev.Queued {
-			what = "it never started: no executor took it"
-		}
-		reason := fmt.Sprintf("Release %q failed: revision %d was pending for %s and %s; its request was sent %d more times (marked failed by the notifier)",
-			rev.Name, rev.Version, now.Sub(rev.Created).Round(time.Second), what, rev.Sent)
-		if len(stored) == 0 && !overdue {
-			reason = fmt.Sprintf("Release %q failed: revision %d has no live executor for %s and no stored request to send again (marked failed by the notifier)",
-				rev.Name, rev.Version, now.Sub(since).Round(time.Second))
-		}
-		done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, false)
-		if done {
-			res.Failed++
-		}
+	if overdue || len(sr.Event) == 0 {
+		return s.failStuck(ctx, rev, s.stuckReason(rev, now, since, overdue), res)
+	}
+	e, refusal, err := s.checkStored(ctx, sr)
+	if err != nil {
 		return err
-	case !rev.Queued && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.Grace:
+	}
+	if refusal != "" {
+		s.once.warn(s.Log, "refused/"+rev.Namespace+"/"+rev.SecretName+"/"+sr.Revision.ResourceVersion,
+			"stored request not sent again", "namespace", rev.Namespace, "secret", rev.SecretName, "reason", refusal)
+		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d was not sent again: %s (marked failed by the notifier)",
+			rev.Name, rev.Version, refusal), res)
+	}
+	if !rev.Queued && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.Grace {
 		return nil // re-sent recently; give that delivery its time
+	}
+	// The claim carries the resourceVersion listed, and the checks must have read that very
+	// version: a Secret changed since is looked at again next pass, never sent unchecked.
+	if sr.Revision.ResourceVersion != rev.ResourceVersion {
+		return nil
 	}
 	if ok, err := s.claim(ctx, rev, now); err != nil || !ok {
 		return err
-	}
-	var e cloudevents.Event
-	if err := e.UnmarshalJSON(stored); err != nil {
-		return fmt.Errorf("stored event of %s/%s: %w", rev.Namespace, rev.SecretName, err)
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -160,6 +157,34 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	}
 	res.Redriven++
 	return nil
+}
+
+// stuckReason says why a pending revision is failed: past the queue deadline, or no
+// executor and no stored request to send again.
+func (s *Service) stuckReason(rev release.Revision, now, since time.Time, overdue bool) string {
+	if !overdue {
+		return fmt.Sprintf("Release %q failed: revision %d has no live executor for %s and no stored request to send again (marked failed by the notifier)",
+			rev.Name, rev.Version, now.Sub(since).Round(time.Second))
+	}
+	what := fmt.Sprintf("its executor was lost (no live lease for %s)", now.Sub(since).Round(time.Second))
+	if rev.Queued {
+		what = "it never started: no executor took it"
+	}
+	return fmt.Sprintf("Release %q failed: revision %d was pending for %s and %s; its request was sent %d more times (marked failed by the notifier)",
+		rev.Name, rev.Version, now.Sub(rev.Created).Round(time.Second), what, rev.Sent)
+}
+
+// failStuck fails one of our pending revisions with reason (MarkFailed: a record that does
+// not decode is failed in its labels).
+func (s *Service) failStuck(ctx context.Context, rev release.Revision, reason string, res *SweepResult) error {
+	if !rev.Ours || !release.IsPending(rev.Status) {
+		return nil
+	}
+	done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, false)
+	if done {
+		res.Failed++
+	}
+	return err
 }
 
 // claim records a re-send on the secret (count, time, dead-letter mark cleared). The

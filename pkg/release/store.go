@@ -64,21 +64,6 @@ func (s *Store) Progress(ctx context.Context, namespace, secretName string) (*pr
 	return progress.Decode(l.Annotations[AnnotationProgress])
 }
 
-// StoredEvent is the accepted event kept in a pending revision's secret (nil if none).
-func (s *Store) StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error) {
-	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, secretName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read stored event of %s/%s: %w", namespace, secretName, err)
-	}
-	if !IsPending(sec.Labels[LabelStatus]) {
-		return nil, nil
-	}
-	return sec.Data[DataEvent], nil
-}
-
 // History lists the revisions of a release from secret metadata only (payloads can
 // be megabytes each), newest first.
 func (s *Store) History(ctx context.Context, namespace, name string) ([]Revision, error) {

@@ -1,0 +1,75 @@
+package notifier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+)
+
+// ConsumedRecords are the executor's records of the requests it started, in async-helm's
+// own namespace where tenants cannot write (*consumed.Store).
+type ConsumedRecords interface {
+	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
+	Prune(ctx context.Context, olderThan time.Duration) (int, error)
+}
+
+// checkStored decides whether the event stored in a pending revision's Secret may be sent
+// again. Everything in that Secret may be a tenant's: the event must carry submit's
+// signature (within EventMaxAge), and be the request of this very Secret (namespace,
+// release, revision, request-id label, action), and, once the executor consumed the request,
+// have been consumed for this Secret's UID. A refusal is the reason; err is a failed read.
+func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (cloudevents.Event, string, error) {
+	var e cloudevents.Event
+	rev := sr.Revision
+	if sr.Undecodable != nil {
+		return e, fmt.Sprintf("its release record does not decode (%v)", sr.Undecodable), nil
+	}
+	if err := e.UnmarshalJSON(sr.Event); err != nil {
+		return e, "its stored request is not an event", nil
+	}
+	if len(s.SigningKey) == 0 {
+		return e, "the notifier has no key to verify its stored request", nil
+	}
+	if err := events.Verify(e, s.SigningKey, s.now(), s.EventMaxAge); err != nil {
+		return e, fmt.Sprintf("its stored request is not submit's: %v", err), nil
+	}
+	a, err := events.ParseAccepted(e)
+	if err != nil {
+		return e, fmt.Sprintf("its stored request is not an accepted request: %v", err), nil
+	}
+	if a.Namespace != rev.Namespace || a.Name != rev.Name || a.Revision != rev.Version ||
+		a.RequestID != rev.RequestID || e.ID() != a.RequestID || a.Action.PendingStatus() != rev.Status {
+		return e, fmt.Sprintf("its stored request (%s of %s/%s revision %d, request %s) is not this revision's (%s, request %s)",
+			a.Action, a.Namespace, a.Name, a.Revision, a.RequestID, rev.Status, rev.RequestID), nil
+	}
+	if s.Consumed == nil {
+		return e, "", nil
+	}
+	rec, err := s.Consumed.Lookup(ctx, a.RequestID)
+	if err != nil {
+		return e, "", err
+	}
+	if rec != nil && rec.SecretUID != rev.UID {
+		return e, fmt.Sprintf("its request %s was consumed for another release record", a.RequestID), nil
+	}
+	return e, "", nil
+}
+
+// pruneConsumed drops consumed records no event can be replayed against any more: older
+// than EVENT_MAX_AGE, with an hour to spare. Once per sweep pass (a LIST of one namespace).
+func (s *Service) pruneConsumed(ctx context.Context) {
+	if s.Consumed == nil || s.EventMaxAge <= 0 {
+		return
+	}
+	if n, err := s.Consumed.Prune(ctx, s.EventMaxAge+time.Hour); err != nil {
+		s.Log.Warnw("prune of consumed requests failed", "error", err)
+	} else if n > 0 {
+		s.Log.Infow("pruned consumed requests", "count", n)
+	}
+}

@@ -1,0 +1,59 @@
+package release
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StoredEvent is the accepted event kept in a pending revision's secret (nil if none).
+func (s *Store) StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, secretName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stored event of %s/%s: %w", namespace, secretName, err)
+	}
+	if !IsPending(sec.Labels[LabelStatus]) {
+		return nil, nil
+	}
+	return sec.Data[DataEvent], nil
+}
+
+// StoredRequest is what the sweeper needs of a pending revision's Secret before it sends
+// the work again: the Secret's labels as read now (with its UID), the stored event, and
+// whether the record itself decodes. Nothing in it is trusted: the sweeper checks the event
+// against the rest.
+type StoredRequest struct {
+	Revision Revision
+	// Event is the stored accepted event (nil when there is none or the revision is final).
+	Event []byte
+	// Undecodable is why the record's payload does not decode (nil when it does).
+	Undecodable error
+}
+
+// StoredRequest reads one pending revision's Secret (ErrNotFound when gone).
+func (s *Store) StoredRequest(ctx context.Context, namespace, secretName string) (*StoredRequest, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, secretName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stored request of %s/%s: %w", namespace, secretName, err)
+	}
+	rev, ok := RevisionFromMeta(sec)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s/%s is not a release record", ErrNotFound, namespace, secretName)
+	}
+	out := &StoredRequest{Revision: rev}
+	if IsPending(rev.Status) {
+		out.Event = sec.Data[DataEvent]
+	}
+	if _, err := DecodeHead(sec.Data["release"]); err != nil {
+		out.Undecodable = err
+	}
+	return out, nil
+}
