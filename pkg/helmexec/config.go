@@ -52,6 +52,13 @@ type configOptions struct {
 	secrets     []func(typedcorev1.SecretInterface) typedcorev1.SecretInterface
 	log         func(string, ...interface{})
 	impersonate *rest.ImpersonationConfig
+	fence       *Fence
+}
+
+// WithFence closes the action off from the cluster once f.End is called (its storage
+// sealed, its kube client refusing), and counts Helm's leftovers in f.Orphans.
+func WithFence(f *Fence) Option {
+	return func(o *configOptions) { o.fence = f }
 }
 
 // WithImpersonation runs the action as this user: the chart can create only what the user
@@ -138,6 +145,10 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	}
 	for _, w := range o.wraps {
 		d = w(d)
+	}
+	if o.fence != nil { // outermost: refused before any wrapper acts
+		d = o.fence.storage(d)
+		kc = fencedKube{Interface: kc, f: o.fence}
 	}
 	return &action.Configuration{
 		RESTClientGetter: getter,

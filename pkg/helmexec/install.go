@@ -41,6 +41,8 @@ type Request struct {
 	ChartDigest string
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int
+	// RenderTimeout bounds how long Helm may take to render the templates (0: no bound).
+	RenderTimeout time.Duration
 }
 
 // ErrChartChanged means the chart to run is not the one submit validated.
@@ -48,11 +50,15 @@ var ErrChartChanged = errors.New("the chart changed since the request was accept
 
 // Install runs `helm install` for a reservation and returns the final release.
 func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	cfg, adopter, err := f.adoptingConfiguration(req, opts)
+	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err
 	}
-	rel, err := newInstall(cfg, req).RunWithContext(ctx, req.Chart, req.Values)
+	i := newInstall(cfg, req)
+	i.PostRenderer = renderSignal{fence}
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+		return i.RunWithContext(context.WithoutCancel(ctx), req.Chart, req.Values)
+	})
 	return rel, checkAdopted(adopter, err)
 }
 
@@ -70,8 +76,19 @@ func newInstall(cfg *action.Configuration, req Request) *action.Install {
 	return i
 }
 
-func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *release.AdoptingDriver, error) {
+// adoptingConfiguration is the configuration of an action on a reservation, and the fence
+// it runs behind (the caller's, from WithFence, or one of its own).
+func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *release.AdoptingDriver, *Fence, error) {
 	var adopter *release.AdoptingDriver
+	var o configOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	fence := o.fence
+	if fence == nil {
+		fence = &Fence{}
+		opts = append(opts, WithFence(fence))
+	}
 	// Last, so the adopter wraps whatever storage the options give (fault injection in tests).
 	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
 		adopter = release.NewAdoptingDriver(d, req.Name, req.Revision)
@@ -79,14 +96,14 @@ func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Con
 	}))
 	cfg, err := f.Configuration(req.Namespace, opts...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Helm's upgrade and rollback set it themselves; install does not, so set it here too.
 	cfg.Releases.MaxHistory = req.MaxHistory
 	if req.Atomic {
 		adopter.AllowAtomicRollback()
 	}
-	return cfg, adopter, nil
+	return cfg, adopter, fence, nil
 }
 
 // checkAdopted makes an action that never reached the reservation an error: Helm refused

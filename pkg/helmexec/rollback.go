@@ -20,14 +20,18 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
 		return &relabel{Driver: d, key: release.SecretName(req.Name, req.Revision), labels: req.Labels}
 	}))
-	cfg, adopter, err := f.adoptingConfiguration(req, opts)
+	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	err = newRollback(cfg, req).Run(req.Name)
+	// Helm's rollback takes no context: it runs in a goroutine of its own, and an end of
+	// ctx (a cancel, the deadline) fences it off and leaves it as an orphan.
+	_, err = runBounded(ctx, runOptions{fence: fence}, func() (*helmrelease.Release, error) {
+		return nil, newRollback(cfg, req).Run(req.Name)
+	})
 	if err = checkAdopted(adopter, err); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 
 // Upgrade runs `helm upgrade` for a reservation and returns the final release.
 func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	cfg, adopter, err := f.adoptingConfiguration(req, opts)
+	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,11 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		}
 		ch = cur.Chart
 	}
-	rel, err := newUpgrade(cfg, req).RunWithContext(ctx, req.Name, ch, req.Values)
+	u := newUpgrade(cfg, req)
+	u.PostRenderer = renderSignal{fence}
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, req.Values)
+	})
 	return rel, checkAdopted(adopter, err)
 }
 
