@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -136,4 +137,53 @@ func TestSweeperSendsOnlyTheSecretsOwnSignedRequest(t *testing.T) {
 func (e *env) storeEvent(raw []byte) {
 	e.t.Helper()
 	e.patch("web", 1, fmt.Sprintf(`{"data":{%q:%q}}`, release.DataEvent, base64.StdEncoding.EncodeToString(raw)))
+}
+
+// forgeTombstone writes a Lease with a tombstone's labels, finished, as a namespace editor can.
+func (e *env) forgeTombstone(name, requestID string) {
+	e.t.Helper()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+		Labels: map[string]string{release.LabelManagedBy: release.ManagedByUs, release.LabelAction: string(release.ActionUninstall),
+			release.LabelRelease: "web", release.LabelRevision: "1", release.LabelRequestID: requestID},
+		Annotations: map[string]string{release.AnnotationOutcome: release.OutcomeUninstalled, release.AnnotationSecretUID: "uid-1"}}}
+	if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(e.t), l, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// A forged tombstone was reported "uninstalled" on every sweep and never removed
+// (BuryTombstone deleted the name computed from its labels, not the Lease read).
+func TestForgedTombstoneIsDeletedNotReported(t *testing.T) {
+	for _, tc := range []struct {
+		name, lease string
+		consumed    consumedRecords
+		reported    bool
+	}{
+		{"under another name", "forged", nil, false},
+		{"well named, nothing consumed", release.TombstoneName("web", 1, "req-x"), consumedRecords{}, false},
+		{"well named, consumed for another revision", release.TombstoneName("web", 1, "req-x"),
+			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 2, SecretUID: "uid-1"}}, false},
+		{"the executor's own", release.TombstoneName("web", 1, "req-x"),
+			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 1, SecretUID: "uid-1"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.consumed != nil {
+				e.svc.Consumed = tc.consumed
+			}
+			e.forgeTombstone(tc.lease, "req-x")
+			for i := 0; i < 2; i++ { // every sweep queues every tombstone
+				if err := e.svc.syncTombstone(ctx(t), tombstoneKey+"ns/"+tc.lease); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := 0
+			if tc.reported {
+				want = 1
+			}
+			if got := len(e.sink.events()); got != want || e.tombstones() != 0 {
+				t.Fatalf("reported %d times (want %d), %d tombstones left", got, want, e.tombstones())
+			}
+		})
+	}
 }

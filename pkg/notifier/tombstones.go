@@ -85,6 +85,15 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
+	refusal, err := s.checkTombstone(ctx, t)
+	if err != nil {
+		return err
+	}
+	if refusal != "" {
+		s.once.warn(s.Log, "tombstone/"+ns+"/"+name+"/"+l.ResourceVersion, "tombstone not reported; deleted",
+			"namespace", ns, "lease", name, "reason", refusal)
+		return s.Store.BuryTombstone(ctx, t)
+	}
 	if !t.Done {
 		done, err := s.abandonedDone(ctx, t)
 		if !done || err != nil {
@@ -130,4 +139,25 @@ func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool,
 		return false, nil
 	}
 	return false, s.Store.BuryTombstone(ctx, t)
+}
+
+// checkTombstone says why a tombstone Lease (which a tenant may write in its namespace)
+// is not the record of an uninstall async-helm ran: not under the name the executor gives
+// it, or, with consumed records, no uninstall of that revision consumed for that Secret.
+func (s *Service) checkTombstone(ctx context.Context, t release.Tombstone) (string, error) {
+	if !t.WellNamed() {
+		return "its Lease is not named as the executor names tombstones", nil
+	}
+	if s.Consumed == nil {
+		return "", nil
+	}
+	rec, err := s.Consumed.Lookup(ctx, t.RequestID)
+	if err != nil {
+		return "", err
+	}
+	if rec == nil || rec.Action != string(release.ActionUninstall) || rec.Namespace != t.Namespace ||
+		rec.Name != t.Name || rec.Revision != t.Revision || string(rec.SecretUID) != t.SecretUID {
+		return fmt.Sprintf("no uninstall of %s/%s revision %d was consumed for request %s", t.Namespace, t.Name, t.Revision, t.RequestID), nil
+	}
+	return "", nil
 }

@@ -40,7 +40,8 @@ type Tombstone struct {
 	// Done: the executor wrote that Helm's uninstall succeeded.
 	Done bool
 
-	uid, resourceVersion string
+	// lease, uid and resourceVersion are the Lease as read (TombstoneFrom).
+	lease, uid, resourceVersion string
 }
 
 // TombstoneName is the name of the tombstone Lease of one uninstall request.
@@ -49,8 +50,20 @@ func TombstoneName(release string, revision int, requestID string) string {
 	return SecretName(release, revision) + ".uninstall-" + hex.EncodeToString(h[:6])
 }
 
-// Lease is where the tombstone lives.
-func (t Tombstone) Lease() string { return TombstoneName(t.Name, t.Revision, t.RequestID) }
+// Lease is where the tombstone lives: the Lease it was read from, else its own name.
+func (t Tombstone) Lease() string {
+	if t.lease != "" {
+		return t.lease
+	}
+	return TombstoneName(t.Name, t.Revision, t.RequestID)
+}
+
+// WellNamed reports whether the tombstone sits in the Lease its labels name
+// (TombstoneName): the executor writes no other; a tenant's Lease under another name with
+// the same labels is not one.
+func (t Tombstone) WellNamed() bool {
+	return t.Lease() == TombstoneName(t.Name, t.Revision, t.RequestID)
+}
 
 // SecretName is the Secret of the revision the uninstall deletes.
 func (t Tombstone) SecretName() string { return SecretName(t.Name, t.Revision) }
@@ -63,7 +76,7 @@ func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
 	}
 	return Tombstone{Namespace: l.Namespace, Name: l.Labels[LabelRelease], Revision: rev,
 		RequestID: l.Labels[LabelRequestID], Chart: l.Labels[LabelChart], SecretUID: l.Annotations[AnnotationSecretUID],
-		Done: l.Annotations[AnnotationOutcome] == OutcomeUninstalled, uid: string(l.UID), resourceVersion: l.ResourceVersion}, true
+		Done: l.Annotations[AnnotationOutcome] == OutcomeUninstalled, lease: l.Name, uid: string(l.UID), resourceVersion: l.ResourceVersion}, true
 }
 
 // DigTombstone writes the tombstone of an uninstall before Helm runs it, with the UID of the
@@ -99,8 +112,9 @@ func (s *Store) FinishTombstone(ctx context.Context, t Tombstone) error {
 	return nil
 }
 
-// BuryTombstone deletes a tombstone that was reported (or needs no report). One read from
-// the cluster is deleted only as it was read (UID and resourceVersion as preconditions).
+// BuryTombstone deletes a tombstone that was reported (or needs no report, or is forged).
+// One read from the cluster is deleted by the name it was read under, and only as it was
+// read (UID and resourceVersion as preconditions): never a name recomputed from its labels.
 func (s *Store) BuryTombstone(ctx context.Context, t Tombstone) error {
 	var opts metav1.DeleteOptions
 	if t.uid != "" {
