@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -23,6 +26,10 @@ import (
 type chartRoutes struct {
 	repos  *chartrepos.Set
 	source *chartsource.Source
+	// Any valid token may call the chart and template routes: each caller has a bucket,
+	// and renders run in children killed at their deadline.
+	limits   *chartsource.CallerLimits
+	renderer *helmexec.Renderer
 }
 
 // startCharts watches the chart repositories and makes them the source's.
@@ -31,8 +38,39 @@ func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chart
 	if err != nil {
 		return fmt.Errorf("chart repositories: %w", err)
 	}
-	f.charts = &chartRoutes{repos: set, source: src}
+	rs := f.cfg.RouteSettings
+	f.charts = &chartRoutes{repos: set, source: src, limits: rs.Limits(),
+		renderer: &helmexec.Renderer{Limits: helmexec.RenderLimits{Timeout: rs.TemplateRenderTimeout,
+			MaxMemoryBytes: rs.TemplateRenderMaxMiB << 20, MaxParallel: rs.TemplateRenderMaxParallel}}}
 	return nil
+}
+
+// maxRefChars bounds each part of a chart reference in a query (real ones are far shorter).
+const maxRefChars = 2048
+
+// admit takes a token of the caller's bucket; without one it answers 429 with Retry-After.
+func (f *Function) admit(w http.ResponseWriter, r *http.Request) bool {
+	caller := ""
+	if u := userFrom(r.Context()); u != nil {
+		caller = u.Name
+	}
+	ok, retry := f.charts.limits.Allow(caller)
+	if !ok {
+		f.tooMany(w, r, fmt.Errorf("too many chart requests by %q: retry after %s", caller, retry.Round(time.Millisecond)), retry)
+	}
+	return ok
+}
+
+// tooMany answers 429: the caller may retry after retry.
+func (f *Function) tooMany(w http.ResponseWriter, r *http.Request, err error, retry time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	f.refuse(w, r, http.StatusTooManyRequests, err)
+}
+
+// refuse answers a refusal whose status the route chose (errors statusOf does not know).
+func (f *Function) refuse(w http.ResponseWriter, r *http.Request, code int, err error) {
+	f.log.Infow("request refused", "method", r.Method, "path", r.URL.Path, "status", code, "error", err)
+	writeJSON(w, code, api.Error{Error: err.Error()})
 }
 
 func (f *Function) routeCharts(mux *http.ServeMux) {
@@ -87,10 +125,17 @@ func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) {
 // (metadata, lock, templates, values, schema, files). ?url= and/or ?indexEntry= name it,
 // ?namespace= the project repositories it may come from, ?version= a version.
 func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) {
+	if !f.admit(w, r) {
+		return
+	}
 	q := r.URL.Query()
 	ref := chartsource.Ref{URL: q.Get("url"), IndexEntry: q.Get("indexEntry"), Version: q.Get("version"), Namespace: q.Get("namespace")}
 	if ref.URL == "" && ref.IndexEntry == "" {
 		f.fail(w, r, fmt.Errorf("%w: query parameter url or indexEntry is required", submitter.ErrInvalid))
+		return
+	}
+	if len(ref.URL) > maxRefChars || len(ref.IndexEntry) > maxRefChars || len(ref.Version) > maxRefChars {
+		f.fail(w, r, fmt.Errorf("%w: url, indexEntry and version are at most %d characters", submitter.ErrInvalid, maxRefChars))
 		return
 	}
 	if err := f.mayUseRepositoriesOf(r.Context(), ref.Namespace); err != nil {
@@ -109,6 +154,9 @@ func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) {
 // template renders what an install of the request would create, without a cluster or a
 // reservation, and answers the console's shape: the manifests as text/yaml.
 func (f *Function) template(w http.ResponseWriter, r *http.Request) {
+	if !f.admit(w, r) {
+		return
+	}
 	var req api.ReleaseRequest
 	if err := decode(w, r, &req); err != nil {
 		f.fail(w, r, err)
@@ -127,23 +175,16 @@ func (f *Function) template(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
-	ch, err := c.Fresh()
-	if err != nil {
-		f.fail(w, r, err)
+	// In a child killed at its deadline: rendering never looks at a context.
+	out, err := f.charts.renderer.Render(r.Context(), helmexec.ChartRender{Namespace: req.Namespace, Name: req.Name,
+		Archive: c.Data, Values: req.Values, KubeVersion: f.charts.repos.KubeVersion, Budget: f.charts.source.Budget})
+	if errors.Is(err, helmexec.ErrRenderBusy) {
+		f.tooMany(w, r, err, time.Second)
 		return
 	}
-	check, err := c.Fresh()
-	if err == nil {
-		err = helmexec.CheckDependencies(check, req.Values)
-	}
 	if err != nil {
-		f.fail(w, r, fmt.Errorf("%w: %v", submitter.ErrValues, err))
-		return
-	}
-	out, err := helmexec.Render(r.Context(), helmexec.RenderRequest{Namespace: req.Namespace, Name: req.Name,
-		Chart: ch, Values: req.Values, KubeVersion: f.charts.repos.KubeVersion})
-	if err != nil {
-		f.fail(w, r, fmt.Errorf("%w: render %s: %v", submitter.ErrValues, req.Chart(), err))
+		// The chart and values decide it (a retry cannot help): 422, like any render error.
+		f.refuse(w, r, http.StatusUnprocessableEntity, fmt.Errorf("render %s: %w", req.Chart(), err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/yaml")

@@ -64,6 +64,29 @@ type Settings struct {
 	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB" default:"64"`
 	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES" default:"10000"`
 	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH" default:"5"`
+	RouteSettings
+}
+
+// RouteSettings bound submit's chart and template routes, which any valid token may call.
+type RouteSettings struct {
+	// ChartRoutesRate and ChartRoutesBurst are each caller's token bucket (CallerLimits).
+	ChartRoutesRate  float64 `envconfig:"CHART_ROUTES_RATE" default:"2"`
+	ChartRoutesBurst int     `envconfig:"CHART_ROUTES_BURST" default:"10"`
+	// A render of the template route runs in a child process killed after
+	// TemplateRenderTimeout, its data segment bounded by TemplateRenderMaxMiB, at most
+	// TemplateRenderMaxParallel at once.
+	TemplateRenderTimeout     time.Duration `envconfig:"TEMPLATE_RENDER_TIMEOUT" default:"10s"`
+	TemplateRenderMaxMiB      int64         `envconfig:"TEMPLATE_RENDER_MAX_MIB" default:"256"`
+	TemplateRenderMaxParallel int           `envconfig:"TEMPLATE_RENDER_MAX_PARALLEL" default:"2"`
+}
+
+// Limits are the per-caller limits of the chart routes.
+func (c RouteSettings) Limits() *CallerLimits {
+	rate, burst := c.ChartRoutesRate, c.ChartRoutesBurst
+	if rate <= 0 && burst <= 0 { // unset (a Config built in code): the defaults
+		rate, burst = 2, 10
+	}
+	return &CallerLimits{Rate: rate, Burst: burst}
 }
 
 // Budget is the unpack budget the settings give.

@@ -58,9 +58,25 @@ func (s *Source) repositories() Repositories {
 	return staticRepositories{urls: s.Repositories, creds: s.Credentials}
 }
 
+// reposFor is what namespace sees. A chart named without a namespace has no access review
+// behind it (any valid token may ask): its repositories come without credentials (basic
+// auth, client certificate); the CA still checks the server.
+func (s *Source) reposFor(namespace string) []Repository {
+	repos := s.repositories().Repositories(namespace)
+	if namespace != "" {
+		return repos
+	}
+	out := make([]Repository, len(repos))
+	for i, r := range repos {
+		r.Username, r.Password, r.CertPEM, r.KeyPEM = "", "", nil, nil
+		out[i] = r
+	}
+	return out
+}
+
 // Lookup finds the repository an index entry of namespace names.
 func (s *Source) Lookup(namespace, name string) (Repository, error) {
-	for _, r := range s.repositories().Repositories(namespace) {
+	for _, r := range s.reposFor(namespace) {
 		if r.Name == name {
 			return r, r.Err
 		}
@@ -72,7 +88,7 @@ func (s *Source) Lookup(namespace, name string) (Repository, error) {
 // sees, and the client to fetch it with; other URLs use the default client.
 func (s *Source) forURL(namespace, u string) (*repoClient, error) {
 	var best *Repository
-	for _, r := range s.repositories().Repositories(namespace) {
+	for _, r := range s.reposFor(namespace) {
 		if strings.HasPrefix(u, strings.TrimSuffix(r.URL, "/")+"/") && (best == nil || len(r.URL) > len(best.URL)) {
 			r := r
 			best = &r
