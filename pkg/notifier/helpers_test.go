@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -102,6 +103,10 @@ func newEnv(t *testing.T) *env {
 		Log: zap.NewNop().Sugar(), Now: clock.Now, SigningKey: signingKey, EventMaxAge: 3 * time.Hour,
 		Sweep: SweepConfig{Interval: time.Hour, RedriveAfter: 2 * time.Minute, Grace: time.Minute, QueueDeadline: time.Hour}}
 	e.svc.Init()
+	// The namespace exists: a revision's Secret deleted there is not lost work (vanished.go).
+	if _, err := c.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

@@ -82,6 +82,9 @@ type Service struct {
 	// gone holds the last labels of deleted secrets whose backlog is still to be reported
 	// (an uninstall's "uninstalled" names its request).
 	gone map[string]release.Revision
+	// vanished marks deleted secrets of our pending revisions: their namespace is looked at
+	// (vanished.go) before anything is reported.
+	vanished map[string]bool
 	// once logs what a hostile record causes once, not once per retry or sweep.
 	once onceLog
 }
@@ -100,6 +103,7 @@ func (s *Service) Init() {
 	defer s.mu.Unlock()
 	if s.observed == nil {
 		s.observed, s.backlog, s.gone = map[string]string{}, map[string][]string{}, map[string]release.Revision{}
+		s.vanished = map[string]bool{}
 	}
 	if s.queue == nil {
 		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -268,8 +272,10 @@ func (s *Service) deleted(key string, m *metav1.PartialObjectMetadata) bool {
 	defer s.mu.Unlock()
 	if rev.Status == release.StatusUninstalling && m.Labels[release.LabelAction] != string(release.ActionUninstall) {
 		s.backlog[key] = append(s.backlog[key], events.StatusUninstalled)
+	} else if rev.Ours && release.IsPending(rev.Status) {
+		s.vanished[key] = true // its namespace may have gone with it (vanished.go)
 	}
-	if len(s.backlog[key]) == 0 {
+	if len(s.backlog[key]) == 0 && !s.vanished[key] {
 		return false
 	}
 	s.gone[key] = rev // the last labels name the request
@@ -353,6 +359,9 @@ func (s *Service) sync(ctx context.Context, key string) error {
 		s.observe(key, m)
 		rev, _ = release.RevisionFromMeta(m)
 	} else {
+		if err := s.checkVanished(ctx, key); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		rev = s.gone[key]
 		s.mu.Unlock()
