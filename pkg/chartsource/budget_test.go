@@ -1,97 +1,27 @@
 package chartsource
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 )
 
-// entry is one file of a generated archive: data, or size zero bytes streamed (a bomb's
-// files never exist in the test's memory).
-type entry struct {
-	name string
-	data []byte
-	size int64
-}
+var (
+	tgz       = hostile.Archive
+	chartYAML = hostile.ChartYAML
+	bomb      = hostile.Bomb
+	nested    = hostile.Nested
+)
 
-// tgz packs entries as a gzip'd tar, as helm package does.
-func tgz(t testing.TB, entries ...entry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	tw := tar.NewWriter(zw)
-	for _, e := range entries {
-		size := e.size
-		if e.data != nil {
-			size = int64(len(e.data))
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		var r io.Reader = bytes.NewReader(e.data)
-		if e.data == nil {
-			r = io.LimitReader(zeros{}, size)
-		}
-		if _, err := io.Copy(tw, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-type zeros struct{}
-
-func (zeros) Read(p []byte) (int, error) {
-	clear(p)
-	return len(p), nil
-}
-
-func chartYAML(name string) entry {
-	return entry{name: name + "/Chart.yaml", data: []byte("apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n")}
-}
-
-// bomb is a chart of n subchart archives, each unpacking to about each bytes of zeros in
-// 4 MiB files (under Helm's 5 MiB per file and 100 MiB per archive): a few KiB on the wire.
-func bomb(t testing.TB, n int, each int64) []byte {
-	t.Helper()
-	files := []entry{chartYAML("sub")}
-	for i := int64(0); i < each/(4<<20); i++ {
-		files = append(files, entry{name: fmt.Sprintf("sub/files/zero%d", i), size: 4 << 20})
-	}
-	sub := tgz(t, files...)
-	top := []entry{chartYAML("bomb")}
-	for i := 0; i < n; i++ {
-		top = append(top, entry{name: fmt.Sprintf("bomb/charts/sub%d.tgz", i), data: sub})
-	}
-	return tgz(t, top...)
-}
-
-// nested is a chart whose subchart archive holds a subchart archive, depth levels deep.
-func nested(t testing.TB, depth int) []byte {
-	t.Helper()
-	inner := tgz(t, chartYAML("level0"))
-	for i := 1; i <= depth; i++ {
-		name := fmt.Sprintf("level%d", i)
-		inner = tgz(t, chartYAML(name), entry{name: name + "/charts/level" + fmt.Sprint(i-1) + ".tgz", data: inner})
-	}
-	return inner
-}
+type entry = hostile.Entry
 
 func serve(t *testing.T, archive []byte) string {
 	t.Helper()
@@ -136,7 +66,7 @@ func TestChartBudgetCountsEveryLevel(t *testing.T) {
 	}
 	// A subchart as a directory holding an archive: Helm unpacks that too.
 	inDir := tgz(t, chartYAML("top"), chartYAML("top/charts/dir"),
-		entry{name: "top/charts/dir/charts/sub.tgz", data: bomb(t, 2, 4<<20)})
+		entry{Name: "top/charts/dir/charts/sub.tgz", Data: bomb(t, 2, 4<<20)})
 	if _, err := small.Load(inDir); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a bomb under a directory subchart: %v, want ErrTooLarge", err)
 	}
@@ -145,7 +75,7 @@ func TestChartBudgetCountsEveryLevel(t *testing.T) {
 func TestChartBudgetBoundsFilesAndDepth(t *testing.T) {
 	files := []entry{chartYAML("many")}
 	for i := 0; i < 30; i++ {
-		files = append(files, entry{name: fmt.Sprintf("many/files/f%d", i), data: []byte{}})
+		files = append(files, entry{Name: fmt.Sprintf("many/files/f%d", i), Data: []byte{}})
 	}
 	_, err := Budget{MaxFiles: 20}.Load(tgz(t, files...))
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "holds more than 20 files across its nested archives") {

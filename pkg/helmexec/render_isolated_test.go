@@ -13,6 +13,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 )
 
 // The test binary is its own render child, as submit's binary is.
@@ -67,7 +69,7 @@ func TestRenderInAChild(t *testing.T) {
 func TestEndlessTemplateIsKilledAtItsDeadline(t *testing.T) {
 	var pid int
 	r := &Renderer{Limits: RenderLimits{Timeout: time.Second}, started: func(p int) { pid = p }}
-	endless := packed(t, `{{- range $i := until 100000 }}{{- range $j := until 100000 }}{{- range $k := until 100000 }}{{- end }}{{- end }}{{- end }}`)
+	endless := hostile.Endless(t)
 	start := time.Now()
 	_, err := r.Render(context.Background(), ChartRender{Name: "endless", Archive: endless})
 	took := time.Since(start)
