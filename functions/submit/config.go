@@ -25,6 +25,10 @@ type Config struct {
 	// SyncTimeout bounds how long the console's synchronous routes (POST/PUT/PATCH/DELETE
 	// /api/helm/release) wait for the accepted action to end; then 504, the action goes on.
 	SyncTimeout time.Duration `envconfig:"SYNC_TIMEOUT" default:"5m"`
+	// ChartIndexCacheBytes bounds the parsed repository indexes kept in memory (estimated),
+	// least recently used out; ChartIndexMaxBytes bounds one (a larger one is not kept).
+	ChartIndexCacheBytes int64 `envconfig:"CHART_INDEX_CACHE_BYTES" default:"67108864"`
+	ChartIndexMaxBytes   int64 `envconfig:"CHART_INDEX_MAX_BYTES" default:"33554432"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that

@@ -96,6 +96,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if err := f.startCharts(ctx, cl.Config, charts); err != nil {
 		return err
 	}
+	f.charts.repos.SetIndexBudget(f.cfg.ChartIndexCacheBytes, f.cfg.ChartIndexMaxBytes)
 	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions, SealKey: []byte(f.cfg.EventSigningKey)}
 	f.svc = &submitter.Service{
 		Store:      store,
@@ -111,6 +112,9 @@ func (f *Function) Start(ctx context.Context) error {
 		},
 		// One compiled values schema per chart digest, as many as the chart cache is likely to hold.
 		Schemas: submitter.NewSchemas(256),
+		// A chart from a project repository with credentials needs the caller's right to
+		// read them.
+		RepoSecrets: f.charts.repos,
 	}
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"

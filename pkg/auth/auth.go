@@ -184,9 +184,11 @@ type Authorizer struct {
 	allowedUntil map[[32]byte]time.Time
 }
 
-// Need is one permission a request needs.
+// Need is one permission a request needs; Name, when set, is one object (a Secret a
+// chart repository names).
 type Need struct {
 	Verb, Resource, Namespace string
+	Name                      string
 }
 
 // Check returns ErrForbidden naming the first permission the user lacks.
@@ -197,7 +199,11 @@ func (a *Authorizer) Check(ctx context.Context, u *User, needs ...Need) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w: user %q cannot %s %s in namespace %q", ErrForbidden, u.Name, n.Verb, n.Resource, n.Namespace)
+			what := n.Resource
+			if n.Name != "" {
+				what += "/" + n.Name
+			}
+			return fmt.Errorf("%w: user %q cannot %s %s in namespace %q", ErrForbidden, u.Name, n.Verb, what, n.Namespace)
 		}
 	}
 	return nil
@@ -218,7 +224,7 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	}
 	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{Verb: n.Verb, Resource: n.Resource, Namespace: n.Namespace},
+		ResourceAttributes: &authzv1.ResourceAttributes{Verb: n.Verb, Resource: n.Resource, Namespace: n.Namespace, Name: n.Name},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("subject access review: %w", err)
@@ -244,7 +250,7 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 // token must not reuse what the full token was allowed. JSON keeps the parts unambiguous
 // and sorts the extra's keys.
 func cacheKey(u *User, n Need) [32]byte {
-	raw, _ := json.Marshal([]interface{}{u.Name, u.UID, u.Groups, u.Extra, n.Verb, n.Resource, n.Namespace})
+	raw, _ := json.Marshal([]interface{}{u.Name, u.UID, u.Groups, u.Extra, n.Verb, n.Resource, n.Namespace, n.Name})
 	return sha256.Sum256(raw)
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 )
 
@@ -83,6 +85,9 @@ func (r Repo) id() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// cacheKey is id with the scope in front (a refresh keeps project entries it does not fetch).
+func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
+
 // Set is the repositories of the cluster and of CHART_REPOSITORIES, with their indexes.
 type Set struct {
 	Dynamic dynamic.Interface
@@ -105,22 +110,24 @@ type Set struct {
 	KubeVersion string
 	// NoIndex keeps no index cache (the executor only resolves repositories).
 	NoIndex bool
-	Log     *zap.SugaredLogger
+	// IndexCacheBytes bounds the parsed indexes kept (estimated; default 64 MiB), least
+	// recently used out; MaxIndexCost bounds one (default 32 MiB): a larger index is not
+	// kept and is named in the index's warning.
+	IndexCacheBytes, MaxIndexCost int64
+	Log                           *zap.SugaredLogger
 
 	cluster, project cache.GenericLister
 	kick             chan struct{}
 	refreshed        chan struct{} // closed after the first refresh
 
-	mu      sync.RWMutex
-	indexes map[string]*fetched // by Repo.id
-	creds   map[string]credsEntry
+	indexes *indexCache // by cacheKey
+	// refetching are the cache keys of project repositories being fetched again.
+	refetching sync.Map
+
+	mu    sync.RWMutex
+	creds map[string]credsEntry
 	// refreshes counts finished refreshes (tests wait on it).
 	refreshes int
-}
-
-type fetched struct {
-	index *repo.IndexFile
-	err   error
 }
 
 type credsEntry struct {
@@ -138,7 +145,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	}
 	s.kick = make(chan struct{}, 1)
 	s.refreshed = make(chan struct{})
-	s.indexes = map[string]*fetched{}
+	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
 	s.creds = map[string]credsEntry{}
 	served := map[string]bool{}
 	if disc != nil {
@@ -195,11 +202,7 @@ func (s *Set) Kick() {
 }
 
 func (s *Set) loop(ctx context.Context) {
-	every := s.Refresh
-	if every <= 0 {
-		every = 5 * time.Minute
-	}
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(s.refreshEvery())
 	defer tick.Stop()
 	first := true
 	for {
@@ -223,10 +226,13 @@ func (s *Set) loop(ctx context.Context) {
 	}
 }
 
-// refresh fetches the index of every repository of every namespace, a few at a time, and
-// drops the indexes of repositories that are gone.
+// refresh fetches the indexes of the cluster's repositories and CHART_REPOSITORIES, a few
+// at a time, and drops the indexes of those that are gone. Project repositories are
+// fetched on use only (Index): a tenant's repository objects cost nothing until someone who
+// works in that namespace asks for its index, and their credentials are never read
+// without such a request.
 func (s *Set) refresh(ctx context.Context) {
-	all := s.all(ctx)
+	all := s.admins(ctx)
 	results := make([]*fetched, len(all))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -240,23 +246,25 @@ func (s *Set) refresh(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-	next := map[string]*fetched{}
+	current := map[string]bool{}
 	for i, r := range all {
-		next[r.id()] = results[i]
+		current[r.cacheKey()] = true
+		s.indexes.put(r.cacheKey(), results[i], false)
 		if results[i].err != nil {
 			s.Log.Warnw("chart repository index not fetched", "repository", r.Name, "scope", r.Scope,
 				"namespace", r.Namespace, "error", results[i].err.Error())
 		}
 	}
+	s.indexes.retain(func(key string) bool { return current[key] || strings.HasPrefix(key, string(ScopeProject)+"/") })
 	s.mu.Lock()
-	s.indexes = next
 	s.refreshes++
 	s.mu.Unlock()
 }
 
 func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
+	now := time.Now()
 	if r.Err != nil {
-		return &fetched{err: r.Err}
+		return &fetched{err: chartref.RedactError(r.Err), at: now}
 	}
 	timeout := s.FetchTimeout
 	if timeout <= 0 {
@@ -266,16 +274,30 @@ func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
 	defer cancel()
 	idx, err := s.Source.FetchIndex(ctx, r.Repository)
 	if err != nil {
-		return &fetched{err: err}
+		// The URL may carry a user and password (https://user:pass@host): errors reach
+		// logs and the console-warning of an index anyone may read.
+		return &fetched{err: chartref.RedactError(err), at: now}
 	}
-	return &fetched{index: idx}
+	redactChartURLs(idx)
+	return &fetched{index: idx, cost: indexCost(idx), at: now}
 }
 
-// all lists every enabled repository of the cluster: env, cluster and every namespace's.
-func (s *Set) all(ctx context.Context) []Repo {
-	out := s.envRepos()
-	out = append(out, s.clusterRepos(ctx)...)
-	out = append(out, s.projectRepos(ctx, metav1.NamespaceAll)...)
+// redactChartURLs removes the credentials of a repository URL from the chart URLs made
+// absolute against it: the cached index is only served, never used to fetch.
+func redactChartURLs(idx *repo.IndexFile) {
+	for _, versions := range idx.Entries {
+		for _, cv := range versions {
+			for i, u := range cv.URLs {
+				cv.URLs[i] = chartref.RedactURL(u)
+			}
+		}
+	}
+}
+
+// admins are the enabled repositories the cluster's administrators configured: env and
+// cluster-scoped.
+func (s *Set) admins(ctx context.Context) []Repo {
+	out := append(s.envRepos(), s.clusterRepos(ctx)...)
 	kept := out[:0]
 	for _, r := range out {
 		if !r.Disabled {

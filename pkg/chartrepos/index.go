@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
@@ -81,24 +82,60 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 	return out, nil
 }
 
-// cachedIndex is a repository's index from the cache, fetched now when the background
-// refresh has not seen the repository yet.
+// cachedIndex is a repository's index from the cache, fetched now on a miss (a project
+// repository, or one created a moment ago). A project repository's index older than
+// Refresh is answered as it is and fetched again behind the answer, once at a time.
 func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
-	id := r.id()
-	s.mu.RLock()
-	f, ok := s.indexes[id]
-	s.mu.RUnlock()
-	if ok {
+	key := r.cacheKey()
+	if f, ok := s.indexes.get(key); ok {
+		if r.Scope == ScopeProject && time.Since(f.at) > s.refreshEvery() {
+			s.refetch(ctx, r)
+		}
 		return f
 	}
-	f = s.fetch(ctx, r)
+	f := s.fetch(ctx, r)
 	if ctx.Err() != nil {
 		return f // the caller left: not a property of the repository
 	}
-	s.mu.Lock()
-	s.indexes[id] = f
-	s.mu.Unlock()
+	s.indexes.put(key, f, true)
 	return f
+}
+
+// refetch fetches a project repository's index again in the background, bounded by
+// FetchTimeout, unless that is under way already.
+func (s *Set) refetch(ctx context.Context, r Repo) {
+	key := r.cacheKey()
+	if _, busy := s.refetching.LoadOrStore(key, true); busy {
+		return
+	}
+	go func() {
+		defer s.refetching.Delete(key)
+		s.indexes.put(key, s.fetch(context.WithoutCancel(ctx), r), false)
+	}()
+}
+
+func (s *Set) refreshEvery() time.Duration {
+	if s.Refresh <= 0 {
+		return 5 * time.Minute
+	}
+	return s.Refresh
+}
+
+// SetIndexBudget bounds the parsed indexes kept: total bytes (CHART_INDEX_CACHE_BYTES) and
+// bytes of one index (CHART_INDEX_MAX_BYTES), both estimated; 0 keeps a bound as it is.
+// Call it after Start.
+func (s *Set) SetIndexBudget(total, perIndex int64) {
+	if s.indexes != nil {
+		s.indexes.setBudget(total, perIndex)
+	}
+}
+
+// IndexCacheSize is the estimated bytes and the number of indexes the cache holds.
+func (s *Set) IndexCacheSize() (int64, int) {
+	if s.indexes == nil {
+		return 0, 0
+	}
+	return s.indexes.size()
 }
 
 // Refreshes is how many background refreshes have finished (for tests).

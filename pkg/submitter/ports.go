@@ -46,6 +46,12 @@ type Charts interface {
 	Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error)
 }
 
+// RepoSecrets names the Secrets whose contents fetching a chart would send
+// (chartrepos.Set): those a ProjectHelmChartRepository of the namespace names.
+type RepoSecrets interface {
+	CredentialSecrets(namespace, indexEntry, chartURL string) []string
+}
+
 // Authorizer checks what a user may do (auth.Authorizer).
 type Authorizer interface {
 	Check(ctx context.Context, u *auth.User, needs ...auth.Need) error

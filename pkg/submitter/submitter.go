@@ -77,6 +77,10 @@ type Service struct {
 	LeaseAlive func(ctx context.Context, namespace, key string) (bool, error)
 	// Schemas keeps compiled values schemas by chart digest (nil: compiled per request).
 	Schemas *Schemas
+	// RepoSecrets, with an Authorizer, makes a chart from a project repository with
+	// credentials need the caller's right to get each Secret it names: submit reads them
+	// with its own rights, and the chart's server receives their contents.
+	RepoSecrets RepoSecrets
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.
@@ -206,7 +210,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 			return nil, err
 		}
 	}
-	ch, digest, err := s.chart(ctx, req, base)
+	ch, digest, err := s.chart(ctx, req, base, user)
 	if err != nil {
 		return nil, err
 	}
@@ -260,8 +264,11 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 // chart returns the requested chart (shared, read-only), or for an upgrade that names
 // none, the chart of the deployed revision (the executor's rule too), with the digest the
 // executor must find.
-func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmrelease.Release) (*chart.Chart, string, error) {
+func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmrelease.Release, user *auth.User) (*chart.Chart, string, error) {
 	if req.ChartURL != "" || req.IndexEntry != "" {
+		if err := s.mayUseCredentials(ctx, req, user); err != nil {
+			return nil, "", err
+		}
 		c, err := s.Charts.Get(ctx, req.Chart())
 		if err != nil {
 			return nil, "", err
@@ -273,6 +280,25 @@ func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmr
 	}
 	digest, err := release.ChartDigest(base.Chart)
 	return base.Chart, digest, err
+}
+
+// mayUseCredentials checks, before anything is fetched, that the caller may get every
+// Secret whose contents fetching the request's chart would send: a tenant who may create
+// a ProjectHelmChartRepository but not read Secret X must not have X sent to a server of
+// their choosing.
+func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest, user *auth.User) error {
+	if user == nil || s.Authorizer == nil || s.RepoSecrets == nil {
+		return nil
+	}
+	names := s.RepoSecrets.CredentialSecrets(req.Namespace, req.IndexEntry, req.ChartURL)
+	needs := make([]auth.Need, 0, len(names))
+	for _, n := range names {
+		needs = append(needs, auth.Need{Verb: "get", Resource: "secrets", Namespace: req.Namespace, Name: n})
+	}
+	if err := s.Authorizer.Check(ctx, user, needs...); err != nil {
+		return fmt.Errorf("the chart's repository sends credentials the caller may not read: %w", err)
+	}
+	return nil
 }
 
 // admit applies the admission bound on queued revisions, counted from the informer cache.
