@@ -160,7 +160,7 @@ func (r patchCounterResource) Patch(ctx context.Context, name string, pt types.P
 func TestMarkNotifiedAsksForMetadataOnly(t *testing.T) {
 	e := newEnv(t)
 	patches := 0
-	e.svc.Metadata = patchCounter{e.c.Metadata(), &patches}
+	e.store.Metadata = patchCounter{e.c.Metadata(), &patches}
 	e.reserve("web", release.ActionInstall, 1)
 	e.set("web", 1, helmrelease.StatusDeployed, "")
 	rev := e.revision("web", 1)

@@ -15,9 +15,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -32,19 +30,28 @@ type EventSender interface {
 	Send(ctx context.Context, e cloudevents.Event) error
 }
 
-// Store reads the stored events of revisions, and fails them (release.Store).
+// Store is the notifier's one door to release Secrets and tombstones (release.Store):
+// every read, decode and patch of a record goes through it.
 type Store interface {
-	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
-	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
-	// BuryTombstone deletes an uninstall's tombstone once reported (tombstones.go).
-	BuryTombstone(ctx context.Context, t release.Tombstone) error
+	ReleaseMeta(ctx context.Context, namespace, secretName string) (*metav1.PartialObjectMetadata, error)
+	ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error)
+	PendingRevisions(ctx context.Context, namespace string) ([]release.Revision, error)
 	// Head reads the head of a record at a resourceVersion (nil: gone).
 	Head(ctx context.Context, namespace, secretName, resourceVersion string) (*release.Head, error)
+	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
+	MarkNotified(ctx context.Context, rev release.Revision) error
+	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
+	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+	// BuryTombstone deletes an uninstall's tombstone, as read (tombstones.go).
+	BuryTombstone(ctx context.Context, t release.Tombstone) error
 }
 
 // Service is the notifier.
 type Service struct {
-	Client   kubernetes.Interface
+	// Client reads Leases (progress, tombstones) and namespaces; never a Secret.
+	Client kubernetes.Interface
+	// Metadata builds the RevisionIndex when Revisions is nil.
 	Metadata metadata.Interface
 	Store    Store
 	Sender   EventSender
@@ -292,12 +299,12 @@ func (s *Service) forget(key string) {
 // catchUp enqueues every release secret once, for transitions missed while not running.
 func (s *Service) catchUp(ctx context.Context) error {
 	for _, ns := range s.namespaces() {
-		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorReleaseSecrets})
+		metas, err := s.Store.ReleaseMetas(ctx, ns)
 		if err != nil {
-			return fmt.Errorf("list release secrets: %w", err)
+			return err
 		}
-		for i := range list.Items {
-			s.queue.Add(list.Items[i].Namespace + "/" + list.Items[i].Name)
+		for _, m := range metas {
+			s.queue.Add(m.Namespace + "/" + m.Name)
 		}
 	}
 	return nil
@@ -308,11 +315,7 @@ func (s *Service) lookup(ctx context.Context, key string) (*metav1.PartialObject
 		return s.Revisions.Get(key) // nil: deleted
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return m, err
+	return s.Store.ReleaseMeta(ctx, ns, name)
 }
 
 func (s *Service) processNext(ctx context.Context) bool {
@@ -440,20 +443,8 @@ func (s *Service) describe(ctx context.Context, rev release.Revision, status str
 	return nil
 }
 
-// markNotified records the reported status on the secret. The resourceVersion makes it a
-// compare-and-swap: if Helm changed the secret meanwhile, the new status is reported next.
-// It goes through the metadata client: etcd still rewrites the whole secret, but the API
-// server answers with its metadata instead of encoding the ~100 KiB record back to us.
+// markNotified records the reported status on the secret, as a compare-and-swap
+// (Store.MarkNotified): if Helm changed the secret meanwhile, the new status is reported next.
 func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
-	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
-		rev.ResourceVersion, release.AnnotationNotified, rev.Status)
-	_, err := s.Metadata.Resource(release.SecretsResource).Namespace(rev.Namespace).
-		Patch(ctx, rev.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // a newer version is queued by the watch (or the revision is gone)
-	}
-	if err != nil {
-		return fmt.Errorf("record reported status of %s/%s: %w", rev.Namespace, rev.SecretName, err)
-	}
-	return nil
+	return s.Store.MarkNotified(ctx, rev)
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -74,14 +72,12 @@ func (s *Service) sweepPass(ctx context.Context) {
 func (s *Service) SweepOnce(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	for _, ns := range s.namespaces() {
-		list, err := s.Metadata.Resource(release.SecretsResource).Namespace(ns).List(ctx, metav1.ListOptions{
-			LabelSelector: release.SelectorPending})
+		revs, err := s.Store.PendingRevisions(ctx, ns)
 		if err != nil {
-			return res, fmt.Errorf("list pending revisions: %w", err)
+			return res, err
 		}
-		for i := range list.Items {
-			rev, ok := release.RevisionFromMeta(&list.Items[i])
-			if !ok || !rev.Ours {
+		for _, rev := range revs {
+			if !rev.Ours {
 				continue
 			}
 			if err := s.sweepGuarded(ctx, rev, &res); err != nil {
@@ -187,21 +183,10 @@ func (s *Service) failStuck(ctx context.Context, rev release.Revision, reason st
 	return err
 }
 
-// claim records a re-send on the secret (count, time, dead-letter mark cleared). The
-// resourceVersion precondition makes it a compare-and-swap: of two notifiers, or a notifier
-// racing Helm's adoption, one loses and sends nothing.
+// claim records a re-send on the secret (Store.ClaimRedrive, a compare-and-swap): of two
+// notifiers, or a notifier racing Helm's adoption, one loses and sends nothing.
 func (s *Service) claim(ctx context.Context, rev release.Revision, now time.Time) (bool, error) {
-	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q,%q:null}}}`,
-		rev.ResourceVersion, release.AnnotationSent, strconv.Itoa(rev.Sent+1),
-		release.AnnotationSentAt, now.UTC().Format(time.RFC3339Nano), release.AnnotationDeadLettered)
-	_, err := s.Client.CoreV1().Secrets(rev.Namespace).Patch(ctx, rev.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("claim re-send of %s/%s: %w", rev.Namespace, rev.SecretName, err)
-	}
-	return true, nil
+	return s.Store.ClaimRedrive(ctx, rev, now)
 }
 
 // lastSignOfLife is when an executor last showed it worked on the revision: its lease's
@@ -226,24 +211,5 @@ func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (tim
 // holds the work: the revision is marked for the sweeper to send again, never failed here.
 // It reports whether a pending revision of that request was marked.
 func (s *Service) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
-	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(a.Namespace).Get(ctx, a.SecretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read %s/%s: %w", a.Namespace, a.SecretName, err)
-	}
-	rev, ok := release.RevisionFromMeta(m)
-	if !ok || !rev.Ours || !release.IsPending(rev.Status) || rev.RequestID != a.RequestID {
-		return false, nil // finished, or not the request this event was for
-	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, release.AnnotationDeadLettered, s.now().UTC().Format(time.RFC3339))
-	_, err = s.Client.CoreV1().Secrets(a.Namespace).Patch(ctx, a.SecretName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("mark %s/%s dead-lettered: %w", a.Namespace, a.SecretName, err)
-	}
-	return true, nil
+	return s.Store.MarkDeadLettered(ctx, a.Namespace, a.SecretName, a.RequestID, s.now())
 }

@@ -125,14 +125,11 @@ func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool,
 	if alive || err != nil {
 		return false, err
 	}
-	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(t.Namespace).Get(ctx, t.SecretName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
+	m, err := s.Store.ReleaseMeta(ctx, t.Namespace, t.SecretName())
 	if err != nil {
-		return false, fmt.Errorf("read %s/%s: %w", t.Namespace, t.SecretName(), err)
+		return false, err
 	}
-	if string(m.UID) != t.SecretUID {
+	if m == nil || string(m.UID) != t.SecretUID {
 		return true, nil
 	}
 	if rev, ok := release.RevisionFromMeta(m); ok && release.IsPending(rev.Status) {
