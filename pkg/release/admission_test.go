@@ -41,15 +41,7 @@ func TestAdmissionCountsOnlySealedRevisions(t *testing.T) {
 		forgeQueued(t, s, fmt.Sprintf("ns%d", i%2), fmt.Sprintf("fake%d", i), "")
 	}
 	forgeQueued(t, s, "ns", "copied", real.Labels[LabelSeal]) // a seal is bound to its Secret
-	x, err := NewRevisionIndexWith(c.Metadata(), IndexOptions{SealKey: sealKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx(t))
-	defer stop()
-	if err := x.Run(runCtx); err != nil {
-		t.Fatal(err)
-	}
+	x := running(t)(NewRevisionIndexWith(c.Metadata(), IndexOptions{SealKey: sealKey}))
 	s.Revisions = x
 	if inNS, total, err := s.Queued("ns"); err != nil || inNS != 2 || total != 2 {
 		t.Fatalf("Queued(ns) = %d, %d, %v; want 2, 2 (the hand-made ones count for nothing)", inNS, total, err)
@@ -70,5 +62,21 @@ func TestUninstallMarkIsSealed(t *testing.T) {
 	m, err := c.CoreV1().Secrets("ns").Get(ctx(t), SecretName("a", 1), metav1.GetOptions{})
 	if err != nil || !Sealed(sealKey, m) || !(queuedRule{sealKey: sealKey}).queued(m) {
 		t.Fatalf("uninstall mark: %v %v", m.Labels, err)
+	}
+}
+
+// running starts the index it is given (until the test ends) and waits for its sync.
+func running(t *testing.T) func(*RevisionIndex, error) *RevisionIndex {
+	return func(x *RevisionIndex, err error) *RevisionIndex {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx(t))
+		t.Cleanup(stop)
+		if err := x.Run(runCtx); err != nil {
+			t.Fatal(err)
+		}
+		return x
 	}
 }

@@ -1,7 +1,6 @@
 package release
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -245,15 +244,7 @@ func TestRevisionIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	x, err := NewRevisionIndex(c.Metadata())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx(t))
-	defer stop()
-	if err := x.Run(runCtx); err != nil {
-		t.Fatal(err)
-	}
+	x := running(t)(NewRevisionIndex(c.Metadata()))
 	s.Revisions = x
 	inNS, total, err := s.Queued("ns")
 	if err != nil || inNS != 2 || total != 2 {
@@ -291,13 +282,7 @@ func TestRevisionIndex(t *testing.T) {
 	}
 
 	// One index over named namespaces sees only those (the notifier's NAMESPACES).
-	only, err := NewRevisionIndex(c.Metadata(), "ns2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := only.Run(runCtx); err != nil {
-		t.Fatal(err)
-	}
+	only := running(t)(NewRevisionIndex(c.Metadata(), "ns2"))
 	if keys, _ := only.IndexKeys(ReleaseIndex, "ns/a"); len(keys) != 0 {
 		t.Errorf("an index over ns2 holds %v", keys)
 	}
