@@ -250,7 +250,8 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	ns := cluster.Namespace(t)
 	sink, redrive := testsink.Start(t), testsink.Start(t)
 	startNotifier(t, ns, sink, Config{Watch: true, SweepInterval: 300 * time.Millisecond, RedriveAfter: time.Second,
-		ReaperGrace: time.Second, QueueDeadline: 8 * time.Second, RedriveSink: redrive.URL, EventSigningKey: testKey})
+		ReaperGrace: time.Second, QueueDeadline: 8 * time.Second, RedriveSink: redrive.URL, EventSigningKey: testKey,
+		EventMaxAge: time.Hour})
 	h := newHelmSide(t, ns)
 	queued := h.reserveWithEvent(t, "queued")
 	// An executor is alive on this one: never re-sent, never failed.
