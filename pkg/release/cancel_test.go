@@ -202,3 +202,21 @@ func mustMeta(t *testing.T, c *fakekube.Cluster, name string, rev int) *metav1.O
 	}
 	return sec.ObjectMeta.DeepCopy()
 }
+
+// The cancel request's patch was formatted with Go's %q, which is not JSON for every
+// string: a user name with a control character made the request fail.
+func TestCancelRequestByAnyUserName(t *testing.T) {
+	a, _, c, clock := heartbeats(t)
+	key := LeaseName("web", 1)
+	if held, err := a.Hold(ctx(t), "ns", key); err != nil || held == nil {
+		t.Fatal(held, err)
+	}
+	by := "odd\x7fname"
+	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Now: clock.Now}
+	if running, err := cancelling.RequestCancel(ctx(t), "ns", key, by); err != nil || !running {
+		t.Fatalf("RequestCancel = %v, %v", running, err)
+	}
+	if got := lease(t, c).Annotations[AnnotationCancel]; got != by {
+		t.Fatalf("cancel annotation %q", got)
+	}
+}

@@ -183,8 +183,7 @@ func (h *Heartbeat) RequestCancel(ctx context.Context, namespace, key, by string
 		if held != nil {
 			return false, nil
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationCancel, by)
-		_, err = leases.Patch(ctx, key, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		_, err = leases.Patch(ctx, key, types.MergePatchType, annotationPatch(AnnotationCancel, by), metav1.PatchOptions{})
 		if err == nil {
 			return true, nil
 		}

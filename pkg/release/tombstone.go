@@ -104,8 +104,8 @@ func (s *Store) DigTombstone(ctx context.Context, t Tombstone) (Tombstone, error
 
 // FinishTombstone records that Helm's uninstall succeeded: the notifier reports it now.
 func (s *Store) FinishTombstone(ctx context.Context, t Tombstone) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationOutcome, OutcomeUninstalled)
-	_, err := s.Client.CoordinationV1().Leases(t.Namespace).Patch(ctx, t.Lease(), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := s.Client.CoordinationV1().Leases(t.Namespace).Patch(ctx, t.Lease(), types.MergePatchType,
+		annotationPatch(AnnotationOutcome, OutcomeUninstalled), metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("finish tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
 	}
