@@ -88,6 +88,12 @@ func TestChartBombIsRefusedOnEveryRoute(t *testing.T) {
 	if n := releaseSecrets(t, ns); n != 0 {
 		t.Errorf("%d release secrets after the bomb", n)
 	}
+	// Within the budget but too large to build as JSON for the chart route.
+	big := serveArchive(t, hostile.Bomb(t, 1, 20<<20))
+	code, e, _ := s.callWithin(t, time.Minute, http.MethodGet, api.PathChart+"?url="+url.QueryEscape(big), nil)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(e.Error, "too large to answer") {
+		t.Errorf("chart route of a 20 MiB chart: %d %q, want 422", code, e.Error)
+	}
 }
 
 // A template that loops (almost) forever gets 422 once the render bound passes, and the

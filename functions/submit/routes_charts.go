@@ -45,6 +45,10 @@ func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chart
 	return nil
 }
 
+// maxChartAnswerBytes bounds a chart the chart route answers (archive and what it unpacks
+// to): its JSON is built whole in memory, for any caller.
+const maxChartAnswerBytes = 16 << 20
+
 // maxRefChars bounds each part of a chart reference in a query (real ones are far shorter).
 const maxRefChars = 2048
 
@@ -145,6 +149,11 @@ func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) {
 	c, err := f.charts.source.Get(r.Context(), ref)
 	if err != nil {
 		f.fail(w, r, err)
+		return
+	}
+	if c.Size() > maxChartAnswerBytes {
+		f.refuse(w, r, http.StatusUnprocessableEntity, fmt.Errorf("%s holds more than %d MiB: too large to answer as JSON",
+			ref, maxChartAnswerBytes>>20))
 		return
 	}
 	// The cached chart is shared and read-only; encoding only reads it.

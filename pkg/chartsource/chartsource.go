@@ -81,6 +81,13 @@ type Source struct {
 	// Budget bounds what a chart unpacks to, across its nested archives, checked before
 	// Helm's loader runs; zero fields take DefaultBudget's.
 	Budget Budget
+	// MaxParallelLoads bounds the archives checked and loaded at once (default 2): each may
+	// take up to twice its budget while Helm's loader runs, so the budget alone does not
+	// bound memory under many callers. Downloads and cache hits do not wait for it.
+	MaxParallelLoads int
+
+	loadsOnce sync.Once
+	loads     chan struct{}
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -241,10 +248,10 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := s.Budget.load(data)
+	ch, err := s.load(ctx, data)
 	var over *BudgetError
 	switch {
-	case errors.As(err, &over):
+	case errors.As(err, &over), errors.Is(err, ctx.Err()) && ctx.Err() != nil:
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnloadable, ref, err)
@@ -256,6 +263,28 @@ func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
 		size: int64(len(data)) + chartBytes(ch), checked: true}, nil
 }
+
+// load checks and loads an archive in one of MaxParallelLoads slots.
+func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, error) {
+	s.loadsOnce.Do(func() {
+		n := s.MaxParallelLoads
+		if n <= 0 {
+			n = 2
+		}
+		s.loads = make(chan struct{}, n)
+	})
+	select {
+	case s.loads <- struct{}{}:
+		defer func() { <-s.loads }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+	}
+	return s.Budget.load(data)
+}
+
+// Size is the memory the chart holds (the archive and what it unpacks to), as the cache
+// counts it.
+func (c *Chart) Size() int64 { return c.size }
 
 func (s *Source) maxBytes() int64 {
 	if s.MaxBytes > 0 {

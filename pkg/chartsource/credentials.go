@@ -64,6 +64,8 @@ type Settings struct {
 	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB" default:"64"`
 	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES" default:"10000"`
 	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH" default:"5"`
+	// ChartMaxParallelLoads bounds the charts checked and loaded at once (Source.MaxParallelLoads).
+	ChartMaxParallelLoads int `envconfig:"CHART_MAX_PARALLEL_LOADS" default:"2"`
 	RouteSettings
 }
 
@@ -118,5 +120,6 @@ func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, tt
 		return nil, err
 	}
 	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout),
-		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20, Budget: budget}, nil
+		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20, Budget: budget,
+		MaxParallelLoads: c.ChartMaxParallelLoads}, nil
 }
