@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/testcharts"
@@ -24,16 +23,14 @@ import (
 // grant binds a ClusterRole to dev in ns.
 func grant(t *testing.T, ns, clusterRole string) {
 	t.Helper()
-	_, err := cluster.Client.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "dev-" + clusterRole},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "dev", APIGroup: "rbac.authorization.k8s.io"}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The API server's RBAC authorizer sees the binding through its informer, a moment later
-	// (a 403 right after the grant was seen under load): wait until it allows what it grants.
+	bind(t, ns, "ClusterRole", clusterRole)
+}
+
+// waitAllowed waits until dev may create secrets in ns: the API server's RBAC authorizer
+// sees a binding through its informer, a moment later (a 403 right after the grant was
+// seen under load).
+func waitAllowed(t *testing.T, ns string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sar, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
@@ -47,7 +44,7 @@ func grant(t *testing.T, ns, clusterRole string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dev is not allowed to create secrets in %s 30 s after the %s binding", ns, clusterRole)
+			t.Fatalf("dev is not allowed to create secrets in %s 30 s after the binding", ns)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
