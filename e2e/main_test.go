@@ -33,6 +33,10 @@ var (
 func TestMain(m *testing.M) {
 	cluster = testcluster.MustStart()
 	var err error
+	if err = ensureOwnNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if root, err = testcluster.RepoRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -28,6 +28,14 @@ type Config struct {
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// Holder names this instance in heartbeat leases (the pod name on Kubernetes).
 	Holder string `envconfig:"POD_NAME"`
+	// Namespace is async-helm's own namespace, which tenants cannot write: the records of
+	// consumed requests live there.
+	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
+	// RenderTimeout bounds the rendering of a chart's templates; past it the action fails.
+	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
+	// MaxOrphanedRenders renders past their bound (which Go cannot stop) make the executor
+	// refuse new work and exit once drained, so that its platform restarts it.
+	MaxOrphanedRenders int `envconfig:"MAX_ORPHANED_RENDERS" default:"4"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that

@@ -18,6 +18,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // Function is the executor: a CloudEvents receiver that holds each delivery open while
@@ -29,11 +30,13 @@ type Function struct {
 	shutdown context.Context
 	svc      *executor.Service
 	events   http.Handler
+	// exit ends the process (os.Exit; tests replace it).
+	exit func(code int)
 }
 
 // New builds the executor; Start opens its clients.
 func New(cfg Config, log *zap.SugaredLogger, shutdown context.Context, metrics *function.Metrics) *Function {
-	return &Function{cfg: cfg, log: log, shutdown: shutdown, metrics: metrics}
+	return &Function{cfg: cfg, log: log, shutdown: shutdown, metrics: metrics, exit: os.Exit}
 }
 
 // Start connects to the cluster.
@@ -61,14 +64,18 @@ func (f *Function) Start(ctx context.Context) error {
 		holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	f.svc = executor.New(executor.Service{
-		Store:         &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
-		Helm:          factory,
-		Charts:        charts,
-		Heartbeat:     executor.HeartbeatLeases(&release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
-		Log:           f.log,
-		MaxActionTime: f.cfg.MaxActionTime,
-		SlotWait:      f.cfg.SlotWait,
-		MaxHistory:    f.cfg.MaxHistory,
+		Store:              executor.ReleaseStore{Store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata}},
+		Helm:               factory,
+		Charts:             charts,
+		Heartbeat:          executor.HeartbeatLeases(&release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
+		Consumed:           &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
+		Log:                f.log,
+		MaxActionTime:      f.cfg.MaxActionTime,
+		SlotWait:           f.cfg.SlotWait,
+		MaxHistory:         f.cfg.MaxHistory,
+		RenderTimeout:      f.cfg.RenderTimeout,
+		MaxOrphanedRenders: f.cfg.MaxOrphanedRenders,
+		Orphans:            &helmexec.Orphans{OnChange: f.orphansChanged},
 	}, f.cfg.MaxParallel)
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone
@@ -105,7 +112,10 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 		return cloudevents.NewHTTPResult(http.StatusBadRequest, "encode event: %v", err)
 	}
 	outcome, err := f.svc.Handle(ctx, f.shutdown, a, stored)
+	f.exitIfExhausted()
 	switch {
+	case errors.Is(err, executor.ErrExhausted):
+		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
 	case errors.Is(err, executor.ErrBusy):
 		return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "%v", err)
 	case errors.Is(err, executor.ErrHeldElsewhere):
@@ -118,4 +128,25 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
 	}
 	return cloudevents.NewHTTPResult(http.StatusOK, "%s", outcome)
+}
+
+// orphansChanged logs every change of the orphans: Helm goroutines that outlived their
+// action (fenced off: they can write nothing) and renders past RENDER_TIMEOUT.
+func (f *Function) orphansChanged(actions, renders int) {
+	f.log.Warnw("orphaned Helm work", "orphanedActions", actions, "orphanedRenders", renders,
+		"maxOrphanedRenders", f.cfg.MaxOrphanedRenders)
+	f.exitIfExhausted()
+}
+
+// exitIfExhausted ends the process once too many renders run that nothing else can stop
+// and no action runs any more: the platform restarts the container, which ends them.
+func (f *Function) exitIfExhausted() {
+	if f.svc == nil || !f.svc.Exhausted() || !f.svc.Drained() {
+		return
+	}
+	actions, renders := f.svc.Orphans.Count()
+	f.log.Errorw("exiting: too many renders past RENDER_TIMEOUT are still running; the platform restarts the executor",
+		"orphanedActions", actions, "orphanedRenders", renders)
+	_ = f.log.Sync()
+	f.exit(3)
 }

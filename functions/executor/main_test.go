@@ -58,6 +58,9 @@ func newRig(t *testing.T, cfg Config) *rig {
 	if cfg.LeaseDuration == 0 {
 		cfg.LeaseDuration = 15 * time.Second
 	}
+	if cfg.Namespace == "" { // async-helm's own namespace: a fresh one per rig
+		cfg.Namespace = cluster.Namespace(t)
+	}
 	shutdown, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := New(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Sugar(), shutdown, nil)

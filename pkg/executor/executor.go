@@ -8,18 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // ErrBusy means every slot runs an action; the event should be redelivered later.
@@ -42,7 +41,18 @@ const (
 	OutcomeDuplicate   Outcome = "duplicate" // revision already final: nothing to do
 	OutcomeGone        Outcome = "gone"      // the reservation was taken back
 	OutcomeStale       Outcome = "stale"     // the event is for an older request of a reused revision
+	// OutcomeRefused: the event does not belong to the record it lands on (a replay onto
+	// another Secret, another action or revision): acknowledged, nothing run.
+	OutcomeRefused Outcome = "refused"
 )
+
+// AnnotationAction on a revision's Lease is the action its executor runs (install,
+// upgrade, rollback, uninstall), written before Helm starts.
+const AnnotationAction = "async-helm.io/action"
+
+// ErrExhausted means too many renders this process cannot stop are still running: it
+// takes no new work and exits once drained, so that its platform restarts it.
+var ErrExhausted = errors.New("executor exhausted by orphaned renders; it restarts once drained")
 
 // Service runs actions.
 type Service struct {
@@ -64,6 +74,17 @@ type Service struct {
 	// ProgressInterval is how often the action's progress is recorded (default 2 s).
 	ProgressInterval time.Duration
 	Now              func() time.Time
+	// AfterFunc runs f after d (default time.AfterFunc; tests give a fake clock's).
+	AfterFunc func(d time.Duration, f func()) (stop func())
+	// Consumed binds each request id to the Secret it was first run on (nil: unchecked).
+	Consumed Consumed
+	// RenderTimeout bounds the rendering of a chart's templates (0: unbounded).
+	RenderTimeout time.Duration
+	// MaxOrphanedRenders is how many renders past their bound may go on before the
+	// executor takes no more work (0: no limit).
+	MaxOrphanedRenders int
+	// Orphans counts Helm's goroutines that outlived their action (New makes one).
+	Orphans *helmexec.Orphans
 
 	slots   chan struct{}
 	running *running
@@ -88,8 +109,23 @@ type run struct {
 func New(s Service, parallel int) *Service {
 	s.slots = make(chan struct{}, parallel)
 	s.running = &running{m: map[string]*run{}}
+	if s.Orphans == nil {
+		s.Orphans = &helmexec.Orphans{}
+	}
 	return &s
 }
+
+// Exhausted reports whether orphaned renders reached MaxOrphanedRenders: no new work.
+func (s *Service) Exhausted() bool {
+	if s.MaxOrphanedRenders <= 0 {
+		return false
+	}
+	_, renders := s.Orphans.Count()
+	return renders >= s.MaxOrphanedRenders
+}
+
+// Drained reports whether no action holds a slot.
+func (s *Service) Drained() bool { return len(s.slots) == 0 }
 
 // Handle runs the action of one accepted event. shutdown ends in-flight actions (they are
 // recorded as failed); the request context may end without stopping the action. stored is
@@ -98,6 +134,9 @@ func New(s Service, parallel int) *Service {
 // A redelivery of a revision this process is already handling waits for that run's
 // outcome instead of starting Helm a second time.
 func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
+	if s.Exhausted() {
+		return "", ErrExhausted
+	}
 	key := a.Namespace + "/" + a.SecretName
 	r := &run{done: make(chan struct{})}
 	for {
@@ -158,156 +197,348 @@ func (s *Service) takeSlot(ctx context.Context) error {
 	return fmt.Errorf("%w: %d actions running", ErrBusy, cap(s.slots))
 }
 
+// action is one accepted event's handling: the steps below share it, and with it one
+// lease lifetime and one read of the record (taken under the lease).
+type action struct {
+	events.Action
+	stored []byte
+	log    *zap.SugaredLogger
+	rec    *helmrelease.Release // the record, as read under the lease
+	held   Lease
+	end    *ending
+	grave  release.Tombstone // an uninstall's tombstone
+}
+
+// handle runs the steps: check (no lease yet), hold the lease, admit (under the lease:
+// the record against the event, the consumed request, a cancel already asked), run, record.
 func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
-	log := s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)
-	rel, err := s.Store.Get(reqCtx, a.Namespace, a.Name, a.Revision)
-	if errors.Is(err, release.ErrNotFound) {
-		log.Infow("reservation is gone; nothing to do")
-		return OutcomeGone, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if st := rel.Info.Status.String(); !release.IsPending(st) {
-		log.Infow("revision already final; duplicate delivery acknowledged", "status", st)
-		return OutcomeDuplicate, nil
-	}
-	if id := rel.Labels[release.LabelRequestID]; id != a.RequestID {
-		log.Infow("event is for another request of this revision; acknowledged and ignored", "reservedFor", id)
-		return OutcomeStale, nil
+	act := &action{Action: a, stored: stored,
+		log: s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)}
+	if outcome, done, err := s.check(reqCtx, act); done {
+		return outcome, err
 	}
 	held, err := s.Heartbeat.Hold(reqCtx, a.Namespace, release.LeaseName(a.Name, a.Revision))
 	if err != nil {
 		return "", err
 	}
 	if held == nil {
-		log.Infow("a live executor holds this revision; asking for redelivery")
+		act.log.Infow("a live executor holds this revision; asking for redelivery")
 		return "", fmt.Errorf("%w: %s/%s", ErrHeldElsewhere, a.Namespace, a.SecretName)
 	}
-	// Between the first look and the lease, another executor may have finished it.
-	if rel, err = s.Store.Get(reqCtx, a.Namespace, a.Name, a.Revision); err != nil || !release.IsPending(rel.Info.Status.String()) {
-		_ = held.Release(context.WithoutCancel(reqCtx))
-		if err != nil {
-			return "", err
-		}
-		return OutcomeDuplicate, nil
+	act.held = held
+	defer s.releaseLease(reqCtx, act)
+	if outcome, done, err := s.admit(reqCtx, act); done {
+		return outcome, err
 	}
-	var grave release.Tombstone
+	start := s.now()
+	outcome := s.record(reqCtx, act, s.execute(reqCtx, shutdown, act))
+	act.log.Infow("action finished", "outcome", outcome, "duration", s.now().Sub(start))
+	if s.Observe != nil {
+		s.Observe(string(a.Action), string(outcome), s.now().Sub(start))
+	}
+	return outcome, nil
+}
+
+// releaseLease gives the lease back, unless it was lost (another executor owns it now).
+func (s *Service) releaseLease(reqCtx context.Context, act *action) {
+	if act.end != nil && act.end.lost() {
+		return
+	}
+	// Its own short context: the request's may be over.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 15*time.Second)
+	defer cancel()
+	if err := act.held.Release(ctx); err != nil {
+		act.log.Warnw("lease not released; it expires by itself", "error", err)
+	}
+}
+
+// check is the first look, before any lease: a revision gone, final or reserved for another
+// request needs nothing.
+func (s *Service) check(ctx context.Context, act *action) (Outcome, bool, error) {
+	rel, err := s.Store.Get(ctx, act.Namespace, act.Name, act.Revision)
+	if errors.Is(err, release.ErrNotFound) {
+		act.log.Infow("reservation is gone; nothing to do")
+		return OutcomeGone, true, nil
+	}
+	if err != nil {
+		return "", true, err
+	}
+	if st := rel.Info.Status.String(); !release.IsPending(st) {
+		act.log.Infow("revision already final; duplicate delivery acknowledged", "status", st)
+		return OutcomeDuplicate, true, nil
+	}
+	if id := rel.Labels[release.LabelRequestID]; id != act.RequestID {
+		act.log.Infow("event is for another request of this revision; acknowledged and ignored", "reservedFor", id)
+		return OutcomeStale, true, nil
+	}
+	return "", false, nil
+}
+
+// admit decides, under the lease, whether Helm runs: the record is read again (another
+// executor may have finished it meanwhile) and kept for the later steps.
+func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error) {
+	rel, err := s.Store.Get(ctx, act.Namespace, act.Name, act.Revision)
+	if errors.Is(err, release.ErrNotFound) {
+		return OutcomeGone, true, nil
+	}
+	if err != nil {
+		return "", true, err
+	}
+	if !release.IsPending(rel.Info.Status.String()) {
+		return OutcomeDuplicate, true, nil
+	}
+	act.rec = rel
+	if outcome, done, err := s.consume(ctx, act); done {
+		return outcome, done, err
+	}
 	// An uninstall acts on the latest revision: if an upgrade was reserved in the same
 	// instant as the mark, the upgrade wins and the uninstall is failed, never run on it.
-	if a.Action == release.ActionUninstall {
-		if outcome, done, err := s.checkLatest(reqCtx, a, held); done {
-			return outcome, err
+	if act.Action.Action == release.ActionUninstall {
+		if outcome, done, err := s.checkLatest(ctx, act); done {
+			return outcome, done, err
 		}
 	}
 	// A cancel asked while its executor was lost: fail it without running Helm.
-	if by := held.CancelledBy(); by != "" {
-		reason := fmt.Sprintf("Release %q failed: cancelled by %s", a.Name, by)
-		if _, err := s.Store.MarkFailed(reqCtx, a.Namespace, a.Name, a.Revision, reason, true); err != nil {
-			return "", err
+	if by := act.held.CancelledBy(); by != "" {
+		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, failed(act.Name, "cancelled by "+by), true); err != nil {
+			return "", true, err
 		}
-		_ = held.Release(context.WithoutCancel(reqCtx))
-		return OutcomeFailed, nil
+		return OutcomeFailed, true, nil
 	}
-
-	if a.Action == release.ActionUninstall {
-		if grave, err = s.digTombstone(reqCtx, a, rel); err != nil {
-			_ = held.Release(context.WithoutCancel(reqCtx))
-			return "", err
+	if act.Action.Action == release.ActionUninstall {
+		if act.grave, err = s.digTombstone(ctx, act); err != nil {
+			return "", true, err
 		}
 	}
+	// What runs, on the Lease before Helm starts: submit answers a cancel it cannot honour
+	// (an uninstall) with 409.
+	if _, err := act.held.Sync(ctx, AnnotationAction, string(act.Action.Action)); err != nil {
+		act.log.Warnw("running action not written on the lease", "error", err)
+	}
+	return "", false, nil
+}
 
-	// The action outlives the delivery's context (a broker timing out must not abort a
-	// half-done install) but not the process, nor the loss of its lease.
+// consume checks the event against the record it lands on, then binds its request id to
+// this Secret (by UID) in state tenants cannot write: a signed event copied onto another
+// Secret (a replay) is refused, a redelivery to the same Secret resumes.
+func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, error) {
+	if why := mismatch(act.Action, act.rec); why != "" {
+		act.log.Warnw("event refused: it does not match the record it lands on", "why", why)
+		return OutcomeRefused, true, nil
+	}
+	if s.Consumed == nil {
+		return "", false, nil
+	}
+	uid, err := s.Store.SecretUID(ctx, act.Namespace, act.SecretName)
+	if err != nil {
+		return "", true, err
+	}
+	if uid == "" {
+		return OutcomeGone, true, nil
+	}
+	first, err := s.Consumed.Consume(ctx, consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace,
+		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: uid, At: s.now()})
+	if errors.Is(err, consumed.ErrConsumedElsewhere) {
+		act.log.Warnw("event refused: its request was consumed for another release record (a replay?)",
+			"secretUID", uid, "error", err)
+		return OutcomeRefused, true, nil
+	}
+	if err != nil {
+		return "", true, err
+	}
+	if !first {
+		act.log.Infow("resuming a request consumed before (redelivery after an executor was lost)", "secretUID", uid)
+	}
+	return "", false, nil
+}
+
+// mismatch says why an event does not belong to the record it lands on ("" when it does).
+func mismatch(a events.Action, rel *helmrelease.Release) string {
+	switch {
+	case rel.Name != a.Name || rel.Namespace != a.Namespace || rel.Version != a.Revision:
+		return fmt.Sprintf("the record is %s/%s v%d", rel.Namespace, rel.Name, rel.Version)
+	case rel.Labels[release.LabelRequestID] != a.RequestID:
+		return fmt.Sprintf("the record was reserved for request %q", rel.Labels[release.LabelRequestID])
+	case rel.Info.Status.String() != a.Action.PendingStatus():
+		return fmt.Sprintf("the record is %s, not %s", rel.Info.Status, a.Action.PendingStatus())
+	}
+	return ""
+}
+
+// failed is the description of a failed action, in Helm's words.
+func failed(name, why string) string { return fmt.Sprintf("Release %q failed: %s", name, why) }
+
+// endKind is why an action ended for the executor before Helm returned.
+type endKind int
+
+const (
+	notEnded endKind = iota
+	endTimeout
+	endCancel
+	endLost
+	endShutdown
+)
+
+// ending is how an action ends for the executor; the first end wins. It closes the
+// action's fence before it cancels the action's context, so that nothing Helm writes after
+// the end lands (its own failure write included): the executor's final write says why.
+type ending struct {
+	fence  *helmexec.Fence
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	kind   endKind
+	detail string
+}
+
+func (e *ending) end(kind endKind, detail string) {
+	e.mu.Lock()
+	if e.kind != notEnded {
+		e.mu.Unlock()
+		return
+	}
+	e.kind, e.detail = kind, detail
+	e.mu.Unlock()
+	e.fence.End()
+	e.cancel()
+}
+
+func (e *ending) get() (endKind, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kind, e.detail
+}
+
+func (e *ending) lost() bool { k, _ := e.get(); return k == endLost }
+
+// timeout is the action's deadline: the request's, capped by MaxActionTime.
+func (s *Service) timeout(a events.Action) time.Duration {
 	timeout := a.Options.Timeout
 	if s.MaxActionTime > 0 && (timeout <= 0 || timeout > s.MaxActionTime) {
 		timeout = s.MaxActionTime
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), timeout)
-	defer cancel()
-	stop := context.AfterFunc(shutdown, cancel)
-	defer stop()
-	var lostReason, cancelledBy atomic.Value
-	seal := &release.SealableDriver{}
-	hbCtx, hbCancel := context.WithCancel(ctx)
-	lose := func(reason string) {
-		lostReason.Store(reason)
-		log.Warnw("lease lost; cancelling the action", "reason", reason)
-		seal.Seal() // before the cancel: Helm writes its own failure when its context ends
-		cancel()
-	}
-	go held.Keep(hbCtx, lose)
+	return timeout
+}
 
-	start := time.Now()
+// execute runs Helm with the action's ends wired: its deadline, shutdown, the lease lost,
+// a cancel asked on the Lease. The action outlives the delivery's context (a broker timing
+// out must not abort a half-done install) but not any of those.
+func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(reqCtx))
+	defer cancel()
+	act.end = &ending{fence: &helmexec.Fence{Orphans: s.Orphans}, cancel: cancel}
+	timeout := s.timeout(act.Action)
+	stopTimer := s.afterFunc(timeout, func() { act.end.end(endTimeout, timeout.String()) })
+	defer stopTimer()
+	stopShutdown := context.AfterFunc(shutdown, func() { act.end.end(endShutdown, "") })
+	defer stopShutdown()
+
+	hbCtx, hbCancel := context.WithCancel(ctx)
+	defer hbCancel()
+	lose := func(reason string) {
+		act.log.Warnw("lease lost; cancelling the action", "reason", reason)
+		act.end.end(endLost, reason)
+	}
+	go act.held.Keep(hbCtx, lose)
 	logs := helmexec.NewLogBuffer(200)
 	phases := progress.NewPhases(logs.Log)
-	go s.watch(hbCtx, held, phases, a, start, lose, func(by string) {
-		cancelledBy.Store(by)
-		log.Infow("cancel requested; stopping the action", "by", by)
-		// Before the cancel: Helm's own failure write then says who cancelled it.
-		seal.FailWith(a.Revision, fmt.Sprintf("Release %q failed: cancelled by %s", a.Name, by))
-		cancel()
+	go s.watch(hbCtx, act.held, phases, act.Action, s.now(), lose, func(by string) bool {
+		if act.Action.Action == release.ActionUninstall {
+			// Helm deletes in one call; stopping it midway would leave half a release.
+			act.log.Infow("cancel requested on a running uninstall; it runs to its end", "by", by)
+			return false
+		}
+		act.log.Infow("cancel requested; stopping the action", "by", by)
+		act.end.end(endCancel, by)
+		return true
 	})
-	final, runErr := s.run(ctx, a, timeout, phases.Log, stored, seal)
-	hbCancel()
+	final, err := s.run(ctx, act, timeout, phases.Log)
+	return result{final: final, err: err, logs: logs}
+}
 
+// result is what Helm answered, and its debug log.
+type result struct {
+	final *helmrelease.Release
+	err   error
+	logs  *helmexec.LogBuffer
+}
+
+// afterFunc calls f after d on the service's clock; the answer stops it.
+func (s *Service) afterFunc(d time.Duration, f func()) func() {
+	if s.AfterFunc != nil {
+		return s.AfterFunc(d, f)
+	}
+	t := time.AfterFunc(d, f)
+	return func() { t.Stop() }
+}
+
+// record writes the outcome: the reason of a failure (through the store, not the action's
+// sealed storage), an uninstall's tombstone.
+func (s *Service) record(reqCtx context.Context, act *action, res result) Outcome {
 	// Final writes get their own short context: the action's may be cancelled already.
-	cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(reqCtx), 15*time.Second)
-	defer cancelCleanup()
-	outcome := OutcomeDeployed
-	lost, _ := lostReason.Load().(string)
-	by, _ := cancelledBy.Load().(string)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 15*time.Second)
+	defer cancel()
+	kind, detail := act.end.get()
 	switch {
-	case runErr != nil && lost != "":
+	case kind == endLost:
 		// Another executor owns the revision now: its outcome is the one that counts.
-		outcome = OutcomeFailed
-		log.Warnw("action abandoned after losing the lease", "reason", lost, "error", runErr)
-	case runErr != nil:
-		outcome = OutcomeFailed
-		reason, overwrite := runErr.Error(), true
-		switch {
-		case by != "":
-			reason = fmt.Sprintf("Release %q failed: cancelled by %s (%v)", a.Name, by, runErr)
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			reason = fmt.Sprintf("Release %q failed: timed out after %s (%v)", a.Name, timeout, runErr)
-		case shutdown.Err() != nil:
-			reason = fmt.Sprintf("Release %q failed: the executor shut down while the action ran (%v)", a.Name, runErr)
-		default:
-			overwrite = false // Helm's own description of the failure stands
-		}
-		if _, err := s.Store.MarkFailed(cleanup, a.Namespace, a.Name, a.Revision, reason, overwrite); err != nil {
-			log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
-		}
-		if a.Action == release.ActionUninstall && lost == "" {
-			if err := s.Store.BuryTombstone(cleanup, grave); err != nil {
-				log.Warnw("tombstone of the failed uninstall left; the notifier removes it", "error", err)
-			}
-		}
-		log.Warnw("action failed", "error", runErr, "duration", time.Since(start), "helmLog", logs.Tail())
-	case a.Action == release.ActionUninstall:
-		outcome = OutcomeUninstalled
-		if err := s.Store.FinishTombstone(cleanup, grave); err != nil {
-			log.Warnw("tombstone not finished; the notifier reports it once the lease is gone", "error", err)
-		}
-	case final != nil && final.Info.Status != helmrelease.StatusDeployed:
-		outcome = OutcomeFailed
-	}
-	if lost == "" {
-		if err := held.Release(cleanup); err != nil {
-			log.Warnw("lease not released; it expires by itself", "error", err)
+		act.log.Warnw("action abandoned after losing the lease", "reason", detail, "error", res.err)
+		return OutcomeFailed
+	case res.err != nil:
+		s.recordFailure(ctx, act, res.err, res.logs)
+		return OutcomeFailed
+	case kind != notEnded:
+		// Helm returned as the action ended: its last write may have been refused (Helm
+		// ignores a failed final write). Still pending means it was.
+		if s.recordFailure(ctx, act, errors.New("the action ended as Helm finished"), res.logs) {
+			return OutcomeFailed
 		}
 	}
-	log.Infow("action finished", "outcome", outcome, "duration", time.Since(start))
-	if s.Observe != nil {
-		s.Observe(string(a.Action), string(outcome), time.Since(start))
+	switch {
+	case act.Action.Action == release.ActionUninstall:
+		if err := s.Store.FinishTombstone(ctx, act.grave); err != nil {
+			act.log.Warnw("tombstone not finished; the notifier reports it once the lease is gone", "error", err)
+		}
+		return OutcomeUninstalled
+	case res.final != nil && res.final.Info.Status != helmrelease.StatusDeployed:
+		return OutcomeFailed
 	}
-	return outcome, nil
+	return OutcomeDeployed
+}
+
+// recordFailure marks the revision failed with the reason, and reports whether it did (a
+// revision already final is left alone).
+func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, logs *helmexec.LogBuffer) bool {
+	kind, detail := act.end.get()
+	reason, overwrite := runErr.Error(), true
+	switch {
+	case kind == endCancel:
+		reason = failed(act.Name, fmt.Sprintf("cancelled by %s (%v)", detail, runErr))
+	case kind == endTimeout:
+		reason = failed(act.Name, fmt.Sprintf("timed out after %s (%v)", detail, runErr))
+	case kind == endShutdown:
+		reason = failed(act.Name, fmt.Sprintf("the executor shut down while the action ran (%v)", runErr))
+	case errors.Is(runErr, helmexec.ErrRenderTimeout):
+		reason = failed(act.Name, runErr.Error())
+	default:
+		overwrite = false // Helm's own description of the failure stands
+	}
+	marked, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, overwrite)
+	if err != nil {
+		act.log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
+	}
+	if act.Action.Action == release.ActionUninstall {
+		if err := s.Store.BuryTombstone(ctx, act.grave); err != nil {
+			act.log.Warnw("tombstone of the failed uninstall left; the notifier removes it", "error", err)
+		}
+	}
+	act.log.Warnw("action failed", "error", runErr, "helmLog", logs.Tail())
+	return marked || err != nil
 }
 
 // watch records the action's progress on its Lease every ProgressInterval and notices a
 // cancel request there (one API call per tick: a write when the progress changed, else a read).
 func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases, a events.Action, start time.Time,
-	lost func(string), cancelled func(by string)) {
+	lost func(string), cancelled func(by string) (stop bool)) {
 	every := s.ProgressInterval
 	if every <= 0 {
 		every = 2 * time.Second
@@ -317,6 +548,7 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Since: start}
 	}
 	var last progress.Progress
+	seen := false // a cancel request already answered
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -342,9 +574,11 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 			lost(reason)
 			return
 		}
-		if by := held.CancelledBy(); by != "" {
-			cancelled(by)
-			return
+		if by := held.CancelledBy(); by != "" && !seen {
+			if cancelled(by) {
+				return
+			}
+			seen = true
 		}
 	}
 }
@@ -366,92 +600,94 @@ func (s *Service) callerOptions(a events.Action) []helmexec.Option {
 
 // digTombstone writes an uninstall's tombstone before Helm deletes the records: it is what
 // reports "uninstalled" once they are gone (docs/design.md).
-func (s *Service) digTombstone(ctx context.Context, a events.Action, rel *helmrelease.Release) (release.Tombstone, error) {
+func (s *Service) digTombstone(ctx context.Context, act *action) (release.Tombstone, error) {
+	rel := act.rec
 	chartLabel := rel.Labels[release.LabelChart]
 	if chartLabel == "" && rel.Chart != nil && rel.Chart.Metadata != nil { // a release plain helm installed
 		chartLabel = release.ChartLabel(rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
-	return s.Store.DigTombstone(ctx, release.Tombstone{Namespace: a.Namespace, Name: a.Name,
-		Revision: a.Revision, RequestID: a.RequestID, Chart: chartLabel})
+	return s.Store.DigTombstone(ctx, release.Tombstone{Namespace: act.Namespace, Name: act.Name,
+		Revision: act.Revision, RequestID: act.RequestID, Chart: chartLabel})
 }
 
 // checkLatest fails an uninstall whose revision is no longer the release's latest; done
 // is true when the handling ends here.
-func (s *Service) checkLatest(ctx context.Context, a events.Action, held Lease) (Outcome, bool, error) {
-	revs, err := s.Store.LiveHistory(ctx, a.Namespace, a.Name)
-	if err == nil && (len(revs) == 0 || revs[0].Version == a.Revision) {
+func (s *Service) checkLatest(ctx context.Context, act *action) (Outcome, bool, error) {
+	revs, err := s.Store.LiveHistory(ctx, act.Namespace, act.Name)
+	if err == nil && (len(revs) == 0 || revs[0].Version == act.Revision) {
 		return "", false, nil
 	}
-	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
 	if err != nil {
 		return "", true, err
 	}
 	reason := fmt.Sprintf("Uninstall of %q failed: revision %d (%s) was reserved after revision %d was marked; nothing was deleted",
-		a.Name, revs[0].Version, revs[0].Status, a.Revision)
-	if _, err := s.Store.MarkFailed(ctx, a.Namespace, a.Name, a.Revision, reason, true); err != nil {
+		act.Name, revs[0].Version, revs[0].Status, act.Revision)
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, true); err != nil {
 		return "", true, err
 	}
 	return OutcomeFailed, true, nil
 }
 
-func (s *Service) run(ctx context.Context, a events.Action, timeout time.Duration, logf func(string, ...interface{}), stored []byte, seal *release.SealableDriver) (*helmrelease.Release, error) {
+// run maps the action onto Helm, behind the action's fence.
+func (s *Service) run(ctx context.Context, act *action, timeout time.Duration, logf func(string, ...interface{})) (*helmrelease.Release, error) {
+	a := act.Action
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
 		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo,
+		RenderTimeout: s.RenderTimeout,
 	}
-	opts := append([]helmexec.Option{helmexec.WithLog(logf),
+	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
-			return release.KeepEvent(si, a.SecretName, stored)
+			return release.KeepEvent(si, a.SecretName, act.stored)
 		}),
-		helmexec.WithStorageWrapper(func(d driver.Driver) driver.Driver { seal.Driver = d; return seal }),
 	}, s.HelmOptions...)
 	opts = append(opts, s.callerOptions(a)...)
-	switch a.Action {
-	case release.ActionUninstall:
+	// The record's chart label stays, unless a chart is fetched (its own then): a rollback
+	// runs the target's chart, a reused chart the deployed one.
+	meta := act.rec.Chart.Metadata
+	req.Labels = release.Labels(a.RequestID, a.Revision, meta.Name, meta.Version)
+	switch {
+	case a.Action == release.ActionUninstall:
 		return s.Helm.Uninstall(ctx, req, opts...)
-	case release.ActionRollback:
-		// The chart and values are the target revision's, as Helm takes them; the
-		// reservation's chart label (the target's chart) stays.
-		rel, err := s.Store.Get(ctx, a.Namespace, a.Name, a.Revision)
-		if err != nil {
-			return nil, err
-		}
-		req.Labels = release.Labels(a.RequestID, a.Revision, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
+	case a.Action == release.ActionRollback:
 		return s.Helm.Rollback(ctx, req, opts...)
-	}
-	if !a.ReuseChart {
-		c, err := s.Charts.Get(ctx, a.Chart)
-		if err != nil {
-			return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
-		}
-		if a.ChartDigest != "" && c.Digest != a.ChartDigest {
-			return nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
-		}
-		// Helm mutates the chart it runs: each action gets its own copy.
-		if req.Chart, err = c.Fresh(); err != nil {
+	case !a.ReuseChart:
+		if err := s.fetchChart(ctx, act, &req); err != nil {
 			return nil, err
 		}
-		req.Labels = release.Labels(a.RequestID, a.Revision, req.Chart.Metadata.Name, req.Chart.Metadata.Version)
-		check, err := c.Fresh()
-		if err != nil {
-			return nil, err
-		}
-		if err := helmexec.CheckDependencies(check, a.Values); err != nil {
-			return nil, err
-		}
-	}
-	if req.Labels == nil {
-		// Reused chart: keep the chart label of the reservation.
-		rel, err := s.Store.Get(ctx, a.Namespace, a.Name, a.Revision)
-		if err != nil {
-			return nil, err
-		}
-		req.Labels = release.Labels(a.RequestID, a.Revision, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
 	if a.Action == release.ActionUpgrade {
 		return s.Helm.Upgrade(ctx, req, opts...)
 	}
 	return s.Helm.Install(ctx, req, opts...)
+}
+
+// fetchChart puts the event's chart into req: the one submit validated (digest), with the
+// record's name and version, and its dependencies present.
+func (s *Service) fetchChart(ctx context.Context, act *action, req *helmexec.Request) error {
+	a := act.Action
+	c, err := s.Charts.Get(ctx, a.Chart)
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", a.Chart, err)
+	}
+	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
+		return fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
+	}
+	// Helm mutates the chart it runs: each action gets its own copy.
+	if req.Chart, err = c.Fresh(); err != nil {
+		return err
+	}
+	got, want := req.Chart.Metadata, act.rec.Chart.Metadata
+	if got.Name != want.Name || got.Version != want.Version {
+		return fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
+			a.Chart, helmexec.ErrChartChanged, got.Name, got.Version, want.Name, want.Version)
+	}
+	req.Labels = release.Labels(a.RequestID, a.Revision, got.Name, got.Version)
+	check, err := c.Fresh()
+	if err != nil {
+		return err
+	}
+	return helmexec.CheckDependencies(check, a.Values)
 }

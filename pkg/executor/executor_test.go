@@ -25,40 +25,50 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // fakeHelm runs what the test says instead of Helm, and counts the runs.
 type fakeHelm struct {
-	calls atomic.Int32
-	mu    sync.Mutex
-	reqs  []helmexec.Request
-	run   func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error)
+	calls  atomic.Int32
+	mu     sync.Mutex
+	reqs   []helmexec.Request
+	fences []*helmexec.Fence
+	run    func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error)
 }
 
-func (h *fakeHelm) do(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+func (h *fakeHelm) do(ctx context.Context, req helmexec.Request, opts []helmexec.Option) (*helmrelease.Release, error) {
 	h.calls.Add(1)
 	h.mu.Lock()
 	h.reqs = append(h.reqs, req)
+	h.fences = append(h.fences, helmexec.FenceOf(opts...))
 	h.mu.Unlock()
 	return h.run(ctx, req)
 }
 
-func (h *fakeHelm) Install(ctx context.Context, req helmexec.Request, _ ...helmexec.Option) (*helmrelease.Release, error) {
-	return h.do(ctx, req)
+// fence is the fence of the i-th run.
+func (h *fakeHelm) fence(i int) *helmexec.Fence {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fences[i]
 }
 
-func (h *fakeHelm) Upgrade(ctx context.Context, req helmexec.Request, _ ...helmexec.Option) (*helmrelease.Release, error) {
-	return h.do(ctx, req)
+func (h *fakeHelm) Install(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error) {
+	return h.do(ctx, req, opts)
 }
 
-func (h *fakeHelm) Uninstall(ctx context.Context, req helmexec.Request, _ ...helmexec.Option) (*helmrelease.Release, error) {
-	return h.do(ctx, req)
+func (h *fakeHelm) Upgrade(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error) {
+	return h.do(ctx, req, opts)
 }
 
-func (h *fakeHelm) Rollback(ctx context.Context, req helmexec.Request, _ ...helmexec.Option) (*helmrelease.Release, error) {
-	return h.do(ctx, req)
+func (h *fakeHelm) Uninstall(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error) {
+	return h.do(ctx, req, opts)
+}
+
+func (h *fakeHelm) Rollback(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error) {
+	return h.do(ctx, req, opts)
 }
 
 // deployed is a fake Helm that only says it deployed; newEnv's default also writes it.
@@ -116,6 +126,8 @@ type env struct {
 	store *release.Store
 	helm  *fakeHelm
 	svc   *Service
+	// consumed holds the consumed-request records (async-helm's own namespace).
+	consumed *consumed.Store
 }
 
 func newEnv(t *testing.T, parallel int) *env {
@@ -125,7 +137,8 @@ func newEnv(t *testing.T, parallel int) *env {
 	e := &env{t: t, c: c, clock: clock, store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now},
 		helm: &fakeHelm{}}
 	e.helm.run = e.writes
-	e.svc = New(Service{Store: e.store, Helm: e.helm, Charts: charts{packaged(t)},
+	e.consumed = &consumed.Store{Client: c, Namespace: "async-helm", Now: clock.Now}
+	e.svc = New(Service{Store: ReleaseStore{e.store}, Helm: e.helm, Charts: charts{packaged(t)}, Consumed: e.consumed,
 		Heartbeat: HeartbeatLeases(&release.Heartbeat{Client: c, Holder: "pod", Duration: time.Minute, Now: clock.Now}),
 		Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute}, parallel)
 	return e
@@ -431,7 +444,7 @@ func TestRequest(t *testing.T) {
 	}
 	// A reused chart keeps the reservation's chart label.
 	b := e.reserve("db", "req-2")
-	b.ReuseChart, b.Action = true, release.ActionUpgrade
+	b.ReuseChart = true
 	if _, err := e.svc.Handle(ctx(t), context.Background(), b, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,20 @@ package executor
 
 import (
 	"context"
+	"fmt"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/kubernetes"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // What the executor needs of the world, as small interfaces: the functions wire the real
@@ -27,6 +33,15 @@ type Store interface {
 	DigTombstone(ctx context.Context, t release.Tombstone) (release.Tombstone, error)
 	FinishTombstone(ctx context.Context, t release.Tombstone) error
 	BuryTombstone(ctx context.Context, t release.Tombstone) error
+	// SecretUID is the UID of the revision's Secret now ("" when it is gone): the identity
+	// an accepted event is consumed for.
+	SecretUID(ctx context.Context, namespace, secretName string) (types.UID, error)
+}
+
+// Consumed records which request ids were acted on, in state tenants cannot write
+// (consumed.Store).
+type Consumed interface {
+	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
 }
 
 // Helm runs the Helm actions on a reserved revision (helmexec.Factory), and gives a client
@@ -73,4 +88,19 @@ func (l heartbeatLeases) Hold(ctx context.Context, namespace, name string) (Leas
 		return nil, err
 	}
 	return held, err
+}
+
+// ReleaseStore is a release.Store with the Secret UID read the executor needs.
+type ReleaseStore struct{ *release.Store }
+
+// SecretUID reads the metadata of the revision's Secret only (no payload).
+func (s ReleaseStore) SecretUID(ctx context.Context, namespace, secretName string) (types.UID, error) {
+	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the UID of %s/%s: %w", namespace, secretName, err)
+	}
+	return m.UID, nil
 }

@@ -1,0 +1,77 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/client-go/rest"
+
+	"github.com/async-helm/async-helm/pkg/helmexec"
+)
+
+// endless is a chart whose template renders for seconds (a real attack loops for ever; a
+// test must see its orphan end).
+func endless(t *testing.T) *chart.Chart {
+	t.Helper()
+	return &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
+		Templates: []*chart.File{{Name: "templates/loop.yaml",
+			Data: []byte(`{{ range until 2000 }}{{ range until 6000 }}{{ end }}{{ end }}`)}}}
+}
+
+// withRealHelm runs Helm's SDK offline: the release records in the fake cluster's Secrets,
+// manifests applied by kubefake.
+func withRealHelm(t *testing.T, e *env) {
+	t.Helper()
+	f, err := helmexec.NewFactory(&rest.Config{Host: "http://127.0.0.1:1"}) // never dialled
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc.Helm = f
+	e.svc.HelmOptions = []helmexec.Option{helmexec.WithDriver(driver.NewSecrets(e.c.CoreV1().Secrets("ns"))),
+		helmexec.WithCapabilities(chartutil.DefaultCapabilities), helmexec.WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard})}
+}
+
+// A template that does not finish rendering fails its action at RENDER_TIMEOUT: the
+// revision is failed with the reason, the slot and the Lease are free at once, and the
+// render goes on as a counted orphan; at MaxOrphanedRenders the executor takes no work.
+func TestEndlessTemplateIsFailedAtTheRenderBound(t *testing.T) {
+	e := newEnv(t, 1)
+	withRealHelm(t, e)
+	e.svc.Charts = charts{repackage(t, nil, endless(t))}
+	e.svc.RenderTimeout = 100 * time.Millisecond
+	e.svc.MaxOrphanedRenders = 1
+	a := e.reserve("web", "req-1")
+	start := time.Now()
+	got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
+	if err != nil || got != OutcomeFailed || time.Since(start) > 2*time.Second {
+		t.Fatalf("Handle = %s, %v after %s; want failed at the bound", got, err, time.Since(start))
+	}
+	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.Contains(desc, "rendering took longer than 100ms") {
+		t.Errorf("revision %s %q", st, desc)
+	}
+	if e.leaseExists("web") || !e.svc.Drained() {
+		t.Errorf("lease left %v, slot free %v", e.leaseExists("web"), e.svc.Drained())
+	}
+	if _, renders := e.svc.Orphans.Count(); renders != 1 || !e.svc.Exhausted() {
+		t.Fatalf("orphaned renders %d, exhausted %v", renders, e.svc.Exhausted())
+	}
+	if _, err := e.svc.Handle(ctx(t), context.Background(), e.reserve("db", "req-2"), nil); !errors.Is(err, ErrExhausted) {
+		t.Errorf("new work while exhausted: %v", err)
+	}
+	waitFor(t, func() bool { a, _ := e.svc.Orphans.Count(); return a == 0 })
+	if st, _ := e.status("web"); st != helmrelease.StatusFailed {
+		t.Errorf("the orphan wrote %s once its render ended", st)
+	}
+	if e.svc.Exhausted() {
+		t.Error("still exhausted with no orphan left")
+	}
+}
