@@ -57,3 +57,29 @@ func TestUndecodableRecordDoesNotStopTheNotifier(t *testing.T) {
 		t.Errorf("%d events re-sent for a record that does not decode", n)
 	}
 }
+
+// A namespace deleted with pending work lost it with no final status event: now the
+// revision that vanished with it ends with one failed event saying so.
+func TestPendingWorkOfADeletedNamespaceEndsFailed(t *testing.T) {
+	ns := cluster.Namespace(t)
+	sink := testsink.Start(t)
+	startNotifier(t, ns, sink, Config{Watch: true})
+	h := newHelmSide(t, ns)
+	h.reserve(t, "web", release.ActionInstall)
+	pendingID := events.StatusEventID(ns, "web", 1, "pending-install", "req-web")
+	sink.WaitFor(t, 10*time.Second, "pending-install", func(e []cloudevents.Event) bool { return has(e, pendingID) })
+	if err := cluster.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	failedID := events.StatusEventID(ns, "web", 1, "failed", "req-web")
+	evs := sink.WaitFor(t, 60*time.Second, "the final failed event", func(e []cloudevents.Event) bool { return has(e, failedID) })
+	for _, e := range evs {
+		if e.ID() != failedID {
+			continue
+		}
+		var c events.StatusChange
+		if err := e.DataAs(&c); err != nil || !strings.Contains(c.Reason, "was deleted") {
+			t.Errorf("final event %+v, %v", c, err)
+		}
+	}
+}
