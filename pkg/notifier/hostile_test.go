@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,5 +240,28 @@ func TestPendingWorkOfADeletedNamespaceEndsFailed(t *testing.T) {
 				t.Fatalf("reported %+v, %v", c, err)
 			}
 		})
+	}
+}
+
+// A record that does not decode is logged once with its name, not on every retry or sweep.
+func TestUndecodableRecordIsLoggedOnce(t *testing.T) {
+	e := newEnv(t)
+	core, logs := observer.New(zap.WarnLevel)
+	e.svc.Log = zap.New(core).Sugar()
+	e.hostileRecord("evil", nil)
+	e.patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
+	key := "ns/" + release.SecretName("evil", 1)
+	for i := 0; i < 3; i++ {
+		e.svc.observe(key, e.meta("evil", 1))
+		e.svc.mu.Lock()
+		e.svc.backlog[key] = []string{"failed"} // reported again, as after a restart
+		e.svc.mu.Unlock()
+		if err := e.svc.sync(ctx(t), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := logs.FilterMessageSnippet("does not decode").All()
+	if len(got) != 1 || got[0].ContextMap()["secret"] != release.SecretName("evil", 1) {
+		t.Fatalf("logged %d times: %v", len(got), got)
 	}
 }

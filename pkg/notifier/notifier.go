@@ -427,7 +427,7 @@ func (s *Service) describe(ctx context.Context, rev release.Revision, status str
 	}
 	head, err := s.Store.Head(ctx, rev.Namespace, rev.SecretName, rev.ResourceVersion)
 	if errors.Is(err, release.ErrUndecodable) {
-		s.once.warn(s.Log, "head/"+rev.Namespace+"/"+rev.SecretName+"/"+rev.ResourceVersion,
+		s.once.warn(s.Log, "undecodable/"+string(rev.UID),
 			"release record does not decode; reported from its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
 		return nil
 	}

@@ -27,9 +27,6 @@ type ConsumedRecords interface {
 func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (cloudevents.Event, string, error) {
 	var e cloudevents.Event
 	rev := sr.Revision
-	if sr.Undecodable != nil {
-		return e, fmt.Sprintf("its release record does not decode (%v)", sr.Undecodable), nil
-	}
 	if err := e.UnmarshalJSON(sr.Event); err != nil {
 		return e, "its stored request is not an event", nil
 	}

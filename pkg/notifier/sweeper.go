@@ -122,6 +122,12 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	if err != nil {
 		return err
 	}
+	if sr.Undecodable != nil {
+		s.once.warn(s.Log, "undecodable/"+string(sr.Revision.UID),
+			"release record does not decode; failed in its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", sr.Undecodable)
+		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d cannot run: its release record does not decode (marked failed by the notifier)",
+			rev.Name, rev.Version), res)
+	}
 	if overdue || len(sr.Event) == 0 {
 		return s.failStuck(ctx, rev, s.stuckReason(rev, now, since, overdue), res)
 	}
@@ -130,7 +136,7 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 		return err
 	}
 	if refusal != "" {
-		s.once.warn(s.Log, "refused/"+rev.Namespace+"/"+rev.SecretName+"/"+sr.Revision.ResourceVersion,
+		s.once.warn(s.Log, "refused/"+string(sr.Revision.UID),
 			"stored request not sent again", "namespace", rev.Namespace, "secret", rev.SecretName, "reason", refusal)
 		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d was not sent again: %s (marked failed by the notifier)",
 			rev.Name, rev.Version, refusal), res)

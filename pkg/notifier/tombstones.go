@@ -90,7 +90,7 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 		return err
 	}
 	if refusal != "" {
-		s.once.warn(s.Log, "tombstone/"+ns+"/"+name+"/"+l.ResourceVersion, "tombstone not reported; deleted",
+		s.once.warn(s.Log, "tombstone/"+string(l.UID), "tombstone not reported; deleted",
 			"namespace", ns, "lease", name, "reason", refusal)
 		return s.Store.BuryTombstone(ctx, t)
 	}
