@@ -70,11 +70,15 @@ func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ref := range []Ref{{IndexEntry: "tiny--private", Version: "0.1.0"}, {URL: srv.URL + "/tiny-0.1.0.tgz"}} {
+	for _, ref := range []Ref{{IndexEntry: "tiny--private", Version: "0.1.0", Namespace: ns}, {URL: srv.URL + "/tiny-0.1.0.tgz", Namespace: ns}} {
 		c, err := src.Get(context.Background(), ref)
 		if err != nil || c.Loaded.Metadata.Name != "tiny" {
 			t.Fatalf("%v with credentials: %v", ref, err)
 		}
+	}
+	// Named without a namespace (no access review behind it), the chart gets no password.
+	if _, err := src.Get(context.Background(), Ref{URL: srv.URL + "/tiny-0.1.0.tgz"}); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("without a namespace: %v, want unreachable (401)", err)
 	}
 
 	// Without the Secret: the CA is unknown (TLS fails); with the CA but no password: 401.
@@ -87,7 +91,7 @@ func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
 	}
 	caOnly := &Source{Repositories: map[string]string{"private": srv.URL}, Credentials: map[string]Credentials{"private": {CA: ca}},
 		HTTP: Policy{AllowLoopback: true}.HTTPClient(10 * time.Second)}
-	if _, err := caOnly.Get(context.Background(), Ref{IndexEntry: "tiny--private", Version: "0.1.0"}); !errors.Is(err, ErrUnreachable) {
+	if _, err := caOnly.Get(context.Background(), Ref{IndexEntry: "tiny--private", Version: "0.1.0", Namespace: ns}); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("without the password: %v, want unreachable (401)", err)
 	}
 	if _, err := LoadCredentials(context.Background(), env.Client, ns, map[string]string{"x": "missing"}); err == nil {
