@@ -114,13 +114,7 @@ func TestListShowsEveryStatusAndLimitInfo(t *testing.T) {
 	}
 	var all []map[string]interface{}
 	s.call(t, http.MethodGet, "/api/helm/releases?limitInfo=true", nil, &all)
-	found := 0
-	for _, r := range all {
-		if r["namespace"] == ns {
-			found++
-		}
-	}
-	if found != 2 {
+	if found := inNamespace(all, ns); found != 2 {
 		t.Errorf("all-namespaces list shows %d of this namespace's 2 releases", found)
 	}
 }

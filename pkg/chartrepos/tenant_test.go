@@ -128,12 +128,21 @@ func TestCredentialSecrets(t *testing.T) {
 		{"team", "", "https://private.example/charts/web-1.0.0.tgz", "[auth tls]"},
 		{"team", "", "https://private.example/chartsother/web.tgz", "[]"},
 		{"team", "web--open", "", "[]"},
-		{"team", "web--off", "https://off.example/web.tgz", "[]"},
+		{"team", "", "https://off.example/web.tgz", "[]"},
 		{"other", "web--private", "", "[]"}, // the cluster's: credentials of openshift-config
 		{"team", "", "https://elsewhere.example/web.tgz", "[]"},
+		// A repository the namespace does not see (yet, or disabled): refused, since it
+		// could appear before the fetch and be used unchecked.
+		{"team", "web--off", "", "error"},
+		{"team", "web--later", "", "error"},
 	} {
-		if got := fmt.Sprint(s.CredentialSecrets(tc.ns, tc.entry, tc.url)); got != tc.want {
-			t.Errorf("CredentialSecrets(%q, %q, %q) = %s, want %s", tc.ns, tc.entry, tc.url, got, tc.want)
+		names, err := s.CredentialSecrets(tc.ns, tc.entry, tc.url)
+		got := fmt.Sprint(names)
+		if err != nil {
+			got = "error"
+		}
+		if got != tc.want {
+			t.Errorf("CredentialSecrets(%q, %q, %q) = %s (%v), want %s", tc.ns, tc.entry, tc.url, got, err, tc.want)
 		}
 	}
 	if n := secretReads(s.Client.(*fake.Clientset), "team"); n != 0 {

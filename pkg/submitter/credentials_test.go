@@ -16,11 +16,11 @@ import (
 // repoSecrets names Secret x for every chart of the "exfil" repository.
 type repoSecrets struct{}
 
-func (repoSecrets) CredentialSecrets(ns, entry, url string) []string {
+func (repoSecrets) CredentialSecrets(ns, entry, url string) ([]string, error) {
 	if entry == "web--exfil" {
-		return []string{"x"}
+		return []string{"x"}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // countingCharts records every fetch.

@@ -49,7 +49,7 @@ type Charts interface {
 // RepoSecrets names the Secrets whose contents fetching a chart would send
 // (chartrepos.Set): those a ProjectHelmChartRepository of the namespace names.
 type RepoSecrets interface {
-	CredentialSecrets(namespace, indexEntry, chartURL string) []string
+	CredentialSecrets(namespace, indexEntry, chartURL string) ([]string, error)
 }
 
 // Authorizer checks what a user may do (auth.Authorizer).

@@ -290,7 +290,10 @@ func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest,
 	if user == nil || s.Authorizer == nil || s.RepoSecrets == nil {
 		return nil
 	}
-	names := s.RepoSecrets.CredentialSecrets(req.Namespace, req.IndexEntry, req.ChartURL)
+	names, err := s.RepoSecrets.CredentialSecrets(req.Namespace, req.IndexEntry, req.ChartURL)
+	if err != nil {
+		return err
+	}
 	needs := make([]auth.Need, 0, len(names))
 	for _, n := range names {
 		needs = append(needs, auth.Need{Verb: "get", Resource: "secrets", Namespace: req.Namespace, Name: n})
