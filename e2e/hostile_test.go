@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/repo"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,8 +27,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
@@ -51,6 +55,9 @@ func TestHostileTenant(t *testing.T) {
 	}, victim, devNS, devNS2, slow, repoNS)
 	dev := asDev(s)
 	devClient := devKube(t)
+	// The executor exits by design once MAX_ORPHANED_RENDERS renders it could not stop pile
+	// up, for its platform to restart it (docs/design.md): restart it as Knative would.
+	watch := superviseExecutor(t, s)
 
 	// The attacks that need no burst first: the fakes must be in place before the burst.
 	fakeQueued(t, devClient, []string{devNS, devNS2}, 1000)
@@ -64,16 +71,72 @@ func TestHostileTenant(t *testing.T) {
 	t.Run("repository credential exfiltration", func(t *testing.T) { repositoryExfil(t, s, dev, repoNS) })
 
 	burst.wait(t, 6*time.Minute)
-	for name, p := range map[string]interface {
-		Exited() bool
-		Pid() int
-	}{"submit": s.submit, "executor": s.executor, "notifier": s.notifier} {
+	restarts, peak := watch.stop()
+	for name, p := range map[string]interface{ Exited() bool }{"submit": s.submit, "notifier": s.notifier} {
 		if p.Exited() {
 			t.Errorf("%s exited during the attacks", name)
 		}
 	}
+	t.Logf("the executor was restarted %d times (orphaned renders)", restarts)
 	checkPeakRSS(t, "submit", s.submit.Pid(), 512<<20)
-	checkPeakRSS(t, "executor", s.executor.Pid(), 2<<30)
+	t.Logf("executor peak RSS %d MiB (limit 2048 MiB)", peak>>20)
+	if peak > 2<<30 {
+		t.Errorf("executor peak RSS %d MiB over its Knative limit", peak>>20)
+	}
+}
+
+// supervisor restarts the executor when it exits and keeps its peak RSS across restarts.
+type supervisor struct {
+	stopped  chan struct{}
+	done     chan struct{}
+	restarts int
+	peak     int64
+}
+
+func superviseExecutor(t *testing.T, s *stack) *supervisor {
+	sv := &supervisor{stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(sv.done)
+		for {
+			select {
+			case <-sv.stopped:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if s.executor.Exited() {
+				if err := s.executor.Restart(); err != nil {
+					t.Errorf("restart the executor: %v", err)
+					return
+				}
+				sv.restarts++
+			}
+			if kib := peakRSS(s.executor.Pid()); kib<<10 > sv.peak {
+				sv.peak = kib << 10
+			}
+		}
+	}()
+	return sv
+}
+
+func (sv *supervisor) stop() (int, int64) {
+	close(sv.stopped)
+	<-sv.done
+	return sv.restarts, sv.peak
+}
+
+// peakRSS is a process's high-water mark of resident memory in KiB (0 when unknown).
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			return kib
+		}
+	}
+	return 0
 }
 
 // grantDev binds a ClusterRole to dev in ns and waits until RBAC allows it.
@@ -136,7 +199,9 @@ func asDev(s *stack) *submitclient.Client {
 
 func devKube(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(cluster.Dev)
+	cfg := rest.CopyConfig(cluster.Dev)
+	cfg.QPS, cfg.Burst = 500, 1000 // 2,000 fake Secrets, not client-go's 5/s
+	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,24 +327,17 @@ func (b *installs) wait(t *testing.T, within time.Duration) {
 	}
 }
 
-// checkPeakRSS reads the process's high-water mark of resident memory.
+// checkPeakRSS checks a process's high-water mark of resident memory.
 func checkPeakRSS(t *testing.T, name string, pid int, limit int64) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+	kib := peakRSS(pid)
+	if kib == 0 {
+		t.Fatalf("%s: no VmHWM in /proc/%d/status", name, pid)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kib, _ := strconv.ParseInt(f[1], 10, 64)
-			t.Logf("%s peak RSS %d MiB (limit %d MiB)", name, kib>>10, limit>>20)
-			if kib<<10 > limit {
-				t.Errorf("%s peak RSS %d MiB over its Knative limit %d MiB", name, kib>>10, limit>>20)
-			}
-			return
-		}
+	t.Logf("%s peak RSS %d MiB (limit %d MiB)", name, kib>>10, limit>>20)
+	if kib<<10 > limit {
+		t.Errorf("%s peak RSS %d MiB over its Knative limit %d MiB", name, kib>>10, limit>>20)
 	}
-	t.Fatalf("%s: no VmHWM in /proc/%d/status", name, pid)
 }
 
 // devCall calls submit as dev and returns the status and body.
@@ -408,8 +466,10 @@ func indexCredentials(t *testing.T, dev *submitclient.Client) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		warning := resp.Header.Get("console-warning")
-		if strings.Contains(string(b)+warning, "hunter2") {
+		var idx repo.IndexFile
+		_ = yaml.Unmarshal(b, &idx)
+		warning := idx.Annotations[chartrepos.WarningAnnotation]
+		if strings.Contains(string(b), "hunter2") {
 			t.Fatalf("the index shows the repository's password: %q", warning)
 		}
 		if strings.Contains(warning, "secretive-"+sfx) {
