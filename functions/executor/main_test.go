@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +82,7 @@ func (r *rig) reserve(t *testing.T, action release.Action, ns, name string, ref 
 		t.Fatal(err)
 	}
 	id := name + "-req-" + time.Now().Format("150405.000000")
-	meta := &chart.Metadata{Name: "tiny", Version: "0.1.0"}
+	meta := reservedChart(ref)
 	sec, err := r.store.Reserve(context.Background(), release.Reservation{Namespace: ns, Name: name, Action: action,
 		Revision: rev, Chart: meta, Values: values, RequestID: id})
 	if err != nil {
@@ -143,4 +145,14 @@ func waitStatus(t *testing.T, r *rig, ns, name string, rev int, timeout time.Dur
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// reservedChart is the metadata submit reserves for ref: the chart's own (the test charts'
+// archives are named <chart>-<version>.tgz), tiny 0.1.0 for a reused chart.
+func reservedChart(ref chartsource.Ref) *chart.Metadata {
+	base := path.Base(ref.URL)
+	if name, version, ok := release.ParseChartLabel(strings.TrimSuffix(base, ".tgz")); ok && strings.HasSuffix(base, ".tgz") {
+		return &chart.Metadata{Name: name, Version: version}
+	}
+	return &chart.Metadata{Name: "tiny", Version: "0.1.0"}
 }
