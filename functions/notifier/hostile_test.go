@@ -61,13 +61,7 @@ func TestUndecodableRecordDoesNotStopTheNotifier(t *testing.T) {
 // A namespace deleted with pending work lost it with no final status event: now the
 // revision that vanished with it ends with one failed event saying so.
 func TestPendingWorkOfADeletedNamespaceEndsFailed(t *testing.T) {
-	ns := cluster.Namespace(t)
-	sink := testsink.Start(t)
-	startNotifier(t, ns, sink, Config{Watch: true})
-	h := newHelmSide(t, ns)
-	h.reserve(t, "web", release.ActionInstall)
-	pendingID := events.StatusEventID(ns, "web", 1, "pending-install", "req-web")
-	sink.WaitFor(t, 10*time.Second, "pending-install", func(e []cloudevents.Event) bool { return has(e, pendingID) })
+	ns, sink, _, _ := pendingWeb(t)
 	if err := cluster.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

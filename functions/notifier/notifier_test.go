@@ -106,13 +106,7 @@ func has(evs []cloudevents.Event, id string) bool {
 }
 
 func TestTransitionsAreReportedInOrderWithTheContract(t *testing.T) {
-	ns := cluster.Namespace(t)
-	sink := testsink.Start(t)
-	startNotifier(t, ns, sink, Config{Watch: true})
-	h := newHelmSide(t, ns)
-	h.reserve(t, "web", release.ActionInstall)
-	pendingID := events.StatusEventID(ns, "web", 1, "pending-install", "req-web")
-	sink.WaitFor(t, 10*time.Second, "pending-install", func(e []cloudevents.Event) bool { return has(e, pendingID) })
+	ns, sink, h, pendingID := pendingWeb(t)
 	h.set(t, "web", 1, helmrelease.StatusDeployed, "Install complete")
 	deployedID := events.StatusEventID(ns, "web", 1, "deployed", "req-web")
 	evs := sink.WaitFor(t, 10*time.Second, "deployed", func(e []cloudevents.Event) bool { return has(e, deployedID) })
@@ -379,4 +373,18 @@ func TestApiServerSourceModeGivesTheSameEvents(t *testing.T) {
 	sink.WaitFor(t, 10*time.Second, "deployed via the source", func(e []cloudevents.Event) bool {
 		return has(e, events.StatusEventID(ns, "before", 1, "deployed", "req-before"))
 	})
+}
+
+// pendingWeb starts a notifier on a fresh namespace, reserves release web there and waits
+// for its pending-install event.
+func pendingWeb(t *testing.T) (string, *testsink.Sink, *helmSide, string) {
+	t.Helper()
+	ns := cluster.Namespace(t)
+	sink := testsink.Start(t)
+	startNotifier(t, ns, sink, Config{Watch: true})
+	h := newHelmSide(t, ns)
+	h.reserve(t, "web", release.ActionInstall)
+	pendingID := events.StatusEventID(ns, "web", 1, "pending-install", "req-web")
+	sink.WaitFor(t, 10*time.Second, "pending-install", func(e []cloudevents.Event) bool { return has(e, pendingID) })
+	return ns, sink, h, pendingID
 }
