@@ -43,13 +43,20 @@ type Store interface {
 	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
 	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
-	// BuryTombstone deletes an uninstall's tombstone, as read (tombstones.go).
+	// LastSignOfLife and Alive read a revision's heartbeat Lease.
+	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
+	Alive(ctx context.Context, namespace, key string) (bool, error)
+	// Tombstones, ReadTombstone and BuryTombstone list, read and delete (as read) the
+	// tombstones of uninstalls (tombstones.go).
+	Tombstones(ctx context.Context, namespace string) ([]release.Tombstone, error)
+	ReadTombstone(ctx context.Context, namespace, lease string) (*release.Tombstone, error)
 	BuryTombstone(ctx context.Context, t release.Tombstone) error
 }
 
 // Service is the notifier.
 type Service struct {
-	// Client reads Leases (progress, tombstones) and namespaces; never a Secret.
+	// Client runs the Lease informers (progress, tombstones) and reads namespaces; every
+	// other read of a Lease or Secret goes through Store.
 	Client kubernetes.Interface
 	// Metadata builds the RevisionIndex when Revisions is nil.
 	Metadata metadata.Interface

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -195,22 +192,10 @@ func (s *Service) claim(ctx context.Context, rev release.Revision, now time.Time
 	return s.Store.ClaimRedrive(ctx, rev, now)
 }
 
-// lastSignOfLife is when an executor last showed it worked on the revision: its lease's
-// expiry, else the secret's last write (Helm's modifiedAt/createdAt labels).
+// lastSignOfLife is when an executor last showed it worked on the revision
+// (Store.LastSignOfLife: its heartbeat Lease's expiry, else the secret's last write).
 func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
-	l, err := s.Client.CoordinationV1().Leases(rev.Namespace).Get(ctx, release.LeaseName(rev.Name, rev.Version), metav1.GetOptions{})
-	switch {
-	case err == nil:
-		if !release.Expired(l, s.now()) {
-			return time.Time{}, true, nil
-		}
-		if at := release.ExpiresAt(l); !at.IsZero() {
-			return at, false, nil
-		}
-	case !apierrors.IsNotFound(err):
-		return time.Time{}, false, fmt.Errorf("lease of %s/%s: %w", rev.Namespace, rev.SecretName, err)
-	}
-	return rev.Created, false, nil
+	return s.Store.LastSignOfLife(ctx, rev)
 }
 
 // DeadLetter takes an accepted event the broker gave up delivering. The reservation still

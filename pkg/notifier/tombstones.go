@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -60,12 +59,12 @@ func (s *Service) watchLeases(ctx context.Context, selector string, h cache.Reso
 // a Lease expiring), and all of them when the notifier does not watch.
 func (s *Service) sweepTombstones(ctx context.Context) error {
 	for _, ns := range s.namespaces() {
-		list, err := s.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorTombstones})
+		graves, err := s.Store.Tombstones(ctx, ns)
 		if err != nil {
-			return fmt.Errorf("list uninstall tombstones: %w", err)
+			return err
 		}
-		for i := range list.Items {
-			s.queue.Add(tombstoneKey + list.Items[i].Namespace + "/" + list.Items[i].Name)
+		for _, t := range graves {
+			s.queue.Add(tombstoneKey + t.Namespace + "/" + t.Lease())
 		}
 	}
 	return nil
@@ -74,23 +73,17 @@ func (s *Service) sweepTombstones(ctx context.Context) error {
 // syncTombstone reports "uninstalled" for a finished uninstall, then deletes its tombstone.
 func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	ns, name, _ := strings.Cut(strings.TrimPrefix(key, tombstoneKey), "/")
-	l, err := s.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	grave, err := s.Store.ReadTombstone(ctx, ns, name)
+	if err != nil || grave == nil {
+		return err // nil: gone, or not a tombstone
 	}
-	if err != nil {
-		return fmt.Errorf("read tombstone %s/%s: %w", ns, name, err)
-	}
-	t, ok := release.TombstoneFrom(l)
-	if !ok {
-		return nil
-	}
+	t := *grave
 	refusal, err := s.checkTombstone(ctx, t)
 	if err != nil {
 		return err
 	}
 	if refusal != "" {
-		s.once.warn(s.Log, "tombstone/"+string(l.UID), "tombstone not reported; deleted",
+		s.once.warn(s.Log, "tombstone/"+t.LeaseUID(), "tombstone not reported; deleted",
 			"namespace", ns, "lease", name, "reason", refusal)
 		return s.Store.BuryTombstone(ctx, t)
 	}
@@ -121,7 +114,7 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 // Secret still there, pending, is the sweeper's to drive again; final, it failed and says
 // so itself: the tombstone is buried without an event.
 func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool, error) {
-	alive, err := release.Alive(ctx, s.Client, t.Namespace, release.LeaseName(t.Name, t.Revision), s.now())
+	alive, err := s.Store.Alive(ctx, t.Namespace, release.LeaseName(t.Name, t.Revision))
 	if alive || err != nil {
 		return false, err
 	}

@@ -130,3 +130,38 @@ func (s *Store) BuryTombstone(ctx context.Context, t Tombstone) error {
 	}
 	return fmt.Errorf("delete tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
 }
+
+// LeaseUID is the UID of the Lease the tombstone was read from ("" if not read).
+func (t Tombstone) LeaseUID() string { return t.uid }
+
+// Tombstones lists the tombstones of namespace ("" = all).
+func (s *Store) Tombstones(ctx context.Context, namespace string) ([]Tombstone, error) {
+	list, err := s.Client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorTombstones})
+	if err != nil {
+		return nil, fmt.Errorf("list uninstall tombstones of %q: %w", namespace, err)
+	}
+	out := make([]Tombstone, 0, len(list.Items))
+	for i := range list.Items {
+		if t, ok := TombstoneFrom(&list.Items[i]); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// ReadTombstone reads the tombstone in Lease namespace/lease (nil when gone, or when that
+// Lease is not a tombstone).
+func (s *Store) ReadTombstone(ctx context.Context, namespace, lease string) (*Tombstone, error) {
+	l, err := s.Client.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read tombstone %s/%s: %w", namespace, lease, err)
+	}
+	t, ok := TombstoneFrom(l)
+	if !ok {
+		return nil, nil
+	}
+	return &t, nil
+}
