@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // Factory builds action configurations for one cluster. Discovery and the REST mapper
@@ -139,7 +141,9 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		for _, w := range o.secrets {
 			si = w(si)
 		}
-		sec := driver.NewSecrets(si)
+		// Records are tenant input: Helm's own driver dereferences nil on one that does not
+		// decode; the guarded one answers an error.
+		sec := release.GuardedSecrets(si)
 		sec.Log = o.log
 		d = sec
 	}
