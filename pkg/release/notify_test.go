@@ -61,3 +61,53 @@ func TestSecretPatchEscapesAndDeletes(t *testing.T) {
 		t.Fatalf("%s %v", b, err)
 	}
 }
+
+func TestTombstonesAndSignsOfLifeThroughTheStore(t *testing.T) {
+	s, c, clock := newStore(t)
+	reserve(t, s, "web", ActionInstall, "req-web")
+	rev := func() Revision {
+		revs, err := s.PendingRevisions(ctx(t), "ns")
+		if err != nil || len(revs) != 1 {
+			t.Fatal(revs, err)
+		}
+		return revs[0]
+	}()
+	if since, alive, err := s.LastSignOfLife(ctx(t), rev); alive || err != nil || !since.Equal(rev.Created) {
+		t.Fatalf("no lease: %v %v %v", since, alive, err)
+	}
+	hb := &Heartbeat{Client: c, Holder: "executor", Duration: 30 * time.Second, Now: clock.Now}
+	if held, err := hb.Hold(ctx(t), "ns", LeaseName("web", 1)); held == nil || err != nil {
+		t.Fatal(held, err)
+	}
+	if _, alive, err := s.LastSignOfLife(ctx(t), rev); !alive || err != nil {
+		t.Fatalf("held lease: %v %v", alive, err)
+	}
+	if alive, err := s.Alive(ctx(t), "ns", LeaseName("web", 1)); !alive || err != nil {
+		t.Fatalf("Alive: %v %v", alive, err)
+	}
+	clock.Add(time.Minute)
+	if since, alive, err := s.LastSignOfLife(ctx(t), rev); alive || err != nil || !since.Equal(clock.Now().Add(-30*time.Second)) {
+		t.Fatalf("expired lease: %v %v %v", since, alive, err)
+	}
+	grave, err := s.DigTombstone(ctx(t), Tombstone{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	graves, err := s.Tombstones(ctx(t), "ns")
+	if err != nil || len(graves) != 1 || graves[0].Lease() != grave.Lease() || graves[0].LeaseUID() == "" || !graves[0].WellNamed() {
+		t.Fatalf("Tombstones: %+v %v", graves, err)
+	}
+	if got, err := s.ReadTombstone(ctx(t), "ns", LeaseName("web", 1)); got != nil || err != nil {
+		t.Fatalf("a heartbeat is not a tombstone: %+v %v", got, err)
+	}
+	got, err := s.ReadTombstone(ctx(t), "ns", grave.Lease())
+	if err != nil || got == nil || got.SecretUID != string(rev.UID) {
+		t.Fatalf("ReadTombstone: %+v %v", got, err)
+	}
+	if err := s.BuryTombstone(ctx(t), *got); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadTombstone(ctx(t), "ns", grave.Lease()); got != nil || err != nil {
+		t.Fatalf("buried: %+v %v", got, err)
+	}
+}
