@@ -29,6 +29,9 @@ type Config struct {
 	// least recently used out; ChartIndexMaxBytes bounds one (a larger one is not kept).
 	ChartIndexCacheBytes int64 `envconfig:"CHART_INDEX_CACHE_BYTES" default:"67108864"`
 	ChartIndexMaxBytes   int64 `envconfig:"CHART_INDEX_MAX_BYTES" default:"33554432"`
+	// Namespace is async-helm's own, where submit binds each accepted request to its
+	// reservation (tenants cannot write there).
+	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that

@@ -24,6 +24,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/reader"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
 
@@ -115,6 +116,9 @@ func (f *Function) Start(ctx context.Context) error {
 		// A chart from a project repository with credentials needs the caller's right to
 		// read them.
 		RepoSecrets: f.charts.repos,
+		// Each accepted request bound to its reservation's UID, where tenants cannot write:
+		// the executor runs a request only on that Secret.
+		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 	}
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,6 +38,9 @@ type Env struct {
 	Operator *rest.Config
 	Client   kubernetes.Interface
 }
+
+// OwnNamespace is async-helm's own namespace (ASYNC_HELM_NAMESPACE's default).
+const OwnNamespace = "async-helm"
 
 // NoClusterEnv, set by `make test-unit`, makes Start fail instead of starting a cluster.
 const NoClusterEnv = "ASYNC_HELM_NO_CLUSTER"
@@ -86,6 +90,12 @@ func Start() (*Env, error) {
 	// cluster gets them here, idempotently).
 	if err := crds.Install(ctx, admin); err != nil {
 		return nil, err
+	}
+	// async-helm's own namespace (make run and a deployment have it): submit binds each
+	// accepted request there, the executor checks it.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OwnNamespace}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("namespace %s: %w", OwnNamespace, err)
 	}
 	token, err := operator.Token(ctx, cs, 6*time.Hour)
 	if err != nil {

@@ -11,11 +11,13 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // ErrRevisionNotFound is a rollback to a revision the release does not have (the console's
@@ -66,11 +68,12 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 		return nil, &release.PendingError{Revision: latest.Version, Status: latest.Status}
 	}
 	id := s.newID()
-	ev, stored, err := s.signed(events.Action{
+	act := events.Action{
 		Action: release.ActionUninstall, Namespace: namespace, Name: name, Revision: latest.Version,
 		SecretName: latest.SecretName, Options: events.Options{Timeout: api.DefaultTimeout},
 		Caller: caller, RequestID: id,
-	})
+	}
+	ev, stored, err := s.signed(act)
 	if err != nil {
 		return nil, err
 	}
@@ -79,13 +82,8 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Sender.Send(ctx, ev); err != nil {
-		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if uerr := s.Store.Unmark(undoCtx, marked); uerr != nil {
-			return nil, fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
+	if err := s.handOver(ctx, act, ev, marked.Secret.UID, func(ctx context.Context) error { return s.Store.Unmark(ctx, marked) }); err != nil {
+		return nil, err
 	}
 	sec := marked.Secret.DeepCopy()
 	sec.Data = nil
@@ -137,12 +135,13 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	}
 	timeout, _ := (&api.ReleaseRequest{Timeout: req.Timeout}).ParsedTimeout() // validated above
 	id := s.newID()
-	ev, stored, err := s.signed(events.Action{
+	act := events.Action{
 		Action: release.ActionRollback, Namespace: req.Namespace, Name: req.Name, Revision: rev,
 		SecretName: release.SecretName(req.Name, rev), RollbackTo: to,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs, Description: req.Description},
 		Caller:  caller, RequestID: id,
-	})
+	}
+	ev, stored, err := s.signed(act)
 	if err != nil {
 		return nil, err
 	}
@@ -153,13 +152,8 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Sender.Send(ctx, ev); err != nil {
-		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if uerr := s.Store.Undo(undoCtx, sec); uerr != nil {
-			return nil, fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
+	if err := s.handOver(ctx, act, ev, sec.UID, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
+		return nil, err
 	}
 	sec.Data = nil
 	sec.APIVersion, sec.Kind = "v1", "Secret"
@@ -182,6 +176,38 @@ func (s *Service) authorize(ctx context.Context, user *auth.User, namespace stri
 		}
 	}
 	return events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}, nil
+}
+
+// handOver binds the accepted request to its record (by the Secret's UID, where tenants
+// cannot write) and then sends its event. If either fails, nobody will work on the revision:
+// the reservation is taken back (undo), with a context that survives the client hanging up.
+func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, undo func(context.Context) error) error {
+	err := s.bind(ctx, a, uid)
+	if err == nil {
+		err = s.Sender.Send(ctx, ev)
+	}
+	if err == nil {
+		return nil
+	}
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if uerr := undo(undoCtx); uerr != nil {
+		return fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
+	}
+	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
+}
+
+// bind records which Secret the request was accepted for (no-op without Bindings).
+func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID) error {
+	if s.Bindings == nil {
+		return nil
+	}
+	_, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
+		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: s.now()})
+	if err != nil {
+		return fmt.Errorf("bind request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
+	}
+	return nil
 }
 
 // signed builds and signs the accepted event of an action, and its stored (JSON) form.

@@ -10,6 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // What submit needs of the world, as small interfaces: the function wires the real
@@ -50,6 +51,13 @@ type Charts interface {
 // (chartrepos.Set): those a ProjectHelmChartRepository of the namespace names.
 type RepoSecrets interface {
 	CredentialSecrets(namespace, indexEntry, chartURL string) ([]string, error)
+}
+
+// Bindings binds a request id to the reservation Secret it was accepted for, by UID, in
+// state tenants cannot write (consumed.Store): the executor runs a request only on the
+// Secret it is bound to, so a signed event copied onto a Secret a tenant made is refused.
+type Bindings interface {
+	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
 }
 
 // Authorizer checks what a user may do (auth.Authorizer).

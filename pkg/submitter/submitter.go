@@ -81,6 +81,9 @@ type Service struct {
 	// credentials need the caller's right to get each Secret it names: submit reads them
 	// with its own rights, and the chart's server receives their contents.
 	RepoSecrets RepoSecrets
+	// Bindings, when set, binds each accepted request to its reservation Secret's UID
+	// before its event is sent (docs/design.md, "Consumed requests").
+	Bindings Bindings
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.
@@ -221,23 +224,17 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	timeout, _ := req.ParsedTimeout() // validated above
 	// The signed event is built first and stored in the reservation: the reservation is the
 	// durable record of the work, the event only its wake-up call (docs/design.md).
-	ev, err := events.NewAccepted(events.Action{
+	act := events.Action{
 		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
 		SecretName: release.SecretName(req.Name, rev), Chart: req.Chart(), Values: req.Values,
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
 			Atomic: req.Atomic, Description: req.Description},
 		Caller: caller, RequestID: id,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("build the accepted event: %w", err)
 	}
-	if len(s.SigningKey) > 0 {
-		events.Sign(&ev, s.SigningKey, s.now())
-	}
-	stored, err := ev.MarshalJSON()
+	ev, stored, err := s.signed(act)
 	if err != nil {
-		return nil, fmt.Errorf("encode the accepted event: %w", err)
+		return nil, err
 	}
 	sec, err := s.Store.Reserve(ctx, release.Reservation{
 		Namespace: req.Namespace, Name: req.Name, Action: action, Revision: rev,
@@ -246,15 +243,8 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err != nil {
 		return nil, err
 	}
-	if err = s.Sender.Send(ctx, ev); err != nil {
-		// Nobody will work on this revision: take the reservation back. Use a context
-		// that survives the client hanging up, so the undo itself is not cancelled.
-		undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if uerr := s.Store.Undo(undoCtx, sec); uerr != nil {
-			return nil, fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrNotAccepted, err)
+	if err := s.handOver(ctx, act, ev, sec.UID, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
+		return nil, err
 	}
 	sec.Data = nil // the release payload is Helm's business, not the client's
 	sec.APIVersion, sec.Kind = "v1", "Secret"
