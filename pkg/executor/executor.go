@@ -346,8 +346,8 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if err != nil {
 		return "", true, err
 	}
-	if !first {
-		act.log.Infow("resuming a request consumed before (redelivery after an executor was lost)", "secretUID", uid)
+	if !first { // bound by submit when it reserved, or by an executor that was lost
+		act.log.Debugw("request already bound to this record", "secretUID", uid)
 	}
 	return "", false, nil
 }
