@@ -56,7 +56,7 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 
 	// Upgrade with changed values. The chart is named again: Helm stores the chart with its
 	// disabled subcharts removed, and GitLab's templates include helpers from those, so the
-	// stored chart cannot be rendered again (see README, "Upgrades without a chart").
+	// stored chart cannot be rendered again (see docs/api.md, "Known limits").
 	values["global"].(map[string]interface{})["hosts"] = map[string]interface{}{"domain": "example.net"}
 	up := api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: req.ChartURL, Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
 	sec, err = s.client.Upgrade(ctx, up)

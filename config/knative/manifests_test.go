@@ -72,7 +72,7 @@ type validatable interface {
 }
 
 // The executor's timeoutSeconds (3600) is above Knative's default max-revision-timeout-seconds
-// (600): the cluster must raise it, as README says. The test validates with that setting.
+// (600): the cluster must raise it, as docs/deploy.md says. The test validates with that setting.
 func servingContext(t *testing.T) context.Context {
 	d, err := servingconfig.NewDefaultsConfigFromMap(map[string]string{"max-revision-timeout-seconds": "3600"})
 	if err != nil {
@@ -80,7 +80,7 @@ func servingContext(t *testing.T) context.Context {
 	}
 	ctx := servingconfig.ToContext(context.Background(), &servingconfig.Config{Defaults: d})
 	// The executor's Triggers set delivery.timeout (an action may take the better part of an
-	// hour): eventing's delivery-timeout feature must be enabled, as README says.
+	// hour): eventing's delivery-timeout feature must be enabled, as docs/deploy.md says.
 	ctx = feature.ToContext(ctx, feature.Flags{feature.DeliveryTimeout: feature.Enabled})
 	return apis.WithinCreate(ctx)
 }

@@ -193,6 +193,8 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("notifier reads leases: %v", err)
 	}
+	_, err = notifier.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	must(t, "notifier reads whether a namespace is deleted", err)
 	_, err = notifier.Typed.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 	forbidden(t, "notifier creates a secret", err)
 }
