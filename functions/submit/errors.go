@@ -32,7 +32,7 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, submitter.ErrValues), errors.Is(err, chartsource.ErrNotFound),
 		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),
-		errors.Is(err, chartsource.ErrTooLarge):
+		errors.Is(err, chartsource.ErrTooLarge), errors.Is(err, release.ErrUndecodable):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, submitter.ErrBusy):
 		return http.StatusTooManyRequests
