@@ -88,6 +88,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	_, _ = rand.Read(key)
 	r := &run{cfg: cfg, cl: cl, rep: &Report{}, common: []string{"KUBECONFIG=" + cfg.Kubeconfig, "ALLOW_LOOPBACK_CHARTS=true",
 		fmt.Sprintf("EVENT_SIGNING_KEY=%x", key), "LEASE_DURATION=3s", "LOG_LEVEL=warn"}}
+	// async-helm's own namespace of this run: where submit binds each accepted request and
+	// the executor checks it (make run's namespace may be gone).
+	own, err := r.namespace(ctx, "own")
+	if err != nil {
+		return nil, err
+	}
+	defer r.cleanup(own)
+	r.common = append(r.common, "ASYNC_HELM_NAMESPACE="+own)
 	for _, s := range []func(context.Context) error{r.killedExecutor, r.concurrentUpgrades, r.sinkOutage, r.bursts} {
 		if err := s(ctx); err != nil {
 			return r.rep, err
