@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/async-helm/async-helm/pkg/chartrepos"
+	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/executor"
 	"github.com/async-helm/async-helm/pkg/function"
@@ -51,9 +52,13 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	// Index entries resolve against the repositories submit validated them with: the
 	// cluster's and the namespace's chart repository objects, credentials included.
-	if _, err := chartrepos.Open(ctx, cl.Config, charts, false, f.cfg.ChartIndexRefresh, f.log); err != nil {
+	repos, err := chartrepos.Open(ctx, cl.Config, charts, false, f.cfg.ChartIndexRefresh, f.log)
+	if err != nil {
 		return fmt.Errorf("chart repositories: %w", err)
 	}
+	// A project repository's Secrets go out only for a caller who may read them (receive
+	// puts the caller into the context): one may appear under a chart URL while it queues.
+	charts.Repos = chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}
 	factory, err := helmexec.NewFactory(cl.Config)
 	if err != nil {
 		return err
@@ -111,6 +116,7 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 	if err != nil {
 		return cloudevents.NewHTTPResult(http.StatusBadRequest, "encode event: %v", err)
 	}
+	ctx = chartsource.WithCaller(ctx, chartsource.Caller{User: a.Caller.User, UID: a.Caller.UID, Groups: a.Caller.Groups, Extra: a.Caller.Extra})
 	outcome, err := f.svc.Handle(ctx, f.shutdown, a, stored)
 	f.exitIfExhausted()
 	switch {

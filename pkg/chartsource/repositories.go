@@ -25,6 +25,19 @@ type Repository struct {
 	URL  string
 	Credentials
 	Err error
+
+	// namespace is the one the repository was resolved for (reposFor): a CredentialChecker
+	// needs it to find the project repository the credentials came from.
+	namespace string
+}
+
+// CredentialChecker, when Source.Repos implements it, is asked before every request that
+// carries a repository's credentials (basic auth, TLS client certificate): a project
+// repository's Secrets are the tenant's, and a repository created while a request waits
+// must not make the fetcher send Secrets its caller may not read (docs/design.md). A
+// refusal fails the fetch before anything reaches the server.
+type CredentialChecker interface {
+	CheckCredentials(ctx context.Context, namespace string, r Repository) error
 }
 
 // Repositories are the chart repositories each namespace sees (package chartrepos merges
@@ -63,12 +76,12 @@ func (s *Source) repositories() Repositories {
 // auth, client certificate); the CA still checks the server.
 func (s *Source) reposFor(namespace string) []Repository {
 	repos := s.repositories().Repositories(namespace)
-	if namespace != "" {
-		return repos
-	}
 	out := make([]Repository, len(repos))
 	for i, r := range repos {
-		r.Username, r.Password, r.CertPEM, r.KeyPEM = "", "", nil, nil
+		if namespace == "" {
+			r.Username, r.Password, r.CertPEM, r.KeyPEM = "", "", nil, nil
+		}
+		r.namespace = namespace
 		out[i] = r
 	}
 	return out
@@ -119,8 +132,47 @@ func (rc *repoClient) authorize(req *http.Request) {
 	}
 }
 
-// clientFor is the guarded client with the repository's TLS settings.
+// clientFor is the guarded client with the repository's TLS settings; when Repos check
+// credentials, every request of a repository with some goes through the check first.
 func (s *Source) clientFor(r Repository) (*repoClient, error) {
+	rc, err := s.tlsClientFor(r)
+	if err != nil {
+		return nil, err
+	}
+	cc, ok := s.Repos.(CredentialChecker)
+	if !ok || (r.Username == "" && len(r.CertPEM) == 0) {
+		return rc, nil
+	}
+	next := rc.http.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	check := func(ctx context.Context) error { return cc.CheckCredentials(ctx, r.namespace, r) }
+	rc.http = &http.Client{Transport: &checkedTransport{next: next, check: check},
+		Timeout: rc.http.Timeout, CheckRedirect: rc.http.CheckRedirect, Jar: rc.http.Jar}
+	return rc, nil
+}
+
+// checkedTransport runs check with each request's context before the request leaves: the
+// check sits below basic auth and the TLS handshake, so nothing of the credentials (nor the
+// request itself) reaches the server when it refuses, redirects included.
+type checkedTransport struct {
+	next  http.RoundTripper
+	check func(ctx context.Context) error
+}
+
+func (t *checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.check(req.Context()); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, err
+	}
+	return t.next.RoundTrip(req)
+}
+
+// tlsClientFor is the guarded client with the repository's TLS settings, unchecked.
+func (s *Source) tlsClientFor(r Repository) (*repoClient, error) {
 	if r.Err != nil {
 		return nil, fmt.Errorf("%w: chart repository %q: %v", ErrUnreachable, r.Name, r.Err)
 	}
