@@ -48,7 +48,7 @@ func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.R
 	f.started()
 	go func() {
 		defer f.returned()
-		rel, err := action()
+		rel, err := guarded(action)
 		done <- result{rel, err}
 	}()
 	var bound <-chan time.Time
@@ -78,6 +78,22 @@ func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.R
 			return nil, fmt.Errorf("%w: rendering took longer than %s", ErrRenderTimeout, o.renderTimeout)
 		}
 	}
+}
+
+// ErrHelmPanicked is a Helm action that panicked: guarded turned the panic into this error.
+var ErrHelmPanicked = errors.New("helm panicked")
+
+// guarded runs action and turns a panic in it into an error. Helm's code dereferences what
+// a release record says (a tenant may write its own records): a panic on a goroutine of its
+// own would take the whole executor down, every tenant's running action with it, and the
+// sweeper's re-send of the same action would take it down again.
+func guarded(action func() (*helmrelease.Release, error)) (rel *helmrelease.Release, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rel, err = nil, fmt.Errorf("%w: %v", ErrHelmPanicked, r)
+		}
+	}()
+	return action()
 }
 
 func (f *Fence) isRendered() bool {

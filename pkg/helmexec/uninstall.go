@@ -20,11 +20,15 @@ func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res, err := newUninstall(cfg, req).Run(req.Name)
-	var rel *helmrelease.Release
-	if res != nil {
-		rel = res.Release
-	}
+	// Guarded as runBounded's actions are: Helm's uninstall runs on the caller's goroutine,
+	// and a panic on a hostile record must fail this action, not the process.
+	rel, err := guarded(func() (*helmrelease.Release, error) {
+		res, err := newUninstall(cfg, req).Run(req.Name)
+		if res != nil {
+			return res.Release, err
+		}
+		return nil, err
+	})
 	if err != nil {
 		return rel, fmt.Errorf("uninstall %s/%s: %w", req.Namespace, req.Name, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,10 @@ var gzipReaders sync.Pool
 
 // MaxRecordBytes bounds a decoded record: the API server caps a Secret at 1 MiB, but a
 // gzipped payload may expand a thousandfold (a tenant's hand-made Secret is hostile input).
-const MaxRecordBytes = 64 << 20
+// 16 MiB is far above Helm's own records (the GitLab chart's, the largest we test, holds
+// ~1.5 MiB of base64'd templates and files), and low enough that the notifier's parallel
+// workers and one Helm List stay well under their memory limits.
+const MaxRecordBytes = 16 << 20
 
 // ErrUndecodable is a release record that is not base64 of (gzipped) JSON of a release,
 // or that decodes to more than MaxRecordBytes: a hand-made or damaged Secret.
@@ -37,40 +41,79 @@ var ErrUndecodable = errors.New("release record does not decode")
 // limitInfo decodes only the head of each record this way. It is the one guarded decode:
 // bounded in size, every failure (even a panic) an ErrUndecodable.
 func DecodeInto(data []byte, v any) error {
-	return decodeInto(data, v, MaxRecordBytes)
+	_, err := decode(data, v, MaxRecordBytes, headsInFlight) // submit's listings: heads
+	return err
 }
 
-func decodeInto(data []byte, v any, limit int) (err error) {
+func decodeInto(data []byte, v any, limit int) error {
+	_, err := decode(data, v, limit, nil)
+	return err
+}
+
+// errTooLarge marks a record refused for its decoded size (always with ErrUndecodable):
+// decodeAll tells a record over its read's remaining budget from a broken one by it.
+var errTooLarge = errors.New("too large")
+
+// decode is the guarded decode; it returns the decoded (decompressed) size. With inflight
+// set, that size is held from inflight while the payload is in memory.
+func decode(data []byte, v any, limit int, inflight *byteBudget) (size int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: panic: %v", ErrUndecodable, r)
 		}
 	}()
 	if len(data) == 0 {
-		return fmt.Errorf("%w: no payload", ErrUndecodable)
+		return 0, fmt.Errorf("%w: no payload", ErrUndecodable)
 	}
 	raw := make([]byte, base64.StdEncoding.DecodedLen(len(data)))
 	n, err := base64.StdEncoding.Decode(raw, data)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUndecodable, err)
+		return 0, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
 	raw = raw[:n]
-	if bytes.HasPrefix(raw, gzipMagic) {
-		if raw, err = gunzip(raw, limit); err != nil {
-			return err
+	size = len(raw)
+	gzipped := bytes.HasPrefix(raw, gzipMagic)
+	if gzipped {
+		if size, err = gzipSize(raw, limit); err != nil {
+			return 0, err
 		}
 	}
-	if len(raw) > limit {
-		return fmt.Errorf("%w: more than %d bytes", ErrUndecodable, limit)
+	if size > limit {
+		return 0, fmt.Errorf("%w: %w: more than %d bytes", ErrUndecodable, errTooLarge, limit)
+	}
+	if inflight != nil {
+		inflight.take(size)
+		defer inflight.give(size)
+	}
+	if gzipped {
+		if raw, err = gunzip(raw, size); err != nil {
+			return 0, err
+		}
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("%w: %w", ErrUndecodable, err)
+		return 0, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
-	return nil
+	return size, nil
 }
 
-// gunzip decompresses at most limit+1 bytes: one more says the record is too large.
-func gunzip(raw []byte, limit int) ([]byte, error) {
+// gzipSize is the decompressed size a gzipped payload announces in its trailer (ISIZE),
+// refused over limit before anything is decompressed: a bomb costs nothing to refuse.
+// gunzip then holds the payload to it, so the trailer cannot lie about the memory taken.
+func gzipSize(raw []byte, limit int) (int, error) {
+	if len(raw) < 18 { // header (10) and trailer (8) at least
+		return 0, fmt.Errorf("%w: truncated gzip", ErrUndecodable)
+	}
+	size := binary.LittleEndian.Uint32(raw[len(raw)-4:])
+	if uint64(size) > uint64(limit) {
+		return 0, fmt.Errorf("%w: %w: decompresses to more than %d bytes", ErrUndecodable, errTooLarge, limit)
+	}
+	return int(size), nil
+}
+
+// gunzip decompresses exactly size bytes (what the trailer says) and checks that the
+// stream ends there: one byte more (a stream of several gzip members, which Helm never
+// writes) is refused, as is a checksum that does not match.
+func gunzip(raw []byte, size int) ([]byte, error) {
 	zr, _ := gzipReaders.Get().(*gzip.Reader)
 	if zr == nil {
 		zr = new(gzip.Reader)
@@ -79,27 +122,76 @@ func gunzip(raw []byte, limit int) ([]byte, error) {
 	if err := zr.Reset(bytes.NewReader(raw)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
-	if err != nil {
+	out := make([]byte, size)
+	if _, err := io.ReadFull(zr, out); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
-	if len(out) > limit {
-		return nil, fmt.Errorf("%w: decompresses to more than %d bytes", ErrUndecodable, limit)
+	var one [1]byte
+	switch n, err := io.ReadFull(zr, one[:]); {
+	case n != 0:
+		return nil, fmt.Errorf("%w: %w: decompresses to more than its gzip trailer's %d bytes", ErrUndecodable, errTooLarge, size)
+	case err != io.EOF:
+		return nil, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
 	return out, nil
 }
 
 // DecodeRelease decodes a whole record, and refuses one Helm's code could not use (no
-// info, no chart metadata): Helm and async-helm dereference those without checking.
+// info, no chart metadata, a null entry in a list): Helm and async-helm dereference those
+// without checking.
 func DecodeRelease(data []byte) (*helmrelease.Release, error) {
+	rls, _, err := decodeRelease(data, MaxRecordBytes)
+	return rls, err
+}
+
+// decodeRelease is DecodeRelease under limit; it returns the decoded size too.
+func decodeRelease(data []byte, limit int) (*helmrelease.Release, int, error) {
 	var rls helmrelease.Release
-	if err := DecodeInto(data, &rls); err != nil {
-		return nil, err
+	size, err := decode(data, &rls, limit, nil)
+	if err != nil {
+		return nil, 0, err
 	}
 	if rls.Info == nil || rls.Chart == nil || rls.Chart.Metadata == nil {
-		return nil, fmt.Errorf("%w: no info or chart metadata", ErrUndecodable)
+		return nil, 0, fmt.Errorf("%w: no info or chart metadata", ErrUndecodable)
 	}
-	return &rls, nil
+	if what := nullEntry(&rls); what != "" {
+		return nil, 0, fmt.Errorf("%w: a null entry in %s", ErrUndecodable, what)
+	}
+	return &rls, size, nil
+}
+
+// nullEntry names the first list of rls holding a null entry ("" when none). Valid JSON
+// may say `"hooks":[null]`; Helm ranges over these lists and dereferences every entry
+// (a rollback onto such a record panicked in Helm's hook code).
+func nullEntry(rls *helmrelease.Release) string {
+	for _, h := range rls.Hooks {
+		if h == nil {
+			return "hooks"
+		}
+	}
+	c, md := rls.Chart, rls.Chart.Metadata
+	switch {
+	case hasNil(c.Templates):
+		return "chart.templates"
+	case hasNil(c.Files):
+		return "chart.files"
+	case hasNil(md.Dependencies):
+		return "chart.metadata.dependencies"
+	case hasNil(md.Maintainers):
+		return "chart.metadata.maintainers"
+	case c.Lock != nil && hasNil(c.Lock.Dependencies):
+		return "chart.lock.dependencies"
+	}
+	return ""
+}
+
+func hasNil[T any](list []*T) bool {
+	for _, e := range list {
+		if e == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Head is what status reports and lists need of a record: decoding only these fields
@@ -138,11 +230,55 @@ func (h *Head) Description() string {
 	return h.Info.Description
 }
 
+// headsInFlight bounds the decompressed bytes that head decodes (DecodeHead, DecodeInto)
+// hold at once, process-wide: the notifier's parallel workers and submit's concurrent
+// listings each decompress a whole payload to read its head, so a few
+// small hostile Secrets that each expand to MaxRecordBytes would otherwise add up past its
+// memory limit. A decode waits for its share instead of failing: a failure here would mark
+// a legitimate record undecodable, and every holder gives its share back after a bounded
+// decode.
+var headsInFlight = newByteBudget(4 * MaxRecordBytes)
+
 // DecodeHead decodes the head of a release secret's payload through the guarded decode.
 func DecodeHead(data []byte) (Head, error) {
 	var h Head
-	err := DecodeInto(data, &h)
+	_, err := decode(data, &h, MaxRecordBytes, headsInFlight)
 	return h, err
+}
+
+// byteBudget is a weighted semaphore of bytes. Acquirers queue on one mutex, so each
+// waits for its whole share alone: none holds part of a share while another waits (no
+// deadlock), and a large share is not starved by small ones.
+type byteBudget struct {
+	queue sync.Mutex
+	mu    sync.Mutex
+	freed *sync.Cond
+	free  int
+}
+
+func newByteBudget(n int) *byteBudget {
+	b := &byteBudget{free: n}
+	b.freed = sync.NewCond(&b.mu)
+	return b
+}
+
+// take waits until n bytes are free and holds them; n must not pass the budget's size.
+func (b *byteBudget) take(n int) {
+	b.queue.Lock()
+	defer b.queue.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.free < n {
+		b.freed.Wait()
+	}
+	b.free -= n
+}
+
+func (b *byteBudget) give(n int) {
+	b.mu.Lock()
+	b.free += n
+	b.mu.Unlock()
+	b.freed.Broadcast()
 }
 
 // gzipWriters reuse compressors: gzip.NewWriterLevel allocates ~1 MiB of compressor state,

@@ -67,7 +67,7 @@ func TestDecodeBoundsTheDecompressedSize(t *testing.T) {
 	if err := decodeInto(plain, &h, 1024); !isErr(err, ErrUndecodable) {
 		t.Fatalf("plain record over the bound: got %v", err)
 	}
-	if MaxRecordBytes != 64<<20 {
+	if MaxRecordBytes != 16<<20 {
 		t.Fatalf("MaxRecordBytes = %d", MaxRecordBytes)
 	}
 }

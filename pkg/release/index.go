@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
@@ -27,8 +28,8 @@ const (
 
 const queuedAll = "*"
 
-// RevisionIndex is the one cache of release secret metadata (labels and annotations, no
-// payloads, managedFields dropped) that submit and the notifier share: one metadata
+// RevisionIndex is the one cache of release secret metadata (the labels and annotations
+// async-helm reads, no payloads, no managedFields) that submit and the notifier share: one metadata
 // informer per watched namespace (one for all when none is named), indexed by release and
 // by queued reservation.
 type RevisionIndex struct {
@@ -84,11 +85,46 @@ func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex
 	return x, nil
 }
 
+// maxIndexedValue caps each label and annotation value the index keeps: a tenant may write
+// up to 256 KiB of annotations on every Secret with Helm's labels, and the index holds every
+// one of them in submit and the notifier. async-helm's own values are far shorter.
+const maxIndexedValue = 4 << 10
+
+// indexedLabels are the labels async-helm reads from the index besides its own
+// (async-helm.io/...): Helm's (RevisionFromMeta, byRelease).
+var indexedLabels = map[string]bool{LabelOwner: true, LabelName: true, LabelStatus: true,
+	LabelVersion: true, LabelModifiedAt: true, "createdAt": true}
+
+const ownPrefix = "async-helm.io/"
+
+// dropManagedFields keeps of a Secret's metadata only what the index's readers use: no
+// managedFields, Helm's labels and async-helm's, async-helm's annotations, each value capped.
 func dropManagedFields(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		m.ManagedFields = nil
+		m.Labels = keepIndexed(m.Labels, func(k string) bool { return indexedLabels[k] || strings.HasPrefix(k, ownPrefix) })
+		m.Annotations = keepIndexed(m.Annotations, func(k string) bool { return strings.HasPrefix(k, ownPrefix) })
 	}
 	return obj, nil
+}
+
+// keepIndexed is the entries of in whose key keep accepts, values cut at maxIndexedValue
+// (nil when none is kept).
+func keepIndexed(in map[string]string, keep func(string) bool) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if !keep(k) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(in))
+		}
+		if len(v) > maxIndexedValue {
+			v = v[:maxIndexedValue]
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func byRelease(obj any) ([]string, error) {
