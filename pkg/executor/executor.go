@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -78,6 +80,9 @@ type Service struct {
 	AfterFunc func(d time.Duration, f func()) (stop func())
 	// Consumed binds each request id to the Secret it was first run on (nil: unchecked).
 	Consumed Consumed
+	// SealKey is submit's seal key (LabelSeal): a refused event fails the record it lands
+	// on only when submit sealed that record for the request (none without a key).
+	SealKey []byte
 	// RenderTimeout bounds the rendering of a chart's templates (0: unbounded).
 	RenderTimeout time.Duration
 	// MaxOrphanedRenders is how many renders past their bound may go on before the
@@ -324,7 +329,7 @@ func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error)
 func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, error) {
 	if why := mismatch(act.Action, act.rec); why != "" {
 		act.log.Warnw("event refused: it does not match the record it lands on", "why", why)
-		return OutcomeRefused, true, nil
+		return s.refuse(ctx, act, why)
 	}
 	if s.Consumed == nil {
 		return "", false, nil
@@ -341,7 +346,7 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if errors.Is(err, consumed.ErrConsumedElsewhere) {
 		act.log.Warnw("event refused: its request was consumed for another release record (a replay?)",
 			"secretUID", uid, "error", err)
-		return OutcomeRefused, true, nil
+		return s.refuse(ctx, act, "its request was consumed for another release record")
 	}
 	if err != nil {
 		return "", true, err
@@ -350,6 +355,26 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 		act.log.Debugw("request already bound to this record", "secretUID", uid)
 	}
 	return "", false, nil
+}
+
+// refuse acknowledges an event refused on the record it lands on. A record submit sealed
+// for this request and still queued counts toward MAX_QUEUED until QUEUE_DEADLINE, and
+// every re-send is refused the same way: a tenant who rewrites its own reservations would
+// hold the queue for an hour. So such a record is failed now, with the reason. One without
+// our seal (or not queued, or not our revision) is not ours to touch: it is left alone.
+func (s *Service) refuse(ctx context.Context, act *action, why string) (Outcome, bool, error) {
+	secret := &metav1.ObjectMeta{Namespace: act.Namespace, Name: release.SecretName(act.Name, act.Revision), Labels: act.rec.Labels}
+	if len(s.SealKey) == 0 || secret.Labels[release.LabelQueued] != "true" ||
+		secret.Labels[release.LabelRevision] != strconv.Itoa(act.Revision) || !release.Sealed(s.SealKey, secret) {
+		return OutcomeRefused, true, nil
+	}
+	reason := failed(act.Name, fmt.Sprintf("revision %d was refused by the executor: %s; nothing ran", act.Revision, why))
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, false); err != nil {
+		// Redelivered: the next delivery is refused again and retries the write.
+		return "", true, fmt.Errorf("fail refused revision %s/%s: %w", act.Namespace, secret.Name, err)
+	}
+	act.log.Infow("refused revision marked failed; it no longer counts toward admission", "why", why)
+	return OutcomeRefused, true, nil
 }
 
 // mismatch says why an event does not belong to the record it lands on ("" when it does).
@@ -495,14 +520,35 @@ func (s *Service) record(reqCtx context.Context, act *action, res result) Outcom
 	}
 	switch {
 	case act.Action.Action == release.ActionUninstall:
-		if err := s.Store.FinishTombstone(ctx, act.grave); err != nil {
-			act.log.Warnw("tombstone not finished; the notifier reports it once the lease is gone", "error", err)
-		}
+		s.finishUninstall(ctx, act)
 		return OutcomeUninstalled
 	case res.final != nil && res.final.Info.Status != helmrelease.StatusDeployed:
 		return OutcomeFailed
 	}
 	return OutcomeDeployed
+}
+
+// outcomeRecorder is the part of the consumed records (consumed.Store) that takes an
+// action's outcome.
+type outcomeRecorder interface {
+	MarkDone(ctx context.Context, requestID, outcome string) error
+}
+
+// finishUninstall records that Helm's uninstall succeeded: first on the request's consumed
+// record, in async-helm's namespace, which is what the notifier takes "uninstalled" from (a
+// tombstone Lease is the tenant's to write); then on the tombstone, which makes the notifier
+// look now. Without the first the tombstone is left unfinished: finished, the notifier would
+// take it for a forgery.
+func (s *Service) finishUninstall(ctx context.Context, act *action) {
+	if rec, ok := s.Consumed.(outcomeRecorder); ok {
+		if err := rec.MarkDone(ctx, act.RequestID, consumed.OutcomeUninstalled); err != nil {
+			act.log.Errorw("uninstall outcome not recorded; no \"uninstalled\" event will be sent", "error", err)
+			return
+		}
+	}
+	if err := s.Store.FinishTombstone(ctx, act.grave); err != nil {
+		act.log.Warnw("tombstone not finished; the notifier reports it once the lease is gone", "error", err)
+	}
 }
 
 // recordFailure marks the revision failed with the reason, and reports whether it did (a

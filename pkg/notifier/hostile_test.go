@@ -165,8 +165,11 @@ func TestForgedTombstoneIsDeletedNotReported(t *testing.T) {
 		{"well named, nothing consumed", release.TombstoneName("web", 1, "req-x"), consumedRecords{}, false},
 		{"well named, consumed for another revision", release.TombstoneName("web", 1, "req-x"),
 			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 2, SecretUID: "uid-1"}}, false},
+		{"well named, consumed, no outcome recorded", release.TombstoneName("web", 1, "req-x"),
+			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 1, SecretUID: "uid-1"}}, false},
 		{"the executor's own", release.TombstoneName("web", 1, "req-x"),
-			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 1, SecretUID: "uid-1"}}, true},
+			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 1, SecretUID: "uid-1",
+				Outcome: consumed.OutcomeUninstalled}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -185,6 +188,59 @@ func TestForgedTombstoneIsDeletedNotReported(t *testing.T) {
 			}
 			if got := len(e.sink.events()); got != want || e.tombstones() != 0 {
 				t.Fatalf("reported %d times (want %d), %d tombstones left", got, want, e.tombstones())
+			}
+		})
+	}
+}
+
+// Submit binds every accepted uninstall in async-helm's namespace when it marks it, so a
+// bound consumed record proved nothing had run: a namespace editor read the marked Secret
+// (its UID, its request id) and wrote a well-named tombstone Lease saying "uninstalled", or
+// an unfinished one and deleted the Secret, and "uninstalled" went out (the very event id
+// of the real one) while the uninstall was still queued. Only the outcome the executor
+// records on the consumed record says Helm uninstalled; the forged Lease is deleted.
+func TestForgedTombstoneOfAQueuedUninstallIsNotReported(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forged func(e *env, l *coordinationv1.Lease)
+	}{
+		{"a Lease that says uninstalled", func(*env, *coordinationv1.Lease) {}},
+		{"an unfinished Lease, the Secret deleted", func(e *env, l *coordinationv1.Lease) {
+			delete(l.Annotations, release.AnnotationOutcome)
+			if err := e.c.CoreV1().Secrets("ns").Delete(ctx(e.t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := deployedWeb(t)
+			if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u"}); err != nil {
+				t.Fatal(err)
+			}
+			uid := e.meta("web", 1).UID
+			// What submit's handOver writes before it sends the uninstall's event.
+			e.svc.Consumed = consumedRecords{"req-u": {RequestID: "req-u", Namespace: "ns", Name: "web",
+				Action: string(release.ActionUninstall), Revision: 1, SecretUID: uid}}
+			// The tenant's Lease: everything in it is read from the marked Secret.
+			name := release.TombstoneName("web", 1, "req-u")
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+				Labels: map[string]string{release.LabelManagedBy: release.ManagedByUs, release.LabelAction: string(release.ActionUninstall),
+					release.LabelRelease: "web", release.LabelRevision: "1", release.LabelRequestID: "req-u"},
+				Annotations: map[string]string{release.AnnotationOutcome: release.OutcomeUninstalled, release.AnnotationSecretUID: string(uid)}}}
+			tc.forged(e, l)
+			if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(t), l, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.svc.syncTombstone(ctx(t), tombstoneKey+"ns/"+name); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range e.sink.events() {
+				if ev.Type() == "dev.asynchelm.release.status.uninstalled" {
+					t.Fatalf("forged tombstone reported %s (id %s) while nothing ran", ev.Type(), ev.ID())
+				}
+			}
+			if e.tombstones() != 0 {
+				t.Error("the forged tombstone was left")
 			}
 		})
 	}

@@ -106,7 +106,11 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 		return nil // cheap path: most queued revisions are simply waiting for a slot
 	}
 	since, alive, err := s.lastSignOfLife(ctx, rev)
-	if err != nil || alive {
+	// A live Lease does not hold off QueueDeadline for a revision still queued: that Lease
+	// is in the tenant's namespace (anyone there can keep it "alive"), and an executor that
+	// runs a revision does not leave it queued for long (Helm's adoption rewrite drops the
+	// label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
+	if err != nil || (alive && !(rev.Queued && overdue)) {
 		return err
 	}
 	if !rev.Queued && now.Sub(since) < s.Sweep.Grace {
@@ -118,6 +122,9 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	}
 	if err != nil {
 		return err
+	}
+	if alive && !sr.Revision.Queued {
+		return nil // Helm adopted it since it was listed: its executor is running it
 	}
 	if sr.Undecodable != nil {
 		s.once.warn(s.Log, "undecodable/"+string(sr.Revision.UID),

@@ -37,6 +37,16 @@ func TestSweepDecisions(t *testing.T) {
 			e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationDeadLettered+`":"x"}}}`)
 		}, redrive, ""},
 		{"queued past the deadline", func(e *env) { e.clock.Add(time.Hour) }, fail, "it never started: no executor took it"},
+		// The revision's Lease is in the tenant's namespace: one kept "alive" there must not
+		// hold a queued revision (counted toward MAX_QUEUED) past QUEUE_DEADLINE.
+		{"queued past the deadline, a live Lease", func(e *env) {
+			e.clock.Add(time.Hour)
+			e.holdLease("web")
+		}, fail, "it never started: no executor took it"},
+		{"queued within the deadline, a live Lease", func(e *env) {
+			e.clock.Add(10 * time.Minute)
+			e.holdLease("web")
+		}, nothing, ""},
 		{"started, executor alive", func(e *env) {
 			e.start("web")
 			e.holdLease("web")

@@ -13,11 +13,14 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
-// "uninstalled" is reported from the uninstall's Lease, kept by its executor as a
-// tombstone because Helm deletes every record of the release (docs/design.md). Tombstones
-// share the status queue, under keys with this prefix.
+// "uninstalled" is found through the uninstall's Lease, kept by its executor as a
+// tombstone because Helm deletes every record of the release (docs/design.md). With
+// consumed records, that Lease (in the tenant's namespace) only says where to look: the
+// outcome is the one the executor wrote on the request's consumed record. Tombstones share
+// the status queue, under keys with this prefix.
 const tombstoneKey = "tombstone:"
 
 // watchTombstones reports tombstones as soon as the executor retires them (watch mode).
@@ -78,7 +81,7 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 		return err // nil: gone, or not a tombstone
 	}
 	t := *grave
-	refusal, err := s.checkTombstone(ctx, t)
+	refusal, done, err := s.checkTombstone(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -87,9 +90,8 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 			"namespace", ns, "lease", name, "reason", refusal)
 		return s.Store.BuryTombstone(ctx, t)
 	}
-	if !t.Done {
-		done, err := s.abandonedDone(ctx, t)
-		if !done || err != nil {
+	if !done {
+		if done, err = s.abandonedDone(ctx, t); !done || err != nil {
 			return err
 		}
 	}
@@ -110,7 +112,8 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 
 // abandonedDone decides an unfinished tombstone: while an executor holds the revision's
 // Lease, nothing; once none does, Helm finished if the Secret it deleted is gone (Helm
-// deletes the records last), or replaced by a release installed again under the name. A
+// deletes the records last), or replaced by a release installed again under the name, and,
+// with consumed records, the executor recorded it (goneDone). A
 // Secret still there, pending, is the sweeper's to drive again; final, it failed and says
 // so itself: the tombstone is buried without an event.
 func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool, error) {
@@ -123,7 +126,7 @@ func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool,
 		return false, err
 	}
 	if m == nil || string(m.UID) != t.SecretUID {
-		return true, nil
+		return s.goneDone(ctx, t)
 	}
 	if rev, ok := release.RevisionFromMeta(m); ok && release.IsPending(rev.Status) {
 		return false, nil
@@ -131,23 +134,48 @@ func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool,
 	return false, s.Store.BuryTombstone(ctx, t)
 }
 
+// goneDone decides an abandoned tombstone whose Secret is gone. A tenant can delete a
+// Secret as well as Helm can: with consumed records, only the outcome the executor recorded
+// says Helm uninstalled. It is read again here, as the executor may have written it since
+// checkTombstone read it; without it the tombstone is deleted, unreported.
+func (s *Service) goneDone(ctx context.Context, t release.Tombstone) (bool, error) {
+	if s.Consumed == nil {
+		return true, nil
+	}
+	_, done, err := s.checkTombstone(ctx, t)
+	if done || err != nil {
+		return done, err
+	}
+	s.once.warn(s.Log, "tombstone/"+t.LeaseUID(), "tombstone not reported: its Secret is gone but the executor recorded no uninstall; deleted",
+		"namespace", t.Namespace, "lease", t.Lease(), "requestId", t.RequestID)
+	return false, s.Store.BuryTombstone(ctx, t)
+}
+
 // checkTombstone says why a tombstone Lease (which a tenant may write in its namespace)
 // is not the record of an uninstall async-helm ran: not under the name the executor gives
 // it, or, with consumed records, no uninstall of that revision consumed for that Secret.
-func (s *Service) checkTombstone(ctx context.Context, t release.Tombstone) (string, error) {
+// done says Helm's uninstall succeeded. With consumed records only the executor's outcome
+// on the consumed record says so: submit binds the request when it marks, so a bound
+// record alone proves nothing ran, and a Lease that says "uninstalled" without that
+// outcome is a forgery (the executor records the outcome before it finishes its Lease).
+func (s *Service) checkTombstone(ctx context.Context, t release.Tombstone) (refusal string, done bool, err error) {
 	if !t.WellNamed() {
-		return "its Lease is not named as the executor names tombstones", nil
+		return "its Lease is not named as the executor names tombstones", false, nil
 	}
 	if s.Consumed == nil {
-		return "", nil
+		return "", t.Done, nil
 	}
 	rec, err := s.Consumed.Lookup(ctx, t.RequestID)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if rec == nil || rec.Action != string(release.ActionUninstall) || rec.Namespace != t.Namespace ||
 		rec.Name != t.Name || rec.Revision != t.Revision || string(rec.SecretUID) != t.SecretUID {
-		return fmt.Sprintf("no uninstall of %s/%s revision %d was consumed for request %s", t.Namespace, t.Name, t.Revision, t.RequestID), nil
+		return fmt.Sprintf("no uninstall of %s/%s revision %d was consumed for request %s", t.Namespace, t.Name, t.Revision, t.RequestID), false, nil
 	}
-	return "", nil
+	done = rec.Outcome == consumed.OutcomeUninstalled
+	if t.Done && !done {
+		return fmt.Sprintf("its Lease says uninstalled but the executor recorded no outcome for request %s", t.RequestID), false, nil
+	}
+	return "", done, nil
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // DefaultNamespace is async-helm's own namespace when ASYNC_HELM_NAMESPACE is not set.
@@ -34,7 +35,13 @@ const (
 	annRevision  = "async-helm.io/revision"
 	annSecretUID = "async-helm.io/secret-uid"
 	annAt        = "async-helm.io/consumed-at"
+	annOutcome   = "async-helm.io/outcome"
 )
+
+// OutcomeUninstalled (Record.Outcome): Helm's uninstall of the request returned without
+// error. Only the executor writes it (MarkDone), here where tenants cannot: the notifier
+// reports "uninstalled" from it, never from the tombstone Lease in the tenant's namespace.
+const OutcomeUninstalled = "uninstalled"
 
 // maxRequestIDBytes bounds what is stored: request ids come from signed events, but a
 // record is not the place to keep an arbitrary blob.
@@ -52,6 +59,8 @@ type Record struct {
 	Revision                           int
 	SecretUID                          types.UID
 	At                                 time.Time
+	// Outcome is what the executor recorded the action did (MarkDone); "" until then.
+	Outcome string
 }
 
 // Store keeps the records as Leases in Namespace (DefaultNamespace when empty).
@@ -116,6 +125,30 @@ func (s *Store) retryCreate(ctx context.Context, r Record) (bool, error) {
 		return false, fmt.Errorf("consume request %s: %w", r.RequestID, err)
 	}
 	return true, nil
+}
+
+// MarkDone records the outcome of the request's action on its record (the executor's
+// write, once Helm returned). The record must exist: the executor consumed the request
+// before it ran it. A read and a conditional update, not a patch: the executor's role may
+// get and update Leases, not patch them.
+func (s *Store) MarkDone(ctx context.Context, requestID, outcome string) error {
+	leases := s.Client.CoordinationV1().Leases(s.ns())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, LeaseName(requestID), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[annOutcome] = outcome
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the outcome of request %s: %w", requestID, err)
+	}
+	return nil
 }
 
 // Lookup reads the record of a request id; nil, nil when there is none.
@@ -189,7 +222,7 @@ func fromLease(l *coordinationv1.Lease) (Record, bool) {
 	}
 	return Record{
 		RequestID: a[annRequestID], Namespace: a[annNamespace], Name: a[annName], Action: a[annAction],
-		Revision: rev, SecretUID: types.UID(a[annSecretUID]), At: at,
+		Revision: rev, SecretUID: types.UID(a[annSecretUID]), At: at, Outcome: a[annOutcome],
 	}, true
 }
 

@@ -114,3 +114,26 @@ func TestPrune(t *testing.T) {
 		t.Fatalf("after prune: first=%v err=%v", first, err)
 	}
 }
+
+// The outcome the executor records is read back with the record; a record that was never
+// consumed cannot take one.
+func TestMarkDoneRecordsTheOutcome(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.Consume(ctx, rec("req-u", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Lookup(ctx, "req-u"); err != nil || got.Outcome != "" {
+		t.Fatalf("before MarkDone: %+v, %v", got, err)
+	}
+	if err := s.MarkDone(ctx, "req-u", OutcomeUninstalled); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Lookup(ctx, "req-u")
+	if err != nil || got.Outcome != OutcomeUninstalled || got.SecretUID != "uid-a" {
+		t.Fatalf("after MarkDone: %+v, %v", got, err)
+	}
+	if err := s.MarkDone(ctx, "never-consumed", OutcomeUninstalled); err == nil {
+		t.Fatal("MarkDone of a request never consumed succeeded")
+	}
+}
