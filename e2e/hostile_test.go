@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -30,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -393,7 +392,7 @@ func undecodableRecord(t *testing.T, s *stack, dev *submitclient.Client, c kuber
 
 // chartBomb: a few KiB of chart whose nested archives unpack to gigabytes.
 func chartBomb(t *testing.T, dev *submitclient.Client, ns string) {
-	bomb := bombChart(t, 12, 90<<20)
+	bomb := hostile.Bomb(t, 12, 88<<20)
 	t.Logf("chart bomb: %d bytes on the wire", len(bomb))
 	srv := serveArchive(t, "bomb-0.1.0.tgz", bomb)
 	_, err := dev.Install(context.Background(), api.ReleaseRequest{Name: "bomb", Namespace: ns, ChartURL: srv.URL + "/bomb-0.1.0.tgz"})
@@ -406,7 +405,7 @@ func chartBomb(t *testing.T, dev *submitclient.Client, ns string) {
 
 // endlessTemplate: a template that loops ~forever, rendered by submit and by the executor.
 func endlessTemplate(t *testing.T, s *stack, dev *submitclient.Client, ns string) {
-	srv := serveArchive(t, "endless-0.1.0.tgz", endlessChart(t))
+	srv := serveArchive(t, "endless-0.1.0.tgz", hostile.Endless(t))
 	u := srv.URL + "/endless-0.1.0.tgz"
 	body, _ := json.Marshal(api.ReleaseRequest{Name: "endless", Namespace: ns, ChartURL: u})
 	code, out, took := devCall(t, s, http.MethodPost, api.PathTemplate, body, 2*time.Minute)
@@ -546,61 +545,6 @@ func serveArchive(t *testing.T, name string, archive []byte) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-// tgz packs files (path -> content) as a gzipped tar.
-func tgz(t *testing.T, files map[string][]byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	tw := tar.NewWriter(zw)
-	for name, content := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(content); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func chartYAML(name string) []byte {
-	return []byte("apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n")
-}
-
-// bombChart is a chart with n subcharts (each nested as charts/<name>.tgz), each holding
-// a file of size zero bytes: a few KiB on the wire.
-func bombChart(t *testing.T, n, size int) []byte {
-	t.Helper()
-	files := map[string][]byte{"bomb/Chart.yaml": chartYAML("bomb")}
-	zeros := make([]byte, size)
-	for i := 0; i < n; i++ {
-		sub := fmt.Sprintf("sub%d", i)
-		files["bomb/charts/"+sub+".tgz"] = tgz(t, map[string][]byte{sub + "/Chart.yaml": chartYAML(sub), sub + "/files/zeros": zeros})
-	}
-	return tgz(t, files)
-}
-
-// endlessChart renders ~forever: 10^15 iterations of an empty loop (each until allocates
-// only 10^5 ints: it pins a core, not memory).
-func endlessChart(t *testing.T) []byte {
-	t.Helper()
-	return tgz(t, map[string][]byte{
-		"endless/Chart.yaml": chartYAML("endless"),
-		"endless/templates/cm.yaml": []byte(`{{- range $i := until 100000 }}{{- range $j := until 100000 }}{{- range $k := until 100000 }}{{- end }}{{- end }}{{- end }}
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: endless
-`),
-	})
 }
 
 // replayedEvent: the operator installs into a namespace where dev is an editor; dev reads
