@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/repo"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -172,23 +171,7 @@ func bindDev(t *testing.T, ns string, ref rbacv1.RoleRef, verb, resource, group 
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sar, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: "dev", Groups: []string{"developers"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: resource, Group: group}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sar.Status.Allowed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev may not %s %s in %s 30 s after the binding", verb, resource, ns)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cluster.WaitDevAllowed(t, ns, verb, resource, group)
 }
 
 // asDev is a client of submit as dev.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/testcharts"
@@ -26,28 +25,10 @@ func grant(t *testing.T, ns, clusterRole string) {
 	bind(t, ns, "ClusterRole", clusterRole)
 }
 
-// waitAllowed waits until dev may create secrets in ns: the API server's RBAC authorizer
-// sees a binding through its informer, a moment later (a 403 right after the grant was
-// seen under load).
+// waitAllowed waits until dev may create secrets in ns.
 func waitAllowed(t *testing.T, ns string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sar, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: "dev", Groups: []string{"developers"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "secrets"}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sar.Status.Allowed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev is not allowed to create secrets in %s 30 s after the binding", ns)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cluster.WaitDevAllowed(t, ns, "create", "secrets", "")
 }
 
 func releaseSecrets(t *testing.T, ns string) int {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,4 +197,28 @@ func sanitize(s string) string {
 		}
 	}
 	return strings.Trim(b.String(), "-")
+}
+
+// WaitDevAllowed waits until dev may verb resource (of group) in ns: the API server's RBAC
+// authorizer sees a new binding through its informer, a moment later (a 403 right after a
+// grant was seen under load).
+func (e *Env) WaitDevAllowed(t testing.TB, ns, verb, resource, group string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sar, err := e.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "dev", Groups: []string{"developers"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: resource, Group: group}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev may not %s %s in %s 30 s after the binding", verb, resource, ns)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

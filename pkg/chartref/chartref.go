@@ -27,13 +27,8 @@ func (r Ref) String() string {
 	if r.IndexEntry != "" {
 		return r.IndexEntry + "@" + r.Version
 	}
-	return RedactURL(r.URL)
+	return Redact(r.URL)
 }
-
-// RedactURL is Redact, kept for callers that name one URL.
-//
-// Deprecated: use Redact, the one redaction.
-func RedactURL(u string) string { return Redact(u) }
 
 // Redacted stands where credentials were.
 const Redacted = "REDACTED"
@@ -95,15 +90,15 @@ func (r Ref) Validate() error {
 		u, err := url.Parse(r.URL)
 		if err != nil {
 			// url.Parse's error quotes the URL, credentials included: not shown.
-			return fmt.Errorf("%w: %q is not a valid URL", ErrInvalid, RedactURL(r.URL))
+			return fmt.Errorf("%w: %q is not a valid URL", ErrInvalid, Redact(r.URL))
 		}
 		switch u.Scheme {
 		case "http", "https", "oci":
 		default:
-			return fmt.Errorf("%w: %q: scheme must be http, https or oci", ErrInvalid, RedactURL(r.URL))
+			return fmt.Errorf("%w: %q: scheme must be http, https or oci", ErrInvalid, Redact(r.URL))
 		}
 		if u.Host == "" {
-			return fmt.Errorf("%w: %q: no host", ErrInvalid, RedactURL(r.URL))
+			return fmt.Errorf("%w: %q: no host", ErrInvalid, Redact(r.URL))
 		}
 		return nil
 	}

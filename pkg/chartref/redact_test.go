@@ -27,8 +27,8 @@ func TestCredentialsInURLsAreRedacted(t *testing.T) {
 		}
 	}
 	// A URL that does not parse still loses its credentials, spaces and all.
-	if got := RedactURL("https://alice:my secret@charts.example.com/a.tgz"); got != "https://REDACTED@charts.example.com/a.tgz" {
-		t.Errorf("RedactURL of an unparsable URL: %q", got)
+	if got := Redact("https://alice:my secret@charts.example.com/a.tgz"); got != "https://REDACTED@charts.example.com/a.tgz" {
+		t.Errorf("Redact of an unparsable URL: %q", got)
 	}
 	for _, r := range []Ref{
 		{URL: "https://alice:s3cret@charts.example.com/a.tgz"},

@@ -288,7 +288,7 @@ func redactChartURLs(idx *repo.IndexFile) {
 	for _, versions := range idx.Entries {
 		for _, cv := range versions {
 			for i, u := range cv.URLs {
-				cv.URLs[i] = chartref.RedactURL(u)
+				cv.URLs[i] = chartref.Redact(u)
 			}
 		}
 	}
