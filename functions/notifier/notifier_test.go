@@ -17,6 +17,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/internal/testsink"
@@ -253,6 +254,12 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	hb := &release.Heartbeat{Client: cluster.Client, Holder: "test", Duration: time.Minute}
 	if ok, err := hb.Acquire(context.Background(), ns, release.SecretName("alive", 1)); !ok || err != nil {
 		t.Fatal(ok, err)
+	}
+	// Its executor runs it: Helm adopted the reservation, which drops the queued label (a
+	// live Lease does not hold off the queue deadline of a revision still queued).
+	if _, err := cluster.Client.CoreV1().Secrets(ns).Patch(context.Background(), release.SecretName("alive", 1), types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	// Not ours: the helm CLI's revision 2, carrying our copied labels.
 	h.reserveWithEvent(t, "cli")
