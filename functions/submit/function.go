@@ -48,7 +48,8 @@ func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Functio
 
 // Start connects to the cluster and syncs the namespace cache.
 func (f *Function) Start(ctx context.Context) error {
-	cl, err := kube.Open(f.cfg.Kubeconfig)
+	// No client-side bucket on the path to 201 (kube.Unlimited): the API server's fairness is the limit.
+	cl, err := kube.OpenWithLimits(f.cfg.Kubeconfig, kube.Unlimited)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,9 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.cfg.Authentication {
 		// TokenReviews get a client of their own (its own rate limiter): anyone who reaches
 		// submit can send unknown tokens, and their reviews must not queue the reservations.
-		reviews, err := kubernetes.NewForConfig(rest.CopyConfig(cl.Config))
+		reviewCfg := rest.CopyConfig(cl.Config)
+		reviewCfg.QPS, reviewCfg.Burst = kube.Raised.QPS, kube.Raised.Burst
+		reviews, err := kubernetes.NewForConfig(reviewCfg)
 		if err != nil {
 			return fmt.Errorf("token review client: %w", err)
 		}

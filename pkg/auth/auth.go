@@ -61,8 +61,16 @@ type Authenticator struct {
 	Clock Clock
 
 	once     sync.Once
-	accepted *cache.LRUExpireCache // sha256(token) -> *User
+	accepted *cache.LRUExpireCache // sha256(token) -> acceptedToken
 	rejected *cache.LRUExpireCache // sha256(token) -> error
+	reviews  reviewGroup
+}
+
+// acceptedToken is a cached TokenReview answer; past refreshAt (4/5 of its TTL) the next
+// request starts one review in the background and is answered from the cache meanwhile.
+type acceptedToken struct {
+	user      *User
+	refreshAt time.Time
 }
 
 // Clock tells the time (fakekube.Clock in tests).
@@ -136,21 +144,52 @@ func refusePrivileged(u *User) error {
 	return nil
 }
 
+// review answers from the caches; a miss sends one TokenReview for every request that
+// misses on the same token at once (a burst of one caller after its entry expired sent one
+// review per request in flight), and an entry near its end is refreshed ahead, so that a
+// steady caller never waits for a review at all.
 func (a *Authenticator) review(ctx context.Context, token string) (*User, error) {
 	key := sha256.Sum256([]byte(token))
 	accepted, rejected := a.caches()
-	if u, ok := accepted.Get(key); ok {
-		return u.(*User), nil
+	if v, ok := accepted.Get(key); ok {
+		e := v.(acceptedToken)
+		if !a.now().Before(e.refreshAt) {
+			a.reviews.ahead(string(key[:]), func(ctx context.Context) (any, error) { return a.send(ctx, key, token) })
+		}
+		a.reviews.hits.Add(1)
+		return e.user, nil
 	}
 	if err, ok := rejected.Get(key); ok {
+		a.reviews.hits.Add(1)
 		return nil, err.(error)
 	}
+	u, err := a.reviews.do(ctx, string(key[:]), func(ctx context.Context) (any, error) { return a.send(ctx, key, token) })
+	if err != nil {
+		return nil, err
+	}
+	return u.(*User), nil
+}
+
+func (a *Authenticator) now() time.Time {
+	if a.Clock != nil {
+		return a.Clock.Now()
+	}
+	return time.Now()
+}
+
+// Counts says how the caches answered (hit rates under load).
+func (a *Authenticator) Counts() CacheCounts { return a.reviews.counts() }
+
+// send reviews token and caches the answer.
+func (a *Authenticator) send(ctx context.Context, key [32]byte, token string) (*User, error) {
+	accepted, rejected := a.caches()
 	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("token review: %w", err) // not the token's fault: not cached
 	}
 	if !tr.Status.Authenticated {
 		err := fmt.Errorf("%w: token not accepted by the API server", ErrUnauthenticated)
+		accepted.Remove(key) // a refresh that finds the token revoked ends it now
 		rejected.Add(key, err, orDefault(a.RejectedTTL))
 		return nil, err
 	}
@@ -161,7 +200,8 @@ func (a *Authenticator) review(ctx context.Context, token string) (*User, error)
 			u.Extra[k] = v
 		}
 	}
-	accepted.Add(key, u, orDefault(a.TTL))
+	ttl := orDefault(a.TTL)
+	accepted.Add(key, acceptedToken{user: u, refreshAt: a.now().Add(ttl * 4 / 5)}, ttl)
 	return u, nil
 }
 
@@ -178,11 +218,17 @@ func orDefault(ttl time.Duration) time.Duration {
 type Authorizer struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
+	// Clock is the time of the cache (tests move it by hand); nil is the wall clock.
+	Clock Clock
 
 	mu sync.Mutex
 	// allowedUntil caches positive answers only.
-	allowedUntil map[[32]byte]time.Time
+	allowedUntil map[[32]byte]allowedEntry
+	reviews      reviewGroup
 }
+
+// allowedEntry is a cached "allowed": trusted until until, refreshed ahead from refreshAt.
+type allowedEntry struct{ until, refreshAt time.Time }
 
 // Need is one permission a request needs; Name, when set, is one object (a Secret a
 // chart repository names).
@@ -209,15 +255,42 @@ func (a *Authorizer) Check(ctx context.Context, u *User, needs ...Need) error {
 	return nil
 }
 
+// allowed answers from the cache, refreshing an entry near its end in the background;
+// concurrent misses of one key share one review (see Authenticator.review).
 func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error) {
 	key := cacheKey(u, n)
-	now := time.Now()
+	now := a.now()
+	review := func(ctx context.Context) (any, error) { return a.send(ctx, key, u, n) }
 	a.mu.Lock()
-	if until, ok := a.allowedUntil[key]; ok && now.Before(until) {
-		a.mu.Unlock()
+	e, ok := a.allowedUntil[key]
+	a.mu.Unlock()
+	if ok && now.Before(e.until) {
+		if !now.Before(e.refreshAt) {
+			a.reviews.ahead(string(key[:]), review)
+		}
+		a.reviews.hits.Add(1)
 		return true, nil
 	}
-	a.mu.Unlock()
+	ok2, err := a.reviews.do(ctx, string(key[:]), review)
+	if err != nil {
+		return false, err
+	}
+	return ok2.(bool), nil
+}
+
+func (a *Authorizer) now() time.Time {
+	if a.Clock != nil {
+		return a.Clock.Now()
+	}
+	return time.Now()
+}
+
+// Counts says how the cache answered (hit rates under load).
+func (a *Authorizer) Counts() CacheCounts { return a.reviews.counts() }
+
+// send asks the API server and caches an "allowed"; a refresh that finds the grant gone
+// drops the entry.
+func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (bool, error) {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = v
@@ -230,17 +303,18 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 		return false, fmt.Errorf("subject access review: %w", err)
 	}
 	if !sar.Status.Allowed {
+		a.mu.Lock()
+		delete(a.allowedUntil, key)
+		a.mu.Unlock()
 		return false, nil // denials are not cached: a new grant works at once
 	}
-	ttl := a.TTL
-	if ttl <= 0 {
-		ttl = 10 * time.Second
-	}
+	ttl := orDefault(a.TTL)
+	now := a.now()
 	a.mu.Lock()
 	if a.allowedUntil == nil || len(a.allowedUntil) > 10000 {
-		a.allowedUntil = map[[32]byte]time.Time{}
+		a.allowedUntil = map[[32]byte]allowedEntry{}
 	}
-	a.allowedUntil[key] = now.Add(ttl)
+	a.allowedUntil[key] = allowedEntry{until: now.Add(ttl), refreshAt: now.Add(ttl * 4 / 5)}
 	a.mu.Unlock()
 	return true, nil
 }

@@ -18,19 +18,46 @@ type Clients struct {
 	Metadata metadata.Interface
 }
 
-// Open builds the clients. The QPS limits are raised: submit's path to 201 must not wait
-// on client-go's default 5 requests/s.
+// Limits are client-go's client-side rate limit: a token bucket of QPS per second and
+// Burst tokens, shared by every request of one client. A QPS below zero is no limit.
+type Limits struct {
+	QPS   float32
+	Burst int
+}
+
+// Raised is the limit of the executor, the notifier and the tools: far above client-go's
+// default 5/s, still a governor on a client whose work grows with what it runs (waits,
+// sweeps).
+var Raised = Limits{QPS: 500, Burst: 1000}
+
+// Unlimited is submit's: every accepted request makes two creates (its reservation and
+// its binding), so at 400 requests/s a 500/s bucket queued them inside submit, in front of
+// an API server that had room (open loop, make bench). The API server's own priority and
+// fairness is the limit that counts; client-go retries its 429s.
+var Unlimited = Limits{QPS: -1}
+
+// Open builds the clients with Raised limits.
 func Open(kubeconfig string) (*Clients, error) {
+	return OpenWithLimits(kubeconfig, Raised)
+}
+
+// OpenWithLimits builds the clients with the given client-side limits.
+func OpenWithLimits(kubeconfig string, l Limits) (*Clients, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
-	return FromConfig(cfg)
+	return FromConfigWithLimits(cfg, l)
 }
 
-// FromConfig builds the clients of a REST config, with raised QPS limits.
+// FromConfig builds the clients of a REST config, with Raised limits.
 func FromConfig(cfg *rest.Config) (*Clients, error) {
-	cfg.QPS, cfg.Burst = 500, 1000
+	return FromConfigWithLimits(cfg, Raised)
+}
+
+// FromConfigWithLimits builds the clients of a REST config with the given limits.
+func FromConfigWithLimits(cfg *rest.Config, l Limits) (*Clients, error) {
+	cfg.QPS, cfg.Burst = l.QPS, l.Burst
 	typed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -44,3 +44,25 @@ current-context: x
 		t.Error("a missing kubeconfig opened")
 	}
 }
+
+// Submit's clients have no client-side bucket: at 400 requests/s (800 creates/s) a 500/s
+// bucket queued the path to 201 in front of an API server that had room.
+func TestUnlimited(t *testing.T) {
+	c, err := FromConfigWithLimits(&rest.Config{Host: "https://127.0.0.1:1"}, Unlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl := c.Typed.CoreV1().RESTClient().GetRateLimiter(); rl != nil {
+		t.Errorf("secrets client has a rate limiter %T", rl)
+	}
+	if rl := c.Typed.CoordinationV1().RESTClient().GetRateLimiter(); rl != nil {
+		t.Errorf("leases client has a rate limiter %T", rl)
+	}
+	raised, err := FromConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl := raised.Typed.CoreV1().RESTClient().GetRateLimiter(); rl == nil || rl.QPS() != 500 {
+		t.Errorf("raised client's limiter %v", rl)
+	}
+}

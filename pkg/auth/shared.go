@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// reviewTimeout bounds a review shared by several requests (or sent ahead for none): it
+// does not end with the request that happened to start it.
+const reviewTimeout = 10 * time.Second
+
+// CacheCounts say how the caches of an Authenticator or Authorizer answered: Hits from the
+// cache, Reviews sent to the API server (refreshes ahead included), Joined requests that
+// waited for a review another request had started.
+type CacheCounts struct {
+	Hits, Reviews, Joined int64
+}
+
+// reviewGroup sends at most one review per key at a time: concurrent misses of one key
+// share it, and a refresh ahead of expiry is sent once whoever asks for it.
+type reviewGroup struct {
+	g                     singleflight.Group
+	hits, reviews, joined atomic.Int64
+}
+
+// do runs review once for every caller of key in flight and waits for it, or for ctx.
+func (r *reviewGroup) do(ctx context.Context, key string, review func(context.Context) (any, error)) (any, error) {
+	ch := r.g.DoChan(key, r.counted(review))
+	select {
+	case res := <-ch:
+		if res.Shared {
+			r.joined.Add(1)
+		}
+		return res.Val, res.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ahead starts review for key unless one runs; nobody waits for it (the cached answer
+// stands until its end).
+func (r *reviewGroup) ahead(key string, review func(context.Context) (any, error)) {
+	r.g.DoChan(key, r.counted(review))
+}
+
+// counted gives review a context of its own, bounded, and counts it.
+func (r *reviewGroup) counted(review func(context.Context) (any, error)) func() (any, error) {
+	return func() (any, error) {
+		r.reviews.Add(1)
+		ctx, cancel := context.WithTimeout(context.Background(), reviewTimeout)
+		defer cancel()
+		return review(ctx)
+	}
+}
+
+func (r *reviewGroup) counts() CacheCounts {
+	return CacheCounts{Hits: r.hits.Load(), Reviews: r.reviews.Load(), Joined: r.joined.Load()}
+}
