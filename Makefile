@@ -86,9 +86,9 @@ cluster-up: cluster-tools knative-tools
 cluster-down: knative-down
 	@if [ -x $(LOCALCLUSTER) ]; then $(LOCALCLUSTER) down -dir $(CLUSTER_DIR); fi
 
-# The modules of all four Go modules, fetched in parallel (.ci/run starts this in the
+# The modules of every Go module, fetched in parallel (.ci/run starts this in the
 # background: downloads wait on the network, the builds on the CPU).
-GO_MODULES := . tools/localcluster tools/knative tools/ko
+GO_MODULES := . tools/localcluster tools/knative tools/ko tools/helmv4
 .PHONY: modules
 modules:
 	@pids=; for m in $(GO_MODULES); do (cd $$m && $(GO) mod download) & pids="$$pids $$!"; done; \
@@ -123,6 +123,18 @@ clean: cluster-down
 HELM_CLI := $(CLUSTER_BIN)/helm
 $(HELM_CLI): tools/localcluster/go.mod
 	cd tools/localcluster && $(GO) build -o $(CURDIR)/$(HELM_CLI) helm.sh/helm/v3/cmd/helm
+
+# The helm v4 CLI of the v4 interop tests, from its own module (tools/helmv4 pins
+# helm.sh/helm/v4), so the local cluster's module and build are untouched. Rebuilt only when
+# that go.mod changes; testcluster.HelmV4CLI builds the same file when a test needs it first.
+HELM4_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v4 \(v[^ ]*\).*|\1|p' tools/helmv4/go.mod)
+HELM4_CLI := .cache/bin/helm-$(HELM4_VERSION)
+$(HELM4_CLI): tools/helmv4/go.mod tools/helmv4/go.sum
+	@mkdir -p $(@D)
+	cd tools/helmv4 && time $(GO) build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION)" \
+		-o $(CURDIR)/$@ helm.sh/helm/v4/cmd/helm
+.PHONY: helm4
+helm4: $(HELM4_CLI)
 
 # One table (docs/benchmarks.md): each figure beside its floor or baseline measured in the
 # same run (raw Secret creates, the helm CLI, Helm's SDK, a plain watch), the ratio, the

@@ -8,24 +8,30 @@ import (
 	"regexp"
 )
 
-var helmRequire = regexp.MustCompile(`(?m)^\s*helm\.sh/helm/v3 (v\S+)`)
-
 // HelmCLI returns the path of the helm CLI built from the version tools/localcluster/go.mod
 // pins (the one the product's go.mod pins too), building it into .cache/bin on first use.
 // Concurrent test binaries may both build it: each writes its own file and renames it.
-func HelmCLI() (string, error) {
+func HelmCLI() (string, error) { return helmCLI("localcluster", "v3") }
+
+// HelmV4CLI is HelmCLI for Helm v4: the version tools/helmv4/go.mod pins (`make helm4`
+// builds the same file).
+func HelmV4CLI() (string, error) { return helmCLI("helmv4", "v4") }
+
+// helmCLI builds helm.sh/helm/<major>/cmd/helm in the tools module under tools/<module>.
+func helmCLI(module, major string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	tools := filepath.Join(root, "tools", "localcluster")
+	tools := filepath.Join(root, "tools", module)
 	mod, err := os.ReadFile(filepath.Join(tools, "go.mod"))
 	if err != nil {
 		return "", err
 	}
-	m := helmRequire.FindSubmatch(mod)
+	helm := "helm.sh/helm/" + major
+	m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(helm) + ` (v\S+)`).FindSubmatch(mod)
 	if m == nil {
-		return "", fmt.Errorf("tools/localcluster/go.mod requires no helm.sh/helm/v3")
+		return "", fmt.Errorf("tools/%s/go.mod requires no %s", module, helm)
 	}
 	dir := filepath.Join(root, ".cache", "bin")
 	bin := filepath.Join(dir, "helm-"+string(m[1]))
@@ -42,7 +48,7 @@ func HelmCLI() (string, error) {
 	_ = tmp.Close()
 	defer os.Remove(tmp.Name())
 	cmd := exec.Command("go", "build", "-o", tmp.Name(),
-		"-ldflags", "-X helm.sh/helm/v3/internal/version.version="+string(m[1]), "helm.sh/helm/v3/cmd/helm")
+		"-ldflags", "-X "+helm+"/internal/version.version="+string(m[1]), helm+"/cmd/helm")
 	cmd.Dir = tools
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the helm CLI %s: %v\n%s", m[1], err, out)
