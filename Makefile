@@ -114,8 +114,13 @@ UNIT_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{j
 test-unit:
 	env -u KUBECONFIG ASYNC_HELM_NO_CLUSTER=1 $(GO) test -count=1 -timeout 5m $(UNIT_PKGS)
 
+# Instances of each function behind its address, spread as Knative spreads a Service's pods
+# (make run EXECUTORS=3 SUBMITS=2 NOTIFIERS=2; docs/local.md).
+SUBMITS ?= 1
+EXECUTORS ?= 1
+NOTIFIERS ?= 1
 run: build $(if $(KUBECONFIG),knative-up,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack $(RUN_ARGS)
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/devstack -submits=$(SUBMITS) -executors=$(EXECUTORS) -notifiers=$(NOTIFIERS) $(RUN_ARGS)
 
 clean: cluster-down
 	rm -rf bin
@@ -144,9 +149,10 @@ helm4: $(HELM4_CLI)
 bench: build $(HELM_CLI) $(if $(KUBECONFIG),knative-up,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/bench $(BENCH_ARGS)
 
-# Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage (docs/chaos.md).
+# Faults: executor SIGKILLs during installs, concurrent upgrades, a sink outage, bursts, a
+# burst through 2 submits, 3 executors and 2 notifiers with one of each killed (docs/chaos.md).
 chaos: build $(if $(KUBECONFIG),knative-up,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/chaos $(CHAOS_ARGS)
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/chaos -submits=$(SUBMITS) -executors=$(EXECUTORS) -notifiers=$(NOTIFIERS) $(CHAOS_ARGS)
 
 # Deploy to the cluster of the current kubeconfig context (Knative Serving + Eventing
 # installed; see docs/deploy.md). KO_DOCKER_REPO names the image registry.

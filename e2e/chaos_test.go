@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/internal/chaos"
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/testcharts"
 )
 
 // A short `make chaos`: executor SIGKILLs during installs, concurrent upgrades, a sink outage,
-// bursts (one with an executor SIGKILL) and a burst above the admission bound.
+// bursts (one with an executor SIGKILL), a burst above the admission bound, and a burst
+// through 2 submits, 3 executors and 2 notifiers with one executor and one notifier killed.
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
 	charts := testcharts.Start(t)
@@ -25,6 +27,7 @@ func TestChaosShort(t *testing.T) {
 		Installs:   10, Kills: 3, Upgrades: 15, Releases: 3,
 		Outage: 3 * time.Second, Timeout: 5 * time.Minute,
 		Burst: 120, BurstClients: 16, BurstKills: 1, OverBound: 120, Bound: 15,
+		Scale: 100, ScaleCounts: localstack.Counts{Submit: 2, Executor: 3, Notifier: 2},
 		Logf: t.Logf,
 	})
 	if err != nil {
@@ -36,7 +39,7 @@ func TestChaosShort(t *testing.T) {
 	for _, v := range rep.Violations {
 		t.Error(v)
 	}
-	if len(rep.Lines) != 6 {
-		t.Errorf("%d scenarios ran, want 6", len(rep.Lines))
+	if len(rep.Lines) != 7 {
+		t.Errorf("%d scenarios ran, want 7", len(rep.Lines))
 	}
 }

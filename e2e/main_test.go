@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testcluster"
@@ -58,13 +60,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stack is the product running as processes.
+// stack is the product running as processes: submit, executor and notifier are the first
+// instance of each (the only one unless stackEnv.Counts asks for more); client calls submit
+// through its load balancer, as Knative's Triggers reach the others (internal/localstack).
 type stack struct {
 	submit, executor, notifier *proc.Process
 	charts                     *testcharts.Server
 	sink                       *testsink.Sink
 	client                     *submitclient.Client
 	ports                      eventing.Functions
+	all                        *localstack.Stack
 }
 
 // wire applies config/knative's Broker and Triggers to a namespace of the test, with the
@@ -100,9 +105,11 @@ func newStackWith(t *testing.T, submitEnv map[string]string, namespaces ...strin
 	return newStackEnv(t, stackEnv{Submit: submitEnv}, namespaces...)
 }
 
-// stackEnv is extra environment for each function of a stack.
+// stackEnv is extra environment for each function of a stack, and how many instances of
+// each run (zero: one).
 type stackEnv struct {
 	Submit, Executor, Notifier map[string]string
+	Counts                     localstack.Counts
 }
 
 // newStackEnv is newStack with extra environment per function.
@@ -111,31 +118,40 @@ func newStackEnv(t *testing.T, env stackEnv, namespaces ...string) *stack {
 	s := &stack{charts: testcharts.Start(t), sink: testsink.Start(t)}
 	common := map[string]string{"KUBECONFIG": cluster.Kubeconfig, "CHART_REPOSITORIES": "test=" + s.charts.URL, "LOG_LEVEL": "info",
 		"ALLOW_LOOPBACK_CHARTS": "true", "EVENT_SIGNING_KEY": "e2e-signing-key-0123456789abcdef0123"}
-	with := func(extras ...map[string]string) map[string]string {
-		out := map[string]string{}
-		for k, v := range common {
-			out[k] = v
-		}
-		for _, extra := range extras {
-			for k, v := range extra {
-				out[k] = v
-			}
-		}
-		return out
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := localstack.Start(ctx, localstack.Config{Knative: local, Rest: cluster.Admin, Namespace: cluster.Namespace(t),
+		ConfigDir: filepath.Join(root, "config", "knative"), EventLog: s.sink.URL, Bins: bins, Counts: env.Counts, LogDir: t.TempDir(),
+		Env: envList(common), FunctionEnv: map[string][]string{localstack.Executor: envList(env.Executor),
+			localstack.Submit:   envList(env.Submit),
+			localstack.Notifier: append([]string{"NAMESPACES=" + strings.Join(namespaces, ",")}, envList(env.Notifier)...)}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var w *eventing.Wiring
-	s.ports, w = wire(t, s.sink.URL)
-	s.executor = teststack.RunPort(t, bins["executor"], s.ports.Executor, with(env.Executor))
-	s.submit = teststack.RunPort(t, bins["submit"], s.ports.Submit, with(map[string]string{"K_SINK": w.BrokerURL}, env.Submit))
-	s.notifier = teststack.RunPort(t, bins["notifier"], s.ports.Notifier,
-		with(map[string]string{"K_SINK": w.BrokerURL, "NAMESPACES": strings.Join(namespaces, ",")}, env.Notifier))
-	s.client = &submitclient.Client{Server: s.submit.URL, Token: cluster.Operator.BearerToken}
+	t.Cleanup(st.Stop)
+	s.all, s.ports = st, st.Ports()
+	s.submit, s.executor, s.notifier = st.Submit.Instances[0], st.Executor.Instances[0], st.Notifier.Instances[0]
+	s.client = &submitclient.Client{Server: st.Submit.URL, Token: cluster.Operator.BearerToken}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(s.submit.Output()), tail(s.executor.Output()), tail(s.notifier.Output()))
+			for _, f := range st.Functions() {
+				for i, p := range f.Instances {
+					t.Logf("%s log:\n%s", localstack.InstanceName(f.Name, i), tail(p.Output()))
+				}
+			}
 		}
 	})
 	return s
+}
+
+// envList is env as KEY=value, in key order.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func tail(s string) string {

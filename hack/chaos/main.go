@@ -1,5 +1,7 @@
-// Command chaos is `make chaos`: the executor killed during installs, concurrent upgrades,
-// a sink outage. It prints counts and exits non-zero on any violation.
+// Command chaos is `make chaos`: an executor killed during installs, concurrent upgrades,
+// a sink outage, bursts, and a burst through 2 submits, 3 executors and 2 notifiers with one
+// executor and one notifier killed (docs/chaos.md). It prints counts and exits non-zero on
+// any violation.
 package main
 
 import (
@@ -10,11 +12,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/async-helm/async-helm/internal/chaos"
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/localstack"
 )
 
 func main() {
@@ -30,9 +34,18 @@ func main() {
 	flag.IntVar(&cfg.BurstKills, "burst-kills", 2, "SIGKILLs of the executor during the second burst")
 	flag.IntVar(&cfg.OverBound, "over-bound", 600, "installs against the admission bound")
 	flag.IntVar(&cfg.Bound, "bound", 100, "MAX_QUEUED_PER_NAMESPACE of the admission run")
+	flag.IntVar(&cfg.Counts.Submit, "submits", 1, "instances of submit in the scenarios before -scale (make chaos SUBMITS=N)")
+	flag.IntVar(&cfg.Counts.Executor, "executors", 1, "instances of the executor in the scenarios before -scale (make chaos EXECUTORS=N)")
+	flag.IntVar(&cfg.Counts.Notifier, "notifiers", 1, "instances of the notifier in the scenarios before -scale (make chaos NOTIFIERS=N)")
+	flag.IntVar(&cfg.Scale, "scale", 1000, "installs of the burst through several instances of each function (0: none)")
+	flag.IntVar(&cfg.ScaleCounts.Submit, "scale-submits", 2, "submits of the -scale burst")
+	flag.IntVar(&cfg.ScaleCounts.Executor, "scale-executors", 3, "executors of the -scale burst (one is SIGKILLed and restarted)")
+	flag.IntVar(&cfg.ScaleCounts.Notifier, "scale-notifiers", 2, "notifiers of the -scale burst (one is SIGKILLed for good)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "time for everything to end, per scenario")
+	only := flag.String("scenarios", strings.Join(chaos.ScenarioNames(), ","), "the scenarios to run")
 	flag.Parse()
-	cfg.Bins = map[string]string{"submit": filepath.Join(*bin, "submit"), "executor": filepath.Join(*bin, "executor"), "notifier": filepath.Join(*bin, "notifier")}
+	cfg.Scenarios = strings.Split(*only, ",")
+	cfg.Bins = localstack.Bins(*bin)
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)

@@ -29,6 +29,7 @@ import (
 	"github.com/async-helm/async-helm/config/crds"
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/podprofile"
 	"github.com/async-helm/async-helm/internal/proc"
@@ -44,6 +45,7 @@ type options struct {
 	submitPort, executorPort     int
 	notifierPort, eventsPort     int
 	chartsPort                   int
+	counts                       localstack.Counts
 	exitAfterDemo                bool
 	script                       string
 	profile                      podprofile.Profile
@@ -60,6 +62,9 @@ func main() {
 	flag.IntVar(&o.notifierPort, "notifier-port", 8082, "notifier's port")
 	flag.IntVar(&o.eventsPort, "events-port", 8083, "event log sink's port")
 	flag.IntVar(&o.chartsPort, "charts-port", 8079, "chart repository's port")
+	flag.IntVar(&o.counts.Submit, "submits", 1, "instances of submit behind its address (make run SUBMITS=N)")
+	flag.IntVar(&o.counts.Executor, "executors", 1, "instances of the executor behind its address (make run EXECUTORS=N)")
+	flag.IntVar(&o.counts.Notifier, "notifiers", 1, "instances of the notifier behind its address (make run NOTIFIERS=N)")
 	flag.BoolVar(&o.exitAfterDemo, "exit-after-demo", false, "stop once the demo release is deployed")
 	flag.StringVar(&o.script, "script", "", "run this script against the stack (ASYNC_HELM_SERVER set), then stop")
 	profile := flag.String("profile", "fast", "pod profile of the demo namespace (fast, slow, gitlab: see internal/podprofile)")
@@ -116,57 +121,36 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	url := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
-	// submit -> Broker -> executor through Knative: the Trigger's delivery (retries, dead
-	// letters to the notifier) is Knative's own.
-	w, local, err := wire(ctx, kubeconfig, o, eventsURL)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// The Subscriptions' finalizers need the Knative controllers: delete while they run.
-		cl, err := kube.Open(kubeconfig)
-		if err == nil {
-			err = cl.Typed.CoreV1().Namespaces().Delete(context.Background(), brokerNamespace, metav1.DeleteOptions{})
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			fmt.Fprintf(os.Stderr, "delete namespace %s: %v\n", brokerNamespace, err)
-		}
-	}()
 	key, err := randomKey()
 	if err != nil {
 		return err
 	}
+	if err := freshNamespace(ctx, cl); err != nil {
+		return err
+	}
+	defer func() {
+		// The Subscriptions' finalizers need the Knative controllers: delete while they run.
+		err := cl.Typed.CoreV1().Namespaces().Delete(context.Background(), brokerNamespace, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "delete namespace %s: %v\n", brokerNamespace, err)
+		}
+	}()
 	// The chart repository of the demo is on loopback; events are signed as in production.
 	common := []string{"KUBECONFIG=" + kubeconfig, "CHART_REPOSITORIES=local=" + chartsURL,
 		"ALLOW_LOOPBACK_CHARTS=true", "EVENT_SIGNING_KEY=" + key}
-	var procs []*proc.Process
-	defer func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].Stop()
-		}
-		fmt.Println("stopped submit, executor and notifier")
-	}()
-	for _, p := range []struct {
-		name string
-		port int
-		env  []string
-	}{
-		{"executor", o.executorPort, nil},
-		{"submit", o.submitPort, []string{"K_SINK=" + w.BrokerURL}},
-		{"notifier", o.notifierPort, notifierEnv(o, w.BrokerURL)},
-	} {
-		logPath := filepath.Join(o.logs, p.name+".log")
-		_ = os.Remove(logPath)
-		pr, err := proc.Start(filepath.Join(o.bin, p.name), p.port, logPath, append(common, p.env...)...)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
-		procs = append(procs, pr)
+	// submit -> Broker -> executor through Knative: the Trigger's delivery (retries, dead
+	// letters to the notifier) is Knative's own; each function's address spreads over its
+	// instances as a Knative Service spreads over its pods.
+	st, local, err := startStack(ctx, kubeconfig, cl, o, eventsURL, common)
+	if err != nil {
+		return err
 	}
-	rss, _ := local.RSS()
-	fmt.Printf("\nasync-helm is running (logs in %s/, Knative's in %s/logs):\n  submit   %s -> Broker %s/async-helm\n  executor %s <- Trigger executor-install/-upgrade\n  notifier %s -> Broker -> Trigger event-log -> events printed below\n  charts   %s\n  Knative Eventing: %d processes, RSS %d MB; broker ingress %s\n\n",
-		o.logs, eventing.Dir(mustGetwd()), url(o.submitPort), brokerNamespace, url(o.executorPort), url(o.notifierPort), chartsURL,
-		len(local.Pids), rss, w.BrokerURL)
+	defer func() {
+		st.Stop()
+		fmt.Printf("requests per instance: %s; %s; %s\nstopped submit, executor and notifier\n",
+			st.Submit.Spread(), st.Executor.Spread(), st.Notifier.Spread())
+	}()
+	printRunning(o, st, local, chartsURL)
 	if err := demoNamespace(ctx, cl, o); err != nil {
 		return err
 	}
@@ -198,14 +182,21 @@ Ctrl-C stops everything.
 	return nil
 }
 
+// printRunning says what runs where.
+func printRunning(o options, st *localstack.Stack, local *eventing.Local, chartsURL string) {
+	rss, _ := local.RSS()
+	n := func(f *localstack.Function) string { return fmt.Sprintf("%s (%d instances)", f.URL, len(f.Instances)) }
+	fmt.Printf("\nasync-helm is running (logs in %s/<function>-<i>.log, Knative's in %s/logs):\n  submit   %s -> Broker %s/async-helm\n  executor %s <- Trigger executor-install/-upgrade\n  notifier %s -> Broker -> Trigger event-log -> events printed below\n  charts   %s\n  Knative Eventing: %d processes, RSS %d MB; broker ingress %s\n\n",
+		o.logs, eventing.Dir(mustGetwd()), n(st.Submit), brokerNamespace, n(st.Executor), n(st.Notifier), chartsURL, len(local.Pids), rss, st.Wiring.BrokerURL)
+}
+
 // notifierEnv: a script's story is told in its namespace only (the notifier of a shared
 // cluster's other stacks, tests say, report and re-drive their own); make run watches all.
-func notifierEnv(o options, sink string) []string {
-	env := []string{"K_SINK=" + sink}
+func notifierEnv(o options) []string {
 	if o.script != "" {
-		env = append(env, "NAMESPACES="+o.namespace)
+		return []string{"NAMESPACES=" + o.namespace}
 	}
-	return env
+	return nil
 }
 
 // serveCharts serves the chart directories as a repository.
@@ -346,49 +337,59 @@ func randomKey() (string, error) {
 // Triggers as they are.
 const brokerNamespace = "async-helm"
 
-// wire (re)creates the namespace async-helm and wires it through the local Knative.
-func wire(ctx context.Context, kubeconfig string, o options, eventLog string) (*eventing.Wiring, *eventing.Local, error) {
-	root := mustGetwd()
-	local, err := eventing.Open(eventing.Dir(root), kubeconfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := kube.Open(kubeconfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	// A namespace left by a run that did not end cleanly has Triggers for its old ports.
+// freshNamespace (re)creates the namespace async-helm: one left by a run that did not end
+// cleanly has Triggers for its old ports.
+func freshNamespace(ctx context.Context, cl *kube.Clients) error {
 	nss := cl.Typed.CoreV1().Namespaces()
 	if ns, err := nss.Get(ctx, brokerNamespace, metav1.GetOptions{}); err == nil && ns.DeletionTimestamp == nil {
 		fmt.Printf("deleting the namespace %s of an earlier run\n", brokerNamespace)
 		if err := nss.Delete(ctx, brokerNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, nil, err
+			return err
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		_, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: brokerNamespace}}, metav1.CreateOptions{})
 		if err == nil {
-			break
+			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) || time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("namespace %s: %w", brokerNamespace, err)
+			return fmt.Errorf("namespace %s: %w", brokerNamespace, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	t0 := time.Now()
-	ports := eventing.Functions{Submit: o.submitPort, Executor: o.executorPort, Notifier: o.notifierPort}
-	w, err := local.Wire(ctx, cl.Config, eventing.Options{Namespace: brokerNamespace, ConfigDir: filepath.Join(root, "config", "knative"),
-		Addresses: ports.Addresses(), EventLog: eventLog, Timeout: 2 * time.Minute})
+}
+
+// startStack wires the namespace async-helm through the local Knative to the functions'
+// addresses (the ports of the flags) and starts the instances behind them.
+func startStack(ctx context.Context, kubeconfig string, cl *kube.Clients, o options, eventLog string, common []string) (*localstack.Stack, *eventing.Local, error) {
+	root := mustGetwd()
+	local, err := eventing.Open(eventing.Dir(root), kubeconfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Printf("Broker and %d Triggers of config/knative Ready in %.1fs\n", len(w.Triggers), time.Since(t0).Seconds())
-	return w, local, nil
+	for _, fn := range []string{localstack.Submit, localstack.Executor, localstack.Notifier} {
+		old, _ := filepath.Glob(filepath.Join(o.logs, fn+"*.log"))
+		for _, f := range old {
+			_ = os.Remove(f)
+		}
+	}
+	t0 := time.Now()
+	st, err := localstack.Start(ctx, localstack.Config{Knative: local, Rest: cl.Config, Namespace: brokerNamespace,
+		ConfigDir: filepath.Join(root, "config", "knative"), EventLog: eventLog, WireTimeout: 2 * time.Minute,
+		Bins: localstack.Bins(o.bin), Counts: o.counts, LogDir: o.logs, Env: common,
+		Ports:       eventing.Functions{Submit: o.submitPort, Executor: o.executorPort, Notifier: o.notifierPort},
+		FunctionEnv: map[string][]string{localstack.Notifier: notifierEnv(o)}})
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Printf("Broker and %d Triggers of config/knative Ready, %d+%d+%d instances healthy in %.1fs\n", len(st.Wiring.Triggers),
+		len(st.Submit.Instances), len(st.Executor.Instances), len(st.Notifier.Instances), time.Since(t0).Seconds())
+	return st, local, nil
 }
 
 func mustGetwd() string {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -118,14 +118,14 @@ func (r *run) burst(ctx context.Context, prefix string, kills int) error {
 	}
 	defer r.cleanup(ns)
 	// The burst is sized to stay under the admission bound: it checks completion, not 429s.
-	_, executor, stop, err := r.stack(ctx, stackOpts{ns: ns, submitEnv: []string{fmt.Sprintf("MAX_QUEUED_PER_NAMESPACE=%d", 2*r.cfg.Burst)}})
+	st, stop, err := r.stack(ctx, stackOpts{ns: ns, submitEnv: []string{fmt.Sprintf("MAX_QUEUED_PER_NAMESPACE=%d", 2*r.cfg.Burst)}})
 	if err != nil {
 		return err
 	}
 	defer stop()
 	start := time.Now()
 	killed := make(chan int, 1)
-	go func() { killed <- r.killDuring(ctx, executor, kills) }()
+	go func() { killed <- r.killDuring(ctx, st.Executor, kills) }()
 	res := r.send(ctx, ns, "b", r.cfg.Burst)
 	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
@@ -143,14 +143,14 @@ func (r *run) burst(ctx context.Context, prefix string, kills int) error {
 	if err != nil || answer > time.Second {
 		r.rep.violate("after the burst a new install was answered in %s: %v", answer.Round(time.Millisecond), err)
 	}
-	r.rep.count("burst of %d installs from %d clients, executor SIGKILLed %d times: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; last final after %s (%.2f completed/s); next install answered in %s",
+	r.rep.count("burst of %d installs from %d clients, executor SIGKILLed %d times: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; last final after %s (%.2f completed/s); next install answered in %s; %s",
 		r.cfg.Burst, r.cfg.BurstClients, k, len(res.accepted), float64(len(res.accepted))/res.took.Seconds(),
-		deployed, failed, pending, last.Round(time.Second), float64(deployed)/last.Seconds(), answer.Round(time.Millisecond))
+		deployed, failed, pending, last.Round(time.Second), float64(deployed)/last.Seconds(), answer.Round(time.Millisecond), spread(st))
 	return nil
 }
 
-// killDuring SIGKILLs the executor kills times, a few seconds apart, restarting it each time.
-func (r *run) killDuring(ctx context.Context, executor *proc.Process, kills int) int {
+// killDuring SIGKILLs an executor kills times, a few seconds apart, restarting it each time.
+func (r *run) killDuring(ctx context.Context, executors *localstack.Function, kills int) int {
 	done := 0
 	for ; done < kills; done++ {
 		select {
@@ -158,8 +158,9 @@ func (r *run) killDuring(ctx context.Context, executor *proc.Process, kills int)
 			return done
 		case <-time.After(randomDuration(3*time.Second, 8*time.Second)):
 		}
+		i, executor := anyInstance(executors)
 		executor.Kill()
-		r.cfg.Logf("executor killed during the burst (%d/%d)", done+1, kills)
+		r.cfg.Logf("%s killed during the burst (%d/%d)", localstack.InstanceName(localstack.Executor, i), done+1, kills)
 		time.Sleep(randomDuration(200*time.Millisecond, time.Second))
 		if err := executor.Restart(); err != nil {
 			r.rep.violate("executor restart: %v", err)
@@ -177,7 +178,7 @@ func (r *run) overBound(ctx context.Context) error {
 		return err
 	}
 	defer r.cleanup(ns)
-	_, _, stop, err := r.stack(ctx, stackOpts{ns: ns, submitEnv: []string{fmt.Sprintf("MAX_QUEUED_PER_NAMESPACE=%d", r.cfg.Bound)}})
+	_, stop, err := r.stack(ctx, stackOpts{ns: ns, submitEnv: []string{fmt.Sprintf("MAX_QUEUED_PER_NAMESPACE=%d", r.cfg.Bound)}})
 	if err != nil {
 		return err
 	}
@@ -206,4 +207,13 @@ func (r *run) overBound(ctx context.Context) error {
 	r.rep.count("%d installs against a bound of %d queued per namespace: %d accepted, %d x 429 (%d left a secret), %d deployed, %d failed, %d pending; last final after %s",
 		r.cfg.OverBound, r.cfg.Bound, len(res.accepted), len(res.busy), left, deployed, failed, pending, last.Round(time.Second))
 	return nil
+}
+
+// spread is what each instance answered, when there are several.
+func spread(st *localstack.Stack) string {
+	out := "requests per instance:"
+	for _, f := range []*localstack.Function{st.Submit, st.Executor, st.Notifier} {
+		out += " " + f.Spread() + ";"
+	}
+	return out[:len(out)-1]
 }

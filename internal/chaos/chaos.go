@@ -1,6 +1,9 @@
-// Package chaos proves the product under faults against a real API server: the executor
-// killed at random during installs, concurrent upgrades of one release, and a sink outage
-// under the notifier. It counts what happened and lists every violation.
+// Package chaos proves the product under faults against a real API server: an executor
+// killed at random during installs, concurrent upgrades of one release, a sink outage under
+// the notifier, bursts, and a burst through several instances of every function with one
+// executor and one notifier killed. It counts what happened and lists every violation.
+// Each scenario runs its own stack (internal/localstack): N instances of each function
+// behind one address per function, as Knative spreads a Service over its pods.
 package chaos
 
 import (
@@ -11,7 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -21,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/api"
@@ -49,8 +53,18 @@ type Config struct {
 	// admission bound of Bound queued revisions per namespace.
 	Burst, BurstClients, BurstKills int
 	OverBound, Bound                int
-	Timeout                         time.Duration // for everything to end
-	Logf                            func(format string, args ...interface{})
+	// Counts are the instances of each function in scenarios 1 to 4 (zero: one of each);
+	// a kill picks one executor at random.
+	Counts localstack.Counts
+	// Scenario 5: a burst of Scale installs (from BurstClients clients) through ScaleCounts
+	// instances, one executor SIGKILLed and restarted and one notifier SIGKILLed for good
+	// during it.
+	Scale       int
+	ScaleCounts localstack.Counts
+	Timeout     time.Duration // for everything to end
+	// Scenarios, when set, runs only these (of ScenarioNames).
+	Scenarios []string
+	Logf      func(format string, args ...interface{})
 }
 
 // Report is what a run counted, and what went wrong.
@@ -73,6 +87,7 @@ type run struct {
 	client *submitclient.Client
 	rep    *Report
 	common []string
+	own    string // async-helm's own namespace of this run
 }
 
 // Run runs the three scenarios.
@@ -95,14 +110,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer r.cleanup(own)
+	r.own = own
 	r.common = append(r.common, "ASYNC_HELM_NAMESPACE="+own)
-	for _, s := range []func(context.Context) error{r.killedExecutor, r.concurrentUpgrades, r.sinkOutage, r.bursts} {
-		if err := s(ctx); err != nil {
+	for _, s := range []struct {
+		name string
+		run  func(context.Context) error
+	}{{"kill", r.killedExecutor}, {"upgrades", r.concurrentUpgrades}, {"sink", r.sinkOutage}, {"bursts", r.bursts}, {"scale", r.scale}} {
+		if len(cfg.Scenarios) > 0 && !slices.Contains(cfg.Scenarios, s.name) {
+			continue
+		}
+		if err := s.run(ctx); err != nil {
 			return r.rep, err
 		}
 	}
 	return r.rep, nil
 }
+
+// ScenarioNames are the names Config.Scenarios picks from, in the order they run.
+func ScenarioNames() []string { return []string{"kill", "upgrades", "sink", "bursts", "scale"} }
 
 func (r *run) namespace(ctx context.Context, prefix string) (string, error) {
 	name := fmt.Sprintf("chaos-%s-%d", prefix, time.Now().UnixNano()%1e8)
@@ -118,26 +143,24 @@ func (r *run) namespace(ctx context.Context, prefix string) (string, error) {
 	return "", fmt.Errorf("namespace %s has no default ServiceAccount", name)
 }
 
-func (r *run) start(name string, port int, env ...string) (*proc.Process, error) {
-	return proc.Start(r.cfg.Bins[name], port, filepath.Join(r.cfg.LogDir, name+".log"), append(append([]string{}, r.common...), env...)...)
-}
-
-// stackOpts wires one stack: the notifier's namespace and status sink, and submit's env.
+// stackOpts wires one stack: the notifier's namespace and status sink, extra env, and the
+// instances (nil: Config.Counts).
 type stackOpts struct {
-	ns, sink  string
-	submitEnv []string
+	ns, sink               string
+	submitEnv, executorEnv []string
+	counts                 *localstack.Counts
 }
 
 // stack starts what make run starts, in ns: config/knative's Broker and Triggers on the
 // local Knative (retries and dead letters to the notifier by the Triggers' delivery), the
-// executor, the notifier (its status events go to the Broker, and a Trigger delivers them
-// to the status sink; its sweeper re-sends to the Broker) and submit.
-func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Process, stop func(), err error) {
-	var procs []*proc.Process
+// executors, the notifiers (their status events go to the Broker, and a Trigger delivers
+// them to the status sink; their sweeper re-sends to the Broker) and the submits, each
+// function behind one address. r.client calls submit's.
+func (r *run) stack(ctx context.Context, o stackOpts) (st *localstack.Stack, stop func(), err error) {
 	var closers []func()
-	stopAll := func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].Stop()
+	stop = func() {
+		if st != nil {
+			st.Stop()
 		}
 		for _, c := range closers {
 			c()
@@ -145,7 +168,7 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 	}
 	defer func() {
 		if err != nil {
-			stopAll()
+			stop()
 		}
 	}()
 	sinkURL := o.sink
@@ -154,35 +177,33 @@ func (r *run) stack(ctx context.Context, o stackOpts) (submit, executor *proc.Pr
 		closers = append(closers, status.close)
 		sinkURL = status.url
 	}
-	ports, err := eventing.FreeFunctions()
+	counts := r.cfg.Counts
+	if o.counts != nil {
+		counts = *o.counts
+	}
+	st, err = localstack.Start(ctx, localstack.Config{Knative: r.cfg.Knative, Rest: r.cl.Config, Namespace: o.ns,
+		ConfigDir: r.cfg.ConfigDir, EventLog: sinkURL, Bins: r.cfg.Bins, Counts: counts, LogDir: r.cfg.LogDir, Env: r.common,
+		FunctionEnv: map[string][]string{
+			localstack.Executor: o.executorEnv,
+			localstack.Notifier: {"NAMESPACES=" + o.ns, "SWEEP_INTERVAL=2s", "REDRIVE_AFTER=1m", "REAPER_GRACE=10s"},
+			localstack.Submit:   o.submitEnv,
+		}})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	w, err := r.cfg.Knative.Wire(ctx, r.cl.Config, eventing.Options{Namespace: o.ns, ConfigDir: r.cfg.ConfigDir,
-		Addresses: ports.Addresses(), EventLog: sinkURL})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if executor, err = r.start("executor", ports.Executor); err != nil {
-		return nil, nil, nil, err
-	}
-	procs = append(procs, executor)
-	notifier, err := r.start("notifier", ports.Notifier, "K_SINK="+w.BrokerURL, "NAMESPACES="+o.ns,
-		"SWEEP_INTERVAL=2s", "REDRIVE_AFTER=1m", "REAPER_GRACE=10s")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	procs = append(procs, notifier)
-	if submit, err = r.start("submit", ports.Submit, append([]string{"K_SINK=" + w.BrokerURL}, o.submitEnv...)...); err != nil {
-		return nil, nil, nil, err
-	}
-	procs = append(procs, submit)
 	token, err := operator.Token(ctx, r.cl.Typed, time.Hour) // submit refuses system:masters
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	r.client = &submitclient.Client{Server: submit.URL, Token: token}
-	return submit, executor, stopAll, nil
+	r.client = &submitclient.Client{Server: st.Submit.URL, Token: token}
+	return st, stop, nil
+}
+
+// anyInstance picks one instance of f at random.
+func anyInstance(f *localstack.Function) (int, *proc.Process) {
+	n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(f.Instances))))
+	i := int(n.Int64())
+	return i, f.Instances[i]
 }
 
 func randomDuration(min, max time.Duration) time.Duration {
@@ -244,7 +265,7 @@ func (r *run) killedExecutor(ctx context.Context) error {
 		return err
 	}
 	defer r.cleanup(ns)
-	_, executor, stop, err := r.stack(ctx, stackOpts{ns: ns})
+	st, stop, err := r.stack(ctx, stackOpts{ns: ns})
 	if err != nil {
 		return err
 	}
@@ -271,8 +292,9 @@ func (r *run) killedExecutor(ctx context.Context) error {
 	kills := 0
 	for ; kills < r.cfg.Kills; kills++ {
 		time.Sleep(randomDuration(200*time.Millisecond, 1200*time.Millisecond))
+		i, executor := anyInstance(st.Executor)
 		executor.Kill()
-		r.cfg.Logf("executor killed (%d/%d)", kills+1, r.cfg.Kills)
+		r.cfg.Logf("%s killed (%d/%d)", localstack.InstanceName(localstack.Executor, i), kills+1, r.cfg.Kills)
 		time.Sleep(randomDuration(50*time.Millisecond, 500*time.Millisecond))
 		if err := executor.Restart(); err != nil {
 			return err
@@ -308,8 +330,8 @@ func (r *run) killedExecutor(ctx context.Context) error {
 			r.rep.violate("release %s left %s", name, st)
 		}
 	}
-	r.rep.count("executor SIGKILLed %d times during %d installs: %d accepted, %d deployed, %d failed with a reason, %d pending",
-		kills, r.cfg.Installs, accepted.Load(), deployed, failed, pending)
+	r.rep.count("executor SIGKILLed %d times during %d installs: %d accepted, %d deployed, %d failed with a reason, %d pending; %s",
+		kills, r.cfg.Installs, accepted.Load(), deployed, failed, pending, spread(st))
 	return nil
 }
 
@@ -320,7 +342,7 @@ func (r *run) concurrentUpgrades(ctx context.Context) error {
 		return err
 	}
 	defer r.cleanup(ns)
-	_, _, stop, err := r.stack(ctx, stackOpts{ns: ns})
+	_, stop, err := r.stack(ctx, stackOpts{ns: ns})
 	if err != nil {
 		return err
 	}
@@ -393,7 +415,7 @@ func (r *run) sinkOutage(ctx context.Context) error {
 	sink := newSink()
 	defer sink.close()
 	sink.down.Store(true)
-	_, _, stop, err := r.stack(ctx, stackOpts{ns: ns, sink: sink.url})
+	_, stop, err := r.stack(ctx, stackOpts{ns: ns, sink: sink.url})
 	if err != nil {
 		return err
 	}

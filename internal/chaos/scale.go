@@ -1,0 +1,221 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/internal/localstack"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Scenario 5: two of everything. A burst of Scale installs through several submits,
+// executors and notifiers (each function behind one address that spreads requests over its
+// instances), with one executor SIGKILLed and restarted during it (Knative restarts a
+// killed container) and one notifier SIGKILLed for good (the others must do its work).
+// Every 201 ends deployed; each revision's Helm action runs to its end once (the executors'
+// "action finished" lines; a run the SIGKILL cut is counted apart); the status sink sees
+// every revision's deployed event.
+func (r *run) scale(ctx context.Context) error {
+	if r.cfg.Scale == 0 {
+		return nil
+	}
+	ns, err := r.namespace(ctx, "scale")
+	if err != nil {
+		return err
+	}
+	defer r.cleanup(ns)
+	sink := newSink()
+	defer sink.close()
+	counts := r.cfg.ScaleCounts
+	st, stop, err := r.stack(ctx, stackOpts{ns: ns, sink: sink.url, counts: &counts,
+		submitEnv: []string{fmt.Sprintf("MAX_QUEUED_PER_NAMESPACE=%d", 2*r.cfg.Scale)},
+		// The executors log each Helm action they finish ("action finished", info).
+		executorEnv: []string{"LOG_LEVEL=info"}})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	start := time.Now()
+	killed := make(chan scaleKills, 1)
+	go func() { killed <- r.killScale(ctx, st, ns) }()
+	res := r.send(ctx, ns, "s", r.cfg.Scale)
+	revs, err := r.waitFinal(ctx, ns)
+	if err != nil {
+		return err
+	}
+	last := time.Since(start)
+	k := <-killed
+	deployed, failed, pending := r.tally(ctx, ns, revs, res.accepted)
+	runs, err := finishedRuns(r.cfg.LogDir, ns)
+	if err != nil {
+		return err
+	}
+	once, maxRuns := r.checkRuns(revs, res.accepted, runs, k.cut)
+	lost := r.waitReported(sink, ns, revs, res.accepted)
+	r.rep.count("%d submits, %d executors, %d notifiers: burst of %d installs from %d clients, %s: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; "+
+		"Helm runs finished: %d of %d accepted revisions once, at most %d per revision; %d runs cut by the SIGKILL and run again; "+
+		"deployed reported for %d of %d (%d lost); last final after %s (%.2f completed/s); %s",
+		len(st.Submit.Instances), len(st.Executor.Instances), len(st.Notifier.Instances), r.cfg.Scale, r.cfg.BurstClients, k.what,
+		len(res.accepted), float64(len(res.accepted))/res.took.Seconds(), deployed, failed, pending,
+		once, len(res.accepted), maxRuns, len(k.cut), deployed-lost, deployed, lost,
+		last.Round(time.Second), float64(deployed)/last.Seconds(), spread(st))
+	return nil
+}
+
+// scaleKills is what killScale did: which instances, and the revisions whose Helm run the
+// executor's SIGKILL cut (their Leases still named it).
+type scaleKills struct {
+	what string
+	cut  map[string]bool
+}
+
+// killScale SIGKILLs one executor a few seconds into the burst and restarts it, then
+// SIGKILLs a notifier (the leader when a Lease of async-helm's namespace names one) for good.
+func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string) scaleKills {
+	k := scaleKills{cut: map[string]bool{}}
+	if !pause(ctx, randomDuration(3*time.Second, 8*time.Second)) {
+		return k
+	}
+	i, executor := anyInstance(st.Executor)
+	name := localstack.InstanceName(localstack.Executor, i)
+	executor.Kill()
+	// The executor holds a revision's Lease while Helm runs and deletes it after: those
+	// still naming it were cut (they expire, and another executor runs them again).
+	k.cut = r.heldBy(ctx, ns, name)
+	r.cfg.Logf("%s killed during the burst, %d Helm runs cut", name, len(k.cut))
+	time.Sleep(randomDuration(200*time.Millisecond, time.Second))
+	if err := executor.Restart(); err != nil {
+		r.rep.violate("%s restart: %v", name, err)
+	}
+	k.what = name + " SIGKILLed and restarted"
+	if len(st.Notifier.Instances) < 2 || !pause(ctx, randomDuration(2*time.Second, 5*time.Second)) {
+		return k
+	}
+	j, leader := r.notifierToKill(ctx, st)
+	leader.Kill()
+	r.cfg.Logf("%s killed for good during the burst", j)
+	k.what += ", " + j + " SIGKILLed for good"
+	return k
+}
+
+func pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// heldBy lists the Leases of ns that the instance name holds: its holder identity is the
+// name, or the name and a suffix of its own (an action's "/<random>", an elector's "_<id>").
+func (r *run) heldBy(ctx context.Context, ns, name string) map[string]bool {
+	out := map[string]bool{}
+	leases, err := r.cl.Typed.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.rep.violate("list the Leases of %s: %v", ns, err)
+		return out
+	}
+	for _, l := range leases.Items {
+		if h := l.Spec.HolderIdentity; h != nil && (*h == name || strings.HasPrefix(*h, name+"/") || strings.HasPrefix(*h, name+"_")) {
+			out[l.Name] = true
+		}
+	}
+	return out
+}
+
+// notifierToKill is the leader of the stack's notifiers (the holder of its election Lease,
+// in async-helm's own namespace), else the first.
+func (r *run) notifierToKill(ctx context.Context, st *localstack.Stack) (string, interface{ Kill() }) {
+	for i, p := range st.Notifier.Instances {
+		name := localstack.InstanceName(localstack.Notifier, i)
+		if r.heldBy(ctx, r.own, name)[st.NotifierLease] {
+			return name + " (the leader)", p
+		}
+	}
+	return localstack.InstanceName(localstack.Notifier, 0) + " (no leader found)", st.Notifier.Instances[0]
+}
+
+// finishedRuns counts the executors' "action finished" lines of ns by revision (Lease and
+// Secret name): one per Helm action that ran to its end, whatever its outcome.
+func finishedRuns(logDir, ns string) (map[string]int, error) {
+	logs, err := filepath.Glob(filepath.Join(logDir, localstack.Executor+"-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	runs := map[string]int{}
+	for _, path := range logs {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var line struct {
+				Message, Namespace, Release string
+				Revision                    int
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "action finished" && line.Namespace == ns {
+				runs[release.LeaseName(line.Release, line.Revision)]++
+			}
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return runs, nil
+}
+
+// checkRuns wants one finished run per accepted revision: never two; none only for a
+// revision the SIGKILL cut (its executor may have finished Helm and died before its line).
+func (r *run) checkRuns(revs map[string][]release.Revision, accepted []string, runs map[string]int, cut map[string]bool) (once, maxRuns int) {
+	for _, name := range accepted {
+		for _, rev := range revs[name] {
+			n := runs[rev.SecretName]
+			maxRuns = max(maxRuns, n)
+			switch {
+			case n == 1:
+				once++
+			case n > 1:
+				r.rep.violate("%s revision %d: Helm ran %d times to its end", name, rev.Version, n)
+			case !cut[rev.SecretName]:
+				r.rep.violate("%s revision %d is %s with no Helm run logged", name, rev.Version, rev.Status)
+			}
+		}
+	}
+	return once, maxRuns
+}
+
+// waitReported waits until the sink saw the deployed event of every accepted revision that
+// ended deployed, and returns how many it never saw.
+func (r *run) waitReported(s *sink, ns string, revs map[string][]release.Revision, accepted []string) int {
+	want := map[string]bool{}
+	for _, name := range accepted {
+		for _, rev := range revs[name] {
+			if rev.Status == "deployed" {
+				want[events.StatusEventID(ns, name, rev.Version, "deployed", rev.RequestID)] = true
+			}
+		}
+	}
+	deadline := time.Now().Add(r.cfg.Timeout)
+	for time.Now().Before(deadline) && s.missing(want) > 0 {
+		time.Sleep(500 * time.Millisecond)
+	}
+	lost := s.missing(want)
+	if lost > 0 {
+		r.rep.violate("%d of %d deployed revisions never reported to the sink", lost, len(want))
+	}
+	return lost
+}
