@@ -32,6 +32,17 @@ type Config struct {
 	// OwnNamespace is async-helm's own namespace, where the executor records the requests
 	// it consumed (the sweeper re-sends a request only to the Secret it was consumed for).
 	OwnNamespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
+	// Leader election among the notifier's pods (docs/design.md, "Two or more notifiers"):
+	// every pod reports status changes; only the one holding the Lease LEADER_ELECTION_NAME
+	// in ASYNC_HELM_NAMESPACE sweeps. A dead leader is replaced within
+	// LEADER_LEASE_DURATION + 2 * 1.2 * LEADER_RETRY_PERIOD.
+	LeaderElection      bool          `envconfig:"LEADER_ELECTION" default:"true"`
+	LeaderElectionName  string        `envconfig:"LEADER_ELECTION_NAME" default:"async-helm-notifier"`
+	LeaderLeaseDuration time.Duration `envconfig:"LEADER_LEASE_DURATION" default:"15s"`
+	LeaderRenewDeadline time.Duration `envconfig:"LEADER_RENEW_DEADLINE" default:"10s"`
+	LeaderRetryPeriod   time.Duration `envconfig:"LEADER_RETRY_PERIOD" default:"2s"`
+	// PodName names this pod in the election (Knative's pods have it as HOSTNAME).
+	PodName string `envconfig:"HOSTNAME"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that

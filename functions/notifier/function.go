@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"net/http"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/function"
@@ -33,7 +37,7 @@ func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Functio
 
 // Start connects and syncs the watch; reporting goes on until ctx ends.
 func (f *Function) Start(ctx context.Context) error {
-	cl, err := kube.Open(f.cfg.Kubeconfig)
+	cl, err := f.clients()
 	if err != nil {
 		return err
 	}
@@ -62,6 +66,11 @@ func (f *Function) Start(ctx context.Context) error {
 		Sweep: notifier.SweepConfig{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
 			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline},
 	}
+	pm := newPassMetrics(f.metrics)
+	f.svc.OnPass = pm.observe
+	if f.cfg.LeaderElection {
+		f.svc.Election = f.election(cl, pm)
+	}
 	f.svc.Init()
 	f.source = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
 		return nil, f.receive(ctx, e)
@@ -70,6 +79,28 @@ func (f *Function) Start(ctx context.Context) error {
 		return nil, f.receiveDeadLetter(ctx, e)
 	})
 	return f.svc.Start(ctx, f.cfg.Watch)
+}
+
+// clients are the Kubernetes clients, their requests counted per sweeper pass
+// (notifier.CountingTransport).
+func (f *Function) clients() (*kube.Clients, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", f.cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	rc.Wrap(notifier.CountingTransport)
+	return kube.FromConfig(rc)
+}
+
+// election is this pod's part in the notifier's leader election, on a Lease in
+// async-helm's own namespace.
+func (f *Function) election(cl *kube.Clients, pm *passMetrics) *notifier.Election {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // two processes on one host (make run) are two candidates
+	return &notifier.Election{Client: cl.Typed, Namespace: f.cfg.OwnNamespace, Name: f.cfg.LeaderElectionName,
+		Identity:      f.cfg.PodName + "_" + hex.EncodeToString(b),
+		LeaseDuration: f.cfg.LeaderLeaseDuration, RenewDeadline: f.cfg.LeaderRenewDeadline, RetryPeriod: f.cfg.LeaderRetryPeriod,
+		Log: f.log, OnLeading: pm.leading}
 }
 
 // Handler serves health, and ApiServerSource events when not watching itself.

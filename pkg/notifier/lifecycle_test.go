@@ -233,6 +233,8 @@ func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
 	if err := held.Release(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
+	// The pass reads Leases from the notifier's cache: it looks once the cache saw the release.
+	waitFor(t, func() bool { return e.svc.leases.get("ns", release.LeaseName("web", 1)) == nil })
 	e.sweepTombstones()
 	waitFor(t, func() bool { return e.tombstones() == 0 })
 	waitFor(t, func() bool { return len(e.sink.events()) == 3 })

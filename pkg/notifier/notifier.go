@@ -83,6 +83,16 @@ type Service struct {
 	EventMaxAge time.Duration
 	// Consumed, when set, is the executor's record of consumed requests (redrive.go).
 	Consumed ConsumedRecords
+	// Election, when set, runs the sweeper only while this pod leads (leader.go); nil:
+	// this notifier is the only one and sweeps.
+	Election *Election
+	// OnPass, when set, is told what each sweeper pass cost (metrics).
+	OnPass func(PassStats)
+
+	// leases caches async-helm's Leases (leases.go); pruned is when consumed records were
+	// last pruned (redrive.go).
+	leases leaseCache
+	pruned time.Time
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex
@@ -163,13 +173,32 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 		<-ctx.Done()
 		s.queue.ShutDown()
 	}()
-	if s.Sweep.Interval > 0 {
-		go s.sweepLoop(ctx)
+	if err := s.startSweeper(ctx); err != nil {
+		return err
 	}
 	if s.ProgressInterval > 0 {
 		if err := s.startProgress(ctx, s.ProgressInterval); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// startSweeper runs the sweeper: here, or only while this pod leads (Election).
+func (s *Service) startSweeper(ctx context.Context) error {
+	switch {
+	case s.Sweep.Interval <= 0:
+	case s.Election == nil:
+		go s.sweepLoop(ctx)
+	default:
+		if _, err := s.Election.config(nil); err != nil {
+			return err
+		}
+		go func() {
+			if err := s.Election.Run(ctx, s.lead); err != nil {
+				s.Log.Errorw("leader election stopped: this notifier no longer sweeps", "error", err)
+			}
+		}()
 	}
 	return nil
 }

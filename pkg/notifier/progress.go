@@ -26,7 +26,7 @@ type progressEvents struct {
 
 func (s *Service) startProgress(ctx context.Context, interval time.Duration) error {
 	p := &progressEvents{s: s, interval: interval, latest: map[string]*events.ProgressChange{}, sent: map[string]time.Time{}}
-	if err := s.watchLeases(ctx, release.SelectorLeases, cache.ResourceEventHandlerFuncs{
+	if err := s.watchLeases(ctx, cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.observe,
 		UpdateFunc: func(_, obj interface{}) { p.observe(obj) },
 		DeleteFunc: p.forget,

@@ -41,6 +41,25 @@ func (s *Service) sweepLoop(ctx context.Context) {
 	}
 }
 
+// lead is the leader's duty (Election): a pass at once, so that a new leader takes over
+// the sweeper without waiting an interval, then the loop until leadership ends.
+func (s *Service) lead(ctx context.Context) {
+	s.sweepPass(ctx)
+	s.sweepLoop(ctx)
+}
+
+// PassStats is what one sweeper pass cost and did (Service.OnPass; the notifier exposes
+// them as metrics).
+type PassStats struct {
+	Duration time.Duration
+	// APICalls counts the requests the pass sent to the API server (CountingTransport;
+	// 0 when the clients were not built with it).
+	APICalls int64
+	// Pending is how many pending revisions of ours the pass looked at.
+	Pending          int
+	Redriven, Failed int
+}
+
 // sweepPass is one pass of the loop, with a backstop: a panic is logged and the next tick
 // sweeps again (the guarded decode is the fix; this keeps the loop alive regardless).
 func (s *Service) sweepPass(ctx context.Context) {
@@ -49,17 +68,32 @@ func (s *Service) sweepPass(ctx context.Context) {
 			s.Log.Errorw("recovered a panic in the sweep", "panic", r)
 		}
 	}()
-	res, err := s.SweepOnce(ctx)
+	start := time.Now() // the pass's cost in real time, whatever clock decides
+	ctx, calls := countCalls(ctx)
+	res, pending, err := s.sweepAll(ctx)
 	if err != nil {
 		s.Log.Warnw("sweep failed", "error", err)
-	}
-	if res.Redriven > 0 || res.Failed > 0 {
-		s.Log.Infow("sweep", "redriven", res.Redriven, "failed", res.Failed)
 	}
 	if err := s.sweepTombstones(ctx); err != nil {
 		s.Log.Warnw("tombstone sweep failed", "error", err)
 	}
 	s.pruneConsumed(ctx)
+	st := PassStats{Duration: time.Since(start), APICalls: calls.Load(), Pending: pending,
+		Redriven: res.Redriven, Failed: res.Failed}
+	s.logPass(st)
+	if s.OnPass != nil {
+		s.OnPass(st)
+	}
+}
+
+// logPass: one line per pass that did something or took long, at debug level otherwise.
+func (s *Service) logPass(st PassStats) {
+	log := s.Log.Debugw
+	if st.Redriven > 0 || st.Failed > 0 || st.Duration > time.Second {
+		log = s.Log.Infow
+	}
+	log("sweep pass", "seconds", st.Duration.Seconds(), "apiCalls", st.APICalls, "pending", st.Pending,
+		"redriven", st.Redriven, "failed", st.Failed)
 }
 
 // SweepOnce looks at every pending revision async-helm wrote: it re-sends the stored event
@@ -67,22 +101,46 @@ func (s *Service) sweepPass(ctx context.Context) {
 // are not ours (the helm CLI's, Flux's, or later ones carrying our copied labels) are never
 // touched.
 func (s *Service) SweepOnce(ctx context.Context) (SweepResult, error) {
+	res, _, err := s.sweepAll(ctx)
+	return res, err
+}
+
+// sweepAll is SweepOnce, also counting the pending revisions of ours it looked at.
+func (s *Service) sweepAll(ctx context.Context) (SweepResult, int, error) {
 	var res SweepResult
+	revs, err := s.pendingRevisions(ctx)
+	if err != nil {
+		return res, 0, err
+	}
+	ours := 0
+	for _, rev := range revs {
+		if !rev.Ours {
+			continue
+		}
+		ours++
+		if err := s.sweepGuarded(ctx, rev, &res); err != nil {
+			s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
+		}
+	}
+	return res, ours, nil
+}
+
+// pendingRevisions are the pending revisions to sweep: from the shared index when the
+// notifier watches (no API call: a LIST of 10,000 revisions every pass was the pass's
+// cost), else one LIST per watched namespace.
+func (s *Service) pendingRevisions(ctx context.Context) ([]release.Revision, error) {
+	if s.watching {
+		return s.Revisions.PendingRevisions(), nil
+	}
+	var out []release.Revision
 	for _, ns := range s.namespaces() {
 		revs, err := s.Store.PendingRevisions(ctx, ns)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
-		for _, rev := range revs {
-			if !rev.Ours {
-				continue
-			}
-			if err := s.sweepGuarded(ctx, rev, &res); err != nil {
-				s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
-			}
-		}
+		out = append(out, revs...)
 	}
-	return res, nil
+	return out, nil
 }
 
 // sweepGuarded is sweep with a backstop: one revision that panics does not stop the pass.
@@ -201,7 +259,12 @@ func (s *Service) claim(ctx context.Context, rev release.Revision, now time.Time
 
 // lastSignOfLife is when an executor last showed it worked on the revision
 // (Store.LastSignOfLife: its heartbeat Lease's expiry, else the secret's last write).
+// A Lease the lease cache shows alive costs no call: at thousands of running revisions a
+// GET each per pass was most of the pass; anything else is read from the API server.
 func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
+	if release.AliveIn(s.leases.get(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), s.now()) {
+		return time.Time{}, true, nil
+	}
 	return s.Store.LastSignOfLife(ctx, rev)
 }
 

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -32,35 +30,19 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 			}
 		}
 	}
-	return s.watchLeases(ctx, release.SelectorTombstones, cache.ResourceEventHandlerFuncs{
+	return s.watchLeases(ctx, cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
 	})
 }
 
-// watchLeases runs an informer per watched namespace on the Leases selector selects, and
-// waits for their first sync.
-func (s *Service) watchLeases(ctx context.Context, selector string, h cache.ResourceEventHandler) error {
-	var synced []cache.InformerSynced
-	for _, ns := range s.namespaces() {
-		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-		inf := f.Coordination().V1().Leases().Informer()
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return err
-		}
-		synced = append(synced, inf.HasSynced)
-		f.Start(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("lease cache (%s) did not sync", selector)
-	}
-	return nil
-}
-
 // sweepTombstones queues every tombstone: those whose executor died (no event announces
 // a Lease expiring), and all of them when the notifier does not watch.
 func (s *Service) sweepTombstones(ctx context.Context) error {
+	if cached, ok := s.leases.list(); ok && s.watching {
+		s.queueTombstones(cached)
+		return nil
+	}
 	for _, ns := range s.namespaces() {
 		graves, err := s.Store.Tombstones(ctx, ns)
 		if err != nil {
@@ -71,6 +53,19 @@ func (s *Service) sweepTombstones(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// queueTombstones queues the cached tombstones, but for an unfinished uninstall whose
+// executor the cache shows alive (no call: abandonedDone would find it alive too).
+func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
+	now := s.now()
+	for _, l := range cached {
+		t, ok := release.TombstoneFrom(l)
+		if !ok || (!t.Done && release.AliveIn(s.leases.get(t.Namespace, release.LeaseName(t.Name, t.Revision)), now)) {
+			continue
+		}
+		s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
+	}
 }
 
 // syncTombstone reports "uninstalled" for a finished uninstall, then deletes its tombstone.

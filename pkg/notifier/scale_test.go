@@ -1,0 +1,104 @@
+package notifier
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// reserveIn makes a reservation in namespace ns as submit does; started drops its queued
+// label and has an executor hold its Lease (at the clock's time, for 30 s).
+func (e *env) reserveIn(ns, name string, started bool) {
+	e.t.Helper()
+	stored := e.signed(events.Action{Action: release.ActionInstall, Namespace: ns, Name: name, Revision: 1,
+		SecretName: release.SecretName(name, 1), RequestID: "req-" + name})
+	if _, err := e.store.Reserve(ctx(e.t), release.Reservation{Namespace: ns, Name: name, Action: release.ActionInstall, Revision: 1,
+		Chart: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, RequestID: "req-" + name, Event: stored}); err != nil {
+		e.t.Fatal(err)
+	}
+	if !started {
+		return
+	}
+	if _, err := e.c.CoreV1().Secrets(ns).Patch(ctx(e.t), release.SecretName(name, 1), types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	if held, err := hb.Hold(ctx(e.t), ns, release.LeaseName(name, 1)); err != nil || held == nil {
+		e.t.Fatal(held, err)
+	}
+}
+
+// A sweeper pass over pending revisions of many namespaces costs no API call while none is
+// due: the revisions come from the shared index and the running ones' Leases from the lease
+// cache. Before, a pass LISTed every watched namespace (pending revisions, then tombstones)
+// and GOT the Lease of every started revision: 2 x 20 + 100 = 140 calls here (seen failing
+// so with the LIST put back). A revision that becomes due costs its own calls only.
+func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
+	e := newEnv(t)
+	const namespaces, perNS = 20, 10
+	for i := range namespaces {
+		ns := fmt.Sprintf("t%d", i)
+		e.svc.Namespaces = append(e.svc.Namespaces, ns)
+		for j := range perNS {
+			e.reserveIn(ns, fmt.Sprintf("r%d", j), j%2 == 0) // half queued, half running
+		}
+	}
+	var mu sync.Mutex
+	var passes []PassStats
+	e.svc.OnPass = func(st PassStats) { mu.Lock(); passes = append(passes, st); mu.Unlock() }
+	e.svc.Sweep.Interval = 0 // passes by hand
+	if err := e.svc.Start(ctx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	// The workers report each revision's pending status first: the pass is counted after.
+	waitFor(t, func() bool {
+		for _, r := range e.svc.Revisions.PendingRevisions() {
+			if r.Notified != r.Status {
+				return false
+			}
+		}
+		return len(e.sink.events()) == namespaces*perNS
+	})
+	calls := func() int { return len(e.c.Actions()) }
+	before := calls()
+	e.svc.sweepPass(ctx(t))
+	if n := calls() - before; n != 0 {
+		t.Errorf("a pass over %d pending revisions with nothing due made %d API calls: %v", namespaces*perNS, n, verbs(e.c.Actions()[before:]))
+	}
+	if len(passes) != 1 || passes[0].Pending != namespaces*perNS || passes[0].Redriven != 0 {
+		t.Errorf("pass stats %+v", passes)
+	}
+
+	// One dead letter: that revision's Lease, its Secret, the claim; the others still nothing.
+	if _, err := e.store.MarkDeadLettered(ctx(t), "t3", release.SecretName("r1", 1), "req-r1", e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		m, _ := e.svc.Revisions.Get("t3/" + release.SecretName("r1", 1))
+		r, _ := release.RevisionFromMeta(m)
+		return r.DeadLettered
+	})
+	before = calls()
+	e.svc.sweepPass(ctx(t))
+	if n := calls() - before; n != 3 || len(e.redrive.events()) != 1 {
+		t.Errorf("a pass with one revision due made %d API calls (want 3) and %d re-sends: %v", n, len(e.redrive.events()), verbs(e.c.Actions()[before:]))
+	}
+}
+
+func verbs(as []k8stesting.Action) []string {
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+" "+a.GetNamespace())
+	}
+	return out
+}
