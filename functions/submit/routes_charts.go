@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/submitter"
+	"github.com/async-helm/async-helm/pkg/verify"
 )
 
 // chartRoutes serve the console's chart routes: the merged repository index, one chart,
@@ -37,6 +39,9 @@ func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chart
 	set, err := chartrepos.Open(ctx, cfg, src, true, f.cfg.ChartIndexRefresh, f.log)
 	if err != nil {
 		return fmt.Errorf("chart repositories: %w", err)
+	}
+	if err := f.readAuthSecrets(cfg, src); err != nil {
+		return err
 	}
 	rs := f.cfg.RouteSettings
 	f.charts = &chartRoutes{repos: set, source: src, limits: rs.Limits(),
@@ -81,6 +86,36 @@ func (f *Function) routeCharts(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathChartIndex, f.authenticated(f.chartIndex))
 	mux.HandleFunc("GET "+api.PathChart, f.authenticated(f.chartGet))
 	mux.HandleFunc("POST "+api.PathTemplate, f.authenticated(f.template))
+	f.routeVerify(mux, verify.Unavailable{Reason: verify.Reason})
+}
+
+// readAuthSecrets makes src read the basic auth Secret of a chart by URL (noRepo,
+// basic_auth_secret_name) for the caller: an access review of the caller's right to get
+// it, then a read with submit's own rights (as for project repository credentials).
+func (f *Function) readAuthSecrets(cfg *rest.Config, src *chartsource.Source) error {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("basic auth secrets client: %w", err)
+	}
+	r := chartrepos.ReviewedAuthSecrets{Client: client}
+	if f.authz != nil {
+		r.MayGet = func(ctx context.Context, c chartsource.Caller, namespace, name string) error {
+			u := &auth.User{Name: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
+			return f.authz.Check(ctx, u, auth.Need{Verb: "get", Resource: "secrets", Namespace: namespace, Name: name})
+		}
+	}
+	src.AuthSecrets = r
+	return nil
+}
+
+// asCaller carries the request's caller to the chart source (a basic auth Secret is read
+// for them only; authentication off: as submit).
+func asCaller(ctx context.Context) context.Context {
+	var c chartsource.Caller
+	if u := userFrom(ctx); u != nil {
+		c = chartsource.Caller{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
+	}
+	return chartsource.WithCaller(ctx, c)
 }
 
 // mayUseRepositoriesOf checks the caller may read namespace's releases: its project
@@ -127,26 +162,27 @@ func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) {
 
 // chartGet answers one chart as the console's /api/helm/chart does: Helm's chart as JSON
 // (metadata, lock, templates, values, schema, files). ?url= and/or ?indexEntry= name it,
-// ?namespace= the project repositories it may come from, ?version= a version.
+// ?namespace= the project repositories it may come from, ?version= a version;
+// ?noRepo=true&url= a chart outside the repositories, fetched with the basic auth of
+// ?basic_auth_secret_name= (a Secret of ?namespace=, "default" when none is named).
 func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) {
 	if !f.admit(w, r) {
 		return
 	}
-	q := r.URL.Query()
-	ref := chartsource.Ref{URL: q.Get("url"), IndexEntry: q.Get("indexEntry"), Version: q.Get("version"), Namespace: q.Get("namespace")}
-	if ref.URL == "" && ref.IndexEntry == "" {
-		f.fail(w, r, fmt.Errorf("%w: query parameter url or indexEntry is required", submitter.ErrInvalid))
-		return
-	}
-	if len(ref.URL) > maxRefChars || len(ref.IndexEntry) > maxRefChars || len(ref.Version) > maxRefChars {
-		f.fail(w, r, fmt.Errorf("%w: url, indexEntry and version are at most %d characters", submitter.ErrInvalid, maxRefChars))
-		return
-	}
-	if err := f.mayUseRepositoriesOf(r.Context(), ref.Namespace); err != nil {
+	ref, err := chartQuery(r)
+	if err != nil {
 		f.fail(w, r, err)
 		return
 	}
-	c, err := f.charts.source.Get(r.Context(), ref)
+	// A chart outside the repositories uses none of the namespace's (its Secret, if any,
+	// is read for the caller).
+	if !ref.NoRepo {
+		if err := f.mayUseRepositoriesOf(r.Context(), ref.Namespace); err != nil {
+			f.fail(w, r, err)
+			return
+		}
+	}
+	c, err := f.charts.source.Get(asCaller(r.Context()), ref)
 	if err != nil {
 		f.fail(w, r, err)
 		return
@@ -179,7 +215,7 @@ func (f *Function) template(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, err)
 		return
 	}
-	c, err := f.charts.source.Get(r.Context(), req.Chart())
+	c, err := f.charts.source.Get(asCaller(r.Context()), req.Chart())
 	if err != nil {
 		f.fail(w, r, err)
 		return
@@ -198,4 +234,27 @@ func (f *Function) template(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/yaml")
 	_, _ = w.Write([]byte(out))
+}
+
+// chartQuery reads the chart route's query as the console's HandleChartGet does.
+func chartQuery(r *http.Request) (chartsource.Ref, error) {
+	q := r.URL.Query()
+	ref := chartsource.Ref{URL: q.Get("url"), IndexEntry: q.Get("indexEntry"), Version: q.Get("version"), Namespace: q.Get("namespace")}
+	if len(ref.URL) > maxRefChars || len(ref.IndexEntry) > maxRefChars || len(ref.Version) > maxRefChars {
+		return ref, fmt.Errorf("%w: url, indexEntry and version are at most %d characters", submitter.ErrInvalid, maxRefChars)
+	}
+	if q.Get("noRepo") == "true" {
+		if ref.URL == "" {
+			return ref, fmt.Errorf("%w: chart URL is required", submitter.ErrInvalid)
+		}
+		ref.NoRepo, ref.IndexEntry, ref.AuthSecret = true, "", q.Get("basic_auth_secret_name")
+		if ref.AuthSecret != "" && ref.Namespace == "" {
+			ref.Namespace = "default" // the console's default namespace
+		}
+		return ref, nil
+	}
+	if ref.URL == "" && ref.IndexEntry == "" {
+		return ref, fmt.Errorf("%w: query parameter url or indexEntry is required", submitter.ErrInvalid)
+	}
+	return ref, nil
 }

@@ -30,6 +30,7 @@ const (
 	PathChartIndex = "/api/helm/charts/index.yaml" // GET ?namespace=&onlyCompatible=: the merged repository index
 	PathChart      = "/api/helm/chart"             // GET ?url=|indexEntry=&namespace=&version=: one chart (metadata, values, schema)
 	PathTemplate   = "/api/helm/template"          // POST a release request: the manifest an install would create
+	PathVerify     = "/api/helm/verify"            // POST {chart_url, values}: Red Hat's chart-verifier report
 )
 
 // Release is a release as get and list answer it: Helm's fields, plus what a pending
@@ -66,6 +67,13 @@ type ReleaseRequest struct {
 	ChartVersion string                 `json:"chart_version,omitempty"`
 	IndexEntry   string                 `json:"indexEntry,omitempty"`
 	Values       map[string]interface{} `json:"values,omitempty"`
+	// NoRepo (the console's noRepo, on installs) names a chart by chart_url outside every
+	// chart repository: oci:// or an http(s) archive URL (*.tgz, *.tar.gz).
+	NoRepo bool `json:"noRepo,omitempty"`
+	// BasicAuthSecretName names a Secret of Namespace (keys username, password) whose basic
+	// auth fetches the chart, read for the caller; on installs it goes with NoRepo, an
+	// upgrade reuses the one its release recorded, and NoneSecret clears it.
+	BasicAuthSecretName string `json:"basic_auth_secret_name,omitempty"`
 
 	// Timeout is a Go duration ("10m"); default 5m, as Helm's.
 	Timeout     string `json:"timeout,omitempty"`
@@ -75,9 +83,15 @@ type ReleaseRequest struct {
 	Description string `json:"description,omitempty"`
 }
 
-// Chart is the chart reference the request names.
+// Chart is the chart reference the request names. The basic auth Secret goes with a noRepo
+// chart (an upgrade's is resolved against its release by the submitter, NoneSecret
+// included).
 func (r *ReleaseRequest) Chart() chartref.Ref {
-	return chartref.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry, Namespace: r.Namespace}
+	ref := chartref.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry, Namespace: r.Namespace, NoRepo: r.NoRepo}
+	if r.NoRepo && r.BasicAuthSecretName != chartref.NoneSecret {
+		ref.AuthSecret = r.BasicAuthSecretName
+	}
+	return ref
 }
 
 // ParsedTimeout is the action's timeout.
@@ -105,6 +119,9 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 	}
 	if needChart && r.ChartURL == "" && r.IndexEntry == "" {
 		return fmt.Errorf("chart_url or indexEntry is required")
+	}
+	if err := r.validateNoRepo(needChart); err != nil {
+		return err
 	}
 	if r.ChartURL != "" || r.IndexEntry != "" {
 		if err := r.Chart().Validate(); err != nil {

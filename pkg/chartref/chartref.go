@@ -20,6 +20,13 @@ type Ref struct {
 	// Namespace is where the chart is used: its project chart repositories (and their
 	// credentials) are the ones an index entry or a URL under them resolves with.
 	Namespace string `json:"namespace,omitempty"`
+	// NoRepo is the console's noRepo: URL is fetched as it is, outside every chart
+	// repository (no repository's credentials go with it), and the release records it as
+	// the console does (chart_url, installation: url_install).
+	NoRepo bool `json:"noRepo,omitempty"`
+	// AuthSecret names a Secret of Namespace whose keys username and password are the basic
+	// auth of the fetch (the console's basic_auth_secret_name), read for the caller only.
+	AuthSecret string `json:"authSecret,omitempty"`
 }
 
 // String names the chart for messages and logs, with any credentials of its URL redacted.
@@ -86,6 +93,9 @@ func (e *redactedError) Unwrap() error { return e.err }
 
 // Validate checks the syntax of a reference.
 func (r Ref) Validate() error {
+	if r.NoRepo || r.AuthSecret != "" {
+		return r.validateNoRepo()
+	}
 	if r.URL != "" {
 		u, err := url.Parse(r.URL)
 		if err != nil {
@@ -115,4 +125,23 @@ func SplitIndexEntry(e string) (chartName, repoName string, err error) {
 		return "", "", fmt.Errorf("%w: index entry %q: want <chart>--<repository>", ErrInvalid, e)
 	}
 	return e[:i], e[i+2:], nil
+}
+
+// validateNoRepo checks a chart outside any repository or fetched with a basic auth
+// Secret: an archive URL only (the console's rule), a Secret's name, and the namespace
+// the Secret is read from.
+func (r Ref) validateNoRepo() error {
+	if r.IndexEntry != "" {
+		return fmt.Errorf("%w: noRepo and basic_auth_secret_name name a chart by chart_url, not by indexEntry", ErrInvalid)
+	}
+	if err := CheckArchiveURL(r.URL); err != nil {
+		return err
+	}
+	if err := CheckAuthSecret(r.AuthSecret, false); err != nil {
+		return err
+	}
+	if r.AuthSecret != "" && r.Namespace == "" {
+		return fmt.Errorf("%w: basic_auth_secret_name %q needs the namespace it is read from", ErrInvalid, r.AuthSecret)
+	}
+	return nil
 }

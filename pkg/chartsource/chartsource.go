@@ -45,19 +45,22 @@ type Chart struct {
 	size int64
 	// checked is set when Data passed the source's Budget (a Chart made elsewhere has not).
 	checked bool
+	// annotate, when set, writes the request's chart annotations into each Fresh chart
+	// (withAnnotations).
+	annotate func(*chart.Chart)
 }
 
 // Fresh parses the archive again into a chart the caller owns; an archive that did not
 // come from a Source is checked against DefaultBudget first.
 func (c *Chart) Fresh() (*chart.Chart, error) {
 	if !c.checked {
-		return DefaultBudget.Load(c.Data)
+		return c.annotated(DefaultBudget.Load(c.Data))
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(c.Data))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
 	}
-	return ch, nil
+	return c.annotated(ch, nil)
 }
 
 // Source fetches charts through a cache.
@@ -85,6 +88,10 @@ type Source struct {
 	// take up to twice its budget while Helm's loader runs, so the budget alone does not
 	// bound memory under many callers. Downloads and cache hits do not wait for it.
 	MaxParallelLoads int
+	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
+	// caller; when nil, Repos does if it is an AuthSecretReader; otherwise such a chart is
+	// refused.
+	AuthSecrets AuthSecretReader
 
 	loadsOnce sync.Once
 	loads     chan struct{}
@@ -116,17 +123,23 @@ func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
 	c, err := s.get(ctx, ref)
 	// Credentials in a chart URL (https://user:pass@host/...) never reach an answer, a
 	// failure reason, an event or a log through an error.
-	return c, chartref.RedactError(err)
+	return withAnnotations(c, ref), chartref.RedactError(err)
 }
 
 func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
 	if err := ref.Validate(); err != nil {
 		return nil, err
 	}
+	// A basic auth Secret is read for the caller before anything else, a cache hit
+	// included: one who may not read it gets nothing fetched with it.
+	creds, err := s.readAuthSecret(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
 	// The namespace is part of the key: its project repositories (and their credentials)
 	// decide what an index entry or a URL under them is; another namespace must not be
 	// served a chart fetched with credentials it does not have.
-	key := ref.Namespace + "|" + ref.URL + "@" + ref.Version + "#" + ref.IndexEntry
+	key := cacheKey(ref, creds)
 	s.mu.Lock()
 	if s.byKey == nil {
 		s.byKey, s.flights = map[string]*cached{}, map[string]*flight{}
@@ -149,7 +162,7 @@ func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
 	s.flights[key] = f
 	s.mu.Unlock()
 
-	f.c, f.err = s.fetch(ctx, ref)
+	f.c, f.err = s.fetch(ctx, ref, creds)
 	s.mu.Lock()
 	delete(s.flights, key)
 	if f.err == nil && f.c.size <= s.maxCacheBytes() { // a chart bigger than the cache is not kept
@@ -230,18 +243,20 @@ func chartBytes(ch *chart.Chart) int64 {
 	return n
 }
 
-func (s *Source) fetch(ctx context.Context, ref Ref) (*Chart, error) {
+func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart, error) {
 	var data []byte
 	var err error
 	switch {
+	case ref.NoRepo || creds != nil:
+		data, err = s.fetchNoRepo(ctx, ref, creds)
 	case ref.IndexEntry != "" && ref.URL != "" && !strings.HasPrefix(ref.URL, "oci://"):
 		// The console sends both: the chart URL of the version the user chose, and the
 		// index entry naming the repository whose credentials fetch it.
 		data, err = s.fetchEntryURL(ctx, ref)
 	case ref.IndexEntry != "":
 		data, err = s.fetchIndexEntry(ctx, ref)
-	case strings.HasPrefix(ref.URL, "oci://"):
-		data, err = s.fetchOCI(ctx, ref)
+	case isOCI(ref.URL):
+		data, err = s.fetchOCIWith(ctx, ref, nil)
 	default:
 		data, err = s.download(ctx, ref.Namespace, ref.URL)
 	}
@@ -377,10 +392,11 @@ func (s *Source) fetchEntryURL(ctx context.Context, ref Ref) ([]byte, error) {
 	return s.fetchWith(ctx, rc, ref.URL, s.maxBytes())
 }
 
-// fetchOCI pulls a chart with Helm's registry client under the same bounds as a
+// fetchOCIWith pulls a chart with Helm's registry client (with creds' basic auth, for the
+// registry's host only, when set) under the same bounds as a
 // download: at most MaxBytes (counted on the wire, whatever the manifest claims), and
 // cancelled with ctx (Helm's Pull takes no context; the transport carries it).
-func (s *Source) fetchOCI(ctx context.Context, ref Ref) ([]byte, error) {
+func (s *Source) fetchOCIWith(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
 	base := s.client()
 	next := base.Transport
 	if next == nil {
@@ -389,9 +405,12 @@ func (s *Source) fetchOCI(ctx context.Context, ref Ref) ([]byte, error) {
 	// Manifests and the chart's config are small: 1 MiB on top of the chart itself.
 	bounded := &boundedTransport{ctx: ctx, next: next}
 	bounded.remaining.Store(s.maxBytes() + 1<<20)
-	opts := []registry.ClientOption{registry.ClientOptHTTPClient(&http.Client{
-		Transport: bounded, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect})}
+	hc := &http.Client{Transport: bounded, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect}
+	opts := []registry.ClientOption{registry.ClientOptHTTPClient(hc)}
 	host := strings.SplitN(strings.TrimPrefix(ref.URL, "oci://"), "/", 2)[0]
+	if creds != nil {
+		opts = append(opts, ociAuthorizer(hc, host, creds))
+	}
 	for _, h := range s.PlainHTTPRegistries {
 		if h == host {
 			opts = append(opts, registry.ClientOptPlainHTTP())
@@ -418,6 +437,8 @@ func (s *Source) fetchOCI(ctx context.Context, ref Ref) ([]byte, error) {
 	}
 	return res.Chart.Data, nil
 }
+
+func isOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
 
 // boundedTransport gives every request of one pull the pull's context (as well as its
 // own) and stops reading once the pull's responses exceed their byte budget.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -213,7 +214,8 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 			return nil, err
 		}
 	}
-	ch, digest, err := s.chart(ctx, req, base, user)
+	ref := chartRef(req, base)
+	ch, digest, err := s.chart(withCaller(ctx, caller), req, ref, base, user)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +228,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	// durable record of the work, the event only its wake-up call (docs/design.md).
 	act := events.Action{
 		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
-		SecretName: release.SecretName(req.Name, rev), Chart: req.Chart(), Values: req.Values,
+		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values,
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
 			Atomic: req.Atomic, Description: req.Description},
@@ -254,12 +256,12 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 // chart returns the requested chart (shared, read-only), or for an upgrade that names
 // none, the chart of the deployed revision (the executor's rule too), with the digest the
 // executor must find.
-func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmrelease.Release, user *auth.User) (*chart.Chart, string, error) {
+func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, ref chartref.Ref, base *helmrelease.Release, user *auth.User) (*chart.Chart, string, error) {
 	if req.ChartURL != "" || req.IndexEntry != "" {
-		if err := s.mayUseCredentials(ctx, req, user); err != nil {
+		if err := s.mayUseCredentials(ctx, req, ref, user); err != nil {
 			return nil, "", err
 		}
-		c, err := s.Charts.Get(ctx, req.Chart())
+		c, err := s.Charts.Get(ctx, ref)
 		if err != nil {
 			return nil, "", err
 		}
@@ -276,8 +278,10 @@ func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, base *helmr
 // Secret whose contents fetching the request's chart would send: a tenant who may create
 // a ProjectHelmChartRepository but not read Secret X must not have X sent to a server of
 // their choosing.
-func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest, user *auth.User) error {
-	if user == nil || s.Authorizer == nil || s.RepoSecrets == nil {
+func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest, ref chartref.Ref, user *auth.User) error {
+	// A chart outside the repositories goes without their credentials (its Secret, if
+	// any, is read for the caller by the chart source).
+	if user == nil || s.Authorizer == nil || s.RepoSecrets == nil || ref.NoRepo || ref.AuthSecret != "" {
 		return nil
 	}
 	names, err := s.RepoSecrets.CredentialSecrets(req.Namespace, req.IndexEntry, req.ChartURL)

@@ -1,0 +1,39 @@
+// Package verify answers the console's POST /api/helm/verify. The console runs Red Hat's
+// chart-verifier library (github.com/redhat-certification/chart-verifier) on the chart;
+// async-helm runs that library or nothing, never an imitation of it. The version the
+// console pins cannot be had where async-helm is built (see Unavailable), so the route
+// says so.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrUnavailable is a verification that cannot run here (501).
+var ErrUnavailable = errors.New("chart verification is not available")
+
+// Verifier verifies the chart at chartURL with the verifier's values (values["provider"]
+// is the profile's vendor type) and answers the report as the console does (JSON).
+type Verifier interface {
+	Verify(ctx context.Context, chartURL string, values map[string]interface{}) ([]byte, error)
+}
+
+// PinnedVersion is the chart-verifier version openshift/console's go.mod pins (snapshot of
+// August 2026).
+const PinnedVersion = "github.com/redhat-certification/chart-verifier v0.0.0-20260617140039-1bf8aaca404e"
+
+// Reason is why there is no verifier: what the Go module proxy answered for the pinned
+// version (and for its version list) when it was asked on 2026-12-03.
+const Reason = "async-helm is built without Red Hat's chart-verifier: the Go module proxy refuses " +
+	PinnedVersion + " (the version the OpenShift console pins) with 403 \"This module version is not available\""
+
+// Unavailable is the Verifier of a build without chart-verifier: every verification is
+// ErrUnavailable with the reason.
+type Unavailable struct{ Reason string }
+
+// Verify implements Verifier.
+func (u Unavailable) Verify(context.Context, string, map[string]interface{}) ([]byte, error) {
+	return nil, fmt.Errorf("%w: %s", ErrUnavailable, u.Reason)
+}
