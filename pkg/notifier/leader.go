@@ -65,6 +65,10 @@ func (e *Election) config(lead func(context.Context)) (leaderelection.LeaderElec
 	if e.Identity == "" || e.Namespace == "" || e.Name == "" {
 		return leaderelection.LeaderElectionConfig{}, fmt.Errorf("leader election: namespace, name and identity are required")
 	}
+	if e.LeaseDuration > 0 && e.LeaseDuration < time.Second {
+		// The Lease holds whole seconds: under one, every candidate sees it expired.
+		return leaderelection.LeaderElectionConfig{}, fmt.Errorf("leader election: lease duration %s is under 1s", e.LeaseDuration)
+	}
 	// A pass still running when leadership ends is waited for before campaigning again,
 	// so this pod never runs two passes at once.
 	var running sync.WaitGroup
