@@ -100,11 +100,34 @@ func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string) sc
 	if len(st.Notifier.Instances) < 2 || !pause(ctx, randomDuration(2*time.Second, 5*time.Second)) {
 		return k
 	}
-	j, leader := r.notifierToKill(ctx, st)
+	j, leader, isLeader := r.notifierToKill(ctx, st)
+	killedAt := time.Now()
 	leader.Kill()
 	r.cfg.Logf("%s killed for good during the burst", j)
 	k.what += ", " + j + " SIGKILLed for good"
+	if isLeader {
+		k.what += r.takeover(ctx, st, j, killedAt)
+	}
 	return k
+}
+
+// takeover waits until another notifier holds the election Lease and says after how long
+// (client-go's bound: the Lease's duration plus two retry periods with jitter).
+func (r *run) takeover(ctx context.Context, st *localstack.Stack, killed string, at time.Time) string {
+	deadline := at.Add(r.cfg.Timeout)
+	for time.Now().Before(deadline) {
+		for i := range st.Notifier.Instances {
+			name := localstack.InstanceName(localstack.Notifier, i)
+			if !strings.HasPrefix(killed, name+" ") && r.heldBy(ctx, r.own, name)[st.NotifierLease] {
+				return fmt.Sprintf(" (%s led after %.1fs)", name, time.Since(at).Seconds())
+			}
+		}
+		if !pause(ctx, 200*time.Millisecond) {
+			break
+		}
+	}
+	r.rep.violate("no notifier took over the election Lease %s after %s was killed", st.NotifierLease, killed)
+	return " (no notifier took over)"
 }
 
 func pause(ctx context.Context, d time.Duration) bool {
@@ -135,14 +158,14 @@ func (r *run) heldBy(ctx context.Context, ns, name string) map[string]bool {
 
 // notifierToKill is the leader of the stack's notifiers (the holder of its election Lease,
 // in async-helm's own namespace), else the first.
-func (r *run) notifierToKill(ctx context.Context, st *localstack.Stack) (string, interface{ Kill() }) {
+func (r *run) notifierToKill(ctx context.Context, st *localstack.Stack) (string, interface{ Kill() }, bool) {
 	for i, p := range st.Notifier.Instances {
 		name := localstack.InstanceName(localstack.Notifier, i)
 		if r.heldBy(ctx, r.own, name)[st.NotifierLease] {
-			return name + " (the leader)", p
+			return name + " (the leader)", p, true
 		}
 	}
-	return localstack.InstanceName(localstack.Notifier, 0) + " (no leader found)", st.Notifier.Instances[0]
+	return localstack.InstanceName(localstack.Notifier, 0) + " (no leader found)", st.Notifier.Instances[0], false
 }
 
 // finishedRuns counts the executors' "action finished" lines of ns by revision (Lease and

@@ -58,10 +58,11 @@ type Config struct {
 	// LogDir gets one log per instance: <function>-<i>.log (appended to).
 	LogDir string
 	// Env goes to every process, FunctionEnv[name] to that function's, then InstanceEnv's
-	// answer to one instance. The stack itself sets, before these: K_SINK (the Broker) for
-	// submit and the notifier; LEADER_ELECTION_NAME (Stack.NotifierLease) for the notifier;
-	// POD_NAME and HOSTNAME=<function>-<i> for every instance (the identity of an executor
-	// in the revisions' Leases and of a notifier in its leader election, as a pod's name).
+	// answer to one instance. The stack itself sets, after Env and before the others:
+	// K_SINK (the Broker) for submit and the notifier; LEADER_ELECTION_NAME
+	// (NotifierLease) for the notifier; POD_NAME and HOSTNAME=<function>-<i> for every
+	// instance (an executor's identity in the revisions' Leases, a notifier's in its leader
+	// election, as a pod's name).
 	Env         []string
 	FunctionEnv map[string][]string
 	InstanceEnv func(fn string, i int) []string
@@ -116,27 +117,45 @@ func Start(ctx context.Context, cfg Config) (s *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("wire %s through Knative: %w", cfg.Namespace, err)
 	}
-	s.NotifierLease = "async-helm-notifier-" + cfg.Namespace
-	own := map[string][]string{
-		Submit:   {"K_SINK=" + s.Wiring.BrokerURL},
-		Notifier: {"K_SINK=" + s.Wiring.BrokerURL, "LEADER_ELECTION_NAME=" + s.NotifierLease},
-	}
+	s.NotifierLease = NotifierLease(cfg.Namespace)
 	for _, f := range []*Function{s.Executor, s.Notifier, s.Submit} {
-		env := append(append([]string{}, cfg.Env...), own[f.Name]...)
-		if err := f.start(cfg, cfg.Counts.of(f.Name), append(env, cfg.FunctionEnv[f.Name]...)); err != nil {
+		if err := f.start(cfg, s.Wiring.BrokerURL); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// start runs n instances at once (each waits for its /healthz), then puts them behind the
-// balancer in order.
-func (f *Function) start(cfg Config, n int, env []string) error {
+// NotifierLease is the leader election Lease of the notifiers of the stack in namespace.
+func NotifierLease(namespace string) string { return "async-helm-notifier-" + namespace }
+
+// env is one instance's environment: the stack's own settings first, then the caller's
+// (a later KEY= wins in a process's environment).
+func (cfg Config) env(fn string, i int, broker string) []string {
+	name := InstanceName(fn, i)
+	env := append([]string{}, cfg.Env...)
+	switch fn {
+	case Submit:
+		env = append(env, "K_SINK="+broker)
+	case Notifier:
+		env = append(env, "K_SINK="+broker, "LEADER_ELECTION_NAME="+NotifierLease(cfg.Namespace))
+	}
+	env = append(env, "POD_NAME="+name, "HOSTNAME="+name)
+	env = append(env, cfg.FunctionEnv[fn]...)
+	if cfg.InstanceEnv != nil {
+		env = append(env, cfg.InstanceEnv(fn, i)...)
+	}
+	return env
+}
+
+// start runs the function's instances at once (each waits for its /healthz), then puts
+// them behind the balancer in order.
+func (f *Function) start(cfg Config, broker string) error {
 	bin, ok := cfg.Bins[f.Name]
 	if !ok {
 		return fmt.Errorf("no binary for %s", f.Name)
 	}
+	n := cfg.Counts.of(f.Name)
 	procs := make([]*proc.Process, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -144,11 +163,8 @@ func (f *Function) start(cfg Config, n int, env []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e := append(append([]string{}, env...), "POD_NAME="+InstanceName(f.Name, i), "HOSTNAME="+InstanceName(f.Name, i))
-			if cfg.InstanceEnv != nil {
-				e = append(e, cfg.InstanceEnv(f.Name, i)...)
-			}
-			procs[i], errs[i] = proc.Start(bin, 0, filepath.Join(cfg.LogDir, InstanceName(f.Name, i)+".log"), e...)
+			log := filepath.Join(cfg.LogDir, InstanceName(f.Name, i)+".log")
+			procs[i], errs[i] = proc.Start(bin, 0, log, cfg.env(f.Name, i, broker)...)
 		}()
 	}
 	wg.Wait()
