@@ -13,8 +13,8 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/internal/proc"
-	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/internal/testsink"
+	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
