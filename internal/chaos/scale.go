@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/localstack"
+	"github.com/async-helm/async-helm/internal/proc"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -78,14 +79,14 @@ type scaleKills struct {
 	cut  map[string]bool
 }
 
-// killScale SIGKILLs one executor a few seconds into the burst and restarts it, then
-// SIGKILLs a notifier (the leader when a Lease of async-helm's namespace names one) for good.
+// killScale SIGKILLs one executor a few seconds into the burst, while it runs Helm, and
+// restarts it, then SIGKILLs a notifier (the leader when one holds the election Lease) for good.
 func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string) scaleKills {
 	k := scaleKills{cut: map[string]bool{}}
 	if !pause(ctx, randomDuration(3*time.Second, 8*time.Second)) {
 		return k
 	}
-	i, executor := anyInstance(st.Executor)
+	i, executor := r.busyExecutor(ctx, st, ns)
 	name := localstack.InstanceName(localstack.Executor, i)
 	executor.Kill()
 	// The executor holds a revision's Lease while Helm runs and deletes it after: those
@@ -128,6 +129,26 @@ func (r *run) takeover(ctx context.Context, st *localstack.Stack, killed string,
 	}
 	r.rep.violate("no notifier took over the election Lease %s after %s was killed", st.NotifierLease, killed)
 	return " (no notifier took over)"
+}
+
+// busyExecutor waits (up to a minute) until an executor holds a revision's Lease, that is
+// runs Helm, and picks the one holding most: a kill then cuts runs in flight. Else any.
+func (r *run) busyExecutor(ctx context.Context, st *localstack.Stack, ns string) (int, *proc.Process) {
+	for range 300 {
+		best, most := 0, 0
+		for i := range st.Executor.Instances {
+			if n := len(r.heldBy(ctx, ns, localstack.InstanceName(localstack.Executor, i))); n > most {
+				best, most = i, n
+			}
+		}
+		if most > 0 {
+			return best, st.Executor.Instances[best]
+		}
+		if !pause(ctx, 200*time.Millisecond) {
+			break
+		}
+	}
+	return anyInstance(st.Executor)
 }
 
 func pause(ctx context.Context, d time.Duration) bool {
