@@ -203,3 +203,29 @@ func TestSubmitSyncTimeoutFitsItsRequestTimeout(t *testing.T) {
 		t.Fatal("no submit Service among the manifests")
 	}
 }
+
+// The notifier runs as a fixed pair: both report status, the elected one sweeps, and a
+// dead one is replaced by the other within the election's bound. Knative must neither
+// scale it to zero (nothing would report or sweep) nor add pods on load (each pod reports
+// every change: more pods only multiply duplicates).
+func TestNotifierRunsAFixedPairWithItsElectionRole(t *testing.T) {
+	var scale []string
+	roles := map[string]bool{}
+	for _, u := range manifests(t) {
+		switch {
+		case u.GetKind() == "Service" && u.GetName() == "notifier":
+			a, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "annotations")
+			scale = []string{a["autoscaling.knative.dev/min-scale"], a["autoscaling.knative.dev/max-scale"]}
+		case u.GetKind() == "Role" || u.GetKind() == "RoleBinding":
+			roles[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = true
+		}
+	}
+	if len(scale) != 2 || scale[0] != "2" || scale[1] != "2" {
+		t.Errorf("notifier min-scale/max-scale %v, want 2/2", scale)
+	}
+	for _, k := range []string{"Role/async-helm/async-helm-notifier-leader", "RoleBinding/async-helm/async-helm-notifier-leader"} {
+		if !roles[k] {
+			t.Errorf("no %s: the notifiers cannot elect their sweeper", k)
+		}
+	}
+}

@@ -9,11 +9,13 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/internal/operator"
@@ -35,6 +37,7 @@ func applyRBAC(t *testing.T) {
 	}{
 		"Namespace": {"v1", "namespaces"}, "ServiceAccount": {"v1", "serviceaccounts"},
 		"ClusterRole": {"rbac.authorization.k8s.io/v1", "clusterroles"}, "ClusterRoleBinding": {"rbac.authorization.k8s.io/v1", "clusterrolebindings"},
+		"Role": {"rbac.authorization.k8s.io/v1", "roles"}, "RoleBinding": {"rbac.authorization.k8s.io/v1", "rolebindings"},
 	}
 	want := map[string]bool{}
 	for _, u := range manifests(t) {
@@ -197,4 +200,37 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	must(t, "notifier reads whether a namespace is deleted", err)
 	_, err = notifier.Typed.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 	forbidden(t, "notifier creates a secret", err)
+	notifierElects(t, notifier.Typed, ns)
+}
+
+// notifierElects: the notifier's pods elect their sweeper on one Lease in async-helm's
+// namespace (create, get, update), and may write no other Lease. Dry runs: authorization is
+// checked as for real, and a notifier running on this cluster keeps its leadership.
+func notifierElects(t *testing.T, cs kubernetes.Interface, tenant string) {
+	t.Helper()
+	ctx := context.Background()
+	dry := []string{metav1.DryRunAll}
+	lease := func(name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	authorized := func(what string, err error) {
+		t.Helper()
+		// Past authorization: validation, existence and preconditions answer instead.
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	own := cs.CoordinationV1().Leases("async-helm")
+	_, err := own.Create(ctx, lease("async-helm-notifier"), metav1.CreateOptions{DryRun: dry})
+	authorized("notifier creates its election Lease", err)
+	_, err = own.Get(ctx, "async-helm-notifier", metav1.GetOptions{})
+	authorized("notifier reads its election Lease", err)
+	_, err = own.Update(ctx, lease("async-helm-notifier"), metav1.UpdateOptions{DryRun: dry})
+	authorized("notifier renews its election Lease", err)
+	_, err = own.Update(ctx, lease("another"), metav1.UpdateOptions{DryRun: dry})
+	forbidden(t, "notifier updates another Lease of async-helm", err)
+	_, err = cs.CoordinationV1().Leases(tenant).Create(ctx, lease("async-helm-notifier"), metav1.CreateOptions{DryRun: dry})
+	forbidden(t, "notifier creates a Lease in a tenant's namespace", err)
+	_, err = cs.CoordinationV1().Leases(tenant).Update(ctx, lease("async-helm-notifier"), metav1.UpdateOptions{DryRun: dry})
+	forbidden(t, "notifier updates a Lease in a tenant's namespace", err)
 }
