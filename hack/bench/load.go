@@ -111,6 +111,9 @@ func openLoop(ctx context.Context, rate int, d time.Duration, maxInFlight int, f
 			select {
 			case <-time.After(w):
 			case <-ctx.Done():
+				// Stopped early (a probe ends with what it measures): the requests in
+				// flight are waited for, so no sample is left empty.
+				wg.Wait()
 				return summarize(out[:i], time.Since(t0))
 			}
 		}

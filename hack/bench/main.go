@@ -1,14 +1,18 @@
 // Command bench is `make bench`: it measures async-helm against the local cluster and
 // prints one table. Every figure stands beside a floor or baseline measured in the same run
 // (raw Secret creates, the helm CLI, Helm's SDK, a plain watch), with the ratio, the target
-// of issue 18 and a verdict; the table also goes to .cache/bench/ as JSON. A missed target
+// of issues 18, 28 and 30 and a verdict; the table also goes to .cache/bench/ as JSON. A missed target
 // prints MISSED; only an error makes the exit status non-zero.
 //
 // Sections (-sections to choose): submit (closed loop at 1 and 50 clients, open loop,
 // distinct users, chart cache), e2e (a burst through Knative vs helm install --wait),
 // console (Helm SDK time-to-pending vs our cold time-to-201 for GitLab), read (list with
 // limitInfo vs helm list -a), executor (vs helm CLI, warm and cold), notifier (latency under
-// full-secret rewrites, RSS). -quick sizes everything down for a run of a few minutes.
+// full-secret rewrites, RSS), burst (1,000 installs through the stack with the executor
+// working: time-to-201 beside raw creates probed during the burst, completion vs the helm
+// CLI with and without wait), executors (completion with 1, 2, 3 executors), scale (10,000
+// pending revisions in 1,000 namespaces: admission, a sweeper pass, notifier RSS, the
+// all-namespaces list). -quick sizes everything down for a run of a few minutes.
 package main
 
 import (
@@ -43,20 +47,35 @@ type options struct {
 	changeRate         int           // full-secret rewrites per second
 	changes            int           // rewrites timed
 	failedEvery        int           // every n-th rewrite is a failure
+	burstInstalls      int           // burst: installs without wait (and the helm CLI's)
+	burstWaitInstalls  int           // burst: installs with wait (fast pods)
+	burstClients       int           // burst: total concurrency of submit's clients and of the helm CLI
+	probeRate          int           // burst: raw Secret creates per second during the burst
+	executorCounts     []int         // executors: how many executors behind the round-robin, per run
+	executorInstalls   int           // executors: installs with wait per run
+	scaleNamespaces    int           // scale: namespaces holding pending revisions
+	scalePending       int           // scale: pending revisions across them
+	scaleReadable      int           // scale: namespaces the listing user may read
+	scaleRuns          int           // scale: admission requests per measurement
+	scaleListRuns      int           // scale: all-namespaces lists (and rounds of one-by-one lists)
 }
 
 func defaults(quick bool) options {
 	if quick {
 		return options{single: 100, concurrent: 500, clients: 50, rates: []int{50, 200, 400}, openFor: 3 * time.Second,
 			users: 20, perUser: 5, cacheRuns: 1, burst: 8, parallel: 4, consoleRuns: 1, listSizes: []int{100, 1000},
-			listRuns: 8, execRuns: 2, notifierReleases: 500, payloadKiB: 100, changeRate: 50, changes: 100, failedEvery: 5}
+			listRuns: 8, execRuns: 2, notifierReleases: 500, payloadKiB: 100, changeRate: 50, changes: 100, failedEvery: 5,
+			burstInstalls: 100, burstWaitInstalls: 40, burstClients: 50, probeRate: 20, executorCounts: []int{1, 2, 3}, executorInstalls: 24,
+			scaleNamespaces: 100, scalePending: 1000, scaleReadable: 10, scaleRuns: 50, scaleListRuns: 3}
 	}
 	return options{single: 300, concurrent: 2000, clients: 50, rates: []int{50, 200, 400}, openFor: 10 * time.Second,
 		users: 20, perUser: 25, cacheRuns: 3, burst: 40, parallel: 4, consoleRuns: 3, listSizes: []int{100, 1000, 10000},
-		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5}
+		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5,
+		burstInstalls: 1000, burstWaitInstalls: 200, burstClients: 50, probeRate: 20, executorCounts: []int{1, 2, 3}, executorInstalls: 100,
+		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5}
 }
 
-const allSections = "submit,e2e,console,read,executor,notifier"
+const allSections = "submit,e2e,console,read,executor,notifier,burst,executors,scale"
 
 func main() {
 	quick := false
@@ -91,10 +110,24 @@ func main() {
 	flag.IntVar(&o.changeRate, "change-rate", o.changeRate, "notifier: full-secret rewrites per second")
 	flag.IntVar(&o.changes, "changes", o.changes, "notifier: rewrites timed")
 	flag.IntVar(&o.failedEvery, "failed-every", o.failedEvery, "notifier: every n-th rewrite marks the revision failed")
+	flag.IntVar(&o.burstInstalls, "burst-installs", o.burstInstalls, "burst: installs without wait, through the stack and with the helm CLI")
+	flag.IntVar(&o.burstWaitInstalls, "burst-wait-installs", o.burstWaitInstalls, "burst: installs with wait (fast pods), each side")
+	flag.IntVar(&o.burstClients, "burst-clients", o.burstClients, "burst: concurrent clients of submit, and helm CLI processes at a time")
+	flag.IntVar(&o.probeRate, "probe-rate", o.probeRate, "burst: raw Secret creates per second sent during the burst (the floor)")
+	counts := flag.String("executors", joinInts(o.executorCounts), "executors: executor counts behind the round-robin, one run each")
+	flag.IntVar(&o.executorInstalls, "executor-installs", o.executorInstalls, "executors: installs with wait per run")
+	flag.IntVar(&o.scaleNamespaces, "scale-namespaces", o.scaleNamespaces, "scale: namespaces holding the pending revisions")
+	flag.IntVar(&o.scalePending, "scale-pending", o.scalePending, "scale: pending revisions across them")
+	flag.IntVar(&o.scaleReadable, "scale-readable", o.scaleReadable, "scale: namespaces the listing user may read")
+	flag.IntVar(&o.scaleRuns, "scale-runs", o.scaleRuns, "scale: admission requests per measurement")
+	flag.IntVar(&o.scaleListRuns, "scale-list-runs", o.scaleListRuns, "scale: all-namespaces lists after the first, and rounds of one-by-one lists")
 	flag.Parse()
 	var err error
 	if o.rates, err = parseInts(*rates); err == nil {
 		o.listSizes, err = parseInts(*sizes)
+	}
+	if err == nil {
+		o.executorCounts, err = parseInts(*counts)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -117,6 +150,7 @@ func run(ctx context.Context, o options) error {
 	sections := map[string]func(context.Context) error{
 		"submit": b.submitSection, "e2e": b.e2eSection, "console": b.consoleSection,
 		"read": b.readSection, "executor": b.executorSection, "notifier": b.notifierSection,
+		"burst": b.burstSection, "executors": b.executorsSection, "scale": b.scaleSection,
 	}
 	for _, name := range strings.Split(o.sections, ",") {
 		fn, ok := sections[strings.TrimSpace(name)]

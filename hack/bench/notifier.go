@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -81,7 +82,8 @@ func (b *bench) notifierSection(ctx context.Context) error {
 		return err
 	}
 	defer s.close()
-	p, err := b.start("notifier", 0, "K_SINK="+s.url, "NAMESPACES="+ns, "SWEEP_INTERVAL=1h", "REDRIVE_AFTER=1h", "REAPER_GRACE=1h")
+	p, err := b.start("notifier", 0, "K_SINK="+s.url, "NAMESPACES="+ns, "SWEEP_INTERVAL=1h", "REDRIVE_AFTER=1h", "REAPER_GRACE=1h",
+		"LEADER_ELECTION_NAME="+localstack.NotifierLease(ns))
 	if err != nil {
 		return err
 	}
@@ -177,7 +179,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 	a, f, fl := summarize(all, 0), summarize(failed, 0), summarize(floor, 0)
 	name := fmt.Sprintf("status event after a full-secret rewrite, %d/s", b.o.changeRate)
 	b.compare(sec, name+": p50", msF(a.p50), "watch p50", msF(fl.p50), "", nil, a.note())
-	b.compare(sec, name+": p99 (failed path included)", msF(a.p99), "watch p99", msF(fl.p99), "<= 100 ms", absAtMost(100), "")
+	b.compare(sec, name+": p99 (failed path included)", msF(a.p99), "watch p99", msF(fl.p99), "<= 1.2x", atMost(1.2), "")
 	b.compare(sec, name+": p99 of the failed path", msF(f.p99), "watch p99", msF(fl.p99), "", nil, f.note())
 	o := summarize(own, 0)
 	b.info(sec, name+": the notifier's own part (event after the watch saw the rewrite) p50 / p99", msF(o.p50), fmt.Sprintf("p99 %s", msF(o.p99)))

@@ -43,6 +43,8 @@ func (f figure) String() string {
 		return fmt.Sprintf("%.2f/s", f.v)
 	case f.unit == "/s":
 		return fmt.Sprintf("%.0f/s", f.v)
+	case f.unit == "calls":
+		return fmt.Sprintf("%.0f calls", f.v)
 	case f.unit == "MiB":
 		return fmt.Sprintf("%.0f MiB", f.v)
 	case f.unit == "ms" && f.v >= 10000:
@@ -98,10 +100,6 @@ func atLeast(x float64) func(v, base float64) bool {
 
 func plusAtMost(extraMs float64) func(v, base float64) bool {
 	return func(v, base float64) bool { return v <= base+extraMs }
-}
-
-func absAtMost(x float64) func(v, base float64) bool {
-	return func(v, _ float64) bool { return v <= x }
 }
 
 // environment is what the JSON says about the machine and the build.

@@ -14,13 +14,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -79,7 +82,19 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	if b.token, err = operator.Token(ctx, cl.Typed, 6*time.Hour); err != nil {
 		return nil, err
 	}
-	return b, nil
+	return b, b.ownNamespace(ctx)
+}
+
+// ownNamespace makes sure async-helm's own namespace exists (ASYNC_HELM_NAMESPACE's
+// default): submit binds each accepted request there and the executor consumes it there,
+// and make run deletes it when it stops.
+func (b *bench) ownNamespace(ctx context.Context) error {
+	_, err := b.cl.Typed.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.OwnNamespace}},
+		metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", testcluster.OwnNamespace, err)
+	}
+	return nil
 }
 
 func (b *bench) close() {
@@ -129,17 +144,33 @@ func (b *bench) purge(ns string) {
 // start runs a function as make run and the end-to-end tests do (internal/proc), with
 // warnings-only logs under .cache/bench/logs and the run's signing key.
 func (b *bench) start(fn string, port int, env ...string) (*proc.Process, error) {
-	log := filepath.Join(b.logDir, fn+".log")
-	base := []string{"KUBECONFIG=" + b.kubeconfig, "LOG_LEVEL=warn", "EVENT_SIGNING_KEY=" + b.key, "ALLOW_LOOPBACK_CHARTS=true"}
-	if d := os.Getenv("BENCH_PPROF_DIR"); d != "" {
-		// pkg/function writes a CPU profile of the whole process life there on exit.
-		base = append(base, "CPU_PROFILE="+filepath.Join(d, fmt.Sprintf("%s-%d.pprof", fn, time.Now().UnixNano())))
-	}
-	p, err := proc.Start(filepath.Join(b.o.bin, fn), port, log, append(base, env...)...)
+	return b.startAs(fn, fn, port, env...)
+}
+
+// startAs is start for one of several instances of fn: name names its log and profile.
+func (b *bench) startAs(fn, name string, port int, env ...string) (*proc.Process, error) {
+	log := filepath.Join(b.logDir, name+".log")
+	env = append(append(b.baseEnv(), b.profileEnv(name)...), env...)
+	p, err := proc.Start(filepath.Join(b.o.bin, fn), port, log, env...)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", fn, err)
 	}
 	return p, nil
+}
+
+// baseEnv is what every function the bench starts gets.
+func (b *bench) baseEnv() []string {
+	return []string{"KUBECONFIG=" + b.kubeconfig, "LOG_LEVEL=warn", "EVENT_SIGNING_KEY=" + b.key, "ALLOW_LOOPBACK_CHARTS=true"}
+}
+
+// profileEnv asks the process name for a CPU profile under BENCH_PPROF_DIR, if set.
+func (b *bench) profileEnv(name string) []string {
+	d := os.Getenv("BENCH_PPROF_DIR")
+	if d == "" {
+		return nil
+	}
+	// pkg/function writes a CPU profile of the whole process life there on exit.
+	return []string{"CPU_PROFILE=" + filepath.Join(d, fmt.Sprintf("%s-%d.pprof", name, time.Now().UnixNano()))}
 }
 
 // submitProc starts submit with its events going to sink and no admission bound (the
@@ -176,51 +207,47 @@ func newSink(keep func(r *http.Request, body []byte)) (*sink, error) {
 
 func (s *sink) close() { _ = s.srv.Close() }
 
-// knativeStack is make run's stack in ns (see hack/devstack, internal/chaos): config/knative's
-// Broker and Triggers on the local Knative Eventing, the executor with `slots` slots, the
-// notifier and submit, each a local process.
-func (b *bench) knativeStack(ctx context.Context, ns string, slots int, statusSink string) (submit *proc.Process, stop func(), err error) {
+// stackOptions shape make run's stack for a section.
+type stackOptions struct {
+	// slots is each executor's MAX_PARALLEL; 0 keeps the executor's default.
+	slots int
+	// executors run behind the executor's load balancer (internal/loadbalance), as a
+	// Knative Service spreads deliveries over its pods; 0 means one.
+	executors int
+	// statusSink receives the Broker's status events (the event log Trigger).
+	statusSink string
+}
+
+// knativeStack is make run's stack in ns (internal/localstack, as make run, chaos and the
+// end-to-end tests start it): config/knative's Broker and Triggers on the local Knative
+// Eventing, the executors, the notifier and submit as local processes, each function
+// behind the load balancer that stands for its Knative Service.
+func (b *bench) knativeStack(ctx context.Context, ns string, o stackOptions) (*localstack.Stack, error) {
 	root, err := os.Getwd()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	local, err := eventing.Open(eventing.Dir(root), b.kubeconfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ports, err := eventing.FreeFunctions()
-	if err != nil {
-		return nil, nil, err
+	fenv := map[string][]string{
+		localstack.Notifier: {"NAMESPACES=" + ns},
+		// No admission bound: pending work of other runs in the cluster counts against it.
+		localstack.Submit: {"MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000"},
+	}
+	if o.slots > 0 {
+		fenv[localstack.Executor] = []string{fmt.Sprintf("MAX_PARALLEL=%d", o.slots)}
 	}
 	t0 := time.Now()
-	w, err := local.Wire(ctx, b.cl.Config, eventing.Options{Namespace: ns, ConfigDir: filepath.Join(root, "config", "knative"),
-		Addresses: ports.Addresses(), EventLog: statusSink, Timeout: 2 * time.Minute})
+	st, err := localstack.Start(ctx, localstack.Config{Knative: local, Rest: b.cl.Config, Namespace: ns,
+		ConfigDir: filepath.Join(root, "config", "knative"), EventLog: o.statusSink, WireTimeout: 2 * time.Minute,
+		Bins: localstack.Bins(b.o.bin), Counts: localstack.Counts{Executor: o.executors}, LogDir: b.logDir,
+		Env: b.baseEnv(), FunctionEnv: fenv,
+		InstanceEnv: func(fn string, i int) []string { return b.profileEnv(localstack.InstanceName(fn, i)) }})
 	if err != nil {
-		return nil, nil, fmt.Errorf("wire %s through Knative: %w", ns, err)
+		return nil, err
 	}
-	b.logf("  Broker and %d Triggers Ready in %.1fs", len(w.Triggers), time.Since(t0).Seconds())
-	var procs []*proc.Process
-	stop = func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].Stop()
-		}
-	}
-	for _, p := range []struct {
-		name string
-		port int
-		env  []string
-	}{
-		{"executor", ports.Executor, []string{fmt.Sprintf("MAX_PARALLEL=%d", slots)}},
-		{"notifier", ports.Notifier, []string{"K_SINK=" + w.BrokerURL, "NAMESPACES=" + ns}},
-		// No admission bound: pending work of other runs in the cluster counts against it.
-		{"submit", ports.Submit, []string{"K_SINK=" + w.BrokerURL, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000"}},
-	} {
-		pr, err := b.start(p.name, p.port, p.env...)
-		if err != nil {
-			stop()
-			return nil, nil, err
-		}
-		procs = append(procs, pr)
-	}
-	return procs[len(procs)-1], stop, nil
+	b.logf("  stack up (Broker, %d Triggers, %d executor(s)) in %.1fs", len(st.Wiring.Triggers), len(st.Executor.Instances), time.Since(t0).Seconds())
+	return st, nil
 }
