@@ -11,8 +11,13 @@ import (
 type Config struct {
 	chartsource.Settings
 	Kubeconfig string `envconfig:"KUBECONFIG"`
-	// MaxParallel actions; more events are refused with 429 so the broker redelivers them.
-	MaxParallel int `envconfig:"MAX_PARALLEL" default:"4"`
+	// MaxParallel actions held at once, in any phase (their memory: an action waiting for
+	// readiness costs almost no CPU); more events are refused with 429 so the broker
+	// redelivers them.
+	MaxParallel int `envconfig:"MAX_PARALLEL" default:"64"`
+	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once
+	// (0: GOMAXPROCS); an action gives its slot back while Helm waits.
+	CPUSlots int `envconfig:"CPU_SLOTS" default:"0"`
 	// MaxActionTime must stay below the Knative Service's timeoutSeconds, so that an action
 	// ends (and is recorded failed) before the platform cuts the request.
 	MaxActionTime time.Duration `envconfig:"MAX_ACTION_TIME" default:"55m"`

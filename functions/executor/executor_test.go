@@ -210,3 +210,50 @@ func TestMalformedEventsAreRefused(t *testing.T) {
 		t.Error("an event for an undone reservation installed the release")
 	}
 }
+
+// With one CPU slot, installs waiting for readiness (slow pods: Ready after 90 s) give it
+// back: all three are applied while every one of them still waits. Held through the wait,
+// the first would have ended (timed out) before the second was applied.
+func TestWaitingInstallsGiveTheCPUSlotBack(t *testing.T) {
+	r := newRig(t, Config{MaxParallel: 4, CPUSlots: 1})
+	ns := cluster.SlowNamespace(t)
+	ctx := context.Background()
+	tiny := chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}
+	names := []string{"a", "b", "c"}
+	codes := make(chan int, len(names))
+	for _, n := range names {
+		a := r.reserve(t, release.ActionInstall, ns, n, tiny, nil, events.Options{Wait: true, Timeout: 80 * time.Second})
+		go func() { codes <- r.deliver(t, a) }()
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		deps, err := cluster.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := 0
+		for _, n := range names {
+			rel, err := r.store.Get(ctx, ns, n, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !release.IsPending(rel.Info.Status.String()) {
+				t.Fatalf("%s ended (%s) before the three were applied: a waiting install held the CPU slot", n, rel.Info.Status)
+			}
+			pending++
+		}
+		if len(deps.Items) == len(names) && pending == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d applied after 2 minutes", len(deps.Items), len(names))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.shutdown() // the waits would last until their timeout; the actions end failed
+	for range names {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("delivery answered %d", code)
+		}
+	}
+}

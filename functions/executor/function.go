@@ -78,6 +78,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Log:                f.log,
 		MaxActionTime:      f.cfg.MaxActionTime,
 		SlotWait:           f.cfg.SlotWait,
+		CPUSlots:           f.cfg.CPUSlots,
 		MaxHistory:         f.cfg.MaxHistory,
 		RenderTimeout:      f.cfg.RenderTimeout,
 		MaxOrphanedRenders: f.cfg.MaxOrphanedRenders,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -67,6 +68,10 @@ type Service struct {
 	MaxActionTime time.Duration
 	// SlotWait is how long a delivery waits for a free slot before 429.
 	SlotWait time.Duration
+	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once;
+	// an action waiting for readiness holds none (0: GOMAXPROCS). The parallel of New
+	// bounds the actions held in all phases.
+	CPUSlots int
 	// HelmOptions are passed to every Helm action (tests inject faults with them).
 	HelmOptions []helmexec.Option
 	// MaxHistory is the number of revisions kept per release (Helm's --history-max).
@@ -92,6 +97,7 @@ type Service struct {
 	Orphans *helmexec.Orphans
 
 	slots   chan struct{}
+	cpu     chan struct{}
 	running *running
 }
 
@@ -110,9 +116,15 @@ type run struct {
 	joined int
 }
 
-// New builds a service that runs at most parallel actions at once.
+// New builds a service that holds at most parallel actions at once, of which at most
+// s.CPUSlots in their CPU-bound phase.
 func New(s Service, parallel int) *Service {
 	s.slots = make(chan struct{}, parallel)
+	cpu := s.CPUSlots
+	if cpu <= 0 {
+		cpu = runtime.GOMAXPROCS(0)
+	}
+	s.cpu = make(chan struct{}, cpu)
 	s.running = &running{m: map[string]*run{}}
 	if s.Orphans == nil {
 		s.Orphans = &helmexec.Orphans{}
@@ -674,8 +686,14 @@ func (s *Service) checkLatest(ctx context.Context, act *action) (Outcome, bool, 
 	return OutcomeFailed, true, nil
 }
 
-// run maps the action onto Helm, behind the action's fence.
+// run maps the action onto Helm, behind the action's fence, holding a CPU slot except
+// while Helm waits.
 func (s *Service) run(ctx context.Context, act *action, timeout time.Duration, logf func(string, ...interface{})) (*helmrelease.Release, error) {
+	phase := &cpuPhase{sem: s.cpu, ctx: ctx}
+	if err := phase.enter(); err != nil {
+		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
+	}
+	defer phase.leave()
 	a := act.Action
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
@@ -684,7 +702,7 @@ func (s *Service) run(ctx context.Context, act *action, timeout time.Duration, l
 		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo,
 		RenderTimeout: s.RenderTimeout,
 	}
-	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence),
+	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
 			return release.KeepEvent(si, a.SecretName, act.stored)
 		}),

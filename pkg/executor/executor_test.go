@@ -36,6 +36,7 @@ type fakeHelm struct {
 	mu     sync.Mutex
 	reqs   []helmexec.Request
 	fences []*helmexec.Fence
+	gates  map[string]helmexec.WaitGate // by release name
 	run    func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error)
 }
 
@@ -44,8 +45,19 @@ func (h *fakeHelm) do(ctx context.Context, req helmexec.Request, opts []helmexec
 	h.mu.Lock()
 	h.reqs = append(h.reqs, req)
 	h.fences = append(h.fences, helmexec.FenceOf(opts...))
+	if h.gates == nil {
+		h.gates = map[string]helmexec.WaitGate{}
+	}
+	h.gates[req.Name] = helmexec.WaitGateOf(opts...)
 	h.mu.Unlock()
 	return h.run(ctx, req)
+}
+
+// gate is the wait gate of the run of release name (as Helm's kube client would see it).
+func (h *fakeHelm) gate(name string) helmexec.WaitGate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gates[name]
 }
 
 // fence is the fence of the i-th run.

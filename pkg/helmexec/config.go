@@ -55,6 +55,7 @@ type configOptions struct {
 	log         func(string, ...interface{})
 	impersonate *rest.ImpersonationConfig
 	fence       *Fence
+	gate        WaitGate // slots.go
 }
 
 // WithFence closes the action off from the cluster once f.End is called (its storage
@@ -152,7 +153,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	}
 	if o.fence != nil { // outermost: refused before any wrapper acts
 		d = o.fence.storage(d)
-		kc = fencedKube{Interface: kc, f: o.fence}
+		kc = o.gated(fencedKube{Interface: kc, f: o.fence})
 	}
 	return &action.Configuration{
 		RESTClientGetter: getter,

@@ -1,0 +1,128 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/helmexec"
+)
+
+// cpuMeter counts the actions in their CPU-bound phase (inside Helm, outside its waits)
+// and keeps the most seen at once.
+type cpuMeter struct {
+	now, max atomic.Int32
+}
+
+func (m *cpuMeter) in() {
+	n := m.now.Add(1)
+	for {
+		old := m.max.Load()
+		if n <= old || m.max.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+func (m *cpuMeter) out() { m.now.Add(-1) }
+
+// Fifty installs waiting for readiness hold their action slots, not the CPU slots: a 51st
+// runs its CPU phase at once, and no more than CPUSlots actions are ever in that phase.
+func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
+	e := newEnv(t, 64)
+	e.svc.cpu = make(chan struct{}, 2) // CPUSlots 2
+	var meter cpuMeter
+	var rendering, waiting atomic.Int32
+	rendered, ready := make(chan struct{}), make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		meter.in()
+		if req.Name == "late" { // renders and applies, no wait
+			meter.out()
+			return e.writes(ctx, req)
+		}
+		rendering.Add(1)
+		<-rendered // render and apply
+		meter.out()
+		gate := e.helm.gate(req.Name)
+		gate.Waiting() // Helm's kube client, before its wait for readiness
+		waiting.Add(1)
+		<-ready
+		gate.Working()
+		meter.in() // Helm's final write
+		defer meter.out()
+		return e.writes(ctx, req)
+	}
+	const n = 50
+	var wg sync.WaitGroup
+	outcomes := make([]Outcome, n)
+	for i := 0; i < n; i++ {
+		a := e.reserve(fmt.Sprintf("w%d", i), fmt.Sprintf("req-%d", i))
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			outcomes[i], _ = e.svc.Handle(ctx(t), context.Background(), a, nil)
+		}(i)
+	}
+	waitFor(t, func() bool { return rendering.Load() >= 2 })
+	time.Sleep(50 * time.Millisecond) // let more try to render (no assertion on time)
+	if got := rendering.Load(); got != 2 {
+		t.Errorf("%d actions rendering at once with 2 CPU slots", got)
+	}
+	close(rendered)
+	waitFor(t, func() bool { return waiting.Load() == n })
+	// Every earlier action waits for readiness: the late one is not held behind them.
+	if o, err := e.svc.Handle(ctx(t), context.Background(), e.reserve("late", "req-late"), nil); err != nil || o != OutcomeDeployed {
+		t.Fatalf("an install behind %d waiting ones: %s, %v", n, o, err)
+	}
+	close(ready)
+	wg.Wait()
+	for i, o := range outcomes {
+		if o != OutcomeDeployed {
+			t.Errorf("w%d: %s", i, o)
+		}
+	}
+	if m := meter.max.Load(); m > 2 {
+		t.Errorf("%d actions in their CPU phase at once, bound 2", m)
+	}
+	if len(e.svc.cpu) != 0 || !e.svc.Drained() {
+		t.Errorf("slots left taken: %d CPU, drained %v", len(e.svc.cpu), e.svc.Drained())
+	}
+}
+
+// An action whose deadline passes while it waits for a CPU slot fails without running
+// Helm, and gives nothing back that it did not take.
+func TestCPUSlotWaitEndsWithTheAction(t *testing.T) {
+	e := newEnv(t, 4)
+	e.svc.cpu = make(chan struct{}, 1)
+	hold := make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		<-hold
+		return e.writes(ctx, req)
+	}
+	first := make(chan Outcome)
+	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), e.reserve("a", "r1"), nil); first <- o }()
+	waitFor(t, func() bool { return e.helm.calls.Load() == 1 })
+	b := e.reserve("b", "r2")
+	b.Options.Timeout = 50 * time.Millisecond
+	if o, err := e.svc.Handle(ctx(t), context.Background(), b, nil); err != nil || o != OutcomeFailed {
+		t.Errorf("an action timed out waiting for a CPU slot: %s, %v", o, err)
+	}
+	if st, desc := e.status("b"); st != helmrelease.StatusFailed {
+		t.Errorf("b is %s %q", st, desc)
+	}
+	if e.helm.calls.Load() != 1 {
+		t.Errorf("Helm ran %d times", e.helm.calls.Load())
+	}
+	close(hold)
+	if o := <-first; o != OutcomeDeployed {
+		t.Errorf("first: %s", o)
+	}
+	if len(e.svc.cpu) != 0 {
+		t.Errorf("%d CPU slots left taken", len(e.svc.cpu))
+	}
+}
