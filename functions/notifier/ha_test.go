@@ -20,7 +20,7 @@ import (
 )
 
 // metric reads one unlabelled value from a process's /metrics (-1 when absent).
-func metric(t *testing.T, p *proc.Process, name string) float64 {
+func metric(t testing.TB, p *proc.Process, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(p.URL + "/metrics")
 	if err != nil {

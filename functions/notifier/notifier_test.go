@@ -55,7 +55,7 @@ type helmSide struct {
 	ns    string
 }
 
-func newHelmSide(t *testing.T, ns string) *helmSide {
+func newHelmSide(t testing.TB, ns string) *helmSide {
 	cl, err := kube.Open(cluster.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestRestartReportsWhatHappenedWhileDownAndNothingTwice(t *testing.T) {
 const testKey = "0123456789abcdef0123456789abcdef-notifier-tests"
 
 // reserveWithEvent reserves as submit does: the signed accepted event stored in the secret.
-func (h *helmSide) reserveWithEvent(t *testing.T, name string) cloudevents.Event {
+func (h *helmSide) reserveWithEvent(t testing.TB, name string) cloudevents.Event {
 	t.Helper()
 	a := events.Action{Action: release.ActionInstall, Namespace: h.ns, Name: name, Revision: 1,
 		SecretName: release.SecretName(name, 1), RequestID: "req-" + name, Options: events.Options{Timeout: time.Minute}}
