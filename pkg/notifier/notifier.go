@@ -95,6 +95,10 @@ type Service struct {
 	pruned time.Time
 
 	queue workqueue.TypedRateLimitingInterface[string]
+	// marks are the secrets whose reported status is to be recorded (watch mode, marks.go):
+	// a worker that sent an event goes on to the next one instead of waiting for the
+	// compare-and-swap that records it.
+	marks workqueue.TypedRateLimitingInterface[string]
 	mu    sync.Mutex
 	// observed is the last status seen per secret, and backlog the statuses seen but not yet
 	// reported, in order: a transition is kept even when the secret moves on while the sink
@@ -133,6 +137,9 @@ func (s *Service) Init() {
 		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "release-status"})
+		s.marks = workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "release-status-marks"})
 	}
 }
 
@@ -168,10 +175,15 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 			for s.processNext(ctx) {
 			}
 		}()
+		go func() {
+			for s.processMark(ctx) {
+			}
+		}()
 	}
 	go func() {
 		<-ctx.Done()
 		s.queue.ShutDown()
+		s.marks.ShutDown()
 	}()
 	if err := s.startSweeper(ctx); err != nil {
 		return err
@@ -424,6 +436,10 @@ func (s *Service) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	if rev.Status == rev.Notified {
+		return nil
+	}
+	if s.watching {
+		s.marks.Add(key) // recorded by a mark worker (marks.go): the next event need not wait
 		return nil
 	}
 	return s.markNotified(ctx, rev)
