@@ -48,5 +48,7 @@ func TestASlowMarkDoesNotHoldTheNextEvent(t *testing.T) {
 	want := events.StatusEventID("ns", "b", 1, "deployed", "req-b")
 	waitFor(t, func() bool { evs := e.sink.events(); return len(evs) == 2 && evs[1].ID() == want })
 	close(slow.release)
-	waitFor(t, func() bool { return e.revision("a", 1).Notified == "deployed" && e.revision("b", 1).Notified == "deployed" })
+	waitFor(t, func() bool {
+		return e.revision("a", 1).Notified == "deployed" && e.revision("b", 1).Notified == "deployed"
+	})
 }
