@@ -1,6 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -35,9 +39,10 @@ type Config struct {
 	// Leader election among the notifier's pods (docs/design.md, "Two or more notifiers"):
 	// every pod reports status changes; only the one holding the Lease LEADER_ELECTION_NAME
 	// in ASYNC_HELM_NAMESPACE sweeps. A dead leader is replaced within
-	// LEADER_LEASE_DURATION + 2 * 1.2 * LEADER_RETRY_PERIOD.
+	// LEADER_LEASE_DURATION + 2 * 2.2 * LEADER_RETRY_PERIOD. The name defaults to
+	// async-helm-notifier, suffixed by a hash of NAMESPACES when set (ElectionName).
 	LeaderElection      bool          `envconfig:"LEADER_ELECTION" default:"true"`
-	LeaderElectionName  string        `envconfig:"LEADER_ELECTION_NAME" default:"async-helm-notifier"`
+	LeaderElectionName  string        `envconfig:"LEADER_ELECTION_NAME"`
 	LeaderLeaseDuration time.Duration `envconfig:"LEADER_LEASE_DURATION" default:"15s"`
 	LeaderRenewDeadline time.Duration `envconfig:"LEADER_RENEW_DEADLINE" default:"10s"`
 	LeaderRetryPeriod   time.Duration `envconfig:"LEADER_RETRY_PERIOD" default:"2s"`
@@ -49,4 +54,22 @@ type Config struct {
 // others could know or guess would let anyone sign events.
 func (c Config) Validate() error {
 	return events.CheckSigningKey([]byte(c.EventSigningKey))
+}
+
+// ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME,
+// else async-helm-notifier for a notifier of every namespace (the Role names it), else that
+// name with a hash of NAMESPACES: notifiers of other namespaces in the same cluster (make
+// run's, the tests' stacks) are other deployments, each with a sweeper of its own.
+func (c Config) ElectionName() string {
+	const base = "async-helm-notifier"
+	switch {
+	case c.LeaderElectionName != "":
+		return c.LeaderElectionName
+	case len(c.Namespaces) == 0:
+		return base
+	}
+	nss := slices.Clone(c.Namespaces)
+	slices.Sort(nss)
+	h := sha256.Sum256([]byte(strings.Join(nss, ",")))
+	return base + "-" + hex.EncodeToString(h[:5])
 }

@@ -97,7 +97,7 @@ func (f *Function) clients() (*kube.Clients, error) {
 func (f *Function) election(cl *kube.Clients, pm *passMetrics) *notifier.Election {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // two processes on one host (make run) are two candidates
-	return &notifier.Election{Client: cl.Typed, Namespace: f.cfg.OwnNamespace, Name: f.cfg.LeaderElectionName,
+	return &notifier.Election{Client: cl.Typed, Namespace: f.cfg.OwnNamespace, Name: f.cfg.ElectionName(),
 		Identity:      f.cfg.PodName + "_" + hex.EncodeToString(b),
 		LeaseDuration: f.cfg.LeaderLeaseDuration, RenewDeadline: f.cfg.LeaderRenewDeadline, RetryPeriod: f.cfg.LeaderRetryPeriod,
 		Log: f.log, OnLeading: pm.leading}

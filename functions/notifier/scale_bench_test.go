@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/internal/testsink"
+	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
