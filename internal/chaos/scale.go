@@ -37,10 +37,14 @@ func (r *run) scale(ctx context.Context) error {
 	sink := newSink()
 	defer sink.close()
 	counts := r.cfg.ScaleCounts
+	slots := r.cfg.ScaleSlots
+	if slots == 0 {
+		slots = (64 + max(counts.Executor, 1) - 1) / max(counts.Executor, 1)
+	}
 	st, stop, err := r.stack(ctx, stackOpts{ns: ns, sink: sink.url, counts: &counts,
 		submitEnv: []string{fmt.Sprintf("MAX_QUEUED_PER_NAMESPACE=%d", 2*r.cfg.Scale)},
 		// The executors log each Helm action they finish ("action finished", info).
-		executorEnv: []string{"LOG_LEVEL=info"}})
+		executorEnv: []string{"LOG_LEVEL=info", fmt.Sprintf("MAX_PARALLEL=%d", slots)}})
 	if err != nil {
 		return err
 	}
@@ -62,10 +66,10 @@ func (r *run) scale(ctx context.Context) error {
 	}
 	once, maxRuns := r.checkRuns(revs, res.accepted, runs, k.cut)
 	lost := r.waitReported(sink, ns, revs, res.accepted)
-	r.rep.count("%d submits, %d executors, %d notifiers: burst of %d installs from %d clients, %s: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; "+
+	r.rep.count("%d submits, %d executors (%d slots each), %d notifiers: burst of %d installs from %d clients, %s: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; "+
 		"Helm runs finished: %d of %d accepted revisions once, at most %d per revision; %d runs cut by the SIGKILL and run again; "+
 		"deployed reported for %d of %d (%d lost); last final after %s (%.2f completed/s); %s",
-		len(st.Submit.Instances), len(st.Executor.Instances), len(st.Notifier.Instances), r.cfg.Scale, r.cfg.BurstClients, k.what,
+		len(st.Submit.Instances), len(st.Executor.Instances), slots, len(st.Notifier.Instances), r.cfg.Scale, r.cfg.BurstClients, k.what,
 		len(res.accepted), float64(len(res.accepted))/res.took.Seconds(), deployed, failed, pending,
 		once, len(res.accepted), maxRuns, len(k.cut), deployed-lost, deployed, lost,
 		last.Round(time.Second), float64(deployed)/last.Seconds(), spread(st))
