@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -80,7 +81,10 @@ type Service struct {
 	Observe func(action, outcome string, d time.Duration)
 	// ProgressInterval is how often the action's progress is recorded (default 2 s).
 	ProgressInterval time.Duration
-	Now              func() time.Time
+	// ProgressReads bounds the workload reads of all actions' progress, per second
+	// (default 8; each is four lists of the namespace).
+	ProgressReads float64
+	Now           func() time.Time
 	// AfterFunc runs f after d (default time.AfterFunc; tests give a fake clock's).
 	AfterFunc func(d time.Duration, f func()) (stop func())
 	// Consumed binds each request id to the Secret it was first run on (nil: unchecked).
@@ -96,9 +100,10 @@ type Service struct {
 	// Orphans counts Helm's goroutines that outlived their action (New makes one).
 	Orphans *helmexec.Orphans
 
-	slots   chan struct{}
-	cpu     chan struct{}
-	running *running
+	slots         chan struct{}
+	cpu           chan struct{}
+	progressReads *rate.Limiter
+	running       *running
 }
 
 // running is the set of revisions this process is handling.
@@ -125,6 +130,11 @@ func New(s Service, parallel int) *Service {
 		cpu = runtime.GOMAXPROCS(0)
 	}
 	s.cpu = make(chan struct{}, cpu)
+	reads := s.ProgressReads
+	if reads <= 0 {
+		reads = 8
+	}
+	s.progressReads = rate.NewLimiter(rate.Limit(reads), 1)
 	s.running = &running{m: map[string]*run{}}
 	if s.Orphans == nil {
 		s.Orphans = &helmexec.Orphans{}
@@ -617,7 +627,7 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 		}
 		p := last
 		p.Phase, p.Hook = phases.Current()
-		if collector != nil && p.Phase != progress.PhaseFetching {
+		if collector != nil && s.readWorkloads(p.Phase) {
 			_ = collector.Workloads(ctx, &p) // a failed read keeps the last counts
 		}
 		if !p.Same(last) || last.Updated.IsZero() {
@@ -639,6 +649,20 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 			seen = true
 		}
 	}
+}
+
+// readWorkloads says whether a progress tick reads the namespace's workloads (four lists of
+// the whole namespace): only while Helm waits for them (readiness, hooks), and no more than
+// ProgressReads times a second for the whole executor. Every running action did it every
+// tick: in a burst of installs into one namespace that was a list of every release's
+// objects per action every 2 s, on the API server submit answers from.
+func (s *Service) readWorkloads(phase string) bool {
+	switch phase {
+	case progress.PhaseWaiting, progress.PhasePreHooks, progress.PhasePostHooks:
+	default:
+		return false
+	}
+	return s.progressReads == nil || s.progressReads.Allow()
 }
 
 func (s *Service) now() time.Time {

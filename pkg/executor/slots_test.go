@@ -11,6 +11,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 )
 
 // cpuMeter counts the actions in their CPU-bound phase (inside Helm, outside its waits)
@@ -124,5 +125,24 @@ func TestCPUSlotWaitEndsWithTheAction(t *testing.T) {
 	}
 	if len(e.svc.cpu) != 0 {
 		t.Errorf("%d CPU slots left taken", len(e.svc.cpu))
+	}
+}
+
+// Progress reads the namespace's workloads only while Helm waits for them, and no more
+// often than ProgressReads allows for the whole executor: a burst of actions in one
+// namespace listed every release's objects per action per tick.
+func TestWorkloadReadsOnlyWhileWaiting(t *testing.T) {
+	e := newEnv(t, 4)
+	s := New(Service{Log: e.svc.Log, ProgressReads: 0.001}, 4) // one read, then none for a long time
+	for _, phase := range []string{progress.PhaseFetching, progress.PhaseApplying, ""} {
+		if s.readWorkloads(phase) {
+			t.Errorf("workloads read in phase %q", phase)
+		}
+	}
+	if !s.readWorkloads(progress.PhaseWaiting) {
+		t.Error("no workload read while Helm waits")
+	}
+	if s.readWorkloads(progress.PhasePostHooks) {
+		t.Error("a second read within the executor's bound")
 	}
 }
