@@ -144,8 +144,9 @@ helm4: $(HELM4_CLI)
 # One table (docs/benchmarks.md): each figure beside its floor or baseline measured in the
 # same run (raw Secret creates, the helm CLI, Helm's SDK, a plain watch), the ratio, the
 # target and ok/MISSED; also JSON under .cache/bench/. Exits non-zero only on an error.
-# BENCH_ARGS=-quick: a run of a few minutes; BENCH_ARGS="-sections read,executor" runs some
-# sections. BENCH_PPROF_DIR=dir: the functions it starts write CPU profiles there.
+# The defaults take about 20 minutes on a quiet 2-core machine. BENCH_ARGS=-quick: small
+# sizes; BENCH_ARGS="-sections burst,scale" runs some sections (go run ./hack/bench -h).
+# BENCH_PPROF_DIR=dir: the functions it starts write CPU profiles there.
 bench: build $(HELM_CLI) $(if $(KUBECONFIG),knative-up,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) run ./hack/bench $(BENCH_ARGS)
 

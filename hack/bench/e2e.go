@@ -22,21 +22,11 @@ func (b *bench) e2eSection(ctx context.Context) error {
 	chartURL := b.charts.ChartURL("tiny", "0.1.0")
 
 	// async-helm
-	ns, cleanup, err := b.namespace(ctx, "e2e")
+	ns, st, done, err := b.stackIn(ctx, "e2e", stackOptions{slots: par})
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	status, err := newSink(nil)
-	if err != nil {
-		return err
-	}
-	defer status.close()
-	st, err := b.knativeStack(ctx, ns, stackOptions{slots: par, statusSink: status.url})
-	if err != nil {
-		return err
-	}
-	defer st.Stop()
+	defer done()
 	c := newSubmitClient(st.Submit.URL, b.token, 50)
 	req := func(name string) api.ReleaseRequest {
 		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]interface{}{"message": "bench"},

@@ -39,7 +39,7 @@ func (b *bench) executorSection(ctx context.Context) error {
 	defer cleanup()
 	var mu sync.Mutex
 	captured := map[string]capturedEvent{}
-	s, err := newSink(func(r *http.Request, body []byte) {
+	submit, _, stop, err := b.submitWithSink(func(r *http.Request, body []byte) {
 		mu.Lock()
 		captured[r.Header.Get("Ce-Subject")] = capturedEvent{r.Header.Clone(), body}
 		mu.Unlock()
@@ -47,12 +47,7 @@ func (b *bench) executorSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	submit, err := b.submitProc(s.url)
-	if err != nil {
-		return err
-	}
-	defer submit.Stop()
+	defer stop()
 	c := newSubmitClient(submit.URL, b.token, 1)
 	chartURL := b.charts.ChartURL("tiny", "0.1.0")
 	// reserve has submit reserve a revision and returns the event it sent.

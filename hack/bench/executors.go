@@ -35,21 +35,11 @@ func (b *bench) executorsSection(ctx context.Context) error {
 // installs were deployed, the time from the first request to the last final, and how the
 // balancer spread the deliveries (warm-ups and redeliveries included).
 func (b *bench) executorsRun(ctx context.Context, k int) (int, time.Duration, string, error) {
-	ns, cleanup, err := b.namespace(ctx, fmt.Sprintf("exec%d", k))
+	ns, st, done, err := b.stackIn(ctx, fmt.Sprintf("exec%d", k), stackOptions{executors: k})
 	if err != nil {
 		return 0, 0, "", err
 	}
-	defer cleanup()
-	status, err := newSink(nil)
-	if err != nil {
-		return 0, 0, "", err
-	}
-	defer status.close()
-	st, err := b.knativeStack(ctx, ns, stackOptions{executors: k, statusSink: status.url})
-	if err != nil {
-		return 0, 0, "", err
-	}
-	defer st.Stop()
+	defer done()
 	c := newSubmitClient(st.Submit.URL, b.token, b.o.burstClients)
 	chartURL := b.charts.ChartURL("tiny", "0.1.0")
 	// One warm-up install per executor: the round-robin gives each one of them.
@@ -69,6 +59,6 @@ func (b *bench) executorsRun(ctx context.Context, k int) (int, time.Duration, st
 	if sent.ok != sent.n {
 		return 0, 0, "", fmt.Errorf("%d executor(s): %s", k, sent.note())
 	}
-	deployed, err := b.waitFinal(ctx, ns, k+n, 30*time.Minute)
-	return deployed - k, time.Since(t0), st.Executor.Spread(), err
+	deployed, unfinished, err := b.waitBurst(ctx, ns, k+n)
+	return deployed - k, time.Since(t0), st.Executor.Spread() + unfinished, err
 }

@@ -51,6 +51,7 @@ type options struct {
 	burstWaitInstalls  int           // burst: installs with wait (fast pods)
 	burstClients       int           // burst: total concurrency of submit's clients and of the helm CLI
 	probeRate          int           // burst: raw Secret creates per second during the burst
+	finalTimeout       time.Duration // burst, executors: how long a burst may take to finish
 	executorCounts     []int         // executors: how many executors behind the round-robin, per run
 	executorInstalls   int           // executors: installs with wait per run
 	scaleNamespaces    int           // scale: namespaces holding pending revisions
@@ -65,13 +66,13 @@ func defaults(quick bool) options {
 		return options{single: 100, concurrent: 500, clients: 50, rates: []int{50, 200, 400}, openFor: 3 * time.Second,
 			users: 20, perUser: 5, cacheRuns: 1, burst: 8, parallel: 4, consoleRuns: 1, listSizes: []int{100, 1000},
 			listRuns: 8, execRuns: 2, notifierReleases: 500, payloadKiB: 100, changeRate: 50, changes: 100, failedEvery: 5,
-			burstInstalls: 100, burstWaitInstalls: 40, burstClients: 50, probeRate: 20, executorCounts: []int{1, 2, 3}, executorInstalls: 24,
+			burstInstalls: 100, burstWaitInstalls: 40, burstClients: 50, probeRate: 20, finalTimeout: 10 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 24,
 			scaleNamespaces: 100, scalePending: 1000, scaleReadable: 10, scaleRuns: 50, scaleListRuns: 3}
 	}
 	return options{single: 300, concurrent: 2000, clients: 50, rates: []int{50, 200, 400}, openFor: 10 * time.Second,
 		users: 20, perUser: 25, cacheRuns: 3, burst: 40, parallel: 4, consoleRuns: 3, listSizes: []int{100, 1000, 10000},
 		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5,
-		burstInstalls: 1000, burstWaitInstalls: 200, burstClients: 50, probeRate: 20, executorCounts: []int{1, 2, 3}, executorInstalls: 100,
+		burstInstalls: 1000, burstWaitInstalls: 200, burstClients: 50, probeRate: 20, finalTimeout: 15 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 60,
 		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5}
 }
 
@@ -114,6 +115,7 @@ func main() {
 	flag.IntVar(&o.burstWaitInstalls, "burst-wait-installs", o.burstWaitInstalls, "burst: installs with wait (fast pods), each side")
 	flag.IntVar(&o.burstClients, "burst-clients", o.burstClients, "burst: concurrent clients of submit, and helm CLI processes at a time")
 	flag.IntVar(&o.probeRate, "probe-rate", o.probeRate, "burst: raw Secret creates per second sent during the burst (the floor)")
+	flag.DurationVar(&o.finalTimeout, "final-timeout", o.finalTimeout, "burst, executors: past this a burst's rows say NOT FINISHED and the bench goes on")
 	counts := flag.String("executors", joinInts(o.executorCounts), "executors: executor counts behind the round-robin, one run each")
 	flag.IntVar(&o.executorInstalls, "executor-installs", o.executorInstalls, "executors: installs with wait per run")
 	flag.IntVar(&o.scaleNamespaces, "scale-namespaces", o.scaleNamespaces, "scale: namespaces holding the pending revisions")

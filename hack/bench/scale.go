@@ -32,16 +32,11 @@ import (
 // by one.
 func (b *bench) scaleSection(ctx context.Context) error {
 	var events atomic.Int64
-	s, err := newSink(func(*http.Request, []byte) { events.Add(1) })
+	submit, sinkURL, stop, err := b.submitWithSink(func(*http.Request, []byte) { events.Add(1) })
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	submit, err := b.submitProc(s.url)
-	if err != nil {
-		return err
-	}
-	defer submit.Stop()
+	defer stop()
 	probeNS, cleanup, err := b.namespace(ctx, "scaleprobe")
 	if err != nil {
 		return err
@@ -54,7 +49,7 @@ func (b *bench) scaleSection(ctx context.Context) error {
 		return err
 	}
 	b.logf("  %d namespaces created in %s", len(nss), time.Since(t0).Round(time.Millisecond))
-	n := &scaleNotifier{b: b, nss: nss, sink: s.url, log: filepath.Join(b.logDir, "notifier-scale.log")}
+	n := &scaleNotifier{b: b, nss: nss, sink: sinkURL, log: filepath.Join(b.logDir, "notifier-scale.log")}
 	if err := n.start(); err != nil {
 		return err
 	}

@@ -115,11 +115,12 @@ func (b *bench) namespace(ctx context.Context, prefix string) (string, func(), e
 		return "", nil, fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	// Pods of charts need the default ServiceAccount, which the controller-manager adds.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := b.cl.Typed.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
+		_ = nss.Delete(context.Background(), name, metav1.DeleteOptions{})
 		return "", nil, fmt.Errorf("namespace %s has no default ServiceAccount: %w", name, err)
 	}
 	return name, func() {
@@ -179,6 +180,21 @@ func (b *bench) submitProc(sink string, env ...string) (*proc.Process, error) {
 	return b.start("submit", 0, append([]string{"K_SINK=" + sink, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000"}, env...)...)
 }
 
+// submitWithSink starts submit (submitProc) with its events going to a new sink that
+// calls keep; stop stops both. The sink's URL is returned for other functions to share.
+func (b *bench) submitWithSink(keep func(r *http.Request, body []byte)) (*proc.Process, string, func(), error) {
+	s, err := newSink(keep)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	p, err := b.submitProc(s.url)
+	if err != nil {
+		s.close()
+		return nil, "", nil, err
+	}
+	return p, s.url, func() { p.Stop(); s.close() }, nil
+}
+
 // sink acknowledges every event at once, as a Broker's ingress does, and keeps the bodies
 // and headers it was asked to keep.
 type sink struct {
@@ -214,15 +230,35 @@ type stackOptions struct {
 	// executors run behind the executor's load balancer (internal/loadbalance), as a
 	// Knative Service spreads deliveries over its pods; 0 means one.
 	executors int
-	// statusSink receives the Broker's status events (the event log Trigger).
-	statusSink string
+}
+
+// stackIn creates a namespace (prefix) and starts make run's stack in it, the Broker's
+// status events going to a sink that acknowledges them; done stops the stack, closes the
+// sink and deletes the namespace.
+func (b *bench) stackIn(ctx context.Context, prefix string, o stackOptions) (string, *localstack.Stack, func(), error) {
+	ns, cleanup, err := b.namespace(ctx, prefix)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	status, err := newSink(nil)
+	if err != nil {
+		cleanup()
+		return "", nil, nil, err
+	}
+	st, err := b.knativeStack(ctx, ns, status.url, o)
+	if err != nil {
+		status.close()
+		cleanup()
+		return "", nil, nil, err
+	}
+	return ns, st, func() { st.Stop(); status.close(); cleanup() }, nil
 }
 
 // knativeStack is make run's stack in ns (internal/localstack, as make run, chaos and the
 // end-to-end tests start it): config/knative's Broker and Triggers on the local Knative
 // Eventing, the executors, the notifier and submit as local processes, each function
 // behind the load balancer that stands for its Knative Service.
-func (b *bench) knativeStack(ctx context.Context, ns string, o stackOptions) (*localstack.Stack, error) {
+func (b *bench) knativeStack(ctx context.Context, ns, statusSink string, o stackOptions) (*localstack.Stack, error) {
 	root, err := os.Getwd()
 	if err != nil {
 		return nil, err
@@ -241,7 +277,7 @@ func (b *bench) knativeStack(ctx context.Context, ns string, o stackOptions) (*l
 	}
 	t0 := time.Now()
 	st, err := localstack.Start(ctx, localstack.Config{Knative: local, Rest: b.cl.Config, Namespace: ns,
-		ConfigDir: filepath.Join(root, "config", "knative"), EventLog: o.statusSink, WireTimeout: 2 * time.Minute,
+		ConfigDir: filepath.Join(root, "config", "knative"), EventLog: statusSink, WireTimeout: 2 * time.Minute,
 		Bins: localstack.Bins(b.o.bin), Counts: localstack.Counts{Executor: o.executors}, LogDir: b.logDir,
 		Env: b.baseEnv(), FunctionEnv: fenv,
 		InstanceEnv: func(fn string, i int) []string { return b.profileEnv(localstack.InstanceName(fn, i)) }})
