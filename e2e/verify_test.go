@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/internal/testcharts"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// upstreamOcHelm is the unmodified oc-helm plugin (github.com/redhat-developer/oc-helm,
+// module github.com/redhat-cop/oc-helm): OC_HELM_UPSTREAM names the binary, or
+// OC_HELM_UPSTREAM_SRC a checkout of its source to build. The Go module proxy does not
+// serve that module, so neither can be fetched by the test itself.
+func upstreamOcHelm(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("OC_HELM_UPSTREAM"); bin != "" {
+		return bin
+	}
+	src := os.Getenv("OC_HELM_UPSTREAM_SRC")
+	if src == "" {
+		t.Skip("OC_HELM_UPSTREAM (the unmodified oc-helm binary) or OC_HELM_UPSTREAM_SRC (its source) is not set")
+	}
+	bin := filepath.Join(t.TempDir(), "oc-helm-upstream")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the unmodified oc-helm: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// consoleFront serves submit over TLS, as the unmodified oc-helm reaches the console
+// (https://<console-hostname>, its session cookie and CSRF double submit); it answers the
+// hostname to pass as --console-hostname.
+func consoleFront(t *testing.T, s *stack) string {
+	t.Helper()
+	target, err := url.Parse(s.submit.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(front.Close)
+	return strings.TrimPrefix(front.URL, "https://")
+}
+
+// The unmodified oc-helm's verify against submit: it posts {chart_url, values} to
+// /api/helm/verify and prints the answer's error (this build has no chart-verifier: 501).
+func TestUnmodifiedOcHelmVerify(t *testing.T) {
+	bin := upstreamOcHelm(t)
+	ns := cluster.Namespace(t)
+	s := newStack(t)
+	host := consoleFront(t, s)
+	run := func(args ...string) (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append(args, "--console-hostname", host, "--token", cluster.Operator.BearerToken,
+			"--apiserver", "https://unused.invalid", "-n", ns)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+		return out.String(), code
+	}
+	out, code := run("verify", "--chart-url", s.charts.ChartURL("tiny", "0.1.0"), "--values", "provider=developer-console")
+	if code != 1 || !strings.Contains(out, "chart verification is not available: async-helm is built without Red Hat's chart-verifier") {
+		t.Errorf("verify: exit %d\n%s", code, out)
+	}
+	out, code = run("verify", "--chart-url", s.charts.URL+"/index.yaml")
+	if code != 1 || strings.TrimSpace(out) != api.VerifyInvalidURL {
+		t.Errorf("verify of a URL the console refuses: exit %d\n%s", code, out)
+	}
+}
+
+// A chart by URL outside every repository, behind basic auth, through the whole product:
+// submit reads the Secret after the caller's review, the executor fetches with it as the
+// caller, Helm stores the console's annotations, an upgrade by chart_url reuses the
+// recorded Secret, and __none__ clears it.
+func TestNoRepoBasicAuthInstallAndUpgrade(t *testing.T) {
+	ns := cluster.Namespace(t)
+	s := newStack(t)
+	charts := testcharts.StartBasicAuth(t, "chartuser", "s3cret")
+	ctx := context.Background()
+	if _, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "chart-auth"},
+		Data: map[string][]byte{"username": []byte("chartuser"), "password": []byte("s3cret")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tiny := charts.ChartURL("tiny", "0.1.0")
+	if _, err := s.client.Install(ctx, api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, NoRepo: true,
+		BasicAuthSecretName: "chart-auth"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, s, ns, "web", "deployed", time.Minute)
+	annotations := func() map[string]string {
+		rel, err := s.client.Get(ctx, ns, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel.Chart.Metadata.Annotations
+	}
+	want := map[string]string{release.AnnotationChartURL: tiny, release.AnnotationInstallation: release.InstallationURL, release.AnnotationAuthSecret: "chart-auth"}
+	for k, v := range want {
+		if got := annotations()[k]; got != v {
+			t.Errorf("installed: annotation %s = %q, want %q", k, got, v)
+		}
+	}
+	// An upgrade by chart_url that names no Secret fetches with the recorded one.
+	if _, err := s.client.Upgrade(ctx, api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny}); err != nil {
+		t.Fatalf("upgrade reusing the recorded Secret: %v", err)
+	}
+	waitStatus(t, s, ns, "web", "deployed", time.Minute)
+	if got := annotations()[release.AnnotationAuthSecret]; got != "chart-auth" {
+		t.Errorf("upgraded: auth-secret annotation %q, want chart-auth kept", got)
+	}
+	// __none__ clears it: the server's 401, nothing reserved.
+	_, err := s.client.Upgrade(ctx, api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, BasicAuthSecretName: "__none__"})
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("upgrade with __none__: %v, want the chart server's 401", err)
+	}
+	rel, err := s.client.Get(ctx, ns, "web")
+	if err != nil || rel.Version != 2 {
+		t.Errorf("after the refused upgrade: revision %v %v, want 2", rel, err)
+	}
+}
