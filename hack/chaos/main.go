@@ -42,6 +42,7 @@ func main() {
 	flag.IntVar(&cfg.ScaleCounts.Executor, "scale-executors", 3, "executors of the -scale burst (one is SIGKILLed and restarted)")
 	flag.IntVar(&cfg.ScaleCounts.Notifier, "scale-notifiers", 2, "notifiers of the -scale burst (one is SIGKILLed for good)")
 	flag.IntVar(&cfg.ScaleSlots, "scale-slots", 0, "MAX_PARALLEL of each executor of the -scale burst (0: 64 / executors)")
+	flag.DurationVar(&cfg.ScaleWait, "scale-wait", 10*time.Minute, "each install's timeout (Helm's --timeout) in the -scale burst")
 	flag.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "time for everything to end, per scenario")
 	only := flag.String("scenarios", strings.Join(chaos.ScenarioNames(), ","), "the scenarios to run")
 	flag.Parse()

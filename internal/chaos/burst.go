@@ -43,8 +43,9 @@ type burstResult struct {
 	took           time.Duration
 }
 
-// send installs n releases named prefix<i> from the configured number of clients.
-func (r *run) send(ctx context.Context, ns, prefix string, n int) burstResult {
+// send installs n releases named prefix<i> from the configured number of clients, each
+// waiting for its pods up to timeout.
+func (r *run) send(ctx context.Context, ns, prefix string, n int, timeout time.Duration) burstResult {
 	var mu sync.Mutex
 	var res burstResult
 	jobs := make(chan int)
@@ -57,7 +58,7 @@ func (r *run) send(ctx context.Context, ns, prefix string, n int) burstResult {
 			for i := range jobs {
 				name := fmt.Sprintf("%s%d", prefix, i)
 				_, err := r.client.Install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: r.cfg.ChartURL,
-					Wait: true, WaitForJobs: true, Timeout: "2m"})
+					Wait: true, WaitForJobs: true, Timeout: timeout.String()})
 				var apiErr *submitclient.APIError
 				mu.Lock()
 				switch {
@@ -126,7 +127,7 @@ func (r *run) burst(ctx context.Context, prefix string, kills int) error {
 	start := time.Now()
 	killed := make(chan int, 1)
 	go func() { killed <- r.killDuring(ctx, st.Executor, kills) }()
-	res := r.send(ctx, ns, "b", r.cfg.Burst)
+	res := r.send(ctx, ns, "b", r.cfg.Burst, 2*time.Minute)
 	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
 		return err
@@ -184,7 +185,7 @@ func (r *run) overBound(ctx context.Context) error {
 	}
 	defer stop()
 	start := time.Now()
-	res := r.send(ctx, ns, "o", r.cfg.OverBound)
+	res := r.send(ctx, ns, "o", r.cfg.OverBound, 2*time.Minute)
 	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
 		return err

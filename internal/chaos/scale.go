@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,7 +53,7 @@ func (r *run) scale(ctx context.Context) error {
 	start := time.Now()
 	killed := make(chan scaleKills, 1)
 	go func() { killed <- r.killScale(ctx, st, ns) }()
-	res := r.send(ctx, ns, "s", r.cfg.Scale)
+	res := r.send(ctx, ns, "s", r.cfg.Scale, cmp.Or(r.cfg.ScaleWait, 10*time.Minute))
 	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
 		return err
