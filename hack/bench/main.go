@@ -72,7 +72,7 @@ func defaults(quick bool) options {
 	return options{single: 300, concurrent: 2000, clients: 50, rates: []int{50, 200, 400}, openFor: 10 * time.Second,
 		users: 20, perUser: 25, cacheRuns: 3, burst: 40, parallel: 4, consoleRuns: 3, listSizes: []int{100, 1000, 10000},
 		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5,
-		burstInstalls: 1000, burstWaitInstalls: 200, burstClients: 50, probeRate: 20, finalTimeout: 15 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 60,
+		burstInstalls: 1000, burstWaitInstalls: 150, burstClients: 50, probeRate: 20, finalTimeout: 15 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 50,
 		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5}
 }
 

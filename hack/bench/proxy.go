@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -52,6 +55,13 @@ func startCountingProxy(cfg *rest.Config, dir string) (*countingProxy, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     tr,
 		FlushInterval: -1, // watches stream
+		// A watch or list its client gave up on is not an error worth a line.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(os.Stderr, "api proxy: %s %s: %v\n", r.Method, r.URL.Path, err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	}
 	cp.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cp.record(r)

@@ -318,13 +318,16 @@ func (b *bench) scaleList(ctx context.Context, submitURL, home string, nss []str
 	}
 	c := newSubmitClient(submitURL, token, 1)
 	all := api.PathList + "?limitInfo=true"
+	// A failed list (a 500 when the access checks outlast submit's deadline) is a figure
+	// here, not the end of the bench: its time stays in the percentiles, its error in a note.
 	t0 := time.Now()
 	got, err := c.count(ctx, all)
 	first := time.Since(t0)
+	firstNote := fmt.Sprintf("%d releases", got)
 	if err != nil {
-		return err
+		firstNote = "FAILED: " + err.Error()
 	}
-	b.logf("  all-namespaces list: %d releases (the user may read %d namespaces)", got, len(readable))
+	b.logf("  all-namespaces list: %s (the user may read %d namespaces)", firstNote, len(readable))
 	ours := closedLoop(b.o.scaleListRuns, 1, func(int) error { _, err := c.count(ctx, all); return err })
 	one := closedLoop(b.o.scaleListRuns, 1, func(int) error {
 		for _, ns := range readable {
@@ -337,9 +340,9 @@ func (b *bench) scaleList(ctx context.Context, submitURL, home string, nss []str
 	const sec = "scale"
 	name := fmt.Sprintf("all-namespaces list (limitInfo), user reading %d of %d namespaces", len(readable), len(nss))
 	base := fmt.Sprintf("the %d namespaces one by one", len(readable))
-	b.compare(sec, name+": p50", msF(ours.p50), base+" p50", msF(one.p50), "", nil, fmt.Sprintf("%s; %d releases", ours.note(), got))
-	b.compare(sec, name+": p99", msF(ours.p99), base+" p99", msF(one.p99), "", nil, "")
-	b.compare(sec, name+": first list (access checks cold)", msF(first), base+" p50", msF(one.p50), "", nil, "")
+	b.compare(sec, name+": p50", msF(ours.p50), base+" p50", msF(one.p50), "", nil, ours.note())
+	b.compare(sec, name+": p99", msF(ours.p99), base+" p99", msF(one.p99), "", nil, "one by one "+one.note())
+	b.compare(sec, name+": first list (access checks cold)", msF(first), base+" p50", msF(one.p50), "", nil, firstNote)
 	return nil
 }
 
