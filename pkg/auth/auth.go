@@ -66,7 +66,7 @@ type Authenticator struct {
 	reviews  reviewGroup
 }
 
-// acceptedToken is a cached TokenReview answer; past refreshAt (4/5 of its TTL) the next
+// acceptedToken is a cached TokenReview answer; past refreshAt (half its TTL) the next
 // request starts one review in the background and is answered from the cache meanwhile.
 type acceptedToken struct {
 	user      *User
@@ -201,7 +201,7 @@ func (a *Authenticator) send(ctx context.Context, key [32]byte, token string) (*
 		}
 	}
 	ttl := orDefault(a.TTL)
-	accepted.Add(key, acceptedToken{user: u, refreshAt: a.now().Add(ttl * 4 / 5)}, ttl)
+	accepted.Add(key, acceptedToken{user: u, refreshAt: a.now().Add(ttl / 2)}, ttl)
 	return u, nil
 }
 
@@ -314,7 +314,7 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 	if a.allowedUntil == nil || len(a.allowedUntil) > 10000 {
 		a.allowedUntil = map[[32]byte]allowedEntry{}
 	}
-	a.allowedUntil[key] = allowedEntry{until: now.Add(ttl), refreshAt: now.Add(ttl * 4 / 5)}
+	a.allowedUntil[key] = allowedEntry{until: now.Add(ttl), refreshAt: now.Add(ttl / 2)}
 	a.mu.Unlock()
 	return true, nil
 }

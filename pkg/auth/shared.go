@@ -9,8 +9,10 @@ import (
 )
 
 // reviewTimeout bounds a review shared by several requests (or sent ahead for none): it
-// does not end with the request that happened to start it.
-const reviewTimeout = 10 * time.Second
+// does not end with the request that happened to start it. Every request waiting for it
+// gets its answer, an error included, so it is generous: a review the overloaded API
+// server answered in 12 s failed, at 10 s, every request of that caller in flight.
+const reviewTimeout = 30 * time.Second
 
 // CacheCounts say how the caches of an Authenticator or Authorizer answered: Hits from the
 // cache, Reviews sent to the API server (refreshes ahead included), Joined requests that
