@@ -328,7 +328,6 @@ func (b *bench) scaleList(ctx context.Context, submitURL, home string, nss []str
 		firstNote = "FAILED: " + err.Error()
 	}
 	b.logf("  all-namespaces list: %s (the user may read %d namespaces)", firstNote, len(readable))
-	ours := closedLoop(b.o.scaleListRuns, 1, func(int) error { _, err := c.count(ctx, all); return err })
 	one := closedLoop(b.o.scaleListRuns, 1, func(int) error {
 		for _, ns := range readable {
 			if _, err := c.count(ctx, api.PathList+"?"+url.Values{"ns": {ns}, "limitInfo": {"true"}}.Encode()); err != nil {
@@ -340,8 +339,13 @@ func (b *bench) scaleList(ctx context.Context, submitURL, home string, nss []str
 	const sec = "scale"
 	name := fmt.Sprintf("all-namespaces list (limitInfo), user reading %d of %d namespaces", len(readable), len(nss))
 	base := fmt.Sprintf("the %d namespaces one by one", len(readable))
-	b.compare(sec, name+": p50", msF(ours.p50), base+" p50", msF(one.p50), "", nil, ours.note())
-	b.compare(sec, name+": p99", msF(ours.p99), base+" p99", msF(one.p99), "", nil, "one by one "+one.note())
+	// A first list that failed or took over 20 s is not repeated: the repeats would hold
+	// the run for minutes and say the same.
+	if err == nil && first < 20*time.Second {
+		ours := closedLoop(b.o.scaleListRuns, 1, func(int) error { _, err := c.count(ctx, all); return err })
+		b.compare(sec, name+": p50", msF(ours.p50), base+" p50", msF(one.p50), "", nil, ours.note())
+		b.compare(sec, name+": p99", msF(ours.p99), base+" p99", msF(one.p99), "", nil, "one by one "+one.note())
+	}
 	b.compare(sec, name+": first list (access checks cold)", msF(first), base+" p50", msF(one.p50), "", nil, firstNote)
 	return nil
 }
