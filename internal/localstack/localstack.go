@@ -94,13 +94,17 @@ type Function struct {
 
 // Start opens the balancers, wires the namespace through Knative to them, then starts the
 // executors, the notifiers and the submits. On error nothing it started is left running.
-func Start(ctx context.Context, cfg Config) (s *Stack, err error) {
-	s = &Stack{}
-	defer func() {
-		if err != nil {
-			s.Stop()
-		}
-	}()
+func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	s := &Stack{}
+	if err := s.start(ctx, cfg); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context, cfg Config) error {
+	var err error
 	for _, f := range []struct {
 		fn   **Function
 		name string
@@ -108,22 +112,22 @@ func Start(ctx context.Context, cfg Config) (s *Stack, err error) {
 	}{{&s.Executor, Executor, cfg.Ports.Executor}, {&s.Notifier, Notifier, cfg.Ports.Notifier}, {&s.Submit, Submit, cfg.Ports.Submit}} {
 		lb, err := loadbalance.Start(fmt.Sprintf("127.0.0.1:%d", f.port))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 		*f.fn = &Function{Name: f.name, URL: lb.URL, Balancer: lb}
 	}
 	s.Wiring, err = cfg.Knative.Wire(ctx, cfg.Rest, eventing.Options{Namespace: cfg.Namespace, ConfigDir: cfg.ConfigDir,
 		Addresses: s.Ports().Addresses(), EventLog: cfg.EventLog, Delivery: cfg.Delivery, Timeout: cfg.WireTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("wire %s through Knative: %w", cfg.Namespace, err)
+		return fmt.Errorf("wire %s through Knative: %w", cfg.Namespace, err)
 	}
 	s.NotifierLease = NotifierLease(cfg.Namespace)
 	for _, f := range []*Function{s.Executor, s.Notifier, s.Submit} {
 		if err := f.start(cfg, s.Wiring.BrokerURL); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // NotifierLease is the leader election Lease of the notifiers of the stack in namespace.

@@ -2,7 +2,10 @@ package localstack
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/async-helm/async-helm/internal/eventing"
 )
 
 func TestInstanceEnvironment(t *testing.T) {
@@ -29,5 +32,14 @@ func TestCountsDefaultToOne(t *testing.T) {
 	c := Counts{Executor: 3}
 	if c.of(Executor) != 3 || c.of(Submit) != 1 || c.of(Notifier) != 1 {
 		t.Errorf("counts %+v: executor %d, submit %d, notifier %d", c, c.of(Executor), c.of(Submit), c.of(Notifier))
+	}
+}
+
+// A stack that fails to start stops what it started and says why (seen: a nil Stack's
+// Stop panicked and hid the error).
+func TestFailedStartSaysWhy(t *testing.T) {
+	_, err := Start(t.Context(), Config{Namespace: "ns1", Ports: eventing.Functions{Executor: -1}})
+	if err == nil || !strings.Contains(err.Error(), "executor") {
+		t.Errorf("Start with an impossible port: %v", err)
 	}
 }
