@@ -191,7 +191,7 @@ func (r *run) stack(ctx context.Context, o stackOpts) (st *localstack.Stack, sto
 		counts = *o.counts
 	}
 	st, err = localstack.Start(ctx, localstack.Config{Knative: r.cfg.Knative, Rest: r.cl.Config, Namespace: o.ns,
-		ConfigDir: r.cfg.ConfigDir, EventLog: sinkURL, Bins: r.cfg.Bins, Counts: counts, LogDir: r.cfg.LogDir, Env: r.common,
+		ConfigDir: r.cfg.ConfigDir, EventLog: sinkURL, WireTimeout: 2 * time.Minute, Bins: r.cfg.Bins, Counts: counts, LogDir: r.cfg.LogDir, Env: r.common,
 		FunctionEnv: map[string][]string{
 			localstack.Executor: o.executorEnv,
 			localstack.Notifier: {"NAMESPACES=" + o.ns, "SWEEP_INTERVAL=2s", "REDRIVE_AFTER=1m", "REAPER_GRACE=10s"},
