@@ -65,14 +65,15 @@ func (r *run) scale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	once, maxRuns := r.checkRuns(revs, res.accepted, runs, k.cut)
+	once, maxRuns := r.checkRuns(revs, res.accepted, runs.finished, k.cut)
 	lost := r.waitReported(sink, ns, revs, res.accepted)
 	r.rep.count("%d submits, %d executors (%d slots each), %d notifiers: burst of %d installs from %d clients, %s: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; "+
 		"Helm runs finished: %d of %d accepted revisions once, at most %d per revision; %d runs cut by the SIGKILL and run again; "+
+		"%d runs abandoned after another executor took their expired Lease (%d still waiting for a CPU slot); "+
 		"deployed reported for %d of %d (%d lost); last final after %s (%.2f completed/s); %s",
 		len(st.Submit.Instances), len(st.Executor.Instances), slots, len(st.Notifier.Instances), r.cfg.Scale, r.cfg.BurstClients, k.what,
 		len(res.accepted), float64(len(res.accepted))/res.took.Seconds(), deployed, failed, pending,
-		once, len(res.accepted), maxRuns, len(k.cut), deployed-lost, deployed, lost,
+		once, len(res.accepted), maxRuns, len(k.cut), runs.abandoned, runs.early, deployed-lost, deployed, lost,
 		last.Round(time.Second), float64(deployed)/last.Seconds(), spread(st))
 	return nil
 }
@@ -194,37 +195,71 @@ func (r *run) notifierToKill(ctx context.Context, st *localstack.Stack) (string,
 	return localstack.InstanceName(localstack.Notifier, 0) + " (no leader found)", st.Notifier.Instances[0], false
 }
 
-// finishedRuns counts the executors' "action finished" lines of ns by revision (Lease and
-// Secret name): one per Helm action that ran to its end, whatever its outcome.
-func finishedRuns(logDir, ns string) (map[string]int, error) {
+// runCount is what the executors' logs say of one scenario's Helm runs.
+type runCount struct {
+	// finished counts, by revision (Lease and Secret name), the actions that ran to their
+	// end and whose outcome counts: an "action finished" line not preceded by "action
+	// abandoned after losing the lease" (a run whose Lease another executor took: fenced,
+	// nothing it writes lands; the other's run is the one that counts).
+	finished map[string]int
+	// abandoned counts those lost runs, and early those that lost their Lease still
+	// waiting for a CPU slot, before Helm started.
+	abandoned, early int
+}
+
+// logLine is the part of an executor's log line the count reads.
+type logLine struct {
+	Message, Namespace, Release, Error string
+	Revision                           int
+}
+
+// finishedRuns reads the executors' logs under logDir for ns.
+func finishedRuns(logDir, ns string) (runCount, error) {
+	c := runCount{finished: map[string]int{}}
 	logs, err := filepath.Glob(filepath.Join(logDir, localstack.Executor+"-*.log"))
 	if err != nil {
-		return nil, err
+		return c, err
 	}
-	runs := map[string]int{}
 	for _, path := range logs {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			var line struct {
-				Message, Namespace, Release string
-				Revision                    int
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "action finished" && line.Namespace == ns {
-				runs[release.LeaseName(line.Release, line.Revision)]++
-			}
-		}
-		err = sc.Err()
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+		if err := c.read(path, ns); err != nil {
+			return c, err
 		}
 	}
-	return runs, nil
+	return c, nil
+}
+
+func (c *runCount) read(path, ns string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lost := map[string]bool{} // abandoned, its "action finished" line to come
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Namespace != ns {
+			continue
+		}
+		rev := release.LeaseName(l.Release, l.Revision)
+		switch {
+		case l.Message == "action abandoned after losing the lease":
+			lost[rev] = true
+			c.abandoned++
+			if strings.HasPrefix(l.Error, "waiting for a CPU slot") {
+				c.early++
+			}
+		case l.Message == "action finished" && lost[rev]:
+			delete(lost, rev)
+		case l.Message == "action finished":
+			c.finished[rev]++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // checkRuns wants one finished run per accepted revision: never two; none only for a
