@@ -23,7 +23,8 @@ type Election struct {
 	// Namespace and Name of the Lease; Identity is this pod's (its name and a random suffix).
 	Namespace, Name, Identity string
 	// LeaseDuration, RenewDeadline, RetryPeriod as client-go's leader election takes them:
-	// a dead leader is replaced within LeaseDuration + 2 * 1.2 * RetryPeriod.
+	// a dead leader is replaced within LeaseDuration + 2 * 2.2 * RetryPeriod (client-go
+	// polls every RetryPeriod with a jitter of up to 1.2 times more), plus API latency.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Log                                       *zap.SugaredLogger
 	// OnLeading, when set, is told when this pod starts (true) and stops (false) leading.
@@ -31,7 +32,7 @@ type Election struct {
 }
 
 // Default election timings: a dead leader's sweeper is taken over within about
-// 15 + 2 * 1.2 * 2 = 19.8 s (bounded by 15 + 10 + 2 = 27 s); a leader that shuts down
+// 15 + 2 * 2.2 * 2 = 23.8 s; a leader that shuts down
 // releases the Lease and is replaced within one RetryPeriod.
 const (
 	DefaultLeaseDuration = 15 * time.Second
