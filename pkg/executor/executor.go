@@ -474,8 +474,12 @@ func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result 
 	defer cancel()
 	act.end = &ending{fence: &helmexec.Fence{Orphans: s.Orphans}, cancel: cancel}
 	timeout := s.timeout(act.Action)
-	stopTimer := s.afterFunc(timeout, func() { act.end.end(endTimeout, timeout.String()) })
-	defer stopTimer()
+	// The deadline runs from Helm's start: time spent waiting for a CPU slot is the
+	// executor's own queue, not the user's timeout (docs/design.md, "Slots").
+	clock := &actionClock{start: func() func() {
+		return s.afterFunc(timeout, func() { act.end.end(endTimeout, timeout.String()) })
+	}}
+	defer clock.stop()
 	stopShutdown := context.AfterFunc(shutdown, func() { act.end.end(endShutdown, "") })
 	defer stopShutdown()
 
@@ -498,7 +502,7 @@ func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result 
 		act.end.end(endCancel, by)
 		return true
 	})
-	final, err := s.run(ctx, act, timeout, phases.Log)
+	final, err := s.run(ctx, act, runOptions{timeout: timeout, started: clock.begin, logf: phases.Log})
 	return result{final: final, err: err, logs: logs}
 }
 
@@ -712,12 +716,16 @@ func (s *Service) checkLatest(ctx context.Context, act *action) (Outcome, bool, 
 
 // run maps the action onto Helm, behind the action's fence, holding a CPU slot except
 // while Helm waits.
-func (s *Service) run(ctx context.Context, act *action, timeout time.Duration, logf func(string, ...interface{})) (*helmrelease.Release, error) {
+func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrelease.Release, error) {
 	phase := &cpuPhase{sem: s.cpu, ctx: ctx}
 	if err := phase.enter(); err != nil {
 		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
 	}
 	defer phase.leave()
+	if o.started != nil {
+		o.started()
+	}
+	timeout, logf := o.timeout, o.logf
 	a := act.Action
 	req := helmexec.Request{
 		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // cpuPhase is one action's hold on a CPU slot (docs/design.md, "Slots: CPU-bound work and
@@ -51,3 +52,39 @@ func (p *cpuPhase) Waiting() { p.leave() }
 // Working is helmexec.WaitGate: the wait returned. An action that ended meanwhile goes on
 // without a slot: its fence refuses whatever Helm still tries, and it returns at once.
 func (p *cpuPhase) Working() { _ = p.enter() }
+
+// runOptions is what run needs beside the action: the deadline, what to call once the
+// action holds its first CPU slot (Helm starts), and Helm's log.
+type runOptions struct {
+	timeout time.Duration
+	started func()
+	logf    func(string, ...interface{})
+}
+
+// actionClock starts an action's deadline once, when Helm starts, and stops it at the end.
+type actionClock struct {
+	start func() (stop func())
+
+	mu      sync.Mutex
+	stopper func()
+	stopped bool
+}
+
+// begin starts the deadline (once; never after stop).
+func (c *actionClock) begin() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopper == nil && !c.stopped {
+		c.stopper = c.start()
+	}
+}
+
+// stop stops the deadline, if it started.
+func (c *actionClock) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	if c.stopper != nil {
+		c.stopper()
+	}
+}
