@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -125,6 +126,20 @@ func TestManifestsValidateAsKnativeTypes(t *testing.T) {
 	}
 }
 
+// configValue is a key of the async-helm ConfigMap every function reads.
+func configValue(t *testing.T, key string) string {
+	t.Helper()
+	for _, u := range manifests(t) {
+		if u.GetKind() == "ConfigMap" && u.GetName() == "async-helm" {
+			if v, ok, _ := unstructured.NestedString(u.Object, "data", key); ok {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %s in the async-helm ConfigMap", key)
+	return ""
+}
+
 func TestExecutorTimeoutsMatchItsOwnDeadline(t *testing.T) {
 	for _, u := range manifests(t) {
 		if u.GetKind() != "Service" || u.GetName() != "executor" {
@@ -136,8 +151,8 @@ func TestExecutorTimeoutsMatchItsOwnDeadline(t *testing.T) {
 		if timeout != 3600 || start != timeout {
 			t.Errorf("timeoutSeconds %d, responseStartTimeoutSeconds %d: the response starts only when Helm ends", timeout, start)
 		}
-		if cc != 4 {
-			t.Errorf("containerConcurrency %d, want MAX_PARALLEL (4)", cc)
+		if want := configValue(t, "MAX_PARALLEL"); strconv.FormatInt(cc, 10) != want {
+			t.Errorf("containerConcurrency %d, want MAX_PARALLEL (%s)", cc, want)
 		}
 		return
 	}
