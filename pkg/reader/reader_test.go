@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,10 +37,20 @@ type authz struct {
 	may     map[string]map[string]bool
 	reviews int
 	err     error
+
+	mu                sync.Mutex
+	inFlight, maxSeen int
+	delay             time.Duration // each review takes this long
 }
 
 func (a *authz) Allowed(_ context.Context, u *auth.User, n auth.Need) (bool, error) {
+	a.mu.Lock()
 	a.reviews++
+	a.inFlight++
+	a.maxSeen = max(a.maxSeen, a.inFlight)
+	a.mu.Unlock()
+	defer func() { a.mu.Lock(); a.inFlight--; a.mu.Unlock() }()
+	time.Sleep(a.delay)
 	if n.Verb != "list" || n.Resource != "secrets" {
 		return false, nil
 	}
@@ -177,8 +188,8 @@ func TestListAsksOncePerNamespace(t *testing.T) {
 	if _, err := s.List(ctx(t), &auth.User{Name: "alice"}, "", false); err != nil {
 		t.Fatal(err)
 	}
-	if a.reviews != 2 {
-		t.Errorf("%d reviews for 2 namespaces", a.reviews)
+	if a.reviews != 3 {
+		t.Errorf("%d reviews for 2 namespaces, want one cluster-wide and one each", a.reviews)
 	}
 	a.err = errors.New("review failed")
 	if _, err := s.List(ctx(t), &auth.User{Name: "alice"}, "", false); err == nil {

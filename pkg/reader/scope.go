@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -68,28 +71,70 @@ func (s *Service) readScope(ctx context.Context, u *auth.User, namespace string)
 	if err != nil {
 		return scope{}, err
 	}
-	decided := map[string]bool{}
-	sc := scope{allowed: map[string]bool{}, every: true}
+	allowed, err := s.allowedNamespaces(ctx, u, metas)
+	if err != nil {
+		return scope{}, err
+	}
+	sc := scope{allowed: allowed, every: true}
 	for _, m := range metas {
-		ns := m.GetNamespace()
-		ok, seen := decided[ns]
-		if !seen {
-			if ok, err = s.Authorizer.Allowed(ctx, u, readNeed(ns)); err != nil {
-				return scope{}, fmt.Errorf("may %s read namespace %s: %w", u.Name, ns, err)
-			}
-			decided[ns] = ok
-			if ok {
-				sc.allowed[ns] = true
-			} else {
-				sc.every = false
-			}
-		}
-		if ok {
+		if allowed[m.GetNamespace()] {
 			sc.metas = append(sc.metas, m)
+		} else {
+			sc.every = false
 		}
 	}
 	if sc.metas == nil {
 		sc.metas = []*metav1.PartialObjectMetadata{} // listed: nothing readable
 	}
 	return sc, nil
+}
+
+// reviewsAtOnce bounds the access reviews of one all-namespaces list in flight: a user who
+// may read 10 of 1,000 namespaces holding records needs 1,000 answers, and one after
+// another they took longer than the list's deadline on a busy API server.
+const reviewsAtOnce = 32
+
+// allowedNamespaces are the namespaces of metas the caller may read: every one after a
+// single cluster-wide review when the caller may list Secrets everywhere, else one review
+// per namespace, reviewsAtOnce at a time (the Authorizer caches each answer).
+func (s *Service) allowedNamespaces(ctx context.Context, u *auth.User, metas []*metav1.PartialObjectMetadata) (map[string]bool, error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, m := range metas {
+		if ns := m.GetNamespace(); !seen[ns] {
+			seen[ns] = true
+			names = append(names, ns)
+		}
+	}
+	allowed := make(map[string]bool, len(names))
+	if len(names) > 1 {
+		everywhere, err := s.Authorizer.Allowed(ctx, u, readNeed(""))
+		if err != nil {
+			return nil, fmt.Errorf("may %s read every namespace: %w", u.Name, err)
+		}
+		if everywhere {
+			for _, ns := range names {
+				allowed[ns] = true
+			}
+			return allowed, nil
+		}
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reviewsAtOnce)
+	for _, ns := range names {
+		g.Go(func() error {
+			ok, err := s.Authorizer.Allowed(gctx, u, readNeed(ns))
+			if err != nil {
+				return fmt.Errorf("may %s read namespace %s: %w", u.Name, ns, err)
+			}
+			if ok {
+				mu.Lock()
+				allowed[ns] = true
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	return allowed, g.Wait()
 }

@@ -9,6 +9,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/pkg/api"
@@ -87,8 +88,8 @@ func TestAllNamespacesListReadsOnlyReadableNamespaces(t *testing.T) {
 	if reads != 2 {
 		t.Errorf("lean list read %d records, want ns-07's 2", reads)
 	}
-	if a.reviews != 50 {
-		t.Errorf("%d reviews, want one per namespace (50)", a.reviews)
+	if a.reviews != 51 {
+		t.Errorf("%d reviews, want one cluster-wide, then one per namespace (50)", a.reviews)
 	}
 	if n := len(s.heads.by); n != 1 {
 		t.Errorf("heads cached for %d namespaces, want 1", n)
@@ -139,5 +140,40 @@ func TestAllNamespacesListNeedsIndex(t *testing.T) {
 	}
 	if len(helm.listed) != 0 {
 		t.Errorf("Helm listed %q", helm.listed)
+	}
+}
+
+// The namespaces of an all-namespaces list are reviewed at once, reviewsAtOnce at a time
+// (one after another, 1,000 reviews outlasted the list's deadline on a busy API server),
+// and a caller who may list Secrets everywhere costs one review, not one per namespace.
+func TestAllNamespacesReviewsRunTogetherBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var idx metaIndex
+	for i := 0; i < 200; i++ {
+		m := &metav1.PartialObjectMetadata{}
+		m.Namespace, m.Name, m.UID = fmt.Sprintf("ns-%03d", i), "sh.helm.release.v1.web.v1", types.UID(fmt.Sprint(i))
+		m.Labels = map[string]string{release.LabelName: "web", release.LabelVersion: "1"}
+		idx = append(idx, m)
+	}
+	a := &authz{may: map[string]map[string]bool{"alice": {"ns-007": true, "ns-150": true}, "root": {"": true}}, delay: 5 * time.Millisecond}
+	s := &Service{Index: idx, Authorizer: a}
+	sc, err := s.readScope(ctx, &auth.User{Name: "alice"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.namespaces(); len(got) != 2 || got[0] != "ns-007" || got[1] != "ns-150" || sc.every {
+		t.Errorf("alice's scope %v (every %v), want ns-007 and ns-150", got, sc.every)
+	}
+	if a.maxSeen < 2 || a.maxSeen > reviewsAtOnce {
+		t.Errorf("%d reviews in flight at most, want several and no more than %d", a.maxSeen, reviewsAtOnce)
+	}
+	if a.reviews != 201 {
+		t.Errorf("%d reviews, want one cluster-wide and 200", a.reviews)
+	}
+	a.reviews = 0
+	sc, err = s.readScope(ctx, &auth.User{Name: "root"}, "")
+	if err != nil || len(sc.allowed) != 200 || !sc.every || a.reviews != 1 {
+		t.Errorf("root: %d namespaces (every %v) after %d reviews, %v; want 200 after 1", len(sc.allowed), sc.every, a.reviews, err)
 	}
 }
