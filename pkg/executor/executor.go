@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -717,6 +718,13 @@ func (s *Service) checkLatest(ctx context.Context, act *action) (Outcome, bool, 
 // run maps the action onto Helm, behind the action's fence, holding a CPU slot except
 // while Helm waits.
 func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrelease.Release, error) {
+	// The chart is downloaded before a CPU slot is taken: a download waits on a server the
+	// caller chose (bounded by the chart source: time, size, and its own load slots), and
+	// a stalling one must not hold one of the few CPU slots every tenant needs.
+	fetched, err := s.downloadChart(ctx, act.Action)
+	if err != nil {
+		return nil, err
+	}
 	phase := &cpuPhase{sem: s.cpu, ctx: ctx}
 	if err := phase.enter(); err != nil {
 		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
@@ -750,7 +758,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	case a.Action == release.ActionRollback:
 		return s.Helm.Rollback(ctx, req, opts...)
 	case !a.ReuseChart:
-		if err := s.fetchChart(ctx, act, &req); err != nil {
+		if err := s.prepareChart(act, fetched, &req); err != nil {
 			return nil, err
 		}
 	}
@@ -760,14 +768,23 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	return s.Helm.Install(ctx, req, opts...)
 }
 
-// fetchChart puts the event's chart into req: the one submit validated (digest), with the
-// record's name and version, and its dependencies present.
-func (s *Service) fetchChart(ctx context.Context, act *action, req *helmexec.Request) error {
-	a := act.Action
+// downloadChart gets the chart an install or upgrade fetches (nil for the others).
+func (s *Service) downloadChart(ctx context.Context, a events.Action) (*chartsource.Chart, error) {
+	if a.Action == release.ActionUninstall || a.Action == release.ActionRollback || a.ReuseChart {
+		return nil, nil
+	}
 	c, err := s.Charts.Get(ctx, a.Chart)
 	if err != nil {
-		return fmt.Errorf("chart %s: %w", a.Chart, err)
+		return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}
+	return c, nil
+}
+
+// prepareChart puts the downloaded chart into req: the one submit validated (digest), with
+// the record's name and version, and its dependencies present.
+func (s *Service) prepareChart(act *action, c *chartsource.Chart, req *helmexec.Request) error {
+	a := act.Action
+	var err error
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
 		return fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
