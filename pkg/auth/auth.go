@@ -222,8 +222,9 @@ type Authorizer struct {
 	Clock Clock
 
 	mu sync.Mutex
-	// allowedUntil caches positive answers only.
+	// allowedUntil caches positive answers; deniedUntil negative ones, for Allowed only.
 	allowedUntil map[[32]byte]allowedEntry
+	deniedUntil  map[[32]byte]time.Time
 	reviews      reviewGroup
 }
 
@@ -315,6 +316,7 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 		a.allowedUntil = map[[32]byte]allowedEntry{}
 	}
 	a.allowedUntil[key] = allowedEntry{until: now.Add(ttl), refreshAt: now.Add(ttl / 2)}
+	delete(a.deniedUntil, key)
 	a.mu.Unlock()
 	return true, nil
 }
@@ -328,7 +330,29 @@ func cacheKey(u *User, n Need) [32]byte {
 	return sha256.Sum256(raw)
 }
 
-// Allowed reports whether u may do n (for filtering lists).
+// Allowed reports whether u may do n (for filtering lists). Unlike Check, it caches a
+// denial for TTL: an all-namespaces list reviews every namespace holding records, and
+// without it each list by a caller who may read few of them sent a review for every other
+// one, every time (a tenant repeating its list made submit send thousands of reviews a
+// second). A list may show a namespace granted since up to TTL late.
 func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error) {
-	return a.allowed(ctx, u, n)
+	key := cacheKey(u, n)
+	now := a.now()
+	a.mu.Lock()
+	until, denied := a.deniedUntil[key]
+	a.mu.Unlock()
+	if denied && now.Before(until) {
+		a.reviews.hits.Add(1)
+		return false, nil
+	}
+	ok, err := a.allowed(ctx, u, n)
+	if err == nil && !ok {
+		a.mu.Lock()
+		if a.deniedUntil == nil || len(a.deniedUntil) > 10000 {
+			a.deniedUntil = map[[32]byte]time.Time{}
+		}
+		a.deniedUntil[key] = now.Add(orDefault(a.TTL))
+		a.mu.Unlock()
+	}
+	return ok, err
 }
