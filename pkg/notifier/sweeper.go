@@ -28,6 +28,10 @@ type SweepConfig struct {
 // SweepResult counts what one pass did.
 type SweepResult struct{ Redriven, Failed int }
 
+// maxClockSkew is how far ahead of the notifier's clock a revision's mark may be dated
+// (another pod's clock) before the sweeper takes it for a forgery.
+const maxClockSkew = 5 * time.Minute
+
 func (s *Service) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(s.Sweep.Interval)
 	defer t.Stop()
@@ -155,6 +159,13 @@ func (s *Service) sweepGuarded(ctx context.Context, rev release.Revision, res *S
 
 func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
 	now := s.now()
+	if rev.Created.After(now.Add(maxClockSkew)) {
+		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
+		// write: a mark dated ahead would put the deadline and the grace off for ever,
+		// and cost a Lease read every pass.
+		return s.failStuck(ctx, rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
+			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
+	}
 	lastSent := rev.Created
 	if rev.SentAt.After(lastSent) {
 		lastSent = rev.SentAt
