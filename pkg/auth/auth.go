@@ -183,6 +183,7 @@ func (a *Authenticator) Counts() CacheCounts { return a.reviews.counts() }
 // send reviews token and caches the answer.
 func (a *Authenticator) send(ctx context.Context, key [32]byte, token string) (*User, error) {
 	accepted, rejected := a.caches()
+	sent := a.now() // the answer is as old as its question: the TTL runs from here
 	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("token review: %w", err) // not the token's fault: not cached
@@ -201,7 +202,9 @@ func (a *Authenticator) send(ctx context.Context, key [32]byte, token string) (*
 		}
 	}
 	ttl := orDefault(a.TTL)
-	accepted.Add(key, acceptedToken{user: u, refreshAt: a.now().Add(ttl / 2)}, ttl)
+	if left := sent.Add(ttl).Sub(a.now()); left > 0 {
+		accepted.Add(key, acceptedToken{user: u, refreshAt: sent.Add(ttl / 2)}, left)
+	}
 	return u, nil
 }
 
@@ -296,6 +299,7 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 	for k, v := range u.Extra {
 		extra[k] = v
 	}
+	sent := a.now() // the answer is as old as its question: the TTL runs from here
 	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
 		ResourceAttributes: &authzv1.ResourceAttributes{Verb: n.Verb, Resource: n.Resource, Namespace: n.Namespace, Name: n.Name},
@@ -310,12 +314,11 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 		return false, nil // denials are not cached: a new grant works at once
 	}
 	ttl := orDefault(a.TTL)
-	now := a.now()
 	a.mu.Lock()
 	if a.allowedUntil == nil || len(a.allowedUntil) > 10000 {
 		a.allowedUntil = map[[32]byte]allowedEntry{}
 	}
-	a.allowedUntil[key] = allowedEntry{until: now.Add(ttl), refreshAt: now.Add(ttl / 2)}
+	a.allowedUntil[key] = allowedEntry{until: sent.Add(ttl), refreshAt: sent.Add(ttl / 2)}
 	delete(a.deniedUntil, key)
 	a.mu.Unlock()
 	return true, nil
