@@ -1,10 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -40,7 +36,7 @@ type Config struct {
 	// every pod reports status changes; only the one holding the Lease LEADER_ELECTION_NAME
 	// in ASYNC_HELM_NAMESPACE sweeps. A dead leader is replaced within
 	// LEADER_LEASE_DURATION + 2 * 2.2 * LEADER_RETRY_PERIOD. The name defaults to
-	// async-helm-notifier, suffixed by a hash of NAMESPACES when set (ElectionName).
+	// async-helm-notifier unless set (ElectionName).
 	LeaderElection      bool          `envconfig:"LEADER_ELECTION" default:"true"`
 	LeaderElectionName  string        `envconfig:"LEADER_ELECTION_NAME"`
 	LeaderLeaseDuration time.Duration `envconfig:"LEADER_LEASE_DURATION" default:"15s"`
@@ -57,19 +53,13 @@ func (c Config) Validate() error {
 }
 
 // ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME,
-// else async-helm-notifier for a notifier of every namespace (the Role names it), else that
-// name with a hash of NAMESPACES: notifiers of other namespaces in the same cluster (make
-// run's, the tests' stacks) are other deployments, each with a sweeper of its own.
+// else async-helm-notifier, the one name the Role lets the notifier update, with or without
+// NAMESPACES (a name derived from NAMESPACES left a deployment that set it with a leader
+// that could not renew, and no sweeper). Stacks that share async-helm's namespace in one
+// cluster (make run's, the tests', the bench's) set LEADER_ELECTION_NAME each.
 func (c Config) ElectionName() string {
-	const base = "async-helm-notifier"
-	switch {
-	case c.LeaderElectionName != "":
+	if c.LeaderElectionName != "" {
 		return c.LeaderElectionName
-	case len(c.Namespaces) == 0:
-		return base
 	}
-	nss := slices.Clone(c.Namespaces)
-	slices.Sort(nss)
-	h := sha256.Sum256([]byte(strings.Join(nss, ",")))
-	return base + "-" + hex.EncodeToString(h[:5])
+	return "async-helm-notifier"
 }

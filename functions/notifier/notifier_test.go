@@ -38,6 +38,9 @@ func startNotifier(t *testing.T, ns string, sink *testsink.Sink, cfg Config) (*F
 	cfg.Sink = sink.URL
 	cfg.Kubeconfig = cluster.Kubeconfig
 	cfg.Namespaces = []string{ns}
+	if cfg.LeaderElectionName == "" {
+		cfg.LeaderElectionName = "async-helm-notifier-" + ns // a sweeper per test
+	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 2
 	}
