@@ -46,7 +46,7 @@ func applyShippedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	resources := map[string]string{"Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
-		"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
+		"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings"}
 	for _, f := range []string{"100-namespace.yaml", "300-rbac.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(root, "config", "knative", f))
 		if err != nil {
