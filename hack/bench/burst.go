@@ -61,6 +61,11 @@ func (b *bench) burstSection(ctx context.Context) error {
 		if run.n <= 0 {
 			continue
 		}
+		if have > 1 {
+			// The previous run's pods would fill the local nodes: the with-wait run's pods
+			// then stay Pending and its installs time out (seen: 129 Pending, 68 failed).
+			b.clearWorkloads(ctx, ns, hns)
+		}
 		accepted, err := b.burstRun(ctx, burstTarget{c: c, ns: ns, rawNS: rawNS, cliNS: hns, tmpl: tmpl, have: have}, run.n, run.wait)
 		if err != nil {
 			return err
@@ -173,4 +178,35 @@ func secretSize(s *corev1.Secret) int {
 		n += len(v)
 	}
 	return n
+}
+
+// clearWorkloads deletes the Deployments and Jobs earlier runs installed in namespaces (the
+// release records stay) and waits, up to 3 minutes, until their pods are gone.
+func (b *bench) clearWorkloads(ctx context.Context, namespaces ...string) {
+	bg := metav1.DeletePropagationBackground
+	del := metav1.DeleteOptions{PropagationPolicy: &bg}
+	for _, ns := range namespaces {
+		apps, batch := b.cl.Typed.AppsV1().Deployments(ns), b.cl.Typed.BatchV1().Jobs(ns)
+		if err := apps.DeleteCollection(ctx, del, metav1.ListOptions{}); err != nil {
+			b.logf("  clear Deployments of %s: %v", ns, err)
+		}
+		if err := batch.DeleteCollection(ctx, del, metav1.ListOptions{}); err != nil {
+			b.logf("  clear Jobs of %s: %v", ns, err)
+		}
+	}
+	t0, deadline := time.Now(), time.Now().Add(3*time.Minute)
+	for time.Now().Before(deadline) {
+		left := 0
+		for _, ns := range namespaces {
+			pods, err := b.cl.Typed.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				left += len(pods.Items)
+			}
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	b.logf("  cleared the previous run's workloads in %s", time.Since(t0).Round(time.Second))
 }
