@@ -1,0 +1,73 @@
+package actionlog
+
+import (
+	"context"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+)
+
+// StaleAfter is how long a log marked running may go unwritten before it is answered as
+// not running: its executor writes at least every HeartbeatEvery while the action runs.
+const StaleAfter = 2 * time.Minute
+
+// Authorizer answers whether a user may do something (auth.Authorizer).
+type Authorizer interface {
+	Check(ctx context.Context, u *auth.User, needs ...auth.Need) error
+}
+
+// Reader answers GET /api/helm/release/log. With a nil Authorizer or a nil user
+// (authentication off) every release is readable.
+type Reader struct {
+	Store      *Store
+	Authorizer Authorizer
+	Now        func() time.Time
+}
+
+// Query names a log: Revision 0 is the release's most recently started one; only lines
+// after the sequence number After are answered.
+type Query struct {
+	Namespace, Name string
+	Revision        int
+	After           int64
+}
+
+// Read answers a log to a caller who may read the release (as get and history: Helm's
+// records are Secrets, so list secrets in its namespace), checked before anything is read.
+func (r *Reader) Read(ctx context.Context, u *auth.User, q Query) (*api.ActionLog, error) {
+	if u != nil && r.Authorizer != nil {
+		need := auth.Need{Verb: "list", Resource: "secrets", Namespace: q.Namespace}
+		if err := r.Authorizer.Check(ctx, u, need); err != nil {
+			return nil, err
+		}
+	}
+	var rec *Record
+	var err error
+	if q.Revision > 0 {
+		rec, err = r.Store.Get(ctx, q.Namespace, q.Name, q.Revision)
+	} else {
+		rec, err = r.Store.Latest(ctx, q.Namespace, q.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.answer(rec, q.After), nil
+}
+
+func (r *Reader) answer(rec *Record, after int64) *api.ActionLog {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	out := &api.ActionLog{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
+		RequestID: rec.RequestID, Action: rec.Action, Started: rec.Started, Updated: rec.Updated,
+		Running: rec.Running && now().Sub(rec.Updated) < StaleAfter, Dropped: rec.Dropped,
+		Lines: []api.LogLine{}}
+	for _, l := range rec.Lines {
+		if l.Seq > after {
+			out.Lines = append(out.Lines, l)
+		}
+	}
+	return out
+}
