@@ -38,6 +38,8 @@ const (
 type Release struct {
 	*release.Release
 	Progress *progress.Progress `json:"progress,omitempty"`
+	// Queue: no executor has started the pending revision yet (queue.go).
+	Queue *Queue `json:"queue,omitempty"`
 }
 
 // Cancelled is the answer to a cancel: the revision, and "failed" when it was failed at
@@ -81,6 +83,10 @@ type ReleaseRequest struct {
 	WaitForJobs bool   `json:"wait_for_jobs,omitempty"`
 	Atomic      bool   `json:"atomic,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Retries (0..MaxRetries) and Remediation (RemediationRollback, RemediationUninstall or
+	// none) after a failed install or upgrade (docs/design.md, "Retries and remediation").
+	Retries     int    `json:"retries,omitempty"`
+	Remediation string `json:"remediation,omitempty"`
 }
 
 // Chart is the chart reference the request names. The basic auth Secret goes with a noRepo
@@ -123,6 +129,9 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 	if err := r.validateNoRepo(needChart); err != nil {
 		return err
 	}
+	if err := r.validateRemediation(needChart); err != nil {
+		return err
+	}
 	if r.ChartURL != "" || r.IndexEntry != "" {
 		if err := r.Chart().Validate(); err != nil {
 			return err
@@ -144,6 +153,8 @@ type ReleaseInfo struct {
 	Version   int           `json:"version"`
 	Info      *release.Info `json:"info,omitempty"`
 	Chart     ChartInfo     `json:"chart"`
+	// Queue: no executor has started the pending revision yet (queue.go).
+	Queue *Queue `json:"queue,omitempty"`
 }
 
 // ChartInfo is the chart part of ReleaseInfo.

@@ -30,6 +30,9 @@ type ActionOptions struct {
 	Wait        bool
 	WaitForJobs bool
 	Output      string
+	// Retries and Remediation: see docs/design.md, "Retries and remediation".
+	Retries     int
+	Remediation string
 }
 
 func newInstallCmd(g *Globals) *cobra.Command {
@@ -80,6 +83,8 @@ func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.Wait, "wait", false, "follow the release until it is deployed or failed (exit 1 on failed)")
 	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", false, "have the install wait until all Jobs complete")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table, json or yaml")
+	f.IntVar(&o.Retries, "retries", 0, "attempts after a failed action, each a new revision (0 to 10)")
+	f.StringVar(&o.Remediation, "remediation", "", "after the last failed attempt: rollback (upgrade) or uninstall")
 }
 
 // Validate checks the options before anything is sent.
@@ -107,7 +112,8 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	req := api.ReleaseRequest{Name: o.Name, Namespace: o.namespace(), ChartURL: url, IndexEntry: entry,
 		ChartVersion: o.Version, Values: vals, Timeout: o.Timeout.String(),
 		// The release itself waits for its resources when the user asks to wait for it.
-		Wait: o.Wait || o.Atomic, WaitForJobs: o.WaitForJobs, Atomic: o.Atomic, Description: o.Description}
+		Wait: o.Wait || o.Atomic, WaitForJobs: o.WaitForJobs, Atomic: o.Atomic, Description: o.Description,
+		Retries: o.Retries, Remediation: o.Remediation}
 	var sec *corev1.Secret
 	if o.action == release.ActionInstall {
 		sec, err = c.Install(ctx, req)

@@ -63,6 +63,10 @@ type Options struct {
 	WaitForJobs bool          `json:"waitForJobs,omitempty"`
 	Atomic      bool          `json:"atomic,omitempty"`
 	Description string        `json:"description,omitempty"`
+	// Retries and Remediation (api.ReleaseRequest's): attempts after a failed install or
+	// upgrade, and what runs after the last one. Absent in older events: 0 and none.
+	Retries     int    `json:"retries,omitempty"`
+	Remediation string `json:"remediation,omitempty"`
 }
 
 // Caller is who asked; the executor acts as this identity once impersonation is on.

@@ -231,7 +231,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values,
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
-			Atomic: req.Atomic, Description: req.Description},
+			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation},
 		Caller: caller, RequestID: id,
 	}
 	ev, stored, err := s.signed(act)
