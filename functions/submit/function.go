@@ -123,7 +123,8 @@ func (f *Function) Start(ctx context.Context) error {
 		// the executor runs a request only on that Secret.
 		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 	}
-	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store}
+	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store,
+		Queue: &reader.Queue{Index: revisions}}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
 		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}

@@ -52,6 +52,8 @@ type Service struct {
 	// Index, with Secrets, says which records exist (a metadata-only list): only records
 	// that changed since the last list are read whole.
 	Index Index
+	// Queue, when set, adds `queue` to pending revisions no executor has started (queue.go).
+	Queue *Queue
 
 	heads heads
 }
@@ -71,7 +73,8 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 		return nil, err
 	}
 	if limitInfo && s.Secrets != nil {
-		return s.listLimited(ctx, sc)
+		rows, err := s.listLimited(ctx, sc)
+		return s.Queue.mark(rows), err
 	}
 	rels, err := s.helmList(ctx, sc)
 	if err != nil {
@@ -88,7 +91,7 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 	for _, rel := range rels {
 		out = append(out, api.Limit(rel))
 	}
-	return out, nil
+	return s.Queue.mark(out), nil
 }
 
 // helmList runs Helm's list over the scope: once when the caller may read every namespace
@@ -149,6 +152,7 @@ func (s *Service) withProgress(ctx context.Context, rel *helmrelease.Release) ap
 		s.Log.Warnw("progress not read", "namespace", rel.Namespace, "release", rel.Name, "error", err)
 	}
 	out.Progress = p
+	out.Queue = s.Queue.of(rel.Namespace, rel.Name, rel.Version, p)
 	return out
 }
 

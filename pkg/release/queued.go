@@ -1,25 +1,30 @@
 package release
 
 import (
+	"sort"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-// queuedCounts keeps the number of queued reservations per namespace up to date from the
-// informers' events, so the admission bound costs submit O(1) per request: counting
-// through the index (ByIndex, or IndexKeys, which also sorts) walked every queued
-// reservation and was 15-29% of submit's CPU at thousands queued (make bench's profile).
+// queuedCounts keeps the number of queued reservations per namespace, and their order of
+// acceptance, up to date from the informers' events: the admission bound costs submit O(1)
+// per request and a queue position O(log n). Counting through the index (ByIndex, or
+// IndexKeys, which also sorts) walked every queued reservation and was 15-29% of submit's
+// CPU at thousands queued (make bench's profile).
 type queuedCounts struct {
 	rule  queuedRule
+	now   func() time.Time
 	mu    sync.Mutex
-	of    map[string]string // key -> namespace, for the queued ones
+	of    map[string]queueEntry // key -> entry, for the queued ones
 	perNS map[string]int
+	order queueOrder
 }
 
 func newQueuedCounts(rule queuedRule) *queuedCounts {
-	return &queuedCounts{rule: rule, of: map[string]string{}, perNS: map[string]int{}}
+	return &queuedCounts{rule: rule, now: time.Now, of: map[string]queueEntry{}, perNS: map[string]int{}}
 }
 
 func (q *queuedCounts) set(obj any, deleted bool) {
@@ -32,17 +37,26 @@ func (q *queuedCounts) set(obj any, deleted bool) {
 	}
 	key := m.GetNamespace() + "/" + m.GetName()
 	queued := !deleted && q.rule.queued(obj)
+	var at time.Time
+	if queued {
+		r, _ := RevisionFromMeta(m) // queued implies ok
+		at = acceptedAt(m, r, q.now())
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ns, was := q.of[key]
+	e, was := q.of[key]
 	switch {
 	case queued && !was:
-		q.of[key] = m.GetNamespace()
-		q.perNS[m.GetNamespace()]++
+		// The entry keeps the time it had when it joined: a later relabel does not move it.
+		e = queueEntry{at: at.Unix(), namespace: m.GetNamespace(), key: key}
+		q.of[key] = e
+		q.perNS[e.namespace]++
+		q.order.insert(e)
 	case !queued && was:
 		delete(q.of, key)
-		if q.perNS[ns]--; q.perNS[ns] <= 0 {
-			delete(q.perNS, ns)
+		q.order.remove(e)
+		if q.perNS[e.namespace]--; q.perNS[e.namespace] <= 0 {
+			delete(q.perNS, e.namespace)
 		}
 	}
 }
@@ -51,6 +65,34 @@ func (q *queuedCounts) count(namespace string) (inNamespace, total int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.perNS[namespace], len(q.of)
+}
+
+func (q *queuedCounts) position(key string) (QueuePosition, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.of[key]
+	if !ok {
+		return QueuePosition{}, false
+	}
+	return QueuePosition{Position: q.order.position(e), Total: len(q.of), AcceptedAt: time.Unix(e.at, 0)}, true
+}
+
+func (q *queuedCounts) byNamespace() []NamespaceQueue {
+	q.mu.Lock()
+	out := make([]NamespaceQueue, 0, len(q.perNS))
+	at := make(map[string]int, len(q.perNS))
+	for _, e := range q.order.sorted { // oldest first: the first of a namespace is its oldest
+		if _, seen := at[e.namespace]; !seen {
+			at[e.namespace] = len(out)
+			out = append(out, NamespaceQueue{Namespace: e.namespace, Count: q.perNS[e.namespace], Oldest: time.Unix(e.at, 0)})
+			if len(out) == len(q.perNS) {
+				break
+			}
+		}
+	}
+	q.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	return out
 }
 
 func (q *queuedCounts) handler() cache.ResourceEventHandler {

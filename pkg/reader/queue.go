@@ -1,0 +1,60 @@
+package reader
+
+import (
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// QueueIndex says where a queued revision stands (release.RevisionIndex): a map lookup
+// and a binary search, so a list marks each pending row without walking the queue.
+type QueueIndex interface {
+	QueuePosition(namespace, secretName string) (release.QueuePosition, bool)
+}
+
+// Queue adds `queue` to the pending revisions no executor has started (docs/design.md,
+// "Queue visibility"). A nil *Queue adds nothing.
+type Queue struct {
+	Index QueueIndex
+	// Now is the clock of AgeSeconds (time.Now when nil).
+	Now func() time.Time
+}
+
+// of is the queue of revision version of release name in namespace, nil when it is not
+// queued. Progress on the revision's Lease means an executor has started it, whatever the
+// index still says (Helm's adoption, which drops the queued label, comes a little later).
+func (q *Queue) of(namespace, name string, version int, p *progress.Progress) *api.Queue {
+	if q == nil || q.Index == nil || p != nil {
+		return nil
+	}
+	pos, ok := q.Index.QueuePosition(namespace, release.SecretName(name, version))
+	if !ok {
+		return nil
+	}
+	now := time.Now
+	if q.Now != nil {
+		now = q.Now
+	}
+	age := now().Sub(pos.AcceptedAt)
+	if age < 0 {
+		age = 0
+	}
+	return &api.Queue{State: api.QueueStateQueued, Position: pos.Position, Total: pos.Total,
+		AcceptedAt: pos.AcceptedAt.UTC(), AgeSeconds: int64(age / time.Second)}
+}
+
+// mark adds the queue to the pending rows of a list (in place) and returns them.
+func (q *Queue) mark(rows []api.ReleaseInfo) []api.ReleaseInfo {
+	if q == nil {
+		return rows
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.Info != nil && release.IsPending(r.Info.Status.String()) {
+			r.Queue = q.of(r.Namespace, r.Name, r.Version, nil)
+		}
+	}
+	return rows
+}
