@@ -83,6 +83,9 @@ type ReleaseRequest struct {
 	WaitForJobs bool   `json:"wait_for_jobs,omitempty"`
 	Atomic      bool   `json:"atomic,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Supersede (upgrades): a pending revision is cancelled and this one runs after it
+	// (docs/design.md, "Supersede").
+	Supersede bool `json:"supersede,omitempty"`
 	// Retries (0..MaxRetries) and Remediation (RemediationRollback, RemediationUninstall or
 	// none) after a failed install or upgrade (docs/design.md, "Retries and remediation").
 	Retries     int    `json:"retries,omitempty"`
@@ -127,6 +130,9 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 		return fmt.Errorf("chart_url or indexEntry is required")
 	}
 	if err := r.validateNoRepo(needChart); err != nil {
+		return err
+	}
+	if err := r.validateSupersede(needChart); err != nil {
 		return err
 	}
 	if err := r.validateRemediation(needChart); err != nil {

@@ -19,6 +19,8 @@ type RollbackRequest struct {
 	Wait        bool   `json:"wait,omitempty"`
 	WaitForJobs bool   `json:"wait_for_jobs,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Supersede: a pending revision is cancelled and the rollback runs after it.
+	Supersede bool `json:"supersede,omitempty"`
 }
 
 // Validate checks what can be checked without the cluster.
