@@ -33,6 +33,7 @@ type ActionOptions struct {
 	// Retries and Remediation: see docs/design.md, "Retries and remediation".
 	Retries     int
 	Remediation string
+	Supersede   bool
 }
 
 func newInstallCmd(g *Globals) *cobra.Command {
@@ -66,6 +67,7 @@ func newUpgradeCmd(g *Globals) *cobra.Command {
 		},
 	}
 	o.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.Supersede, "supersede", false, supersedeUsage)
 	return cmd
 }
 
@@ -113,7 +115,7 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 		ChartVersion: o.Version, Values: vals, Timeout: o.Timeout.String(),
 		// The release itself waits for its resources when the user asks to wait for it.
 		Wait: o.Wait || o.Atomic, WaitForJobs: o.WaitForJobs, Atomic: o.Atomic, Description: o.Description,
-		Retries: o.Retries, Remediation: o.Remediation}
+		Retries: o.Retries, Remediation: o.Remediation, Supersede: o.Supersede}
 	var sec *corev1.Secret
 	if o.action == release.ActionInstall {
 		sec, err = c.Install(ctx, req)

@@ -21,6 +21,7 @@ type RollbackOptions struct {
 	WaitForJobs bool
 	Description string
 	Output      string
+	Supersede   bool
 }
 
 func newRollbackCmd(g *Globals) *cobra.Command {
@@ -47,6 +48,7 @@ func newRollbackCmd(g *Globals) *cobra.Command {
 	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", false, "have the rollback wait until all Jobs complete")
 	f.StringVar(&o.Description, "description", "", "add a custom description")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table, json or yaml")
+	f.BoolVar(&o.Supersede, "supersede", false, supersedeUsage)
 	return cmd
 }
 
@@ -60,7 +62,8 @@ func (o *RollbackOptions) Run(ctx context.Context) error {
 		return err
 	}
 	req := api.RollbackRequest{Name: o.Name, Namespace: o.namespace(), Version: o.Revision,
-		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description}
+		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description,
+		Supersede: o.Supersede}
 	sec, err := c.Rollback(ctx, req)
 	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
 }
