@@ -14,33 +14,35 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Factory builds action configurations for one cluster. Discovery and the REST mapper
-// are shared by every action (the GitLab chart alone has dozens of kinds to map).
+// Factory builds action configurations for one cluster. Discovery, the REST mapper, the
+// server version and the field-validation answers are shared by every action
+// (discovery.go; the GitLab chart alone has dozens of kinds to map).
 type Factory struct {
 	rest   *rest.Config
-	disc   discovery.CachedDiscoveryInterface
-	mapper meta.ResettableRESTMapper
+	shared *sharedDiscovery
 }
 
 // NewFactory prepares a factory for the cluster of cfg.
-func NewFactory(cfg *rest.Config) (*Factory, error) {
+func NewFactory(cfg *rest.Config, opts ...FactoryOption) (*Factory, error) {
+	var o factoryOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	disc := memory.NewMemCacheClient(dc)
-	return &Factory{rest: cfg, disc: disc, mapper: restmapper.NewDeferredDiscoveryRESTMapper(disc)}, nil
+	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o)}, nil
 }
 
 // Option changes a configuration before it is used.
@@ -119,10 +121,11 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	if o.impersonate != nil {
 		cfg.Impersonate = *o.impersonate
 	}
-	getter := &restGetter{f: f, rest: cfg, namespace: namespace}
+	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
 	kc := o.kube
 	if kc == nil {
 		c := kube.New(getter)
+		c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
 		c.Namespace = namespace
 		c.Log = o.log
 		kc = hookAwareClient{Client: c}
@@ -164,18 +167,22 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	}, nil
 }
 
-// restGetter hands Helm's kube client the factory's shared clients.
+// restGetter hands Helm's kube client the factory's shared discovery and mapper; the
+// REST config (the action's identity) is the action's own.
 type restGetter struct {
 	f         *Factory
 	rest      *rest.Config
 	namespace string
+	budget    *missBudget
 }
 
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.rest), nil }
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	return g.f.disc, nil
+	return actionDiscovery{CachedDiscoveryInterface: g.f.shared.cache, s: g.f.shared}, nil
 }
-func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.f.mapper, nil }
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	return missMapper{s: g.f.shared, budget: g.budget}, nil
+}
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(),
 		&clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
