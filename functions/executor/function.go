@@ -114,6 +114,12 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents
 		f.log.Warnw("event refused", "id", e.ID(), "type", e.Type(), "error", err)
 		return cloudevents.NewHTTPResult(http.StatusBadRequest, "%v", err)
 	}
+	if key := f.cfg.EventSigningKey; key != "" {
+		if a.BoundSecretUID, err = events.BoundSecret(e, []byte(key)); err != nil {
+			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)
+			return cloudevents.NewHTTPResult(http.StatusUnauthorized, "%v", err)
+		}
+	}
 	stored, err := e.MarshalJSON()
 	if err != nil {
 		return cloudevents.NewHTTPResult(http.StatusBadRequest, "encode event: %v", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartref"
@@ -98,6 +99,10 @@ type Action struct {
 
 	// RollbackTo is the revision a rollback returns to (Helm's rollback version).
 	RollbackTo int `json:"rollbackTo,omitempty"`
+
+	// BoundSecretUID is not part of the payload: the receiver sets it from the delivery's
+	// verified binding (BoundSecret), "" when the delivery carries none.
+	BoundSecretUID types.UID `json:"-"`
 }
 
 // StatusChange is the payload of a status event.

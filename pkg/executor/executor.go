@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
@@ -364,6 +365,9 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if uid == "" {
 		return OutcomeGone, true, nil
 	}
+	if bound := act.BoundSecretUID; bound != "" && bound != uid {
+		return s.refuseSwapped(ctx, act, uid)
+	}
 	first, err := s.Consumed.Consume(ctx, consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace,
 		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: uid, At: s.now()})
 	if errors.Is(err, consumed.ErrConsumedElsewhere) {
@@ -378,6 +382,21 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 		act.log.Debugw("request already bound to this record", "secretUID", uid)
 	}
 	return "", false, nil
+}
+
+// refuseSwapped refuses a delivery whose Secret is not the one submit accepted it for (a
+// tenant made the reservation again under its name): the request is bound to the Secret
+// submit named, so no later delivery (the stored copy a sweeper re-sends) runs it on this one.
+func (s *Service) refuseSwapped(ctx context.Context, act *action, uid types.UID) (Outcome, bool, error) {
+	bound := act.BoundSecretUID
+	_, err := s.Consumed.Consume(ctx, consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace,
+		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: bound, At: s.now()})
+	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
+		return "", true, err // redelivered: bind and refuse again
+	}
+	act.log.Warnw("event refused: the Secret is not the one it was accepted for (a swap?)",
+		"secretUID", uid, "acceptedFor", bound)
+	return s.refuse(ctx, act, "the Secret is not the one its request was accepted for")
 }
 
 // refuse acknowledges an event refused on the record it lands on. A record submit sealed

@@ -203,3 +203,42 @@ func TestCancelOfARunningUninstallRunsToItsEnd(t *testing.T) {
 		t.Fatalf("Handle = %s, %v", got, err)
 	}
 }
+
+// A tenant swaps a queued reservation (deletes it, makes its own under the same name with
+// the victim's labels) before any executor saw the request. The delivery names the Secret
+// submit accepted: it is refused, Helm does not run, and the request is bound to the
+// accepted Secret, so the stored copy a sweeper re-sends (no binding) is refused too.
+func TestDeliveryBoundToAnotherSecretIsRefused(t *testing.T) {
+	e := newEnv(t, 1)
+	a := e.reserve("web", "victim-req")
+	accepted := e.secretUID("web")
+	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), a.SecretName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.reserve("web", "victim-req")
+	a.BoundSecretUID = accepted
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeRefused {
+		t.Fatalf("delivery onto the swapped Secret: %s, %v; want %s", got, err, OutcomeRefused)
+	}
+	rec, err := e.consumed.Lookup(ctx(t), "victim-req")
+	if err != nil || rec == nil || rec.SecretUID != accepted {
+		t.Errorf("the request is bound to %+v (%v), want the accepted Secret %s", rec, err, accepted)
+	}
+	a.BoundSecretUID = "" // the stored copy, re-sent by a sweeper
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeRefused {
+		t.Fatalf("re-sent stored copy: %s, %v; want %s", got, err, OutcomeRefused)
+	}
+	if n := e.helm.calls.Load(); n != 0 {
+		t.Errorf("Helm ran %d times on the tenant's Secret", n)
+	}
+}
+
+// A delivery bound to the Secret it lands on runs.
+func TestDeliveryBoundToItsSecretRuns(t *testing.T) {
+	e := newEnv(t, 1)
+	a := e.reserve("web", "req-1")
+	a.BoundSecretUID = e.secretUID("web")
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeDeployed {
+		t.Fatalf("%s, %v", got, err)
+	}
+}

@@ -36,6 +36,13 @@ func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (c
 	if err := events.Verify(e, s.SigningKey, s.now(), s.EventMaxAge); err != nil {
 		return e, fmt.Sprintf("its stored request is not submit's: %v", err), nil
 	}
+	bound, err := events.BoundSecret(e, s.SigningKey)
+	switch {
+	case err != nil:
+		return e, fmt.Sprintf("its stored request is not submit's: %v", err), nil
+	case bound != "" && bound != rev.UID: // an executor kept the delivered (bound) copy
+		return e, "its stored request was accepted for another release record", nil
+	}
 	a, err := events.ParseAccepted(e)
 	if err != nil {
 		return e, fmt.Sprintf("its stored request is not an accepted request: %v", err), nil

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -73,6 +75,13 @@ func TestSweepDecisions(t *testing.T) {
 			e.patch("web", 1, `{"data":{"`+release.DataEvent+`":null}}`)
 			e.clock.Add(2 * time.Minute)
 		}, fail, "no stored request to send again"},
+		// An executor keeps the delivered (bound) event in the record: one bound to another
+		// Secret (a swapped reservation) is never re-sent.
+		{"started, its stored event bound to another Secret", func(e *env) {
+			e.start("web")
+			e.storeBound("web", "uid-of-the-accepted-secret")
+			e.clock.Add(2 * time.Minute)
+		}, fail, "accepted for another release record"},
 		{"not ours: labels copied from an older revision", func(e *env) {
 			e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":"0"}}}`)
 			e.clock.Add(2 * time.Hour)
@@ -218,3 +227,22 @@ func (e *env) holdLease(name string) {
 }
 
 var deleteOpts = metav1.DeleteOptions{}
+
+// storeBound rewrites the revision's stored event as the delivered copy bound to uid.
+func (e *env) storeBound(name string, uid types.UID) {
+	e.t.Helper()
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(e.t), release.SecretName(name, 1), metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ev cloudevents.Event
+	if err := ev.UnmarshalJSON(sec.Data[release.DataEvent]); err != nil {
+		e.t.Fatal(err)
+	}
+	events.BindSecret(&ev, e.svc.SigningKey, uid)
+	raw, _ := ev.MarshalJSON()
+	sec.Data[release.DataEvent] = raw
+	if _, err := e.c.CoreV1().Secrets("ns").Update(ctx(e.t), sec, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}

@@ -85,6 +85,16 @@ func (a Action) PendingStatus() string {
 	return "pending-install"
 }
 
+// PendingAction is the action a pending status belongs to (PendingStatus's inverse).
+func PendingAction(status string) (Action, bool) {
+	for _, a := range []Action{ActionInstall, ActionUpgrade, ActionRollback, ActionUninstall} {
+		if a.PendingStatus() == status {
+			return a, true
+		}
+	}
+	return "", false
+}
+
 // Sentinel errors; the HTTP edge maps them to status codes with errors.Is.
 var (
 	ErrNameInUse = errors.New("release name is in use")

@@ -178,33 +178,52 @@ func (s *Service) authorize(ctx context.Context, user *auth.User, namespace stri
 	return events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}, nil
 }
 
-// handOver binds the accepted request to its record (by the Secret's UID, where tenants
-// cannot write) and then sends its event. If either fails, nobody will work on the revision:
-// the reservation is taken back (undo), with a context that survives the client hanging up.
+// handOver sends the accepted event bound to its record (the Secret's UID and submit's
+// HMAC over it, events.BindSecret): the reservation is the only API write on the way to
+// the 201. If the send fails, nobody will work on the revision: the request is bound in
+// state tenants cannot write (so a copy of its stored event is never run) and the
+// reservation is taken back (undo), with a context that survives the client hanging up.
 func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, undo func(context.Context) error) error {
-	err := s.bind(ctx, a, uid)
-	if err == nil {
-		err = s.Sender.Send(ctx, ev)
+	if len(s.SigningKey) > 0 {
+		events.BindSecret(&ev, s.SigningKey, uid)
 	}
+	err := s.Sender.Send(ctx, ev)
 	if err == nil {
 		return nil
 	}
 	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if berr := s.bind(undoCtx, a, uid); berr != nil {
+		err = fmt.Errorf("%w; and %v", err, berr)
+	}
 	if uerr := undo(undoCtx); uerr != nil {
 		return fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
 	}
 	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
 }
 
-// bind records which Secret the request was accepted for (no-op without Bindings).
+// bindQueued binds a queued revision about to be failed unrun to its Secret: a tenant who
+// makes the Secret again under its name with the stored event cannot get it run.
+func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
+	action, ok := release.PendingAction(rev.Status)
+	if !ok || !rev.Ours || rev.RequestID == "" || rev.UID == "" {
+		return nil // not a reservation of ours: no event of ours to protect
+	}
+	return s.bind(ctx, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
+		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID)
+}
+
+// bind records, in state tenants cannot write, that the request belongs to the Secret
+// with this UID and no other (no-op without Bindings). Only for requests that will not run
+// from their delivery: a send that failed, a revision cancelled before an executor ran it.
+// The executor binds the others when it first runs them.
 func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID) error {
 	if s.Bindings == nil {
 		return nil
 	}
 	_, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
 		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: s.now()})
-	if err != nil {
+	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return fmt.Errorf("bind request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
 	}
 	return nil

@@ -71,7 +71,7 @@ func TestUninstallMarksSignsAndEmits(t *testing.T) {
 	if err := events.Verify(ev, key, t0, time.Hour); err != nil {
 		t.Errorf("unsigned: %v", err)
 	}
-	raw, _ := ev.MarshalJSON()
+	raw, _ := unbound(ev).MarshalJSON()
 	if string(sec.Data[release.DataEvent]) != string(raw) {
 		t.Error("the stored event is not the sent one")
 	}

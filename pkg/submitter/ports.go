@@ -56,6 +56,7 @@ type RepoSecrets interface {
 // Bindings binds a request id to the reservation Secret it was accepted for, by UID, in
 // state tenants cannot write (consumed.Store): the executor runs a request only on the
 // Secret it is bound to, so a signed event copied onto a Secret a tenant made is refused.
+// Submit writes it only for requests that will not run from their delivery.
 type Bindings interface {
 	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
 }

@@ -82,8 +82,9 @@ type Service struct {
 	// credentials need the caller's right to get each Secret it names: submit reads them
 	// with its own rights, and the chart's server receives their contents.
 	RepoSecrets RepoSecrets
-	// Bindings, when set, binds each accepted request to its reservation Secret's UID
-	// before its event is sent (docs/design.md, "Consumed requests").
+	// Bindings, when set, binds to its reservation Secret's UID each accepted request that
+	// will not run from its delivery: a send that failed, a cancel before any executor ran
+	// it (docs/design.md, "Consumed requests"). Delivered events carry their binding.
 	Bindings Bindings
 }
 
@@ -127,6 +128,9 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 	// Nobody runs it, and the Lease now keeps anyone from starting it.
 	undo := context.WithoutCancel(ctx)
 	defer func() { _ = s.Heartbeat.ReleaseCancel(undo, namespace, latest.SecretName, by) }()
+	if err := s.bindQueued(ctx, latest); err != nil {
+		return nil, err
+	}
 	reason := fmt.Sprintf("Release %q failed: cancelled by %s before an executor ran it", name, by)
 	if _, err := s.Store.MarkFailed(ctx, namespace, name, latest.Version, reason, false); err != nil {
 		return nil, err

@@ -158,7 +158,7 @@ func TestSubmitReservesSignsAndEmits(t *testing.T) {
 	}
 	// The reservation holds the very event that was sent (the sweeper re-sends it).
 	sec := e.secrets()[0]
-	raw, _ := ev.MarshalJSON()
+	raw, _ := unbound(ev).MarshalJSON()
 	if string(sec.Data[release.DataEvent]) != string(raw) {
 		t.Errorf("stored event differs from the sent one")
 	}
