@@ -51,11 +51,14 @@ func (f *Function) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	// The same index of release secret metadata as submit's, over the watched namespaces.
-	revisions, err := release.NewRevisionIndex(cl.Metadata, f.cfg.Namespaces...)
+	// The same index of release secret metadata as submit's, over the watched namespaces;
+	// only revisions submit sealed count as queued (the queue metrics).
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata,
+		release.IndexOptions{Namespaces: f.cfg.Namespaces, SealKey: []byte(f.cfg.EventSigningKey)})
 	if err != nil {
 		return err
 	}
+	registerQueueMetrics(f.metrics, revisions)
 	f.svc = &notifier.Service{
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Redrive: redrive, Log: f.log,
 		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},

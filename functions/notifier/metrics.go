@@ -37,6 +37,13 @@ func newPassMetrics(m *function.Metrics) *passMetrics {
 	return p
 }
 
+// registerQueueMetrics exposes the queue of each namespace (notifier.QueueMetrics).
+func registerQueueMetrics(m *function.Metrics, src notifier.QueueSource) {
+	if m != nil {
+		m.Registry.MustRegister(notifier.NewQueueMetrics(src))
+	}
+}
+
 func (p *passMetrics) observe(st notifier.PassStats) {
 	if p == nil {
 		return
