@@ -236,6 +236,8 @@ type action struct {
 	held   Lease
 	end    *ending
 	grave  release.Tombstone // an uninstall's tombstone
+	// attempt is the request's attempt this action is (remediate.go): 1, or a retry's.
+	attempt int
 }
 
 // handle runs the steps: check (no lease yet), hold the lease, admit (under the lease:
@@ -260,7 +262,7 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 		return outcome, err
 	}
 	start := s.now()
-	outcome := s.record(reqCtx, act, s.execute(reqCtx, shutdown, act))
+	outcome := s.attempts(reqCtx, shutdown, act) // the action, and its retries and remediation
 	act.log.Infow("action finished", "outcome", outcome, "duration", s.now().Sub(start))
 	if s.Observe != nil {
 		s.Observe(string(a.Action), string(outcome), s.now().Sub(start))
@@ -759,7 +761,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
 		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo,
-		RenderTimeout: s.RenderTimeout,
+		RenderTimeout: s.RenderTimeout, Replace: act.attempt > 1, // a retry installs over the failed attempt
 	}
 	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {

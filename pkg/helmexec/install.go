@@ -43,6 +43,9 @@ type Request struct {
 	RollbackTo int
 	// RenderTimeout bounds how long Helm may take to render the templates (0: no bound).
 	RenderTimeout time.Duration
+	// Replace (installs): install over a release whose latest revision failed, as
+	// `helm install --replace` (a retry, docs/design.md "Retries and remediation").
+	Replace bool
 }
 
 // ErrChartChanged means the chart to run is not the one submit validated.
@@ -73,6 +76,7 @@ func newInstall(cfg *action.Configuration, req Request) *action.Install {
 	i.Atomic = req.Atomic
 	i.Description = req.Description
 	i.Labels = req.Labels
+	i.Replace = req.Replace
 	return i
 }
 

@@ -1,0 +1,301 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+)
+
+// Retries and remediation of a failed install or upgrade (docs/design.md, "Retries and
+// remediation"): every retry is a new revision reserved by this executor under the same
+// request id, each step claimed once on the request's consumed record.
+
+// stepClaimer is the part of the consumed records (consumed.Store) that claims the steps
+// after a request's first attempt.
+type stepClaimer interface {
+	ClaimStep(ctx context.Context, requestID string, step consumed.Step) error
+}
+
+// reserver reserves a revision as submit does (release.Store).
+type reserver interface {
+	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
+}
+
+// setupTimeout bounds the writes that open a retry or a remediation.
+const setupTimeout = 30 * time.Second
+
+// chain is one request's attempts after the first: cur is the latest, whose lease the
+// chain releases unless it is the first's (handle releases that one).
+type chain struct {
+	s     *Service
+	cur   *action
+	owned bool
+	total int
+	// desc is the request's own description (each attempt's carries its number).
+	desc string
+}
+
+// attempts runs the action, then, while it fails and the request allows, its retries and
+// finally its remediation. The outcome is the last attempt's.
+func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcome {
+	act.attempt = 1
+	res := s.execute(reqCtx, shutdown, act)
+	outcome := s.record(reqCtx, act, res)
+	o := act.Action.Options
+	if o.Retries <= 0 && o.Remediation == api.RemediationNone {
+		return outcome
+	}
+	if act.Action.Action != release.ActionInstall && act.Action.Action != release.ActionUpgrade {
+		return outcome
+	}
+	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description}
+	defer c.moveTo(reqCtx, nil)
+	for outcome == OutcomeFailed {
+		switch next := decide(c.cur, res, shutdown, c.total); next {
+		case stepStop:
+			return outcome
+		case stepRemediate:
+			c.remediate(reqCtx, shutdown)
+			return outcome
+		}
+		next, err := c.retry(reqCtx)
+		if err != nil {
+			c.cur.log.Warnw("no retry", "attempt", c.cur.attempt, "of", c.total, "error", err)
+			return outcome
+		}
+		c.moveTo(reqCtx, next)
+		res = s.execute(reqCtx, shutdown, next)
+		outcome = s.record(reqCtx, next, res)
+	}
+	return outcome
+}
+
+// step is what follows a failed attempt.
+type step int
+
+const (
+	stepStop      step = iota // a cancel, a lost lease, shutdown: nothing more runs
+	stepRetry                 // another attempt
+	stepRemediate             // the remediation (none: the chain ends failed)
+)
+
+// decide says what follows a failed attempt: nothing after the executor's own ends or the
+// user's cancel; the remediation after the last attempt or a failure no retry can fix (the
+// chart, its render); else a retry.
+func decide(cur *action, res result, shutdown context.Context, total int) step {
+	kind, _ := cur.end.get()
+	switch {
+	case kind == endCancel || kind == endLost || kind == endShutdown || shutdown.Err() != nil:
+		return stepStop
+	case cur.attempt >= total, errors.Is(res.err, helmexec.ErrRenderTimeout),
+		errors.Is(res.err, helmexec.ErrChartChanged), errors.Is(res.err, helmexec.ErrMissingDependency):
+		return stepRemediate
+	}
+	return stepRetry
+}
+
+// moveTo makes next the chain's latest attempt, releasing the lease of the one before
+// (unless it is the first's); nil ends the chain.
+func (c *chain) moveTo(reqCtx context.Context, next *action) {
+	if c.owned {
+		c.s.releaseLease(reqCtx, c.cur)
+	}
+	if next != nil {
+		c.cur, c.owned = next, true
+	}
+}
+
+// retry opens the next attempt: claimed, its revision's lease held, its revision reserved,
+// the failed one saying where the request went on.
+func (c *chain) retry(reqCtx context.Context) (*action, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+	defer cancel()
+	k := c.cur.attempt + 1
+	a := c.cur.Action
+	a.Options.Description = attemptDescription(a, c.desc, k, c.total)
+	meta := c.cur.rec.Chart.Metadata
+	next, err := c.open(ctx, a, consumed.Step{Attempt: k, Revision: c.cur.Revision + 1},
+		release.Reservation{Action: a.Action, Chart: meta, Values: a.Values})
+	if err != nil {
+		return nil, err
+	}
+	next.attempt = k
+	c.note(ctx, fmt.Sprintf("attempt %d of %d; retried as revision %d", c.cur.attempt, c.total, next.Revision))
+	return next, nil
+}
+
+// attemptDescription is what attempt k of total is described with once it succeeded: the
+// request's description (desc), or Helm's, with the attempt.
+func attemptDescription(a events.Action, desc string, k, total int) string {
+	if desc == "" {
+		desc = "Install complete"
+		if a.Action == release.ActionUpgrade {
+			desc = "Upgrade complete"
+		}
+	}
+	return fmt.Sprintf("%s (attempt %d of %d)", desc, k, total)
+}
+
+// open reserves the revision after the chain's latest for a (its action, options) and
+// returns it held: the latest must still be the failed attempt, the step is claimed on the
+// request's consumed record, the revision's lease is taken before it is reserved.
+func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r release.Reservation) (*action, error) {
+	s, cur := c.s, c.cur
+	if err := c.checkLatest(ctx); err != nil {
+		return nil, err
+	}
+	if claimer, ok := s.Consumed.(stepClaimer); ok {
+		if err := claimer.ClaimStep(ctx, a.RequestID, st); err != nil {
+			return nil, err
+		}
+	}
+	res, ok := s.Store.(reserver)
+	if !ok {
+		return nil, errors.New("the store cannot reserve a revision")
+	}
+	a.Revision = cur.Revision + 1
+	a.SecretName = release.SecretName(a.Name, a.Revision)
+	held, err := s.Heartbeat.Hold(ctx, a.Namespace, release.LeaseName(a.Name, a.Revision))
+	if err != nil || held == nil {
+		return nil, fmt.Errorf("hold the lease of revision %d: %w (held elsewhere: %v)", a.Revision, err, held == nil)
+	}
+	next := &action{Action: a, held: held,
+		log: s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)}
+	r.Namespace, r.Name, r.RequestID, r.Revision = a.Namespace, a.Name, a.RequestID, a.Revision
+	if _, err = res.Reserve(ctx, r); err == nil {
+		next.rec, err = s.Store.Get(ctx, a.Namespace, a.Name, a.Revision)
+	}
+	if err != nil {
+		s.releaseLease(ctx, next)
+		return nil, fmt.Errorf("reserve revision %d: %w", a.Revision, err)
+	}
+	next.log.Infow("request goes on as a new revision", "after", cur.Revision, "action", a.Action)
+	return next, nil
+}
+
+// checkLatest refuses to go on when the failed attempt is no longer the release's latest
+// revision, or is not failed (someone acted on the release meanwhile).
+func (c *chain) checkLatest(ctx context.Context) error {
+	revs, err := c.s.Store.LiveHistory(ctx, c.cur.Namespace, c.cur.Name)
+	if err != nil {
+		return err
+	}
+	if len(revs) == 0 || revs[0].Version != c.cur.Revision || revs[0].Status != helmrelease.StatusFailed.String() {
+		return fmt.Errorf("revision %d is no longer the release's latest failed revision", c.cur.Revision)
+	}
+	return nil
+}
+
+// note appends to the failed attempt's description what the request did next.
+func (c *chain) note(ctx context.Context, what string) {
+	cur := c.cur
+	rel, err := c.s.Store.Get(ctx, cur.Namespace, cur.Name, cur.Revision)
+	if err == nil {
+		_, err = c.s.Store.MarkFailed(ctx, cur.Namespace, cur.Name, cur.Revision,
+			fmt.Sprintf("%s (%s)", rel.Info.Description, what), true)
+	}
+	if err != nil {
+		cur.log.Warnw("the failed attempt's description was not completed", "what", what, "error", err)
+	}
+}
+
+// remediate runs the request's remediation after its last failed attempt.
+func (c *chain) remediate(reqCtx, shutdown context.Context) {
+	var err error
+	switch c.cur.Action.Options.Remediation {
+	case api.RemediationNone:
+		if c.total > 1 {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+			defer cancel()
+			c.note(ctx, fmt.Sprintf("attempt %d of %d", c.cur.attempt, c.total))
+		}
+		return
+	case api.RemediationRollback:
+		err = c.rollback(reqCtx, shutdown)
+	case api.RemediationUninstall:
+		err = c.uninstall(reqCtx)
+	default:
+		err = fmt.Errorf("unknown remediation %q", c.cur.Action.Options.Remediation)
+	}
+	if err != nil {
+		c.cur.log.Warnw("remediation not run", "remediation", c.cur.Action.Options.Remediation, "error", err)
+	}
+}
+
+// rollback reserves a pending-rollback revision after the failed attempt and runs Helm's
+// rollback to the last deployed revision (the one the upgrade started from).
+func (c *chain) rollback(reqCtx, shutdown context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+	defer cancel()
+	target, err := c.deployed(ctx)
+	if err != nil {
+		c.note(ctx, fmt.Sprintf("attempt %d of %d; no rollback: %v", c.cur.attempt, c.total, err))
+		return err
+	}
+	a := c.cur.Action
+	a.Action, a.RollbackTo, a.ReuseChart, a.ChartDigest = release.ActionRollback, target.Version, true, ""
+	a.Options.Description = ""
+	next, err := c.open(ctx, a, consumed.Step{Remediation: api.RemediationRollback},
+		release.Reservation{Action: release.ActionRollback, Chart: target.Chart.Metadata, Values: target.Config})
+	if err != nil {
+		return err
+	}
+	c.note(ctx, fmt.Sprintf("attempt %d of %d; remediated by rollback to %d as revision %d",
+		c.cur.attempt, c.total, target.Version, next.Revision))
+	c.moveTo(reqCtx, next)
+	outcome := c.s.record(reqCtx, next, c.s.execute(reqCtx, shutdown, next))
+	next.log.Infow("remediation finished", "remediation", api.RemediationRollback, "to", target.Version, "outcome", outcome)
+	return nil
+}
+
+// deployed is the release's latest deployed revision.
+func (c *chain) deployed(ctx context.Context) (*helmrelease.Release, error) {
+	revs, err := c.s.Store.LiveHistory(ctx, c.cur.Namespace, c.cur.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range revs {
+		if r.Status == helmrelease.StatusDeployed.String() {
+			return c.s.Store.Get(ctx, c.cur.Namespace, c.cur.Name, r.Version)
+		}
+	}
+	return nil, errors.New("no deployed revision to roll back to")
+}
+
+// uninstall runs Helm's uninstall of the release after its last failed attempt, under that
+// attempt's lease: its records are purged, the failed attempts with them.
+func (c *chain) uninstall(reqCtx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+	defer cancel()
+	cur := c.cur
+	if err := c.checkLatest(ctx); err != nil {
+		return err
+	}
+	if claimer, ok := c.s.Consumed.(stepClaimer); ok {
+		if err := claimer.ClaimStep(ctx, cur.RequestID, consumed.Step{Remediation: api.RemediationUninstall}); err != nil {
+			return err
+		}
+	}
+	c.note(ctx, fmt.Sprintf("attempt %d of %d; remediated by uninstall", cur.attempt, c.total))
+	timeout := c.s.timeout(cur.Action)
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(reqCtx), timeout+setupTimeout)
+	defer ucancel()
+	req := helmexec.Request{Namespace: cur.Namespace, Name: cur.Name, Revision: cur.Revision, Timeout: timeout,
+		Description: "Uninstalled as the remediation of request " + cur.RequestID}
+	opts := append(append([]helmexec.Option{}, c.s.HelmOptions...), c.s.callerOptions(cur.Action)...)
+	if _, err := c.s.Helm.Uninstall(uctx, req, opts...); err != nil {
+		return err
+	}
+	cur.log.Infow("remediation finished", "remediation", api.RemediationUninstall)
+	return nil
+}
