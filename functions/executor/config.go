@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 )
@@ -10,6 +11,7 @@ import (
 // Config is the executor's environment, read once at start.
 type Config struct {
 	chartsource.Settings
+	actionlog.Config
 	Kubeconfig string `envconfig:"KUBECONFIG"`
 	// MaxParallel actions held at once, in any phase (their memory: an action waiting for
 	// readiness costs almost no CPU); more events are refused with 429 so the broker

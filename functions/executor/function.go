@@ -11,6 +11,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -83,6 +84,8 @@ func (f *Function) Start(ctx context.Context) error {
 		RenderTimeout:      f.cfg.RenderTimeout,
 		MaxOrphanedRenders: f.cfg.MaxOrphanedRenders,
 		Orphans:            &helmexec.Orphans{OnChange: f.orphansChanged},
+		ActionLogs: &executor.ActionLogs{Store: &actionlog.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
+			Bytes: f.cfg.ActionLogBytes, Keep: f.cfg.ActionLogKeep, FlushEvery: f.cfg.ActionLogFlush},
 	}, f.cfg.MaxParallel)
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone

@@ -3,12 +3,14 @@ package main
 import (
 	"time"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/events"
 )
 
 // Config is the notifier's environment, read once at start.
 type Config struct {
 	events.SinkConfig
+	actionlog.Config
 	Kubeconfig string `envconfig:"KUBECONFIG"`
 	// Namespaces to watch, comma-separated; empty watches all.
 	Namespaces []string `envconfig:"NAMESPACES"`

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/kube"
@@ -71,6 +72,9 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	pm := newPassMetrics(f.metrics)
 	f.svc.OnPass = pm.observe
+	logs := &actionlog.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace}
+	f.svc.ActionLogs = logs
+	go logs.PruneEvery(ctx, time.Hour, f.cfg.ActionLogMaxAge, f.log)
 	if f.cfg.LeaderElection {
 		f.svc.Election = f.election(cl, pm)
 	}

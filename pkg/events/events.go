@@ -117,6 +117,9 @@ type StatusChange struct {
 	// Reason is Helm's info.description, set for failed revisions.
 	Reason    string `json:"reason,omitempty"`
 	RequestID string `json:"requestId,omitempty"`
+	// LogTail is the end of the action's log, set for failed revisions that have one
+	// (docs/design.md, "The action's log").
+	LogTail string `json:"logTail,omitempty"`
 }
 
 // Subject is the subject of every event about a release.

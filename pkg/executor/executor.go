@@ -101,6 +101,8 @@ type Service struct {
 	MaxOrphanedRenders int
 	// Orphans counts Helm's goroutines that outlived their action (New makes one).
 	Orphans *helmexec.Orphans
+	// ActionLogs, when set, keeps each action's Helm log (actionlog.go).
+	ActionLogs *ActionLogs
 
 	slots         chan struct{}
 	cpu           chan struct{}
@@ -524,7 +526,9 @@ func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result 
 		act.end.end(endCancel, by)
 		return true
 	})
-	final, err := s.run(ctx, act, runOptions{timeout: timeout, started: clock.begin, logf: phases.Log})
+	alog := s.startActionLog(hbCtx, act)
+	final, err := s.run(ctx, act, runOptions{timeout: timeout, started: clock.begin, logf: alog.tee(phases.Log)})
+	alog.finish(reqCtx, err)
 	return result{final: final, err: err, logs: logs}
 }
 

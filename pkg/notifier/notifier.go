@@ -88,6 +88,8 @@ type Service struct {
 	Election *Election
 	// OnPass, when set, is told what each sweeper pass cost (metrics).
 	OnPass func(PassStats)
+	// ActionLogs, when set, gives failed status events the tail of the action's log.
+	ActionLogs LogTails
 
 	// leases caches async-helm's Leases (leases.go); pruned is when consumed records were
 	// last pruned (redrive.go).
@@ -456,6 +458,7 @@ func (s *Service) report(ctx context.Context, key string, rev release.Revision, 
 	if err := s.describe(ctx, rev, status, &change); err != nil {
 		return err
 	}
+	s.attachLogTail(ctx, &change)
 	e, err := events.NewStatus(change)
 	if err != nil {
 		return err

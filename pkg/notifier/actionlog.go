@@ -1,0 +1,29 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// LogTails reads the end of a revision's action log (actionlog.Store.Tail).
+type LogTails interface {
+	Tail(ctx context.Context, namespace, name string, revision int, requestID string) (string, error)
+}
+
+// attachLogTail puts the end of the failed action's log on its status event. The log lives
+// in async-helm's own namespace (only executors write it); without one the event goes
+// without (a revision failed before any executor ran it, or by the sweeper).
+func (s *Service) attachLogTail(ctx context.Context, c *events.StatusChange) {
+	if s.ActionLogs == nil || c.Status != "failed" {
+		return
+	}
+	tail, err := s.ActionLogs.Tail(ctx, c.Namespace, c.Name, c.Revision, c.RequestID)
+	if err != nil && !errors.Is(err, release.ErrNotFound) {
+		s.Log.Warnw("action log not read; the failed event goes without its tail",
+			"namespace", c.Namespace, "release", c.Name, "revision", c.Revision, "error", err)
+	}
+	c.LogTail = tail
+}
