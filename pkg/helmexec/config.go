@@ -128,7 +128,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
 		c.Namespace = namespace
 		c.Log = o.log
-		kc = hookAwareClient{Client: c}
+		kc = sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
 	}
 	d := o.driver
 	if m, ok := d.(*driver.Memory); ok {

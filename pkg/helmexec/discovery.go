@@ -1,6 +1,7 @@
 package helmexec
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,21 @@ type actionDiscovery struct {
 
 func (d actionDiscovery) Invalidate()                           { d.s.expire() }
 func (d actionDiscovery) ServerVersion() (*version.Info, error) { return d.s.serverVersion() }
+
+// sharedReachability is Helm's kube client whose IsReachable (Helm asks before every
+// action; the kube client answers with a GET /version as the caller) is the shared server
+// version: known, the server was reached. An unreachable server fails the first request.
+type sharedReachability struct {
+	hookAwareClient
+	s *sharedDiscovery
+}
+
+func (c sharedReachability) IsReachable() error {
+	if _, err := c.s.serverVersion(); err != nil {
+		return fmt.Errorf("Kubernetes cluster unreachable: %w", err)
+	}
+	return nil
+}
 
 // missBudget is one action's single refresh on a miss: a chart full of kinds the server
 // does not have costs one refresh, not one per document.

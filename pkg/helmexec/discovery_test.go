@@ -224,3 +224,22 @@ func TestUnknownKindsRefreshOncePerAction(t *testing.T) {
 		t.Errorf("5 unknown documents fetched the OpenAPI index %d times, want 1", n)
 	}
 }
+
+// Without validation (Helm's build of a release's current manifest on upgrade, rollback and
+// uninstall), the REST mapper's miss alone refreshes.
+func TestAMappingMissRefreshesWithoutValidation(t *testing.T) {
+	srv := newFakeServer()
+	f := sharedFactory(srv, WithClock(clocktesting.NewFakePassiveClock(time.Now())))
+	if err := runAction(t, f, configMapDoc); err != nil {
+		t.Fatal(err)
+	}
+	srv.addGroup("example.com/v1", metav1.APIResource{Name: "widgets", Namespaced: true, Kind: "Widget"}, widgetSpec)
+	cfg, err := f.Configuration("ns", WithDriver(driver.NewMemory()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := cfg.KubeClient.Build(strings.NewReader(widgetDoc), false)
+	if err != nil || len(infos) != 1 || infos[0].Mapping.Resource.Resource != "widgets" {
+		t.Fatalf("the new kind without validation: %v %v", infos, err)
+	}
+}
