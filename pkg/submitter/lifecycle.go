@@ -111,13 +111,16 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	if err := s.admit(req.Namespace); err != nil {
 		return nil, err
 	}
-	rev, err := s.Store.NextRevision(ctx, req.Namespace, req.Name, release.ActionRollback)
+	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, release.ActionRollback, req.Supersede)
 	if err != nil {
 		return nil, err
 	}
 	to := req.Version
 	if to == 0 {
 		to = rev - 2 // Helm's default: the revision before the latest
+	}
+	if err := refuseTarget(old, to); err != nil {
+		return nil, err
 	}
 	target, err := s.Store.Get(ctx, req.Namespace, req.Name, to)
 	if to < 1 || errors.Is(err, release.ErrNotFound) {
@@ -143,6 +146,9 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	}
 	ev, stored, err := s.signed(act)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.supersede(ctx, old, user, rev, id); err != nil {
 		return nil, err
 	}
 	sec, err := s.Store.Reserve(ctx, release.Reservation{

@@ -82,6 +82,8 @@ type Service struct {
 	// credentials need the caller's right to get each Secret it names: submit reads them
 	// with its own rights, and the chart's server receives their contents.
 	RepoSecrets RepoSecrets
+	// Supersede bounds the wait of a request with supersede for the revision it cancels.
+	Supersede SupersedeOptions
 	// Bindings, when set, binds to its reservation Secret's UID each accepted request that
 	// will not run from its delivery: a send that failed, a cancel before any executor ran
 	// it (docs/design.md, "Consumed requests"). Delivered events carry their binding.
@@ -207,8 +209,9 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err := s.admit(req.Namespace); err != nil {
 		return nil, err
 	}
-	// Cheap history check first, so a doomed request never downloads a chart.
-	rev, err := s.Store.NextRevision(ctx, req.Namespace, req.Name, action)
+	// Cheap history check first, so a doomed request never downloads a chart. With
+	// supersede, old is the pending revision this request will take the place of.
+	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, action, req.Supersede)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +243,9 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	}
 	ev, stored, err := s.signed(act)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.supersede(ctx, old, user, rev, id); err != nil {
 		return nil, err
 	}
 	sec, err := s.Store.Reserve(ctx, release.Reservation{

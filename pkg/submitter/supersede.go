@@ -1,0 +1,154 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// SupersedeOptions bound how long a request with supersede waits for the revision it
+// cancels to end before it reserves its own (docs/design.md, "Supersede").
+type SupersedeOptions struct {
+	// Wait is the longest wait for the cancelled revision to be final (default 30 s); past
+	// it the request answers 503 and reserves nothing (the cancel stands).
+	Wait time.Duration
+	// Poll is how often the live history is read meanwhile (default 250 ms).
+	Poll time.Duration
+}
+
+func (o SupersedeOptions) wait() time.Duration {
+	if o.Wait > 0 {
+		return o.Wait
+	}
+	return 30 * time.Second
+}
+
+func (o SupersedeOptions) poll() time.Duration {
+	if o.Poll > 0 {
+		return o.Poll
+	}
+	return 250 * time.Millisecond
+}
+
+// ErrNotSupersedable is a pending revision a new request may not take the place of (409):
+// an uninstall, or a running rollback (cancel's rule).
+var ErrNotSupersedable = errors.New("cannot be superseded")
+
+// nextRevision is Store.NextRevision, except that with supersede a pending revision does
+// not refuse the request: it is returned as the one to supersede, and the request's
+// revision is the one after it. Nothing is written here.
+func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool) (int, *release.Revision, error) {
+	rev, err := s.Store.NextRevision(ctx, namespace, name, action)
+	var pending *release.PendingError
+	if !supersede || action == release.ActionInstall || !errors.As(err, &pending) {
+		return rev, nil, err
+	}
+	old, err := s.supersedable(ctx, namespace, name, pending.Revision)
+	if err != nil {
+		return 0, nil, err
+	}
+	return old.Version + 1, &old, nil
+}
+
+// supersedable reads the pending revision from the API server and checks that it may be
+// cancelled for a new request: not an uninstall, not a running rollback.
+func (s *Service) supersedable(ctx context.Context, namespace, name string, version int) (release.Revision, error) {
+	revs, err := s.Store.LiveHistory(ctx, namespace, name)
+	if err != nil {
+		return release.Revision{}, err
+	}
+	if len(revs) == 0 || !release.IsPending(revs[0].Status) {
+		// It ended meanwhile: the request goes as one without supersede would now.
+		return release.Revision{}, fmt.Errorf("%w: revision %d of %s/%s ended while the request was read; send it again",
+			release.ErrConflict, version, namespace, name)
+	}
+	old := revs[0]
+	if old.Status == release.StatusUninstalling {
+		// A PendingError too: the edge answers 409 as for any request while one is pending.
+		return old, fmt.Errorf("%w (%s/%s): an uninstall %w", &release.PendingError{Revision: old.Version, Status: old.Status},
+			namespace, name, ErrNotSupersedable)
+	}
+	if err := s.refuseRunning(ctx, old); err != nil {
+		return old, fmt.Errorf("%w: %w", ErrNotSupersedable, err)
+	}
+	return old, nil
+}
+
+// refuseTarget refuses a rollback to the revision it supersedes: that one never ran.
+func refuseTarget(old *release.Revision, to int) error {
+	if old != nil && old.Version == to {
+		return fmt.Errorf("%w: revision %d is the one the rollback supersedes", ErrInvalid, to)
+	}
+	return nil
+}
+
+// supersede cancels the pending revision old for the request id that will reserve revision
+// rev, with cancel's machinery, and returns once old is final: failed at once when nobody
+// runs it, else ended by its executor through its Lease. A nil old is a request without
+// supersede. Past SupersedeOptions.Wait it answers ErrNotAccepted (503): nothing reserved.
+func (s *Service) supersede(ctx context.Context, old *release.Revision, user *auth.User, rev int, id string) error {
+	if old == nil {
+		return nil
+	}
+	who := "anonymous"
+	if user != nil {
+		who = user.Name
+	}
+	by := fmt.Sprintf("%s: superseded by revision %d, request %s", who, rev, id)
+	running, err := s.Heartbeat.RequestCancel(ctx, old.Namespace, old.SecretName, by)
+	if err != nil {
+		return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
+	}
+	if running {
+		return s.awaitEnd(ctx, *old)
+	}
+	// Nobody runs it, and the Lease now keeps anyone from starting it.
+	undo := context.WithoutCancel(ctx)
+	defer func() { _ = s.Heartbeat.ReleaseCancel(undo, old.Namespace, old.SecretName, by) }()
+	if err := s.bindQueued(ctx, *old); err != nil {
+		return err
+	}
+	reason := fmt.Sprintf("Release %q failed: cancelled by %s; no executor had started it", old.Name, by)
+	if _, err := s.Store.MarkFailed(ctx, old.Namespace, old.Name, old.Version, reason, false); err != nil {
+		return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
+	}
+	return nil
+}
+
+// awaitEnd polls the live history until revision old is no longer pending (or gone).
+func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
+	deadline := s.now().Add(s.Supersede.wait())
+	t := time.NewTicker(s.Supersede.poll())
+	defer t.Stop()
+	for {
+		revs, err := s.Store.LiveHistory(ctx, old.Namespace, old.Name)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
+		}
+		if err == nil && ended(revs, old.Version) {
+			return nil
+		}
+		if ctx.Err() != nil || !s.now().Before(deadline) {
+			return fmt.Errorf("%w: revision %d of %s/%s is being cancelled and has not ended within %s; nothing was reserved: send the request again once it is failed",
+				ErrNotAccepted, old.Version, old.Namespace, old.Name, s.Supersede.wait())
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// ended says whether revision version is final or gone.
+func ended(revs []release.Revision, version int) bool {
+	for _, r := range revs {
+		if r.Version == version {
+			return !release.IsPending(r.Status)
+		}
+	}
+	return true
+}
