@@ -251,3 +251,25 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// A tenant who writes the next revision while the attempt runs (hostile input: the
+// namespace's Secrets) gets no retry run on it: the latest must be the failed attempt.
+func TestNoRetryOnARevisionSomeoneElseWrote(t *testing.T) {
+	e, vh := remEnv(t, 10)
+	a := e.reserve("web", "req-1")
+	a.Options.Retries = 3
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		e.deployRev("web", 2, helmrelease.StatusFailed)
+		return nil, errors.New("post-install hook failed")
+	}
+	if got, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); got != OutcomeFailed || len(vh.verbs) != 1 {
+		t.Fatalf("Handle = %s, Helm ran %v", got, vh.verbs)
+	}
+	if rel := e.rev("web", 2); rel.Labels[release.LabelRequestID] != "" {
+		t.Errorf("the tenant's revision 2 was taken: %v", rel.Labels)
+	}
+	if steps, _ := e.consumed.StepsOf(ctx(t), "req-1"); steps.Attempt != 1 {
+		t.Errorf("a retry was claimed: %+v", steps)
+	}
+	e.noLeases()
+}
