@@ -122,6 +122,12 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	} else {
 		sec, err = c.Upgrade(ctx, req)
 	}
+	if o.Wait && (o.Retries > 0 || o.Remediation != "") { // follow every attempt (attempts.go)
+		if err := accepted(ctx, o.Globals, c, sec, err, o.Output, false, req.Namespace, req.Name); err != nil {
+			return err
+		}
+		return followAttempts(ctx, o.Globals, c, req.Namespace, req.Name)
+	}
 	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
 }
 

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/submitclient"
+)
+
+// attemptNote is what the executor appends to a failed attempt of a request with retries or
+// remediation (docs/design.md, "Retries and remediation"): "(attempt 1 of 4; retried as
+// revision 2)", "(attempt 1 of 1; remediated by rollback to 3 as revision 5)", "(attempt 4
+// of 4)".
+var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
+
+// noteWait bounds how long a failed attempt is watched for its note: the executor writes
+// it right after Helm's failure, once the next revision is reserved.
+const noteWait = 30 * time.Second
+
+// followAttempts follows a request with retries or remediation through its revisions until
+// the request ends: deployed (nil), or failed, remediated or not (ErrFailed).
+func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) error {
+	remediated := ""
+	for {
+		rel, err := follow(ctx, g, c, ns, name)
+		if err != nil {
+			return goneAfter(err, remediated)
+		}
+		if st := statusOf(rel); st != helmrelease.StatusFailed.String() {
+			if remediated != "" || st != helmrelease.StatusDeployed.String() {
+				return fmt.Errorf("%w: %s revision %d is %s%s", ErrFailed, name, rel.Version, st, remediatedBy(remediated))
+			}
+			return nil
+		}
+		next, err := awaitNote(ctx, g, c, ns, name, rel)
+		if err != nil {
+			return goneAfter(err, remediated)
+		}
+		if next.Version != rel.Version { // the next revision is reserved: follow it
+			continue
+		}
+		m := attemptNote.FindStringSubmatch(next.Info.Description)
+		if m == nil || !(strings.HasPrefix(m[2], "retried as revision") || strings.HasPrefix(m[2], "remediated by")) {
+			return fmt.Errorf("%w: %s revision %d is failed", ErrFailed, name, rel.Version)
+		}
+		if strings.HasPrefix(m[2], "remediated by") {
+			remediated = m[2]
+		}
+		select { // the remediation (or the next attempt) starts on the executor
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(g.PollInterval):
+		}
+	}
+}
+
+// awaitNote polls a failed revision until the executor says what follows it (its note) or
+// a newer revision appears, for at most noteWait; it answers the latest revision.
+func awaitNote(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string, rel *api.Release) (*api.Release, error) {
+	deadline := g.Now().Add(noteWait)
+	for {
+		if rel.Info != nil && attemptNote.MatchString(rel.Info.Description) {
+			return rel, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(g.PollInterval):
+		}
+		next, err := c.Get(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if next.Version != rel.Version || !g.Now().Before(deadline) {
+			return next, nil
+		}
+		rel = next
+	}
+}
+
+// goneAfter turns the release's disappearance after an uninstall remediation into ErrFailed.
+func goneAfter(err error, remediated string) error {
+	var apiErr *submitclient.APIError
+	if strings.HasPrefix(remediated, "remediated by uninstall") && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+		return fmt.Errorf("%w: %s", ErrFailed, remediated)
+	}
+	return err
+}
+
+func remediatedBy(note string) string {
+	if note == "" {
+		return ""
+	}
+	return " (" + note + ")"
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/api"
+)
+
+func stepAt(v int, st helmrelease.Status, desc string) *api.Release {
+	r := step(st, desc, nil)
+	r.Version = v
+	return r
+}
+
+// install --wait --retries follows the request through its attempts: a failed revision is
+// watched for the executor's note (it comes just after Helm's failure), the retry revision
+// is followed to its end.
+func TestFollowAttempts(t *testing.T) {
+	pi, failed := helmrelease.StatusPendingInstall, helmrelease.StatusFailed
+	helmFailed := `Release "web" failed: job web-post failed: BackoffLimitExceeded`
+	for _, tc := range []struct {
+		name, golden string
+		steps        []*api.Release
+		wantErr      string
+	}{
+		{"retried then deployed", "follow-attempts-deployed.txt", []*api.Release{
+			stepAt(1, pi, ""),
+			stepAt(1, failed, helmFailed),
+			stepAt(1, failed, helmFailed),
+			stepAt(2, pi, ""),
+			stepAt(2, failed, helmFailed+" (attempt 2 of 3; retried as revision 3)"),
+			stepAt(3, pi, ""),
+			stepAt(3, helmrelease.StatusDeployed, "Install complete (attempt 3 of 3)"),
+		}, ""},
+		{"the last attempt failed", "follow-attempts-failed.txt", []*api.Release{
+			stepAt(1, pi, ""),
+			stepAt(1, failed, helmFailed+" (attempt 1 of 2; retried as revision 2)"),
+			stepAt(2, pi, ""),
+			stepAt(2, failed, helmFailed),
+			stepAt(2, failed, helmFailed+" (attempt 2 of 2)"),
+		}, "release failed: web revision 2 is failed"},
+		{"no note comes (cancelled)", "follow-attempts-nonote.txt", []*api.Release{
+			stepAt(1, pi, ""),
+			stepAt(1, failed, `Release "web" failed: cancelled by alice`),
+		}, "release failed: web revision 1 is failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scripted{steps: tc.steps}
+			var out bytes.Buffer
+			err := runCmd(t, s.serve(t), &out, "install", "web", "https://charts.example.com/tiny-0.1.0.tgz", "--wait", "--retries", "2")
+			if (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
+				t.Fatalf("error %v, want %q\n%s", err, tc.wantErr, out.String())
+			}
+			if s.gets < len(tc.steps) {
+				t.Errorf("polled %d times, the script has %d steps", s.gets, len(tc.steps))
+			}
+			assertGolden(t, out.Bytes(), filepath.Join("testdata", tc.golden))
+		})
+	}
+}
