@@ -70,7 +70,7 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 		}
 		next, err := c.retry(reqCtx)
 		if err != nil {
-			c.cur.log.Warnw("no retry", "attempt", c.cur.attempt, "of", c.total, "error", err)
+			c.noRetry(reqCtx, err)
 			return outcome
 		}
 		c.moveTo(reqCtx, next)
@@ -132,6 +132,18 @@ func (c *chain) retry(reqCtx context.Context) (*action, error) {
 	next.attempt = k
 	c.note(ctx, fmt.Sprintf("attempt %d of %d; retried as revision %d", c.cur.attempt, c.total, next.Revision))
 	return next, nil
+}
+
+// noRetry says on the failed attempt why the request stops there, unless another executor
+// claimed the retry (it goes on there, and says so itself).
+func (c *chain) noRetry(reqCtx context.Context, err error) {
+	c.cur.log.Warnw("no retry", "attempt", c.cur.attempt, "of", c.total, "error", err)
+	if errors.Is(err, consumed.ErrStepTaken) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+	defer cancel()
+	c.note(ctx, fmt.Sprintf("attempt %d of %d; not retried: %v", c.cur.attempt, c.total, err))
 }
 
 // attemptDescription is what attempt k of total is described with once it succeeded: the

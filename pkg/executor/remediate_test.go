@@ -268,6 +268,9 @@ func TestNoRetryOnARevisionSomeoneElseWrote(t *testing.T) {
 	if rel := e.rev("web", 2); rel.Labels[release.LabelRequestID] != "" {
 		t.Errorf("the tenant's revision 2 was taken: %v", rel.Labels)
 	}
+	if rel := e.rev("web", 1); !strings.Contains(rel.Info.Description, "(attempt 1 of 4; not retried: revision 1 is no longer") {
+		t.Errorf("revision 1: %q", rel.Info.Description)
+	}
 	if steps, _ := e.consumed.StepsOf(ctx(t), "req-1"); steps.Attempt != 1 {
 		t.Errorf("a retry was claimed: %+v", steps)
 	}
