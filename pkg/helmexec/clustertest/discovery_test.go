@@ -48,10 +48,16 @@ func TestSecondInstallMakesNoDiscoveryRequests(t *testing.T) {
 	}
 }
 
-// A chart whose templates create a CRD, then a chart with an object of that kind, through
-// one factory: the second finds the kind though the shared discovery was filled before
-// the CRD existed (and Helm's per-action invalidation is not due: the clock stands).
+// A chart that creates a CRD (in its templates, or in crds/, which Helm installs first and
+// then resets the mapper), then a chart with an object of that kind, through one factory:
+// the second finds the kind though the shared discovery was filled before the CRD existed
+// (and Helm's per-action invalidation is not due: the clock stands).
 func TestAKindFromAnEarlierChartIsFound(t *testing.T) {
+	t.Run("templates", func(t *testing.T) { kindFromAnEarlierChart(t, false) })
+	t.Run("crds", func(t *testing.T) { kindFromAnEarlierChart(t, true) })
+}
+
+func kindFromAnEarlierChart(t *testing.T, inCRDsDir bool) {
 	ns := cluster.Namespace(t)
 	f, err := helmexec.NewFactory(cluster.Admin, helmexec.WithClock(clocktesting.NewFakePassiveClock(time.Now())))
 	if err != nil {
@@ -66,7 +72,11 @@ func TestAKindFromAnEarlierChartIsFound(t *testing.T) {
 	t.Cleanup(func() {
 		_ = dyn.Resource(crd).Delete(context.Background(), "widgets."+group, metav1.DeleteOptions{})
 	})
-	if err := install(t, f, ns, "crd", oneTemplate("crd", crdManifest(group))); err != nil {
+	crdChart := oneTemplate("crd", crdManifest(group))
+	if inCRDsDir {
+		crdChart.Templates, crdChart.Files = nil, []*chart.File{{Name: "crds/widgets.yaml", Data: []byte(crdManifest(group))}}
+	}
+	if err := install(t, f, ns, "crd", crdChart); err != nil {
 		t.Fatal(err)
 	}
 	waitEstablished(t, dyn, crd, "widgets."+group)
