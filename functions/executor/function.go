@@ -76,6 +76,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Heartbeat:          executor.HeartbeatLeases(&release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
 		Consumed:           &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 		SealKey:            []byte(f.cfg.EventSigningKey), // submit seals with its signing key
+		RequireBinding:     f.cfg.EventSigningKey != "",
 		Log:                f.log,
 		MaxActionTime:      f.cfg.MaxActionTime,
 		SlotWait:           f.cfg.SlotWait,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,12 +102,36 @@ func TestUnsignedAlteredForeignAndReplayedEventsAreRejected(t *testing.T) {
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Get(context.Background(), "signed", metav1.GetOptions{}); err == nil {
 		t.Fatal("a rejected event created the release's Deployment")
 	}
+	// The stored copy (signed, unbound) posted to the executor: acknowledged, nothing run.
+	stored, _ := events.NewAccepted(*build())
+	events.Sign(&stored, key, time.Now())
+	if code := r.send(t, stored); code != http.StatusOK {
+		t.Errorf("unbound event: %d, want 200 (acknowledged, refused)", code)
+	}
+	if st := r.get(t, ns, "signed", 1).Info.Status; st != helmrelease.StatusPendingInstall {
+		t.Fatalf("an unbound event ran: %s", st)
+	}
 	good, _ := events.NewAccepted(*build())
 	events.Sign(&good, key, time.Now())
+	r.bind(t, &good, key)
 	if code := r.send(t, good); code != http.StatusOK {
 		t.Fatalf("signed event: %d", code)
 	}
 	if st := r.get(t, ns, "signed", 1).Info.Status; st != helmrelease.StatusDeployed {
 		t.Fatalf("after the signed event: %s", st)
 	}
+}
+
+// bind does what submit does once its reservation exists: binds e to the Secret's UID.
+func (r *rig) bind(t *testing.T, e *cloudevents.Event, key []byte) {
+	t.Helper()
+	a, err := events.ParseAccepted(*e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := cluster.Client.CoreV1().Secrets(a.Namespace).Get(context.Background(), a.SecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events.BindSecret(e, key, sec.UID)
 }

@@ -101,6 +101,9 @@ type Service struct {
 	MaxOrphanedRenders int
 	// Orphans counts Helm's goroutines that outlived their action (New makes one).
 	Orphans *helmexec.Orphans
+	// RequireBinding refuses deliveries without a binding to their Secret (events.BoundSecret):
+	// set wherever events are signed (docs/design.md, "Consumed requests").
+	RequireBinding bool
 	// ActionLogs, when set, keeps each action's Helm log (actionlog.go).
 	ActionLogs *ActionLogs
 
@@ -288,7 +291,15 @@ func (s *Service) releaseLease(reqCtx context.Context, act *action) {
 // check is the first look, before any lease: a revision gone, final or reserved for another
 // request needs nothing.
 func (s *Service) check(ctx context.Context, act *action) (Outcome, bool, error) {
+	if s.RequireBinding && act.BoundSecretUID == "" {
+		// A copy of a stored event (a tenant can read it) posted to the executor: only
+		// deliveries bound by submit or by the sweeper run. Acknowledged; the record is
+		// not touched (it may be the genuine one, whose bound delivery is on its way).
+		act.log.Warnw("event refused: it is not bound to a release record (a copied stored event?)")
+		return OutcomeRefused, true, nil
+	}
 	rel, err := s.Store.Get(ctx, act.Namespace, act.Name, act.Revision)
+
 	if errors.Is(err, release.ErrNotFound) {
 		act.log.Infow("reservation is gone; nothing to do")
 		return OutcomeGone, true, nil

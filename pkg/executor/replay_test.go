@@ -242,3 +242,25 @@ func TestDeliveryBoundToItsSecretRuns(t *testing.T) {
 		t.Fatalf("%s, %v", got, err)
 	}
 }
+
+// Where events are signed, a delivery without a binding (a copy of the stored event a
+// tenant posts to the executor) is acknowledged and refused before the Lease: nothing runs
+// and the record, which may be the genuine one, is left as it is.
+func TestUnboundDeliveryIsRefusedWhereBindingIsRequired(t *testing.T) {
+	e := newEnv(t, 1)
+	e.svc.RequireBinding = true
+	a := e.reserve("web", "req-1")
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeRefused {
+		t.Fatalf("unbound: %s, %v; want %s", got, err, OutcomeRefused)
+	}
+	if n := e.helm.calls.Load(); n != 0 || e.leaseExists("web") {
+		t.Errorf("Helm ran %d times, lease taken %v", n, e.leaseExists("web"))
+	}
+	if st, _ := e.status("web"); st != helmrelease.StatusPendingInstall {
+		t.Errorf("the record was touched: %s", st)
+	}
+	a.BoundSecretUID = e.secretUID("web")
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeDeployed {
+		t.Fatalf("bound: %s, %v", got, err)
+	}
+}

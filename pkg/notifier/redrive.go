@@ -52,17 +52,36 @@ func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (c
 		return e, fmt.Sprintf("its stored request (%s of %s/%s revision %d, request %s) is not this revision's (%s, request %s)",
 			a.Action, a.Namespace, a.Name, a.Revision, a.RequestID, rev.Status, rev.RequestID), nil
 	}
-	if s.Consumed == nil {
-		return e, "", nil
+	if s.Consumed != nil {
+		rec, err := s.Consumed.Lookup(ctx, a.RequestID)
+		if err != nil {
+			return e, "", err
+		}
+		if rec != nil && rec.SecretUID != rev.UID {
+			return e, fmt.Sprintf("its request %s was consumed for another release record", a.RequestID), nil
+		}
 	}
-	rec, err := s.Consumed.Lookup(ctx, a.RequestID)
-	if err != nil {
-		return e, "", err
-	}
-	if rec != nil && rec.SecretUID != rev.UID {
-		return e, fmt.Sprintf("its request %s was consumed for another release record", a.RequestID), nil
+	if bound == "" {
+		refusal := s.bindStored(&e, rev)
+		return e, refusal, nil
 	}
 	return e, "", nil
+}
+
+// reserveWindow bounds how long after its request was signed a reservation's Secret may
+// have been created (submit creates it right after signing; an uninstall marks one that
+// already existed). The API server sets creationTimestamp: a tenant cannot backdate it.
+const reserveWindow = 2 * time.Minute
+
+// bindStored binds an unbound stored event to the Secret it is re-sent for, as submit binds
+// its delivery (the executor runs only bound deliveries); a Secret created well after its
+// request was accepted was made again under the name (a swap) and is refused.
+func (s *Service) bindStored(e *cloudevents.Event, rev release.Revision) string {
+	if late := rev.Created.Sub(e.Time()); late > reserveWindow {
+		return fmt.Sprintf("its Secret was created %s after its request was accepted (made again under its name?)", late.Round(time.Second))
+	}
+	events.BindSecret(e, s.SigningKey, rev.UID)
+	return ""
 }
 
 // pruneEvery spaces the prunes of consumed records: a record is pruned an hour after it

@@ -8,6 +8,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/events"
@@ -119,8 +120,13 @@ func TestSweepDecisions(t *testing.T) {
 				if res != (SweepResult{Redriven: 1}) || len(got) != 1 {
 					t.Fatalf("swept %+v, re-sent %d", res, len(got))
 				}
-				raw, _ := got[0].MarshalJSON()
-				if string(raw) != stored {
+				sent := got[0].Clone() // the stored event, bound to the Secret on its way out
+				if uid, err := events.BoundSecret(sent, signingKey); err != nil || uid != after.UID {
+					t.Errorf("re-sent bound to %q (%v), want %q", uid, err, after.UID)
+				}
+				sent.SetExtension(events.ExtSecretUID, nil)
+				sent.SetExtension(events.ExtBinding, nil)
+				if raw, _ := sent.MarshalJSON(); string(raw) != stored {
 					t.Errorf("re-sent event differs from the stored one:\n%s\n%s", raw, stored)
 				}
 				if after.Sent != before.Sent+1 || !after.SentAt.Equal(e.clock.Now()) || after.DeadLettered {
@@ -244,5 +250,47 @@ func (e *env) storeBound(name string, uid types.UID) {
 	sec.Data[release.DataEvent] = raw
 	if _, err := e.c.CoreV1().Secrets("ns").Update(ctx(e.t), sec, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// A re-sent stored event goes out bound to the Secret it was re-sent for (the executor runs
+// only bound deliveries); one whose Secret was created well after its request was accepted
+// (made again under the name by a tenant) is not sent, and the revision fails with why.
+func TestRedriveBindsTheStoredEventToItsSecret(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	e.clock.Add(3 * time.Minute)
+	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res.Redriven != 1 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	uid := e.revision("web", 1).UID
+	if got, err := events.BoundSecret(e.redrive.events()[0], signingKey); err != nil || got != uid {
+		t.Errorf("re-sent bound to %q (%v), want %q", got, err, uid)
+	}
+
+	e.reserve("late", release.ActionInstall, 1) // signed now, at t0+3m
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("late", 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(5 * time.Minute)
+	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), sec.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	remade := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sec.Name, Namespace: "ns", Labels: sec.Labels}, Type: sec.Type, Data: sec.Data}
+	if _, err := e.c.CoreV1().Secrets("ns").Create(ctx(t), remade, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(3 * time.Minute)
+	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range e.redrive.events() {
+		if ev.Subject() == events.Subject("ns", "late") {
+			t.Error("the re-made revision's stored event was re-sent")
+		}
+	}
+	if st, desc := e.status("late", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "after its request was accepted") {
+		t.Errorf("the re-made revision: %s %q", st, desc)
 	}
 }
