@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -25,9 +27,10 @@ var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
 // it right after Helm's failure, once the next revision is reserved.
 const noteWait = 30 * time.Second
 
-// followAttempts follows a request with retries or remediation through its revisions until
-// the request ends: deployed (nil), or failed, remediated or not (ErrFailed).
-func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) error {
+// followAttempts follows a request with retries or remediation, accepted as revision
+// accepted, through its revisions until the request ends: deployed by one of its attempts
+// (nil), or failed, remediated or not (ErrFailed).
+func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string, accepted int) error {
 	remediated := ""
 	for {
 		rel, err := follow(ctx, g, c, ns, name)
@@ -35,8 +38,11 @@ func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, ns,
 			return goneAfter(err, remediated)
 		}
 		if st := statusOf(rel); st != helmrelease.StatusFailed.String() {
-			if remediated != "" || st != helmrelease.StatusDeployed.String() {
-				return fmt.Errorf("%w: %s revision %d is %s%s", ErrFailed, name, rel.Version, st, remediatedBy(remediated))
+			// The request's own success is its accepted revision or a retry ("attempt k of n");
+			// anything else (the remediation's rollback) means the request failed.
+			ours := rel.Version == accepted || attemptNote.MatchString(rel.Info.Description)
+			if remediated != "" || st != helmrelease.StatusDeployed.String() || !ours {
+				return fmt.Errorf("%w: %s revision %d is %s: %s%s", ErrFailed, name, rel.Version, st, rel.Info.Description, remediatedBy(remediated))
 			}
 			return nil
 		}
@@ -100,4 +106,13 @@ func remediatedBy(note string) string {
 		return ""
 	}
 	return " (" + note + ")"
+}
+
+// acceptedRevision is the revision a 201 reserved (its Secret's version label).
+func acceptedRevision(sec *corev1.Secret) int {
+	if sec == nil {
+		return 0
+	}
+	v, _ := strconv.Atoi(sec.Labels["version"])
+	return v
 }

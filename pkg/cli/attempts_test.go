@@ -43,6 +43,10 @@ func TestFollowAttempts(t *testing.T) {
 			stepAt(2, failed, helmFailed),
 			stepAt(2, failed, helmFailed+" (attempt 2 of 2)"),
 		}, "release failed: web revision 2 is failed"},
+		{"deployed by the remediation's rollback, unseen failure", "follow-attempts-remediated.txt", []*api.Release{
+			stepAt(1, pi, ""),
+			stepAt(2, helmrelease.StatusDeployed, "Rollback to 0"),
+		}, "release failed: web revision 2 is deployed: Rollback to 0"},
 		{"no note comes (cancelled)", "follow-attempts-nonote.txt", []*api.Release{
 			stepAt(1, pi, ""),
 			stepAt(1, failed, `Release "web" failed: cancelled by alice`),
