@@ -28,7 +28,7 @@ func TestSystemMastersIsNeverImpersonated(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.Sign(&e, key, time.Now())
-	r.bind(t, &e, key)
+	r.bind(t, &e, key, a)
 	t.Cleanup(func() {
 		_ = cluster.Client.RbacV1().ClusterRoles().Delete(context.Background(), ns+"-masters", metav1.DeleteOptions{})
 	})
