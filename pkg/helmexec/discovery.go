@@ -55,7 +55,8 @@ type sharedDiscovery struct {
 	clock  clock.PassiveClock
 	maxAge time.Duration
 	// gen counts refreshes: a miss refreshes only if nobody refreshed since it looked.
-	gen atomic.Uint64
+	gen        atomic.Uint64
+	refreshing sync.Mutex // one refresh at a time
 
 	mu      sync.Mutex
 	fetched time.Time     // when the cache was last invalidated
@@ -79,16 +80,19 @@ func newSharedDiscovery(dc discovery.DiscoveryInterface, o factoryOptions) *shar
 
 // refresh drops the cached discovery, OpenAPI index and server version, unless someone
 // refreshed since the caller read seen (concurrent misses refresh once).
+// A miss that waits here retries only once the refresh is done.
 func (s *sharedDiscovery) refresh(seen uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.refreshing.Lock()
+	defer s.refreshing.Unlock()
 	if s.gen.Load() != seen {
 		return
 	}
-	s.mapper.Reset() // invalidates the memory cache too
+	s.mapper.Reset() // invalidates the memory cache too; waits for a fetch in progress
+	s.mu.Lock()
 	s.version = nil
 	s.fetched = s.clock.Now()
-	s.gen.Add(1)
+	s.gen.Add(1) // under mu: serverVersion keeps no version fetched before this
+	s.mu.Unlock()
 }
 
 // expire is Helm's per-action Invalidate: honoured once the cache is older than maxAge,
@@ -103,18 +107,24 @@ func (s *sharedDiscovery) expire() {
 	}
 }
 
+// serverVersion is the server's version, fetched once per refresh. The fetch holds no
+// lock: a server that does not answer holds up only the actions that ask it.
 func (s *sharedDiscovery) serverVersion() (*version.Info, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.version != nil {
-		v := *s.version
-		return &v, nil
+	v, seen := s.version, s.gen.Load()
+	s.mu.Unlock()
+	if v == nil {
+		fetched, err := s.cache.ServerVersion() // the memory cache does not keep it
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if s.gen.Load() == seen {
+			s.version = fetched
+		}
+		s.mu.Unlock()
+		v = fetched
 	}
-	v, err := s.cache.ServerVersion() // the memory cache does not keep it
-	if err != nil {
-		return nil, err
-	}
-	s.version = v
 	c := *v
 	return &c, nil
 }

@@ -111,21 +111,21 @@ const (
 // runAction does what a Helm install does with discovery before it creates anything:
 // capabilities (Invalidate, ServerVersion, the API versions), then Build with validation.
 func runAction(t *testing.T, f *Factory, manifest string) error {
-	t.Helper()
+	t.Helper() // no t.Fatal: some tests run actions in goroutines
 	cfg, err := f.Configuration("ns", WithDriver(driver.NewMemory()))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	dc, err := cfg.RESTClientGetter.ToDiscoveryClient()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	dc.Invalidate() // as Helm's getCapabilities, before every action
 	if _, err := dc.ServerVersion(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if _, err := action.GetVersionSet(dc); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	_, err = cfg.KubeClient.Build(strings.NewReader(manifest), true)
 	return err
@@ -241,5 +241,36 @@ func TestAMappingMissRefreshesWithoutValidation(t *testing.T) {
 	infos, err := cfg.KubeClient.Build(strings.NewReader(widgetDoc), false)
 	if err != nil || len(infos) != 1 || infos[0].Mapping.Resource.Resource != "widgets" {
 		t.Fatalf("the new kind without validation: %v %v", infos, err)
+	}
+}
+
+// Actions that miss the same new kind at once all find it, and misses that looked before
+// a refresh share it.
+func TestConcurrentMissesRefreshOnce(t *testing.T) {
+	srv := newFakeServer()
+	f := sharedFactory(srv, WithClock(clocktesting.NewFakePassiveClock(time.Now())))
+	if err := runAction(t, f, configMapDoc); err != nil {
+		t.Fatal(err)
+	}
+	srv.addGroup("example.com/v1", metav1.APIResource{Name: "widgets", Namespaced: true, Kind: "Widget"}, widgetSpec)
+	errs := make(chan error, 8)
+	for i := 0; i < cap(errs); i++ {
+		go func() { errs <- runAction(t, f, widgetDoc) }()
+	}
+	for i := 0; i < cap(errs); i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := f.shared.gen.Load(); n != 1 {
+		t.Errorf("8 actions missing one new kind refreshed %d times, want 1", n)
+	}
+	// Eight actions (eight budgets) that all looked before the next refresh: one refresh.
+	seen := f.shared.gen.Load()
+	for i := 0; i < 8; i++ {
+		(&missBudget{}).refresh(f.shared, seen)
+	}
+	if n := f.shared.gen.Load() - seen; n != 1 {
+		t.Errorf("8 misses that looked at once refreshed %d times, want 1", n)
 	}
 }
