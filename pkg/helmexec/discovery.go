@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/lru"
 )
 
-// Defaults of the shared discovery (docs/design.md, "Shared discovery").
+// Defaults of the shared discovery (docs/design.md, "Slots: CPU-bound work and waiting").
 const (
 	// DefaultDiscoveryMaxAge is how long Helm's own per-action invalidation (it asks for
 	// fresh capabilities before every action) is answered from the shared cache.
