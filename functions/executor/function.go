@@ -53,10 +53,11 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	// Index entries resolve against the repositories submit validated them with: the
 	// cluster's and the namespace's chart repository objects, credentials included.
-	repos, err := chartrepos.Open(ctx, cl.Config, charts, false, f.cfg.ChartIndexRefresh, f.log)
+	repos, err := chartrepos.Open(ctx, cl.Config, charts, chartrepos.OpenOptions{Index: chartrepos.WithoutIndex, Refresh: f.cfg.ChartIndexRefresh, Log: f.log})
 	if err != nil {
 		return fmt.Errorf("chart repositories: %w", err)
 	}
+	charts.Repos = repos
 	// A project repository's Secrets go out only for a caller who may read them (receive
 	// puts the caller into the context): one may appear under a chart URL while it queues.
 	charts.Repos = chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}

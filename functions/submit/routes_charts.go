@@ -36,10 +36,11 @@ type chartRoutes struct {
 
 // startCharts watches the chart repositories and makes them the source's.
 func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chartsource.Source) error {
-	set, err := chartrepos.Open(ctx, cfg, src, true, f.cfg.ChartIndexRefresh, f.log)
+	set, err := chartrepos.Open(ctx, cfg, src, chartrepos.OpenOptions{Index: chartrepos.WithIndex, Refresh: f.cfg.ChartIndexRefresh, Log: f.log})
 	if err != nil {
 		return fmt.Errorf("chart repositories: %w", err)
 	}
+	src.Repos = set
 	if err := f.readAuthSecrets(cfg, src); err != nil {
 		return err
 	}

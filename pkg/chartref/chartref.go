@@ -118,6 +118,10 @@ func (r Ref) Validate() error {
 	return nil
 }
 
+// IndexEntry is the console's name of a chart in a repository, "<chart>--<repository>":
+// the only place that builds it (SplitIndexEntry the only one that reads it).
+func IndexEntry(chartName, repoName string) string { return chartName + "--" + repoName }
+
 // SplitIndexEntry reads the console's "<chart>--<repository>" form.
 func SplitIndexEntry(e string) (chartName, repoName string, err error) {
 	i := strings.LastIndex(e, "--")

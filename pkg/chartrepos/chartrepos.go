@@ -510,11 +510,29 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	return v, err
 }
 
-// Open builds the set of a function from its cluster config and chart source, starts it,
-// and makes it the source's repositories: index entries and chart URLs then resolve against
-// the same repositories (and credentials) the index lists.
-// With index false no index is kept (nothing is fetched in the background).
-func Open(ctx context.Context, cfg *rest.Config, src *chartsource.Source, index bool, refresh time.Duration, log *zap.SugaredLogger) (*Set, error) {
+// Index says whether a Set keeps the merged index of its repositories (submit serves it;
+// the executor only resolves index entries and chart URLs).
+type Index bool
+
+const (
+	// WithIndex keeps the index, refreshed in the background.
+	WithIndex Index = true
+	// WithoutIndex fetches nothing in the background.
+	WithoutIndex Index = false
+)
+
+// OpenOptions are how Open builds a Set.
+type OpenOptions struct {
+	Index   Index
+	Refresh time.Duration
+	Log     *zap.SugaredLogger
+}
+
+// Open builds and starts the set of a function from its cluster config and the chart
+// source's environment (repositories and credentials). The caller makes it the source's
+// repositories (src.Repos), so index entries and chart URLs resolve against the same
+// repositories (and credentials) the index lists; Open does not change src.
+func Open(ctx context.Context, cfg *rest.Config, src *chartsource.Source, o OpenOptions) (*Set, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
@@ -523,13 +541,12 @@ func Open(ctx context.Context, cfg *rest.Config, src *chartsource.Source, index 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	s := &Set{Dynamic: dyn, Client: cs, Env: src.Repositories, EnvCreds: src.Credentials, Source: src, Refresh: refresh, Log: log, NoIndex: !index}
+	s := &Set{Dynamic: dyn, Client: cs, Env: src.Repositories, EnvCreds: src.Credentials, Source: src, Refresh: o.Refresh, Log: o.Log, NoIndex: !bool(o.Index)}
 	if v, err := cs.Discovery().ServerVersion(); err == nil {
 		s.KubeVersion = v.String()
 	}
 	if err := s.Start(ctx, cs.Discovery()); err != nil {
 		return nil, err
 	}
-	src.Repos = s
 	return s, nil
 }

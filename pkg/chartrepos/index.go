@@ -8,6 +8,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
+
+	"github.com/async-helm/async-helm/pkg/chartref"
 )
 
 // WarningAnnotation is the annotation of the merged index that lists the repositories that
@@ -62,9 +64,9 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 				continue
 			}
 			if old, ok := overwrites[r.Name]; ok {
-				hidden = append(hidden, name+"--"+old)
+				hidden = append(hidden, chartref.IndexEntry(name, old))
 			}
-			out.Entries[name+"--"+r.Name] = kept
+			out.Entries[chartref.IndexEntry(name, r.Name)] = kept
 		}
 	}
 	for _, k := range hidden {

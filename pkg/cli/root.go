@@ -19,6 +19,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
@@ -175,7 +176,7 @@ func chartRef(chart string) (url, indexEntry string) {
 		return chart, ""
 	}
 	if repo, name, ok := strings.Cut(chart, "/"); ok {
-		return "", name + "--" + repo // the console's index entry form
+		return "", chartref.IndexEntry(name, repo)
 	}
 	return "", chart
 }
