@@ -121,6 +121,9 @@ func describe(rel *api.Release) string {
 	s := fmt.Sprintf("%s, revision %d", statusOf(rel), rel.Version)
 	p := rel.Progress
 	if p == nil {
+		if q := rel.Queue; q != nil { // the age is left out: a line per change, not per poll
+			s += fmt.Sprintf(": queued, position %d of %d", q.Position, q.Total)
+		}
 		return s
 	}
 	s += fmt.Sprintf(": %s, %d/%d ready", p.Phase, p.Ready, p.Total)
@@ -204,8 +207,12 @@ func barLine(name string, rel *api.Release, elapsed time.Duration, spin rune) st
 	el := roundElapsed(elapsed).String()
 	p := rel.Progress
 	if p == nil {
-		// Not started yet (or the first record is not written): only the status.
-		return fmt.Sprintf("%c %s %s, revision %d  %s", spin, name, statusOf(rel), rel.Version, el)
+		// Not started yet (or the first record is not written): the status, the queue.
+		s := fmt.Sprintf("%c %s %s, revision %d  %s", spin, name, statusOf(rel), rel.Version, el)
+		if rel.Queue != nil {
+			s += "  " + queueShort(rel.Queue)
+		}
+		return s
 	}
 	filled := 0
 	if p.Total > 0 {

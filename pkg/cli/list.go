@@ -22,11 +22,11 @@ func newListCmd(g *Globals) *cobra.Command {
 				if all {
 					ns = ""
 				}
-				rels, err := c.List(ctx, ns)
+				rels, err := c.ListReleases(ctx, ns)
 				if err != nil {
 					return err
 				}
-				return printList(g.IO.Out, output, rels)
+				return printReleases(g.IO.Out, output, rels)
 			})
 		},
 	}
@@ -51,7 +51,7 @@ func newStatusCmd(g *Globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printStatus(g.IO.Out, output, rel.Release, rel.Progress)
+				return printReleaseStatus(g.IO.Out, output, rel)
 			})
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -55,6 +56,8 @@ type listElement struct {
 	Status     string `json:"status"`
 	Chart      string `json:"chart"`
 	AppVersion string `json:"app_version"`
+	// Queue: no executor has started the pending revision yet (async-helm's, not Helm's).
+	Queue *api.Queue `json:"queue,omitempty"`
 }
 
 // helmTime is how helm prints times.
@@ -76,9 +79,26 @@ func element(r *helmrelease.Release) listElement {
 }
 
 func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
+	all := make([]api.Release, 0, len(rels))
+	for _, r := range rels {
+		all = append(all, api.Release{Release: r})
+	}
+	return printReleases(w, format, all)
+}
+
+// printReleases is the list with the queue of the revisions no executor has started: its
+// own field in json and yaml, beside the status in the table (queueShort).
+func printReleases(w io.Writer, format string, rels []api.Release) error {
 	rows := make([]listElement, 0, len(rels))
 	for _, r := range rels {
-		rows = append(rows, element(r))
+		if r.Release == nil {
+			continue
+		}
+		e := element(r.Release)
+		if release.IsPending(e.Status) {
+			e.Queue = r.Queue
+		}
+		rows = append(rows, e)
 	}
 	if format != "table" {
 		return encode(w, format, rows)
@@ -86,7 +106,11 @@ func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tNAMESPACE\tREVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION")
 	for _, e := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Namespace, e.Revision, e.Updated, e.Status, e.Chart, e.AppVersion)
+		st := e.Status
+		if e.Queue != nil {
+			st += " (" + queueShort(e.Queue) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Namespace, e.Revision, e.Updated, st, e.Chart, e.AppVersion)
 	}
 	return tw.Flush()
 }
@@ -131,12 +155,19 @@ type statusElement struct {
 }
 
 func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress.Progress) error {
+	return printReleaseStatus(w, format, &api.Release{Release: r, Progress: p})
+}
+
+// printReleaseStatus is status: Helm's fields, then the queue of a revision no executor has
+// started or the progress of one that runs.
+func printReleaseStatus(w io.Writer, format string, rel *api.Release) error {
+	r := rel.Release
 	s := statusElement{listElement: element(r)}
 	if r.Info != nil {
 		s.Description = r.Info.Description
 	}
 	if release.IsPending(s.Status) {
-		s.Progress = p
+		s.Progress, s.Queue = rel.Progress, rel.Queue
 	}
 	if format != "table" {
 		return encode(w, format, s)
@@ -144,6 +175,11 @@ func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress
 	if _, err := fmt.Fprintf(w, "NAME: %s\nLAST DEPLOYED: %s\nNAMESPACE: %s\nSTATUS: %s\nREVISION: %s\nCHART: %s\nDESCRIPTION: %s\n",
 		s.Name, s.Updated, s.Namespace, s.Status, s.Revision, s.Chart, s.Description); err != nil {
 		return err
+	}
+	if s.Queue != nil {
+		if _, err := fmt.Fprintf(w, "QUEUED: %s\n", queueWords(s.Queue)); err != nil {
+			return err
+		}
 	}
 	return printProgress(w, s.Progress)
 }
