@@ -152,7 +152,13 @@ func regexpLine(out string, fields ...string) bool {
 // 2 minutes) for it and gives its output and exit code.
 func (s *stack) ocHelmStart(t *testing.T, args ...string) func() (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return s.ocHelmStartFor(t, 2*time.Minute, args...)
+}
+
+// ocHelmStartFor is ocHelmStart waiting at most d.
+func (s *stack) ocHelmStartFor(t *testing.T, d time.Duration, args ...string) func() (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	cmd := exec.CommandContext(ctx, bins["oc-helm"], append([]string{"--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig, "--token", cluster.Operator.BearerToken}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

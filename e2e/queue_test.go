@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -54,7 +52,7 @@ func TestBurstShowsQueuePositions(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	watch := s.ocHelmLong(t, 15*time.Minute, "-n", ns2, "status", "watched", "--watch")
+	watch := s.ocHelmStartFor(t, 15*time.Minute, "-n", ns2, "status", "watched", "--watch")
 
 	// Within the second of its acceptance a revision accepted in the same second may sort
 	// ahead of it (ties go by name); after that, its position only goes down.
@@ -145,29 +143,4 @@ func (s *stack) checkQueueMetrics(t *testing.T, ns1, ns2 string) bool {
 func head(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)
 	return strings.Join(lines[:min(n, len(lines))], "\n")
-}
-
-// ocHelmLong starts the built plugin, for up to d; the returned function waits for it.
-func (s *stack) ocHelmLong(t *testing.T, d time.Duration, args ...string) func() (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	cmd := exec.CommandContext(ctx, bins["oc-helm"], append([]string{"--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig, "--token", cluster.Operator.BearerToken}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(cancel)
-	return func() (string, int) {
-		err := cmd.Wait()
-		cancel()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return out.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatalf("oc-helm %v: %v", args, err)
-		}
-		return out.String(), 0
-	}
 }
