@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -39,6 +40,7 @@ type Function struct {
 	authz   *auth.Authorizer
 	events  http.Handler
 	charts  *chartRoutes
+	logs    *actionlog.Reader
 }
 
 // New builds submit from its configuration; Start opens its clients.
@@ -128,7 +130,11 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
 		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}
+	if f.metrics != nil {
+		submitter.ObserveSteps(f.svc, f.metrics.StepDone)
+	}
 	f.events = function.EventHandler(f.receive)
+	f.logs = f.newLogReader(cl.Typed)
 	return nil
 }
 
@@ -150,6 +156,7 @@ func (f *Function) Handler() http.Handler {
 	mux.HandleFunc("POST "+api.PathCancel, f.authenticated(f.cancel))
 	mux.HandleFunc("POST "+api.PathEvents, f.authenticated(func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) }))
 	f.routeCharts(mux)
+	f.routeLog(mux)
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	return mux
 }

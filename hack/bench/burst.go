@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -66,7 +67,7 @@ func (b *bench) burstSection(ctx context.Context) error {
 			// then stay Pending and its installs time out (seen: 129 Pending, 68 failed).
 			b.clearWorkloads(ctx, ns, hns)
 		}
-		accepted, err := b.burstRun(ctx, burstTarget{c: c, ns: ns, rawNS: rawNS, cliNS: hns, tmpl: tmpl, have: have}, run.n, run.wait)
+		accepted, err := b.burstRun(ctx, burstTarget{c: c, st: st, ns: ns, rawNS: rawNS, cliNS: hns, tmpl: tmpl, have: have}, run.n, run.wait)
 		if err != nil {
 			return err
 		}
@@ -79,6 +80,7 @@ func (b *bench) burstSection(ctx context.Context) error {
 // and template, the CLI's namespace, and how many revisions ns already holds.
 type burstTarget struct {
 	c                *submitClient
+	st               *localstack.Stack
 	ns, rawNS, cliNS string
 	tmpl             *corev1.Secret
 	have             int
@@ -105,12 +107,21 @@ func (b *bench) burstRun(ctx context.Context, t burstTarget, n int, wait bool) (
 			return b.rawCreate(ctx, t.rawNS, t.tmpl, fmt.Sprintf("%sprobe%d", prefix, i))
 		})
 	}()
+	stepsBefore, err := scrapeSteps(ctx, t.st)
+	if err != nil {
+		stopProbe()
+		return 0, err
+	}
 	t0 := time.Now()
 	sent := closedLoop(n, b.o.burstClients, func(i int) error {
 		return t.c.install(ctx, burstRequest(t.ns, fmt.Sprintf("%s%d", prefix, i), chartURL, wait))
 	})
 	stopProbe()
 	probe := <-probed
+	steps, err := scrapeSteps(ctx, t.st)
+	if err != nil {
+		return 0, err
+	}
 	b.logf("  burst of %d (%s) accepted in %s (%s, %.0f/s); probe %s", n, mode, time.Since(t0).Round(time.Millisecond), sent.note(), sent.rate, probe.note())
 	deployed, unfinished, err := b.waitBurst(ctx, t.ns, t.have+sent.ok)
 	if err != nil {
@@ -135,6 +146,7 @@ func (b *bench) burstRun(ctx context.Context, t burstTarget, n int, wait bool) (
 	}
 	b.compare(sec, name+": time-to-201 p50", msF(sent.p50), floor+" p50", msF(probe.p50), "", nil, fmt.Sprintf("%s, %.0f accepted/s", sent.note(), sent.rate))
 	b.compare(sec, name+": time-to-201 p99", msF(sent.p99), floor+" p99", msF(probe.p99), target, check, "probe "+probe.note())
+	b.compare(sec, name+": submit's reservation create, mean", msF(steps.mean(stepsBefore, "reserve")), floor+" p50", msF(probe.p50), "", nil, steps.note(stepsBefore))
 	cli := fmt.Sprintf("helm install%s, %d at a time", map[bool]string{true: " --wait --wait-for-jobs"}[wait], b.o.burstClients)
 	b.compare(sec, name+": completed installs/s", rateF(float64(deployed)/asyncWall.Seconds()), cli, rateF(float64(ok)/cliWall.Seconds()),
 		">= 0.9x", atLeast(0.9), fmt.Sprintf("%d of %d deployed%s", deployed, n, unfinished))

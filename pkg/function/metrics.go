@@ -20,6 +20,7 @@ type Metrics struct {
 	eventsSent      *prometheus.CounterVec
 	actions         *prometheus.CounterVec
 	actionDuration  *prometheus.HistogramVec
+	stepDuration    *prometheus.HistogramVec
 }
 
 func newMetrics(name string) *Metrics {
@@ -37,8 +38,11 @@ func newMetrics(name string) *Metrics {
 		actionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "asynchelm", Subsystem: name,
 			Name: "action_duration_seconds", Help: "Helm action duration by action and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14)}, []string{"action", "outcome"}),
+		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "asynchelm", Subsystem: name,
+			Name: "step_duration_seconds", Help: "Duration of each step on the way to an answer (submit: authorize, chart, reserve, send).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"step"}),
 	}
-	m.Registry.MustRegister(m.requests, m.requestDuration, m.eventsSent, m.actions, m.actionDuration,
+	m.Registry.MustRegister(m.requests, m.requestDuration, m.eventsSent, m.actions, m.actionDuration, m.stepDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -56,6 +60,11 @@ func (m *Metrics) EventSent(eventType string, err error) {
 func (m *Metrics) ActionDone(action, outcome string, d time.Duration) {
 	m.actions.WithLabelValues(action, outcome).Inc()
 	m.actionDuration.WithLabelValues(action, outcome).Observe(d.Seconds())
+}
+
+// StepDone observes how long one step took.
+func (m *Metrics) StepDone(step string, d time.Duration) {
+	m.stepDuration.WithLabelValues(step).Observe(d.Seconds())
 }
 
 // instrument serves /metrics and counts every request of next by its route pattern.
