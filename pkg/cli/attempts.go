@@ -27,15 +27,24 @@ var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
 // it right after Helm's failure, once the next revision is reserved.
 const noteWait = 30 * time.Second
 
-// followAttempts follows a request with retries or remediation, accepted as revision
-// accepted, through its revisions until the request ends: deployed by one of its attempts
-// (nil), or failed, remediated or not (ErrFailed).
-func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string, accepted int) error {
+// request is what followAttempts knows of the request: where, the revision its 201
+// reserved, and the remediation it asked for.
+type request struct {
+	ns, name    string
+	accepted    int
+	remediation string
+}
+
+// followAttempts follows a request with retries or remediation through its revisions until
+// the request ends: deployed by one of its attempts (nil), or failed, remediated or not
+// (ErrFailed).
+func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, r request) error {
+	ns, name, accepted := r.ns, r.name, r.accepted
 	remediated := ""
 	for {
 		rel, err := follow(ctx, g, c, ns, name)
 		if err != nil {
-			return goneAfter(err, remediated)
+			return goneAfter(err, r)
 		}
 		if st := statusOf(rel); st != helmrelease.StatusFailed.String() {
 			// The request's own success is its accepted revision or a retry ("attempt k of n");
@@ -48,7 +57,7 @@ func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, ns,
 		}
 		next, err := awaitNote(ctx, g, c, ns, name, rel)
 		if err != nil {
-			return goneAfter(err, remediated)
+			return goneAfter(err, r)
 		}
 		if next.Version != rel.Version { // the next revision is reserved: follow it
 			continue
@@ -92,11 +101,12 @@ func awaitNote(ctx context.Context, g *Globals, c *submitclient.Client, ns, name
 	}
 }
 
-// goneAfter turns the release's disappearance after an uninstall remediation into ErrFailed.
-func goneAfter(err error, remediated string) error {
+// goneAfter turns the release's disappearance, for a request with the uninstall
+// remediation, into ErrFailed (polls may miss the failed attempt before it goes).
+func goneAfter(err error, r request) error {
 	var apiErr *submitclient.APIError
-	if strings.HasPrefix(remediated, "remediated by uninstall") && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
-		return fmt.Errorf("%w: %s", ErrFailed, remediated)
+	if r.remediation == api.RemediationUninstall && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+		return fmt.Errorf("%w: %s was uninstalled (remediated by uninstall)", ErrFailed, r.name)
 	}
 	return err
 }

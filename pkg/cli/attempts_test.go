@@ -2,6 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"testing"
 
@@ -65,4 +70,54 @@ func TestFollowAttempts(t *testing.T) {
 			assertGolden(t, out.Bytes(), filepath.Join("testdata", tc.golden))
 		})
 	}
+}
+
+// A request remediated by uninstall ends when its release is gone (404): exit 1, saying so,
+// also when the polls never saw the failed attempt.
+func TestFollowAttemptsUninstalled(t *testing.T) {
+	for name, steps := range map[string][]*api.Release{
+		"seen failing": {
+			stepAt(1, helmrelease.StatusPendingInstall, ""),
+			stepAt(1, helmrelease.StatusFailed, `Release "web" failed: hook (attempt 1 of 1; remediated by uninstall)`),
+			stepAt(1, helmrelease.StatusUninstalling, "Deletion in progress"),
+		},
+		"gone between two polls": {stepAt(1, helmrelease.StatusPendingInstall, "")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := runCmd(t, goneAfterSteps(t, steps), &out, "install", "web", "https://charts.example.com/tiny-0.1.0.tgz",
+				"--wait", "--remediation", "uninstall")
+			if err == nil || err.Error() != "release failed: web was uninstalled (remediated by uninstall)" {
+				t.Fatalf("error %v\n%s", err, out.String())
+			}
+		})
+	}
+}
+
+// goneAfterSteps is a scripted submit whose release is gone (404) after its steps.
+func goneAfterSteps(t *testing.T, steps []*api.Release) *httptest.Server {
+	s := &scripted{steps: steps}
+	proxy := httputil.NewSingleHostReverseProxy(mustURL(t, s.serve(t).URL))
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		done := r.Method == http.MethodGet && s.gets >= len(steps)
+		s.mu.Unlock()
+		if !done {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found"})
+	}))
+	t.Cleanup(gone.Close)
+	return gone
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

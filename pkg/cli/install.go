@@ -126,7 +126,8 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 		if err := accepted(ctx, o.Globals, c, sec, err, o.Output, false, req.Namespace, req.Name); err != nil {
 			return err
 		}
-		return followAttempts(ctx, o.Globals, c, req.Namespace, req.Name, acceptedRevision(sec))
+		return followAttempts(ctx, o.Globals, c, request{ns: req.Namespace, name: req.Name,
+			accepted: acceptedRevision(sec), remediation: req.Remediation})
 	}
 	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
 }
