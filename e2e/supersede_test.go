@@ -51,13 +51,11 @@ func deployedWeb(t *testing.T) (s *stack, ns, chart string) {
 	return s, ns, chart
 }
 
-// An upgrade stuck in --wait on a pod that never becomes ready is superseded by a fixed
-// one: `oc helm upgrade --supersede --wait` cancels it, runs the fix once it has ended, and
-// ends deployed; history and the status events show both outcomes.
-func TestSupersedeStuckUpgrade(t *testing.T) {
-	t.Parallel()
-	s, ns, chart := deployedWeb(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+// stuckWeb is deployedWeb with revision 2 an upgrade (--wait, 10m) whose pod never becomes
+// ready, running: the executor waits on it.
+func stuckWeb(t *testing.T) (s *stack, ns, chart string) {
+	s, ns, chart = deployedWeb(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := s.client.Upgrade(ctx, api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: chart, Wait: true, Timeout: "10m",
 		Values: map[string]interface{}{"podAnnotations": map[string]interface{}{"async-helm.io/simulate": "stuck"}}}); err != nil {
@@ -66,12 +64,35 @@ func TestSupersedeStuckUpgrade(t *testing.T) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 		if p := s.getRelease(t, ns, "web").Progress; p != nil && p.Phase == progress.PhaseWaiting {
 			t.Logf("revision 2 stuck: %s", p)
-			break
+			return s, ns, chart
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("revision 2 never waited: %+v", s.getRelease(t, ns, "web").Info)
 		}
 	}
+}
+
+// A rollback supersedes the stuck upgrade as an upgrade does: revision 3 rolls back to 1.
+func TestSupersedeStuckUpgradeByRollback(t *testing.T) {
+	t.Parallel()
+	s, ns, _ := stuckWeb(t)
+	out, code := s.ocHelm(t, "-n", ns, "rollback", "web", "1", "--supersede", "--wait", "--timeout", "2m")
+	if code != 0 || !strings.Contains(out, "web: deployed, revision 3") {
+		t.Fatalf("rollback --supersede --wait: exit %d\n%s", code, out)
+	}
+	h := s.historyOf(t, ns, "web")
+	if h[2][0] != "failed" || !strings.Contains(h[2][1], "superseded by revision 3") || h[3] != [2]string{"deployed", "Rollback to 1"} {
+		t.Errorf("history: %v", h)
+	}
+	t.Logf("revision 2: %q; revision 3: %v", h[2][1], h[3])
+}
+
+// An upgrade stuck in --wait on a pod that never becomes ready is superseded by a fixed
+// one: `oc helm upgrade --supersede --wait` cancels it, runs the fix once it has ended, and
+// ends deployed; history and the status events show both outcomes.
+func TestSupersedeStuckUpgrade(t *testing.T) {
+	t.Parallel()
+	s, ns, chart := stuckWeb(t)
 	// Without --supersede the fix is refused while revision 2 runs.
 	if out, code := s.ocHelm(t, "-n", ns, "upgrade", "web", chart); code == 0 || !strings.Contains(out, "(HTTP 409)") {
 		t.Fatalf("upgrade without --supersede: exit %d\n%s", code, out)
