@@ -21,7 +21,8 @@ import (
 // has run succeedFrom times: an install with --retries 3 fails at revisions 1 and 2 and is
 // deployed by its third attempt, revision 3, all under one request id; then an
 // upgrade that fails with --remediation rollback ends with revision 3's release deployed
-// again as revision 5, the failed attempt kept in history.
+// again as revision 5, the failed attempt kept in history; an install whose attempts all
+// fail with --remediation uninstall leaves nothing.
 func TestOcHelmRetriesAndRemediation(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
@@ -72,6 +73,19 @@ func TestOcHelmRetriesAndRemediation(t *testing.T) {
 	cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "web-config", metav1.GetOptions{})
 	if err != nil || cm.Data["message"] != "hello" {
 		t.Errorf("the ConfigMap after the rollback: %v %v", cm.Data, err)
+	}
+
+	// An install whose every attempt fails, with --remediation uninstall: the release is gone.
+	out, code = s.ocHelm(t, "-n", ns, "install", "gone", flaky, "--set", "succeedFrom=99", "--retries", "1",
+		"--remediation", "uninstall", "--timeout", "1m", "--wait")
+	if code == 0 || !strings.Contains(out, "release failed: gone was uninstalled (remediated by uninstall)") {
+		t.Fatalf("install --remediation uninstall --wait: exit %d (want 1)\n%s", code, out)
+	}
+	if _, err := s.client.Get(ctx, ns, "gone"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("the uninstalled release: %v", err)
+	}
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "gone-config", metav1.GetOptions{}); err == nil {
+		t.Error("the uninstalled release's ConfigMap is still there")
 	}
 }
 
