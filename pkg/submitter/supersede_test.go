@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,4 +223,44 @@ func TestRollbackSupersedes(t *testing.T) {
 	if st, _ := e.status("web", 3); st != helmrelease.StatusPendingRollback {
 		t.Errorf("revision 3: %s", st)
 	}
+}
+
+// Another upgrade that reserves the next revision as soon as the superseded one ended: of
+// the two, exactly one gets revision 3; the other answers 409 and reserves nothing.
+func TestSupersedeRacesAnUpgradeForTheNextRevision(t *testing.T) {
+	e := supersedeEnv(t)
+	var n atomic.Int32
+	e.svc.NewID = func() string { return fmt.Sprintf("id-%d", n.Add(1)) }
+	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	held, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2))
+	if held == nil || err != nil {
+		t.Fatal(held, err)
+	}
+	other := make(chan error, 1)
+	go func() {
+		if err := e.fakeExecutorEnds(held, "web", 2); err != nil {
+			other <- err
+			return
+		}
+		_, err := e.svc.Submit(ctx(t), release.ActionUpgrade, install("web"), nil)
+		other <- err
+	}()
+	_, err = e.svc.Submit(ctx(t), release.ActionUpgrade, superseding("web"), nil)
+	errOther := <-other
+	won := 0
+	for _, err := range []error{err, errOther} {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, release.ErrConflict) && !errors.Is(err, release.ErrPending):
+			t.Errorf("the loser's error: %v, want a 409", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d requests got revision 3 (supersede: %v; other: %v)", won, err, errOther)
+	}
+	if _, err := e.store.Get(ctx(t), "ns", "web", 4); !errors.Is(err, release.ErrNotFound) {
+		t.Errorf("revision 4 exists: %v", err)
+	}
+	t.Logf("supersede: %v; the other upgrade: %v", err, errOther)
 }
