@@ -100,6 +100,10 @@ type Action struct {
 	// RollbackTo is the revision a rollback returns to (Helm's rollback version).
 	RollbackTo int `json:"rollbackTo,omitempty"`
 
+	// Attempt is not part of the payload: the executor sets it ("2 of 4") on the action of
+	// each attempt of a request with retries, for its progress.
+	Attempt string `json:"-"`
+
 	// BoundSecretUID is not part of the payload: the receiver sets it from the delivery's
 	// verified binding (BoundSecret), "" when the delivery carries none.
 	BoundSecretUID types.UID `json:"-"`

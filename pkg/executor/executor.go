@@ -656,7 +656,8 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 	if client, err := s.Helm.Client(s.callerOptions(a)...); err == nil {
 		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Since: start}
 	}
-	var last progress.Progress
+	// A retry's progress says which attempt it is (remediate.go).
+	last := progress.Progress{Attempt: a.Attempt}
 	seen := false // a cancel request already answered
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -50,13 +50,16 @@ type chain struct {
 // finally its remediation. The outcome is the last attempt's.
 func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcome {
 	act.attempt = 1
+	if r := act.Action.Options.Retries; r > 0 && remediable(act.Action.Action) {
+		act.Action.Attempt = fmt.Sprintf("1 of %d", r+1)
+	}
 	res := s.execute(reqCtx, shutdown, act)
 	outcome := s.record(reqCtx, act, res)
 	o := act.Action.Options
 	if o.Retries <= 0 && o.Remediation == api.RemediationNone {
 		return outcome
 	}
-	if act.Action.Action != release.ActionInstall && act.Action.Action != release.ActionUpgrade {
+	if !remediable(act.Action.Action) {
 		return outcome
 	}
 	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description}
@@ -79,6 +82,11 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 		outcome = s.record(reqCtx, next, res)
 	}
 	return outcome
+}
+
+// remediable: the actions that take retries and remediation.
+func remediable(a release.Action) bool {
+	return a == release.ActionInstall || a == release.ActionUpgrade
 }
 
 // step is what follows a failed attempt.
@@ -124,6 +132,7 @@ func (c *chain) retry(reqCtx context.Context) (*action, error) {
 	k := c.cur.attempt + 1
 	a := c.cur.Action
 	a.Options.Description = attemptDescription(a, c.desc, k, c.total)
+	a.Attempt = fmt.Sprintf("%d of %d", k, c.total)
 	meta := c.cur.rec.Chart.Metadata
 	next, err := c.open(ctx, a, consumed.Step{Attempt: k, Revision: c.cur.Revision + 1},
 		release.Reservation{Action: a.Action, Chart: meta, Values: a.Values})
@@ -257,7 +266,7 @@ func (c *chain) rollback(reqCtx, shutdown context.Context) error {
 	}
 	a := c.cur.Action
 	a.Action, a.RollbackTo, a.ReuseChart, a.ChartDigest = release.ActionRollback, target.Version, true, ""
-	a.Options.Description = ""
+	a.Options.Description, a.Attempt = "", ""
 	next, err := c.open(ctx, a, consumed.Step{Remediation: api.RemediationRollback},
 		release.Reservation{Action: release.ActionRollback, Chart: target.Chart.Metadata, Values: target.Config})
 	if err != nil {

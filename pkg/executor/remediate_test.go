@@ -16,6 +16,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
@@ -275,4 +276,34 @@ func TestNoRetryOnARevisionSomeoneElseWrote(t *testing.T) {
 		t.Errorf("a retry was claimed: %+v", steps)
 	}
 	e.noLeases()
+}
+
+// A retry's progress on its Lease says which attempt of the request it is.
+func TestRetryProgressSaysTheAttempt(t *testing.T) {
+	e, _ := remEnv(t, 1)
+	e.svc.ProgressInterval = 5 * time.Millisecond
+	fail := e.helm.run
+	seen := make(chan string, 1)
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		if req.Revision == 2 {
+			var p *progress.Progress
+			waitFor(t, func() bool {
+				l, err := e.c.CoordinationV1().Leases("ns").Get(ctx, release.LeaseName("web", 2), metav1.GetOptions{})
+				if err == nil {
+					p, _ = progress.Decode(l.Annotations[release.AnnotationProgress])
+				}
+				return p != nil
+			})
+			seen <- p.Attempt
+		}
+		return fail(ctx, req)
+	}
+	a := e.reserve("web", "req-1")
+	a.Options.Retries = 3
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeDeployed {
+		t.Fatalf("Handle = %s, %v", got, err)
+	}
+	if got := <-seen; got != "2 of 4" {
+		t.Errorf("attempt in the progress: %q, want \"2 of 4\"", got)
+	}
 }

@@ -31,6 +31,9 @@ type Progress struct {
 	Hook       string    `json:"hook,omitempty"`
 	Warnings   []string  `json:"warnings,omitempty"`
 	Updated    time.Time `json:"updated"`
+	// Attempt is which attempt of its request the revision is ("2 of 4") when the request
+	// asked for retries (docs/design.md, "Retries and remediation").
+	Attempt string `json:"attempt,omitempty"`
 }
 
 // Same reports whether p and q say the same thing (Updated aside).
@@ -44,6 +47,9 @@ func (p Progress) Same(q Progress) bool {
 // String is one line for logs and plain terminals.
 func (p Progress) String() string {
 	s := fmt.Sprintf("%s, %d/%d ready", p.Phase, p.Ready, p.Total)
+	if p.Attempt != "" {
+		s = "attempt " + p.Attempt + ", " + s
+	}
 	if p.Hook != "" {
 		s += ", hook " + p.Hook
 	}
