@@ -65,7 +65,7 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description}
 	defer c.moveTo(reqCtx, nil)
 	for outcome == OutcomeFailed {
-		switch next := decide(c.cur, res, shutdown, c.total); next {
+		switch decide(c.cur, res, shutdown, c.total) {
 		case stepStop:
 			return outcome
 		case stepRemediate:
