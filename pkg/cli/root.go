@@ -72,6 +72,7 @@ func newRootCmd(g *Globals) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&g.SubmitNamespace, "submit-namespace", "async-helm", "namespace of the Knative Service submit")
 	cmd.AddCommand(newInstallCmd(g), newUpgradeCmd(g), newListCmd(g), newStatusCmd(g), newHistoryCmd(g))
 	cmd.AddCommand(newCancelCmd(g))
+	cmd.AddCommand(newLogsCmd(g))
 	cmd.AddCommand(newUninstallCmd(g), newRollbackCmd(g))
 	return cmd
 }

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitclient"
+)
+
+// LogsOptions are logs'.
+type LogsOptions struct {
+	*Globals
+	Name     string
+	Revision int
+	Follow   bool
+	Output   string
+}
+
+func newLogsCmd(g *Globals) *cobra.Command {
+	o := &LogsOptions{Globals: g}
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print Helm's log of a release's action (what helm --debug prints); -f follows a running one",
+		Long: "The log of the latest action, or of --revision N, as the executor keeps it: bounded (the oldest\n" +
+			"lines go first), a line Helm repeats in a row printed once with its count. Values and Secret data\n" +
+			"are never in it. Allowed to whoever may read the release.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Complete(args)
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().IntVar(&o.Revision, "revision", 0, "the revision whose action's log to print (default: the latest started)")
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "print new lines as the action logs them, until it ends")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: table (plain lines), json or yaml")
+	return cmd
+}
+
+// Complete takes the release name.
+func (o *LogsOptions) Complete(args []string) { o.Name = args[0] }
+
+// Validate refuses what cannot be printed: a negative revision, a followed log as a document.
+func (o *LogsOptions) Validate() error {
+	if o.Revision < 0 {
+		return fmt.Errorf("--revision %d: want a revision number", o.Revision)
+	}
+	if o.Follow && o.Output != "table" {
+		return fmt.Errorf("--follow prints plain lines: it takes no -o %s", o.Output)
+	}
+	return checkOutput(o.Output)
+}
+
+// Run prints the log, and with --follow polls for new lines until the action ends.
+func (o *LogsOptions) Run(ctx context.Context) error {
+	return o.with(ctx, o.Output, func(ctx context.Context, c *submitclient.Client) error {
+		ns := o.namespace()
+		l, err := o.first(ctx, c, ns)
+		if err != nil {
+			return err
+		}
+		if o.Output != "table" {
+			return encode(o.IO.Out, o.Output, l)
+		}
+		printLogHead(o.IO.Out, l)
+		last := printLogLines(o.IO.Out, l.Lines, 0)
+		for o.Follow && l.Running {
+			if err := o.sleep(ctx); err != nil {
+				return err
+			}
+			if l, err = c.Log(ctx, ns, o.Name, l.Revision, last); err != nil {
+				return err
+			}
+			last = printLogLines(o.IO.Out, l.Lines, last)
+		}
+		return nil
+	})
+}
+
+// first reads the log; following, it waits while the release's revision is queued and
+// has no log yet.
+func (o *LogsOptions) first(ctx context.Context, c *submitclient.Client, ns string) (*api.ActionLog, error) {
+	for {
+		l, err := c.Log(ctx, ns, o.Name, o.Revision, 0)
+		var apiErr *submitclient.APIError
+		if err == nil || !o.Follow || !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound {
+			return l, err
+		}
+		rel, gerr := c.Get(ctx, ns, o.Name)
+		if gerr != nil || !release.IsPending(statusOf(rel)) || (o.Revision > 0 && rel.Version != o.Revision) {
+			return nil, err
+		}
+		if err := o.sleep(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (o *LogsOptions) sleep(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.PollInterval):
+		return nil
+	}
+}
+
+func printLogHead(w io.Writer, l *api.ActionLog) {
+	if l.Dropped > 0 {
+		fmt.Fprintf(w, "(%d earlier lines dropped: the log keeps its last lines)\n", l.Dropped)
+	}
+}
+
+// printLogLines prints the lines after sequence number after, and returns the last printed.
+func printLogLines(w io.Writer, lines []api.LogLine, after int64) int64 {
+	for _, l := range lines {
+		if l.Seq <= after {
+			continue
+		}
+		fmt.Fprintf(w, "%s %s", l.Time.UTC().Format(time.RFC3339), l.Text)
+		if l.Repeated > 0 && l.Last != nil {
+			fmt.Fprintf(w, " (%d times, the last at %s)", l.Repeated+1, l.Last.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
+		after = l.Seq
+	}
+	return after
+}
