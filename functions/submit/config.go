@@ -22,6 +22,11 @@ type Config struct {
 	// above them submit answers 429 with Retry-After and reserves nothing.
 	MaxQueued             int `envconfig:"MAX_QUEUED" default:"2000"`
 	MaxQueuedPerNamespace int `envconfig:"MAX_QUEUED_PER_NAMESPACE" default:"1000"`
+	// SendQueue and SendWorkers size the sends behind the 201 while the sink answers
+	// (events.Handoff; docs/design.md, "Sent behind the 201"). SendQueue 0: every send on
+	// the request's path.
+	SendQueue   int `envconfig:"SEND_QUEUE" default:"1024"`
+	SendWorkers int `envconfig:"SEND_WORKERS" default:"64"`
 	// SyncTimeout bounds how long the console's synchronous routes (POST/PUT/PATCH/DELETE
 	// /api/helm/release) wait for the accepted action to end; then 504, the action goes on.
 	SyncTimeout time.Duration `envconfig:"SYNC_TIMEOUT" default:"5m"`

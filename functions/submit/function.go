@@ -41,6 +41,7 @@ type Function struct {
 	events  http.Handler
 	charts  *chartRoutes
 	logs    *actionlog.Reader
+	handoff *events.Handoff // nil: every send on the request's path
 }
 
 // New builds submit from its configuration; Start opens its clients.
@@ -55,9 +56,14 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sender, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
+	sink, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
 	if err != nil {
 		return err
+	}
+	var sender submitter.EventSender = sink
+	if f.cfg.SendQueue > 0 {
+		f.handoff = events.NewHandoff(sink, events.HandoffOptions{Queue: f.cfg.SendQueue, Workers: f.cfg.SendWorkers, Log: f.log})
+		sender = f.handoff
 	}
 	helm, err := helmexec.NewFactory(cl.Config)
 	if err != nil {
@@ -136,6 +142,13 @@ func (f *Function) Start(ctx context.Context) error {
 	f.events = function.EventHandler(f.receive)
 	f.logs = f.newLogReader(cl.Typed)
 	return nil
+}
+
+// Drain sends the events queued behind their 201 before submit exits (function.Drainer).
+func (f *Function) Drain(ctx context.Context) {
+	if f.handoff != nil {
+		f.handoff.Drain(ctx)
+	}
 }
 
 // Handler routes the console's helm API.

@@ -25,6 +25,12 @@ type Service interface {
 	Handler() http.Handler
 }
 
+// Drainer is a Service with work to finish once it takes no more requests (submit's events
+// sent behind their answers); it gets what is left of SHUTDOWN_TIMEOUT.
+type Drainer interface {
+	Drain(ctx context.Context)
+}
+
 // Runtime is what Main gives a function's constructor.
 type Runtime struct {
 	Log     *zap.SugaredLogger
@@ -98,6 +104,9 @@ func run(name string, cfg interface{}, build func(*Runtime) (Service, error), st
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	if d, ok := svc.(Drainer); ok {
+		d.Drain(shutdownCtx)
 	}
 	return nil
 }
