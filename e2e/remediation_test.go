@@ -87,6 +87,15 @@ func TestOcHelmRetriesAndRemediation(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "gone-config", metav1.GetOptions{}); err == nil {
 		t.Error("the uninstalled release's ConfigMap is still there")
 	}
+	// Reported as a hand-run helm uninstall is: from the deletion of the revision Helm marked.
+	s.sink.WaitFor(t, 30*time.Second, "uninstalled of gone", func(evs []cloudevents.Event) bool {
+		for _, e := range evs {
+			if e.Subject() == ns+"/gone" && e.Type() == events.TypeStatusPrefix+events.StatusUninstalled {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // waitRevision waits until the release's latest revision is rev with status.
