@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -96,11 +97,28 @@ func (l *actionLog) finish(reqCtx context.Context, err error) {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		l.w.Buffer.Append(actionlog.Format("Error: %v", err))
+		l.w.Buffer.Append(actionlog.Format("Error: %s", endedBecause(l.act, err)))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 10*time.Second)
 	defer cancel()
 	if err := l.w.Flush(ctx, true); err != nil {
 		l.act.log.Warnw("action log not written at the end", "error", err)
 	}
+}
+
+// endedBecause says why the action ended as its failure reason does (recordFailure): Helm
+// only sees its context cancelled when the executor ends it.
+func endedBecause(act *action, err error) string {
+	kind, detail := act.end.get()
+	switch kind {
+	case endTimeout:
+		return fmt.Sprintf("timed out after %s (%v)", detail, err)
+	case endCancel:
+		return fmt.Sprintf("cancelled by %s (%v)", detail, err)
+	case endShutdown:
+		return fmt.Sprintf("the executor shut down while the action ran (%v)", err)
+	case endLost:
+		return fmt.Sprintf("the lease was lost: %s (%v)", detail, err)
+	}
+	return err.Error()
 }
