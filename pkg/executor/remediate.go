@@ -173,6 +173,10 @@ func attemptDescription(a events.Action, desc string, k, total int) string {
 // request's consumed record, the revision's lease is taken before it is reserved.
 func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r release.Reservation) (*action, error) {
 	s, cur := c.s, c.cur
+	res, err := c.reserver(a)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.checkLatest(ctx); err != nil {
 		return nil, err
 	}
@@ -180,10 +184,6 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 		if err := claimer.ClaimStep(ctx, a.RequestID, st); err != nil {
 			return nil, err
 		}
-	}
-	res, ok := s.Store.(reserver)
-	if !ok {
-		return nil, errors.New("the store cannot reserve a revision")
 	}
 	a.Revision = cur.Revision + 1
 	a.SecretName = release.SecretName(a.Name, a.Revision)
@@ -203,6 +203,24 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 	}
 	next.log.Infow("request goes on as a new revision", "after", cur.Revision, "action", a.Action)
 	return next, nil
+}
+
+// reserver writes a retry's revision as the caller, as Helm run as the caller writes the
+// release records (the executor's own role may not create Secrets; submit checked that the
+// caller may); a trusted local run without a caller uses the executor's store.
+func (c *chain) reserver(a events.Action) (reserver, error) {
+	if a.Caller.User != "" {
+		client, err := c.s.Helm.Client(c.s.callerOptions(a)...)
+		if err != nil {
+			return nil, fmt.Errorf("a client as %s: %w", a.Caller.User, err)
+		}
+		return &release.Store{Client: client, Now: c.s.Now}, nil
+	}
+	res, ok := c.s.Store.(reserver)
+	if !ok {
+		return nil, errors.New("the store cannot reserve a revision")
+	}
+	return res, nil
 }
 
 // checkLatest refuses to go on when the failed attempt is no longer the release's latest

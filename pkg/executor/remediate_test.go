@@ -13,6 +13,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -26,6 +27,15 @@ type verbHelm struct {
 	*fakeHelm
 	mu    sync.Mutex
 	verbs []string
+	// client, when set, is the client "as the caller" (impersonation is not faked).
+	client kubernetes.Interface
+}
+
+func (h *verbHelm) Client(opts ...helmexec.Option) (kubernetes.Interface, error) {
+	if h.client != nil {
+		return h.client, nil
+	}
+	return h.fakeHelm.Client(opts...)
 }
 
 func (h *verbHelm) note(verb string, req helmexec.Request) {
@@ -305,5 +315,29 @@ func TestRetryProgressSaysTheAttempt(t *testing.T) {
 	}
 	if got := <-seen; got != "2 of 4" {
 		t.Errorf("attempt in the progress: %q, want \"2 of 4\"", got)
+	}
+}
+
+// A retry's revision is reserved as the caller (the executor's role may not create
+// Secrets): without a client as the caller there is no retry, and the failure says why.
+func TestRetryReservesAsTheCaller(t *testing.T) {
+	for _, asCaller := range []bool{true, false} {
+		t.Run(fmt.Sprint("client as the caller: ", asCaller), func(t *testing.T) {
+			e, vh := remEnv(t, 1)
+			if asCaller {
+				vh.client = e.c
+			}
+			a := e.reserve("web", "req-1")
+			a.Options.Retries, a.Caller = 1, events.Caller{User: "alice"}
+			got, _ := e.svc.Handle(ctx(t), context.Background(), a, nil)
+			if asCaller && (got != OutcomeDeployed || len(vh.verbs) != 2) {
+				t.Fatalf("Handle = %s, Helm ran %v", got, vh.verbs)
+			}
+			if !asCaller && (got != OutcomeFailed || len(vh.verbs) != 1 ||
+				!strings.Contains(e.rev("web", 1).Info.Description, "not retried: a client as alice")) {
+				t.Fatalf("Handle = %s, Helm ran %v, revision 1 %q", got, vh.verbs, e.rev("web", 1).Info.Description)
+			}
+			e.noLeases()
+		})
 	}
 }
