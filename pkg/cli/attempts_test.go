@@ -13,7 +13,16 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/progress"
 )
+
+// attemptAt is revision v pending, its progress naming the attempt.
+func attemptAt(v int, attempt string) *api.Release {
+	r := stepAt(v, helmrelease.StatusPendingInstall, "")
+	r.Progress = prog(progress.PhasePostHooks, 0, 0, "Job/web-post", nil)
+	r.Progress.Attempt = attempt
+	return r
+}
 
 func stepAt(v int, st helmrelease.Status, desc string) *api.Release {
 	r := step(st, desc, nil)
@@ -37,6 +46,7 @@ func TestFollowAttempts(t *testing.T) {
 			stepAt(1, failed, helmFailed),
 			stepAt(1, failed, helmFailed),
 			stepAt(2, pi, ""),
+			attemptAt(2, "2 of 3"),
 			stepAt(2, failed, helmFailed+" (attempt 2 of 3; retried as revision 3)"),
 			stepAt(3, pi, ""),
 			stepAt(3, helmrelease.StatusDeployed, "Install complete (attempt 3 of 3)"),

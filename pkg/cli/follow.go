@@ -126,6 +126,9 @@ func describe(rel *api.Release) string {
 		}
 		return s
 	}
+	if p.Attempt != "" { // a request with retries (attempts.go)
+		s += " (attempt " + p.Attempt + ")"
+	}
 	s += fmt.Sprintf(": %s, %d/%d ready", p.Phase, p.Ready, p.Total)
 	if p.Hook != "" {
 		s += ", hook " + p.Hook
