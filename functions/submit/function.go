@@ -56,14 +56,9 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sink, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
+	sender, err := f.openSender()
 	if err != nil {
 		return err
-	}
-	var sender submitter.EventSender = sink
-	if f.cfg.SendQueue > 0 {
-		f.handoff = events.NewHandoff(sink, events.HandoffOptions{Queue: f.cfg.SendQueue, Workers: f.cfg.SendWorkers, Log: f.log})
-		sender = f.handoff
 	}
 	helm, err := helmexec.NewFactory(cl.Config)
 	if err != nil {
@@ -87,19 +82,8 @@ func (f *Function) Start(ctx context.Context) error {
 	if err := revisions.Run(ctx); err != nil {
 		return err
 	}
-	if f.cfg.Authentication {
-		// TokenReviews get a client of their own (its own rate limiter): anyone who reaches
-		// submit can send unknown tokens, and their reviews must not queue the reservations.
-		reviewCfg := rest.CopyConfig(cl.Config)
-		reviewCfg.QPS, reviewCfg.Burst = kube.Raised.QPS, kube.Raised.Burst
-		reviews, err := kubernetes.NewForConfig(reviewCfg)
-		if err != nil {
-			return fmt.Errorf("token review client: %w", err)
-		}
-		f.authn = &auth.Authenticator{Client: reviews}
-		f.authz = &auth.Authorizer{Client: cl.Typed}
-	} else {
-		f.log.Warnw("AUTHENTICATION=false: every caller acts as submit's and executor's own service accounts")
+	if err := f.openAuth(cl); err != nil {
+		return err
 	}
 	charts, err := f.cfg.NewSource(ctx, cl.Typed, f.cfg.ChartCacheTTL, time.Minute)
 	if err != nil {
@@ -127,8 +111,8 @@ func (f *Function) Start(ctx context.Context) error {
 		// A chart from a project repository with credentials needs the caller's right to
 		// read them.
 		RepoSecrets: f.charts.repos,
-		// Each accepted request bound to its reservation's UID, where tenants cannot write:
-		// the executor runs a request only on that Secret.
+		// A request that will not run from its delivery (unsent, cancelled while queued) is
+		// bound to its reservation's UID where tenants cannot write.
 		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 	}
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store,
@@ -141,6 +125,36 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	f.events = function.EventHandler(f.receive)
 	f.logs = f.newLogReader(cl.Typed)
+	return nil
+}
+
+// openSender is the sender to K_SINK: behind the 201 while the sink answers when SEND_QUEUE
+// is set (docs/design.md, "Sent behind the 201").
+func (f *Function) openSender() (submitter.EventSender, error) {
+	sink, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
+	if err != nil || f.cfg.SendQueue <= 0 {
+		return sink, err
+	}
+	f.handoff = events.NewHandoff(sink, events.HandoffOptions{Queue: f.cfg.SendQueue, Workers: f.cfg.SendWorkers, Log: f.log})
+	return f.handoff, nil
+}
+
+// openAuth builds the authenticator and authorizer, unless AUTHENTICATION is off.
+func (f *Function) openAuth(cl *kube.Clients) error {
+	if !f.cfg.Authentication {
+		f.log.Warnw("AUTHENTICATION=false: every caller acts as submit's and executor's own service accounts")
+		return nil
+	}
+	// TokenReviews get a client of their own (its own rate limiter): anyone who reaches
+	// submit can send unknown tokens, and their reviews must not queue the reservations.
+	reviewCfg := rest.CopyConfig(cl.Config)
+	reviewCfg.QPS, reviewCfg.Burst = kube.Raised.QPS, kube.Raised.Burst
+	reviews, err := kubernetes.NewForConfig(reviewCfg)
+	if err != nil {
+		return fmt.Errorf("token review client: %w", err)
+	}
+	f.authn = &auth.Authenticator{Client: reviews}
+	f.authz = &auth.Authorizer{Client: cl.Typed}
 	return nil
 }
 

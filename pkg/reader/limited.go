@@ -56,28 +56,7 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 	if err != nil {
 		return nil, err
 	}
-	type key struct{ ns, name string }
-	latest := map[key]metav1.Object{}
-	version := map[key]int{}
-	var unlabelled []metav1.Object
-	for _, m := range metas {
-		v, err := strconv.Atoi(m.GetLabels()[release.LabelVersion])
-		name := m.GetLabels()[release.LabelName]
-		if err != nil || name == "" {
-			unlabelled = append(unlabelled, m) // not as Helm labels them: decode to know
-			continue
-		}
-		k := key{m.GetNamespace(), name}
-		if _, ok := latest[k]; !ok || v > version[k] {
-			latest[k], version[k] = m, v
-		}
-	}
-	want := make([]metav1.Object, 0, len(latest)+len(unlabelled))
-	for _, m := range latest {
-		want = append(want, m)
-	}
-	want = append(want, unlabelled...)
-
+	want := latestRecords(metas)
 	s.heads.mu.Lock()
 	old := s.heads.by
 	s.heads.mu.Unlock()
@@ -132,6 +111,34 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 		return out[i].Namespace < out[j].Namespace
 	})
 	return out, nil
+}
+
+// key names a release across namespaces.
+type key struct{ ns, name string }
+
+// latestRecords keeps, of the records' metadata, the latest revision of each release by
+// Helm's labels, and every record without them (only its decode tells what it is).
+func latestRecords(metas []metav1.Object) []metav1.Object {
+	latest := map[key]metav1.Object{}
+	version := map[key]int{}
+	var unlabelled []metav1.Object
+	for _, m := range metas {
+		v, err := strconv.Atoi(m.GetLabels()[release.LabelVersion])
+		name := m.GetLabels()[release.LabelName]
+		if err != nil || name == "" {
+			unlabelled = append(unlabelled, m) // not as Helm labels them: decode to know
+			continue
+		}
+		k := key{m.GetNamespace(), name}
+		if _, ok := latest[k]; !ok || v > version[k] {
+			latest[k], version[k] = m, v
+		}
+	}
+	want := make([]metav1.Object, 0, len(latest)+len(unlabelled))
+	for _, m := range latest {
+		want = append(want, m)
+	}
+	return append(want, unlabelled...)
 }
 
 // limitedMetas are the records of the scope, from the index when there is one (the
