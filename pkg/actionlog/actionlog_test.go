@@ -56,7 +56,7 @@ func TestFormatRedactsObjectsAndKeepsNamesCountsErrors(t *testing.T) {
 
 func TestBufferBoundsBytesDeduplicatesAndNumbers(t *testing.T) {
 	clock := fakekube.NewClock(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC))
-	b := NewBuffer(10*(lineOverhead+10), clock.Now)
+	b := NewBuffer(10*(lineOverhead+12), clock.Now) // ten lines of 10 bytes, quoted
 	b.Append("first line")
 	for i := 0; i < 3; i++ {
 		clock.Add(2 * time.Second)
@@ -168,5 +168,20 @@ func TestReaderAuthorizesFirstAndFollowsAfter(t *testing.T) {
 	}
 	if _, err := r.Read(ctx, nil, Query{Namespace: "team", Name: "web", Revision: 2}); !errors.Is(err, release.ErrNotFound) {
 		t.Errorf("no such revision: %v", err)
+	}
+}
+
+// A release name from the query that is no label value cannot widen the selector: no log.
+func TestLatestOfANameThatIsNoLabelValue(t *testing.T) {
+	kc := fakekube.New(fakekube.NewClock(time.Now()))
+	store := &Store{Client: kc.Typed(), Namespace: "async-helm"}
+	w := NewWriter(store, NewBuffer(0, nil), Record{Namespace: "team", Name: "web", Revision: 1}, nil)
+	if err := w.Flush(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web,async-helm.io/log-revision", "web!=x", strings.Repeat("w", 70)} {
+		if _, err := store.Latest(context.Background(), "team", name); !errors.Is(err, release.ErrNotFound) {
+			t.Errorf("Latest(%q): %v, want ErrNotFound", name, err)
+		}
 	}
 }

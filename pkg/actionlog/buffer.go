@@ -1,6 +1,7 @@
 package actionlog
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 const (
 	DefaultBytes = 256 << 10
 	MaxBytes     = 768 << 10
-	// lineOverhead is what a line costs beside its text once stored (seq, times, JSON).
-	lineOverhead = 96
+	// lineOverhead is what a line costs beside its text once stored (seq, times, count).
+	lineOverhead = 128
 )
 
 // Buffer is a ring of Helm's log lines bounded in bytes: the oldest lines go first. A line
@@ -26,7 +27,10 @@ type Buffer struct {
 	lines   []api.LogLine // oldest first
 	next    int64         // the sequence number of the next new line
 	dropped int64
-	version int64 // grows with every change, repeats included
+	// version grows with every new line; a repeat only counts on its line, and is written
+	// with the next new line or heartbeat (not a rewrite of the whole log every flush while
+	// Helm repeats "not ready").
+	version int64
 	now     func() time.Time
 }
 
@@ -55,26 +59,36 @@ func (b *Buffer) Append(text string) {
 	t := b.now().UTC()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.version++
 	if n := len(b.lines); n > 0 && b.lines[n-1].Text == text {
 		last := &b.lines[n-1]
 		last.Repeated++
 		last.Last = &t
 		return
 	}
+	b.version++
 	b.lines = append(b.lines, api.LogLine{Seq: b.next, Time: t, Text: text})
 	b.next++
-	b.size += len(text) + lineOverhead
+	b.size += storedSize(text)
 	for b.size > b.max && len(b.lines) > 1 {
-		b.size -= len(b.lines[0].Text) + lineOverhead
+		b.size -= storedSize(b.lines[0].Text)
 		b.lines[0] = api.LogLine{}
 		b.lines = b.lines[1:]
 		b.dropped++
 	}
 }
 
+// storedSize is what a line costs once stored: its text as JSON escapes it ('<' and
+// control bytes take 6 bytes each), and the fields beside it.
+func storedSize(text string) int {
+	quoted, err := json.Marshal(text)
+	if err != nil {
+		return 6*len(text) + lineOverhead
+	}
+	return len(quoted) + lineOverhead
+}
+
 // Snapshot is a copy of the kept lines, how many were dropped, and the buffer's version
-// (it changes with every Append).
+// (it changes with every new line).
 func (b *Buffer) Snapshot() (lines []api.LogLine, dropped, version int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

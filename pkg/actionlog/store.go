@@ -165,8 +165,12 @@ func (s *Store) Latest(ctx context.Context, namespace, name string) (*Record, er
 
 // list is a release's logs (at most maxListed), most recently started first.
 func (s *Store) list(ctx context.Context, namespace, name string) ([]corev1.ConfigMap, error) {
-	sel := labels.SelectorFromSet(labels.Set{LabelNamespace: namespace, LabelRelease: name}).String()
-	l, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: maxListed})
+	// A name that is no label value (a caller's "a,b" would widen the selector) has no log.
+	sel, err := labels.ValidatedSelectorFromSet(labels.Set{LabelNamespace: namespace, LabelRelease: name})
+	if err != nil {
+		return nil, nil
+	}
+	l, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), Limit: maxListed})
 	if err != nil {
 		return nil, fmt.Errorf("action logs of %s/%s: %w", namespace, name, err)
 	}
