@@ -299,7 +299,6 @@ func (s *Service) check(ctx context.Context, act *action) (Outcome, bool, error)
 		return OutcomeRefused, true, nil
 	}
 	rel, err := s.Store.Get(ctx, act.Namespace, act.Name, act.Revision)
-
 	if errors.Is(err, release.ErrNotFound) {
 		act.log.Infow("reservation is gone; nothing to do")
 		return OutcomeGone, true, nil
@@ -344,7 +343,7 @@ func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error)
 	}
 	// A cancel asked while its executor was lost: fail it without running Helm.
 	if by := act.held.CancelledBy(); by != "" {
-		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, failed(act.Name, "cancelled by "+by), true); err != nil {
+		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, failed(act.Name, "cancelled by "+by), release.ReplaceFailed); err != nil {
 			return "", true, err
 		}
 		return OutcomeFailed, true, nil
@@ -426,7 +425,7 @@ func (s *Service) refuse(ctx context.Context, act *action, why string) (Outcome,
 		return OutcomeRefused, true, nil
 	}
 	reason := failed(act.Name, fmt.Sprintf("revision %d was refused by the executor: %s; nothing ran", act.Revision, why))
-	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, false); err != nil {
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.KeepFailed); err != nil {
 		// Redelivered: the next delivery is refused again and retries the write.
 		return "", true, fmt.Errorf("fail refused revision %s/%s: %w", act.Namespace, secret.Name, err)
 	}
@@ -618,7 +617,7 @@ func (s *Service) finishUninstall(ctx context.Context, act *action) {
 // revision already final is left alone).
 func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, logs *helmexec.LogBuffer) bool {
 	kind, detail := act.end.get()
-	reason, overwrite := runErr.Error(), true
+	reason, ifFailed := runErr.Error(), release.ReplaceFailed
 	switch {
 	case kind == endCancel:
 		reason = failed(act.Name, fmt.Sprintf("cancelled by %s (%v)", detail, runErr))
@@ -629,9 +628,9 @@ func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, 
 	case errors.Is(runErr, helmexec.ErrRenderTimeout):
 		reason = failed(act.Name, runErr.Error())
 	default:
-		overwrite = false // Helm's own description of the failure stands
+		ifFailed = release.KeepFailed // Helm's own description of the failure stands
 	}
-	marked, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, overwrite)
+	marked, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, ifFailed)
 	if err != nil {
 		act.log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
 	}
@@ -746,7 +745,7 @@ func (s *Service) checkLatest(ctx context.Context, act *action) (Outcome, bool, 
 	}
 	reason := fmt.Sprintf("Uninstall of %q failed: revision %d (%s) was reserved after revision %d was marked; nothing was deleted",
 		act.Name, revs[0].Version, revs[0].Status, act.Revision)
-	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, true); err != nil {
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.ReplaceFailed); err != nil {
 		return "", true, err
 	}
 	return OutcomeFailed, true, nil

@@ -266,7 +266,7 @@ func TestNoHelmRun(t *testing.T) {
 		}, OutcomeGone, nil},
 		{"revision final", func(e *env) events.Action {
 			a := e.reserve("web", "req-1")
-			if _, err := e.store.MarkFailed(ctx(e.t), "ns", "web", 1, "x", false); err != nil {
+			if _, err := e.store.MarkFailed(ctx(e.t), "ns", "web", 1, "x", release.KeepFailed); err != nil {
 				e.t.Fatal(err)
 			}
 			return a

@@ -24,7 +24,7 @@ import (
 // Store reads a revision and records its failure (release.Store).
 type Store interface {
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
-	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
 	// LiveHistory lists the release's revisions from the API server, newest first (an
 	// uninstall checks its revision is still the latest).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)

@@ -242,7 +242,7 @@ func (c *chain) note(ctx context.Context, what string) {
 	rel, err := c.s.Store.Get(ctx, cur.Namespace, cur.Name, cur.Revision)
 	if err == nil {
 		_, err = c.s.Store.MarkFailed(ctx, cur.Namespace, cur.Name, cur.Revision,
-			fmt.Sprintf("%s (%s)", strings.TrimSpace(rel.Info.Description), what), true)
+			fmt.Sprintf("%s (%s)", strings.TrimSpace(rel.Info.Description), what), release.ReplaceFailed)
 	}
 	if err != nil {
 		cur.log.Warnw("the failed attempt's description was not completed", "what", what, "error", err)

@@ -200,7 +200,7 @@ func TestAbandonedUninstall(t *testing.T) {
 	if len(e.sink.events()) != sent || e.tombstones() != 1 {
 		t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.statuses(t)[sent:])
 	}
-	if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", true); err != nil {
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", release.ReplaceFailed); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return e.revision("api", 1).Notified == "failed" })

@@ -42,7 +42,7 @@ type Store interface {
 	MarkNotified(ctx context.Context, rev release.Revision) error
 	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
 	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
-	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
 	// LastSignOfLife and Alive read a revision's heartbeat Lease.
 	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
 	Alive(ctx context.Context, namespace, key string) (bool, error)

@@ -255,7 +255,7 @@ func (s *Service) failStuck(ctx context.Context, rev release.Revision, reason st
 	if !rev.Ours || !release.IsPending(rev.Status) {
 		return nil
 	}
-	done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, false)
+	done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, release.KeepFailed)
 	if done {
 		res.Failed++
 	}

@@ -13,19 +13,30 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
+// IfFailed says what MarkFailed does to a revision that is failed already.
+type IfFailed bool
+
+const (
+	// KeepFailed leaves a failed revision's reason as it is.
+	KeepFailed IfFailed = false
+	// ReplaceFailed writes the new reason over a failed revision's (the executor's own,
+	// more precise, reason over Helm's).
+	ReplaceFailed IfFailed = true
+)
+
 // MarkFailed moves a pending revision to failed with the reason, as Helm records failures.
-// It leaves final revisions alone, except that overwriteFailed replaces the description of a
+// It leaves final revisions alone, except that ReplaceFailed replaces the description of a
 // failed one (Helm's "context canceled" says less than "timed out after 5m"). A revision
 // Helm adopted keeps what Helm wrote; a reservation Helm never adopted becomes the record
 // Helm would leave (see failUnadopted). The write is conditional on the secret being
 // unchanged since it was read, so a record Helm writes meanwhile is never overwritten, and
 // a revision that no longer exists (helm uninstall, an atomic install's cleanup) has
 // nothing to fail.
-func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
+func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
 	var done bool
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		done, err = s.markFailed(ctx, namespace, name, revision, reason, overwriteFailed)
+		done, err = s.markFailed(ctx, namespace, name, revision, reason, ifFailed)
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -34,7 +45,7 @@ func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision
 	return done, err
 }
 
-func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error) {
+func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
 	secrets := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx, conditional: true}
 	d := GuardedSecrets(secrets)
 	rel, err := d.Get(SecretName(name, revision))
@@ -49,7 +60,7 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 		return false, err
 	}
 	st := rel.Info.Status
-	if !IsPending(st.String()) && !(overwriteFailed && st == helmrelease.StatusFailed) {
+	if !IsPending(st.String()) && !(ifFailed == ReplaceFailed && st == helmrelease.StatusFailed) {
 		return false, nil
 	}
 	if err := s.failRecord(ctx, rel, reason); err != nil {

@@ -88,7 +88,7 @@ func TestMarkFailedOfAnUndecodableRecordMarksItsLabels(t *testing.T) {
 	if _, err := c.CoreV1().Secrets("ns").Create(ctx(t), hostileRecord("web", "garbage"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "given up", false)
+	done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "given up", KeepFailed)
 	if err != nil || !done {
 		t.Fatalf("MarkFailed: %v %v", done, err)
 	}
@@ -101,7 +101,7 @@ func TestMarkFailedOfAnUndecodableRecordMarksItsLabels(t *testing.T) {
 		t.Fatalf("labels %v annotations %v", got.Labels, got.Annotations)
 	}
 	// Final now: a second call has nothing to do.
-	if done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "again", false); done || err != nil {
+	if done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "again", KeepFailed); done || err != nil {
 		t.Fatalf("second MarkFailed: %v %v", done, err)
 	}
 }

@@ -75,7 +75,7 @@ func TestStoreWithoutIndexOrClock(t *testing.T) {
 	}
 	bare := &Store{Client: c, Metadata: c.Metadata()}
 	before := time.Now()
-	if _, err := bare.MarkFailed(ctx(t), "ns", "web", 1, "x", false); err != nil {
+	if _, err := bare.MarkFailed(ctx(t), "ns", "web", 1, "x", KeepFailed); err != nil {
 		t.Fatal(err)
 	}
 	rel, err := bare.Get(ctx(t), "ns", "web", 1)

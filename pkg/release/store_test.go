@@ -165,15 +165,15 @@ func TestMarkFailed(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		status    helmrelease.Status // "" leaves the reservation pending
-		overwrite bool
+		overwrite IfFailed
 		changed   bool
 		want      helmrelease.Status
 		wantDesc  string
 	}{
-		{"pending reservation", "", false, true, helmrelease.StatusFailed, "boom"},
-		{"deployed is left alone", helmrelease.StatusDeployed, true, false, helmrelease.StatusDeployed, ReservedDescription},
-		{"failed keeps Helm's reason", helmrelease.StatusFailed, false, false, helmrelease.StatusFailed, ReservedDescription},
-		{"failed gets the better reason", helmrelease.StatusFailed, true, true, helmrelease.StatusFailed, "boom"},
+		{"pending reservation", "", KeepFailed, true, helmrelease.StatusFailed, "boom"},
+		{"deployed is left alone", helmrelease.StatusDeployed, ReplaceFailed, false, helmrelease.StatusDeployed, ReservedDescription},
+		{"failed keeps Helm's reason", helmrelease.StatusFailed, KeepFailed, false, helmrelease.StatusFailed, ReservedDescription},
+		{"failed gets the better reason", helmrelease.StatusFailed, ReplaceFailed, true, helmrelease.StatusFailed, "boom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c, clock := newStore(t)
@@ -201,7 +201,7 @@ func TestMarkFailed(t *testing.T) {
 	}
 	s, _, _ := newStore(t)
 	// A revision that no longer exists is left alone (its reservation was taken back).
-	if changed, err := s.MarkFailed(ctx(t), "ns", "gone", 1, "boom", false); changed || err != nil {
+	if changed, err := s.MarkFailed(ctx(t), "ns", "gone", 1, "boom", KeepFailed); changed || err != nil {
 		t.Errorf("MarkFailed of a missing revision: %v %v", changed, err)
 	}
 }

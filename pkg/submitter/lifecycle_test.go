@@ -208,7 +208,7 @@ func TestAwait(t *testing.T) {
 	if _, gone, err := e.svc.Await(short, "ns", "web", acc.Revision, acc.RequestID, time.Millisecond); !errors.Is(err, ErrStillRunning) || gone {
 		t.Fatalf("Await of a pending revision the cache has not seen: gone %v, %v", gone, err)
 	}
-	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "boom", false); err != nil {
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "boom", release.KeepFailed); err != nil {
 		t.Fatal(err)
 	}
 	rev, gone, err := e.svc.Await(ctx(t), "ns", "web", 1, acc.RequestID, time.Millisecond)

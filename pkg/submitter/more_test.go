@@ -137,7 +137,7 @@ func TestUpgradeWithoutPreviousChart(t *testing.T) {
 	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "x", false); err != nil {
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "x", release.KeepFailed); err != nil {
 		t.Fatal(err)
 	}
 	e.c.Fail("get", "secrets", errors.New("apiserver down"))

@@ -30,7 +30,7 @@ type Store interface {
 	History(ctx context.Context, namespace, name string) ([]release.Revision, error)
 	// LiveHistory is the release's revisions read from the API server (a cancel's view).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
-	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, overwriteFailed bool) (bool, error)
+	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
 	// MarkUninstalling records an accepted uninstall on a revision; Unmark takes it back.
 	MarkUninstalling(ctx context.Context, m release.UninstallMark) (*release.Marked, error)
 	Unmark(ctx context.Context, m *release.Marked) error

@@ -134,7 +134,7 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 		return nil, err
 	}
 	reason := fmt.Sprintf("Release %q failed: cancelled by %s before an executor ran it", name, by)
-	if _, err := s.Store.MarkFailed(ctx, namespace, name, latest.Version, reason, false); err != nil {
+	if _, err := s.Store.MarkFailed(ctx, namespace, name, latest.Version, reason, release.KeepFailed); err != nil {
 		return nil, err
 	}
 	out.Status = "failed"

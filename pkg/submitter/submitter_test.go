@@ -312,7 +312,7 @@ func TestChartlessUpgradeNeedsADeployedRevision(t *testing.T) {
 	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "x", false); err != nil {
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, "x", release.KeepFailed); err != nil {
 		t.Fatal(err)
 	}
 	e.svc.NewID = func() string { return "req-2" }

@@ -113,7 +113,7 @@ func (s *Service) supersede(ctx context.Context, old *release.Revision, user *au
 		return err
 	}
 	reason := fmt.Sprintf("Release %q failed: cancelled by %s; no executor had started it", old.Name, by)
-	if _, err := s.Store.MarkFailed(ctx, old.Namespace, old.Name, old.Version, reason, false); err != nil {
+	if _, err := s.Store.MarkFailed(ctx, old.Namespace, old.Name, old.Version, reason, release.KeepFailed); err != nil {
 		return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
 	}
 	return nil

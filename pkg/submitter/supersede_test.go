@@ -120,7 +120,7 @@ func (e *env) fakeExecutorEnds(held *release.Held, name string, v int) error {
 				return fmt.Errorf("revision %d was reserved while %d still ran: %v", v+1, v, err)
 			}
 			reason := fmt.Sprintf("Release %q failed: cancelled by %s (context canceled)", name, by)
-			_, err := e.store.MarkFailed(ctx(e.t), "ns", name, v, reason, true)
+			_, err := e.store.MarkFailed(ctx(e.t), "ns", name, v, reason, release.ReplaceFailed)
 			return errors.Join(err, held.Release(ctx(e.t)))
 		}
 		time.Sleep(time.Millisecond)
