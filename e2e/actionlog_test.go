@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
+)
+
+// The action's log on the local cluster: an install whose Deployment never gets ready
+// (kwok's simulate: stuck) with Helm's wait and a 20 s timeout. While it runs its log is
+// served (running) and `oc helm logs -f` follows it to its end; afterwards `oc helm logs`
+// prints it (golden, volatile parts normalised), a caller who may not read the release gets
+// 403, a release without a log 404, and the failed status event carries the log's tail.
+// Values never appear in it.
+func TestActionLogOfAFailedInstall(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	s := newStack(t, ns)
+	install := s.ocHelmStart(t, "-n", ns, "install", "stuck", s.charts.ChartURL("tiny", "0.1.0"),
+		"--set", `podAnnotations.async-helm\.io/simulate=stuck`, "--set", "password=hunter2-e2e", "--timeout", "20s", "--wait")
+
+	// While Helm waits, the log is there and says so.
+	var live api.ActionLog
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		live = api.ActionLog{}
+		code := s.callAPI(t, "GET", api.PathLog, ns, "stuck", &live)
+		if code == 200 && live.Running && hasLine(live.Lines, "beginning wait for") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running log with Helm's wait: %d %+v", code, live)
+		}
+	}
+	follow := s.ocHelmStart(t, "-n", ns, "logs", "stuck", "-f")
+
+	out, code := install()
+	if code != 1 || !strings.Contains(out, "failed") {
+		t.Fatalf("install --wait: exit %d\n%s", code, out)
+	}
+	followed, code := follow()
+	if code != 0 || !strings.Contains(followed, "beginning wait for") || !strings.Contains(followed, "Error: timed out after 20s") {
+		t.Fatalf("logs -f (started while the action ran): exit %d\n%s", code, followed)
+	}
+	t.Logf("logs -f:\n%s", followed)
+
+	plain, code := s.ocHelm(t, "-n", ns, "logs", "stuck")
+	if code != 0 {
+		t.Fatalf("logs: exit %d\n%s", code, plain)
+	}
+	if strings.Contains(plain, "hunter2-e2e") {
+		t.Errorf("a value in the log:\n%s", plain)
+	}
+	golden(t, "actionlog-stuck", normaliseLog(plain, ns))
+
+	// Another revision: none. A caller who may not read the namespace: 403, log or not.
+	if out, code := s.ocHelm(t, "-n", ns, "logs", "stuck", "--revision", "2"); code != 1 || !strings.Contains(out, "HTTP 404") {
+		t.Errorf("logs --revision 2: exit %d\n%s", code, out)
+	}
+	if out, code := s.ocHelm(t, "-n", ns, "logs", "ghost"); code != 1 || !strings.Contains(out, "HTTP 404") {
+		t.Errorf("logs of no release: exit %d\n%s", code, out)
+	}
+	if cluster.Dev.BearerToken != "" {
+		for _, name := range []string{"stuck", "ghost"} {
+			out, code := s.ocHelm(t, "-n", ns, "logs", name, "--token", cluster.Dev.BearerToken)
+			if code != 1 || !strings.Contains(out, "HTTP 403") {
+				t.Errorf("dev reads the log of %s in %s: exit %d\n%s", name, ns, code, out)
+			}
+		}
+	}
+
+	// The failed status event carries the tail.
+	evs := s.sink.WaitFor(t, 30*time.Second, "a failed status event with the log's tail", func(evs []cloudevents.Event) bool {
+		return failedTail(evs, "stuck") != ""
+	})
+	tail := failedTail(evs, "stuck")
+	if !strings.Contains(tail, "Deployment is not ready: "+ns+"/stuck") || !strings.Contains(tail, "Error: ") {
+		t.Errorf("tail of the failed event:\n%s", tail)
+	}
+	t.Logf("failed event's logTail:\n%s", tail)
+}
+
+func hasLine(lines []api.LogLine, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l.Text, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func failedTail(evs []cloudevents.Event, name string) string {
+	for _, e := range evs {
+		var c events.StatusChange
+		if e.Type() == events.TypeStatusPrefix+"failed" && e.DataAs(&c) == nil && c.Name == name {
+			return c.LogTail
+		}
+	}
+	return ""
+}
+
+var (
+	logTime  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	logTimes = regexp.MustCompile(`\(\d+ times, the last at TIME\)`)
+	logHash  = regexp.MustCompile(`stuck-[a-z0-9]{6,10}\b`)
+)
+
+// normaliseLog replaces what changes from run to run: times, the namespace, counts of
+// repeats, the ReplicaSet's hash; and folds what then repeats (Helm's wait alternates
+// between its resources).
+func normaliseLog(out, ns string) string {
+	out = strings.ReplaceAll(out, ns, "NS")
+	out = logTime.ReplaceAllString(out, "TIME")
+	out = logTimes.ReplaceAllString(out, "(N times)")
+	out = logHash.ReplaceAllString(out, "stuck-HASH")
+	var kept []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "ReplicaSet is not ready") {
+			continue // only when Helm looks before the controller did: timing
+		}
+		if strings.Contains(l, "is not ready") || strings.Contains(l, "(N times)") {
+			l = strings.Replace(l, " (N times)", "", 1)
+			if seen[l] {
+				continue
+			}
+			seen[l] = true
+		}
+		kept = append(kept, l)
+	}
+	return strings.Join(kept, "\n")
+}
