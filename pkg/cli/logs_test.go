@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -29,7 +30,7 @@ func fakeLogs(t *testing.T) *httptest.Server {
 		{Seq: 5, Time: at(2), Text: "Deployment is not ready: team/web. 0 out of 1 expected pods are ready", Repeated: 14, Last: &last},
 		{Seq: 6, Time: at(41), Text: "Error: context deadline exceeded"},
 	}
-	var reads atomic.Int64
+	var reads, queuedReads atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathLog, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -41,6 +42,8 @@ func fakeLogs(t *testing.T) *httptest.Server {
 			return
 		case q.Get("name") == "web" && (q.Get("version") == "" || q.Get("version") == "2"):
 			out.Dropped, out.Lines = 2, ended
+		case q.Get("name") == "queued" && queuedReads.Add(1) > 2: // no log while it queues
+			out.Lines = ended[3:]
 		case q.Get("name") == "run":
 			n := int(reads.Add(1))
 			out.Running = n < 3
@@ -57,6 +60,11 @@ func fakeLogs(t *testing.T) *httptest.Server {
 		_ = json.NewEncoder(w).Encode(out)
 	})
 	mux.HandleFunc("GET "+api.PathRelease, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("name") == "queued" {
+			_ = json.NewEncoder(w).Encode(&helmrelease.Release{Name: "queued", Namespace: "team", Version: 1,
+				Info: &helmrelease.Info{Status: helmrelease.StatusPendingInstall}})
+			return
+		}
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found"})
 	})
@@ -84,6 +92,7 @@ func TestLogs(t *testing.T) {
 		{"json", "logs web -o json", "logs.json", false},
 		{"follow", "logs run -f", "logs-follow.txt", false},
 		{"none", "logs ghost --revision 3", "logs-missing.txt", true},
+		{"follow a queued revision", "logs queued -f", "logs-follow-queued.txt", false},
 		{"forbidden", "logs web -n secret", "logs-forbidden.txt", true},
 		{"follow json", "logs web -f -o json", "logs-follow-json.txt", true},
 	} {
