@@ -57,7 +57,7 @@ func TestJoinedRunThatFailedIsRetried(t *testing.T) {
 		t.Fatalf("no slot: %v", err)
 	}
 	close(hold)
-	waitFor(t, func() bool { return e.svc.joined("ns/"+busy.SecretName) == 0 && len(e.svc.slots) == 0 })
+	waitFor(t, func() bool { return e.svc.joined(runKey(busy)) == 0 && len(e.svc.slots) == 0 })
 	if o, err := e.svc.Handle(ctx(t), context.Background(), web, nil); err != nil || o != OutcomeDeployed {
 		t.Errorf("retry with a free slot: %q, %v", o, err)
 	}

@@ -171,7 +171,15 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 	if s.Exhausted() {
 		return "", ErrExhausted
 	}
-	key := a.Namespace + "/" + a.SecretName
+	if s.RequireBinding && a.BoundSecretUID == "" {
+		// A copy of a stored event (a tenant can read it) posted to the executor: only
+		// deliveries bound by submit or by the sweeper run. Refused before it can be
+		// joined by the genuine delivery; the record, maybe the genuine one, is left alone.
+		s.Log.Warnw("event refused: it is not bound to a release record (a copied stored event?)",
+			"namespace", a.Namespace, "secret", a.SecretName, "requestId", a.RequestID)
+		return OutcomeRefused, nil
+	}
+	key := runKey(a)
 	r := &run{done: make(chan struct{})}
 	for {
 		s.running.mu.Lock()
@@ -209,6 +217,13 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 	defer func() { <-s.slots }()
 	r.outcome, r.err = s.handle(reqCtx, shutdown, a, stored)
 	return r.outcome, r.err
+}
+
+// runKey is what deliveries share a handling by: the same request bound to the same Secret.
+// Another one on the Secret (a replayed event) must not hand its refusal to the genuine
+// delivery; it waits for the revision's Lease instead.
+func runKey(a events.Action) string {
+	return a.Namespace + "/" + a.SecretName + "/" + a.RequestID + "/" + string(a.BoundSecretUID)
 }
 
 // takeSlot takes a free slot at once, or waits up to SlotWait for one.
@@ -268,6 +283,7 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	}
 	start := s.now()
 	outcome := s.attempts(reqCtx, shutdown, act) // the action, and its retries and remediation
+	s.markDone(reqCtx, act, outcome)
 	act.log.Infow("action finished", "outcome", outcome, "duration", s.now().Sub(start))
 	if s.Observe != nil {
 		s.Observe(string(a.Action), string(outcome), s.now().Sub(start))
@@ -291,13 +307,6 @@ func (s *Service) releaseLease(reqCtx context.Context, act *action) {
 // check is the first look, before any lease: a revision gone, final or reserved for another
 // request needs nothing.
 func (s *Service) check(ctx context.Context, act *action) (Outcome, bool, error) {
-	if s.RequireBinding && act.BoundSecretUID == "" {
-		// A copy of a stored event (a tenant can read it) posted to the executor: only
-		// deliveries bound by submit or by the sweeper run. Acknowledged; the record is
-		// not touched (it may be the genuine one, whose bound delivery is on its way).
-		act.log.Warnw("event refused: it is not bound to a release record (a copied stored event?)")
-		return OutcomeRefused, true, nil
-	}
 	rel, err := s.Store.Get(ctx, act.Namespace, act.Name, act.Revision)
 	if errors.Is(err, release.ErrNotFound) {
 		act.log.Infow("reservation is gone; nothing to do")
@@ -392,9 +401,25 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if err != nil {
 		return "", true, err
 	}
-	if !first { // bound by submit when it reserved, or by an executor that was lost
-		act.log.Debugw("request already bound to this record", "secretUID", uid)
+	if !first { // bound by an executor that was lost (resume), or that finished (refuse)
+		return s.resumeOrRefuse(ctx, act)
 	}
+	return "", false, nil
+}
+
+// resumeOrRefuse lets a delivery bound to a consumed request resume its action, unless the
+// request already ran to its end: a namespace editor who rewrites the finished record in
+// place (same UID) back to pending and posts the kept event must not get it run again.
+func (s *Service) resumeOrRefuse(ctx context.Context, act *action) (Outcome, bool, error) {
+	rec, err := s.Consumed.Lookup(ctx, act.RequestID)
+	if err != nil {
+		return "", true, err
+	}
+	if rec != nil && rec.Outcome != "" {
+		act.log.Warnw("event refused: its request already ran (a rewound record?)", "outcome", rec.Outcome)
+		return OutcomeRefused, true, nil
+	}
+	act.log.Debugw("request already bound to this record; resuming")
 	return "", false, nil
 }
 
@@ -594,6 +619,21 @@ func (s *Service) record(reqCtx context.Context, act *action, res result) Outcom
 // action's outcome.
 type outcomeRecorder interface {
 	MarkDone(ctx context.Context, requestID, outcome string) error
+}
+
+// markDone records on the request's consumed record that its action ran to its end, so no
+// later delivery resumes it (resumeOrRefuse). An uninstall's success is recorded before its
+// tombstone (finishUninstall); an action abandoned to another executor is that one's.
+func (s *Service) markDone(reqCtx context.Context, act *action, outcome Outcome) {
+	rec, ok := s.Consumed.(outcomeRecorder)
+	if !ok || outcome == OutcomeUninstalled || (act.end != nil && act.end.lost()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), 15*time.Second)
+	defer cancel()
+	if err := rec.MarkDone(ctx, act.RequestID, string(outcome)); err != nil {
+		act.log.Warnw("outcome not recorded on the consumed request", "error", err)
+	}
 }
 
 // finishUninstall records that Helm's uninstall succeeded: first on the request's consumed

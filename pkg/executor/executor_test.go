@@ -330,7 +330,7 @@ func TestRedeliveryJoinsTheRun(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); outcomes <- o }()
 	}
-	waitFor(t, func() bool { return e.svc.joined("ns/"+a.SecretName) == 2 })
+	waitFor(t, func() bool { return e.svc.joined(runKey(a)) == 2 })
 	close(release1)
 	got := map[Outcome]int{}
 	for i := 0; i < 3; i++ {

@@ -109,7 +109,7 @@ func TestUninstallRecordsItsOutcomeOnTheConsumedRecord(t *testing.T) {
 		outcome string
 	}{
 		{"uninstalled", false, consumed.OutcomeUninstalled},
-		{"failed", true, ""},
+		{"failed", true, string(OutcomeFailed)}, // ran, and not "uninstalled"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1)

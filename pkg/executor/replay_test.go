@@ -88,7 +88,7 @@ func TestFirstRunConsumesTheRequest(t *testing.T) {
 		t.Fatalf("no consumed record: %v", err)
 	}
 	want := consumed.Record{RequestID: "req-1", Namespace: "ns", Name: "web", Action: "install", Revision: 1,
-		SecretUID: e.secretUID("web"), At: rec.At}
+		SecretUID: e.secretUID("web"), At: rec.At, Outcome: string(OutcomeDeployed)}
 	if *rec != want {
 		t.Errorf("record %+v, want %+v", *rec, want)
 	}
