@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,6 +41,13 @@ func TestActionLogOfAFailedInstall(t *testing.T) {
 		}
 	}
 	follow := s.ocHelmStart(t, "-n", ns, "logs", "stuck", "-f")
+	// A second follower whose output is read as it comes: Helm's wait is printed while the
+	// revision is still pending.
+	early := s.followEarly(t, ns, "stuck", "Deployment is not ready: "+ns+"/stuck")
+	if st := s.getRelease(t, ns, "stuck").Info.Status.String(); st != "pending-install" {
+		t.Errorf("logs -f printed the wait only once the revision was %s", st)
+	}
+	t.Logf("logs -f, while pending:\n%s", early)
 
 	out, code := install()
 	if code != 1 || !strings.Contains(out, "failed") {
@@ -83,6 +93,33 @@ func TestActionLogOfAFailedInstall(t *testing.T) {
 		t.Errorf("tail of the failed event:\n%s", tail)
 	}
 	t.Logf("failed event's logTail:\n%s", tail)
+}
+
+// followEarly runs oc helm logs -f and returns its output as soon as a line contains want.
+func (s *stack) followEarly(t *testing.T, ns, name, want string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bins["oc-helm"], "--server", s.submit.URL, "--kubeconfig", cluster.Kubeconfig,
+		"--token", cluster.Operator.BearerToken, "-n", ns, "logs", name, "-f")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	var seen strings.Builder
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), want) {
+			return seen.String()
+		}
+	}
+	t.Fatalf("logs -f ended without %q:\n%s", want, seen.String())
+	return ""
 }
 
 func hasLine(lines []api.LogLine, prefix string) bool {
