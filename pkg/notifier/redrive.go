@@ -60,6 +60,9 @@ func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (c
 		if rec != nil && rec.SecretUID != rev.UID {
 			return e, fmt.Sprintf("its request %s was consumed for another release record", a.RequestID), nil
 		}
+		if rec != nil && rec.Outcome != "" { // a finished record rewound to pending
+			return e, fmt.Sprintf("its request %s already ran (%s)", a.RequestID, rec.Outcome), nil
+		}
 	}
 	if bound == "" {
 		refusal := s.bindStored(&e, rev)
