@@ -33,6 +33,12 @@ func Sealed(key []byte, m metav1.Object) bool {
 	return hmac.Equal([]byte(l[LabelSeal]), []byte(want))
 }
 
+// SealedRevision is Sealed for a revision read from its labels: submit reserved it, in this
+// namespace under this name, for its request id (labels alone are the tenant's to write).
+func SealedRevision(key []byte, r Revision) bool {
+	return hmac.Equal([]byte(r.Seal), []byte(Seal(key, r.Namespace, r.SecretName, r.RequestID)))
+}
+
 // queuedRule says which release secrets count as queued reservations: accepted, not
 // started, ours, and, when the index has the key, sealed by async-helm.
 type queuedRule struct{ sealKey []byte }

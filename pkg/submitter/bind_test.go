@@ -115,6 +115,7 @@ func TestUnsentAndUnboundRequestIsTakenBack(t *testing.T) {
 // failed: its stored event on a Secret a tenant makes again under the name is refused.
 func TestCancelBindsTheQueuedRevision(t *testing.T) {
 	e := newEnv(t)
+	e.store.SealKey = key // as submit's store seals what it reserves
 	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Now}
 	e.svc.Bindings = bindings
 	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}

@@ -215,6 +215,11 @@ func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
 	if !ok || !rev.Ours || rev.RequestID == "" || rev.UID == "" {
 		return nil // not a reservation of ours: no event of ours to protect
 	}
+	if len(s.SigningKey) > 0 && !release.SealedRevision(s.SigningKey, rev) {
+		// Its labels are the tenant's: a hand-made revision naming another caller's
+		// request id must not bind that request to it.
+		return nil
+	}
 	return s.bind(ctx, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
 		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID)
 }
