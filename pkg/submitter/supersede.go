@@ -119,18 +119,27 @@ func (s *Service) supersede(ctx context.Context, old *release.Revision, user *au
 	return nil
 }
 
-// awaitEnd polls the live history until revision old is no longer pending (or gone).
+// maxSupersedeTicks caps the backoff of awaitEnd's reads, in polls: a revision a tenant
+// keeps "running" (its Lease is the tenant's to renew) costs a supersede 7 reads in
+// 30 s, not 120.
+const maxSupersedeTicks = 40
+
+// awaitEnd reads the live history, at doubling intervals (counted in polls, so a test's
+// frozen clock still reads), until revision old is no longer pending (or gone).
 func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 	deadline := s.now().Add(s.Supersede.wait())
 	t := time.NewTicker(s.Supersede.poll())
 	defer t.Stop()
-	for {
-		revs, err := s.Store.LiveHistory(ctx, old.Namespace, old.Name)
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
-		}
-		if err == nil && ended(revs, old.Version) {
-			return nil
+	for tick, next, gap := 0, 0, 2; ; tick++ {
+		if tick == next {
+			revs, err := s.Store.LiveHistory(ctx, old.Namespace, old.Name)
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
+			}
+			if err == nil && ended(revs, old.Version) {
+				return nil
+			}
+			next, gap = next+gap, min(2*gap, maxSupersedeTicks)
 		}
 		if ctx.Err() != nil || !s.now().Before(deadline) {
 			return fmt.Errorf("%w: revision %d of %s/%s is being cancelled and has not ended within %s; nothing was reserved: send the request again once it is failed",
