@@ -355,6 +355,7 @@ func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error)
 		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, failed(act.Name, "cancelled by "+by), release.ReplaceFailed); err != nil {
 			return "", true, err
 		}
+		s.markDone(ctx, act, Outcome(consumed.OutcomeCancelled)) // never resumed (rewound) later
 		return OutcomeFailed, true, nil
 	}
 	if act.Action.Action == release.ActionUninstall {
@@ -419,8 +420,37 @@ func (s *Service) resumeOrRefuse(ctx context.Context, act *action) (Outcome, boo
 		act.log.Warnw("event refused: its request already ran (a rewound record?)", "outcome", rec.Outcome)
 		return OutcomeRefused, true, nil
 	}
-	act.log.Debugw("request already bound to this record; resuming")
+	if steps, ok := s.Consumed.(stepReader); ok {
+		// The request went on as a retry or its remediation: this attempt is over, even if
+		// its record was rewound to pending and nothing watches its Lease any more.
+		st, err := steps.StepsOf(ctx, act.RequestID)
+		if err != nil {
+			return "", true, err
+		}
+		if st.Attempt > 1 || st.Remediation != "" {
+			act.log.Warnw("event refused: its request went on as a later attempt", "attempt", st.Attempt, "remediation", st.Remediation)
+			return OutcomeRefused, true, nil
+		}
+	}
+	if r, ok := s.Consumed.(resumeClaimer); ok {
+		if err := r.ClaimResume(ctx, act.RequestID); errors.Is(err, consumed.ErrTooManyResumes) {
+			reason := failed(act.Name, fmt.Sprintf("its executor was lost too often (%v); not run again", err))
+			if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.ReplaceFailed); err != nil {
+				return "", true, err
+			}
+			s.markDone(ctx, act, OutcomeFailed)
+			return OutcomeFailed, true, nil
+		} else if err != nil {
+			return "", true, err
+		}
+	}
+	act.log.Infow("request already bound to this record; resuming")
 	return "", false, nil
+}
+
+// resumeClaimer counts the resumes of a request (consumed.Store).
+type resumeClaimer interface {
+	ClaimResume(ctx context.Context, requestID string) error
 }
 
 // refuseSwapped refuses a delivery whose Secret is not the one submit accepted it for (a
@@ -619,6 +649,11 @@ func (s *Service) record(reqCtx context.Context, act *action, res result) Outcom
 // action's outcome.
 type outcomeRecorder interface {
 	MarkDone(ctx context.Context, requestID, outcome string) error
+}
+
+// stepReader reads how far a request's retries went (consumed.Store).
+type stepReader interface {
+	StepsOf(ctx context.Context, requestID string) (consumed.Steps, error)
 }
 
 // markDone records on the request's consumed record that its action ran to its end, so no

@@ -199,7 +199,7 @@ func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.
 	}
 	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if berr := s.bind(undoCtx, a, uid); berr != nil {
+	if berr := s.bind(undoCtx, a, uid, consumed.OutcomeNotAccepted); berr != nil {
 		err = fmt.Errorf("%w; and %v", err, berr)
 	}
 	if uerr := undo(undoCtx); uerr != nil {
@@ -221,19 +221,19 @@ func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
 		return nil
 	}
 	return s.bind(ctx, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
-		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID)
+		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID, consumed.OutcomeCancelled)
 }
 
 // bind records, in state tenants cannot write, that the request belongs to the Secret
 // with this UID and no other (no-op without Bindings). Only for requests that will not run
 // from their delivery: a send that failed, a revision cancelled before an executor ran it.
 // The executor binds the others when it first runs them.
-func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID) error {
+func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID, outcome string) error {
 	if s.Bindings == nil {
 		return nil
 	}
 	_, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
-		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: s.now()})
+		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: s.now(), Outcome: outcome})
 	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return fmt.Errorf("bind request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
 	}

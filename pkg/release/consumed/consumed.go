@@ -43,6 +43,14 @@ const (
 // reports "uninstalled" from it, never from the tombstone Lease in the tenant's namespace.
 const OutcomeUninstalled = "uninstalled"
 
+// OutcomeCancelled and OutcomeNotAccepted are submit's, written with the record when it
+// binds a request that must never run: cancelled before an executor ran it, or not
+// accepted (its event could not be sent; the caller got 503).
+const (
+	OutcomeCancelled   = "cancelled"
+	OutcomeNotAccepted = "not-accepted"
+)
+
 // maxRequestIDBytes bounds what is stored: request ids come from signed events, but a
 // record is not the place to keep an arbitrary blob.
 const maxRequestIDBytes = 253
@@ -196,7 +204,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 }
 
 func toLease(r Record) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
+	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   LeaseName(r.RequestID),
 			Labels: map[string]string{Label: "true"},
@@ -211,6 +219,10 @@ func toLease(r Record) *coordinationv1.Lease {
 			},
 		},
 	}
+	if r.Outcome != "" {
+		l.Annotations[annOutcome] = r.Outcome
+	}
+	return l
 }
 
 func fromLease(l *coordinationv1.Lease) (Record, bool) {

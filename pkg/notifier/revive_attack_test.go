@@ -1,0 +1,64 @@
+package notifier
+
+import (
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+)
+
+// rewind rewrites revision 1 of name in place (same UID, same creationTimestamp) back to
+// pending-install with the stored event, as a namespace editor can.
+func (e *env) rewindWithEvent(name, stored string) {
+	e.t.Helper()
+	t := e.t
+	secrets := e.c.CoreV1().Secrets("ns")
+	sec, err := secrets.Get(ctx(t), release.SecretName(name, 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := release.DecodeRelease(sec.Data["release"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Info.Status = helmrelease.StatusPendingInstall
+	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[release.DataEvent] = []byte(stored)
+	sec.Labels[release.LabelStatus] = "pending-install"
+	if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Attack: the same on a request its caller cancelled while it was queued: submit bound it to
+// its Secret (a consumed record whose outcome is "cancelled") and failed the revision. Rewound in place
+// with its stored event, it must not be sent again (the executor would resume it: a cancelled
+// request would run, as its caller).
+func TestCancelledRequestRewoundIsNotSentAgain(t *testing.T) {
+	e := newEnv(t)
+	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.clock.Now}
+	e.svc.Consumed = records
+	stored := e.reserve("web", release.ActionInstall, 1)
+	if _, err := records.Consume(ctx(t), consumed.Record{RequestID: "req-web", Namespace: "ns", Name: "web",
+		Action: "install", Revision: 1, SecretUID: e.revision("web", 1).UID, Outcome: consumed.OutcomeCancelled}); err != nil { // submit's cancel binds it
+		t.Fatal(err)
+	}
+	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, `Release "web" failed: cancelled by alice before an executor ran it`, release.ReplaceFailed); err != nil {
+		t.Fatal(err)
+	}
+	e.rewindWithEvent("web", stored)
+	e.clock.Add(3 * time.Minute)
+	res, err := e.svc.SweepOnce(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Redriven != 0 {
+		t.Errorf("the cancelled request was sent again %d time(s), bound to its record: the executor resumes it", res.Redriven)
+	}
+}
