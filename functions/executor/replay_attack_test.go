@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/hostile"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -43,21 +44,7 @@ func TestBoundEventReplayedOnTheRewoundRecordDoesNotRunTwice(t *testing.T) {
 	if err := cluster.Client.CoreV1().ConfigMaps(ns).Delete(ctx, "once-config", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secrets := cluster.Client.CoreV1().Secrets(ns)
-	sec, err := secrets.Get(ctx, a.SecretName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := release.DecodeRelease(sec.Data["release"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Info.Status = helmrelease.StatusPendingInstall
-	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
-		t.Fatal(err)
-	}
-	sec.Labels[release.LabelStatus] = "pending-install"
-	if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+	if err := hostile.Rewind(ctx, cluster.Client.CoreV1().Secrets(ns), a.SecretName, helmrelease.StatusPendingInstall, nil); err != nil {
 		t.Fatal(err)
 	}
 	code := r.send(t, ev)

@@ -8,6 +8,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/hostile"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -15,21 +16,7 @@ import (
 // labels, as a namespace editor can once the action has ended.
 func (e *env) rewindToPending(st helmrelease.Status) {
 	e.t.Helper()
-	secrets := e.c.CoreV1().Secrets("ns")
-	sec, err := secrets.Get(ctx(e.t), release.SecretName("web", 1), metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	rel, err := release.DecodeRelease(sec.Data["release"])
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	rel.Info.Status = st
-	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
-		e.t.Fatal(err)
-	}
-	sec.Labels[release.LabelStatus] = st.String()
-	if _, err := secrets.Update(ctx(e.t), sec, metav1.UpdateOptions{}); err != nil {
+	if err := hostile.Rewind(ctx(e.t), e.c.CoreV1().Secrets("ns"), release.SecretName("web", 1), st, nil); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
@@ -32,24 +31,7 @@ func TestStoredEventPutBackOnItsFinishedRecordIsNotSentAgain(t *testing.T) {
 	}
 	e.set("web", 1, helmrelease.StatusDeployed, "Install complete")
 
-	secrets := e.c.CoreV1().Secrets("ns")
-	sec, err := secrets.Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := release.DecodeRelease(sec.Data["release"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Info.Status = helmrelease.StatusPendingInstall
-	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
-		t.Fatal(err)
-	}
-	sec.Data[release.DataEvent] = []byte(stored)
-	sec.Labels[release.LabelStatus] = "pending-install"
-	if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.rewindWithEvent("web", stored)
 	e.clock.Add(3 * time.Minute)
 	res, err := e.svc.SweepOnce(ctx(t))
 	if err != nil {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/hostile"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
@@ -15,24 +15,8 @@ import (
 // pending-install with the stored event, as a namespace editor can.
 func (e *env) rewindWithEvent(name, stored string) {
 	e.t.Helper()
-	t := e.t
-	secrets := e.c.CoreV1().Secrets("ns")
-	sec, err := secrets.Get(ctx(t), release.SecretName(name, 1), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := release.DecodeRelease(sec.Data["release"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Info.Status = helmrelease.StatusPendingInstall
-	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
-		t.Fatal(err)
-	}
-	sec.Data[release.DataEvent] = []byte(stored)
-	sec.Labels[release.LabelStatus] = "pending-install"
-	if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	if err := hostile.Rewind(ctx(e.t), e.c.CoreV1().Secrets("ns"), release.SecretName(name, 1), helmrelease.StatusPendingInstall, []byte(stored)); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
