@@ -405,7 +405,24 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if !first { // bound by an executor that was lost (resume), or that finished (refuse)
 		return s.resumeOrRefuse(ctx, act)
 	}
+	if act.rec.Labels[release.LabelQueued] != "true" {
+		return s.failUnqueued(ctx, act)
+	}
 	return "", false, nil
+}
+
+// failUnqueued fails, unrun, a reservation whose queued label was removed before any
+// executor started it: only Helm's adoption drops it, after this point. A namespace editor
+// who drops it takes the revision out of MAX_QUEUED's count; the work must not then run.
+func (s *Service) failUnqueued(ctx context.Context, act *action) (Outcome, bool, error) {
+	act.log.Warnw("event refused: its reservation lost its queued label before any executor started it")
+	reason := failed(act.Name, fmt.Sprintf("revision %d lost its %s label before an executor started it (admission counts queued revisions by it); nothing ran",
+		act.Revision, release.LabelQueued))
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.ReplaceFailed); err != nil {
+		return "", true, err
+	}
+	s.markDone(ctx, act, OutcomeFailed)
+	return OutcomeFailed, true, nil
 }
 
 // resumeOrRefuse lets a delivery bound to a consumed request resume its action, unless the

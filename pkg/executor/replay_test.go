@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,5 +263,26 @@ func TestUnboundDeliveryIsRefusedWhereBindingIsRequired(t *testing.T) {
 	a.BoundSecretUID = e.secretUID("web")
 	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeDeployed {
 		t.Fatalf("bound: %s, %v", got, err)
+	}
+}
+
+// A namespace editor drops the queued label of its own reservation (admission counts
+// queued revisions by it, so the next request is admitted past MAX_QUEUED_PER_NAMESPACE):
+// the first executor to see it fails it unrun, so escaping the count gets no work done.
+func TestReservationThatLostItsQueuedLabelIsFailedUnrun(t *testing.T) {
+	e := newEnv(t, 1)
+	a := e.reserve("web", "req-1")
+	if _, err := e.c.CoreV1().Secrets("ns").Patch(ctx(t), a.SecretName, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeFailed {
+		t.Fatalf("%s, %v; want %s", got, err, OutcomeFailed)
+	}
+	if n := e.helm.calls.Load(); n != 0 {
+		t.Errorf("Helm ran %d times", n)
+	}
+	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.Contains(desc, "queued label") {
+		t.Errorf("%s %q", st, desc)
 	}
 }
