@@ -87,14 +87,14 @@ func randSuffix() string {
 // create makes a repository object (and deletes it when the test ends).
 func createRepo(t *testing.T, dc dynamic.Interface, ns, name, display, u string, disabled bool, refs map[string]string) {
 	t.Helper()
-	conn := map[string]interface{}{"url": u}
+	conn := map[string]any{"url": u}
 	for field, ref := range refs {
-		conn[field] = map[string]interface{}{"name": ref}
+		conn[field] = map[string]any{"name": ref}
 	}
-	obj := &unstructured.Unstructured{Object: map[string]interface{}{
+	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "helm.openshift.io/v1beta1",
-		"metadata":   map[string]interface{}{"name": name},
-		"spec":       map[string]interface{}{"name": display, "disabled": disabled, "connectionConfig": conn},
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"name": display, "disabled": disabled, "connectionConfig": conn},
 	}}
 	ri := dc.Resource(chartrepos.ClusterGVR).Namespace("")
 	obj.SetKind("HelmChartRepository")
@@ -249,7 +249,7 @@ func TestChartRepositoryObjects(t *testing.T) {
 	s.fetch(t, http.MethodGet, api.PathChart+"?"+url.Values{"indexEntry": {"tiny--" + project}}.Encode(), nil, http.StatusUnprocessableEntity)
 
 	// template: the manifests an install would create, as text/yaml.
-	req, _ := json.Marshal(api.ReleaseRequest{Name: "preview", Namespace: ns, IndexEntry: "tiny--" + good, Values: map[string]interface{}{"message": "previewed"}})
+	req, _ := json.Marshal(api.ReleaseRequest{Name: "preview", Namespace: ns, IndexEntry: "tiny--" + good, Values: map[string]any{"message": "previewed"}})
 	body, ctype = s.fetch(t, http.MethodPost, api.PathTemplate, req, http.StatusOK)
 	if ctype != "text/yaml" {
 		t.Errorf("template Content-Type %q", ctype)
@@ -295,8 +295,8 @@ func (s *stack) indexOnly(t *testing.T, ns string, keep ...string) []byte {
 	if err := yaml.Unmarshal(body, &idx); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]interface{}{"apiVersion": idx.APIVersion}
-	entries := map[string]interface{}{}
+	out := map[string]any{"apiVersion": idx.APIVersion}
+	entries := map[string]any{}
 	for _, k := range keep {
 		entries["tiny--"+k] = idx.Entries["tiny--"+k]
 	}

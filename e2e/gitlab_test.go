@@ -24,7 +24,7 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	values := testcharts.Values(t, "gitlab-values-offline.yaml")
 	// Nothing on the local cluster hands out load-balancer addresses, and Helm's wait holds
 	// for them: expose the chart's ingress controller as a NodePort here.
-	values["nginx-ingress"] = map[string]interface{}{"controller": map[string]interface{}{"service": map[string]interface{}{"type": "NodePort"}}}
+	values["nginx-ingress"] = map[string]any{"controller": map[string]any{"service": map[string]any{"type": "NodePort"}}}
 	// The chart makes cluster-scoped objects named after the release: a name of its own per
 	// run, and those objects removed afterwards (deleting the namespace does not).
 	name := "gitlab-" + ns[len(ns)-6:]
@@ -57,7 +57,7 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	// Upgrade with changed values. The chart is named again: Helm stores the chart with its
 	// disabled subcharts removed, and GitLab's templates include helpers from those, so the
 	// stored chart cannot be rendered again (see docs/api.md, "Known limits").
-	values["global"].(map[string]interface{})["hosts"] = map[string]interface{}{"domain": "example.net"}
+	values["global"].(map[string]any)["hosts"] = map[string]any{"domain": "example.net"}
 	up := api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: req.ChartURL, Values: values, Wait: true, WaitForJobs: true, Timeout: "15m"}
 	sec, err = s.client.Upgrade(ctx, up)
 	if err != nil {
@@ -71,7 +71,7 @@ func TestGitLabChartInstallAndUpgradeUnderSlowPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rel.Config["global"].(map[string]interface{})["hosts"].(map[string]interface{})["domain"] != "example.net" {
+	if rel.Config["global"].(map[string]any)["hosts"].(map[string]any)["domain"] != "example.net" {
 		t.Errorf("revision 2 values: %v", rel.Config["global"])
 	}
 }

@@ -269,7 +269,7 @@ func TestConsoleLifecycleRoutesShapes(t *testing.T) {
 	ns := cluster.Namespace(t)
 	s := newStackWith(t, unbounded, ns)
 	tiny := s.charts.ChartURL("tiny", "0.1.0")
-	body := func(v interface{}) []byte { b, _ := json.Marshal(v); return b }
+	body := func(v any) []byte { b, _ := json.Marshal(v); return b }
 
 	steps := []struct {
 		golden, method, path string
@@ -278,12 +278,12 @@ func TestConsoleLifecycleRoutesShapes(t *testing.T) {
 		status               int
 	}{
 		{"sync-install", http.MethodPost, api.PathRelease, nil,
-			body(api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, Values: map[string]interface{}{"message": "one"}}), http.StatusOK},
+			body(api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, Values: map[string]any{"message": "one"}}), http.StatusOK},
 		{"sync-upgrade", http.MethodPut, api.PathRelease, nil,
-			body(api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, Values: map[string]interface{}{"message": "two"}}), http.StatusOK},
-		{"sync-rollback", http.MethodPatch, api.PathRelease, nil, body(map[string]interface{}{"name": "web", "namespace": ns, "version": 1}), http.StatusOK},
-		{"async-rollback", http.MethodPatch, api.PathAsync, nil, body(map[string]interface{}{"name": "web", "namespace": ns, "version": 2}), http.StatusCreated},
-		{"async-rollback-missing-revision", http.MethodPatch, api.PathAsync, nil, body(map[string]interface{}{"name": "web", "namespace": ns, "version": 99}), http.StatusNotFound},
+			body(api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, Values: map[string]any{"message": "two"}}), http.StatusOK},
+		{"sync-rollback", http.MethodPatch, api.PathRelease, nil, body(map[string]any{"name": "web", "namespace": ns, "version": 1}), http.StatusOK},
+		{"async-rollback", http.MethodPatch, api.PathAsync, nil, body(map[string]any{"name": "web", "namespace": ns, "version": 2}), http.StatusCreated},
+		{"async-rollback-missing-revision", http.MethodPatch, api.PathAsync, nil, body(map[string]any{"name": "web", "namespace": ns, "version": 99}), http.StatusNotFound},
 		{"async-uninstall-missing", http.MethodDelete, api.PathAsync, url.Values{"ns": {ns}, "name": {"nope"}, "version": {"1"}}, nil, http.StatusNotFound},
 	}
 	for _, st := range steps {
@@ -419,7 +419,7 @@ func (s *stack) shape(t *testing.T, method, path string, q url.Values, body []by
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return resp.StatusCode, "(no body)\n"
 	}
-	var v interface{}
+	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return resp.StatusCode, "not JSON: " + string(raw)
 	}
@@ -429,8 +429,8 @@ func (s *stack) shape(t *testing.T, method, path string, q url.Values, body []by
 	return resp.StatusCode, b.String()
 }
 
-func describe(b *strings.Builder, indent string, v interface{}, depth int) {
-	m, ok := v.(map[string]interface{})
+func describe(b *strings.Builder, indent string, v any, depth int) {
+	m, ok := v.(map[string]any)
 	if !ok {
 		return
 	}
@@ -441,12 +441,12 @@ func describe(b *strings.Builder, indent string, v interface{}, depth int) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		switch x := m[k].(type) {
-		case map[string]interface{}:
+		case map[string]any:
 			fmt.Fprintf(b, "%s%s: object\n", indent, k)
 			if depth < 1 {
 				describe(b, indent+"  ", x, depth+1)
 			}
-		case []interface{}:
+		case []any:
 			fmt.Fprintf(b, "%s%s: array\n", indent, k)
 		case string:
 			fmt.Fprintf(b, "%s%s: string\n", indent, k)

@@ -74,7 +74,7 @@ type stack struct {
 
 // wire applies config/knative's Broker and Triggers to a namespace of the test, with the
 // notifier's status events delivered to eventLog, for functions on the returned ports.
-func wire(t *testing.T, eventLog string, delivery ...map[string]map[string]interface{}) (eventing.Functions, *eventing.Wiring) {
+func wire(t *testing.T, eventLog string, delivery ...map[string]map[string]any) (eventing.Functions, *eventing.Wiring) {
 	t.Helper()
 	ports, err := eventing.FreeFunctions()
 	if err != nil {

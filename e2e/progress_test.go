@@ -27,7 +27,7 @@ func (s *stack) getRelease(t *testing.T, ns, name string) api.Release {
 	return out
 }
 
-func (s *stack) callAPI(t *testing.T, method, path, ns, name string, out interface{}) int {
+func (s *stack) callAPI(t *testing.T, method, path, ns, name string, out any) int {
 	t.Helper()
 	req, err := http.NewRequest(method, s.submit.URL+path+"?"+url.Values{"ns": {ns}, "name": {name}}.Encode(), nil)
 	if err != nil {

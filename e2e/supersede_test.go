@@ -58,7 +58,7 @@ func stuckWeb(t *testing.T) (s *stack, ns, chart string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := s.client.Upgrade(ctx, api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: chart, Wait: true, Timeout: "10m",
-		Values: map[string]interface{}{"podAnnotations": map[string]interface{}{"async-helm.io/simulate": "stuck"}}}); err != nil {
+		Values: map[string]any{"podAnnotations": map[string]any{"async-helm.io/simulate": "stuck"}}}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
@@ -142,7 +142,7 @@ func TestSupersedeQueuedUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if _, err := s.client.Upgrade(ctx, api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: chart,
-		Values: map[string]interface{}{"message": "never"}}); err != nil {
+		Values: map[string]any{"message": "never"}}); err != nil {
 		t.Fatal(err)
 	}
 	out, code := s.ocHelm(t, "-n", ns, "upgrade", "web", chart, "--supersede", "--set", "message=fixed")

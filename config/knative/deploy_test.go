@@ -184,12 +184,12 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 		if len(containers) != 1 {
 			t.Fatalf("Service %s: %d containers", u.GetName(), len(containers))
 		}
-		c := containers[0].(map[string]interface{})
+		c := containers[0].(map[string]any)
 		s := setting{image: fmt.Sprint(c["image"]), env: map[string]bool{}}
 		envFrom, _, _ := unstructured.NestedSlice(c, "envFrom")
 		var sources []string
 		for _, e := range envFrom {
-			m := e.(map[string]interface{})
+			m := e.(map[string]any)
 			if n, _, _ := unstructured.NestedString(m, "configMapRef", "name"); n != "" {
 				sources = append(sources, "configmap/"+n)
 			}
@@ -205,7 +205,7 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 		}
 		env, _, _ := unstructured.NestedSlice(c, "env")
 		for _, e := range env {
-			s.env[fmt.Sprint(e.(map[string]interface{})["name"])] = true
+			s.env[fmt.Sprint(e.(map[string]any)["name"])] = true
 		}
 		settings[u.GetName()] = s
 	}
@@ -291,7 +291,7 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 		kinds[u.GetKind()]++
 		if u.GetKind() == "Service" && u.GetAPIVersion() == "serving.knative.dev/v1" {
 			containers, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "spec", "containers")
-			if len(containers) != 1 || containers[0].(map[string]interface{})["image"] != settings[u.GetName()].image {
+			if len(containers) != 1 || containers[0].(map[string]any)["image"] != settings[u.GetName()].image {
 				t.Errorf("Service %s in the cluster runs %v, want %s", u.GetName(), containers, settings[u.GetName()].image)
 			}
 		}
@@ -390,7 +390,7 @@ func waitReady(t *testing.T, ctx context.Context, ri dynamic.ResourceInterface, 
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		var missing []string
 		for _, c := range conds {
-			m, _ := c.(map[string]interface{})
+			m, _ := c.(map[string]any)
 			if m["type"] == "Ready" && m["status"] == "True" {
 				return u
 			}

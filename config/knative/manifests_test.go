@@ -199,9 +199,9 @@ func TestSubmitSyncTimeoutFitsItsRequestTimeout(t *testing.T) {
 		sync := ""
 		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 		for _, c := range containers {
-			env, _, _ := unstructured.NestedSlice(c.(map[string]interface{}), "env")
+			env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
 			for _, e := range env {
-				if e := e.(map[string]interface{}); e["name"] == "SYNC_TIMEOUT" {
+				if e := e.(map[string]any); e["name"] == "SYNC_TIMEOUT" {
 					sync, _ = e["value"].(string)
 				}
 			}

@@ -63,9 +63,9 @@ func TestNoSigningKeyShipsAndEveryFunctionReadsTheSecret(t *testing.T) {
 		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 		found := false
 		for _, c := range containers {
-			envFrom, _, _ := unstructured.NestedSlice(c.(map[string]interface{}), "envFrom")
+			envFrom, _, _ := unstructured.NestedSlice(c.(map[string]any), "envFrom")
 			for _, e := range envFrom {
-				if name, _, _ := unstructured.NestedString(e.(map[string]interface{}), "secretRef", "name"); name == "async-helm-events" {
+				if name, _, _ := unstructured.NestedString(e.(map[string]any), "secretRef", "name"); name == "async-helm-events" {
 					found = true
 				}
 			}

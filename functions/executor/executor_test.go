@@ -21,7 +21,7 @@ func TestInstallAdoptsTheReservationAndUpgradeFollows(t *testing.T) {
 	ns := cluster.Namespace(t)
 	ctx := context.Background()
 	tiny := chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}
-	a := r.reserve(t, release.ActionInstall, ns, "web", tiny, map[string]interface{}{"message": "one"},
+	a := r.reserve(t, release.ActionInstall, ns, "web", tiny, map[string]any{"message": "one"},
 		events.Options{Wait: true, WaitForJobs: true})
 	reserved, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, a.SecretName, metav1.GetOptions{})
 	if err != nil {
@@ -60,7 +60,7 @@ func TestInstallAdoptsTheReservationAndUpgradeFollows(t *testing.T) {
 	}
 
 	// Upgrade with changed values and the reused chart: revision 2, no third revision.
-	up := r.reserve(t, release.ActionUpgrade, ns, "web", chartsource.Ref{}, map[string]interface{}{"message": "two"},
+	up := r.reserve(t, release.ActionUpgrade, ns, "web", chartsource.Ref{}, map[string]any{"message": "two"},
 		events.Options{Wait: true})
 	if code := r.deliver(t, up); code != http.StatusOK {
 		t.Fatalf("upgrade: %d", code)
@@ -88,7 +88,7 @@ func TestFailuresEndFailedWithTheReason(t *testing.T) {
 		chart  string
 		slow   bool
 		opts   events.Options
-		values map[string]interface{}
+		values map[string]any
 		reason string
 	}{
 		{name: "bad template", chart: "badtemplate", reason: "value is required"},

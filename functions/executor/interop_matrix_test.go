@@ -122,7 +122,7 @@ func (x *interop) observe(t *testing.T, ns, command, rev string) string {
 func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
 	x := newInterop(t, Config{})
 	tiny := func() string { return x.charts.ChartURL("tiny", "0.1.0") }
-	one := map[string]interface{}{"message": "one"}
+	one := map[string]any{"message": "one"}
 	installOne := func(t *testing.T, x *interop, ns string) {
 		x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: one})
 	}
@@ -133,7 +133,7 @@ func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
 	// slow namespace's delay.
 	runningOurs := func(t *testing.T, x *interop, ns string) func() {
 		installOne(t, x, ns)
-		e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two", "image": "nginx:1.28"}, wait: true})
+		e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two", "image": "nginx:1.28"}, wait: true})
 		done := make(chan int, 1)
 		go func() { done <- x.send(t, e) }()
 		waitAdopted(t, x, ns)
@@ -159,7 +159,7 @@ func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
 	states := []matrixState{
 		{name: "reserved", ours: func(t *testing.T, x *interop, ns string) func() {
 			installOne(t, x, ns)
-			x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+			x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 			return nil
 		}, want: map[string]string{
 			"list -a":      "web pending-upgrade v2 tiny-0.1.0",
@@ -174,7 +174,7 @@ func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
 		{name: "running", slow: true, ours: runningOurs, theirs: runningTheirs},
 		{name: "deployed", ours: func(t *testing.T, x *interop, ns string) func() {
 			installOne(t, x, ns)
-			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 			return nil
 		}, theirs: func(t *testing.T, x *interop, ns string) func() {
 			helmInstallOne(t, x, ns)
@@ -183,7 +183,7 @@ func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
 		}},
 		{name: "superseded", rev: "1", ours: func(t *testing.T, x *interop, ns string) func() {
 			installOne(t, x, ns)
-			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 			return nil
 		}, theirs: func(t *testing.T, x *interop, ns string) func() {
 			helmInstallOne(t, x, ns)

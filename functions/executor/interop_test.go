@@ -72,7 +72,7 @@ func newInterop(t *testing.T, cfg Config) *interop {
 // request is what a client sends to submit.
 type request struct {
 	chart  string // "" for an upgrade that reuses the deployed chart
-	values map[string]interface{}
+	values map[string]any
 	wait   bool
 	atomic bool
 }
@@ -220,7 +220,7 @@ func TestAtomicUpgradeRollsBackAsHelmDoes(t *testing.T) {
 	ours, theirs := cluster.Namespace(t), cluster.Namespace(t)
 	ctx := context.Background()
 
-	x.do(t, release.ActionInstall, ours, "web", request{chart: "tiny", values: map[string]interface{}{"message": "one"}, wait: true})
+	x.do(t, release.ActionInstall, ours, "web", request{chart: "tiny", values: map[string]any{"message": "one"}, wait: true})
 	x.do(t, release.ActionUpgrade, ours, "web", request{chart: "posthookfail", atomic: true})
 	tiny, post := x.charts.ChartURL("tiny", "0.1.0"), x.charts.ChartURL("posthookfail", "0.1.0")
 	x.helmOK(t, theirs, "install", "web", tiny, "--set", "message=one", "--wait")
@@ -273,7 +273,7 @@ func TestFifteenUpgradesLeaveTenRecords(t *testing.T) {
 	ns := cluster.Namespace(t)
 	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny"})
 	for i := 0; i < 15; i++ {
-		x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": fmt.Sprint(i)}})
+		x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": fmt.Sprint(i)}})
 	}
 	secrets, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=web"})
 	if err != nil {
@@ -296,7 +296,7 @@ func TestFifteenUpgradesLeaveTenRecords(t *testing.T) {
 func TestFailureBeforeAdoptionRecordsTheRevisionItStartedFrom(t *testing.T) {
 	x := newInterop(t, Config{})
 	ns := cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]interface{}{"message": "one"}})
+	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]any{"message": "one"}})
 	x.do(t, release.ActionUpgrade, ns, "web", request{chart: "badtemplate"})
 	v1, v2 := x.get(t, ns, "web", 1), x.get(t, ns, "web", 2)
 	if v2.Info.Status != helmrelease.StatusFailed || !strings.Contains(v2.Info.Description, "value is required") {
@@ -324,12 +324,12 @@ func TestFailureBeforeAdoptionRecordsTheRevisionItStartedFrom(t *testing.T) {
 func TestChartlessUpgradeRunsTheDeployedChart(t *testing.T) {
 	x := newInterop(t, Config{})
 	ns := cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]interface{}{"message": "one"}})
+	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]any{"message": "one"}})
 	x.do(t, release.ActionUpgrade, ns, "web", request{chart: "hookfail"}) // v2 failed after adoption, chart hookfail
 	if st := x.get(t, ns, "web", 2).Info.Status; st != helmrelease.StatusFailed {
 		t.Fatalf("v2 is %s", st)
 	}
-	e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "three"}})
+	e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "three"}})
 	a, err := events.ParseAccepted(e)
 	if err != nil {
 		t.Fatal(err)

@@ -195,12 +195,12 @@ func TestHelmV4ReleasesWorkThroughAsyncHelm(t *testing.T) {
 				w.install(t, ns)
 				methods := []string{applyMethods(t, ns)}
 				got["list"] = x.listed(t, ns)
-				x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+				x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 				methods = append(methods, applyMethods(t, ns))
 				got["upgrade"] = x.applied(t, ns)
 				x.rollback(t, ns, 1)
 				got["rollback"] = x.applied(t, ns)
-				x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "four"}})
+				x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "four"}})
 				c, err := x.submit.Cancel(context.Background(), ns, "web", nil)
 				if err != nil {
 					t.Fatalf("cancel: %v", err)
@@ -256,7 +256,7 @@ func TestServerSideFieldsMeetAsyncHelmsClientSideApply(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "helm-controller", Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+	x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 	if got := x.get(t, ns, "web", 2); got.Info.Status != helmrelease.StatusDeployed {
 		t.Fatalf("async-helm's upgrade over server-side fields: %s %q", got.Info.Status, got.Info.Description)
 	}
@@ -275,7 +275,7 @@ func TestServerSideFieldsMeetAsyncHelmsClientSideApply(t *testing.T) {
 		t.Errorf("apply_method: %q, want %q", got, want)
 	}
 	// And back: async-helm over the fields helm v4 now owns server-side.
-	x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "four"}})
+	x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "four"}})
 	if got := x.applied(t, ns); !strings.HasPrefix(got, "1:superseded:tiny-0.1.0 2:superseded:tiny-0.1.0 3:superseded:tiny-0.1.0 4:deployed:tiny-0.1.0; message four") {
 		t.Errorf("after async-helm's second upgrade: %s", got)
 	}
@@ -398,7 +398,7 @@ func (x *interopV4) observeV4(t *testing.T, ns, command string) string {
 // v4States are the states of TestHelmV4HandlesAsyncHelmsRecords.
 func v4States(x *interopV4) []v4State {
 	tiny := x.charts.ChartURL("tiny", "0.1.0")
-	one := map[string]interface{}{"message": "one"}
+	one := map[string]any{"message": "one"}
 	installOne := func(t *testing.T, ns string) {
 		x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: one})
 	}
@@ -407,7 +407,7 @@ func v4States(x *interopV4) []v4State {
 	return []v4State{
 		{name: "reserved", ours: func(t *testing.T, ns string) func() {
 			installOne(t, ns)
-			x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+			x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 			return nil
 		}, want: map[string]string{
 			"list -a":      "web pending-upgrade v2 tiny-0.1.0",
@@ -421,7 +421,7 @@ func v4States(x *interopV4) []v4State {
 		}},
 		{name: "running", slow: true, ours: func(t *testing.T, ns string) func() {
 			installOne(t, ns)
-			e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two", "image": "nginx:1.28"}, wait: true})
+			e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two", "image": "nginx:1.28"}, wait: true})
 			done := make(chan int, 1)
 			go func() { done <- x.send(t, e) }()
 			waitAdopted(t, x.interop, ns)
@@ -438,7 +438,7 @@ func v4States(x *interopV4) []v4State {
 		}},
 		{name: "deployed", ours: func(t *testing.T, ns string) func() {
 			installOne(t, ns)
-			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]interface{}{"message": "two"}})
+			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
 			return nil
 		}, theirs: func(t *testing.T, ns string) func() {
 			helmInstallOne(t, ns)

@@ -75,7 +75,7 @@ func newRig(t *testing.T, cfg Config) *rig {
 }
 
 // reserve does submit's part: the pending revision and its event payload.
-func (r *rig) reserve(t *testing.T, action release.Action, ns, name string, ref chartsource.Ref, values map[string]interface{}, opts events.Options) events.Action {
+func (r *rig) reserve(t *testing.T, action release.Action, ns, name string, ref chartsource.Ref, values map[string]any, opts events.Options) events.Action {
 	t.Helper()
 	rev, err := r.store.NextRevision(context.Background(), ns, name, action)
 	if err != nil {

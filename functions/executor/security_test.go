@@ -74,7 +74,7 @@ func TestUnsignedAlteredForeignAndReplayedEventsAreRejected(t *testing.T) {
 	altered, _ := events.NewAccepted(*build())
 	events.Sign(&altered, key, now)
 	evil := build()
-	evil.Values = map[string]interface{}{"image": "evil/miner"}
+	evil.Values = map[string]any{"image": "evil/miner"}
 	_ = altered.SetData("application/json", evil)
 	foreign, _ := events.NewAccepted(*build())
 	events.Sign(&foreign, []byte("another-key-of-at-least-32-bytes-long"), now)

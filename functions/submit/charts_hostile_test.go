@@ -35,7 +35,7 @@ func serveArchive(t *testing.T, archive []byte) string {
 }
 
 // callWithin is call with a bound: a route that never answers fails the test, not the run.
-func (s *stack) callWithin(t *testing.T, within time.Duration, method, path string, body interface{}) (int, api.Error, http.Header) {
+func (s *stack) callWithin(t *testing.T, within time.Duration, method, path string, body any) (int, api.Error, http.Header) {
 	t.Helper()
 	raw, _ := json.Marshal(body)
 	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(raw))
@@ -68,7 +68,7 @@ func TestChartBombIsRefusedOnEveryRoute(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for _, c := range []struct {
 		method, path string
-		body         interface{}
+		body         any
 	}{
 		{http.MethodPost, api.PathAsync, req},
 		{http.MethodGet, api.PathChart + "?url=" + url.QueryEscape(u), nil},

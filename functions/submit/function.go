@@ -251,7 +251,7 @@ func (f *Function) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Function) get(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ctx context.Context, ns, name string) (interface{}, error) {
+	f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
 		return f.reads.Latest(ctx, userFrom(ctx), ns, name)
 	})
 }
@@ -278,15 +278,15 @@ func (f *Function) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Function) history(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ctx context.Context, ns, name string) (interface{}, error) {
+	f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
 		return f.reads.History(ctx, userFrom(ctx), ns, name)
 	})
 }
 
 // readRelease answers a read of one release (?ns=&name=).
-func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, ns, name string) (interface{}, error)) {
+func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, ns, name string) (any, error)) {
 	ns, name, err := nsAndName(r)
-	var out interface{}
+	var out any
 	if err == nil {
 		out, err = read(r.Context(), ns, name)
 	}
@@ -309,7 +309,7 @@ func statusURL(ns, name string) string {
 	return api.PathRelease + "?" + url.Values{"ns": {ns}, "name": {name}}.Encode()
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v interface{}) error {
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body := http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
 	if err := json.NewDecoder(body).Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
@@ -335,7 +335,7 @@ func (f *Function) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, code, api.Error{Error: err.Error()})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v interface{}) {
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)

@@ -67,7 +67,7 @@ func newStackWith(t *testing.T, change func(*Config)) *stack {
 }
 
 // call sends a JSON body and decodes the JSON answer into out (if not nil).
-func (s *stack) call(t *testing.T, method, path string, body interface{}, out interface{}) (int, http.Header) {
+func (s *stack) call(t *testing.T, method, path string, body any, out any) (int, http.Header) {
 	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -108,5 +108,5 @@ func (s *stack) call(t *testing.T, method, path string, body interface{}, out in
 
 func (s *stack) install(name, ns string) api.ReleaseRequest {
 	return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: s.charts.ChartURL("tiny", "0.1.0"),
-		Values: map[string]interface{}{"message": "hi"}}
+		Values: map[string]any{"message": "hi"}}
 }

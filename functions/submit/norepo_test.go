@@ -41,7 +41,7 @@ func TestNoRepoInstallWithBasicAuthSecret(t *testing.T) {
 	tiny := charts.ChartURL("tiny", "0.1.0")
 
 	req := api.ReleaseRequest{Name: "web", Namespace: ns, ChartURL: tiny, NoRepo: true, BasicAuthSecretName: "chart-auth",
-		Values: map[string]interface{}{"message": "hi"}}
+		Values: map[string]any{"message": "hi"}}
 	var e api.Error
 	if code, _ := s.call(t, http.MethodPost, api.PathAsync, req, &e); code != http.StatusCreated {
 		t.Fatalf("noRepo install with basic auth: %d %q", code, e.Error)
@@ -146,11 +146,11 @@ func TestNoRepoBasicAuthSecretNeedsTheCallersRightToGetIt(t *testing.T) {
 // rule, then 501 with the reason this build has no chart-verifier.
 func TestVerifyAnswersAsTheConsoleWithoutAVerifier(t *testing.T) {
 	s := newStack(t)
-	body := api.VerifyRequest{ChartURL: s.charts.ChartURL("tiny", "0.1.0"), Values: map[string]interface{}{"provider": "developer-console"}}
+	body := api.VerifyRequest{ChartURL: s.charts.ChartURL("tiny", "0.1.0"), Values: map[string]any{"provider": "developer-console"}}
 	var e api.Error
 	for _, tc := range []struct {
 		token string
-		body  interface{}
+		body  any
 		code  int
 		error string
 	}{

@@ -98,7 +98,7 @@ func TestCallersAreAuthenticatedAndAuthorized(t *testing.T) {
 		t.Fatal(code)
 	}
 	s.token = dev
-	var rels []map[string]interface{}
+	var rels []map[string]any
 	if code, _ := s.call(t, http.MethodGet, api.PathList+"?limitInfo=true", nil, &rels); code != http.StatusOK {
 		t.Fatalf("dev lists all namespaces: %d", code)
 	}

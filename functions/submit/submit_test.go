@@ -102,7 +102,7 @@ func TestListShowsEveryStatusAndLimitInfo(t *testing.T) {
 	if len(full) != 2 || full[0].Info.Status != helmrelease.StatusPendingInstall {
 		t.Fatalf("list: %+v", full)
 	}
-	var limited []map[string]interface{}
+	var limited []map[string]any
 	s.call(t, http.MethodGet, "/api/helm/releases?ns="+ns+"&limitInfo=true", nil, &limited)
 	if len(limited) != 2 {
 		t.Fatalf("limitInfo list has %d releases", len(limited))
@@ -114,7 +114,7 @@ func TestListShowsEveryStatusAndLimitInfo(t *testing.T) {
 			t.Errorf("limitInfo kept field %q", k)
 		}
 	}
-	var all []map[string]interface{}
+	var all []map[string]any
 	s.call(t, http.MethodGet, "/api/helm/releases?limitInfo=true", nil, &all)
 	if found := inNamespace(all, ns); found != 2 {
 		t.Errorf("all-namespaces list shows %d of this namespace's 2 releases", found)
@@ -165,7 +165,7 @@ func TestUpgradeReservesNextRevisionAndRefusesWhilePending(t *testing.T) {
 	// No chart named: the release's chart is reused.
 	var sec corev1.Secret
 	code, _ = s.call(t, http.MethodPut, api.PathAsync, api.ReleaseRequest{Name: "app", Namespace: ns,
-		Values: map[string]interface{}{"message": "v2"}}, &sec)
+		Values: map[string]any{"message": "v2"}}, &sec)
 	if code != http.StatusCreated || sec.Name != "sh.helm.release.v1.app.v2" || sec.Labels["status"] != "pending-upgrade" {
 		t.Fatalf("upgrade: %d %s %v", code, sec.Name, sec.Labels)
 	}
@@ -235,7 +235,7 @@ func TestErrorsHaveTheRightStatus(t *testing.T) {
 		name   string
 		method string
 		path   string
-		body   interface{}
+		body   any
 		want   int
 		says   string
 	}{
@@ -251,8 +251,8 @@ func TestErrorsHaveTheRightStatus(t *testing.T) {
 		{"chart not loadable", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, ChartURL: s.URL() + "/index.yaml"}, 422, "cannot be loaded"},
 		{"wrong version", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, ChartURL: tiny, ChartVersion: "9.9.9"}, 422, "not 9.9.9"},
 		{"unknown index entry repo", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, IndexEntry: "tiny--nowhere"}, 422, "nowhere"},
-		{"values fail schema", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, ChartURL: tiny, Values: map[string]interface{}{"replicas": "many"}}, 422, "replicas"},
-		{"too large", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, ChartURL: tiny, Values: map[string]interface{}{"blob": big}}, 413, "too large"},
+		{"values fail schema", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, ChartURL: tiny, Values: map[string]any{"replicas": "many"}}, 422, "replicas"},
+		{"too large", http.MethodPost, api.PathAsync, api.ReleaseRequest{Name: "x", Namespace: ns, ChartURL: tiny, Values: map[string]any{"blob": big}}, 413, "too large"},
 		{"get of nothing", http.MethodGet, "/api/helm/release?ns=" + ns + "&name=ghost", nil, 404, "not found"},
 		{"get without name", http.MethodGet, "/api/helm/release?ns=" + ns, nil, 400, "required"},
 	}

@@ -36,7 +36,7 @@ func TestAllNamespacesHelmListOnlyReadable(t *testing.T) {
 	}
 	grant(t, mine, "edit")
 	s.token = cluster.Dev.BearerToken
-	var rels []map[string]interface{}
+	var rels []map[string]any
 	if code, _ := s.call(t, http.MethodGet, api.PathList, nil, &rels); code != http.StatusOK {
 		t.Fatalf("dev lists all namespaces: %d", code)
 	}
@@ -49,7 +49,7 @@ func TestAllNamespacesHelmListOnlyReadable(t *testing.T) {
 }
 
 // inNamespace counts the listed releases of ns.
-func inNamespace(rels []map[string]interface{}, ns string) int {
+func inNamespace(rels []map[string]any, ns string) int {
 	n := 0
 	for _, r := range rels {
 		if r["namespace"] == ns {
@@ -122,11 +122,11 @@ func TestProjectRepositoryCredentialsOnlyForWhoMayReadThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repoObj := &unstructured.Unstructured{Object: map[string]interface{}{
+	repoObj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "helm.openshift.io/v1beta1", "kind": "ProjectHelmChartRepository",
-		"metadata": map[string]interface{}{"name": "exfil"},
-		"spec": map[string]interface{}{"connectionConfig": map[string]interface{}{"url": exfil.URL,
-			"ca": map[string]interface{}{"name": "ca"}, "basicAuthConfig": map[string]interface{}{"name": "x"}}},
+		"metadata": map[string]any{"name": "exfil"},
+		"spec": map[string]any{"connectionConfig": map[string]any{"url": exfil.URL,
+			"ca": map[string]any{"name": "ca"}, "basicAuthConfig": map[string]any{"name": "x"}}},
 	}}
 	if _, err := dyn.Resource(chartrepos.ProjectGVR).Namespace(ns).Create(ctx, repoObj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

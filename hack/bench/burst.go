@@ -87,7 +87,7 @@ type burstTarget struct {
 }
 
 func burstRequest(ns, name, chartURL string, wait bool) api.ReleaseRequest {
-	r := api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]interface{}{"message": "bench"}, Timeout: "5m"}
+	r := api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]any{"message": "bench"}, Timeout: "5m"}
 	r.Wait, r.WaitForJobs = wait, wait
 	return r
 }

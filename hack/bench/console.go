@@ -48,7 +48,7 @@ func (b *bench) consoleSection(ctx context.Context) error {
 	return nil
 }
 
-func (b *bench) sdkTimeToPending(ctx context.Context, name string, values map[string]interface{}) (time.Duration, error) {
+func (b *bench) sdkTimeToPending(ctx context.Context, name string, values map[string]any) (time.Duration, error) {
 	ns, cleanup, err := b.namespace(ctx, "console")
 	if err != nil {
 		return 0, err

@@ -29,7 +29,7 @@ func (b *bench) e2eSection(ctx context.Context) error {
 	defer done()
 	c := newSubmitClient(st.Submit.URL, b.token, 50)
 	req := func(name string) api.ReleaseRequest {
-		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]interface{}{"message": "bench"},
+		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]any{"message": "bench"},
 			Wait: true, WaitForJobs: true, Timeout: "5m"}
 	}
 	// One install first: Knative's data path, the executor's chart cache and both sides'

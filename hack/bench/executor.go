@@ -54,7 +54,7 @@ func (b *bench) executorSection(ctx context.Context) error {
 	reserve := func(name string) (capturedEvent, error) {
 		err := b.retryNamespace(ctx, func() error {
 			return c.install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL,
-				Values: map[string]interface{}{"message": "bench"}, Timeout: "2m"})
+				Values: map[string]any{"message": "bench"}, Timeout: "2m"})
 		})
 		mu.Lock()
 		defer mu.Unlock()

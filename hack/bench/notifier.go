@@ -43,7 +43,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 	rec := func(name, status, desc string) *helmrelease.Release {
 		now := helmtime.Now()
 		// The labels submit's reservation gives and Helm keeps on every rewrite.
-		return &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Manifest: big, Config: map[string]interface{}{"message": "bench"},
+		return &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Manifest: big, Config: map[string]any{"message": "bench"},
 			Labels: release.Labels("req-"+name, 1, "tiny", "0.1.0"),
 			Info:   &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.Status(status), Description: desc}}
 	}

@@ -104,7 +104,7 @@ func (b *bench) helmRecords(ctx context.Context, ns string, n int) error {
 		}
 		name := fmt.Sprintf("r%d", i)
 		rel := &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Chart: ch,
-			Config:   map[string]interface{}{"message": "bench"},
+			Config:   map[string]any{"message": "bench"},
 			Info:     &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusDeployed, Description: "Install complete"},
 			Manifest: fmt.Sprintf("---\n# Source: tiny/templates/all.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s-config\ndata:\n  message: \"bench\"\n", name)}
 		return d.Create(release.SecretName(name, 1), rel)

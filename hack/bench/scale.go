@@ -118,7 +118,7 @@ func (b *bench) reserveAcross(ctx context.Context, c *submitClient, nss []string
 		i += from
 		return b.retryNamespace(ctx, func() error {
 			return c.install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("p%d", i), Namespace: nss[i%len(nss)],
-				ChartURL: b.charts.ChartURL("tiny", "0.1.0"), Values: map[string]interface{}{"message": "bench"}})
+				ChartURL: b.charts.ChartURL("tiny", "0.1.0"), Values: map[string]any{"message": "bench"}})
 		})
 	})
 	if r.ok != r.n {
@@ -136,7 +136,7 @@ func (b *bench) admission(ctx context.Context, c *submitClient, ns, prefix strin
 	})
 	r := closedLoop(b.o.scaleRuns, 1, func(i int) error {
 		return c.install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("%s%d", prefix, i), Namespace: ns,
-			ChartURL: b.charts.ChartURL("tiny", "0.1.0"), Values: map[string]interface{}{"message": "bench"}})
+			ChartURL: b.charts.ChartURL("tiny", "0.1.0"), Values: map[string]any{"message": "bench"}})
 	})
 	b.purge(ns)
 	return r

@@ -103,7 +103,7 @@ func (b *bench) close() {
 	}
 }
 
-func (b *bench) logf(format string, args ...interface{}) {
+func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 }
 

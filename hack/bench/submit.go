@@ -41,7 +41,7 @@ func (b *bench) submitSection(ctx context.Context) error {
 	tiny := b.charts.ChartURL("tiny", "0.1.0")
 	c := newSubmitClient(p.URL, b.token, b.o.clients)
 	req := func(name string) api.ReleaseRequest {
-		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: tiny, Values: map[string]interface{}{"message": "bench"}}
+		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: tiny, Values: map[string]any{"message": "bench"}}
 	}
 	// The first request fills the chart and authorization caches; its reservation is the
 	// template of the raw creates (same size, same labels).
@@ -172,7 +172,7 @@ func (b *bench) distinctUsers(ctx context.Context, submitURL, chartURL string) e
 		return err
 	}
 	req := func(name string) api.ReleaseRequest {
-		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]interface{}{"message": "bench"}}
+		return api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: map[string]any{"message": "bench"}}
 	}
 	n := b.o.users * b.o.perUser
 	one := newSubmitClient(submitURL, b.token, b.o.users)
@@ -249,8 +249,8 @@ func (b *bench) chartCache(ctx context.Context) error {
 	defer s.close()
 	for _, ch := range []struct {
 		name, version string
-		values        map[string]interface{}
-	}{{"tiny", "0.1.0", map[string]interface{}{"message": "bench"}}, {"gitlab", "6.5.4", gitlabValues}} {
+		values        map[string]any
+	}{{"tiny", "0.1.0", map[string]any{"message": "bench"}}, {"gitlab", "6.5.4", gitlabValues}} {
 		var cold, warm []sample
 		for run := 0; run < b.o.cacheRuns; run++ {
 			p, err := b.submitProc(s.url)
@@ -258,7 +258,7 @@ func (b *bench) chartCache(ctx context.Context) error {
 				return err
 			}
 			c := newSubmitClient(p.URL, b.token, 1)
-			send := func(name, chartURL string, values map[string]interface{}) sample {
+			send := func(name, chartURL string, values map[string]any) sample {
 				t0 := time.Now()
 				err := c.install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL, Values: values})
 				return sample{time.Since(t0), err}

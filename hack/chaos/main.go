@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	cfg := chaos.Config{Kubeconfig: os.Getenv("KUBECONFIG"), Logf: func(f string, a ...interface{}) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
+	cfg := chaos.Config{Kubeconfig: os.Getenv("KUBECONFIG"), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
 	bin := flag.String("bin", "bin", "built functions")
 	flag.IntVar(&cfg.Installs, "installs", 50, "installs while the executor is killed")
 	flag.IntVar(&cfg.Kills, "kills", 10, "SIGKILLs of the executor")

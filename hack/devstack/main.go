@@ -290,7 +290,7 @@ func demo(ctx context.Context, o options, submitURL, token string) error {
 	for i := 0; i < 100; i++ { // the submit's namespace cache may lag a just-created namespace
 		sent = time.Now()
 		_, err = c.Install(ctx, api.ReleaseRequest{Name: name, Namespace: o.namespace, IndexEntry: "tiny--local",
-			Values: map[string]interface{}{"message": "hello from make run"}, Wait: true, WaitForJobs: true})
+			Values: map[string]any{"message": "hello from make run"}, Wait: true, WaitForJobs: true})
 		if err == nil || !strings.Contains(err.Error(), "namespace not found") {
 			break
 		}

@@ -73,7 +73,7 @@ type Config struct {
 	Timeout   time.Duration // for everything to end
 	// Scenarios, when set, runs only these (of ScenarioNames).
 	Scenarios []string
-	Logf      func(format string, args ...interface{})
+	Logf      func(format string, args ...any)
 }
 
 // Report is what a run counted, and what went wrong.
@@ -82,11 +82,11 @@ type Report struct {
 	Violations []string
 }
 
-func (r *Report) count(format string, args ...interface{}) {
+func (r *Report) count(format string, args ...any) {
 	r.Lines = append(r.Lines, fmt.Sprintf(format, args...))
 }
 
-func (r *Report) violate(format string, args ...interface{}) {
+func (r *Report) violate(format string, args ...any) {
 	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
 }
 
@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...interface{}) {}
+		cfg.Logf = func(string, ...any) {}
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -368,7 +368,7 @@ func (r *run) concurrentUpgrades(ctx context.Context) error {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			_, err := r.client.Upgrade(ctx, api.ReleaseRequest{Name: "one", Namespace: ns, Values: map[string]interface{}{"message": fmt.Sprint(i)}})
+			_, err := r.client.Upgrade(ctx, api.ReleaseRequest{Name: "one", Namespace: ns, Values: map[string]any{"message": fmt.Sprint(i)}})
 			var apiErr *submitclient.APIError
 			switch {
 			case err == nil:

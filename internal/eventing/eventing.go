@@ -106,7 +106,7 @@ type Options struct {
 	// Delivery, by Trigger name, replaces fields of that Trigger's spec.delivery before it is
 	// applied (a test's local change; changing a delivery later replaces the Subscription,
 	// and the dispatcher takes that some time after Knative reports it).
-	Delivery map[string]map[string]interface{}
+	Delivery map[string]map[string]any
 	// Timeout bounds the wait for the Broker and Triggers to become Ready (default 90 s).
 	Timeout time.Duration
 }
@@ -194,7 +194,7 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 		if d, ok := o.Delivery[t.GetName()]; ok {
 			cur, _, _ := unstructured.NestedMap(t.Object, "spec", "delivery")
 			if cur == nil {
-				cur = map[string]interface{}{}
+				cur = map[string]any{}
 			}
 			for k, v := range d {
 				cur[k] = v
@@ -237,14 +237,14 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 // before the Broker controller creates it.
 func (w *Wiring) asyncChannel(ctx context.Context, broker *unstructured.Unstructured) error {
 	delivery, _, _ := unstructured.NestedMap(broker.Object, "spec", "delivery")
-	imc := &unstructured.Unstructured{Object: map[string]interface{}{
+	imc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "messaging.knative.dev/v1", "kind": "InMemoryChannel",
-		"metadata": map[string]interface{}{
+		"metadata": map[string]any{
 			"name": broker.GetName() + "-kne-trigger", "namespace": w.ns,
-			"labels":      map[string]interface{}{"eventing.knative.dev/broker": broker.GetName(), "eventing.knative.dev/brokerEverything": "true"},
-			"annotations": map[string]interface{}{"eventing.knative.dev/scope": "cluster", "messaging.knative.dev/async-handler": "true"},
+			"labels":      map[string]any{"eventing.knative.dev/broker": broker.GetName(), "eventing.knative.dev/brokerEverything": "true"},
+			"annotations": map[string]any{"eventing.knative.dev/scope": "cluster", "messaging.knative.dev/async-handler": "true"},
 		},
-		"spec": map[string]interface{}{},
+		"spec": map[string]any{},
 	}}
 	if delivery != nil {
 		_ = unstructured.SetNestedMap(imc.Object, delivery, "spec", "delivery")
@@ -254,27 +254,27 @@ func (w *Wiring) asyncChannel(ctx context.Context, broker *unstructured.Unstruct
 
 // eventLogTrigger delivers the notifier's status and progress events.
 func eventLogTrigger(ns, broker, uri string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]interface{}{
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
-		"metadata": map[string]interface{}{"name": EventLogTrigger, "namespace": ns},
-		"spec": map[string]interface{}{
+		"metadata": map[string]any{"name": EventLogTrigger, "namespace": ns},
+		"spec": map[string]any{
 			"broker": broker,
-			"filters": []interface{}{map[string]interface{}{"any": []interface{}{
-				map[string]interface{}{"prefix": map[string]interface{}{"type": "dev.asynchelm.release.status."}},
-				map[string]interface{}{"exact": map[string]interface{}{"type": "dev.asynchelm.release.progress"}},
+			"filters": []any{map[string]any{"any": []any{
+				map[string]any{"prefix": map[string]any{"type": "dev.asynchelm.release.status."}},
+				map[string]any{"exact": map[string]any{"type": "dev.asynchelm.release.progress"}},
 			}}},
-			"subscriber": map[string]interface{}{"uri": uri},
-			"delivery":   map[string]interface{}{"retry": int64(10), "backoffPolicy": "exponential", "backoffDelay": "PT0.5S"},
+			"subscriber": map[string]any{"uri": uri},
+			"delivery":   map[string]any{"retry": int64(10), "backoffPolicy": "exponential", "backoffDelay": "PT0.5S"},
 		},
 	}}
 }
 
 // SetAddress points the Knative Service name at url, as Knative Serving would with its route.
 func (w *Wiring) SetAddress(ctx context.Context, name, addr string) error {
-	patch := map[string]interface{}{"status": map[string]interface{}{
+	patch := map[string]any{"status": map[string]any{
 		"url":     addr,
-		"address": map[string]interface{}{"url": addr},
-		"conditions": []interface{}{map[string]interface{}{
+		"address": map[string]any{"url": addr},
+		"conditions": []any{map[string]any{
 			"type": "Ready", "status": "True", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
 	}}
 	b, err := json.Marshal(patch)
@@ -310,11 +310,11 @@ func (w *Wiring) waitReady(ctx context.Context, gvr schema.GroupVersionResource,
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
 		}
-		var conds []interface{}
+		var conds []any
 		if err == nil {
 			conds, _, _ = unstructured.NestedSlice(u.Object, "status", "conditions")
 			for _, c := range conds {
-				if m, _ := c.(map[string]interface{}); m["type"] == "Ready" && m["status"] == "True" {
+				if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
 					return u, nil
 				}
 			}
@@ -328,10 +328,10 @@ func (w *Wiring) waitReady(ctx context.Context, gvr schema.GroupVersionResource,
 	}
 }
 
-func notReady(conds []interface{}) string {
+func notReady(conds []any) string {
 	var out []string
 	for _, c := range conds {
-		if m, _ := c.(map[string]interface{}); m["status"] != "True" {
+		if m, _ := c.(map[string]any); m["status"] != "True" {
 			out = append(out, fmt.Sprintf("%v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"]))
 		}
 	}
@@ -353,9 +353,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // moveNamespace rewrites every "namespace: async-helm" of a manifest (metadata and the refs
 // of subscribers and dead-letter sinks) to ns.
-func moveNamespace(v interface{}, ns string) {
+func moveNamespace(v any, ns string) {
 	switch t := v.(type) {
-	case map[string]interface{}:
+	case map[string]any:
 		for k, x := range t {
 			if s, ok := x.(string); ok && k == "namespace" && s == manifestNamespace {
 				t[k] = ns
@@ -363,7 +363,7 @@ func moveNamespace(v interface{}, ns string) {
 			}
 			moveNamespace(x, ns)
 		}
-	case []interface{}:
+	case []any:
 		for _, x := range t {
 			moveNamespace(x, ns)
 		}

@@ -97,7 +97,7 @@ type through struct {
 // wireThrough wires a namespace with config/knative's Broker and Triggers (delivery: a test's
 // change to a Trigger's delivery, applied with it). The executor stand-in answers each
 // delivery of a release with the next status of answers[name] (then acknowledges).
-func wireThrough(ctx context.Context, t *testing.T, delivery map[string]map[string]interface{}, answers map[string][]int) *through {
+func wireThrough(ctx context.Context, t *testing.T, delivery map[string]map[string]any, answers map[string][]int) *through {
 	th := &through{ns: cluster.Namespace(t), seen: &attempts{at: map[string][]time.Time{}}, dl: &deadLetters{},
 		eventLog: testsink.Start(t), charts: testcharts.Start(t)}
 	executor := testsink.Start(t)
@@ -213,7 +213,7 @@ func TestExhaustedRetriesAreDeadLetteredToTheNotifier(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	unavailable := http.StatusServiceUnavailable
-	th := wireThrough(ctx, t, map[string]map[string]interface{}{"executor-install": {"retry": int64(2), "backoffDelay": "PT0.2S"}},
+	th := wireThrough(ctx, t, map[string]map[string]any{"executor-install": {"retry": int64(2), "backoffDelay": "PT0.2S"}},
 		map[string][]int{"exhausted": {unavailable, unavailable, unavailable}})
 	th.install(ctx, t, "exhausted")
 	waitFor(t, 60*time.Second, "the notifier's re-send of exhausted after its dead letter", func() bool { return len(th.seen.of("exhausted")) >= 4 },

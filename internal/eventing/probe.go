@@ -38,13 +38,13 @@ func (w *Wiring) probe(ctx context.Context, broker string, deadline time.Time) e
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	t := &unstructured.Unstructured{Object: map[string]interface{}{
+	t := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
-		"metadata": map[string]interface{}{"name": probeTrigger, "namespace": w.ns},
-		"spec": map[string]interface{}{
+		"metadata": map[string]any{"name": probeTrigger, "namespace": w.ns},
+		"spec": map[string]any{
 			"broker":     broker,
-			"filter":     map[string]interface{}{"attributes": map[string]interface{}{"type": probeType}},
-			"subscriber": map[string]interface{}{"uri": "http://" + ln.Addr().String()},
+			"filter":     map[string]any{"attributes": map[string]any{"type": probeType}},
+			"subscriber": map[string]any{"uri": "http://" + ln.Addr().String()},
 		},
 	}}
 	if err := w.apply(ctx, TriggerGVR, t); err != nil {

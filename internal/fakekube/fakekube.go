@@ -204,11 +204,11 @@ func (c *Cluster) patch(a k8stesting.PatchAction) (bool, runtime.Object, error) 
 		return true, nil, err
 	}
 	cur, _ := meta.Accessor(obj)
-	var p map[string]interface{}
+	var p map[string]any
 	if err := json.Unmarshal(a.GetPatch(), &p); err != nil {
 		return true, nil, apierrors.NewBadRequest(err.Error())
 	}
-	if md, ok := p["metadata"].(map[string]interface{}); ok {
+	if md, ok := p["metadata"].(map[string]any); ok {
 		if rv, ok := md["resourceVersion"].(string); ok && rv != cur.GetResourceVersion() {
 			return true, nil, conflict(gvr, a.GetName())
 		}
@@ -217,7 +217,7 @@ func (c *Cluster) patch(a k8stesting.PatchAction) (bool, runtime.Object, error) 
 	if err != nil {
 		return true, nil, err
 	}
-	var doc map[string]interface{}
+	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return true, nil, err
 	}
@@ -237,16 +237,16 @@ func (c *Cluster) patch(a k8stesting.PatchAction) (bool, runtime.Object, error) 
 }
 
 // mergePatch is RFC 7386: objects merge, null deletes, anything else replaces.
-func mergePatch(doc, patch map[string]interface{}) map[string]interface{} {
+func mergePatch(doc, patch map[string]any) map[string]any {
 	if doc == nil {
-		doc = map[string]interface{}{}
+		doc = map[string]any{}
 	}
 	for k, v := range patch {
 		switch v := v.(type) {
 		case nil:
 			delete(doc, k)
-		case map[string]interface{}:
-			sub, _ := doc[k].(map[string]interface{})
+		case map[string]any:
+			sub, _ := doc[k].(map[string]any)
 			doc[k] = mergePatch(sub, v)
 		default:
 			doc[k] = v

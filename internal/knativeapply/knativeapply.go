@@ -114,7 +114,7 @@ func WaitEstablished(ctx context.Context, ri dynamic.ResourceInterface, name str
 		}
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
-			if m, ok := c.(map[string]interface{}); ok && m["type"] == "Established" && m["status"] == "True" {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
 				return true, nil
 			}
 		}
@@ -314,7 +314,7 @@ func WebhookDefaults(u *unstructured.Unstructured) {
 		}
 		u.SetAnnotations(ann)
 		if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "config"); !ok {
-			_ = unstructured.SetNestedMap(u.Object, map[string]interface{}{
+			_ = unstructured.SetNestedMap(u.Object, map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap", "name": "config-br-default-channel", "namespace": "knative-eventing",
 			}, "spec", "config")
 		}

@@ -48,7 +48,7 @@ type Config struct {
 	// EventLog, when set, gets the notifier's status events through a Trigger of its own.
 	EventLog string
 	// Delivery and WireTimeout are eventing.Options' Delivery and Timeout.
-	Delivery    map[string]map[string]interface{}
+	Delivery    map[string]map[string]any
 	WireTimeout time.Duration
 	// Bins are the built functions by name (Bins(dir) for a directory of all three).
 	Bins   map[string]string

@@ -38,7 +38,7 @@ func Start(t testing.TB) *Server {
 }
 
 // Values reads a values file under testdata/charts.
-func Values(t testing.TB, file string) map[string]interface{} {
+func Values(t testing.TB, file string) map[string]any {
 	t.Helper()
 	root, err := testcluster.RepoRoot()
 	if err != nil {

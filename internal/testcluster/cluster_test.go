@@ -94,7 +94,7 @@ func TestLocalClusterIsReal(t *testing.T) {
 	flags.KubeConfig, flags.Namespace = &env.Kubeconfig, &ns
 	kc := kube.New(flags)
 	kc.Namespace = ns
-	cfg := &action.Configuration{RESTClientGetter: flags, KubeClient: kc, Log: func(string, ...interface{}) {},
+	cfg := &action.Configuration{RESTClientGetter: flags, KubeClient: kc, Log: func(string, ...any) {},
 		Releases: storage.Init(driver.NewSecrets(env.Client.CoreV1().Secrets(ns)))}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace = "small", ns

@@ -25,21 +25,21 @@ func TestFormatRedactsObjectsAndKeepsNamesCountsErrors(t *testing.T) {
 	type info struct{ Name, Data string }
 	for _, c := range []struct {
 		format string
-		args   []interface{}
+		args   []any
 		want   string
 	}{
-		{"list: failed to decode release: %v: %s", []interface{}{secret, errors.New("bad gzip")}, "list: failed to decode release: [redacted]: bad gzip"},
-		{"list: failed to decode release: %v: %s", []interface{}{*secret, "x"}, "list: failed to decode release: [redacted]: x"},
+		{"list: failed to decode release: %v: %s", []any{secret, errors.New("bad gzip")}, "list: failed to decode release: [redacted]: bad gzip"},
+		{"list: failed to decode release: %v: %s", []any{*secret, "x"}, "list: failed to decode release: [redacted]: x"},
 		{"Error received when checking status of resource %s. Error: '%s', Resource details: '%s'",
-			[]interface{}{"web", errors.New("boom"), &info{"web", "hunter2"}},
+			[]any{"web", errors.New("boom"), &info{"web", "hunter2"}},
 			"Error received when checking status of resource web. Error: 'boom', Resource details: '[redacted]'"},
-		{"creating %d resource(s)", []interface{}{14}, "creating 14 resource(s)"},
-		{"beginning wait for %d resources with timeout of %v", []interface{}{3, 90 * time.Second}, "beginning wait for 3 resources with timeout of 1m30s"},
-		{"Deployment is not ready: %s/%s. %d out of %d expected pods are ready", []interface{}{"ns", "web", int32(0), int32(1)},
+		{"creating %d resource(s)", []any{14}, "creating 14 resource(s)"},
+		{"beginning wait for %d resources with timeout of %v", []any{3, 90 * time.Second}, "beginning wait for 3 resources with timeout of 1m30s"},
+		{"Deployment is not ready: %s/%s. %d out of %d expected pods are ready", []any{"ns", "web", int32(0), int32(1)},
 			"Deployment is not ready: ns/web. 0 out of 1 expected pods are ready"},
-		{"Ignoring delete failure for %q %s: %v", []interface{}{"web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, errors.New("gone")},
+		{"Ignoring delete failure for %q %s: %v", []any{"web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, errors.New("gone")},
 			`Ignoring delete failure for "web" apps/v1, Kind=Deployment: gone`},
-		{"Created a new %s called %q in %s\n", []interface{}{"Deployment", "web", "ns"}, `Created a new Deployment called "web" in ns`},
+		{"Created a new %s called %q in %s\n", []any{"Deployment", "web", "ns"}, `Created a new Deployment called "web" in ns`},
 	} {
 		got := Format(c.format, c.args...)
 		if got != c.want {

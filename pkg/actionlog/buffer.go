@@ -50,7 +50,7 @@ func NewBuffer(max int, now func() time.Time) *Buffer {
 }
 
 // Log is a Helm DebugLog: the call is rendered through Format and kept.
-func (b *Buffer) Log(format string, args ...interface{}) {
+func (b *Buffer) Log(format string, args ...any) {
 	b.Append(Format(format, args...))
 }
 

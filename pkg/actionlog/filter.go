@@ -23,8 +23,8 @@ const (
 // Format renders one Helm DebugLog call with only what is safe to show a reader of the
 // release: strings, numbers, bools, durations and errors (each cut at 1 KiB); any other
 // argument (Helm v3 prints a whole Secret or resource.Info in two lines) is redacted.
-func Format(format string, args ...interface{}) string {
-	safe := make([]interface{}, len(args))
+func Format(format string, args ...any) string {
+	safe := make([]any, len(args))
 	for i, a := range args {
 		safe[i] = sanitize(a)
 	}
@@ -32,7 +32,7 @@ func Format(format string, args ...interface{}) string {
 	return cut(line, maxLineBytes)
 }
 
-func sanitize(a interface{}) interface{} {
+func sanitize(a any) any {
 	switch v := a.(type) {
 	case nil:
 		return a

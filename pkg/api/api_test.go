@@ -76,7 +76,7 @@ func TestWireNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ReleaseRequest{Name: "web", Namespace: "ns", ChartURL: "u", ChartVersion: "1", IndexEntry: "e",
-		Values: map[string]interface{}{"a": float64(1)}, Timeout: "1m", Wait: true, WaitForJobs: true, Atomic: true, Description: "d"}
+		Values: map[string]any{"a": float64(1)}, Timeout: "1m", Wait: true, WaitForJobs: true, Atomic: true, Description: "d"}
 	if r.Name != want.Name || r.ChartURL != want.ChartURL || r.ChartVersion != want.ChartVersion || r.IndexEntry != want.IndexEntry ||
 		r.Values["a"] != want.Values["a"] || r.Timeout != want.Timeout || !r.Wait || !r.WaitForJobs || !r.Atomic || r.Description != "d" {
 		t.Errorf("decoded %+v", r)
@@ -88,7 +88,7 @@ func TestWireNames(t *testing.T) {
 }
 
 func TestLimit(t *testing.T) {
-	full := &release.Release{Name: "web", Namespace: "ns", Version: 3, Manifest: "secret: stuff", Config: map[string]interface{}{"password": "x"},
+	full := &release.Release{Name: "web", Namespace: "ns", Version: 3, Manifest: "secret: stuff", Config: map[string]any{"password": "x"},
 		Info:  &release.Info{Status: release.StatusDeployed},
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, Templates: []*chart.File{{Name: "t"}}}}
 	got := Limit(full)

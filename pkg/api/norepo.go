@@ -29,8 +29,8 @@ func (r *ReleaseRequest) validateNoRepo(install bool) error {
 // the chart to verify, and the verifier's values (values.provider is its profile's
 // vendor type).
 type VerifyRequest struct {
-	ChartURL string                 `json:"chart_url"`
-	Values   map[string]interface{} `json:"values"`
+	ChartURL string         `json:"chart_url"`
+	Values   map[string]any `json:"values"`
 }
 
 // Validate is the console's rule since OCPBUGS-90080: oci:// or an http(s) archive URL.

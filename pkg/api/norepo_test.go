@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/shapes/*.json")
 
 // golden compares v's indented JSON with testdata/shapes/<name>.json (-update rewrites it).
-func golden(t *testing.T, name string, v interface{}) {
+func golden(t *testing.T, name string, v any) {
 	t.Helper()
 	got, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

@@ -329,7 +329,7 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 // token must not reuse what the full token was allowed. JSON keeps the parts unambiguous
 // and sorts the extra's keys.
 func cacheKey(u *User, n Need) [32]byte {
-	raw, _ := json.Marshal([]interface{}{u.Name, u.UID, u.Groups, u.Extra, n.Verb, n.Resource, n.Namespace, n.Name})
+	raw, _ := json.Marshal([]any{u.Name, u.UID, u.Groups, u.Extra, n.Verb, n.Resource, n.Namespace, n.Name})
 	return sha256.Sum256(raw)
 }
 

@@ -160,9 +160,9 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	if s.Dynamic != nil {
 		inf := dynamicinformer.NewDynamicSharedInformerFactory(s.Dynamic, 0)
 		onChange := cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { s.Kick() },
-			UpdateFunc: func(interface{}, interface{}) { s.Kick() },
-			DeleteFunc: func(interface{}) { s.Kick() },
+			AddFunc:    func(any) { s.Kick() },
+			UpdateFunc: func(any, any) { s.Kick() },
+			DeleteFunc: func(any) { s.Kick() },
 		}
 		for _, g := range []struct {
 			gvr    schema.GroupVersionResource

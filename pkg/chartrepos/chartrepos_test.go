@@ -67,14 +67,14 @@ func cv(name, version, typ string) *repo.ChartVersion {
 }
 
 func repoObject(kind, ns, name, u string, disabled bool, refs map[string]string) *unstructured.Unstructured {
-	conn := map[string]interface{}{"url": u}
+	conn := map[string]any{"url": u}
 	for f, n := range refs {
-		conn[f] = map[string]interface{}{"name": n}
+		conn[f] = map[string]any{"name": n}
 	}
-	o := &unstructured.Unstructured{Object: map[string]interface{}{
+	o := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "helm.openshift.io/v1beta1", "kind": kind,
-		"metadata": map[string]interface{}{"name": name},
-		"spec":     map[string]interface{}{"disabled": disabled, "connectionConfig": conn},
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"disabled": disabled, "connectionConfig": conn},
 	}}
 	if ns != "" {
 		o.SetNamespace(ns)

@@ -35,11 +35,11 @@ func hostileRegistry(t *testing.T) (addr string, served *atomic.Int64) {
 	config := []byte(`{"name":"big","version":"1.0.0","apiVersion":"v2"}`)
 	layerSize := int64(64 << 20)
 	layerDigest := digest([]byte("never served whole"))
-	manifest, _ := json.Marshal(map[string]interface{}{
+	manifest, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        map[string]interface{}{"mediaType": registry.ConfigMediaType, "digest": digest(config), "size": len(config)},
-		"layers":        []interface{}{map[string]interface{}{"mediaType": registry.ChartLayerMediaType, "digest": layerDigest, "size": layerSize}},
+		"config":        map[string]any{"mediaType": registry.ConfigMediaType, "digest": digest(config), "size": len(config)},
+		"layers":        []any{map[string]any{"mediaType": registry.ChartLayerMediaType, "digest": layerDigest, "size": layerSize}},
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

@@ -74,7 +74,7 @@ func startRegistry(t *testing.T) string {
 	cfg := &configuration.Configuration{}
 	cfg.HTTP.Addr = addr
 	cfg.HTTP.DrainTimeout = time.Second
-	cfg.Storage = map[string]configuration.Parameters{"inmemory": map[string]interface{}{}}
+	cfg.Storage = map[string]configuration.Parameters{"inmemory": map[string]any{}}
 	cfg.Log.Level = "error"
 	cfg.Log.AccessLog.Disabled = true
 	reg, err := dockerregistry.NewRegistry(context.Background(), cfg)

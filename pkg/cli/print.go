@@ -211,7 +211,7 @@ func printProgress(w io.Writer, p *progress.Progress) error {
 	return err
 }
 
-func encode(w io.Writer, format string, v interface{}) error {
+func encode(w io.Writer, format string, v any) error {
 	if format == "yaml" {
 		b, err := yaml.Marshal(v)
 		if err != nil {

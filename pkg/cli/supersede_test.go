@@ -16,11 +16,11 @@ import (
 // --supersede is sent on upgrade and rollback; install has no such flag; without it the
 // body says nothing of it.
 func TestSupersedeFlag(t *testing.T) {
-	bodies := map[string]map[string]interface{}{}
+	bodies := map[string]map[string]any{}
 	mux := http.NewServeMux()
 	for _, m := range []string{http.MethodPut, http.MethodPatch} {
 		mux.HandleFunc(m+" "+api.PathAsync, func(w http.ResponseWriter, r *http.Request) {
-			var body map[string]interface{}
+			var body map[string]any
 			_ = json.NewDecoder(r.Body).Decode(&body)
 			bodies[r.Method] = body
 			w.WriteHeader(http.StatusCreated)

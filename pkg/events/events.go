@@ -80,13 +80,13 @@ type Caller struct {
 
 // Action is the payload of an accepted event: everything the executor needs.
 type Action struct {
-	Action     release.Action         `json:"action"`
-	Namespace  string                 `json:"namespace"`
-	Name       string                 `json:"name"`
-	Revision   int                    `json:"revision"`
-	SecretName string                 `json:"secretName"`
-	Chart      chartref.Ref           `json:"chart"`
-	Values     map[string]interface{} `json:"values,omitempty"`
+	Action     release.Action `json:"action"`
+	Namespace  string         `json:"namespace"`
+	Name       string         `json:"name"`
+	Revision   int            `json:"revision"`
+	SecretName string         `json:"secretName"`
+	Chart      chartref.Ref   `json:"chart"`
+	Values     map[string]any `json:"values,omitempty"`
 	// ReuseChart: upgrade with the chart of the current revision (no chart named).
 	ReuseChart bool    `json:"reuseChart,omitempty"`
 	Options    Options `json:"options"`

@@ -31,7 +31,7 @@ var (
 
 func action() Action {
 	return Action{Action: release.ActionInstall, Namespace: "ns", Name: "web", Revision: 1, SecretName: release.SecretName("web", 1),
-		Chart: chartref.Ref{URL: "https://charts.example/tiny-1.0.0.tgz"}, Values: map[string]interface{}{"replicas": 2},
+		Chart: chartref.Ref{URL: "https://charts.example/tiny-1.0.0.tgz"}, Values: map[string]any{"replicas": 2},
 		Options: Options{Timeout: 5 * time.Minute, Wait: true}, Caller: Caller{User: "alice", Groups: []string{"dev"}}, RequestID: "req-1"}
 }
 

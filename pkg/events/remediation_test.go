@@ -23,11 +23,11 @@ func TestAcceptedRetriesAndRemediation(t *testing.T) {
 	}
 
 	old := signed(t) // built from a payload without the fields
-	var raw map[string]interface{}
+	var raw map[string]any
 	if err := json.Unmarshal(old.Data(), &raw); err != nil {
 		t.Fatal(err)
 	}
-	opts, _ := raw["options"].(map[string]interface{})
+	opts, _ := raw["options"].(map[string]any)
 	if _, ok := opts["retries"]; ok || opts == nil {
 		t.Errorf("options without retries carry the key: %v", raw["options"])
 	}

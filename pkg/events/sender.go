@@ -26,7 +26,7 @@ type SinkConfig struct {
 type Sender struct {
 	client     cloudevents.Client
 	sink       string
-	extensions map[string]interface{}
+	extensions map[string]any
 	Retries    int
 	Backoff    time.Duration
 	// Observe, when set, is told the outcome of every send (metrics).
@@ -50,7 +50,7 @@ func NewSender(cfg SinkConfig, hc *http.Client) (*Sender, error) {
 	s := &Sender{client: c, sink: cfg.Sink, Retries: 3, Backoff: 50 * time.Millisecond}
 	if cfg.CEOverrides != "" {
 		var o struct {
-			Extensions map[string]interface{} `json:"extensions"`
+			Extensions map[string]any `json:"extensions"`
 		}
 		if err := json.Unmarshal([]byte(cfg.CEOverrides), &o); err != nil {
 			return nil, fmt.Errorf("K_CE_OVERRIDES: %w", err)

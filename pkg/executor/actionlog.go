@@ -74,11 +74,11 @@ func (l *actionLog) flush(ctx context.Context) {
 }
 
 // tee sends Helm's log to the action's log and on to next.
-func (l *actionLog) tee(next func(string, ...interface{})) func(string, ...interface{}) {
+func (l *actionLog) tee(next func(string, ...any)) func(string, ...any) {
 	if l == nil {
 		return next
 	}
-	return func(format string, args ...interface{}) {
+	return func(format string, args ...any) {
 		l.w.Buffer.Log(format, args...)
 		next(format, args...)
 	}

@@ -434,7 +434,7 @@ func (losingLease) CancelledBy() string                                  { retur
 func TestRequest(t *testing.T) {
 	e := newEnv(t, 1)
 	a := e.reserve("web", "req-1")
-	a.Values = map[string]interface{}{"replicas": 3}
+	a.Values = map[string]any{"replicas": 3}
 	a.Options = events.Options{Timeout: time.Hour, Wait: true, WaitForJobs: true, Atomic: true, Description: "d"}
 	if _, err := e.svc.Handle(ctx(t), context.Background(), a, []byte("EV")); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func (e *env) deployRev(name string, v int, st helmrelease.Status) {
 	rel := &helmrelease.Release{Name: name, Namespace: "ns", Version: v,
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0"},
 			Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
-		Config: map[string]interface{}{"v": v}, Info: &helmrelease.Info{Status: st}}
+		Config: map[string]any{"v": v}, Info: &helmrelease.Info{Status: st}}
 	if err := driver.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
 		e.t.Fatal(err)
 	}

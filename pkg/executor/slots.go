@@ -58,7 +58,7 @@ func (p *cpuPhase) Working() { _ = p.enter() }
 type runOptions struct {
 	timeout time.Duration
 	started func()
-	logf    func(string, ...interface{})
+	logf    func(string, ...any)
 }
 
 // actionClock starts an action's deadline once, when Helm starts, and stops it at the end.

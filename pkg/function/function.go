@@ -51,7 +51,7 @@ type server struct {
 
 // Main parses cfg from the environment, builds the function and serves it until a
 // signal; it exits non-zero on any error.
-func Main(name string, cfg interface{}, build func(*Runtime) (Service, error)) {
+func Main(name string, cfg any, build func(*Runtime) (Service, error)) {
 	start := time.Now()
 	if err := run(name, cfg, build, start); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
@@ -59,7 +59,7 @@ func Main(name string, cfg interface{}, build func(*Runtime) (Service, error)) {
 	}
 }
 
-func run(name string, cfg interface{}, build func(*Runtime) (Service, error), start time.Time) error {
+func run(name string, cfg any, build func(*Runtime) (Service, error), start time.Time) error {
 	var srvCfg server
 	if err := envconfig.Process("", &srvCfg); err != nil {
 		return err

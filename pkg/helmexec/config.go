@@ -54,7 +54,7 @@ type configOptions struct {
 	caps        *chartutil.Capabilities
 	wraps       []func(driver.Driver) driver.Driver
 	secrets     []func(typedcorev1.SecretInterface) typedcorev1.SecretInterface
-	log         func(string, ...interface{})
+	log         func(string, ...any)
 	impersonate *rest.ImpersonationConfig
 	fence       *Fence
 	gate        WaitGate // slots.go
@@ -106,14 +106,14 @@ func WithCapabilities(c *chartutil.Capabilities) Option {
 }
 
 // WithLog sends Helm's debug log to fn.
-func WithLog(fn func(string, ...interface{})) Option {
+func WithLog(fn func(string, ...any)) Option {
 	return func(o *configOptions) { o.log = fn }
 }
 
 // Configuration builds an action.Configuration for namespace ("" = all namespaces,
 // for listing).
 func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Configuration, error) {
-	o := configOptions{log: func(string, ...interface{}) {}}
+	o := configOptions{log: func(string, ...any) {}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -199,7 +199,7 @@ type LogBuffer struct {
 func NewLogBuffer(max int) *LogBuffer { return &LogBuffer{max: max} }
 
 // Log is a Helm DebugLog.
-func (b *LogBuffer) Log(format string, v ...interface{}) {
+func (b *LogBuffer) Log(format string, v ...any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lines = append(b.lines, fmt.Sprintf(format, v...))

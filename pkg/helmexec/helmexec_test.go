@@ -38,7 +38,7 @@ func tiny(version string) *chart.Chart {
 	return &chart.Chart{
 		Metadata:  &chart.Metadata{Name: "tiny", Version: version, APIVersion: "v2"},
 		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  v: {{ .Values.v | quote }}\n")}},
-		Values:    map[string]interface{}{"v": "default"},
+		Values:    map[string]any{"v": "default"},
 	}
 }
 
@@ -72,7 +72,7 @@ func TestInstallAdoptsTheReservation(t *testing.T) {
 	f, mem, opts := offline(t)
 	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
 	rel, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0"),
-		Values: map[string]interface{}{"v": "mine"}, Labels: map[string]string{release.LabelRequestID: "r1"}, Description: "by test"}, opts...)
+		Values: map[string]any{"v": "mine"}, Labels: map[string]string{release.LabelRequestID: "r1"}, Description: "by test"}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestUpgradeReusesDeployedChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
-	rel, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Values: map[string]interface{}{"v": "two"}}, opts...)
+	rel, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Values: map[string]any{"v": "two"}}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestCheckDependencies(t *testing.T) {
 	}
 	off := tiny("1.0.0")
 	off.Metadata.Dependencies = []*chart.Dependency{{Name: "redis", Version: "1.x", Repository: "https://x", Condition: "redis.enabled"}}
-	if err := CheckDependencies(off, map[string]interface{}{"redis": map[string]interface{}{"enabled": false}}); err != nil {
+	if err := CheckDependencies(off, map[string]any{"redis": map[string]any{"enabled": false}}); err != nil {
 		t.Errorf("disabled missing dependency: %v", err)
 	}
 	if err := CheckDependencies(tiny("1.0.0"), nil); err != nil {

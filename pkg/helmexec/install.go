@@ -26,7 +26,7 @@ type Request struct {
 	Revision int
 	// Chart is the chart to install; nil on upgrade reuses the deployed release's chart.
 	Chart       *chart.Chart
-	Values      map[string]interface{}
+	Values      map[string]any
 	Labels      map[string]string
 	Timeout     time.Duration
 	Wait        bool
@@ -122,7 +122,7 @@ func checkAdopted(a *release.AdoptingDriver, err error) error {
 
 // CheckDependencies fails for an enabled dependency that the chart does not contain. It
 // mutates ch: give it a private copy.
-func CheckDependencies(ch *chart.Chart, values map[string]interface{}) error {
+func CheckDependencies(ch *chart.Chart, values map[string]any) error {
 	if len(ch.Metadata.Dependencies) == 0 {
 		return nil
 	}

@@ -15,12 +15,12 @@ func installTwice(t *testing.T, f *Factory, mem *driver.Memory, opts []Option) {
 	t.Helper()
 	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
 	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0"),
-		Values: map[string]interface{}{"v": "one"}, Labels: release.Labels("r1", 1, "tiny", "1.0.0")}, opts...); err != nil {
+		Values: map[string]any{"v": "one"}, Labels: release.Labels("r1", 1, "tiny", "1.0.0")}, opts...); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
 	if _, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Chart: tiny("2.0.0"),
-		Values: map[string]interface{}{"v": "two"}, Labels: release.Labels("r2", 2, "tiny", "2.0.0")}, opts...); err != nil {
+		Values: map[string]any{"v": "two"}, Labels: release.Labels("r2", 2, "tiny", "2.0.0")}, opts...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -23,11 +23,11 @@ func IsRenderChild(args []string) bool {
 
 // ChartRender is a dry-run render of a chart archive in a child process.
 type ChartRender struct {
-	Namespace   string                 `json:"namespace"`
-	Name        string                 `json:"name"`
-	Archive     []byte                 `json:"archive"`
-	Values      map[string]interface{} `json:"values,omitempty"`
-	KubeVersion string                 `json:"kubeVersion,omitempty"`
+	Namespace   string         `json:"namespace"`
+	Name        string         `json:"name"`
+	Archive     []byte         `json:"archive"`
+	Values      map[string]any `json:"values,omitempty"`
+	KubeVersion string         `json:"kubeVersion,omitempty"`
 	// Budget is what the archive may unpack to (the child checks it again before loading).
 	Budget chartsource.Budget `json:"budget"`
 }

@@ -53,7 +53,7 @@ func TestRenderInAChild(t *testing.T) {
 	}
 	r := &Renderer{}
 	out, err := r.Render(context.Background(), ChartRender{Namespace: "team-a", Name: "web", Archive: saved(t, tiny),
-		Values: map[string]interface{}{"message": "previewed"}, KubeVersion: "v1.37.2"})
+		Values: map[string]any{"message": "previewed"}, KubeVersion: "v1.37.2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ type RenderRequest struct {
 	// Chart is consumed (Helm mutates it): pass a private copy, and check its dependencies
 	// (CheckDependencies) on another.
 	Chart  *chart.Chart
-	Values map[string]interface{}
+	Values map[string]any
 	// KubeVersion is the cluster's ("v1.37.2"); Helm's default when empty.
 	KubeVersion string
 }
@@ -25,7 +25,7 @@ type RenderRequest struct {
 // ClientOnly) and prints it as the console's /api/helm/template does: the chart's CRDs, the
 // manifest, then the hooks, each "---\n# Source: <path>".
 func Render(ctx context.Context, req RenderRequest) (string, error) {
-	cfg := &action.Configuration{Log: func(string, ...interface{}) {}}
+	cfg := &action.Configuration{Log: func(string, ...any) {}}
 	i := action.NewInstall(cfg)
 	i.DryRun, i.ClientOnly = true, true
 	i.Replace = true // no release storage to check the name against

@@ -39,7 +39,7 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := Render(context.Background(), RenderRequest{Namespace: "team-a", Name: "web", Chart: tiny,
-		Values: map[string]interface{}{"message": "previewed"}, KubeVersion: "v1.37.2"})
+		Values: map[string]any{"message": "previewed"}, KubeVersion: "v1.37.2"})
 	if err != nil {
 		t.Fatal(err)
 	}

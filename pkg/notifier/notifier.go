@@ -241,8 +241,8 @@ func (s *Service) startIndex(ctx context.Context) error {
 	}
 	if err := s.Revisions.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.enqueueObj,
-		UpdateFunc: func(_, obj interface{}) { s.enqueueObj(obj) },
-		DeleteFunc: func(obj interface{}) {
+		UpdateFunc: func(_, obj any) { s.enqueueObj(obj) },
+		DeleteFunc: func(obj any) {
 			key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			if err != nil {
 				return
@@ -265,7 +265,7 @@ func (s *Service) startIndex(ctx context.Context) error {
 	return s.Revisions.Run(ctx)
 }
 
-func (s *Service) enqueueObj(obj interface{}) {
+func (s *Service) enqueueObj(obj any) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return

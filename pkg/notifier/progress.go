@@ -28,7 +28,7 @@ func (s *Service) startProgress(ctx context.Context, interval time.Duration) err
 	p := &progressEvents{s: s, interval: interval, latest: map[string]*events.ProgressChange{}, sent: map[string]time.Time{}}
 	if err := s.watchLeases(ctx, cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.observe,
-		UpdateFunc: func(_, obj interface{}) { p.observe(obj) },
+		UpdateFunc: func(_, obj any) { p.observe(obj) },
 		DeleteFunc: p.forget,
 	}); err != nil {
 		return err
@@ -37,7 +37,7 @@ func (s *Service) startProgress(ctx context.Context, interval time.Duration) err
 	return nil
 }
 
-func (p *progressEvents) observe(obj interface{}) {
+func (p *progressEvents) observe(obj any) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok {
 		return
@@ -56,7 +56,7 @@ func (p *progressEvents) observe(obj interface{}) {
 	p.latest[key] = &events.ProgressChange{Namespace: l.Namespace, Name: name, Revision: rev, Progress: *pr}
 }
 
-func (p *progressEvents) forget(obj interface{}) {
+func (p *progressEvents) forget(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return

@@ -23,7 +23,7 @@ const tombstoneKey = "tombstone:"
 
 // watchTombstones reports tombstones as soon as the executor retires them (watch mode).
 func (s *Service) watchTombstones(ctx context.Context) error {
-	enqueue := func(obj interface{}) {
+	enqueue := func(obj any) {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
 			if t, ok := release.TombstoneFrom(l); ok && t.Done {
 				s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
@@ -32,7 +32,7 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 	}
 	return s.watchLeases(ctx, cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})
 }
 

@@ -97,11 +97,11 @@ type Phases struct {
 	// says which creates are hooks'.
 	applied, created, told bool
 	// Next receives every log line too (the executor's log buffer).
-	Next func(format string, args ...interface{})
+	Next func(format string, args ...any)
 }
 
 // NewPhases starts in PhaseFetching.
-func NewPhases(next func(string, ...interface{})) *Phases {
+func NewPhases(next func(string, ...any)) *Phases {
 	return &Phases{phase: PhaseFetching, Next: next}
 }
 
@@ -113,7 +113,7 @@ func (t *Phases) hookPhase() string {
 }
 
 // Log is a Helm DebugLog.
-func (t *Phases) Log(format string, args ...interface{}) {
+func (t *Phases) Log(format string, args ...any) {
 	t.mu.Lock()
 	switch {
 	case format == LogCreateHook:

@@ -19,7 +19,7 @@ import (
 func TestPhasesFollowHelmsLog(t *testing.T) {
 	type step struct {
 		format string
-		args   []interface{}
+		args   []any
 		phase  string
 		hook   string
 	}
@@ -34,42 +34,42 @@ func TestPhasesFollowHelmsLog(t *testing.T) {
 	}{
 		{"install with a pre-install hook, --wait and a post-install hook", []step{
 			{"", nil, PhaseFetching, ""},
-			{create, []interface{}{1}, PhaseApplying, ""},
-			{watch, []interface{}{"Job", "shared-secrets", time.Minute}, PhasePreHooks, "Job/shared-secrets"},
-			{"%s: Jobs active: %d, jobs failed: %d, jobs succeeded: %d", []interface{}{"shared-secrets", 1, 0, 0}, PhasePreHooks, "Job/shared-secrets"},
-			{create, []interface{}{12}, PhaseApplying, ""},
-			{wait, []interface{}{12, time.Minute}, PhaseWaiting, ""},
-			{"wait for resources succeeded within %v", []interface{}{time.Second}, PhasePostHooks, ""},
-			{create, []interface{}{1}, PhaseApplying, ""},
-			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+			{create, []any{1}, PhaseApplying, ""},
+			{watch, []any{"Job", "shared-secrets", time.Minute}, PhasePreHooks, "Job/shared-secrets"},
+			{"%s: Jobs active: %d, jobs failed: %d, jobs succeeded: %d", []any{"shared-secrets", 1, 0, 0}, PhasePreHooks, "Job/shared-secrets"},
+			{create, []any{12}, PhaseApplying, ""},
+			{wait, []any{12, time.Minute}, PhaseWaiting, ""},
+			{"wait for resources succeeded within %v", []any{time.Second}, PhasePostHooks, ""},
+			{create, []any{1}, PhaseApplying, ""},
+			{watch, []any{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
 		}},
 		{"install without --wait: the release's create, then the post-install hook's", []step{
-			{create, []interface{}{12}, PhaseApplying, ""},
-			{create, []interface{}{1}, PhaseApplying, ""},
-			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+			{create, []any{12}, PhaseApplying, ""},
+			{create, []any{1}, PhaseApplying, ""},
+			{watch, []any{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
 		}},
 		{"told by the kube client: hooks Helm does not watch (a ConfigMap) before the release", []step{
-			{LogCreateHook, []interface{}{1}, PhasePreHooks, ""},
-			{create, []interface{}{1}, PhasePreHooks, ""},
-			{LogCreateHook, []interface{}{1}, PhasePreHooks, ""},
-			{create, []interface{}{1}, PhasePreHooks, ""},
-			{watch, []interface{}{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
-			{LogCreateRelease, []interface{}{12}, PhaseApplying, ""},
-			{create, []interface{}{12}, PhaseApplying, ""},
-			{LogCreateHook, []interface{}{1}, PhasePostHooks, ""},
-			{create, []interface{}{1}, PhasePostHooks, ""},
+			{LogCreateHook, []any{1}, PhasePreHooks, ""},
+			{create, []any{1}, PhasePreHooks, ""},
+			{LogCreateHook, []any{1}, PhasePreHooks, ""},
+			{create, []any{1}, PhasePreHooks, ""},
+			{watch, []any{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
+			{LogCreateRelease, []any{12}, PhaseApplying, ""},
+			{create, []any{12}, PhaseApplying, ""},
+			{LogCreateHook, []any{1}, PhasePostHooks, ""},
+			{create, []any{1}, PhasePostHooks, ""},
 		}},
 		{"upgrade: a pre-upgrade hook, then checking for changes", []step{
-			{create, []interface{}{1}, PhaseApplying, ""},
-			{watch, []interface{}{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
-			{"checking %d resources for changes", []interface{}{3}, PhaseApplying, ""},
-			{create, []interface{}{1}, PhaseApplying, ""},
-			{watch, []interface{}{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
+			{create, []any{1}, PhaseApplying, ""},
+			{watch, []any{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
+			{"checking %d resources for changes", []any{3}, PhaseApplying, ""},
+			{create, []any{1}, PhaseApplying, ""},
+			{watch, []any{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen []string
-			p := NewPhases(func(f string, _ ...interface{}) { seen = append(seen, f) })
+			p := NewPhases(func(f string, _ ...any) { seen = append(seen, f) })
 			logged := 0
 			for _, s := range tc.steps {
 				if s.format != "" {

@@ -25,7 +25,7 @@ import (
 func rel(ns, name string, version int, status helmrelease.Status) *helmrelease.Release {
 	now := helmtime.Now()
 	return &helmrelease.Release{Name: name, Namespace: ns, Version: version, Manifest: "kind: ConfigMap\n",
-		Config: map[string]interface{}{"a": 1},
+		Config: map[string]any{"a": 1},
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", AppVersion: "1.0", APIVersion: "v2"},
 			Templates: []*chart.File{{Name: "templates/all.yaml", Data: []byte("kind: ConfigMap")}}},
 		Info: &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: status, Description: string(status) + " " + name}}
@@ -129,7 +129,7 @@ func testLimitedList(t *testing.T, withIndex bool) {
 func helmList(t *testing.T, d driver.Driver) []api.ReleaseInfo {
 	t.Helper()
 	l := action.NewList(&action.Configuration{Releases: storage.Init(d), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
-		Log: func(string, ...interface{}) {}})
+		Log: func(string, ...any) {}})
 	l.All = true
 	l.SetStateMask()
 	rels, err := l.Run()
@@ -143,7 +143,7 @@ func helmList(t *testing.T, d driver.Driver) []api.ReleaseInfo {
 	return out
 }
 
-func asJSON(t *testing.T, v interface{}) string {
+func asJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {

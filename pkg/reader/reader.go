@@ -67,7 +67,7 @@ func readNeed(namespace string) auth.Need {
 // caller may read), in every status. With limitInfo, each is trimmed to api.ReleaseInfo.
 // Without a namespace the caller's namespaces are found first (readScope): nothing of a
 // namespace the caller may not read is read or decoded.
-func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool) (interface{}, error) {
+func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool) (any, error) {
 	sc, err := s.readScope(ctx, u, namespace)
 	if err != nil {
 		return nil, err

@@ -91,7 +91,7 @@ func newService(t *testing.T) (*Service, *authz) {
 	} {
 		mem.SetNamespace(r.ns)
 		rel := &helmrelease.Release{Name: r.name, Namespace: r.ns, Version: r.rev, Manifest: "kind: ConfigMap\n",
-			Config: map[string]interface{}{"v": 1},
+			Config: map[string]any{"v": 1},
 			Chart:  &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"}},
 			Info:   &helmrelease.Info{Status: r.status, FirstDeployed: at, LastDeployed: at, Description: "d"}}
 		if err := mem.Create(release.SecretName(r.name, r.rev), rel); err != nil {
@@ -131,7 +131,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 // golden compares v, as submit answers it (JSON), with testdata/<name>.json.
-func golden(t *testing.T, name string, v interface{}) {
+func golden(t *testing.T, name string, v any) {
 	t.Helper()
 	got, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

@@ -98,7 +98,7 @@ func TestOneReadKeepsRecordsUpToItsBudget(t *testing.T) {
 	}
 	d := GuardedSecrets(records{payloads: payloads})
 	var logged []string
-	d.Log = func(f string, a ...interface{}) { logged = append(logged, fmt.Sprintf(f, a...)) }
+	d.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
 	rels, err := d.decodeWithin(SelectorReleaseSecrets, 3*size+size/2)
 	if err != nil {
 		t.Fatal(err)

@@ -136,8 +136,8 @@ func TestLiveHistoryBypassesTheIndex(t *testing.T) {
 // staleIndex is a cache that has not seen anything yet.
 type staleIndex struct{}
 
-func (staleIndex) ByIndex(string, string) ([]interface{}, error) { return nil, nil }
-func (staleIndex) IndexKeys(string, string) ([]string, error)    { return nil, nil }
+func (staleIndex) ByIndex(string, string) ([]any, error)      { return nil, nil }
+func (staleIndex) IndexKeys(string, string) ([]string, error) { return nil, nil }
 
 // The notifier finds the executors' Leases with SelectorLeases: every Lease Hold creates
 // must match it, and a foreign Lease must not.
@@ -189,10 +189,10 @@ func TestCurrentIgnoresACacheMissingRevisions(t *testing.T) {
 }
 
 // fixedIndex is a cache frozen at the objects it was given.
-type fixedIndex []interface{}
+type fixedIndex []any
 
-func (x fixedIndex) ByIndex(string, string) ([]interface{}, error) { return x, nil }
-func (x fixedIndex) IndexKeys(string, string) ([]string, error)    { return nil, nil }
+func (x fixedIndex) ByIndex(string, string) ([]any, error)      { return x, nil }
+func (x fixedIndex) IndexKeys(string, string) ([]string, error) { return nil, nil }
 
 func mustMeta(t *testing.T, c *fakekube.Cluster, name string, rev int) *metav1.ObjectMeta {
 	t.Helper()

@@ -31,7 +31,7 @@ func (k *keepCreate) Create(_ context.Context, s *corev1.Secret, _ metav1.Create
 func TestNewRecordIsWhatHelmsDriverWrites(t *testing.T) {
 	now := helmtime.Now()
 	for i, rls := range []*helmrelease.Release{
-		{Name: "web", Namespace: "ns", Version: 3, Config: map[string]interface{}{"a": []interface{}{1, "x"}},
+		{Name: "web", Namespace: "ns", Version: 3, Config: map[string]any{"a": []any{1, "x"}},
 			Chart:  &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", APIVersion: "v2"}},
 			Labels: Labels("req-1", 3, "tiny", "0.1.0"),
 			Info:   &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusPendingUpgrade, Description: ReservedDescription}},

@@ -29,7 +29,7 @@ func tiny() *chart.Metadata {
 func reserve(t *testing.T, s *Store, name string, action Action, id string) int {
 	t.Helper()
 	sec, err := s.Reserve(ctx(t), Reservation{Namespace: "ns", Name: name, Action: action, Chart: tiny(), RequestID: id,
-		Values: map[string]interface{}{"replicas": 2}, Event: []byte(`{"id":"` + id + `"}`)})
+		Values: map[string]any{"replicas": 2}, Event: []byte(`{"id":"` + id + `"}`)})
 	if err != nil {
 		t.Fatalf("reserve %s: %v", name, err)
 	}

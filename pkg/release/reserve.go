@@ -22,7 +22,7 @@ type Reservation struct {
 	Action          Action
 	// Chart is the requested chart; only its metadata is stored in the reservation.
 	Chart     *chart.Metadata
-	Values    map[string]interface{}
+	Values    map[string]any
 	RequestID string
 	// Revision, when set, is the revision the caller expects to reserve (0: next).
 	Revision int

@@ -82,7 +82,7 @@ func (c *Client) List(ctx context.Context, ns string) ([]*helmrelease.Release, e
 	return rels, c.do(ctx, http.MethodGet, api.PathList, url.Values{"ns": {ns}, "limitInfo": {"true"}}, nil, &rels)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out interface{}) error {
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	u := strings.TrimSuffix(c.Server, "/") + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

@@ -25,7 +25,7 @@ type seen struct {
 }
 
 // fakeSubmit answers each route as submit does, and records what it was sent.
-func fakeSubmit(t *testing.T, status int, answer interface{}) (*httptest.Server, *[]seen) {
+func fakeSubmit(t *testing.T, status int, answer any) (*httptest.Server, *[]seen) {
 	t.Helper()
 	var got []seen
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +62,7 @@ func TestInstallAndUpgrade(t *testing.T) {
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v1", Namespace: "ns"}}
 	srv, got := fakeSubmit(t, http.StatusCreated, sec)
 	c := &Client{Server: srv.URL + "/", Token: "t0k"}
-	req := api.ReleaseRequest{Name: "web", Namespace: "ns", ChartURL: "https://charts.example/tiny.tgz", Values: map[string]interface{}{"a": "b"}}
+	req := api.ReleaseRequest{Name: "web", Namespace: "ns", ChartURL: "https://charts.example/tiny.tgz", Values: map[string]any{"a": "b"}}
 	out, err := c.Install(ctx(t), req)
 	if err != nil || out.Name != sec.Name {
 		t.Fatalf("Install = %v, %v", out, err)
@@ -107,7 +107,7 @@ func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		status  int
-		answer  interface{}
+		answer  any
 		message string
 	}{
 		{"submit's error body", http.StatusConflict, api.Error{Error: "release name is in use"}, "release name is in use (HTTP 409)"},

@@ -72,17 +72,17 @@ func TestNamespaceLookupError(t *testing.T) {
 // one that does not is refused in Helm's own words. The compiled schema is kept by digest.
 func TestValidateValues(t *testing.T) {
 	schema := []byte(`{"type":"object","required":["image"],"properties":{"image":{"type":"string"},"replicas":{"type":"integer","minimum":1}}}`)
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}, Schema: schema, Values: map[string]interface{}{"image": "nginx"}}
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}, Schema: schema, Values: map[string]any{"image": "nginx"}}
 	schemas := NewSchemas(8)
 	for _, tc := range []struct {
 		name   string
-		values map[string]interface{}
+		values map[string]any
 		ok     bool
 	}{
 		{"defaults only", nil, true},
-		{"override", map[string]interface{}{"replicas": 3}, true},
-		{"below the minimum", map[string]interface{}{"replicas": 0}, false},
-		{"wrong type", map[string]interface{}{"image": 7}, false},
+		{"override", map[string]any{"replicas": 3}, true},
+		{"below the minimum", map[string]any{"replicas": 0}, false},
+		{"wrong type", map[string]any{"image": 7}, false},
 	} {
 		for _, s := range []*Schemas{nil, schemas} { // compiled per request, and kept
 			err := s.validateValues(ch, "sha256:c", tc.values)
@@ -102,7 +102,7 @@ func TestValidateValues(t *testing.T) {
 	if n := len(schemas.compiled.Keys()); n != 1 {
 		t.Errorf("%d schemas kept for one digest", n)
 	}
-	if err := schemas.validateValues(&chart.Chart{Metadata: &chart.Metadata{Name: "c"}}, "", map[string]interface{}{"x": 1}); err != nil {
+	if err := schemas.validateValues(&chart.Chart{Metadata: &chart.Metadata{Name: "c"}}, "", map[string]any{"x": 1}); err != nil {
 		t.Errorf("a chart without schema: %v", err)
 	}
 	if err := schemas.validateValues(nil, "", nil); err != nil {
@@ -122,7 +122,7 @@ func TestValidateValuesReadsNothingASchemaNames(t *testing.T) {
 	for _, ref := range []string{srv.URL + "/image.json", "file:///etc/passwd"} {
 		schema := []byte(`{"type":"object","properties":{"image":{"$ref":"` + ref + `"}}}`)
 		ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}, Schema: schema}
-		if err := NewSchemas(8).validateValues(ch, "sha256:d", map[string]interface{}{"image": 7}); err != nil {
+		if err := NewSchemas(8).validateValues(ch, "sha256:d", map[string]any{"image": 7}); err != nil {
 			t.Errorf("$ref %s: %v, want the check left to Helm in the executor", ref, err)
 		}
 	}

@@ -88,7 +88,7 @@ func (s *Schemas) get(digest string, raw []byte) (*compiledSchema, error) {
 
 // validateValues checks the user's values, merged over the chart's defaults, against the
 // chart's values.schema.json, as Helm will before rendering, with Helm's wording.
-func (s *Schemas) validateValues(ch *chart.Chart, digest string, values map[string]interface{}) (reterr error) {
+func (s *Schemas) validateValues(ch *chart.Chart, digest string, values map[string]any) (reterr error) {
 	if ch == nil || len(ch.Schema) == 0 {
 		return nil
 	}

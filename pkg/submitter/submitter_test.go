@@ -74,9 +74,9 @@ func (a *authz) Check(_ context.Context, u *auth.User, needs ...auth.Need) error
 type queued struct{ ns, total int }
 
 // ByIndex is what Store.Queued reads (IndexKeys sorted the keys, too slow under load).
-func (q queued) ByIndex(_, value string) ([]interface{}, error) {
+func (q queued) ByIndex(_, value string) ([]any, error) {
 	keys, _ := q.IndexKeys("", value)
-	return make([]interface{}, len(keys)), nil
+	return make([]any, len(keys)), nil
 }
 func (q queued) IndexKeys(index, value string) ([]string, error) {
 	n := q.total
@@ -120,7 +120,7 @@ func ctx(t *testing.T) context.Context {
 
 func install(name string) api.ReleaseRequest {
 	return api.ReleaseRequest{Name: name, Namespace: "ns", ChartURL: "https://charts.example/tiny.tgz",
-		Values: map[string]interface{}{"replicas": 2}}
+		Values: map[string]any{"replicas": 2}}
 }
 
 func (e *env) secrets() []corev1.Secret {
@@ -181,7 +181,7 @@ func TestSubmitRefusals(t *testing.T) {
 		{"no such namespace", release.ActionInstall, func() api.ReleaseRequest { r := install("web"); r.Namespace = "nope"; return r }, nil, ErrNamespaceNotFound},
 		{"values against the schema", release.ActionInstall, func() api.ReleaseRequest {
 			r := install("web")
-			r.Values = map[string]interface{}{"replicas": "many"}
+			r.Values = map[string]any{"replicas": "many"}
 			return r
 		}, nil, ErrValues},
 		{"unknown chart", release.ActionInstall, func() api.ReleaseRequest {

@@ -157,7 +157,7 @@ func TestSupersedeGivesUpWhenTheRevisionDoesNotEnd(t *testing.T) {
 func TestSupersedeRefusalsCancelNothing(t *testing.T) {
 	e := supersedeEnv(t)
 	bad := superseding("web")
-	bad.Values = map[string]interface{}{"replicas": "two"}
+	bad.Values = map[string]any{"replicas": "two"}
 	if _, err := e.svc.Submit(ctx(t), release.ActionUpgrade, bad, nil); !errors.Is(err, ErrValues) {
 		t.Errorf("supersede with values the schema refuses: %v", err)
 	}

@@ -17,7 +17,7 @@ var ErrUnavailable = errors.New("chart verification is not available")
 // Verifier verifies the chart at chartURL with the verifier's values (values["provider"]
 // is the profile's vendor type) and answers the report as the console does (JSON).
 type Verifier interface {
-	Verify(ctx context.Context, chartURL string, values map[string]interface{}) ([]byte, error)
+	Verify(ctx context.Context, chartURL string, values map[string]any) ([]byte, error)
 }
 
 // PinnedVersion is the chart-verifier version openshift/console's go.mod pins (snapshot of
@@ -34,6 +34,6 @@ const Reason = "async-helm is built without Red Hat's chart-verifier: the Go mod
 type Unavailable struct{ Reason string }
 
 // Verify implements Verifier.
-func (u Unavailable) Verify(context.Context, string, map[string]interface{}) ([]byte, error) {
+func (u Unavailable) Verify(context.Context, string, map[string]any) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnavailable, u.Reason)
 }

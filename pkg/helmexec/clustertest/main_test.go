@@ -99,10 +99,10 @@ func install(t testing.TB, f *helmexec.Factory, ns, name string, ch *chart.Chart
 	return err
 }
 
-func convert(obj map[string]interface{}, into interface{}) error {
+func convert(obj map[string]any, into any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(obj, into)
 }
 
-func unstructuredInt(obj map[string]interface{}, fields ...string) (int64, bool, error) {
+func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) {
 	return unstructured.NestedInt64(obj, fields...)
 }
