@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
-	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/testchartrepo"
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
@@ -45,7 +45,7 @@ import (
 func servedRepo(t *testing.T, user, pass string) (*httptest.Server, []byte) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := chartrepo.Package(dir, "", filepath.Join(root, "testdata", "charts", "tiny")); err != nil {
+	if err := testchartrepo.Package(dir, "", filepath.Join(root, "testdata", "charts", "tiny")); err != nil {
 		t.Fatal(err)
 	}
 	files := http.FileServer(http.Dir(dir))

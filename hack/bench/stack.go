@@ -18,11 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/internal/testchartrepo"
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -32,7 +32,7 @@ import (
 type bench struct {
 	o      options
 	cl     *kube.Clients
-	charts *chartrepo.Repo
+	charts *testchartrepo.Repo
 	rows   []row
 	// key signs events as submit does; token calls submit (which refuses system:masters)
 	// as a ServiceAccount bound to cluster-admin.
@@ -70,7 +70,7 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.charts, err = chartrepo.Start(o.charts, dir, ln); err != nil {
+	if b.charts, err = testchartrepo.Start(o.charts, dir, ln); err != nil {
 		return nil, err
 	}
 	b.closers = append(b.closers, func() { _ = b.charts.Close() })

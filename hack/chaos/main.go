@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/internal/chaos"
-	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/localstack"
+	"github.com/async-helm/async-helm/internal/testchartrepo"
 )
 
 func main() {
@@ -66,7 +66,7 @@ func run(cfg chaos.Config) error {
 	if err != nil {
 		return err
 	}
-	charts, err := chartrepo.Start("testdata/charts", dir, ln)
+	charts, err := testchartrepo.Start("testdata/charts", dir, ln)
 	if err != nil {
 		return err
 	}

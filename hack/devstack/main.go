@@ -27,12 +27,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/config/crds"
-	"github.com/async-helm/async-helm/internal/chartrepo"
 	"github.com/async-helm/async-helm/internal/eventing"
 	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/podprofile"
 	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/internal/testchartrepo"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/function"
@@ -209,7 +209,7 @@ func serveCharts(o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := chartrepo.Start(o.charts, dir, ln)
+	r, err := testchartrepo.Start(o.charts, dir, ln)
 	if err != nil {
 		return "", err
 	}

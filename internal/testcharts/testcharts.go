@@ -9,13 +9,13 @@ import (
 
 	"helm.sh/helm/v3/pkg/chartutil"
 
-	"github.com/async-helm/async-helm/internal/chartrepo"
+	"github.com/async-helm/async-helm/internal/testchartrepo"
 	"github.com/async-helm/async-helm/internal/testcluster"
 )
 
 // Server is a chart repository on loopback.
 type Server struct {
-	*chartrepo.Repo
+	*testchartrepo.Repo
 }
 
 // Start serves testdata/charts until the test ends.
@@ -29,7 +29,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := chartrepo.Start(filepath.Join(root, "testdata", "charts"), t.TempDir(), ln)
+	r, err := testchartrepo.Start(filepath.Join(root, "testdata", "charts"), t.TempDir(), ln)
 	if err != nil {
 		t.Fatal(err)
 	}

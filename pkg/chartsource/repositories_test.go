@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/async-helm/async-helm/internal/chartrepo"
+	"github.com/async-helm/async-helm/internal/testchartrepo"
 )
 
 // perNamespace are repositories that differ by namespace, as project repositories do.
@@ -22,7 +22,7 @@ func (p perNamespace) Repositories(ns string) []Repository { return p[ns] }
 // repository's host) gets the basic auth, the index is resolved in the request's namespace.
 func TestNamespacedRepositoriesAndCache(t *testing.T) {
 	dir := t.TempDir()
-	if err := chartrepo.Package(dir, "", filepath.Join("..", "..", "testdata", "charts", "tiny")); err != nil {
+	if err := testchartrepo.Package(dir, "", filepath.Join("..", "..", "testdata", "charts", "tiny")); err != nil {
 		t.Fatal(err)
 	}
 	files := http.FileServer(http.Dir(dir))

@@ -1,6 +1,6 @@
-// Package chartrepo serves a directory of charts as a Helm chart repository (archives and
+// Package testchartrepo serves a directory of charts as a Helm chart repository (archives and
 // index.yaml), for tests, make run and the benchmarks.
-package chartrepo
+package testchartrepo
 
 import (
 	"fmt"
