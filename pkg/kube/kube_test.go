@@ -1,10 +1,18 @@
 package kube
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 )
 
@@ -64,5 +72,38 @@ func TestUnlimited(t *testing.T) {
 	}
 	if rl := raised.Typed.CoreV1().RESTClient().GetRateLimiter(); rl == nil || rl.QPS() != 500 {
 		t.Errorf("raised client's limiter %v", rl)
+	}
+}
+
+// The typed clientset speaks protobuf to the API server (client-go's generated clients do
+// when the config names no content type): a fraction of JSON's CPU on both sides of every
+// create on the path to 201. Setting one on the shared config would turn it off.
+func TestTypedClientSpeaksProtobuf(t *testing.T) {
+	var gotType, gotAccept string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotType, gotAccept = r.Header.Get("Content-Type"), r.Header.Get("Accept")
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", gotType)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(body) // the create answered with what was sent
+	}))
+	defer srv.Close()
+	c, err := FromConfigWithLimits(&rest.Config{Host: srv.URL}, Unlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Data: map[string][]byte{"release": []byte("payload")}}
+	out, err := c.Typed.CoreV1().Secrets("ns").Create(context.Background(), in, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotType != runtime.ContentTypeProtobuf || !strings.HasPrefix(gotAccept, runtime.ContentTypeProtobuf) {
+		t.Errorf("create sent Content-Type %q, Accept %q; want protobuf", gotType, gotAccept)
+	}
+	if out.Name != "s" || string(out.Data["release"]) != "payload" {
+		t.Errorf("decoded %+v", out)
+	}
+	if c.Config.ContentType != "" {
+		t.Errorf("Clients.Config content type %q: the shared config must stay as given", c.Config.ContentType)
 	}
 }
