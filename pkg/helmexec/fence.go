@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // ErrActionEnded is a call refused because its action ended for the executor (deadline,
@@ -27,7 +27,7 @@ type Fence struct {
 	// Orphans, when set, counts this action while it is an orphan.
 	Orphans *Orphans
 
-	seal release.SealableDriver
+	seal storage.SealableDriver
 
 	mu       sync.Mutex
 	ended    bool

@@ -12,7 +12,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 
-	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // ErrMissingDependency is returned for a chart whose enabled dependency is not inside it,
@@ -82,8 +82,8 @@ func newInstall(cfg *action.Configuration, req Request) *action.Install {
 
 // adoptingConfiguration is the configuration of an action on a reservation, and the fence
 // it runs behind (the caller's, from WithFence, or one of its own).
-func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *release.AdoptingDriver, *Fence, error) {
-	var adopter *release.AdoptingDriver
+func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *storage.AdoptingDriver, *Fence, error) {
+	var adopter *storage.AdoptingDriver
 	var o configOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -95,7 +95,7 @@ func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Con
 	}
 	// Last, so the adopter wraps whatever storage the options give (fault injection in tests).
 	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
-		adopter = release.NewAdoptingDriver(d, req.Name, req.Revision)
+		adopter = storage.NewAdoptingDriver(d, req.Name, req.Revision)
 		return adopter
 	}))
 	cfg, err := f.Configuration(req.Namespace, opts...)
@@ -113,7 +113,7 @@ func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Con
 // checkAdopted makes an action that never reached the reservation an error: Helm refused
 // before storing anything (bad chart, RBAC, ...), and the reservation must be failed by
 // the caller with that reason.
-func checkAdopted(a *release.AdoptingDriver, err error) error {
+func checkAdopted(a *storage.AdoptingDriver, err error) error {
 	if err != nil && !a.Adopted() {
 		return fmt.Errorf("%w (the reservation was not adopted)", err)
 	}

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // IfFailed says what MarkFailed does to a revision that is failed already.
@@ -46,15 +48,15 @@ func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision
 }
 
 func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
-	secrets := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx, conditional: true}
+	secrets := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx, Conditional: true}
 	d := GuardedSecrets(secrets)
 	rel, err := d.Get(SecretName(name, revision))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
 	}
-	if errors.Is(err, ErrUndecodable) && secrets.readObj != nil {
+	if errors.Is(err, ErrUndecodable) && secrets.ReadObj != nil {
 		// Helm could not rewrite it either: the labels say it failed (MarkUndecodable).
-		return s.markUndecodable(ctx, secrets.readObj, reason+" (the release record does not decode)")
+		return s.markUndecodable(ctx, secrets.ReadObj, reason+" (the release record does not decode)")
 	}
 	if err != nil {
 		return false, err

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // UninstallDescription is the description of a revision marked for uninstall until the
@@ -44,11 +46,11 @@ type Marked struct {
 // with a PendingError.
 func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
 	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
-	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), ctx: ctx, conditional: true,
-		addLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(s.now().Unix(), 10)}}
-	s.sealLabels(m.Namespace, SecretName(m.Name, m.Revision), m.RequestID, capture.addLabels)
+	capture := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), Ctx: ctx, Conditional: true,
+		AddLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(s.now().Unix(), 10)}}
+	s.sealLabels(m.Namespace, SecretName(m.Name, m.Revision), m.RequestID, capture.AddLabels)
 	if len(m.Event) > 0 {
-		capture.addData = map[string][]byte{DataEvent: m.Event}
+		capture.AddData = map[string][]byte{DataEvent: m.Event}
 	}
 	d := GuardedSecrets(capture)
 	key := SecretName(m.Name, m.Revision)
@@ -83,7 +85,7 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 		}
 		return nil, fmt.Errorf("mark %s/%s uninstalling: %w", m.Namespace, key, err)
 	}
-	return &Marked{Secret: capture.updated, Release: rel, previous: capture.readObj}, nil
+	return &Marked{Secret: capture.Updated, Release: rel, previous: capture.ReadObj}, nil
 }
 
 // Unmark puts a revision marked uninstalling back as it was, unless it changed since the

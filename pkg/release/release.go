@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Labels Helm's Secrets driver puts on every release secret, plus ours.
@@ -100,7 +102,8 @@ var (
 	ErrNameInUse = errors.New("release name is in use")
 	ErrNotFound  = errors.New("release not found")
 	ErrPending   = errors.New("an operation is already pending on the release")
-	ErrConflict  = errors.New("another request reserved this revision first")
+	// ErrConflict is storage.ErrConflict, which the adopting driver returns.
+	ErrConflict = storage.ErrConflict
 )
 
 // PendingError names the revision that blocks a new operation.
@@ -116,10 +119,9 @@ func (e *PendingError) Error() string {
 // Is makes errors.Is(err, ErrPending) true.
 func (e *PendingError) Is(target error) bool { return target == ErrPending }
 
-// SecretName is the name of the secret that holds one revision of a release.
-func SecretName(release string, revision int) string {
-	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision)
-}
+// SecretName is the name of the secret that holds one revision of a release: the key
+// Helm's storage keeps it under (storage.Key).
+func SecretName(release string, revision int) string { return storage.Key(release, revision) }
 
 // IsPending reports whether a Helm status means an action is still running. An accepted
 // uninstall (uninstalling) is pending too: nothing else may start on the release, and the

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // ReservedDescription is the description a reservation carries until the executor adopts it.
@@ -95,11 +97,11 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 	if r.Base != nil {
 		rel.Manifest, rel.Hooks, rel.Info.FirstDeployed = r.Base.Manifest, r.Base.Hooks, r.Base.Info.FirstDeployed
 	}
-	capture := &capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), ctx: ctx,
-		addLabels: map[string]string{LabelQueued: "true"}}
-	s.sealLabels(r.Namespace, SecretName(r.Name, rev), r.RequestID, capture.addLabels)
+	capture := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(r.Namespace), Ctx: ctx,
+		AddLabels: map[string]string{LabelQueued: "true"}}
+	s.sealLabels(r.Namespace, SecretName(r.Name, rev), r.RequestID, capture.AddLabels)
 	if len(r.Event) > 0 {
-		capture.addData = map[string][]byte{DataEvent: r.Event}
+		capture.AddData = map[string][]byte{DataEvent: r.Event}
 	}
 	// The record Helm's Secrets driver would create, built here to reuse the compressor
 	// (see newRecord; codec_test compares the two).
@@ -113,7 +115,7 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 		}
 		return nil, fmt.Errorf("reserve revision %d of %s/%s: %w", rev, r.Namespace, r.Name, err)
 	}
-	return capture.created, nil
+	return capture.Created, nil
 }
 
 // Undo deletes a reservation nobody will work on. The UID precondition keeps it from

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Store reads and reserves release revisions in one cluster.
@@ -107,7 +108,7 @@ func (s *Store) history(ctx context.Context, namespace, name string, cached bool
 // Get decodes one revision through the guarded decode (never Helm's Secrets.Get, which
 // panics on a record that does not decode): ErrUndecodable for such a record.
 func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error) {
-	d := GuardedSecrets(&capturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), ctx: ctx})
+	d := GuardedSecrets(&storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx})
 	rel, err := d.Get(SecretName(name, revision))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)

@@ -1,4 +1,4 @@
-package release
+package storage
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ type AdoptingDriver struct {
 
 // NewAdoptingDriver wraps d for the reserved revision of release name.
 func NewAdoptingDriver(d driver.Driver, name string, revision int) *AdoptingDriver {
-	return &AdoptingDriver{Driver: d, name: name, revision: revision, key: SecretName(name, revision)}
+	return &AdoptingDriver{Driver: d, name: name, revision: revision, key: Key(name, revision)}
 }
 
 // AllowAtomicRollback lets Helm's `upgrade --atomic` create its rollback revision: after
@@ -61,7 +61,7 @@ func (d *AdoptingDriver) hidden(r *helmrelease.Release) bool {
 func (d *AdoptingDriver) Create(key string, rls *helmrelease.Release) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.atomic && d.adopted && d.failed && !d.rolledBack && key == SecretName(d.name, d.revision+1) &&
+	if d.atomic && d.adopted && d.failed && !d.rolledBack && key == Key(d.name, d.revision+1) &&
 		rls.Info != nil && rls.Info.Status == helmrelease.StatusPendingRollback {
 		if err := d.Driver.Create(key, rls); err != nil {
 			return err

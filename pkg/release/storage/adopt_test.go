@@ -1,4 +1,4 @@
-package release
+package storage
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ func memWith(t *testing.T, rels ...*helmrelease.Release) *driver.Memory {
 	m := driver.NewMemory()
 	m.SetNamespace("ns")
 	for _, r := range rels {
-		if err := m.Create(SecretName(r.Name, r.Version), r); err != nil {
+		if err := m.Create(Key(r.Name, r.Version), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,13 +31,13 @@ func TestAdoptingDriverHidesTheReservation(t *testing.T) {
 	mem := memWith(t, relOf("web", 1, helmrelease.StatusDeployed), relOf("web", 2, helmrelease.StatusPendingUpgrade),
 		relOf("db", 2, helmrelease.StatusPendingUpgrade))
 	d := NewAdoptingDriver(mem, "web", 2)
-	if _, err := d.Get(SecretName("web", 2)); !errors.Is(err, driver.ErrReleaseNotFound) {
+	if _, err := d.Get(Key("web", 2)); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Errorf("Get of the reservation: %v", err)
 	}
-	if r, err := d.Get(SecretName("web", 1)); err != nil || r.Version != 1 {
+	if r, err := d.Get(Key("web", 1)); err != nil || r.Version != 1 {
 		t.Errorf("Get of the deployed revision: %v, %v", r, err)
 	}
-	if r, err := d.Get(SecretName("db", 2)); err != nil || r.Name != "db" {
+	if r, err := d.Get(Key("db", 2)); err != nil || r.Name != "db" {
 		t.Errorf("another release's revision 2 is hidden too: %v, %v", r, err)
 	}
 	all, err := d.List(func(*helmrelease.Release) bool { return true })
@@ -63,23 +63,23 @@ func TestAdoptingDriverHidesTheReservation(t *testing.T) {
 func TestAdoptingDriverAdopts(t *testing.T) {
 	mem := memWith(t, relOf("web", 1, helmrelease.StatusPendingInstall))
 	d := NewAdoptingDriver(mem, "web", 1)
-	if err := d.Create(SecretName("web", 1), relOf("web", 1, helmrelease.StatusPendingInstall)); err != nil {
+	if err := d.Create(Key("web", 1), relOf("web", 1, helmrelease.StatusPendingInstall)); err != nil {
 		t.Fatalf("adoption: %v", err)
 	}
 	if !d.Adopted() {
 		t.Fatal("not adopted")
 	}
-	if r, err := d.Get(SecretName("web", 1)); err != nil || r.Version != 1 {
+	if r, err := d.Get(Key("web", 1)); err != nil || r.Version != 1 {
 		t.Errorf("the adopted revision is still hidden: %v, %v", r, err)
 	}
-	if err := d.Update(SecretName("web", 1), relOf("web", 1, helmrelease.StatusDeployed)); err != nil {
+	if err := d.Update(Key("web", 1), relOf("web", 1, helmrelease.StatusDeployed)); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := mem.Get(SecretName("web", 1)); r.Info.Status != helmrelease.StatusDeployed {
+	if r, _ := mem.Get(Key("web", 1)); r.Info.Status != helmrelease.StatusDeployed {
 		t.Errorf("stored %s", r.Info.Status)
 	}
 	// A second create, even of the same key, would be a second revision.
-	if err := d.Create(SecretName("web", 1), relOf("web", 1, helmrelease.StatusDeployed)); !errors.Is(err, ErrConflict) {
+	if err := d.Create(Key("web", 1), relOf("web", 1, helmrelease.StatusDeployed)); !errors.Is(err, ErrConflict) {
 		t.Errorf("second create: %v", err)
 	}
 }
@@ -87,10 +87,10 @@ func TestAdoptingDriverAdopts(t *testing.T) {
 func TestAdoptingDriverRefusesOtherRevisions(t *testing.T) {
 	mem := memWith(t, relOf("web", 3, helmrelease.StatusPendingUpgrade))
 	d := NewAdoptingDriver(mem, "web", 3)
-	if err := d.Create(SecretName("web", 2), relOf("web", 2, helmrelease.StatusPendingUpgrade)); !errors.Is(err, ErrConflict) {
+	if err := d.Create(Key("web", 2), relOf("web", 2, helmrelease.StatusPendingUpgrade)); !errors.Is(err, ErrConflict) {
 		t.Errorf("create of another key: %v", err)
 	}
-	if _, err := mem.Get(SecretName("web", 2)); !errors.Is(err, driver.ErrReleaseNotFound) {
+	if _, err := mem.Get(Key("web", 2)); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Error("the other revision reached storage")
 	}
 	if d.Adopted() {
@@ -98,7 +98,7 @@ func TestAdoptingDriverRefusesOtherRevisions(t *testing.T) {
 	}
 	// The reservation is gone (taken back): adopting fails, nothing is created.
 	gone := NewAdoptingDriver(driver.NewMemory(), "web", 1)
-	if err := gone.Create(SecretName("web", 1), relOf("web", 1, helmrelease.StatusPendingInstall)); err == nil || gone.Adopted() {
+	if err := gone.Create(Key("web", 1), relOf("web", 1, helmrelease.StatusPendingInstall)); err == nil || gone.Adopted() {
 		t.Errorf("adoption of a missing reservation: %v", err)
 	}
 }
