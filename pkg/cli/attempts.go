@@ -27,74 +27,62 @@ var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
 // it right after Helm's failure, once the next revision is reserved.
 const noteWait = 30 * time.Second
 
-// request is what followAttempts knows of the request: where, the revision its 201
-// reserved, and the remediation it asked for.
-type request struct {
-	ns, name    string
-	accepted    int
-	remediation string
-}
-
-// followAttempts follows a request with retries or remediation through its revisions until
-// the request ends: deployed by one of its attempts (nil), or failed, remediated or not
-// (ErrFailed).
-func followAttempts(ctx context.Context, g *Globals, c *submitclient.Client, r request) error {
-	ns, name, accepted := r.ns, r.name, r.accepted
+// attempts follows a request with retries or remediation through its revisions until the
+// request ends: deployed by one of its attempts (nil), or failed, remediated or not
+// (ErrFailed). accepted is the revision its 201 reserved, remediation what it asked for.
+func (t tracker) attempts(ctx context.Context, accepted int, remediation string) error {
 	remediated := ""
 	for {
-		rel, err := follow(ctx, g, c, ns, name)
+		rel, err := t.follow(ctx)
 		if err != nil {
-			return goneAfter(err, r)
+			return t.goneAfter(err, remediation)
 		}
 		if st := statusOf(rel); st != helmrelease.StatusFailed.String() {
 			// The request's own success is its accepted revision or a retry ("attempt k of n");
 			// anything else (the remediation's rollback) means the request failed.
 			ours := rel.Version == accepted || attemptNote.MatchString(rel.Info.Description)
 			if remediated != "" || st != helmrelease.StatusDeployed.String() || !ours {
-				return fmt.Errorf("%w: %s revision %d is %s: %s%s", ErrFailed, name, rel.Version, st, rel.Info.Description, remediatedBy(remediated))
+				return fmt.Errorf("%w: %s revision %d is %s: %s%s", ErrFailed, t.name, rel.Version, st, rel.Info.Description, remediatedBy(remediated))
 			}
 			return nil
 		}
-		next, err := awaitNote(ctx, g, c, ns, name, rel)
+		next, err := t.awaitNote(ctx, rel)
 		if err != nil {
-			return goneAfter(err, r)
+			return t.goneAfter(err, remediation)
 		}
 		if next.Version != rel.Version { // the next revision is reserved: follow it
 			continue
 		}
 		m := attemptNote.FindStringSubmatch(next.Info.Description)
 		if m == nil || !(strings.HasPrefix(m[2], "retried as revision") || strings.HasPrefix(m[2], "remediated by")) {
-			return fmt.Errorf("%w: %s revision %d is failed", ErrFailed, name, rel.Version)
+			return fmt.Errorf("%w: %s revision %d is failed", ErrFailed, t.name, rel.Version)
 		}
 		if strings.HasPrefix(m[2], "remediated by") {
 			remediated = m[2]
 		}
-		select { // the remediation (or the next attempt) starts on the executor
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(g.PollInterval):
+		// The remediation (or the next attempt) starts on the executor.
+		if err := t.g.pause(ctx); err != nil {
+			return err
 		}
 	}
 }
 
 // awaitNote polls a failed revision until the executor says what follows it (its note) or
 // a newer revision appears, for at most noteWait; it answers the latest revision.
-func awaitNote(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string, rel *api.Release) (*api.Release, error) {
-	deadline := g.Now().Add(noteWait)
+func (t tracker) awaitNote(ctx context.Context, rel *api.Release) (*api.Release, error) {
+	deadline := t.g.Now().Add(noteWait)
 	for {
 		if rel.Info != nil && attemptNote.MatchString(rel.Info.Description) {
 			return rel, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(g.PollInterval):
+		if err := t.g.pause(ctx); err != nil {
+			return nil, err
 		}
-		next, err := c.Get(ctx, ns, name)
+		next, err := t.c.Get(ctx, t.ns, t.name)
 		if err != nil {
 			return nil, err
 		}
-		if next.Version != rel.Version || !g.Now().Before(deadline) {
+		if next.Version != rel.Version || !t.g.Now().Before(deadline) {
 			return next, nil
 		}
 		rel = next
@@ -103,10 +91,10 @@ func awaitNote(ctx context.Context, g *Globals, c *submitclient.Client, ns, name
 
 // goneAfter turns the release's disappearance, for a request with the uninstall
 // remediation, into ErrFailed (polls may miss the failed attempt before it goes).
-func goneAfter(err error, r request) error {
+func (t tracker) goneAfter(err error, remediation string) error {
 	var apiErr *submitclient.APIError
-	if r.remediation == api.RemediationUninstall && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
-		return fmt.Errorf("%w: %s was uninstalled (remediated by uninstall)", ErrFailed, r.name)
+	if remediation == api.RemediationUninstall && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+		return fmt.Errorf("%w: %s was uninstalled (remediated by uninstall)", ErrFailed, t.name)
 	}
 	return err
 }

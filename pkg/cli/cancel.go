@@ -51,7 +51,7 @@ func (o *CancelOptions) Run(ctx context.Context) error {
 		if !o.Wait || out.Status == string(helmrelease.StatusFailed) {
 			return nil
 		}
-		rel, err := follow(ctx, o.Globals, c, ns, o.Name)
+		rel, err := o.track(target{ns: ns, submit: c}, o.Name).follow(ctx)
 		if err != nil {
 			return err
 		}

@@ -30,41 +30,52 @@ type view interface {
 	interrupted()
 }
 
+// tracker follows one release through submit: the shared output, clock and poll interval
+// (Globals), the client that reaches submit, and the release.
+type tracker struct {
+	g        *Globals
+	c        *submitclient.Client
+	ns, name string
+}
+
+// track is the tracker of release name in the namespace and through the client t names.
+func (g *Globals) track(t target, name string) tracker {
+	return tracker{g: g, c: t.submit, ns: t.ns, name: name}
+}
+
 // follow polls the release until its latest revision is final and returns that revision:
 // a live progress bar on a terminal, one plain line per change otherwise.
-func follow(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) (*api.Release, error) {
-	start := g.Now()
-	v := newView(g.IO.Out, name)
+func (t tracker) follow(ctx context.Context) (*api.Release, error) {
+	start := t.g.Now()
+	v := newView(t.g.IO.Out, t.name)
 	for {
-		rel, err := c.Get(ctx, ns, name)
+		rel, err := t.c.Get(ctx, t.ns, t.name)
 		if err != nil {
 			v.interrupted()
 			return nil, err
 		}
-		elapsed := g.Now().Sub(start)
+		elapsed := t.g.Now().Sub(start)
 		if !release.IsPending(statusOf(rel)) {
 			v.final(rel, elapsed)
 			return rel, nil
 		}
 		v.pending(rel, elapsed)
-		select {
-		case <-ctx.Done():
+		if err := t.g.pause(ctx); err != nil {
 			v.interrupted()
-			return nil, ctx.Err()
-		case <-time.After(g.PollInterval):
+			return nil, err
 		}
 	}
 }
 
-// followToEnd follows the release and turns a final state other than deployed into
-// ErrFailed (exit 1), as install --wait and status --watch report it.
-func followToEnd(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) error {
-	rel, err := follow(ctx, g, c, ns, name)
+// toEnd follows the release and turns a final state other than deployed into ErrFailed
+// (exit 1), as install --wait and status --watch report it.
+func (t tracker) toEnd(ctx context.Context) error {
+	rel, err := t.follow(ctx)
 	if err != nil {
 		return err
 	}
 	if st := statusOf(rel); st != string(helmrelease.StatusDeployed) {
-		return fmt.Errorf("%w: %s revision %d is %s", ErrFailed, name, rel.Version, st)
+		return fmt.Errorf("%w: %s revision %d is %s", ErrFailed, t.name, rel.Version, st)
 	}
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
 // ActionOptions are install's and upgrade's.
@@ -122,27 +121,18 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	} else {
 		sec, err = c.Upgrade(ctx, req)
 	}
-	if o.Wait && (o.Retries > 0 || o.Remediation != "") { // follow every attempt (attempts.go)
-		if err := accepted(ctx, o.Globals, c, sec, err, o.Output, false, req.Namespace, req.Name); err != nil {
-			return err
-		}
-		return followAttempts(ctx, o.Globals, c, request{ns: req.Namespace, name: req.Name,
-			accepted: acceptedRevision(sec), remediation: req.Remediation})
-	}
-	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
-}
-
-// accepted prints the release secret an accepted install, upgrade or rollback answered
-// with, and with --wait follows the release to its end.
-func accepted(ctx context.Context, g *Globals, c *submitclient.Client, sec *corev1.Secret, err error, output string, wait bool, ns, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := printAccepted(g.IO.Out, output, sec); err != nil {
+	if err := printAccepted(o.IO.Out, o.Output, sec); err != nil {
 		return err
 	}
-	if !wait {
+	t := o.track(target{ns: req.Namespace, submit: c}, req.Name)
+	switch {
+	case !o.Wait:
 		return nil
+	case o.Retries > 0 || o.Remediation != "": // follow every attempt (attempts.go)
+		return t.attempts(ctx, acceptedRevision(sec), req.Remediation)
 	}
-	return followToEnd(ctx, g, c, ns, name)
+	return t.toEnd(ctx)
 }

@@ -45,7 +45,7 @@ func newStatusCmd(g *Globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), output, func(ctx context.Context, c *submitclient.Client) error {
 				if watch {
-					return followToEnd(ctx, g, c, g.namespace(), args[0])
+					return g.track(target{ns: g.namespace(), submit: c}, args[0]).toEnd(ctx)
 				}
 				rel, err := c.Get(ctx, g.namespace(), args[0])
 				if err != nil {

@@ -75,7 +75,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		printLogHead(o.IO.Out, l)
 		last := printLogLines(o.IO.Out, l.Lines, 0)
 		for o.Follow && l.Running {
-			if err := o.sleep(ctx); err != nil {
+			if err := o.pause(ctx); err != nil {
 				return err
 			}
 			if l, err = c.Log(ctx, ns, o.Name, l.Revision, last); err != nil {
@@ -100,18 +100,9 @@ func (o *LogsOptions) first(ctx context.Context, c *submitclient.Client, ns stri
 		if gerr != nil || !release.IsPending(statusOf(rel)) || (o.Revision > 0 && rel.Version != o.Revision) {
 			return nil, err
 		}
-		if err := o.sleep(ctx); err != nil {
+		if err := o.pause(ctx); err != nil {
 			return nil, err
 		}
-	}
-}
-
-func (o *LogsOptions) sleep(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(o.PollInterval):
-		return nil
 	}
 }
 

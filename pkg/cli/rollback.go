@@ -65,5 +65,14 @@ func (o *RollbackOptions) Run(ctx context.Context) error {
 		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description,
 		Supersede: o.Supersede}
 	sec, err := c.Rollback(ctx, req)
-	return accepted(ctx, o.Globals, c, sec, err, o.Output, o.Wait, req.Namespace, req.Name)
+	if err != nil {
+		return err
+	}
+	if err := printAccepted(o.IO.Out, o.Output, sec); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return nil
+	}
+	return o.track(target{ns: req.Namespace, submit: c}, req.Name).toEnd(ctx)
 }

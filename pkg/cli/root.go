@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -75,6 +76,63 @@ func newRootCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(newLogsCmd(g))
 	cmd.AddCommand(newUninstallCmd(g), newRollbackCmd(g))
 	return cmd
+}
+
+// options is every command's XOptions: Complete derives what the flags and arguments imply
+// (names, the namespace, submit's client), Validate checks the input without side effects,
+// Run does the work (and never validates again).
+type options interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runE is a command's RunE: o's Complete, Validate and Run, in that order.
+func runE(o options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+}
+
+// target is what each command's Complete derives from the shared flags: the namespace and
+// submit's client.
+type target struct {
+	ns     string
+	submit *submitclient.Client
+}
+
+// findTarget finds the namespace and submit (asking the cluster for submit's URL when
+// neither --server nor $ASYNC_HELM_SERVER names it).
+func (g *Globals) findTarget(ctx context.Context) (target, error) {
+	c, err := g.client(ctx)
+	if err != nil {
+		return target{}, err
+	}
+	return target{ns: g.namespace(), submit: c}, nil
+}
+
+// requireName refuses an empty NAME before submit answers it less clearly.
+func requireName(name string) error {
+	if name == "" {
+		return errors.New("NAME is required")
+	}
+	return nil
+}
+
+// pause waits one poll interval, or answers ctx's error when it ends first.
+func (g *Globals) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(g.PollInterval):
+		return nil
+	}
 }
 
 // namespace is -n, else the kubeconfig context's namespace, else default.

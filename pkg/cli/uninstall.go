@@ -52,20 +52,21 @@ func (o *UninstallOptions) Run(ctx context.Context) error {
 	if !o.Wait {
 		return nil
 	}
-	return followGone(ctx, o.Globals, c, ns, o.Name)
+	return o.track(target{ns: ns, submit: c}, o.Name).gone(ctx)
 }
 
-// followGone polls the release until it is gone (uninstalled) or no longer pending (the
+// gone polls the release until it is gone (uninstalled) or no longer pending (the
 // uninstall failed).
-func followGone(ctx context.Context, g *Globals, c *submitclient.Client, ns, name string) error {
-	start := g.Now()
+func (t tracker) gone(ctx context.Context) error {
+	out := t.g.IO.Out
+	start := t.g.Now()
 	last := ""
 	for {
-		rel, err := c.Get(ctx, ns, name)
-		elapsed := g.Now().Sub(start).Round(time.Second)
+		rel, err := t.c.Get(ctx, t.ns, t.name)
+		elapsed := t.g.Now().Sub(start).Round(time.Second)
 		var apiErr *submitclient.APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
-			fmt.Fprintf(g.IO.Out, "%s: uninstalled (%s)\n", name, elapsed)
+			fmt.Fprintf(out, "%s: uninstalled (%s)\n", t.name, elapsed)
 			return nil
 		}
 		if err != nil {
@@ -73,17 +74,15 @@ func followGone(ctx context.Context, g *Globals, c *submitclient.Client, ns, nam
 		}
 		st := statusOf(rel)
 		if !release.IsPending(st) {
-			fmt.Fprintf(g.IO.Out, "%s: %s, revision %d (%s)\n", name, st, rel.Version, elapsed)
-			return fmt.Errorf("%w: uninstall of %s: revision %d is %s: %s", ErrFailed, name, rel.Version, st, rel.Info.Description)
+			fmt.Fprintf(out, "%s: %s, revision %d (%s)\n", t.name, st, rel.Version, elapsed)
+			return fmt.Errorf("%w: uninstall of %s: revision %d is %s: %s", ErrFailed, t.name, rel.Version, st, rel.Info.Description)
 		}
 		if st != last {
-			fmt.Fprintf(g.IO.Out, "%s: %s, revision %d (%s)\n", name, st, rel.Version, elapsed)
+			fmt.Fprintf(out, "%s: %s, revision %d (%s)\n", t.name, st, rel.Version, elapsed)
 			last = st
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(g.PollInterval):
+		if err := t.g.pause(ctx); err != nil {
+			return err
 		}
 	}
 }
