@@ -39,20 +39,34 @@ func SealedRevision(key []byte, r Revision) bool {
 	return hmac.Equal([]byte(r.Seal), []byte(Seal(key, r.Namespace, r.SecretName, r.RequestID)))
 }
 
-// queuedRule says which release secrets count as queued reservations: accepted, not
-// started, ours, and, when the index has the key, sealed by async-helm.
+// CountsAsQueued reports whether admission counts m, a release Secret's metadata, as a
+// queued reservation (MAX_QUEUED, MAX_QUEUED_PER_NAMESPACE, queue positions): Helm's owner
+// label (the index watches only those), the queued label and, with a key, async-helm's
+// seal. With a key nothing else decides: a namespace editor writes every other label
+// (status, revision, version, name) and the payload, and the executor runs a reservation
+// only if it still counts when first consumed, so no relabel both escapes the count and
+// runs. Only Reserve and MarkUninstalling write the queued label, on a pending record, and
+// every way out of pending drops it (Helm's rewrite, MarkFailed, MarkUndecodable), deletes
+// the record or puts the unmarked one back (docs/design.md, "Admission before 201").
+// Without a key the labels are all there is: a queued revision of ours labelled pending.
+func CountsAsQueued(key []byte, m metav1.Object) bool {
+	l := m.GetLabels()
+	if l[LabelOwner] != OwnerHelm || l[LabelQueued] != "true" {
+		return false
+	}
+	if len(key) > 0 {
+		return Sealed(key, m)
+	}
+	r, ok := RevisionFromMeta(m)
+	return ok && r.Ours && IsPending(r.Status)
+}
+
+// queuedRule says which release secrets count as queued reservations (CountsAsQueued).
 type queuedRule struct{ sealKey []byte }
 
 func (q queuedRule) queued(obj any) bool {
 	m, ok := obj.(metav1.Object)
-	if !ok {
-		return false
-	}
-	r, ok := RevisionFromMeta(m)
-	if !ok || !r.Queued || !r.Ours || !IsPending(r.Status) {
-		return false
-	}
-	return len(q.sealKey) == 0 || Sealed(q.sealKey, m)
+	return ok && CountsAsQueued(q.sealKey, m)
 }
 
 func (q queuedRule) index(obj any) ([]string, error) {

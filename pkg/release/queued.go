@@ -39,7 +39,7 @@ func (q *queuedCounts) set(obj any, deleted bool) {
 	queued := !deleted && q.rule.queued(obj)
 	var at time.Time
 	if queued {
-		r, _ := RevisionFromMeta(m) // queued implies ok
+		r, _ := RevisionFromMeta(m) // relabelled past parsing: r.Created is zero, the creation counts
 		at = acceptedAt(m, r, q.now())
 	}
 	q.mu.Lock()
