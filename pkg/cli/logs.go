@@ -9,23 +9,33 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
-// LogsOptions are logs'.
+// LogsOptions are logs' flags and what Complete derives from them.
 type LogsOptions struct {
+	genericiooptions.IOStreams
 	*Globals
 	Name     string
 	Revision int
 	Follow   bool
 	Output   string
+
+	target
 }
 
-func newLogsCmd(g *Globals) *cobra.Command {
-	o := &LogsOptions{Globals: g}
+// NewLogsOptions are logs' defaults on the shared flags g.
+func NewLogsOptions(g *Globals) *LogsOptions {
+	return &LogsOptions{IOStreams: g.IO, Globals: g, Output: "table"}
+}
+
+// NewCmdLogs is `logs NAME`.
+func NewCmdLogs(g *Globals) *cobra.Command {
+	o := NewLogsOptions(g)
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print Helm's log of a release's action (what helm --debug prints); -f follows a running one",
@@ -33,25 +43,26 @@ func newLogsCmd(g *Globals) *cobra.Command {
 			"lines go first), a line Helm repeats in a row printed once with its count. Values and Secret data\n" +
 			"are never in it. Allowed to whoever may read the release.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Complete(args)
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
-	cmd.Flags().IntVar(&o.Revision, "revision", 0, "the revision whose action's log to print (default: the latest started)")
-	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "print new lines as the action logs them, until it ends")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: table (plain lines), json or yaml")
+	cmd.Flags().IntVar(&o.Revision, "revision", o.Revision, "the revision whose action's log to print (default: the latest started)")
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", o.Follow, "print new lines as the action logs them, until it ends")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table (plain lines), json or yaml")
 	return cmd
 }
 
-// Complete takes the release name.
-func (o *LogsOptions) Complete(args []string) { o.Name = args[0] }
+// Complete takes the release name and finds the namespace and submit.
+func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) (err error) {
+	o.Name = args[0]
+	o.target, err = o.findTarget(cmd.Context())
+	return err
+}
 
 // Validate refuses what cannot be printed: a negative revision, a followed log as a document.
 func (o *LogsOptions) Validate() error {
+	if err := requireName(o.Name); err != nil {
+		return err
+	}
 	if o.Revision < 0 {
 		return fmt.Errorf("--revision %d: want a revision number", o.Revision)
 	}
@@ -63,40 +74,37 @@ func (o *LogsOptions) Validate() error {
 
 // Run prints the log, and with --follow polls for new lines until the action ends.
 func (o *LogsOptions) Run(ctx context.Context) error {
-	return o.with(ctx, o.Output, func(ctx context.Context, c *submitclient.Client) error {
-		ns := o.namespace()
-		l, err := o.first(ctx, c, ns)
-		if err != nil {
+	l, err := o.first(ctx)
+	if err != nil {
+		return err
+	}
+	if o.Output != "table" {
+		return encode(o.Out, o.Output, l)
+	}
+	printLogHead(o.Out, l)
+	last := printLogLines(o.Out, l.Lines, 0)
+	for o.Follow && l.Running {
+		if err := o.pause(ctx); err != nil {
 			return err
 		}
-		if o.Output != "table" {
-			return encode(o.IO.Out, o.Output, l)
+		if l, err = o.submit.Log(ctx, o.ns, o.Name, l.Revision, last); err != nil {
+			return err
 		}
-		printLogHead(o.IO.Out, l)
-		last := printLogLines(o.IO.Out, l.Lines, 0)
-		for o.Follow && l.Running {
-			if err := o.pause(ctx); err != nil {
-				return err
-			}
-			if l, err = c.Log(ctx, ns, o.Name, l.Revision, last); err != nil {
-				return err
-			}
-			last = printLogLines(o.IO.Out, l.Lines, last)
-		}
-		return nil
-	})
+		last = printLogLines(o.Out, l.Lines, last)
+	}
+	return nil
 }
 
 // first reads the log; following, it waits while the release's revision is queued and
 // has no log yet.
-func (o *LogsOptions) first(ctx context.Context, c *submitclient.Client, ns string) (*api.ActionLog, error) {
+func (o *LogsOptions) first(ctx context.Context) (*api.ActionLog, error) {
 	for {
-		l, err := c.Log(ctx, ns, o.Name, o.Revision, 0)
+		l, err := o.submit.Log(ctx, o.ns, o.Name, o.Revision, 0)
 		var apiErr *submitclient.APIError
 		if err == nil || !o.Follow || !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound {
 			return l, err
 		}
-		rel, gerr := c.Get(ctx, ns, o.Name)
+		rel, gerr := o.submit.Get(ctx, o.ns, o.Name)
 		if gerr != nil || !release.IsPending(statusOf(rel)) || (o.Revision > 0 && rel.Version != o.Revision) {
 			return nil, err
 		}

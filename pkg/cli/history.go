@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// HistoryOptions are history's flags and what Complete derives from them.
+type HistoryOptions struct {
+	genericiooptions.IOStreams
+	*Globals
+	Name   string
+	Output string
+
+	target
+}
+
+// NewHistoryOptions are history's defaults on the shared flags g.
+func NewHistoryOptions(g *Globals) *HistoryOptions {
+	return &HistoryOptions{IOStreams: g.IO, Globals: g, Output: "table"}
+}
+
+// NewCmdHistory is `history NAME`.
+func NewCmdHistory(g *Globals) *cobra.Command {
+	o := NewHistoryOptions(g)
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show every revision of a release",
+		Args:  cobra.ExactArgs(1),
+		RunE:  runE(o),
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	return cmd
+}
+
+// Complete takes the release name and finds the namespace and submit.
+func (o *HistoryOptions) Complete(cmd *cobra.Command, args []string) (err error) {
+	o.Name = args[0]
+	o.target, err = o.findTarget(cmd.Context())
+	return err
+}
+
+// Validate checks the name and the output format.
+func (o *HistoryOptions) Validate() error {
+	if err := requireName(o.Name); err != nil {
+		return err
+	}
+	return checkOutput(o.Output)
+}
+
+// Run prints every revision of the release.
+func (o *HistoryOptions) Run(ctx context.Context) error {
+	rels, err := o.submit.History(ctx, o.ns, o.Name)
+	if err != nil {
+		return err
+	}
+	return printHistory(o.Out, o.Output, rels)
+}
