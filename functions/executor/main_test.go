@@ -71,7 +71,9 @@ func newRig(t *testing.T, cfg Config) *rig {
 	}
 	srv := httptest.NewServer(f.Handler())
 	t.Cleanup(srv.Close)
-	return &rig{url: srv.URL, charts: charts, store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata}, shutdown: cancel, fn: f}
+	// The store seals as submit's does, with the key the executor checks seals by.
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, SealKey: []byte(cfg.EventSigningKey)}
+	return &rig{url: srv.URL, charts: charts, store: store, shutdown: cancel, fn: f}
 }
 
 // reserve does submit's part: the pending revision and its event payload.

@@ -382,13 +382,14 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if s.Consumed == nil {
 		return "", false, nil
 	}
-	uid, err := s.Store.SecretUID(ctx, act.Namespace, act.SecretName)
+	meta, err := s.Store.SecretMeta(ctx, act.Namespace, act.SecretName)
 	if err != nil {
 		return "", true, err
 	}
-	if uid == "" {
+	if meta == nil {
 		return OutcomeGone, true, nil
 	}
+	uid := meta.GetUID()
 	if bound := act.BoundSecretUID; bound != "" && bound != uid {
 		return s.refuseSwapped(ctx, act, uid)
 	}
@@ -405,19 +406,25 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if !first { // bound by an executor that was lost (resume), or that finished (refuse)
 		return s.resumeOrRefuse(ctx, act)
 	}
-	if act.rec.Labels[release.LabelQueued] != "true" {
-		return s.failUnqueued(ctx, act)
+	if !release.CountsAsQueued(s.SealKey, meta) {
+		return s.failUnqueued(ctx, act, meta.GetLabels())
 	}
 	return "", false, nil
 }
 
-// failUnqueued fails, unrun, a reservation whose queued label was removed before any
-// executor started it: only Helm's adoption drops it, after this point. A namespace editor
-// who drops it takes the revision out of MAX_QUEUED's count; the work must not then run.
-func (s *Service) failUnqueued(ctx context.Context, act *action) (Outcome, bool, error) {
-	act.log.Warnw("event refused: its reservation lost its queued label before any executor started it")
-	reason := failed(act.Name, fmt.Sprintf("revision %d lost its %s label before an executor started it (admission counts queued revisions by it); nothing ran",
-		act.Revision, release.LabelQueued))
+// failUnqueued fails, unrun, a reservation that admission stopped counting before any
+// executor started it (release.CountsAsQueued): only Helm's adoption drops the queued
+// label, after this point. A namespace editor who drops it, or rewrites another label the
+// count reads (the owner label, the seal; without a seal key the status or revision
+// label), frees a MAX_QUEUED slot; the work must not then run.
+func (s *Service) failUnqueued(ctx context.Context, act *action, labels map[string]string) (Outcome, bool, error) {
+	what := fmt.Sprintf("lost its %s label", release.LabelQueued)
+	if labels[release.LabelQueued] == "true" {
+		what = "was relabelled out of the queued count (its owner, seal, status or revision label)"
+	}
+	act.log.Warnw("event refused: its reservation stopped counting as queued before any executor started it", "how", what)
+	reason := failed(act.Name, fmt.Sprintf("revision %d %s before an executor started it (admission counts queued revisions by these labels); nothing ran",
+		act.Revision, what))
 	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.ReplaceFailed); err != nil {
 		return "", true, err
 	}

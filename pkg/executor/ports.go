@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
@@ -33,9 +32,9 @@ type Store interface {
 	DigTombstone(ctx context.Context, t release.Tombstone) (release.Tombstone, error)
 	FinishTombstone(ctx context.Context, t release.Tombstone) error
 	BuryTombstone(ctx context.Context, t release.Tombstone) error
-	// SecretUID is the UID of the revision's Secret now ("" when it is gone): the identity
-	// an accepted event is consumed for.
-	SecretUID(ctx context.Context, namespace, secretName string) (types.UID, error)
+	// SecretMeta is the metadata of the revision's Secret now (nil when it is gone): its UID
+	// is the identity an accepted event is consumed for, its labels what admission counts.
+	SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error)
 }
 
 // Consumed records which request ids were acted on, in state tenants cannot write
@@ -95,14 +94,14 @@ func (l heartbeatLeases) Hold(ctx context.Context, namespace, name string) (Leas
 // ReleaseStore is a release.Store with the Secret UID read the executor needs.
 type ReleaseStore struct{ *release.Store }
 
-// SecretUID reads the metadata of the revision's Secret only (no payload).
-func (s ReleaseStore) SecretUID(ctx context.Context, namespace, secretName string) (types.UID, error) {
+// SecretMeta reads the metadata of the revision's Secret only (no payload).
+func (s ReleaseStore) SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error) {
 	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(namespace).Get(ctx, secretName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the UID of %s/%s: %w", namespace, secretName, err)
+		return nil, fmt.Errorf("read the metadata of %s/%s: %w", namespace, secretName, err)
 	}
-	return m.UID, nil
+	return m, nil
 }
