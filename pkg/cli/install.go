@@ -10,14 +10,15 @@ import (
 	helmcli "helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// ActionOptions are install's and upgrade's.
+// ActionOptions are install's and upgrade's flags and what Complete derives from them.
 type ActionOptions struct {
+	genericiooptions.IOStreams
 	*Globals
 	action      release.Action
 	Name, Chart string
@@ -33,106 +34,125 @@ type ActionOptions struct {
 	Retries     int
 	Remediation string
 	Supersede   bool
+
+	target
+	// vals are the merged --values, --set and the like.
+	vals map[string]any
 }
 
-func newInstallCmd(g *Globals) *cobra.Command {
-	o := &ActionOptions{Globals: g, action: release.ActionInstall}
+// NewActionOptions are install's (action release.ActionInstall) or upgrade's defaults on
+// the shared flags g.
+func NewActionOptions(g *Globals, action release.Action) *ActionOptions {
+	return &ActionOptions{IOStreams: g.IO, Globals: g, action: action, Timeout: 5 * time.Minute, Output: "table"}
+}
+
+// NewCmdInstall is `install NAME CHART`.
+func NewCmdInstall(g *Globals) *cobra.Command {
+	o := NewActionOptions(g, release.ActionInstall)
 	cmd := &cobra.Command{
 		Use:   "install NAME CHART",
 		Short: "Install a chart; answers at once with the pending release",
 		Long:  "CHART is a chart archive URL (https://...), an oci:// reference, or REPO/CHART from the cluster's chart repositories.",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name, o.Chart = args[0], args[1]
-			return o.Run(cmd.Context())
-		},
+		RunE:  runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd
 }
 
-func newUpgradeCmd(g *Globals) *cobra.Command {
-	o := &ActionOptions{Globals: g, action: release.ActionUpgrade}
+// NewCmdUpgrade is `upgrade NAME [CHART]`.
+func NewCmdUpgrade(g *Globals) *cobra.Command {
+	o := NewActionOptions(g, release.ActionUpgrade)
 	cmd := &cobra.Command{
 		Use:   "upgrade NAME [CHART]",
 		Short: "Upgrade a release; without CHART the release's chart is reused",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if len(args) == 2 {
-				o.Chart = args[1]
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:  runE(o),
 	}
 	o.addFlags(cmd)
-	cmd.Flags().BoolVar(&o.Supersede, "supersede", false, supersedeUsage)
+	cmd.Flags().BoolVar(&o.Supersede, "supersede", o.Supersede, supersedeUsage)
 	return cmd
 }
 
 func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.Version, "version", "", "chart version (default: latest)")
+	f.StringVar(&o.Version, "version", o.Version, "chart version (default: latest)")
 	f.StringSliceVarP(&o.Values.ValueFiles, "values", "f", nil, "values from a YAML file or URL (can repeat)")
 	f.StringArrayVar(&o.Values.Values, "set", nil, "set values on the command line (key1=val1,key2=val2)")
 	f.StringArrayVar(&o.Values.StringValues, "set-string", nil, "set STRING values on the command line")
 	f.StringArrayVar(&o.Values.FileValues, "set-file", nil, "set values from files (key=path)")
 	f.StringArrayVar(&o.Values.JSONValues, "set-json", nil, "set JSON values on the command line")
-	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "time to wait for any individual Kubernetes operation (like Jobs for hooks)")
-	f.BoolVar(&o.Atomic, "atomic", false, "roll back (uninstall on install) if the action fails; implies the release waits for its resources")
-	f.StringVar(&o.Description, "description", "", "add a custom description")
-	f.BoolVar(&o.Wait, "wait", false, "follow the release until it is deployed or failed (exit 1 on failed)")
-	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", false, "have the install wait until all Jobs complete")
-	f.StringVarP(&o.Output, "output", "o", "table", "output format: table, json or yaml")
-	f.IntVar(&o.Retries, "retries", 0, "attempts after a failed action, each a new revision (0 to 10)")
-	f.StringVar(&o.Remediation, "remediation", "", "after the last failed attempt: rollback (upgrade) or uninstall")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "time to wait for any individual Kubernetes operation (like Jobs for hooks)")
+	f.BoolVar(&o.Atomic, "atomic", o.Atomic, "roll back (uninstall on install) if the action fails; implies the release waits for its resources")
+	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
+	f.BoolVar(&o.Wait, "wait", o.Wait, "follow the release until it is deployed or failed (exit 1 on failed)")
+	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", o.WaitForJobs, "have the install wait until all Jobs complete")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	f.IntVar(&o.Retries, "retries", o.Retries, "attempts after a failed action, each a new revision (0 to 10)")
+	f.StringVar(&o.Remediation, "remediation", o.Remediation, "after the last failed attempt: rollback (upgrade) or uninstall")
 }
 
-// Validate checks the options before anything is sent.
+// Complete takes NAME and CHART, merges the values (reading --values files and URLs) and
+// finds the namespace and submit.
+func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.Name = args[0]
+	if len(args) == 2 {
+		o.Chart = args[1]
+	}
+	vals, err := o.Values.MergeValues(getter.All(helmcli.New()))
+	if err != nil {
+		return fmt.Errorf("values: %w", err)
+	}
+	o.vals = vals
+	o.target, err = o.findTarget(cmd.Context())
+	return err
+}
+
+// Validate checks the options before anything is sent: submit checks the rest (how
+// retries, remediation, --atomic and the action go together).
 func (o *ActionOptions) Validate() error {
+	if err := requireName(o.Name); err != nil {
+		return err
+	}
 	if o.action == release.ActionInstall && o.Chart == "" {
 		return errors.New("CHART is required")
+	}
+	if o.Retries < 0 || o.Retries > api.MaxRetries {
+		return fmt.Errorf("--retries %d: want 0 to %d", o.Retries, api.MaxRetries)
+	}
+	switch o.Remediation {
+	case api.RemediationNone, api.RemediationRollback, api.RemediationUninstall:
+	default:
+		return fmt.Errorf("--remediation %q: want %s, %s or none", o.Remediation, api.RemediationRollback, api.RemediationUninstall)
 	}
 	return checkOutput(o.Output)
 }
 
 // Run sends the request, prints the pending release, and with --wait follows it.
 func (o *ActionOptions) Run(ctx context.Context) error {
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	vals, err := o.Values.MergeValues(getter.All(helmcli.New()))
-	if err != nil {
-		return fmt.Errorf("values: %w", err)
-	}
-	c, err := o.client(ctx)
-	if err != nil {
-		return err
-	}
 	url, entry := chartRef(o.Chart)
-	req := api.ReleaseRequest{Name: o.Name, Namespace: o.namespace(), ChartURL: url, IndexEntry: entry,
-		ChartVersion: o.Version, Values: vals, Timeout: o.Timeout.String(),
+	req := api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
+		ChartVersion: o.Version, Values: o.vals, Timeout: o.Timeout.String(),
 		// The release itself waits for its resources when the user asks to wait for it.
 		Wait: o.Wait || o.Atomic, WaitForJobs: o.WaitForJobs, Atomic: o.Atomic, Description: o.Description,
 		Retries: o.Retries, Remediation: o.Remediation, Supersede: o.Supersede}
-	var sec *corev1.Secret
+	send := o.submit.Upgrade
 	if o.action == release.ActionInstall {
-		sec, err = c.Install(ctx, req)
-	} else {
-		sec, err = c.Upgrade(ctx, req)
+		send = o.submit.Install
 	}
+	sec, err := send(ctx, req)
 	if err != nil {
 		return err
 	}
-	if err := printAccepted(o.IO.Out, o.Output, sec); err != nil {
+	if err := printAccepted(o.Out, o.Output, sec); err != nil {
 		return err
 	}
-	t := o.track(target{ns: req.Namespace, submit: c}, req.Name)
+	t := o.track(o.target, o.Name)
 	switch {
 	case !o.Wait:
 		return nil
 	case o.Retries > 0 || o.Remediation != "": // follow every attempt (attempts.go)
-		return t.attempts(ctx, acceptedRevision(sec), req.Remediation)
+		return t.attempts(ctx, acceptedRevision(sec), o.Remediation)
 	}
 	return t.toEnd(ctx)
 }

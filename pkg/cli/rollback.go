@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 )
 
-// RollbackOptions are rollback's.
+// RollbackOptions are rollback's flags and what Complete derives from them.
 type RollbackOptions struct {
+	genericiooptions.IOStreams
 	*Globals
-	Name        string
+	Name string
+	// Revision is REVISION, or 0 for the previous one.
 	Revision    int
 	Timeout     time.Duration
 	Wait        bool
@@ -22,57 +25,74 @@ type RollbackOptions struct {
 	Description string
 	Output      string
 	Supersede   bool
+
+	target
 }
 
-func newRollbackCmd(g *Globals) *cobra.Command {
-	o := &RollbackOptions{Globals: g}
+// NewRollbackOptions are rollback's defaults on the shared flags g.
+func NewRollbackOptions(g *Globals) *RollbackOptions {
+	return &RollbackOptions{IOStreams: g.IO, Globals: g, Timeout: 5 * time.Minute, Output: "table"}
+}
+
+// NewCmdRollback is `rollback NAME [REVISION]`.
+func NewCmdRollback(g *Globals) *cobra.Command {
+	o := NewRollbackOptions(g)
 	cmd := &cobra.Command{
 		Use:   "rollback NAME [REVISION]",
 		Short: "Roll a release back to REVISION (default: the previous one); answers at once with the pending revision",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			if len(args) == 2 {
-				v, err := strconv.Atoi(args[1])
-				if err != nil || v < 1 {
-					return fmt.Errorf("REVISION %q: want a revision number", args[1])
-				}
-				o.Revision = v
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:  runE(o),
 	}
 	f := cmd.Flags()
-	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "time to wait for any individual Kubernetes operation (like Jobs for hooks)")
-	f.BoolVar(&o.Wait, "wait", false, "follow the release until it is deployed or failed (exit 1 on failed)")
-	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", false, "have the rollback wait until all Jobs complete")
-	f.StringVar(&o.Description, "description", "", "add a custom description")
-	f.StringVarP(&o.Output, "output", "o", "table", "output format: table, json or yaml")
-	f.BoolVar(&o.Supersede, "supersede", false, supersedeUsage)
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "time to wait for any individual Kubernetes operation (like Jobs for hooks)")
+	f.BoolVar(&o.Wait, "wait", o.Wait, "follow the release until it is deployed or failed (exit 1 on failed)")
+	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", o.WaitForJobs, "have the rollback wait until all Jobs complete")
+	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	f.BoolVar(&o.Supersede, "supersede", o.Supersede, supersedeUsage)
 	return cmd
+}
+
+// Complete takes NAME and REVISION (refusing one that is not a revision number) and finds
+// the namespace and submit.
+func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error) {
+	o.Name = args[0]
+	if len(args) == 2 {
+		v, perr := strconv.Atoi(args[1])
+		if perr != nil || v < 1 {
+			return fmt.Errorf("REVISION %q: want a revision number", args[1])
+		}
+		o.Revision = v
+	}
+	o.target, err = o.findTarget(cmd.Context())
+	return err
+}
+
+// Validate checks the name, the revision and the output format.
+func (o *RollbackOptions) Validate() error {
+	if err := requireName(o.Name); err != nil {
+		return err
+	}
+	if o.Revision < 0 {
+		return fmt.Errorf("REVISION %d: want a revision number", o.Revision)
+	}
+	return checkOutput(o.Output)
 }
 
 // Run asks for the rollback, prints the pending revision, and with --wait follows it.
 func (o *RollbackOptions) Run(ctx context.Context) error {
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	c, err := o.client(ctx)
-	if err != nil {
-		return err
-	}
-	req := api.RollbackRequest{Name: o.Name, Namespace: o.namespace(), Version: o.Revision,
+	req := api.RollbackRequest{Name: o.Name, Namespace: o.ns, Version: o.Revision,
 		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description,
 		Supersede: o.Supersede}
-	sec, err := c.Rollback(ctx, req)
+	sec, err := o.submit.Rollback(ctx, req)
 	if err != nil {
 		return err
 	}
-	if err := printAccepted(o.IO.Out, o.Output, sec); err != nil {
+	if err := printAccepted(o.Out, o.Output, sec); err != nil {
 		return err
 	}
 	if !o.Wait {
 		return nil
 	}
-	return o.track(target{ns: req.Namespace, submit: c}, req.Name).toEnd(ctx)
+	return o.track(o.target, o.Name).toEnd(ctx)
 }

@@ -8,51 +8,72 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
-// UninstallOptions are uninstall's.
+// UninstallOptions are uninstall's flags and what Complete derives from them.
 type UninstallOptions struct {
+	genericiooptions.IOStreams
 	*Globals
 	Name string
 	// Version, when set, must name an existing revision (the console's check).
 	Version int
 	Wait    bool
+
+	target
 }
 
-func newUninstallCmd(g *Globals) *cobra.Command {
-	o := &UninstallOptions{Globals: g}
+// NewUninstallOptions are uninstall's defaults on the shared flags g.
+func NewUninstallOptions(g *Globals) *UninstallOptions {
+	return &UninstallOptions{IOStreams: g.IO, Globals: g}
+}
+
+// NewCmdUninstall is `uninstall NAME`.
+func NewCmdUninstall(g *Globals) *cobra.Command {
+	o := NewUninstallOptions(g)
 	cmd := &cobra.Command{
 		Use:   "uninstall NAME",
 		Short: "Uninstall a release; answers at once, the release shows uninstalling until it is gone",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			return o.Run(cmd.Context())
-		},
+		RunE:  runE(o),
 	}
-	cmd.Flags().IntVar(&o.Version, "version", 0, "refuse unless the release has this revision")
-	cmd.Flags().BoolVar(&o.Wait, "wait", false, "follow the release until it is gone (exit 1 if the uninstall failed)")
+	cmd.Flags().IntVar(&o.Version, "version", o.Version, "refuse unless the release has this revision")
+	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "follow the release until it is gone (exit 1 if the uninstall failed)")
 	return cmd
+}
+
+// Complete takes the release name and finds the namespace and submit.
+func (o *UninstallOptions) Complete(cmd *cobra.Command, args []string) (err error) {
+	o.Name = args[0]
+	o.target, err = o.findTarget(cmd.Context())
+	return err
+}
+
+// Validate checks the name and --version (0 for no check; a negative one would be no check
+// either, silently).
+func (o *UninstallOptions) Validate() error {
+	if err := requireName(o.Name); err != nil {
+		return err
+	}
+	if o.Version < 0 {
+		return fmt.Errorf("--version %d: want a revision number", o.Version)
+	}
+	return nil
 }
 
 // Run asks for the uninstall and with --wait follows it until the release is gone.
 func (o *UninstallOptions) Run(ctx context.Context) error {
-	c, err := o.client(ctx)
-	if err != nil {
+	if err := o.submit.Uninstall(ctx, o.ns, o.Name, o.Version); err != nil {
 		return err
 	}
-	ns := o.namespace()
-	if err := c.Uninstall(ctx, ns, o.Name, o.Version); err != nil {
-		return err
-	}
-	fmt.Fprintf(o.IO.Out, "release %q uninstall requested in %s: %s\n", o.Name, ns, release.StatusUninstalling)
+	fmt.Fprintf(o.Out, "release %q uninstall requested in %s: %s\n", o.Name, o.ns, release.StatusUninstalling)
 	if !o.Wait {
 		return nil
 	}
-	return o.track(target{ns: ns, submit: c}, o.Name).gone(ctx)
+	return o.track(o.target, o.Name).gone(ctx)
 }
 
 // gone polls the release until it is gone (uninstalled) or no longer pending (the
