@@ -3,15 +3,32 @@ package main
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
 
 // errTooLarge is a body over api.MaxBodyBytes.
 var errTooLarge = errors.New("request body too large")
+
+// errorAnswers is the one adapter of submit's routes: a route returns its error and this
+// answers it with statusOf's status (or the one the route chose, function.StatusError) and
+// the API's error body.
+func (f *Function) errorAnswers() function.Adapter {
+	return function.Adapter{Status: statusOf, Header: retryAfter, Log: f.log}
+}
+
+// retryAfter tells a client refused by the admission bound when to retry.
+func retryAfter(h http.Header, err error) {
+	var busy *submitter.BusyError
+	if errors.As(err, &busy) {
+		h.Set("Retry-After", strconv.Itoa(int(busy.RetryAfter.Seconds())))
+	}
+}
 
 // statusOf chooses the HTTP status of an error, once, at the edge.
 func statusOf(err error) int {

@@ -123,7 +123,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.metrics != nil {
 		submitter.ObserveSteps(f.svc, f.metrics.StepDone)
 	}
-	f.events = function.EventHandler(f.receive)
+	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
 	f.logs = f.newLogReader(cl.Typed)
 	return nil
 }
@@ -165,67 +165,80 @@ func (f *Function) Drain(ctx context.Context) {
 	}
 }
 
-// Handler routes the console's helm API.
+// Handler routes the console's helm API; every route returns its error to the one adapter
+// of errors.go.
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+api.PathAsync, f.authenticated(f.submit(release.ActionInstall)))
-	mux.HandleFunc("PUT "+api.PathAsync, f.authenticated(f.submit(release.ActionUpgrade)))
-	mux.HandleFunc("DELETE "+api.PathAsync, f.authenticated(f.uninstallAsync))
-	mux.HandleFunc("PATCH "+api.PathAsync, f.authenticated(f.rollbackAsync))
+	route := f.router(mux)
+	route("POST "+api.PathAsync, f.submit(release.ActionInstall))
+	route("PUT "+api.PathAsync, f.submit(release.ActionUpgrade))
+	route("DELETE "+api.PathAsync, f.uninstallAsync)
+	route("PATCH "+api.PathAsync, f.rollbackAsync)
 	// The console's synchronous routes, answered through the same async path.
-	mux.HandleFunc("POST "+api.PathRelease, f.authenticated(f.submitSync(release.ActionInstall)))
-	mux.HandleFunc("PUT "+api.PathRelease, f.authenticated(f.submitSync(release.ActionUpgrade)))
-	mux.HandleFunc("PATCH "+api.PathRelease, f.authenticated(f.rollbackSync))
-	mux.HandleFunc("DELETE "+api.PathRelease, f.authenticated(f.uninstallSync))
-	mux.HandleFunc("GET "+api.PathList, f.authenticated(f.list))
-	mux.HandleFunc("GET "+api.PathRelease, f.authenticated(f.get))
-	mux.HandleFunc("GET "+api.PathHistory, f.authenticated(f.history))
-	mux.HandleFunc("POST "+api.PathCancel, f.authenticated(f.cancel))
-	mux.HandleFunc("POST "+api.PathEvents, f.authenticated(func(w http.ResponseWriter, r *http.Request) { f.events.ServeHTTP(w, r) }))
-	f.routeCharts(mux)
-	f.routeLog(mux)
+	route("POST "+api.PathRelease, f.submitSync(release.ActionInstall))
+	route("PUT "+api.PathRelease, f.submitSync(release.ActionUpgrade))
+	route("PATCH "+api.PathRelease, f.rollbackSync)
+	route("DELETE "+api.PathRelease, f.uninstallSync)
+	route("GET "+api.PathList, f.list)
+	route("GET "+api.PathRelease, f.get)
+	route("GET "+api.PathHistory, f.history)
+	route("POST "+api.PathCancel, f.cancel)
+	// Events answer as CloudEvents (function.EventHandler), through the same statusOf.
+	route("POST "+api.PathEvents, func(w http.ResponseWriter, r *http.Request) error {
+		f.events.ServeHTTP(w, r)
+		return nil
+	})
+	f.routeCharts(route)
+	f.routeLog(route)
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	return mux
 }
 
-func (f *Function) submit(action release.Action) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		req, acc, ok := f.acceptSubmit(w, r, action)
-		if !ok {
-			return
+// routeFunc registers a route of the API.
+type routeFunc func(pattern string, h function.HandlerFunc)
+
+// router registers routes on mux behind authentication and the one error adapter.
+func (f *Function) router(mux *http.ServeMux) routeFunc {
+	answers := f.errorAnswers()
+	return func(pattern string, h function.HandlerFunc) {
+		mux.HandleFunc(pattern, answers.Func(f.authenticated(h)))
+	}
+}
+
+func (f *Function) submit(action release.Action) function.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		req, acc, err := f.acceptSubmit(w, r, action)
+		if err != nil {
+			return err
 		}
 		f.log.Infow("accepted", "action", action, "namespace", req.Namespace, "release", req.Name,
 			"revision", acc.Revision, "requestId", acc.RequestID)
 		w.Header().Set("Location", statusURL(req.Namespace, req.Name))
-		writeJSON(w, http.StatusCreated, acc.Secret)
+		function.WriteJSON(w, http.StatusCreated, acc.Secret)
+		return nil
 	}
 }
 
 // acceptSubmit reserves an install's or upgrade's revision (the async and the sync route
-// alike); on an error it has answered.
-func (f *Function) acceptSubmit(w http.ResponseWriter, r *http.Request, action release.Action) (api.ReleaseRequest, *submitter.Accepted, bool) {
+// alike).
+func (f *Function) acceptSubmit(w http.ResponseWriter, r *http.Request, action release.Action) (api.ReleaseRequest, *submitter.Accepted, error) {
 	var req api.ReleaseRequest
-	err := decode(w, r, &req)
-	var acc *submitter.Accepted
-	if err == nil {
-		acc, err = f.svc.Submit(r.Context(), action, req, userFrom(r.Context()))
+	if err := decode(w, r, &req); err != nil {
+		return req, nil, err
 	}
-	if err != nil {
-		f.fail(w, r, err)
-		return req, nil, false
-	}
-	return req, acc, true
+	acc, err := f.svc.Submit(r.Context(), action, req, userFrom(r.Context()))
+	return req, acc, err
 }
 
 // receive serves request events from pipelines with the same answers as the HTTP API.
-func (f *Function) receive(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
+func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
 	action, req, err := events.ParseRequested(e)
 	if err != nil {
-		return nil, cloudevents.NewHTTPResult(http.StatusBadRequest, "%v", err)
+		return function.EventReply{}, function.WithStatus(http.StatusBadRequest, err)
 	}
 	acc, err := f.svc.Submit(ctx, action, req, userFrom(ctx))
 	if err != nil {
-		return nil, cloudevents.NewHTTPResult(statusOf(err), "%v", err)
+		return function.EventReply{}, err
 	}
 	reply := cloudevents.NewEvent()
 	reply.SetID(acc.RequestID)
@@ -235,66 +248,65 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (*cloudeven
 	reply.SetExtension(events.ExtRevision, acc.Revision)
 	reply.SetExtension(events.ExtRequestID, acc.RequestID)
 	if err := reply.SetData(cloudevents.ApplicationJSON, acc.Secret); err != nil {
-		return nil, cloudevents.NewHTTPResult(http.StatusInternalServerError, "%v", err)
+		return function.EventReply{}, function.WithStatus(http.StatusInternalServerError, err)
 	}
-	return &reply, cloudevents.NewHTTPResult(http.StatusCreated, "reserved %s", acc.Secret.Name)
+	return function.EventReply{Event: &reply, Result: cloudevents.NewHTTPResult(http.StatusCreated, "reserved %s", acc.Secret.Name)}, nil
 }
 
-func (f *Function) list(w http.ResponseWriter, r *http.Request) {
+func (f *Function) list(w http.ResponseWriter, r *http.Request) error {
 	limit, _ := strconv.ParseBool(r.URL.Query().Get("limitInfo"))
 	out, err := f.reads.List(r.Context(), userFrom(r.Context()), r.URL.Query().Get("ns"), limit)
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	function.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (f *Function) get(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
+func (f *Function) get(w http.ResponseWriter, r *http.Request) error {
+	return f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
 		return f.reads.Latest(ctx, userFrom(ctx), ns, name)
 	})
 }
 
 // cancel stops the pending revision of ?ns=&name=: 202 while its executor stops, 200 when
 // it was failed at once, 409 when nothing is pending.
-func (f *Function) cancel(w http.ResponseWriter, r *http.Request) {
+func (f *Function) cancel(w http.ResponseWriter, r *http.Request) error {
 	ns, name, err := nsAndName(r)
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	out, err := f.svc.Cancel(r.Context(), ns, name, userFrom(r.Context()))
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	f.log.Infow("cancel", "namespace", ns, "release", name, "revision", out.Revision, "status", out.Status)
 	code := http.StatusAccepted
 	if out.Status == "failed" {
 		code = http.StatusOK
 	}
-	writeJSON(w, code, out)
+	function.WriteJSON(w, code, out)
+	return nil
 }
 
-func (f *Function) history(w http.ResponseWriter, r *http.Request) {
-	f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
+func (f *Function) history(w http.ResponseWriter, r *http.Request) error {
+	return f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
 		return f.reads.History(ctx, userFrom(ctx), ns, name)
 	})
 }
 
 // readRelease answers a read of one release (?ns=&name=).
-func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, ns, name string) (any, error)) {
+func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, ns, name string) (any, error)) error {
 	ns, name, err := nsAndName(r)
-	var out any
-	if err == nil {
-		out, err = read(r.Context(), ns, name)
-	}
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	out, err := read(r.Context(), ns, name)
+	if err != nil {
+		return err
+	}
+	function.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func nsAndName(r *http.Request) (string, string, error) {
@@ -321,26 +333,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-func (f *Function) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code := statusOf(err)
-	var busy *submitter.BusyError
-	if errors.As(err, &busy) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter.Seconds())))
-	}
-	if code >= 500 {
-		f.log.Errorw("request failed", "method", r.Method, "path", r.URL.Path, "status", code, "error", err)
-	} else {
-		f.log.Infow("request refused", "method", r.Method, "path", r.URL.Path, "status", code, "error", err)
-	}
-	writeJSON(w, code, api.Error{Error: err.Error()})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 type userKey struct{}
 
 func userFrom(ctx context.Context) *auth.User {
@@ -349,17 +341,15 @@ func userFrom(ctx context.Context) *auth.User {
 }
 
 // authenticated finds the caller before anything else happens (401/403 otherwise).
-func (f *Function) authenticated(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (f *Function) authenticated(next function.HandlerFunc) function.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if f.authn == nil {
-			next(w, r)
-			return
+			return next(w, r)
 		}
 		u, err := f.authn.Authenticate(r.Context(), r)
 		if err != nil {
-			f.fail(w, r, err)
-			return
+			return err
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		return next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
@@ -16,58 +17,54 @@ import (
 // uninstallAsync is the console's DELETE /api/helm/release/async?ns=&name=&version=: the
 // latest revision is marked uninstalling and the executor runs the uninstall; 204 as the
 // console answers.
-func (f *Function) uninstallAsync(w http.ResponseWriter, r *http.Request) {
-	ns, name, acc, ok := f.acceptUninstall(w, r)
-	if !ok {
-		return
+func (f *Function) uninstallAsync(w http.ResponseWriter, r *http.Request) error {
+	p, acc, err := f.acceptUninstall(r)
+	if err != nil {
+		return err
 	}
-	f.log.Infow("accepted", "action", "uninstall", "namespace", ns, "release", name,
+	f.log.Infow("accepted", "action", "uninstall", "namespace", p.Namespace, "release", p.Name,
 		"revision", acc.Revision, "requestId", acc.RequestID)
-	w.Header().Set("Location", statusURL(ns, name))
+	w.Header().Set("Location", statusURL(p.Namespace, p.Name))
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // acceptUninstall marks the release's latest revision uninstalling (the async and the sync
-// route alike); on an error it has answered.
-func (f *Function) acceptUninstall(w http.ResponseWriter, r *http.Request) (ns, name string, acc *submitter.UninstallAccepted, ok bool) {
+// route alike).
+func (f *Function) acceptUninstall(r *http.Request) (pending, *submitter.UninstallAccepted, error) {
 	ns, name, err := nsAndName(r)
-	if err == nil {
-		acc, err = f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()))
-	}
 	if err != nil {
-		f.fail(w, r, err)
-		return "", "", nil, false
+		return pending{}, nil, err
 	}
-	return ns, name, acc, true
+	acc, err := f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()))
+	if err != nil {
+		return pending{}, nil, err
+	}
+	return pending{Action: release.ActionUninstall, Namespace: ns, Name: name, Revision: acc.Revision, RequestID: acc.RequestID}, acc, nil
 }
 
-// acceptRollback reserves the rollback's revision (the async and the sync route alike); on
-// an error it has answered.
-func (f *Function) acceptRollback(w http.ResponseWriter, r *http.Request) (api.RollbackRequest, *submitter.Accepted, bool) {
+// acceptRollback reserves the rollback's revision (the async and the sync route alike).
+func (f *Function) acceptRollback(w http.ResponseWriter, r *http.Request) (api.RollbackRequest, *submitter.Accepted, error) {
 	var req api.RollbackRequest
-	err := decode(w, r, &req)
-	var acc *submitter.Accepted
-	if err == nil {
-		acc, err = f.svc.Rollback(r.Context(), req, userFrom(r.Context()))
+	if err := decode(w, r, &req); err != nil {
+		return req, nil, err
 	}
-	if err != nil {
-		f.fail(w, r, err)
-		return req, nil, false
-	}
-	return req, acc, true
+	acc, err := f.svc.Rollback(r.Context(), req, userFrom(r.Context()))
+	return req, acc, err
 }
 
 // rollbackAsync is PATCH /api/helm/release/async with the console's rollback body: the next
 // revision is reserved pending-rollback; 201 with its secret, as install and upgrade.
-func (f *Function) rollbackAsync(w http.ResponseWriter, r *http.Request) {
-	req, acc, ok := f.acceptRollback(w, r)
-	if !ok {
-		return
+func (f *Function) rollbackAsync(w http.ResponseWriter, r *http.Request) error {
+	req, acc, err := f.acceptRollback(w, r)
+	if err != nil {
+		return err
 	}
 	f.log.Infow("accepted", "action", "rollback", "namespace", req.Namespace, "release", req.Name,
 		"revision", acc.Revision, "to", req.Version, "requestId", acc.RequestID)
 	w.Header().Set("Location", statusURL(req.Namespace, req.Name))
-	writeJSON(w, http.StatusCreated, acc.Secret)
+	function.WriteJSON(w, http.StatusCreated, acc.Secret)
+	return nil
 }
 
 // syncPoll is how often a synchronous route looks at the revision it waits for (a read of
@@ -82,74 +79,83 @@ var syncFailure = map[release.Action]string{
 	release.ActionUninstall: "Failed to uninstall helm release",
 }
 
+// pending is an accepted revision a synchronous route waits for.
+type pending struct {
+	Action          release.Action
+	Namespace, Name string
+	Revision        int
+	RequestID       string
+}
+
 // submitSync is the console's POST (install) and PUT (upgrade) /api/helm/release: accepted
 // as the async route, then answered with the release when it is final.
-func (f *Function) submitSync(action release.Action) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		req, acc, ok := f.acceptSubmit(w, r, action)
-		if !ok {
-			return
+func (f *Function) submitSync(action release.Action) function.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		req, acc, err := f.acceptSubmit(w, r, action)
+		if err != nil {
+			return err
 		}
-		f.answerFinal(w, r, action, req.Namespace, req.Name, acc.Revision, acc.RequestID)
+		return f.answerFinal(w, r, pending{Action: action, Namespace: req.Namespace, Name: req.Name,
+			Revision: acc.Revision, RequestID: acc.RequestID})
 	}
 }
 
 // rollbackSync is the console's PATCH /api/helm/release.
-func (f *Function) rollbackSync(w http.ResponseWriter, r *http.Request) {
-	req, acc, ok := f.acceptRollback(w, r)
-	if !ok {
-		return
+func (f *Function) rollbackSync(w http.ResponseWriter, r *http.Request) error {
+	req, acc, err := f.acceptRollback(w, r)
+	if err != nil {
+		return err
 	}
-	f.answerFinal(w, r, release.ActionRollback, req.Namespace, req.Name, acc.Revision, acc.RequestID)
+	return f.answerFinal(w, r, pending{Action: release.ActionRollback, Namespace: req.Namespace, Name: req.Name,
+		Revision: acc.Revision, RequestID: acc.RequestID})
 }
 
 // uninstallSync is the console's DELETE /api/helm/release?ns=&name=: answered, once the
 // release is gone, with Helm's UninstallReleaseResponse as the console answers it.
-func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) {
-	ns, name, acc, ok := f.acceptUninstall(w, r)
-	if !ok {
-		return
+func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) error {
+	p, acc, err := f.acceptUninstall(r)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := f.syncContext(r)
 	defer cancel()
-	rev, gone, err := f.svc.Await(ctx, ns, name, acc.Revision, acc.RequestID, syncPoll)
+	rev, gone, err := f.svc.Await(ctx, p.Namespace, p.Name, p.Revision, p.RequestID, syncPoll)
 	switch {
 	case err != nil:
-		f.syncTimeout(w, r, ns, name, err)
+		return syncTimeout(p, err)
 	case !gone:
-		f.syncFailed(w, r, release.ActionUninstall, ns, name, rev.Version)
-	default:
-		out := *acc.Release
-		info := *out.Info
-		info.Status, info.Description = helmrelease.StatusUninstalled, "Uninstallation complete"
-		out.Info = &info
-		writeJSON(w, http.StatusOK, helmrelease.UninstallReleaseResponse{Release: &out})
+		return f.syncFailed(r, p, rev.Version)
 	}
+	out := *acc.Release
+	info := *out.Info
+	info.Status, info.Description = helmrelease.StatusUninstalled, "Uninstallation complete"
+	out.Info = &info
+	function.WriteJSON(w, http.StatusOK, helmrelease.UninstallReleaseResponse{Release: &out})
+	return nil
 }
 
 // answerFinal waits for the accepted revision to end and answers as the console: the
 // release when deployed, 502 with the reason when failed, 504 on the deadline.
-func (f *Function) answerFinal(w http.ResponseWriter, r *http.Request, action release.Action, ns, name string, revision int, requestID string) {
+func (f *Function) answerFinal(w http.ResponseWriter, r *http.Request, p pending) error {
 	ctx, cancel := f.syncContext(r)
 	defer cancel()
-	rev, gone, err := f.svc.Await(ctx, ns, name, revision, requestID, syncPoll)
+	rev, gone, err := f.svc.Await(ctx, p.Namespace, p.Name, p.Revision, p.RequestID, syncPoll)
 	switch {
 	case err != nil:
-		f.syncTimeout(w, r, ns, name, err)
+		return syncTimeout(p, err)
 	case gone:
 		// An atomic install that failed is uninstalled by Helm: nothing is left.
-		writeJSON(w, http.StatusBadGateway, api.Error{Error: fmt.Sprintf("%s: revision %d of %s/%s is gone (an atomic install failed and was uninstalled)",
-			syncFailure[action], revision, ns, name)})
+		return function.WithStatus(http.StatusBadGateway, fmt.Errorf("%s: revision %d of %s/%s is gone (an atomic install failed and was uninstalled)",
+			syncFailure[p.Action], p.Revision, p.Namespace, p.Name))
 	case rev.Status != string(helmrelease.StatusDeployed):
-		f.syncFailed(w, r, action, ns, name, rev.Version)
-	default:
-		rel, err := f.svc.Store.Get(r.Context(), ns, name, revision)
-		if err != nil {
-			f.fail(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, rel)
+		return f.syncFailed(r, p, rev.Version)
 	}
+	rel, err := f.svc.Store.Get(r.Context(), p.Namespace, p.Name, p.Revision)
+	if err != nil {
+		return err
+	}
+	function.WriteJSON(w, http.StatusOK, rel)
+	return nil
 }
 
 // syncContext bounds a synchronous wait by SYNC_TIMEOUT and the client's own deadline.
@@ -161,16 +167,16 @@ func (f *Function) syncContext(r *http.Request) (context.Context, context.Cancel
 	return context.WithTimeout(r.Context(), d)
 }
 
-func (f *Function) syncFailed(w http.ResponseWriter, r *http.Request, action release.Action, ns, name string, revision int) {
+// syncFailed is the 502 of a revision that ended failed: the console's words and Helm's reason.
+func (f *Function) syncFailed(r *http.Request, p pending, version int) error {
 	reason := "failed"
-	if rel, err := f.svc.Store.Get(r.Context(), ns, name, revision); err == nil && rel.Info != nil {
+	if rel, err := f.svc.Store.Get(r.Context(), p.Namespace, p.Name, version); err == nil && rel.Info != nil {
 		reason = rel.Info.Description
 	}
-	writeJSON(w, http.StatusBadGateway, api.Error{Error: fmt.Sprintf("%s: %s", syncFailure[action], reason)})
+	return function.WithStatus(http.StatusBadGateway, fmt.Errorf("%s: %s", syncFailure[p.Action], reason))
 }
 
-// syncTimeout answers a wait that ended first: 504, and the work goes on.
-func (f *Function) syncTimeout(w http.ResponseWriter, r *http.Request, ns, name string, err error) {
-	f.log.Infow("synchronous wait ended; the action goes on", "method", r.Method, "namespace", ns, "release", name, "error", err)
-	writeJSON(w, http.StatusGatewayTimeout, api.Error{Error: fmt.Sprintf("%v; it was accepted and goes on: follow GET %s", err, statusURL(ns, name))})
+// syncTimeout is the 504 of a wait that ended first; the work goes on.
+func syncTimeout(p pending, err error) error {
+	return function.WithStatus(http.StatusGatewayTimeout, fmt.Errorf("%v; it was accepted and goes on: follow GET %s", err, statusURL(p.Namespace, p.Name)))
 }

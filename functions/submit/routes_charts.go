@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/submitter"
 	"github.com/async-helm/async-helm/pkg/verify"
@@ -58,36 +58,24 @@ const maxChartAnswerBytes = 16 << 20
 // maxRefChars bounds each part of a chart reference in a query (real ones are far shorter).
 const maxRefChars = 2048
 
-// admit takes a token of the caller's bucket; without one it answers 429 with Retry-After.
-func (f *Function) admit(w http.ResponseWriter, r *http.Request) bool {
+// admit takes a token of the caller's bucket; without one it is a 429 with Retry-After.
+func (f *Function) admit(r *http.Request) error {
 	caller := ""
 	if u := userFrom(r.Context()); u != nil {
 		caller = u.Name
 	}
-	ok, retry := f.charts.limits.Allow(caller)
-	if !ok {
-		f.tooMany(w, r, fmt.Errorf("too many chart requests by %q: retry after %s", caller, retry.Round(time.Millisecond)), retry)
+	if ok, retry := f.charts.limits.Allow(caller); !ok {
+		return &function.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retry,
+			Err: fmt.Errorf("too many chart requests by %q: retry after %s", caller, retry.Round(time.Millisecond))}
 	}
-	return ok
+	return nil
 }
 
-// tooMany answers 429: the caller may retry after retry.
-func (f *Function) tooMany(w http.ResponseWriter, r *http.Request, err error, retry time.Duration) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
-	f.refuse(w, r, http.StatusTooManyRequests, err)
-}
-
-// refuse answers a refusal whose status the route chose (errors statusOf does not know).
-func (f *Function) refuse(w http.ResponseWriter, r *http.Request, code int, err error) {
-	f.log.Infow("request refused", "method", r.Method, "path", r.URL.Path, "status", code, "error", err)
-	writeJSON(w, code, api.Error{Error: err.Error()})
-}
-
-func (f *Function) routeCharts(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+api.PathChartIndex, f.authenticated(f.chartIndex))
-	mux.HandleFunc("GET "+api.PathChart, f.authenticated(f.chartGet))
-	mux.HandleFunc("POST "+api.PathTemplate, f.authenticated(f.template))
-	f.routeVerify(mux, verify.Unavailable{Reason: verify.Reason})
+func (f *Function) routeCharts(route routeFunc) {
+	route("GET "+api.PathChartIndex, f.chartIndex)
+	route("GET "+api.PathChart, f.chartGet)
+	route("POST "+api.PathTemplate, f.template)
+	f.routeVerify(route, verify.Unavailable{Reason: verify.Reason})
 }
 
 // readAuthSecrets makes src read the basic auth Secret of a chart by URL (noRepo,
@@ -130,35 +118,32 @@ func (f *Function) mayUseRepositoriesOf(ctx context.Context, namespace string) e
 
 // chartIndex answers the merged index.yaml of the cluster's, the namespace's and
 // CHART_REPOSITORIES' repositories, from the background cache.
-func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) {
+func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	ns := q.Get("namespace")
 	onlyCompatible := true // the console's default
 	if v := q.Get("onlyCompatible"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			f.fail(w, r, fmt.Errorf("%w: onlyCompatible is true or false, not %q", submitter.ErrInvalid, v))
-			return
+			return fmt.Errorf("%w: onlyCompatible is true or false, not %q", submitter.ErrInvalid, v)
 		}
 		onlyCompatible = b
 	}
 	if err := f.mayUseRepositoriesOf(r.Context(), ns); err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	idx, err := f.charts.repos.Index(r.Context(), ns, onlyCompatible)
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	out, err := yaml.Marshal(idx)
 	if err != nil {
-		f.fail(w, r, fmt.Errorf("encode index: %w", err))
-		return
+		return fmt.Errorf("encode index: %w", err)
 	}
 	w.Header().Set("Content-Type", "application/yaml")
 	w.Header().Set("Cache-Control", "no-store, must-revalidate")
 	_, _ = w.Write(out)
+	return nil
 }
 
 // chartGet answers one chart as the console's /api/helm/chart does: Helm's chart as JSON
@@ -166,75 +151,67 @@ func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) {
 // ?namespace= the project repositories it may come from, ?version= a version;
 // ?noRepo=true&url= a chart outside the repositories, fetched with the basic auth of
 // ?basic_auth_secret_name= (a Secret of ?namespace=, "default" when none is named).
-func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) {
-	if !f.admit(w, r) {
-		return
+func (f *Function) chartGet(w http.ResponseWriter, r *http.Request) error {
+	if err := f.admit(r); err != nil {
+		return err
 	}
 	ref, err := chartQuery(r)
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	// A chart outside the repositories uses none of the namespace's (its Secret, if any,
 	// is read for the caller).
 	if !ref.NoRepo {
 		if err := f.mayUseRepositoriesOf(r.Context(), ref.Namespace); err != nil {
-			f.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	c, err := f.charts.source.Get(asCaller(r.Context()), ref)
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	if c.Size() > maxChartAnswerBytes {
-		f.refuse(w, r, http.StatusUnprocessableEntity, fmt.Errorf("%s holds more than %d MiB: too large to answer as JSON",
+		return function.WithStatus(http.StatusUnprocessableEntity, fmt.Errorf("%s holds more than %d MiB: too large to answer as JSON",
 			ref, maxChartAnswerBytes>>20))
-		return
 	}
 	// The cached chart is shared and read-only; encoding only reads it.
-	writeJSON(w, http.StatusOK, c.Loaded)
+	function.WriteJSON(w, http.StatusOK, c.Loaded)
+	return nil
 }
 
 // template renders what an install of the request would create, without a cluster or a
 // reservation, and answers the console's shape: the manifests as text/yaml.
-func (f *Function) template(w http.ResponseWriter, r *http.Request) {
-	if !f.admit(w, r) {
-		return
+func (f *Function) template(w http.ResponseWriter, r *http.Request) error {
+	if err := f.admit(r); err != nil {
+		return err
 	}
 	var req api.ReleaseRequest
 	if err := decode(w, r, &req); err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	if err := req.Validate(true); err != nil {
-		f.fail(w, r, fmt.Errorf("%w: %v", submitter.ErrInvalid, err))
-		return
+		return fmt.Errorf("%w: %v", submitter.ErrInvalid, err)
 	}
 	if err := f.mayUseRepositoriesOf(r.Context(), req.Namespace); err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	c, err := f.charts.source.Get(asCaller(r.Context()), req.Chart())
 	if err != nil {
-		f.fail(w, r, err)
-		return
+		return err
 	}
 	// In a child killed at its deadline: rendering never looks at a context.
 	out, err := f.charts.renderer.Render(r.Context(), helmexec.ChartRender{Namespace: req.Namespace, Name: req.Name,
 		Archive: c.Data, Values: req.Values, KubeVersion: f.charts.repos.KubeVersion, Budget: f.charts.source.Budget})
 	if errors.Is(err, helmexec.ErrRenderBusy) {
-		f.tooMany(w, r, err, time.Second)
-		return
+		return &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
 	}
 	if err != nil {
 		// The chart and values decide it (a retry cannot help): 422, like any render error.
-		f.refuse(w, r, http.StatusUnprocessableEntity, fmt.Errorf("render %s: %w", req.Chart(), err))
-		return
+		return function.WithStatus(http.StatusUnprocessableEntity, fmt.Errorf("render %s: %w", req.Chart(), err))
 	}
 	w.Header().Set("Content-Type", "text/yaml")
 	_, _ = w.Write([]byte(out))
+	return nil
 }
 
 // chartQuery reads the chart route's query as the console's HandleChartGet does.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
 
@@ -24,22 +25,22 @@ func (f *Function) newLogReader(client kubernetes.Interface) *actionlog.Reader {
 
 // routeLog serves GET /api/helm/release/log?ns=&name=[&version=][&after=]: 403 for a
 // caller who may not read the release, 404 when it has no log.
-func (f *Function) routeLog(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+api.PathLog, f.authenticated(func(w http.ResponseWriter, r *http.Request) {
+func (f *Function) routeLog(route routeFunc) {
+	route("GET "+api.PathLog, func(w http.ResponseWriter, r *http.Request) error {
 		q, err := logQuery(r)
-		if err == nil && f.logs == nil {
-			err = fmt.Errorf("action logs are not served before submit started")
-		}
-		var out *api.ActionLog
-		if err == nil {
-			out, err = f.logs.Read(r.Context(), userFrom(r.Context()), q)
-		}
 		if err != nil {
-			f.fail(w, r, err)
-			return
+			return err
 		}
-		writeJSON(w, http.StatusOK, out)
-	}))
+		if f.logs == nil {
+			return fmt.Errorf("action logs are not served before submit started")
+		}
+		out, err := f.logs.Read(r.Context(), userFrom(r.Context()), q)
+		if err != nil {
+			return err
+		}
+		function.WriteJSON(w, http.StatusOK, out)
+		return nil
+	})
 }
 
 func logQuery(r *http.Request) (actionlog.Query, error) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/verify"
 )
 
@@ -12,29 +13,27 @@ import (
 // console's authHandlerWithUser: 401 without a token, 403 for a failed CSRF check), 400
 // for a body that is not JSON or a chart URL the console refuses, then the verifier's
 // report, or 501 with the reason when this build has no verifier.
-func (f *Function) routeVerify(mux *http.ServeMux, v verify.Verifier) {
-	mux.HandleFunc("POST "+api.PathVerify, f.authenticated(func(w http.ResponseWriter, r *http.Request) {
+func (f *Function) routeVerify(route routeFunc, v verify.Verifier) {
+	route("POST "+api.PathVerify, func(w http.ResponseWriter, r *http.Request) error {
 		var req api.VerifyRequest
 		if err := decode(w, r, &req); err != nil {
-			f.fail(w, r, err)
-			return
+			return err
 		}
 		if err := req.Validate(); err != nil {
-			f.refuse(w, r, http.StatusBadRequest, errors.New(api.VerifyInvalidURL))
-			return
+			return function.WithStatus(http.StatusBadRequest, errors.New(api.VerifyInvalidURL))
 		}
-		if !f.admit(w, r) {
-			return
+		if err := f.admit(r); err != nil {
+			return err
 		}
 		report, err := v.Verify(r.Context(), req.ChartURL, req.Values)
 		switch {
 		case errors.Is(err, verify.ErrUnavailable):
-			f.refuse(w, r, http.StatusNotImplemented, err)
+			return function.WithStatus(http.StatusNotImplemented, err)
 		case err != nil:
-			f.refuse(w, r, http.StatusBadGateway, errors.New("Failed to verify chart: "+err.Error()))
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(report)
+			return function.WithStatus(http.StatusBadGateway, errors.New("Failed to verify chart: "+err.Error()))
 		}
-	}))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(report)
+		return nil
+	})
 }
