@@ -63,7 +63,7 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 	}
 	st := rel.Info.Status
 	if !IsPending(st.String()) && !(ifFailed == ReplaceFailed && st == helmrelease.StatusFailed) {
-		return false, nil
+		return false, s.unqueueFinal(ctx, secrets.ReadObj)
 	}
 	if err := s.failRecord(ctx, rel, reason); err != nil {
 		return false, err
@@ -108,6 +108,20 @@ func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason
 		delete(rel.Labels, LabelQueued) // a failed revision is no longer waiting
 	}
 	return nil
+}
+
+// unqueueFinal drops the queued label of a record whose payload is final. No write of
+// async-helm or Helm leaves one (docs/design.md): a namespace editor rewrote the payload of
+// its own reservation, which then never runs, and admission would count it (CountsAsQueued)
+// for ever. The patch carries the resourceVersion read: a record changed since is left to
+// the next look.
+func (s *Store) unqueueFinal(ctx context.Context, sec *corev1.Secret) error {
+	if sec == nil || sec.Labels[LabelQueued] != "true" {
+		return nil
+	}
+	_, err := s.patchSecret(ctx, sec.Namespace, sec.Name, secretPatch{ResourceVersion: sec.ResourceVersion,
+		Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a final record")
+	return err
 }
 
 // MarkUndecodable fails a pending revision of ours whose record does not decode, in its
