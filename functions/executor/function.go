@@ -92,9 +92,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone
 	}
-	f.events = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
-		return nil, f.receive(ctx, e)
-	})
+	f.events = function.EventHandler(function.Adapter{Status: statusOf}.Events(f.receive))
 	return nil
 }
 
@@ -106,47 +104,61 @@ func (f *Function) Handler() http.Handler {
 	return mux
 }
 
-func (f *Function) receive(ctx context.Context, e cloudevents.Event) cloudevents.Result {
-	if key := f.cfg.EventSigningKey; key != "" {
-		if err := events.Verify(e, []byte(key), time.Now(), f.cfg.EventMaxAge); err != nil {
-			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)
-			return cloudevents.NewHTTPResult(http.StatusUnauthorized, "%v", err)
-		}
-	}
-	a, err := events.ParseAccepted(e)
+// receive runs the Helm action of an accepted event and answers when it ends; an error
+// (errors.go) asks for a redelivery or refuses the event.
+func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
+	a, stored, err := f.admitEvent(e)
 	if err != nil {
-		// Redelivering a malformed event cannot help.
-		f.log.Warnw("event refused", "id", e.ID(), "type", e.Type(), "error", err)
-		return cloudevents.NewHTTPResult(http.StatusBadRequest, "%v", err)
-	}
-	if key := f.cfg.EventSigningKey; key != "" {
-		if a.BoundSecretUID, err = events.BoundSecret(e, []byte(key)); err != nil {
-			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)
-			return cloudevents.NewHTTPResult(http.StatusUnauthorized, "%v", err)
-		}
-	}
-	stored, err := e.MarshalJSON()
-	if err != nil {
-		return cloudevents.NewHTTPResult(http.StatusBadRequest, "encode event: %v", err)
+		return function.EventReply{}, err
 	}
 	ctx = chartsource.WithCaller(ctx, chartsource.Caller{User: a.Caller.User, UID: a.Caller.UID, Groups: a.Caller.Groups, Extra: a.Caller.Extra})
 	outcome, err := f.svc.Handle(ctx, f.shutdown, a, stored)
 	f.exitIfExhausted()
-	switch {
-	case errors.Is(err, executor.ErrExhausted):
-		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
-	case errors.Is(err, executor.ErrBusy):
-		return cloudevents.NewHTTPResult(http.StatusTooManyRequests, "%v", err)
-	case errors.Is(err, executor.ErrHeldElsewhere):
-		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
-	case err != nil && ctx.Err() != nil:
-		f.log.Infow("delivery cancelled by its sender", "id", e.ID(), "error", err.Error())
-		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
-	case err != nil:
-		f.log.Errorw("event not handled; asking for redelivery", "id", e.ID(), "error", err.Error())
-		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
+	if err != nil {
+		f.logUnhandled(ctx, e, err)
+		return function.EventReply{}, err
 	}
-	return cloudevents.NewHTTPResult(http.StatusOK, "%s", outcome)
+	return function.EventReply{Result: cloudevents.NewHTTPResult(http.StatusOK, "%s", outcome)}, nil
+}
+
+// admitEvent checks the event's signature and binding and parses it: 401 for what submit
+// did not sign, 400 for a malformed event (redelivering it cannot help).
+func (f *Function) admitEvent(e cloudevents.Event) (events.Action, []byte, error) {
+	key := []byte(f.cfg.EventSigningKey)
+	if len(key) > 0 {
+		if err := events.Verify(e, key, time.Now(), f.cfg.EventMaxAge); err != nil {
+			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)
+			return events.Action{}, nil, function.WithStatus(http.StatusUnauthorized, err)
+		}
+	}
+	a, err := events.ParseAccepted(e)
+	if err != nil {
+		f.log.Warnw("event refused", "id", e.ID(), "type", e.Type(), "error", err)
+		return a, nil, function.WithStatus(http.StatusBadRequest, err)
+	}
+	if len(key) > 0 {
+		if a.BoundSecretUID, err = events.BoundSecret(e, key); err != nil {
+			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)
+			return a, nil, function.WithStatus(http.StatusUnauthorized, err)
+		}
+	}
+	stored, err := e.MarshalJSON()
+	if err != nil {
+		return a, nil, function.WithStatus(http.StatusBadRequest, fmt.Errorf("encode event: %w", err))
+	}
+	return a, stored, nil
+}
+
+// logUnhandled logs a delivery the executor did not run, but not the refusals its sender
+// retries as a matter of course (busy, held elsewhere, exhausted).
+func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err error) {
+	switch {
+	case errors.Is(err, executor.ErrExhausted), errors.Is(err, executor.ErrBusy), errors.Is(err, executor.ErrHeldElsewhere):
+	case ctx.Err() != nil:
+		f.log.Infow("delivery cancelled by its sender", "id", e.ID(), "error", err.Error())
+	default:
+		f.log.Errorw("event not handled; asking for redelivery", "id", e.ID(), "error", err.Error())
+	}
 }
 
 // orphansChanged logs every change of the orphans: Helm goroutines that outlived their
