@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -79,12 +80,9 @@ func (f *Function) Start(ctx context.Context) error {
 		f.svc.Election = f.election(cl, pm)
 	}
 	f.svc.Init()
-	f.source = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
-		return nil, f.receive(ctx, e)
-	})
-	f.deadLetter = function.EventHandler(func(ctx context.Context, e cloudevents.Event) (*cloudevents.Event, cloudevents.Result) {
-		return nil, f.receiveDeadLetter(ctx, e)
-	})
+	answers := function.Adapter{Status: statusOf}
+	f.source = function.EventHandler(answers.Events(f.receive))
+	f.deadLetter = function.EventHandler(answers.Events(f.receiveDeadLetter))
 	return f.svc.Start(ctx, f.cfg.Watch)
 }
 
@@ -126,32 +124,32 @@ type apiServerRef struct {
 	Name      string `json:"name"`
 }
 
-func (f *Function) receive(_ context.Context, e cloudevents.Event) cloudevents.Result {
+func (f *Function) receive(_ context.Context, e cloudevents.Event) (function.EventReply, error) {
 	var ref apiServerRef
 	if err := e.DataAs(&ref); err != nil || ref.Kind != "Secret" || ref.Name == "" {
-		return cloudevents.NewHTTPResult(http.StatusBadRequest, "want an ApiServerSource Reference-mode event for a Secret")
+		return function.EventReply{}, function.WithStatus(http.StatusBadRequest, errors.New("want an ApiServerSource Reference-mode event for a Secret"))
 	}
 	f.svc.Enqueue(ref.Namespace, ref.Name)
-	return cloudevents.ResultACK
+	return function.EventReply{}, nil
 }
 
 // receiveDeadLetter takes the events the Broker gave up delivering to the executor. Only
 // what submit signed is acted on: anyone else posting here changes nothing.
-func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) cloudevents.Result {
+func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
 	if err := events.Verify(e, []byte(f.cfg.EventSigningKey), time.Now(), f.cfg.EventMaxAge); err != nil {
 		f.log.Warnw("dead letter rejected", "id", e.ID(), "type", e.Type(), "error", err)
-		return cloudevents.NewHTTPResult(http.StatusUnauthorized, "%v", err)
+		return function.EventReply{}, function.WithStatus(http.StatusUnauthorized, err)
 	}
 	a, err := events.ParseAccepted(e)
 	if err != nil {
 		f.log.Warnw("dead letter that is not an accepted request; dropped", "type", e.Type(), "id", e.ID())
-		return cloudevents.ResultACK
+		return function.EventReply{}, nil
 	}
 	marked, err := f.svc.DeadLetter(ctx, a)
 	if err != nil {
-		return cloudevents.NewHTTPResult(http.StatusServiceUnavailable, "%v", err)
+		return function.EventReply{}, err
 	}
 	f.log.Warnw("dead-lettered request; the sweeper sends it again", "namespace", a.Namespace, "release", a.Name,
 		"revision", a.Revision, "marked", marked, "errorCode", e.Extensions()["knativeerrorcode"])
-	return cloudevents.ResultACK
+	return function.EventReply{}, nil
 }
