@@ -46,7 +46,7 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 // Complete takes the release name and finds the namespace and submit.
 func (o *CancelOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	o.Name = args[0]
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -55,11 +55,17 @@ func (o *CancelOptions) Validate() error {
 	if err := requireName(o.Name); err != nil {
 		return err
 	}
-	return checkOutput(o.Output)
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
 }
 
 // Run asks submit to cancel, prints what it answered, and with --wait follows the revision.
 func (o *CancelOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	out, err := o.submit.Cancel(ctx, o.ns, o.Name)
 	if err != nil {
 		return err

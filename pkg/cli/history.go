@@ -38,7 +38,7 @@ func NewCmdHistory(g *Globals) *cobra.Command {
 // Complete takes the release name and finds the namespace and submit.
 func (o *HistoryOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	o.Name = args[0]
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -47,11 +47,17 @@ func (o *HistoryOptions) Validate() error {
 	if err := requireName(o.Name); err != nil {
 		return err
 	}
-	return checkOutput(o.Output)
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
 }
 
 // Run prints every revision of the release.
 func (o *HistoryOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	rels, err := o.submit.History(ctx, o.ns, o.Name)
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("values: %w", err)
 	}
 	o.vals = vals
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -125,11 +125,17 @@ func (o *ActionOptions) Validate() error {
 	default:
 		return fmt.Errorf("--remediation %q: want %s, %s or none", o.Remediation, api.RemediationRollback, api.RemediationUninstall)
 	}
-	return checkOutput(o.Output)
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
 }
 
 // Run sends the request, prints the pending release, and with --wait follows it.
 func (o *ActionOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	url, entry := chartRef(o.Chart)
 	req := api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
 		ChartVersion: o.Version, Values: o.vals, Timeout: o.Timeout.String(),

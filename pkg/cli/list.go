@@ -39,7 +39,7 @@ func NewCmdList(g *Globals) *cobra.Command {
 
 // Complete finds submit and the namespace (none with -A).
 func (o *ListOptions) Complete(cmd *cobra.Command, _ []string) error {
-	t, err := o.findTarget(cmd.Context())
+	t, err := o.findTarget()
 	if err != nil {
 		return err
 	}
@@ -50,11 +50,19 @@ func (o *ListOptions) Complete(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// Validate checks the output format.
-func (o *ListOptions) Validate() error { return checkOutput(o.Output) }
+// Validate checks the output format and where the token would go.
+func (o *ListOptions) Validate() error {
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
+}
 
 // Run prints the releases.
 func (o *ListOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	rels, err := o.submit.ListReleases(ctx, o.ns)
 	if err != nil {
 		return err

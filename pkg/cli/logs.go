@@ -54,7 +54,7 @@ func NewCmdLogs(g *Globals) *cobra.Command {
 // Complete takes the release name and finds the namespace and submit.
 func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	o.Name = args[0]
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -69,11 +69,17 @@ func (o *LogsOptions) Validate() error {
 	if o.Follow && o.Output != "table" {
 		return fmt.Errorf("--follow prints plain lines: it takes no -o %s", o.Output)
 	}
-	return checkOutput(o.Output)
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
 }
 
 // Run prints the log, and with --follow polls for new lines until the action ends.
 func (o *LogsOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	l, err := o.first(ctx)
 	if err != nil {
 		return err

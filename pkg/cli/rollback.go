@@ -64,7 +64,7 @@ func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error
 		}
 		o.Revision = v
 	}
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -76,11 +76,17 @@ func (o *RollbackOptions) Validate() error {
 	if o.Revision < 0 {
 		return fmt.Errorf("REVISION %d: want a revision number", o.Revision)
 	}
-	return checkOutput(o.Output)
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
 }
 
 // Run asks for the rollback, prints the pending revision, and with --wait follows it.
 func (o *RollbackOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	req := api.RollbackRequest{Name: o.Name, Namespace: o.ns, Version: o.Revision,
 		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description,
 		Supersede: o.Supersede}

@@ -5,23 +5,14 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
-	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
 // EnvServer names submit's URL when --server is not given.
@@ -100,23 +91,6 @@ func runE(o options) func(*cobra.Command, []string) error {
 	}
 }
 
-// target is what each command's Complete derives from the shared flags: the namespace and
-// submit's client.
-type target struct {
-	ns     string
-	submit *submitclient.Client
-}
-
-// findTarget finds the namespace and submit (asking the cluster for submit's URL when
-// neither --server nor $ASYNC_HELM_SERVER names it).
-func (g *Globals) findTarget(ctx context.Context) (target, error) {
-	c, err := g.client(ctx)
-	if err != nil {
-		return target{}, err
-	}
-	return target{ns: g.namespace(), submit: c}, nil
-}
-
 // requireName refuses an empty NAME before submit answers it less clearly.
 func requireName(name string) error {
 	if name == "" {
@@ -141,92 +115,6 @@ func (g *Globals) namespace() string {
 		return ns
 	}
 	return "default"
-}
-
-// client finds submit and the token to call it with, and refuses to send the token where
-// the network could read it.
-func (g *Globals) client(ctx context.Context) (*submitclient.Client, error) {
-	c, err := g.findClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkTokenTransport(c.Server, c.Token, g.InsecureHTTP); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// checkTokenTransport refuses a bearer token (the user's cluster credential) over plain
-// http to anything but loopback, unless allowed: the Knative Service's URL is often http.
-func checkTokenTransport(server, token string, allowInsecure bool) error {
-	if token == "" || allowInsecure {
-		return nil
-	}
-	u, err := url.Parse(server)
-	if err != nil {
-		return fmt.Errorf("submit URL %q: %w", server, err)
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if isLoopback(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("refusing to send your token over plain http to %s: use an https URL (--server), or --%s if the network to it is trusted", u.Host, FlagInsecureHTTP)
-	}
-	return fmt.Errorf("submit URL %q: scheme must be https or http", server)
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// findClient finds submit: --server, $ASYNC_HELM_SERVER, then the URL of the Knative Service;
-// the token: --token, $ASYNC_HELM_TOKEN, then the kubeconfig context's.
-func (g *Globals) findClient(ctx context.Context) (*submitclient.Client, error) {
-	c := &submitclient.Client{Server: g.Server, Token: g.Token}
-	if c.Server == "" {
-		c.Server = os.Getenv(EnvServer)
-	}
-	if c.Token == "" {
-		c.Token = os.Getenv(EnvToken)
-	}
-	needCluster := c.Server == "" || c.Token == ""
-	if !needCluster {
-		return c, nil
-	}
-	rc, err := g.Config.ToRESTConfig()
-	if err != nil {
-		if c.Server != "" {
-			return c, nil // no kubeconfig: talk to submit without a token
-		}
-		return nil, fmt.Errorf("no submit URL (--server or $%s) and no kubeconfig to find it: %w", EnvServer, err)
-	}
-	if c.Token == "" {
-		c.Token = rc.BearerToken
-	}
-	if c.Server == "" {
-		dc, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			return nil, err
-		}
-		ksvc := schema.GroupVersionResource{Group: "serving.knative.dev", Version: "v1", Resource: "services"}
-		u, err := dc.Resource(ksvc).Namespace(g.SubmitNamespace).Get(ctx, "submit", metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("find submit: no --server, no $%s, and the Knative Service %s/submit: %w", EnvServer, g.SubmitNamespace, err)
-		}
-		url, _, _ := unstructured.NestedString(u.Object, "status", "url")
-		if url == "" {
-			return nil, fmt.Errorf("find submit: Knative Service %s/submit has no URL yet", g.SubmitNamespace)
-		}
-		c.Server = url
-	}
-	return c, nil
 }
 
 // chartRef reads CHART: a URL (http, https, oci) or a repo/chart index entry.

@@ -40,7 +40,7 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 // Complete takes the release name and finds the namespace and submit.
 func (o *StatusOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	o.Name = args[0]
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -49,11 +49,17 @@ func (o *StatusOptions) Validate() error {
 	if err := requireName(o.Name); err != nil {
 		return err
 	}
-	return checkOutput(o.Output)
+	if err := checkOutput(o.Output); err != nil {
+		return err
+	}
+	return o.validateSubmit()
 }
 
 // Run prints the release's status, or with --watch follows it to its end.
 func (o *StatusOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	if o.Watch {
 		return o.track(o.target, o.Name).toEnd(ctx)
 	}

@@ -48,7 +48,7 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 // Complete takes the release name and finds the namespace and submit.
 func (o *UninstallOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	o.Name = args[0]
-	o.target, err = o.findTarget(cmd.Context())
+	o.target, err = o.findTarget()
 	return err
 }
 
@@ -61,11 +61,14 @@ func (o *UninstallOptions) Validate() error {
 	if o.Version < 0 {
 		return fmt.Errorf("--version %d: want a revision number", o.Version)
 	}
-	return nil
+	return o.validateSubmit()
 }
 
 // Run asks for the uninstall and with --wait follows it until the release is gone.
 func (o *UninstallOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
 	if err := o.submit.Uninstall(ctx, o.ns, o.Name, o.Version); err != nil {
 		return err
 	}

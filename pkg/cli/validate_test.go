@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitclient"
+)
+
+// Validate refuses bad input with a clear message, on its own: no Globals, no client, no
+// call (the options here have neither).
+func TestValidate(t *testing.T) {
+	overHTTP := target{submit: &submitclient.Client{Server: "http://submit.example.com", Token: "secret"}}
+	refused := "refusing to send your token over plain http to submit.example.com: use an https URL (--server), or --insecure-send-token-over-http if the network to it is trusted"
+	install := func(o ActionOptions) *ActionOptions {
+		o.action, o.Name, o.Chart, o.Output = release.ActionInstall, "web", "https://x/c.tgz", "table"
+		return &o
+	}
+	for _, tc := range []struct {
+		name string
+		o    options
+		want string
+	}{
+		{"list", &ListOptions{Output: "table"}, ""},
+		{"list -o xml", &ListOptions{Output: "xml"}, `output format "xml": want table, json or yaml`},
+		{"list, token over http", &ListOptions{Output: "json", target: overHTTP}, refused},
+		{"list, token over http allowed", &ListOptions{Output: "json", target: target{submit: overHTTP.submit, insecureHTTP: true}}, ""},
+		{"list, submit to find in the cluster", &ListOptions{Output: "json", target: target{submit: &submitclient.Client{Token: "t"}}}, ""},
+		{"status", &StatusOptions{Name: "web", Output: "yaml"}, ""},
+		{"status, no name", &StatusOptions{Output: "table"}, "NAME is required"},
+		{"status -o wide", &StatusOptions{Name: "web", Output: "wide"}, `output format "wide": want table, json or yaml`},
+		{"history", &HistoryOptions{Name: "web", Output: "json"}, ""},
+		{"history, no name", &HistoryOptions{Output: "table"}, "NAME is required"},
+		{"history, token over http", &HistoryOptions{Name: "web", Output: "table", target: overHTTP}, refused},
+		{"cancel", &CancelOptions{Name: "web", Output: "table"}, ""},
+		{"cancel, no name", &CancelOptions{Output: "table"}, "NAME is required"},
+		{"cancel -o", &CancelOptions{Name: "web"}, `output format "": want table, json or yaml`},
+		{"uninstall", &UninstallOptions{Name: "web", Version: 2}, ""},
+		{"uninstall, no name", &UninstallOptions{}, "NAME is required"},
+		{"uninstall --version -1", &UninstallOptions{Name: "web", Version: -1}, "--version -1: want a revision number"},
+		{"uninstall, token over http", &UninstallOptions{Name: "web", target: overHTTP}, refused},
+		{"rollback to the previous", &RollbackOptions{Name: "web", Output: "table"}, ""},
+		{"rollback, no name", &RollbackOptions{Revision: 1, Output: "table"}, "NAME is required"},
+		{"rollback to -1", &RollbackOptions{Name: "web", Revision: -1, Output: "table"}, "REVISION -1: want a revision number"},
+		{"rollback -o xml", &RollbackOptions{Name: "web", Output: "xml"}, `output format "xml": want table, json or yaml`},
+		{"logs", &LogsOptions{Name: "web", Revision: 2, Follow: true, Output: "table"}, ""},
+		{"logs, no name", &LogsOptions{Output: "table"}, "NAME is required"},
+		{"logs --revision -1", &LogsOptions{Name: "web", Revision: -1, Output: "table"}, "--revision -1: want a revision number"},
+		{"logs -f -o json", &LogsOptions{Name: "web", Follow: true, Output: "json"}, "--follow prints plain lines: it takes no -o json"},
+		{"install", install(ActionOptions{Retries: 10, Remediation: "uninstall"}), ""},
+		{"install, no chart", &ActionOptions{action: release.ActionInstall, Name: "web", Output: "table"}, "CHART is required"},
+		{"upgrade, no chart", &ActionOptions{action: release.ActionUpgrade, Name: "web", Output: "table"}, ""},
+		{"upgrade, no name", &ActionOptions{action: release.ActionUpgrade, Output: "table"}, "NAME is required"},
+		{"install --retries 11", install(ActionOptions{Retries: 11}), "--retries 11: want 0 to 10"},
+		{"install --retries -1", install(ActionOptions{Retries: -1}), "--retries -1: want 0 to 10"},
+		{"install --remediation", install(ActionOptions{Remediation: "retry"}), `--remediation "retry": want rollback, uninstall or none`},
+		{"install, token over http", install(ActionOptions{target: overHTTP}), refused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("Validate() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// REVISION is a revision number: Complete refuses anything else before it looks for submit.
+func TestRollbackCompleteRefusesABadRevision(t *testing.T) {
+	for _, arg := range []string{"x", "0", "-2", "1.5"} {
+		o := NewRollbackOptions(&Globals{})
+		err := o.Complete(nil, []string{"web", arg})
+		if want := `REVISION "` + arg + `": want a revision number`; err == nil || err.Error() != want {
+			t.Errorf("rollback web %s: %v, want %q", arg, err, want)
+		}
+	}
+}
