@@ -1,4 +1,5 @@
-// Command oc-helm is the oc/kubectl plugin of async-helm: `oc helm install|upgrade|cancel|list|status|history`.
+// Command oc-helm is the oc/kubectl plugin of async-helm:
+// `oc helm install|upgrade|rollback|uninstall|cancel|list|status|history|logs` (pkg/cli).
 package main
 
 import (

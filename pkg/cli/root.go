@@ -1,5 +1,7 @@
 // Package cli is oc-helm, the oc/kubectl plugin for async install, upgrade, list and status.
-// Each command is Options + Complete/Validate/Run, with every output through IOStreams.
+// Each command X follows kubernetes/sample-cli-plugin: XOptions (its IOStreams, the shared
+// Globals, its flags), NewXOptions, and NewCmdX whose RunE is Complete, Validate, Run
+// (runE); every output goes through IOStreams.
 package cli
 
 import (
