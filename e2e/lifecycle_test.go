@@ -23,6 +23,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of e2e/testdata")
@@ -194,8 +195,8 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Get(ctx, "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment db after uninstall --wait: %v", err)
 	}
-	graves, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorTombstones})
-	if err != nil || len(graves.Items) != 1 || graves.Items[0].Annotations[release.AnnotationOutcome] != release.OutcomeUninstalled {
+	graves, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.SelectorTombstones})
+	if err != nil || len(graves.Items) != 1 || graves.Items[0].Annotations[lease.AnnotationOutcome] != lease.OutcomeUninstalled {
 		t.Fatalf("db's tombstone while the notifier is down: %v, %v", graves, err)
 	}
 	if err := s.notifier.Restart(); err != nil {

@@ -29,7 +29,7 @@ import (
 	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
-	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
@@ -201,7 +201,7 @@ func TestServiceAccountCallerWithABoundToken(t *testing.T) {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		l, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: release.SelectorTombstones})
+		l, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.SelectorTombstones})
 		if err == nil && len(l.Items) == 0 {
 			break
 		}

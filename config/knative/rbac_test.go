@@ -22,6 +22,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // applyRBAC creates the namespace, ServiceAccounts and RBAC of 100-/300-*.yaml for real.
@@ -149,7 +150,7 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	must(t, "reserve for the executor", err)
 	executor := as(t, "executor")
 	estore := &release.Store{Client: executor.Typed, Metadata: executor.Metadata}
-	hb := &release.Heartbeat{Client: executor.Typed, Holder: "rbac-test", Duration: 30 * time.Second}
+	hb := &lease.Heartbeat{Client: executor.Typed, Holder: "rbac-test", Duration: 30 * time.Second}
 	held, err := hb.Hold(ctx, ns, release.SecretName("e", 1))
 	if held == nil || err != nil {
 		t.Fatalf("executor takes a lease: %v %v", held, err)

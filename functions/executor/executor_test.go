@@ -14,6 +14,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 func TestInstallAdoptsTheReservationAndUpgradeFollows(t *testing.T) {
@@ -120,7 +121,7 @@ func TestLiveLeaseIsLeftAloneAndExpiredLeaseIsTakenOver(t *testing.T) {
 	ns := cluster.Namespace(t)
 	ctx := context.Background()
 	a := r.reserve(t, release.ActionInstall, ns, "held", chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}, nil, events.Options{})
-	other := &release.Heartbeat{Client: cluster.Client, Holder: "other-executor", Duration: time.Minute}
+	other := &lease.Heartbeat{Client: cluster.Client, Holder: "other-executor", Duration: time.Minute}
 	if ok, err := other.Acquire(ctx, ns, a.SecretName); !ok || err != nil {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}

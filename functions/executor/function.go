@@ -21,6 +21,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Function is the executor: a CloudEvents receiver that holds each delivery open while
@@ -74,7 +75,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Store:              executor.ReleaseStore{Store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata}},
 		Helm:               factory,
 		Charts:             charts,
-		Heartbeat:          executor.HeartbeatLeases(&release.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
+		Heartbeat:          executor.HeartbeatLeases(&lease.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
 		Consumed:           &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 		SealKey:            []byte(f.cfg.EventSigningKey), // submit seals with its signing key
 		RequireBinding:     f.cfg.EventSigningKey != "",

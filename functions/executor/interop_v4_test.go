@@ -21,6 +21,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/reader"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // interopV4 is the interop rig with the helm v4 CLI beside the v3 one: async-helm (Helm v3
@@ -39,7 +40,7 @@ func newInteropV4(t *testing.T) *interopV4 {
 		t.Fatal(err)
 	}
 	x := newInterop(t, Config{})
-	x.submit.Heartbeat = &release.Heartbeat{Client: cluster.Client, Holder: "submit", Duration: time.Hour}
+	x.submit.Heartbeat = &lease.Heartbeat{Client: cluster.Client, Holder: "submit", Duration: time.Hour}
 	v4 := *x
 	v4.helm, v4.home = helm4, t.TempDir()
 	f, err := helmexec.NewFactory(cluster.Admin)

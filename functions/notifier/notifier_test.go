@@ -24,6 +24,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 var cluster *testcluster.Env
@@ -254,7 +255,7 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	queued := h.reserveWithEvent(t, "queued")
 	// An executor is alive on this one: never re-sent, never failed.
 	h.reserveWithEvent(t, "alive")
-	hb := &release.Heartbeat{Client: cluster.Client, Holder: "test", Duration: time.Minute}
+	hb := &lease.Heartbeat{Client: cluster.Client, Holder: "test", Duration: time.Minute}
 	if ok, err := hb.Acquire(context.Background(), ns, release.SecretName("alive", 1)); !ok || err != nil {
 		t.Fatal(ok, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/reader"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
 
@@ -102,9 +103,9 @@ func (f *Function) Start(ctx context.Context) error {
 		SigningKey: []byte(f.cfg.EventSigningKey),
 		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
-		Heartbeat: &release.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
+		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
 		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
-			return release.Alive(ctx, cl.Typed, namespace, key, time.Now())
+			return lease.Alive(ctx, cl.Typed, namespace, key, time.Now())
 		},
 		// One compiled values schema per chart digest, as many as the chart cache is likely to hold.
 		Schemas: submitter.NewSchemas(256),

@@ -19,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/chartrepos"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // The all-namespaces list without limitInfo (Helm's list) answers dev only the namespaces
@@ -73,7 +74,7 @@ func TestCancelOfARunningUninstallIs409(t *testing.T) {
 	if code, _ := s.call(t, http.MethodDelete, api.PathAsync+"?ns="+ns+"&name=web", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("uninstall: %d", code)
 	}
-	exec := &release.Heartbeat{Client: cluster.Client, Holder: "executor-test", Duration: time.Minute}
+	exec := &lease.Heartbeat{Client: cluster.Client, Holder: "executor-test", Duration: time.Minute}
 	held, err := exec.Hold(context.Background(), ns, release.LeaseName("web", 1))
 	if err != nil || held == nil {
 		t.Fatal(held, err)
@@ -84,7 +85,7 @@ func TestCancelOfARunningUninstallIs409(t *testing.T) {
 		t.Errorf("cancel of a running uninstall: %d %q, want 409", code, e.Error)
 	}
 	l, err := cluster.Client.CoordinationV1().Leases(ns).Get(context.Background(), release.LeaseName("web", 1), metav1.GetOptions{})
-	if err != nil || l.Annotations[release.AnnotationCancel] != "" {
+	if err != nil || l.Annotations[lease.AnnotationCancel] != "" {
 		t.Errorf("lease after a refused cancel: %v, %v", l.Annotations, err)
 	}
 }

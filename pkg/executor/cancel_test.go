@@ -13,6 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // A cancel asked while the revision's executor was lost: the next executor fails it
@@ -20,11 +21,11 @@ import (
 func TestCancelledBeforeTheRun(t *testing.T) {
 	e := newEnv(t, 1)
 	a := e.reserve("web", "req-1")
-	dead := &release.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
-	patch := `{"metadata":{"annotations":{"` + release.AnnotationCancel + `":"alice"}}}`
+	patch := `{"metadata":{"annotations":{"` + lease.AnnotationCancel + `":"alice"}}}`
 	if _, err := e.c.CoordinationV1().Leases("ns").Patch(ctx(t), release.LeaseName("web", 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestCancelledDuringTheRun(t *testing.T) {
 	done := make(chan Outcome)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
 	<-started
-	submit := &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
 	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "bob"); err != nil || !running {
 		t.Fatalf("RequestCancel = %v, %v", running, err)
 	}
@@ -88,10 +89,10 @@ func TestProgressRecordedOnTheLease(t *testing.T) {
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
 	waitFor(t, func() bool {
 		l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
-		return err == nil && l.Annotations[release.AnnotationProgress] != ""
+		return err == nil && l.Annotations[lease.AnnotationProgress] != ""
 	})
 	l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
-	p, err := progress.Decode(l.Annotations[release.AnnotationProgress])
+	p, err := progress.Decode(l.Annotations[lease.AnnotationProgress])
 	if err != nil || p == nil || !p.Updated.Equal(e.clock.Now()) || p.Phase == "" {
 		t.Errorf("recorded progress %+v, %v", p, err)
 	}

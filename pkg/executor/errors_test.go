@@ -13,7 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/helmexec"
-	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Errors reading the world are the delivery's (redelivered later), never an outcome.
@@ -109,7 +109,7 @@ func needsDep(t *testing.T) *chartsource.Chart {
 
 func TestHeartbeatLeasesAdapter(t *testing.T) {
 	e := newEnv(t, 1)
-	l := HeartbeatLeases(&release.Heartbeat{Client: e.c, Holder: "a", Duration: time.Minute, Now: e.clock.Now})
+	l := HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "a", Duration: time.Minute, Now: e.clock.Now})
 	first, err := l.Hold(ctx(t), "ns", "k")
 	if err != nil || first == nil {
 		t.Fatal(first, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // ErrBusy means every slot runs an action; the event should be redelivered later.
@@ -255,7 +256,7 @@ type action struct {
 	rec    *helmrelease.Release // the record, as read under the lease
 	held   Lease
 	end    *ending
-	grave  release.Tombstone // an uninstall's tombstone
+	grave  lease.Tombstone // an uninstall's tombstone
 	// attempt is the request's attempt this action is (remediate.go): 1, or a retry's.
 	attempt int
 }
@@ -774,7 +775,7 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 			p.Updated = s.now()
 			last = p
 		}
-		reason, err := held.Sync(ctx, release.AnnotationProgress, last.Encode())
+		reason, err := held.Sync(ctx, lease.AnnotationProgress, last.Encode())
 		switch {
 		case err != nil:
 			continue // transient; the heartbeat decides whether the lease is lost
@@ -822,13 +823,13 @@ func (s *Service) callerOptions(a events.Action) []helmexec.Option {
 
 // digTombstone writes an uninstall's tombstone before Helm deletes the records: it is what
 // reports "uninstalled" once they are gone (docs/design.md).
-func (s *Service) digTombstone(ctx context.Context, act *action) (release.Tombstone, error) {
+func (s *Service) digTombstone(ctx context.Context, act *action) (lease.Tombstone, error) {
 	rel := act.rec
 	chartLabel := rel.Labels[release.LabelChart]
 	if chartLabel == "" && rel.Chart != nil && rel.Chart.Metadata != nil { // a release plain helm installed
 		chartLabel = release.ChartLabel(rel.Chart.Metadata.Name, rel.Chart.Metadata.Version)
 	}
-	return s.Store.DigTombstone(ctx, release.Tombstone{Namespace: act.Namespace, Name: act.Name,
+	return s.Store.DigTombstone(ctx, lease.Tombstone{Namespace: act.Namespace, Name: act.Name,
 		Revision: act.Revision, RequestID: act.RequestID, Chart: chartLabel})
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -151,7 +152,7 @@ func newEnv(t *testing.T, parallel int) *env {
 	e.helm.run = e.writes
 	e.consumed = &consumed.Store{Client: c, Namespace: "async-helm", Now: clock.Now}
 	e.svc = New(Service{Store: ReleaseStore{e.store}, Helm: e.helm, Charts: charts{packaged(t)}, Consumed: e.consumed,
-		Heartbeat: HeartbeatLeases(&release.Heartbeat{Client: c, Holder: "pod", Duration: time.Minute, Now: clock.Now}),
+		Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: c, Holder: "pod", Duration: time.Minute, Now: clock.Now}),
 		Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute}, parallel)
 	return e
 }
@@ -278,7 +279,7 @@ func TestNoHelmRun(t *testing.T) {
 		}, OutcomeStale, nil},
 		{"another executor's live lease", func(e *env) events.Action {
 			a := e.reserve("web", "req-1")
-			other := &release.Heartbeat{Client: e.c, Holder: "other", Duration: time.Minute, Now: e.clock.Now}
+			other := &lease.Heartbeat{Client: e.c, Holder: "other", Duration: time.Minute, Now: e.clock.Now}
 			if h, err := other.Hold(ctx(e.t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 				e.t.Fatal(h, err)
 			}
@@ -303,7 +304,7 @@ func TestNoHelmRun(t *testing.T) {
 func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	e := newEnv(t, 1)
 	a := e.reserve("web", "req-1")
-	dead := &release.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}

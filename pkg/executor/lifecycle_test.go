@@ -15,6 +15,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // deployRev writes revision v of name as Helm would.
@@ -77,11 +78,11 @@ func TestUninstallRunsOnce(t *testing.T) {
 	}
 	// The tombstone stays for the notifier: done, naming the request, the chart and the
 	// Secret it deleted.
-	l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.TombstoneName("web", 2, "req-u"), metav1.GetOptions{})
+	l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), lease.TombstoneName("web", 2, "req-u"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("no tombstone: %v", err)
 	}
-	if ts, ok := release.TombstoneFrom(l); !ok || !ts.Done || ts.Name != "web" || ts.Revision != 2 || ts.RequestID != "req-u" || ts.Chart != "tiny-1.0.0" || ts.SecretUID == "" {
+	if ts, ok := lease.TombstoneFrom(l); !ok || !ts.Done || ts.Name != "web" || ts.Revision != 2 || ts.RequestID != "req-u" || ts.Chart != "tiny-1.0.0" || ts.SecretUID == "" {
 		t.Errorf("tombstone %+v (%v)", ts, ok)
 	}
 	got, err = e.svc.Handle(ctx(t), context.Background(), a, nil)
@@ -176,7 +177,7 @@ func TestUninstallCancelledBeforeTheRunLeavesNoTombstone(t *testing.T) {
 	e := newEnv(t, 1)
 	e.deployRev("web", 1, helmrelease.StatusDeployed)
 	a := e.markUninstall("web", 1, "req-u")
-	dead := &release.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // What the executor needs of the world, as small interfaces: the functions wire the real
@@ -29,9 +30,9 @@ type Store interface {
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
 	// An uninstall's tombstone: written before Helm runs, finished when it succeeded,
 	// buried when it failed (the notifier reports and buries a finished one).
-	DigTombstone(ctx context.Context, t release.Tombstone) (release.Tombstone, error)
-	FinishTombstone(ctx context.Context, t release.Tombstone) error
-	BuryTombstone(ctx context.Context, t release.Tombstone) error
+	DigTombstone(ctx context.Context, t lease.Tombstone) (lease.Tombstone, error)
+	FinishTombstone(ctx context.Context, t lease.Tombstone) error
+	BuryTombstone(ctx context.Context, t lease.Tombstone) error
 	// SecretMeta is the metadata of the revision's Secret now (nil when it is gone): its UID
 	// is the identity an accepted event is consumed for, its labels what admission counts.
 	SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error)
@@ -65,7 +66,7 @@ type Leases interface {
 	Hold(ctx context.Context, namespace, name string) (Lease, error)
 }
 
-// Lease is the lease one action holds (release.Held).
+// Lease is the lease one action holds (lease.Held).
 type Lease interface {
 	// Keep renews until ctx ends; lost is called once if the lease is taken away.
 	Keep(ctx context.Context, lost func(reason string))
@@ -78,10 +79,10 @@ type Lease interface {
 	CancelledBy() string
 }
 
-// HeartbeatLeases are the Leases of a release.Heartbeat.
-func HeartbeatLeases(h *release.Heartbeat) Leases { return heartbeatLeases{h} }
+// HeartbeatLeases are the Leases of a lease.Heartbeat.
+func HeartbeatLeases(h *lease.Heartbeat) Leases { return heartbeatLeases{h} }
 
-type heartbeatLeases struct{ h *release.Heartbeat }
+type heartbeatLeases struct{ h *lease.Heartbeat }
 
 func (l heartbeatLeases) Hold(ctx context.Context, namespace, name string) (Lease, error) {
 	held, err := l.h.Hold(ctx, namespace, name)

@@ -20,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // verbHelm is the fake Helm with the verb of each call.
@@ -300,7 +301,7 @@ func TestRetryProgressSaysTheAttempt(t *testing.T) {
 			waitFor(t, func() bool {
 				l, err := e.c.CoordinationV1().Leases("ns").Get(ctx, release.LeaseName("web", 2), metav1.GetOptions{})
 				if err == nil {
-					p, _ = progress.Decode(l.Annotations[release.AnnotationProgress])
+					p, _ = progress.Decode(l.Annotations[lease.AnnotationProgress])
 				}
 				return p != nil
 			})

@@ -16,6 +16,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 func (e *env) secretUID(name string) types.UID {
@@ -120,7 +121,7 @@ func TestEveryEndFencesBeforeTheCancel(t *testing.T) {
 		{"deadline", nil},
 		{"shutdown", func(_ *env, stop context.CancelFunc) { stop() }},
 		{"cancel", func(e *env, _ context.CancelFunc) {
-			submit := &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+			submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
 			if _, err := submit.RequestCancel(ctx(e.t), "ns", release.LeaseName("web", 1), "bob"); err != nil {
 				e.t.Error(err)
 			}
@@ -188,7 +189,7 @@ func TestCancelOfARunningUninstallRunsToItsEnd(t *testing.T) {
 	e.deployRev("web", 1, helmrelease.StatusDeployed)
 	a := e.markUninstall("web", 1, "req-u")
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		submit := &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+		submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
 		if _, err := submit.RequestCancel(ctx, "ns", release.LeaseName("web", 1), "bob"); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Attack by a namespace editor on another caller's running action: it deletes the
@@ -34,7 +35,7 @@ func TestDeletingTheLeaseDoesNotRestartTheActionAgainAndAgain(t *testing.T) {
 	a.BoundSecretUID = e.secretUID("web")
 	pod := func(i int) *Service {
 		return New(Service{Store: e.svc.Store, Helm: e.svc.Helm, Charts: e.svc.Charts, Consumed: e.svc.Consumed,
-			Heartbeat: HeartbeatLeases(&release.Heartbeat{Client: e.c, Holder: "pod-" + string(rune('a'+i)), Duration: time.Minute, Now: e.clock.Now}),
+			Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "pod-" + string(rune('a'+i)), Duration: time.Minute, Now: e.clock.Now}),
 			Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute, RequireBinding: true, ProgressInterval: 5 * time.Millisecond}, 1)
 	}
 	for i := 0; i < 4; i++ {

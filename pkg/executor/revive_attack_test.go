@@ -9,6 +9,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Attack by a namespace editor on a request its caller cancelled before any executor ran it:
@@ -46,11 +47,11 @@ func TestCancelledByTheExecutorRewoundIsNotRun(t *testing.T) {
 	e.svc.RequireBinding = true
 	a := e.reserve("web", "victim-req")
 	a.BoundSecretUID = e.secretUID("web")
-	dead := &release.Heartbeat{Client: e.c, Holder: "dead-pod", Duration: time.Second, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead-pod", Duration: time.Second, Now: e.clock.Now}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
-	submit := &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
 	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "alice"); err != nil || !running {
 		t.Fatal(running, err)
 	}

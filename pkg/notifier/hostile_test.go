@@ -17,6 +17,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // hostileRecord is what a namespace editor can write: Helm's labels and ours (pending,
@@ -145,9 +146,9 @@ func (e *env) storeEvent(raw []byte) {
 func (e *env) forgeTombstone(name, requestID string) {
 	e.t.Helper()
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
-		Labels: map[string]string{release.LabelManagedBy: release.ManagedByUs, release.LabelAction: string(release.ActionUninstall),
-			release.LabelRelease: "web", release.LabelRevision: "1", release.LabelRequestID: requestID},
-		Annotations: map[string]string{release.AnnotationOutcome: release.OutcomeUninstalled, release.AnnotationSecretUID: "uid-1"}}}
+		Labels: map[string]string{lease.LabelManagedBy: lease.ManagedByUs, release.LabelAction: string(release.ActionUninstall),
+			lease.LabelRelease: "web", release.LabelRevision: "1", release.LabelRequestID: requestID},
+		Annotations: map[string]string{lease.AnnotationOutcome: lease.OutcomeUninstalled, lease.AnnotationSecretUID: "uid-1"}}}
 	if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(e.t), l, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -162,12 +163,12 @@ func TestForgedTombstoneIsDeletedNotReported(t *testing.T) {
 		reported    bool
 	}{
 		{"under another name", "forged", nil, false},
-		{"well named, nothing consumed", release.TombstoneName("web", 1, "req-x"), consumedRecords{}, false},
-		{"well named, consumed for another revision", release.TombstoneName("web", 1, "req-x"),
+		{"well named, nothing consumed", lease.TombstoneName("web", 1, "req-x"), consumedRecords{}, false},
+		{"well named, consumed for another revision", lease.TombstoneName("web", 1, "req-x"),
 			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 2, SecretUID: "uid-1"}}, false},
-		{"well named, consumed, no outcome recorded", release.TombstoneName("web", 1, "req-x"),
+		{"well named, consumed, no outcome recorded", lease.TombstoneName("web", 1, "req-x"),
 			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 1, SecretUID: "uid-1"}}, false},
-		{"the executor's own", release.TombstoneName("web", 1, "req-x"),
+		{"the executor's own", lease.TombstoneName("web", 1, "req-x"),
 			consumedRecords{"req-x": {RequestID: "req-x", Namespace: "ns", Name: "web", Action: "uninstall", Revision: 1, SecretUID: "uid-1",
 				Outcome: consumed.OutcomeUninstalled}}, true},
 	} {
@@ -206,7 +207,7 @@ func TestForgedTombstoneOfAQueuedUninstallIsNotReported(t *testing.T) {
 	}{
 		{"a Lease that says uninstalled", func(*env, *coordinationv1.Lease) {}},
 		{"an unfinished Lease, the Secret deleted", func(e *env, l *coordinationv1.Lease) {
-			delete(l.Annotations, release.AnnotationOutcome)
+			delete(l.Annotations, lease.AnnotationOutcome)
 			if err := e.c.CoreV1().Secrets("ns").Delete(ctx(e.t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
 				e.t.Fatal(err)
 			}
@@ -222,11 +223,11 @@ func TestForgedTombstoneOfAQueuedUninstallIsNotReported(t *testing.T) {
 			e.svc.Consumed = consumedRecords{"req-u": {RequestID: "req-u", Namespace: "ns", Name: "web",
 				Action: string(release.ActionUninstall), Revision: 1, SecretUID: uid}}
 			// The tenant's Lease: everything in it is read from the marked Secret.
-			name := release.TombstoneName("web", 1, "req-u")
+			name := lease.TombstoneName("web", 1, "req-u")
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
-				Labels: map[string]string{release.LabelManagedBy: release.ManagedByUs, release.LabelAction: string(release.ActionUninstall),
-					release.LabelRelease: "web", release.LabelRevision: "1", release.LabelRequestID: "req-u"},
-				Annotations: map[string]string{release.AnnotationOutcome: release.OutcomeUninstalled, release.AnnotationSecretUID: string(uid)}}}
+				Labels: map[string]string{lease.LabelManagedBy: lease.ManagedByUs, release.LabelAction: string(release.ActionUninstall),
+					lease.LabelRelease: "web", release.LabelRevision: "1", release.LabelRequestID: "req-u"},
+				Annotations: map[string]string{lease.AnnotationOutcome: lease.OutcomeUninstalled, lease.AnnotationSecretUID: string(uid)}}}
 			tc.forged(e, l)
 			if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(t), l, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)

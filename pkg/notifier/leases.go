@@ -10,11 +10,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // leaseCache is one informer per watched namespace on async-helm's Leases
-// (release.SelectorLeases: heartbeats and tombstones), shared by the tombstone watch, the
+// (lease.SelectorLeases: heartbeats and tombstones), shared by the tombstone watch, the
 // progress events and the sweeper. It holds what tenants may write: a cached Lease only
 // saves a call when it shows a live executor (release.AliveIn); every decision against a
 // Lease that looks dead is made on the Lease read again.
@@ -32,7 +32,7 @@ func (c *leaseCache) informersFor(ctx context.Context, s *Service) []cache.Share
 	}
 	for _, ns := range s.namespaces() {
 		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = release.SelectorLeases }))
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lease.SelectorLeases }))
 		c.informers = append(c.informers, f.Coordination().V1().Leases().Informer())
 		f.Start(ctx.Done())
 	}

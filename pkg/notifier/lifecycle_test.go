@@ -13,20 +13,21 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // uninstall does what an async uninstall does to the cluster: submit's mark, the executor's
 // heartbeat Lease and tombstone, Helm's purge of every record, then (finish) the tombstone
 // finished and the heartbeat released. Unfinished, the heartbeat stays held (the executor
 // died after Helm's purge).
-func (e *env) uninstall(name string, revs []int, finish bool) (release.Tombstone, *release.Held) {
+func (e *env) uninstall(name string, revs []int, finish bool) (lease.Tombstone, *lease.Held) {
 	e.t.Helper()
 	latest := revs[len(revs)-1]
 	if _, err := e.store.MarkUninstalling(ctx(e.t), release.UninstallMark{Namespace: "ns", Name: name, Revision: latest, RequestID: "req-u"}); err != nil {
 		e.t.Fatal(err)
 	}
 	held := e.hold(name, latest)
-	grave, err := e.store.DigTombstone(ctx(e.t), release.Tombstone{Namespace: "ns", Name: name, Revision: latest, RequestID: "req-u", Chart: "tiny-1.0.0"})
+	grave, err := e.store.DigTombstone(ctx(e.t), lease.Tombstone{Namespace: "ns", Name: name, Revision: latest, RequestID: "req-u", Chart: "tiny-1.0.0"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -41,9 +42,9 @@ func (e *env) uninstall(name string, revs []int, finish bool) (release.Tombstone
 	return grave, held
 }
 
-func (e *env) hold(name string, rev int) *release.Held {
+func (e *env) hold(name string, rev int) *lease.Held {
 	e.t.Helper()
-	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	hb := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
 	held, err := hb.Hold(ctx(e.t), "ns", release.LeaseName(name, rev))
 	if err != nil || held == nil {
 		e.t.Fatal(held, err)
@@ -51,7 +52,7 @@ func (e *env) hold(name string, rev int) *release.Held {
 	return held
 }
 
-func (e *env) finish(grave release.Tombstone, held *release.Held) {
+func (e *env) finish(grave lease.Tombstone, held *lease.Held) {
 	e.t.Helper()
 	if err := e.store.FinishTombstone(ctx(e.t), grave); err != nil {
 		e.t.Fatal(err)
@@ -90,7 +91,7 @@ func (e *env) sweepTombstones() {
 
 func (e *env) tombstones() int {
 	e.t.Helper()
-	l, err := e.c.CoordinationV1().Leases("ns").List(ctx(e.t), metav1.ListOptions{LabelSelector: release.SelectorTombstones})
+	l, err := e.c.CoordinationV1().Leases("ns").List(ctx(e.t), metav1.ListOptions{LabelSelector: lease.SelectorTombstones})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestAbandonedUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.hold("api", 1)
-	if _, err := e.store.DigTombstone(ctx(t), release.Tombstone{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
+	if _, err := e.store.DigTombstone(ctx(t), lease.Tombstone{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Add(time.Minute)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // EventSender delivers one event and reports whether the sink acknowledged it.
@@ -48,9 +49,9 @@ type Store interface {
 	Alive(ctx context.Context, namespace, key string) (bool, error)
 	// Tombstones, ReadTombstone and BuryTombstone list, read and delete (as read) the
 	// tombstones of uninstalls (tombstones.go).
-	Tombstones(ctx context.Context, namespace string) ([]release.Tombstone, error)
-	ReadTombstone(ctx context.Context, namespace, lease string) (*release.Tombstone, error)
-	BuryTombstone(ctx context.Context, t release.Tombstone) error
+	Tombstones(ctx context.Context, namespace string) ([]lease.Tombstone, error)
+	ReadTombstone(ctx context.Context, namespace, lease string) (*lease.Tombstone, error)
+	BuryTombstone(ctx context.Context, t lease.Tombstone) error
 }
 
 // Service is the notifier.

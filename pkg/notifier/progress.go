@@ -11,6 +11,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // progressEvents reports the progress the executors record on revisions' Leases as
@@ -42,7 +43,7 @@ func (p *progressEvents) observe(obj any) {
 	if !ok {
 		return
 	}
-	pr, err := progress.Decode(l.Annotations[release.AnnotationProgress])
+	pr, err := progress.Decode(l.Annotations[lease.AnnotationProgress])
 	name, rev, named := release.ParseSecretName(l.Name)
 	if err != nil || pr == nil || !named {
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // The progress an executor records on a revision's Lease goes out as progress events: the
@@ -20,7 +21,7 @@ func TestProgressEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return len(e.sink.events()) == 1 }) // pending-install
-	h := &release.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Minute, Now: e.clock.Now}
+	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Minute, Now: e.clock.Now}
 	held, err := h.Hold(ctx(t), "ns", release.LeaseName("web", 1))
 	if err != nil || held == nil {
 		t.Fatal(held, err)
@@ -29,7 +30,7 @@ func TestProgressEvents(t *testing.T) {
 		t.Helper()
 		e.clock.Add(time.Second)
 		p := progress.Progress{Phase: phase, Ready: ready, Total: 3, Updated: e.clock.Now()}
-		if lost, err := held.Sync(ctx(t), release.AnnotationProgress, p.Encode()); lost != "" || err != nil {
+		if lost, err := held.Sync(ctx(t), lease.AnnotationProgress, p.Encode()); lost != "" || err != nil {
 			t.Fatal(lost, err)
 		}
 	}

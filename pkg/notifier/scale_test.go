@@ -13,6 +13,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // reserveIn makes a reservation in namespace ns as submit does; started drops its queued
@@ -32,7 +33,7 @@ func (e *env) reserveIn(ns, name string, started bool) {
 		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	hb := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	hb := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
 	if held, err := hb.Hold(ctx(e.t), ns, release.LeaseName(name, 1)); err != nil || held == nil {
 		e.t.Fatal(held, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // The sweeper's decisions on one pending revision, with the clock moved by hand (config:
@@ -224,7 +225,7 @@ func (e *env) start(name string) {
 // holdLease takes (or renews by takeover) the revision's 30s lease at the clock's time.
 func (e *env) holdLease(name string) {
 	e.t.Helper()
-	h := &release.Heartbeat{Client: e.c, Holder: "exec", Duration: 30 * time.Second, Now: e.clock.Now}
+	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: 30 * time.Second, Now: e.clock.Now}
 	_ = e.c.CoordinationV1().Leases("ns").Delete(ctx(e.t), release.LeaseName(name, 1), deleteOpts)
 	held, err := h.Hold(ctx(e.t), "ns", release.LeaseName(name, 1))
 	if err != nil || held == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // "uninstalled" is found through the uninstall's Lease, kept by its executor as a
@@ -25,7 +26,7 @@ const tombstoneKey = "tombstone:"
 func (s *Service) watchTombstones(ctx context.Context) error {
 	enqueue := func(obj any) {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
-			if t, ok := release.TombstoneFrom(l); ok && t.Done {
+			if t, ok := lease.TombstoneFrom(l); ok && t.Done {
 				s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
 			}
 		}
@@ -60,7 +61,7 @@ func (s *Service) sweepTombstones(ctx context.Context) error {
 func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
 	now := s.now()
 	for _, l := range cached {
-		t, ok := release.TombstoneFrom(l)
+		t, ok := lease.TombstoneFrom(l)
 		if !ok || (!t.Done && release.AliveIn(s.leases.get(t.Namespace, release.LeaseName(t.Name, t.Revision)), now)) {
 			continue
 		}
@@ -111,7 +112,7 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 // with consumed records, the executor recorded it (goneDone). A
 // Secret still there, pending, is the sweeper's to drive again; final, it failed and says
 // so itself: the tombstone is buried without an event.
-func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool, error) {
+func (s *Service) abandonedDone(ctx context.Context, t lease.Tombstone) (bool, error) {
 	alive, err := s.Store.Alive(ctx, t.Namespace, release.LeaseName(t.Name, t.Revision))
 	if alive || err != nil {
 		return false, err
@@ -133,7 +134,7 @@ func (s *Service) abandonedDone(ctx context.Context, t release.Tombstone) (bool,
 // Secret as well as Helm can: with consumed records, only the outcome the executor recorded
 // says Helm uninstalled. It is read again here, as the executor may have written it since
 // checkTombstone read it; without it the tombstone is deleted, unreported.
-func (s *Service) goneDone(ctx context.Context, t release.Tombstone) (bool, error) {
+func (s *Service) goneDone(ctx context.Context, t lease.Tombstone) (bool, error) {
 	if s.Consumed == nil {
 		return true, nil
 	}
@@ -153,7 +154,7 @@ func (s *Service) goneDone(ctx context.Context, t release.Tombstone) (bool, erro
 // on the consumed record says so: submit binds the request when it marks, so a bound
 // record alone proves nothing ran, and a Lease that says "uninstalled" without that
 // outcome is a forgery (the executor records the outcome before it finishes its Lease).
-func (s *Service) checkTombstone(ctx context.Context, t release.Tombstone) (refusal string, done bool, err error) {
+func (s *Service) checkTombstone(ctx context.Context, t lease.Tombstone) (refusal string, done bool, err error) {
 	if !t.WellNamed() {
 		return "its Lease is not named as the executor names tombstones", false, nil
 	}

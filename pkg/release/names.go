@@ -17,11 +17,6 @@ const (
 	SelectorReleaseSecrets = LabelOwner + "=" + OwnerHelm
 	// SelectorPending selects the release secrets whose action is still running.
 	SelectorPending = SelectorReleaseSecrets + "," + LabelStatus + " in (pending-install,pending-rollback,pending-upgrade,uninstalling)"
-	// SelectorLeases selects the heartbeat Leases of async-helm's revisions.
-	SelectorLeases = LabelManagedBy + "=" + ManagedByUs
-	// SelectorTombstones selects the Leases of uninstalls, which outlive the release's
-	// Secrets until the notifier reports "uninstalled" (tombstone.go).
-	SelectorTombstones = SelectorLeases + "," + LabelAction + "=" + string(ActionUninstall)
 )
 
 // SelectorRelease selects the release secrets of one release (every revision).

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 func TestNotifierDoorPatchesAsCompareAndSwap(t *testing.T) {
@@ -75,7 +77,7 @@ func TestTombstonesAndSignsOfLifeThroughTheStore(t *testing.T) {
 	if since, alive, err := s.LastSignOfLife(ctx(t), rev); alive || err != nil || !since.Equal(rev.Created) {
 		t.Fatalf("no lease: %v %v %v", since, alive, err)
 	}
-	hb := &Heartbeat{Client: c, Holder: "executor", Duration: 30 * time.Second, Now: clock.Now}
+	hb := &lease.Heartbeat{Client: c, Holder: "executor", Duration: 30 * time.Second, Now: clock.Now}
 	if held, err := hb.Hold(ctx(t), "ns", LeaseName("web", 1)); held == nil || err != nil {
 		t.Fatal(held, err)
 	}
@@ -89,7 +91,7 @@ func TestTombstonesAndSignsOfLifeThroughTheStore(t *testing.T) {
 	if since, alive, err := s.LastSignOfLife(ctx(t), rev); alive || err != nil || !since.Equal(clock.Now().Add(-30*time.Second)) {
 		t.Fatalf("expired lease: %v %v %v", since, alive, err)
 	}
-	grave, err := s.DigTombstone(ctx(t), Tombstone{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u"})
+	grave, err := s.DigTombstone(ctx(t), lease.Tombstone{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u"})
 	if err != nil {
 		t.Fatal(err)
 	}

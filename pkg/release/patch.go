@@ -61,10 +61,3 @@ func (s *Store) patchSecret(ctx context.Context, namespace, name string, p secre
 	}
 	return true, nil
 }
-
-// annotationPatch is a JSON merge patch setting one annotation (of a Lease): marshalled,
-// so any value (a user name with any character) stays valid JSON.
-func annotationPatch(key, value string) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
-	return b
-}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
@@ -25,11 +26,11 @@ const (
 	LabelStatus    = "status"
 	LabelVersion   = "version"
 	OwnerHelm      = "helm"
-	LabelRequestID = "async-helm.io/request-id"
+	LabelRequestID = lease.LabelRequestID
 	// LabelModifiedAt is Helm's label of a release secret's last write (unix seconds).
 	LabelModifiedAt = "modifiedAt"
 	// LabelChart is "<chart>-<version>", so watchers see the chart without decoding payloads.
-	LabelChart = "async-helm.io/chart"
+	LabelChart = lease.LabelChart
 	// AnnotationNotified is the status the notifier last reported for a revision. Helm's
 	// driver rewrites the whole secret on every status change, which drops it: a mismatch
 	// (or absence) means an unreported transition.
@@ -40,7 +41,9 @@ const (
 	// LabelRevision marks a revision as async-helm's own, but only while it equals Helm's
 	// "version" label: Helm copies custom labels into the later revisions that the helm
 	// CLI or Flux write, and those must never be touched by the sweeper.
-	LabelRevision = "async-helm.io/revision"
+	LabelRevision = lease.LabelRevision
+	// LabelAction=uninstall marks the Secret an async uninstall marked, and its tombstone.
+	LabelAction = lease.LabelAction
 	// LabelQueued marks a reservation accepted but not started. Helm's adoption rewrite
 	// of the secret drops it.
 	LabelQueued = "async-helm.io/queued"
@@ -66,7 +69,7 @@ type Action string
 const (
 	ActionInstall   Action = "install"
 	ActionUpgrade   Action = "upgrade"
-	ActionUninstall Action = "uninstall"
+	ActionUninstall Action = lease.ActionUninstall
 	ActionRollback  Action = "rollback"
 )
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
@@ -62,7 +63,7 @@ func (s *Store) Progress(ctx context.Context, namespace, secretName string) (*pr
 	if err != nil {
 		return nil, fmt.Errorf("read progress of %s/%s: %w", namespace, secretName, err)
 	}
-	return progress.Decode(l.Annotations[AnnotationProgress])
+	return progress.Decode(l.Annotations[lease.AnnotationProgress])
 }
 
 // History lists the revisions of a release from secret metadata only (payloads can

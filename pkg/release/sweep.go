@@ -5,6 +5,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // What the notifier's sweeper reads from caches instead of the API server: at 10,000
@@ -36,5 +38,5 @@ func (x *RevisionIndex) PendingRevisions() []Revision {
 // that looks expired or missing there may have been renewed since, so the caller reads it
 // again (Store.LastSignOfLife) before acting on it.
 func AliveIn(l *coordinationv1.Lease, now time.Time) bool {
-	return l != nil && l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil && !Expired(l, now)
+	return l != nil && l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil && !lease.Expired(l, now)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // sealedEnv is newEnv whose store seals and whose running index counts only sealed
@@ -105,7 +106,7 @@ func TestRelabelledReservationsStillCount(t *testing.T) {
 // ran it), Helm's adoption (a final record without our labels), an uninstall mark put back.
 func TestFinishedReservationsDoNotCount(t *testing.T) {
 	e, idx := sealedEnv(t, 2)
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
 	for _, n := range []string{"a", "b"} {
 		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install(n), nil); err != nil {
 			t.Fatal(err)

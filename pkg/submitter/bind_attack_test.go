@@ -9,6 +9,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Attack: a tenant of namespace "tenant" who learnt the request id of another caller's
@@ -22,7 +23,7 @@ func TestCancelOfAHandMadeRevisionDoesNotBindAnotherCallersRequest(t *testing.T)
 	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Now}
 	e.svc.Bindings = bindings
 	e.store.SealKey = key
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
 	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil) // the victim's, request "req-1"
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Every accepted request's event goes out bound to its reservation Secret's UID (install,
@@ -118,7 +119,7 @@ func TestCancelBindsTheQueuedRevision(t *testing.T) {
 	e.store.SealKey = key // as submit's store seals what it reserves
 	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Now}
 	e.svc.Bindings = bindings
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
 	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
 	if err != nil {
 		t.Fatal(err)

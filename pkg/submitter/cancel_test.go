@@ -12,11 +12,12 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 func TestCancel(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
 	u := &auth.User{Name: "alice"}
 
 	if _, err := e.svc.Cancel(ctx(t), "ns", "web", u); !errors.Is(err, release.ErrNotFound) {
@@ -45,7 +46,7 @@ func TestCancel(t *testing.T) {
 	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("db"), nil); err != nil {
 		t.Fatal(err)
 	}
-	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
 	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("db", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
@@ -54,7 +55,7 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("cancel of a running revision = %+v, %v", out, err)
 	}
 	l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("db", 1), metav1.GetOptions{})
-	if l.Annotations[release.AnnotationCancel] != "anonymous" {
+	if l.Annotations[lease.AnnotationCancel] != "anonymous" {
 		t.Errorf("lease annotations %v", l.Annotations)
 	}
 	if rel, _ := e.store.Get(ctx(t), "ns", "db", 1); rel.Info.Status != helmrelease.StatusPendingInstall {
@@ -73,8 +74,8 @@ func TestCancel(t *testing.T) {
 // its Lease) is failed at once, as an install is.
 func TestCancelOfRunningUninstallOrRollbackIsRefused(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
-	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
 	e.deploy("web", 1, helmrelease.StatusSuperseded)
 	e.deploy("web", 2, helmrelease.StatusDeployed)
 	e.deploy("db", 1, helmrelease.StatusDeployed)
@@ -102,7 +103,7 @@ func TestCancelOfRunningUninstallOrRollbackIsRefused(t *testing.T) {
 			t.Errorf("%s: cancel = %+v, %v; want %q", tc.name, out, err, tc.reason)
 		}
 		l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), key, metav1.GetOptions{})
-		if _, asked := l.Annotations[release.AnnotationCancel]; asked {
+		if _, asked := l.Annotations[lease.AnnotationCancel]; asked {
 			t.Errorf("%s: the refused cancel was written on the lease", tc.name)
 		}
 		if rel, _ := e.store.Get(ctx(t), "ns", tc.name, tc.rev); rel.Info.Status != tc.status {

@@ -36,7 +36,7 @@ type Store interface {
 	Unmark(ctx context.Context, m *release.Marked) error
 }
 
-// Leases asks a revision's executor, through its Lease, to stop (release.Heartbeat).
+// Leases asks a revision's executor, through its Lease, to stop (lease.Heartbeat).
 type Leases interface {
 	RequestCancel(ctx context.Context, namespace, key, by string) (running bool, err error)
 	ReleaseCancel(ctx context.Context, namespace, key, by string) error

@@ -73,7 +73,7 @@ type Service struct {
 	Now                              func() time.Time
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
 	Heartbeat Leases
-	// LeaseAlive says whether an executor holds a revision's Lease now (release.Alive).
+	// LeaseAlive says whether an executor holds a revision's Lease now (lease.Alive).
 	// Without it a cancel of an uninstall or rollback is refused as if it ran.
 	LeaseAlive func(ctx context.Context, namespace, key string) (bool, error)
 	// Schemas keeps compiled values schemas by chart digest (nil: compiled per request).

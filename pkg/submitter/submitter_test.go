@@ -22,6 +22,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -107,7 +108,7 @@ func newEnv(t *testing.T) *env {
 		Namespaces: corelisters.NewNamespaceLister(nss), SigningKey: key, Now: clock.Now,
 		NewID: func() string { return "req-1" },
 		LeaseAlive: func(ctx context.Context, ns, key string) (bool, error) {
-			return release.Alive(ctx, c, ns, key, clock.Now())
+			return lease.Alive(ctx, c, ns, key, clock.Now())
 		}}
 	return e
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // Attack on submit's API budget by an editor of its own namespace: it keeps the heartbeat
@@ -15,13 +16,13 @@ import (
 func TestSupersedeOfARevisionKeptAliveCostsFewReads(t *testing.T) {
 	e := supersedeEnv(t)
 	e.svc.Supersede = SupersedeOptions{} // the defaults: 30 s, every 250 ms
-	tenant := &release.Heartbeat{Client: e.c, Holder: "tenant", Duration: time.Hour, Now: e.svc.Now}
+	tenant := &lease.Heartbeat{Client: e.c, Holder: "tenant", Duration: time.Hour, Now: e.svc.Now}
 	if h, err := tenant.Hold(ctx(t), "ns", release.LeaseName("web", 2)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
 	// submit's clock moves one poll per reading, so the 30 s pass at once; the Lease keeps its own.
 	now, fixed := e.svc.Now(), e.svc.Now
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
 	e.svc.Now = func() time.Time { now = now.Add(250 * time.Millisecond); return now }
 	e.svc.Supersede.Poll = time.Millisecond
 	before := len(e.c.Actions())

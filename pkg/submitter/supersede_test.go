@@ -16,12 +16,13 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 // supersedeEnv: web has revision 1 deployed and revision 2 an accepted upgrade (req-1).
 func supersedeEnv(t *testing.T) *env {
 	e := newEnv(t)
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Now}
 	e.svc.Supersede = SupersedeOptions{Poll: time.Millisecond}
 	n := 0
 	e.svc.NewID = func() string { n++; return fmt.Sprintf("req-%d", n) }
@@ -84,7 +85,7 @@ func TestSupersedeQueued(t *testing.T) {
 // executor recorded the old one failed.
 func TestSupersedeRunningWaitsForItsEnd(t *testing.T) {
 	e := supersedeEnv(t)
-	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
 	held, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2))
 	if held == nil || err != nil {
 		t.Fatal(held, err)
@@ -110,9 +111,9 @@ func TestSupersedeRunningWaitsForItsEnd(t *testing.T) {
 // fakeExecutorEnds plays the executor of a running revision: it waits for a cancel on its
 // Lease, checks that the next revision is not reserved yet, and records the failure as
 // the executor does.
-func (e *env) fakeExecutorEnds(held *release.Held, name string, v int) error {
+func (e *env) fakeExecutorEnds(held *lease.Held, name string, v int) error {
 	for i := 0; ; i++ {
-		if _, err := held.Sync(ctx(e.t), release.AnnotationProgress, fmt.Sprint(i)); err != nil {
+		if _, err := held.Sync(ctx(e.t), lease.AnnotationProgress, fmt.Sprint(i)); err != nil {
 			return err
 		}
 		if by := held.CancelledBy(); by != "" {
@@ -131,13 +132,13 @@ func (e *env) fakeExecutorEnds(held *release.Held, name string, v int) error {
 // cancel stays asked on the Lease.
 func TestSupersedeGivesUpWhenTheRevisionDoesNotEnd(t *testing.T) {
 	e := supersedeEnv(t)
-	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
 	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
 	// submit's own clock moves 10 s per reading; the Leases keep theirs.
 	now, fixed := e.svc.Now(), e.svc.Now
-	e.svc.Heartbeat = &release.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
 	e.svc.Now = func() time.Time { now = now.Add(10 * time.Second); return now }
 	_, err := e.svc.Submit(ctx(t), release.ActionUpgrade, superseding("web"), nil)
 	if !errors.Is(err, ErrNotAccepted) || !strings.Contains(err.Error(), "has not ended within 30s") {
@@ -147,7 +148,7 @@ func TestSupersedeGivesUpWhenTheRevisionDoesNotEnd(t *testing.T) {
 		t.Errorf("revision 3 was reserved: %v", err)
 	}
 	l, _ := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 2), metav1.GetOptions{})
-	if by := l.Annotations[release.AnnotationCancel]; by != "anonymous: superseded by revision 3, request req-2" {
+	if by := l.Annotations[lease.AnnotationCancel]; by != "anonymous: superseded by revision 3, request req-2" {
 		t.Errorf("cancel on the lease: %q", by)
 	}
 }
@@ -192,7 +193,7 @@ func TestSupersedeRefusalsCancelNothing(t *testing.T) {
 	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "api", Namespace: "ns", Version: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
 	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("api", 3)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
@@ -231,7 +232,7 @@ func TestSupersedeRacesAnUpgradeForTheNextRevision(t *testing.T) {
 	e := supersedeEnv(t)
 	var n atomic.Int32
 	e.svc.NewID = func() string { return fmt.Sprintf("id-%d", n.Add(1)) }
-	exec := &release.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Now}
 	held, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2))
 	if held == nil || err != nil {
 		t.Fatal(held, err)

@@ -1,4 +1,4 @@
-package release
+package lease
 
 import (
 	"context"
@@ -11,7 +11,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
 
 func heartbeats(t *testing.T) (*Heartbeat, *Heartbeat, *fakekube.Cluster, *fakekube.Clock) {
 	t.Helper()
@@ -24,7 +33,7 @@ func heartbeats(t *testing.T) (*Heartbeat, *Heartbeat, *fakekube.Cluster, *fakek
 
 func lease(t *testing.T, c *fakekube.Cluster) *coordinationv1.Lease {
 	t.Helper()
-	l, err := c.CoordinationV1().Leases("ns").Get(ctx(t), LeaseName("web", 1), metav1.GetOptions{})
+	l, err := c.CoordinationV1().Leases("ns").Get(ctx(t), storage.Key("web", 1), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +42,7 @@ func lease(t *testing.T, c *fakekube.Cluster) *coordinationv1.Lease {
 
 func TestHoldTakeoverRenewRelease(t *testing.T) {
 	a, b, c, clock := heartbeats(t)
-	key := LeaseName("web", 1)
+	key := storage.Key("web", 1)
 	held, err := a.Hold(ctx(t), "ns", key)
 	if err != nil || held == nil {
 		t.Fatalf("first Hold = %v, %v", held, err)
@@ -95,7 +104,7 @@ func TestHoldTakeoverRenewRelease(t *testing.T) {
 // A write by someone else that keeps our holder (an annotation) is not a loss.
 func TestRenewAfterForeignWriteKeepsTheLease(t *testing.T) {
 	a, _, c, _ := heartbeats(t)
-	held, err := a.Hold(ctx(t), "ns", LeaseName("web", 1))
+	held, err := a.Hold(ctx(t), "ns", storage.Key("web", 1))
 	if err != nil || held == nil {
 		t.Fatal(held, err)
 	}
@@ -119,7 +128,7 @@ func TestRenewAfterForeignWriteKeepsTheLease(t *testing.T) {
 // the resourceVersion it read.
 func TestTakeoverIsCompareAndSwap(t *testing.T) {
 	a, b, c, clock := heartbeats(t)
-	key := LeaseName("web", 1)
+	key := storage.Key("web", 1)
 	if h, err := a.Hold(ctx(t), "ns", key); err != nil || h == nil {
 		t.Fatal(h, err)
 	}
@@ -139,11 +148,11 @@ func TestKeepReportsLossOnce(t *testing.T) {
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
 	h := &Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Millisecond, Now: clock.Now}
-	held, err := h.Hold(ctx(t), "ns", LeaseName("web", 1))
+	held, err := h.Hold(ctx(t), "ns", storage.Key("web", 1))
 	if err != nil || held == nil {
 		t.Fatal(held, err)
 	}
-	if err := c.CoordinationV1().Leases("ns").Delete(ctx(t), LeaseName("web", 1), metav1.DeleteOptions{}); err != nil {
+	if err := c.CoordinationV1().Leases("ns").Delete(ctx(t), storage.Key("web", 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lost := make(chan string, 2)

@@ -1,4 +1,4 @@
-package release
+package lease
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // An uninstall deletes every record of its release, so "uninstalled" cannot be read from a
@@ -18,8 +21,10 @@ import (
 // and deletes (docs/design.md, "Uninstall and rollback"). It is not the revision's
 // heartbeat Lease: a release installed again under the same name reuses that one.
 const (
-	// LabelAction=uninstall marks the Secret an async uninstall marked, and its tombstone.
-	LabelAction = "async-helm.io/action"
+	// LabelAction=ActionUninstall marks the Secret an async uninstall marked, and its
+	// tombstone (release.ActionUninstall is ActionUninstall).
+	LabelAction     = "async-helm.io/action"
+	ActionUninstall = "uninstall"
 	// LabelRelease names the release of a tombstone (LabelRevision its revision).
 	LabelRelease = "async-helm.io/release"
 	// AnnotationSecretUID is the UID of the Secret the uninstall deletes: one of that name
@@ -29,6 +34,10 @@ const (
 	AnnotationOutcome  = "async-helm.io/outcome"
 	OutcomeUninstalled = "uninstalled"
 )
+
+// SelectorTombstones selects the Leases of uninstalls, which outlive the release's Secrets
+// until the notifier reports "uninstalled".
+const SelectorTombstones = SelectorLeases + "," + LabelAction + "=" + ActionUninstall
 
 // Tombstone is the record of one accepted uninstall that outlives the release's Secrets.
 type Tombstone struct {
@@ -47,7 +56,7 @@ type Tombstone struct {
 // TombstoneName is the name of the tombstone Lease of one uninstall request.
 func TombstoneName(release string, revision int, requestID string) string {
 	h := sha256.Sum256([]byte(requestID)) // request ids come from events: keep the name a DNS name
-	return SecretName(release, revision) + ".uninstall-" + hex.EncodeToString(h[:6])
+	return storage.Key(release, revision) + ".uninstall-" + hex.EncodeToString(h[:6])
 }
 
 // Lease is where the tombstone lives: the Lease it was read from, else its own name.
@@ -66,12 +75,12 @@ func (t Tombstone) WellNamed() bool {
 }
 
 // SecretName is the Secret of the revision the uninstall deletes.
-func (t Tombstone) SecretName() string { return SecretName(t.Name, t.Revision) }
+func (t Tombstone) SecretName() string { return storage.Key(t.Name, t.Revision) }
 
 // TombstoneFrom reads a Lease; ok is false for any Lease that is not a tombstone.
 func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
 	rev, err := strconv.Atoi(l.Labels[LabelRevision])
-	if l.Labels[LabelManagedBy] != ManagedByUs || l.Labels[LabelAction] != string(ActionUninstall) || err != nil || l.Labels[LabelRelease] == "" {
+	if l.Labels[LabelManagedBy] != ManagedByUs || l.Labels[LabelAction] != ActionUninstall || err != nil || l.Labels[LabelRelease] == "" {
 		return Tombstone{}, false
 	}
 	return Tombstone{Namespace: l.Namespace, Name: l.Labels[LabelRelease], Revision: rev,
@@ -79,23 +88,18 @@ func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
 		Done: l.Annotations[AnnotationOutcome] == OutcomeUninstalled, lease: l.Name, uid: string(l.UID), resourceVersion: l.ResourceVersion}, true
 }
 
-// DigTombstone writes the tombstone of an uninstall before Helm runs it, with the UID of the
-// revision's Secret as it is now. A redriven uninstall finds its own and keeps it.
-func (s *Store) DigTombstone(ctx context.Context, t Tombstone) (Tombstone, error) {
-	// Only its UID is needed: a metadata read, not the ~100 KiB record.
-	sec, err := s.Metadata.Resource(SecretsResource).Namespace(t.Namespace).Get(ctx, t.SecretName(), metav1.GetOptions{})
-	if err != nil {
-		return t, fmt.Errorf("read %s/%s for its tombstone: %w", t.Namespace, t.SecretName(), err)
-	}
-	t.SecretUID = string(sec.UID)
+// DigTombstone writes the tombstone of an uninstall before Helm runs it, with t.SecretUID,
+// the UID of the revision's Secret as it is now (release.Store.DigTombstone reads it). A
+// redriven uninstall finds its own and keeps it.
+func DigTombstone(ctx context.Context, client kubernetes.Interface, t Tombstone) (Tombstone, error) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: t.Lease(),
-		Labels: map[string]string{LabelManagedBy: ManagedByUs, LabelAction: string(ActionUninstall),
+		Labels: map[string]string{LabelManagedBy: ManagedByUs, LabelAction: ActionUninstall,
 			LabelRelease: t.Name, LabelRevision: strconv.Itoa(t.Revision), LabelRequestID: t.RequestID},
 		Annotations: map[string]string{AnnotationSecretUID: t.SecretUID}}}
 	if t.Chart != "" {
 		l.Labels[LabelChart] = t.Chart
 	}
-	_, err = s.Client.CoordinationV1().Leases(t.Namespace).Create(ctx, l, metav1.CreateOptions{})
+	_, err := client.CoordinationV1().Leases(t.Namespace).Create(ctx, l, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return t, fmt.Errorf("write tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
 	}
@@ -103,8 +107,8 @@ func (s *Store) DigTombstone(ctx context.Context, t Tombstone) (Tombstone, error
 }
 
 // FinishTombstone records that Helm's uninstall succeeded: the notifier reports it now.
-func (s *Store) FinishTombstone(ctx context.Context, t Tombstone) error {
-	_, err := s.Client.CoordinationV1().Leases(t.Namespace).Patch(ctx, t.Lease(), types.MergePatchType,
+func FinishTombstone(ctx context.Context, client kubernetes.Interface, t Tombstone) error {
+	_, err := client.CoordinationV1().Leases(t.Namespace).Patch(ctx, t.Lease(), types.MergePatchType,
 		annotationPatch(AnnotationOutcome, OutcomeUninstalled), metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("finish tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
@@ -115,18 +119,18 @@ func (s *Store) FinishTombstone(ctx context.Context, t Tombstone) error {
 // BuryTombstone deletes a tombstone that was reported (or needs no report, or is forged).
 // One read from the cluster is deleted by the name it was read under, and only as it was
 // read (UID and resourceVersion as preconditions): never a name recomputed from its labels.
-func (s *Store) BuryTombstone(ctx context.Context, t Tombstone) error {
+func BuryTombstone(ctx context.Context, client kubernetes.Interface, t Tombstone) error {
 	var opts metav1.DeleteOptions
 	if t.uid != "" {
 		uid, rv := types.UID(t.uid), t.resourceVersion
 		opts.Preconditions = &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}
 	}
-	err := s.Client.CoordinationV1().Leases(t.Namespace).Delete(ctx, t.Lease(), opts)
+	err := client.CoordinationV1().Leases(t.Namespace).Delete(ctx, t.Lease(), opts)
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("%w: tombstone %s/%s changed", ErrConflict, t.Namespace, t.Lease())
+		return fmt.Errorf("%w: tombstone %s/%s changed", storage.ErrConflict, t.Namespace, t.Lease())
 	}
 	return fmt.Errorf("delete tombstone %s/%s: %w", t.Namespace, t.Lease(), err)
 }
@@ -135,8 +139,8 @@ func (s *Store) BuryTombstone(ctx context.Context, t Tombstone) error {
 func (t Tombstone) LeaseUID() string { return t.uid }
 
 // Tombstones lists the tombstones of namespace ("" = all).
-func (s *Store) Tombstones(ctx context.Context, namespace string) ([]Tombstone, error) {
-	list, err := s.Client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorTombstones})
+func Tombstones(ctx context.Context, client kubernetes.Interface, namespace string) ([]Tombstone, error) {
+	list, err := client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorTombstones})
 	if err != nil {
 		return nil, fmt.Errorf("list uninstall tombstones of %q: %w", namespace, err)
 	}
@@ -151,8 +155,8 @@ func (s *Store) Tombstones(ctx context.Context, namespace string) ([]Tombstone, 
 
 // ReadTombstone reads the tombstone in Lease namespace/lease (nil when gone, or when that
 // Lease is not a tombstone).
-func (s *Store) ReadTombstone(ctx context.Context, namespace, lease string) (*Tombstone, error) {
-	l, err := s.Client.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
+func ReadTombstone(ctx context.Context, client kubernetes.Interface, namespace, lease string) (*Tombstone, error) {
+	l, err := client.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package release
+package lease
 
 import (
 	"context"
@@ -106,9 +106,6 @@ const (
 	AnnotationCancel   = "async-helm.io/cancel"
 	// cancelHolder prefixes the holder of a Lease submit creates to fail a revision nobody runs.
 	cancelHolder = "cancelled-by/"
-	// LabelManagedBy=ManagedByUs marks the Leases of async-helm's revisions.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedByUs    = "async-helm"
 )
 
 // Held is a lease one action holds. Every write carries the resourceVersion last seen, so
@@ -307,27 +304,4 @@ func Alive(ctx context.Context, client kubernetes.Interface, namespace, key stri
 		return false, err
 	}
 	return !Expired(l, now), nil
-}
-
-// Alive reports whether a live executor holds the heartbeat Lease of a revision.
-func (s *Store) Alive(ctx context.Context, namespace, key string) (bool, error) {
-	return Alive(ctx, s.Client, namespace, key, s.now())
-}
-
-// LastSignOfLife is when an executor last showed it worked on rev: its heartbeat Lease's
-// expiry, else the revision's own clock (Revision.Created). alive: a live executor holds it.
-func (s *Store) LastSignOfLife(ctx context.Context, rev Revision) (since time.Time, alive bool, err error) {
-	l, err := s.Client.CoordinationV1().Leases(rev.Namespace).Get(ctx, LeaseName(rev.Name, rev.Version), metav1.GetOptions{})
-	switch {
-	case err == nil:
-		if !Expired(l, s.now()) {
-			return time.Time{}, true, nil
-		}
-		if at := ExpiresAt(l); !at.IsZero() {
-			return at, false, nil
-		}
-	case !apierrors.IsNotFound(err):
-		return time.Time{}, false, fmt.Errorf("lease of %s/%s: %w", rev.Namespace, rev.SecretName, err)
-	}
-	return rev.Created, false, nil
 }

@@ -1,0 +1,34 @@
+// Package lease holds async-helm's Leases beside the release records, in the release
+// namespace: the heartbeat Lease an executor holds while it runs the action of one
+// revision (Heartbeat, Held; what it is doing and who asked to cancel it in its
+// annotations), and the tombstone an uninstall leaves, which outlives the release's
+// Secrets until the notifier reports it (Tombstone). pkg/release's Store reads them
+// through this package (see docs/design.md, "Exactly once" and "Uninstall and rollback").
+package lease
+
+import "encoding/json"
+
+// Labels of async-helm's Leases. The request id, revision and chart labels are those of
+// the release Secret the Lease belongs to (pkg/release uses these constants for both).
+const (
+	// LabelManagedBy=ManagedByUs marks the Leases of async-helm's revisions.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByUs    = "async-helm"
+	// LabelRequestID is the request a Secret or Lease belongs to.
+	LabelRequestID = "async-helm.io/request-id"
+	// LabelRevision is the revision a Secret or Lease belongs to (on a release Secret it
+	// also marks the revision as async-helm's own: see pkg/release).
+	LabelRevision = "async-helm.io/revision"
+	// LabelChart is "<chart>-<version>", so watchers see the chart without decoding payloads.
+	LabelChart = "async-helm.io/chart"
+)
+
+// SelectorLeases selects the heartbeat Leases of async-helm's revisions.
+const SelectorLeases = LabelManagedBy + "=" + ManagedByUs
+
+// annotationPatch is a JSON merge patch setting one annotation (of a Lease): marshalled,
+// so any value (a user name with any character) stays valid JSON.
+func annotationPatch(key, value string) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	return b
+}
