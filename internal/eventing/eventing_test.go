@@ -22,6 +22,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -189,8 +190,9 @@ func TestExecutorRefusalsAreRetriedAsTheTriggerSays(t *testing.T) {
 	defer cancel()
 	th := wireThrough(ctx, t, nil, map[string][]int{"retried": {http.StatusTooManyRequests, http.StatusServiceUnavailable}})
 	th.install(ctx, t, "retried")
-	waitFor(t, 30*time.Second, "three deliveries of retried", func() bool { return len(th.seen.of("retried")) >= 3 },
-		func() string { return fmt.Sprint(len(th.seen.of("retried")), " deliveries") })
+	if !testwait.Until(30*time.Second, func() bool { return len(th.seen.of("retried")) >= 3 }) {
+		t.Fatalf("timed out waiting for three deliveries of retried; got %d", len(th.seen.of("retried")))
+	}
 	checkGaps(t, th.seen.of("retried"), 2*time.Second, 4*time.Second)
 	if n := len(th.seen.of("retried")); n != 3 {
 		t.Errorf("retried was delivered %d times; the third delivery was acknowledged", n)
@@ -216,8 +218,9 @@ func TestExhaustedRetriesAreDeadLetteredToTheNotifier(t *testing.T) {
 	th := wireThrough(ctx, t, map[string]map[string]any{"executor-install": {"retry": int64(2), "backoffDelay": "PT0.2S"}},
 		map[string][]int{"exhausted": {unavailable, unavailable, unavailable}})
 	th.install(ctx, t, "exhausted")
-	waitFor(t, 60*time.Second, "the notifier's re-send of exhausted after its dead letter", func() bool { return len(th.seen.of("exhausted")) >= 4 },
-		func() string { return fmt.Sprint(len(th.seen.of("exhausted")), " deliveries") })
+	if !testwait.Until(60*time.Second, func() bool { return len(th.seen.of("exhausted")) >= 4 }) {
+		t.Fatalf("timed out waiting for the notifier's re-send of exhausted after its dead letter; got %d deliveries", len(th.seen.of("exhausted")))
+	}
 	th.dl.mu.Lock()
 	got := append([]string(nil), th.dl.seen...)
 	th.dl.mu.Unlock()
@@ -240,15 +243,4 @@ func indexOf(evs []cloudevents.Event, id string) int {
 		}
 	}
 	return -1
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, got func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; got %s", timeout, what, got())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

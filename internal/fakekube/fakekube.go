@@ -25,30 +25,18 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/metadata"
 	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
-// Clock is a clock that moves only when told to.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// Clock is a clock that moves only when told to: k8s.io/utils/clock/testing's FakeClock,
+// so the timers and tickers of the code under test fire as a test moves it.
+type Clock struct{ *testingclock.FakeClock }
 
 // NewClock starts a clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+func NewClock(t time.Time) *Clock { return &Clock{testingclock.NewFakeClock(t)} }
 
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Add moves the clock forward by d.
-func (c *Clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// Add moves the clock forward by d (FakeClock.Step), firing what falls due.
+func (c *Clock) Add(d time.Duration) { c.Step(d) }
 
 // Cluster is a fake API server: a typed clientset and a metadata client over one store.
 type Cluster struct {

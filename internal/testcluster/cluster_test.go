@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/async-helm/async-helm/internal/testwait"
 )
 
 var env *Env
@@ -26,17 +28,6 @@ var env *Env
 func TestMain(m *testing.M) {
 	env = MustStart()
 	os.Exit(m.Run())
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // The local cluster behaves as a real one for what async-helm needs: Deployments become
@@ -55,7 +46,7 @@ func TestLocalClusterIsReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Deployment to be Available", func() bool {
+	testwait.Within(t, time.Minute, "the Deployment to be Available", func() bool {
 		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -76,7 +67,7 @@ func TestLocalClusterIsReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Job to complete", func() bool {
+	testwait.Within(t, time.Minute, "the Job to complete", func() bool {
 		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, "once", metav1.GetOptions{})
 		return err == nil && j.Status.Succeeded == 1
 	})

@@ -1,0 +1,16 @@
+// Package wallclock is the one default of the clocks async-helm's types take
+// (k8s.io/utils/clock): a type whose Clock field is nil asks Or and gets the wall clock, so
+// its zero value stays usable; tests inject k8s.io/utils/clock/testing's FakeClock
+// (internal/fakekube.Clock) and move it by hand.
+package wallclock
+
+import "k8s.io/utils/clock"
+
+// Or is c, or the wall clock when c is nil. C is the interface the type needs: a
+// clock.PassiveClock to tell the time, a clock.WithTicker or clock.Clock to wait.
+func Or[C clock.PassiveClock](c C) C {
+	if any(c) == nil {
+		return any(clock.RealClock{}).(C)
+	}
+	return c
+}

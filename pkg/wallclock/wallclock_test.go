@@ -1,0 +1,28 @@
+package wallclock
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func TestOrIsTheWallClockWhenNil(t *testing.T) {
+	var passive clock.PassiveClock
+	if _, ok := Or(passive).(clock.RealClock); !ok {
+		t.Errorf("Or(nil PassiveClock) = %T, want clock.RealClock", Or(passive))
+	}
+	var ticking clock.Clock
+	if _, ok := Or(ticking).(clock.RealClock); !ok {
+		t.Errorf("Or(nil Clock) = %T, want clock.RealClock", Or(ticking))
+	}
+}
+
+func TestOrKeepsAGivenClock(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var c clock.WithTicker = testingclock.NewFakeClock(t0)
+	if got := Or(c).Now(); !got.Equal(t0) {
+		t.Errorf("Or(fake).Now() = %v, want %v", got, t0)
+	}
+}
