@@ -20,6 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // Sentinel errors; the edge answers 401 and 403.
@@ -58,7 +61,7 @@ type Authenticator struct {
 	// CacheSize bounds each cache, least recently used out (default 10,000).
 	CacheSize int
 	// Clock is the time of the caches (tests move it by hand); nil is the wall clock.
-	Clock Clock
+	Clock clock.PassiveClock
 
 	once     sync.Once
 	accepted *cache.LRUExpireCache // sha256(token) -> acceptedToken
@@ -73,25 +76,14 @@ type acceptedToken struct {
 	refreshAt time.Time
 }
 
-// Clock tells the time (fakekube.Clock in tests).
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 func (a *Authenticator) caches() (accepted, rejected *cache.LRUExpireCache) {
 	a.once.Do(func() {
 		size := a.CacheSize
 		if size <= 0 {
 			size = 10000
 		}
-		var c Clock = wallClock{}
-		if a.Clock != nil {
-			c = a.Clock
-		}
-		a.accepted = cache.NewLRUExpireCacheWithClock(size, c)
-		a.rejected = cache.NewLRUExpireCacheWithClock(size, c)
+		a.accepted = cache.NewLRUExpireCacheWithClock(size, wallclock.Or(a.Clock))
+		a.rejected = cache.NewLRUExpireCacheWithClock(size, wallclock.Or(a.Clock))
 	})
 	return a.accepted, a.rejected
 }
@@ -153,7 +145,7 @@ func (a *Authenticator) review(ctx context.Context, token string) (*User, error)
 	accepted, rejected := a.caches()
 	if v, ok := accepted.Get(key); ok {
 		e := v.(acceptedToken)
-		if !a.now().Before(e.refreshAt) {
+		if !wallclock.Or(a.Clock).Now().Before(e.refreshAt) {
 			a.reviews.ahead(string(key[:]), func(ctx context.Context) (any, error) { return a.send(ctx, key, token) })
 		}
 		a.reviews.hits.Add(1)
@@ -170,20 +162,13 @@ func (a *Authenticator) review(ctx context.Context, token string) (*User, error)
 	return u.(*User), nil
 }
 
-func (a *Authenticator) now() time.Time {
-	if a.Clock != nil {
-		return a.Clock.Now()
-	}
-	return time.Now()
-}
-
 // Counts says how the caches answered (hit rates under load).
 func (a *Authenticator) Counts() CacheCounts { return a.reviews.counts() }
 
 // send reviews token and caches the answer.
 func (a *Authenticator) send(ctx context.Context, key [32]byte, token string) (*User, error) {
 	accepted, rejected := a.caches()
-	sent := a.now() // the answer is as old as its question: the TTL runs from here
+	sent := wallclock.Or(a.Clock).Now() // the answer is as old as its question: the TTL runs from here
 	tr, err := a.Client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("token review: %w", err) // not the token's fault: not cached
@@ -202,7 +187,7 @@ func (a *Authenticator) send(ctx context.Context, key [32]byte, token string) (*
 		}
 	}
 	ttl := orDefault(a.TTL)
-	if left := sent.Add(ttl).Sub(a.now()); left > 0 {
+	if left := sent.Add(ttl).Sub(wallclock.Or(a.Clock).Now()); left > 0 {
 		accepted.Add(key, acceptedToken{user: u, refreshAt: sent.Add(ttl / 2)}, left)
 	}
 	return u, nil
@@ -222,7 +207,7 @@ type Authorizer struct {
 	Client kubernetes.Interface
 	TTL    time.Duration
 	// Clock is the time of the cache (tests move it by hand); nil is the wall clock.
-	Clock Clock
+	Clock clock.PassiveClock
 
 	mu sync.Mutex
 	// allowedUntil caches positive answers; deniedUntil negative ones, for Allowed only.
@@ -263,7 +248,7 @@ func (a *Authorizer) Check(ctx context.Context, u *User, needs ...Need) error {
 // concurrent misses of one key share one review (see Authenticator.review).
 func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error) {
 	key := cacheKey(u, n)
-	now := a.now()
+	now := wallclock.Or(a.Clock).Now()
 	review := func(ctx context.Context) (any, error) { return a.send(ctx, key, u, n) }
 	a.mu.Lock()
 	e, ok := a.allowedUntil[key]
@@ -282,13 +267,6 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	return ok2.(bool), nil
 }
 
-func (a *Authorizer) now() time.Time {
-	if a.Clock != nil {
-		return a.Clock.Now()
-	}
-	return time.Now()
-}
-
 // Counts says how the cache answered (hit rates under load).
 func (a *Authorizer) Counts() CacheCounts { return a.reviews.counts() }
 
@@ -299,7 +277,7 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 	for k, v := range u.Extra {
 		extra[k] = v
 	}
-	sent := a.now() // the answer is as old as its question: the TTL runs from here
+	sent := wallclock.Or(a.Clock).Now() // the answer is as old as its question: the TTL runs from here
 	sar, err := a.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
 		ResourceAttributes: &authzv1.ResourceAttributes{Verb: n.Verb, Resource: n.Resource, Namespace: n.Namespace, Name: n.Name},
@@ -340,7 +318,7 @@ func cacheKey(u *User, n Need) [32]byte {
 // second). A list may show a namespace granted since up to TTL late.
 func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error) {
 	key := cacheKey(u, n)
-	now := a.now()
+	now := wallclock.Or(a.Clock).Now()
 	a.mu.Lock()
 	until, denied := a.deniedUntil[key]
 	a.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/internal/testwait"
 )
 
 // gate holds the first review of a kind until released, so that a burst of requests all
@@ -72,18 +73,6 @@ func TestTokenReviewsShared(t *testing.T) {
 	}
 }
 
-// waitCounts polls until ok (a review in the background ends).
-func waitCounts(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("not reached within 10 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // Near the end of its TTL an accepted token is reviewed again in the background while
 // requests are answered from the cache: a steady caller never waits for a review. A
 // refresh that finds the token revoked ends it.
@@ -106,10 +95,10 @@ func TestTokenRefreshedAhead(t *testing.T) {
 	}
 	clock.Add(time.Second) // 5 s: answered from the cache, refreshed behind it
 	authOK()
-	waitCounts(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) })
+	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) })
 	clock.Add(6 * time.Second) // 11 s: past the first answer's TTL, within the refreshed one
 	authOK()                   // (and past its half: refreshed again)
-	waitCounts(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) })
+	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) })
 	if c := a.Counts(); c.Reviews != 3 || c.Hits != 3 {
 		t.Errorf("counts %+v, want 3 reviews (the first and two refreshes) and 3 hits", c)
 	}
@@ -117,7 +106,7 @@ func TestTokenRefreshedAhead(t *testing.T) {
 	delete(api.tokens, "alice-token")
 	clock.Add(5 * time.Second) // 16 s: past the refreshed answer's half, within its TTL
 	authOK()                   // still within its TTL: answered, and the refresh learns of the revocation
-	waitCounts(t, func() bool { return refreshedAt(a, "alice-token").IsZero() })
+	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").IsZero() })
 	if _, err := a.Authenticate(ctx(t), alice); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("a token revoked at its refresh: %v", err)
 	}
@@ -169,7 +158,7 @@ func TestAccessRefreshedAhead(t *testing.T) {
 	if err := a.Check(ctx(t), alice, create); err != nil {
 		t.Fatalf("within its TTL: %v", err)
 	}
-	waitCounts(t, func() bool {
+	testwait.For(t, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		_, ok := a.allowedUntil[cacheKey(alice, create)]
