@@ -100,7 +100,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, c: c, clock: clock, sink: &sink{}, redrive: &sink{},
 		store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}}
 	e.svc = &Service{Client: c, Metadata: c.Metadata(), Store: e.store, Sender: e.sink, Redrive: e.redrive,
-		Log: zap.NewNop().Sugar(), Now: clock.Now, SigningKey: signingKey, EventMaxAge: 3 * time.Hour,
+		Log: zap.NewNop().Sugar(), Clock: clock, SigningKey: signingKey, EventMaxAge: 3 * time.Hour,
 		Sweep: SweepConfig{Interval: time.Hour, RedriveAfter: 2 * time.Minute, Grace: time.Minute, QueueDeadline: time.Hour}}
 	e.svc.Init()
 	// The namespace exists: a revision's Secret deleted there is not lost work (vanished.go).

@@ -12,7 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -74,10 +77,16 @@ type candidate struct {
 	leads  bool
 }
 
+// realTicks tells the fake clock's time but ticks in real time: the election these tests
+// run is real-time, and so are the sweeper passes they count.
+type realTicks struct{ *fakekube.Clock }
+
+func (realTicks) NewTicker(d time.Duration) clock.Ticker { return clock.RealClock{}.NewTicker(d) }
+
 func (e *env) candidate(id string) *candidate {
 	c := &candidate{}
 	s := &Service{Client: e.c, Metadata: e.c.Metadata(), Store: e.store, Sender: e.sink, Redrive: e.redrive,
-		Log: e.svc.Log, Now: e.clock.Now, SigningKey: signingKey, EventMaxAge: 3 * time.Hour, Sweep: e.svc.Sweep}
+		Log: e.svc.Log, Clock: realTicks{e.clock}, SigningKey: signingKey, EventMaxAge: 3 * time.Hour, Sweep: e.svc.Sweep}
 	s.Sweep.Interval = 20 * time.Millisecond
 	s.OnPass = func(PassStats) { c.passes.Add(1) }
 	// Short timings (the Lease counts whole seconds): the test waits for the takeover, it
@@ -105,10 +114,10 @@ func TestOnlyTheLeaderSweepsAndAnotherTakesOver(t *testing.T) {
 	e := newEnv(t)
 	e.reserve("web", release.ActionInstall, 1)
 	a := e.candidate("a")
-	waitFor(t, func() bool { return a.leading() && a.passes.Load() > 0 })
+	testwait.For(t, func() bool { return a.leading() && a.passes.Load() > 0 })
 	b := e.candidate("b")
 	seen := a.passes.Load()
-	waitFor(t, func() bool { return a.passes.Load() >= seen+10 })
+	testwait.For(t, func() bool { return a.passes.Load() >= seen+10 })
 	if n := b.passes.Load(); n != 0 || b.leading() {
 		t.Fatalf("the follower swept %d times while the leader lived", n)
 	}
@@ -120,15 +129,15 @@ func TestOnlyTheLeaderSweepsAndAnotherTakesOver(t *testing.T) {
 		}
 	}
 	deadLetter()
-	waitFor(t, func() bool { return len(e.redrive.events()) == 1 })
+	testwait.For(t, func() bool { return len(e.redrive.events()) == 1 })
 
 	a.cut.Store(true) // a stops renewing, and never releases
-	waitFor(t, func() bool { return b.leading() && b.passes.Load() > 0 })
-	waitFor(t, func() bool { return !a.leading() })
+	testwait.For(t, func() bool { return b.leading() && b.passes.Load() > 0 })
+	testwait.For(t, func() bool { return !a.leading() })
 	deadLetter()
-	waitFor(t, func() bool { return len(e.redrive.events()) == 2 })
+	testwait.For(t, func() bool { return len(e.redrive.events()) == 2 })
 	seen = b.passes.Load()
-	waitFor(t, func() bool { return b.passes.Load() >= seen+10 })
+	testwait.For(t, func() bool { return b.passes.Load() >= seen+10 })
 	if n, sent := len(e.redrive.events()), e.revision("web", 1).Sent; n != 2 || sent != 2 {
 		t.Errorf("%d re-sends, %d claimed, for 2 dead letters", n, sent)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/metadata"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -118,9 +119,9 @@ func TestDefaultWorkersWorkInParallel(t *testing.T) {
 	if err := e.svc.Start(ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { n, _ := b.counts(); return n == DefaultWorkers })
+	testwait.For(t, func() bool { n, _ := b.counts(); return n == DefaultWorkers })
 	close(b.release)
-	waitFor(t, func() bool { n, _ := b.counts(); return n == 0 && e.svc.queue.Len() == 0 })
+	testwait.For(t, func() bool { n, _ := b.counts(); return n == 0 && e.svc.queue.Len() == 0 })
 	if _, most := b.counts(); most != DefaultWorkers {
 		t.Errorf("at most %d sends at once, want %d", most, DefaultWorkers)
 	}

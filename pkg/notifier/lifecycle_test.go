@@ -11,6 +11,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -120,17 +121,17 @@ func TestUninstallReportsUninstalled(t *testing.T) {
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
+	testwait.For(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
 	before := len(e.sink.events())
 
 	grave, held := e.uninstall("web", []int{1, 2}, false)
-	waitFor(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
+	testwait.For(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
 	time.Sleep(200 * time.Millisecond)
 	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
 		t.Fatalf("before the executor finished its tombstone: sent %v", got)
 	}
 	e.finish(grave, held)
-	waitFor(t, func() bool { return len(e.sink.events()) == before+2 && e.tombstones() == 0 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == before+2 && e.tombstones() == 0 })
 	time.Sleep(200 * time.Millisecond)
 	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
 		t.Fatalf("sent %v", got)
@@ -156,7 +157,7 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 				t.Fatal("the tombstone went while the sink refused")
 			}
 			e.sink.refuse(false)
-			waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
+			testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
 			e.checkUninstalled(e.sink.events()[0])
 		})
 	}
@@ -180,13 +181,13 @@ func TestAbandonedUninstall(t *testing.T) {
 	}
 	e.clock.Add(time.Minute)
 	e.sweepTombstones()
-	waitFor(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
 	e.checkUninstalled(e.sink.events()[0])
 
 	// Its records are still there: uninstalling (not done), then failed.
 	e.reserve("api", release.ActionInstall, 1)
 	e.set("api", 1, helmrelease.StatusDeployed, "")
-	waitFor(t, func() bool { return e.revision("api", 1).Notified == "deployed" }) // the mark is a CAS
+	testwait.For(t, func() bool { return e.revision("api", 1).Notified == "deployed" }) // the mark is a CAS
 	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestAbandonedUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Add(time.Minute)
-	waitFor(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
+	testwait.For(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
 	sent := len(e.sink.events())
 	e.sweepTombstones()
 	if len(e.sink.events()) != sent || e.tombstones() != 1 {
@@ -204,10 +205,10 @@ func TestAbandonedUninstall(t *testing.T) {
 	if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", release.ReplaceFailed); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return e.revision("api", 1).Notified == "failed" })
+	testwait.For(t, func() bool { return e.revision("api", 1).Notified == "failed" })
 	sent = len(e.sink.events())
 	e.sweepTombstones()
-	waitFor(t, func() bool { return e.tombstones() == 0 })
+	testwait.For(t, func() bool { return e.tombstones() == 0 })
 	if got := e.sink.statuses(t)[sent:]; len(got) != 0 {
 		t.Errorf("a failed uninstall's tombstone sent %v", got)
 	}
@@ -225,7 +226,7 @@ func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return e.revision("web", 1).Notified == "pending-install" })
+	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "pending-install" })
 	e.sweepTombstones()
 	if got := e.sink.statuses(t); len(got) != 1 || e.tombstones() != 1 {
 		t.Fatalf("reported while the new install's executor runs: %v", got)
@@ -235,10 +236,10 @@ func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The pass reads Leases from the notifier's cache: it looks once the cache saw the release.
-	waitFor(t, func() bool { return e.svc.leases.get("ns", release.LeaseName("web", 1)) == nil })
+	testwait.For(t, func() bool { return e.svc.leases.get("ns", release.LeaseName("web", 1)) == nil })
 	e.sweepTombstones()
-	waitFor(t, func() bool { return e.tombstones() == 0 })
-	waitFor(t, func() bool { return len(e.sink.events()) == 3 })
+	testwait.For(t, func() bool { return e.tombstones() == 0 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 3 })
 	var uninstalled []events.StatusChange
 	for _, ev := range e.sink.events() {
 		if c, _ := events.ParseStatus(ev); c.Status == events.StatusUninstalled {
@@ -257,13 +258,13 @@ func TestHandRunUninstallReportedFromTheDeletion(t *testing.T) {
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
+	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
 	e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
-	waitFor(t, func() bool { return e.revision("web", 1).Notified == "uninstalling" })
+	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "uninstalling" })
 	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(e.sink.events()) == 3 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 3 })
 	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"deployed", "uninstalling", events.StatusUninstalled}) {
 		t.Fatalf("sent %v", got)
 	}

@@ -6,6 +6,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -43,12 +44,12 @@ func TestASlowMarkDoesNotHoldTheNextEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.set("a", 1, helmrelease.StatusDeployed, "")
-	waitFor(t, func() bool { return len(e.sink.events()) == 1 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 1 })
 	e.set("b", 1, helmrelease.StatusDeployed, "")
 	want := events.StatusEventID("ns", "b", 1, "deployed", "req-b")
-	waitFor(t, func() bool { evs := e.sink.events(); return len(evs) == 2 && evs[1].ID() == want })
+	testwait.For(t, func() bool { evs := e.sink.events(); return len(evs) == 2 && evs[1].ID() == want })
 	close(slow.release)
-	waitFor(t, func() bool {
+	testwait.For(t, func() bool {
 		return e.revision("a", 1).Notified == "deployed" && e.revision("b", 1).Notified == "deployed"
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -77,7 +78,9 @@ type Service struct {
 	Redrive EventSender
 	// ProgressInterval rate-limits progress events per revision; 0 sends none.
 	ProgressInterval time.Duration
-	Now              func() time.Time
+	// Clock dates marks and ages, and ticks the sweeper and the progress events (nil: the
+	// wall clock; tests move a fake one).
+	Clock clock.WithTicker
 	// SigningKey and EventMaxAge verify a stored event before the sweeper sends it again
 	// (events.Verify); without a key nothing is re-sent.
 	SigningKey  []byte
@@ -144,13 +147,6 @@ func (s *Service) Init() {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "release-status-marks"})
 	}
-}
-
-func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 // Start syncs the watch (or, with watch false, the ApiServerSource mode, catches up once

@@ -3,10 +3,10 @@ package notifier
 import (
 	"reflect"
 	"testing"
-	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -154,13 +154,13 @@ func TestStartWatchReports(t *testing.T) {
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(e.sink.events()) == 1 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 1 })
 	e.set("web", 1, helmrelease.StatusDeployed, "")
-	waitFor(t, func() bool { return len(e.sink.events()) == 2 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 2 })
 	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "deployed"}) {
 		t.Errorf("sent %v", got)
 	}
-	waitFor(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
+	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
 }
 
 // Source mode: catch up once with every release secret, then work on what Enqueue gives.
@@ -171,19 +171,8 @@ func TestStartSourceModeCatchesUp(t *testing.T) {
 	if err := e.svc.Start(ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(e.sink.events()) == 1 })
+	testwait.For(t, func() bool { return len(e.sink.events()) == 1 })
 	e.set("web", 1, helmrelease.StatusDeployed, "")
 	e.svc.Enqueue("ns", release.SecretName("web", 1))
-	waitFor(t, func() bool { return len(e.sink.events()) == 2 })
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, func() bool { return len(e.sink.events()) == 2 })
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // progressEvents reports the progress the executors record on revisions' Leases as
@@ -69,13 +70,13 @@ func (p *progressEvents) forget(obj any) {
 }
 
 func (p *progressEvents) loop(ctx context.Context) {
-	t := time.NewTicker(p.interval)
+	t := wallclock.Or(p.s.Clock).NewTicker(p.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		p.mu.Lock()
 		batch := p.latest

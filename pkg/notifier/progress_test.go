@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -15,44 +16,65 @@ import (
 func TestProgressEvents(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Sweep.Interval = 0
-	e.svc.ProgressInterval = 20 * time.Millisecond
+	e.svc.ProgressInterval = time.Minute
 	e.reserve("web", release.ActionInstall, 1)
+	e.reserve("api", release.ActionInstall, 1)
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(e.sink.events()) == 1 }) // pending-install
-	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Minute, Now: e.clock.Now}
-	held, err := h.Hold(ctx(t), "ns", release.LeaseName("web", 1))
-	if err != nil || held == nil {
-		t.Fatal(held, err)
+	testwait.For(t, func() bool { return len(e.sink.events()) == 2 }) // pending-install
+	testwait.For(t, e.clock.HasWaiters)                               // the progress events' ticker
+	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Hour, Now: e.clock.Now}
+	helds := map[string]*lease.Held{}
+	for _, name := range []string{"web", "api"} {
+		held, err := h.Hold(ctx(t), "ns", release.LeaseName(name, 1))
+		if err != nil || held == nil {
+			t.Fatal(held, err)
+		}
+		helds[name] = held
 	}
-	record := func(phase string, ready int) {
+	record := func(name, phase string, ready int) {
 		t.Helper()
-		e.clock.Add(time.Second)
+		e.clock.Add(time.Second) // newer than the last, and no tick
 		p := progress.Progress{Phase: phase, Ready: ready, Total: 3, Updated: e.clock.Now()}
-		if lost, err := held.Sync(ctx(t), lease.AnnotationProgress, p.Encode()); lost != "" || err != nil {
+		if lost, err := helds[name].Sync(ctx(t), lease.AnnotationProgress, p.Encode()); lost != "" || err != nil {
 			t.Fatal(lost, err)
 		}
 	}
-	record("installing", 0)
-	waitFor(t, func() bool { return len(sentProgress(t, e)) == 1 })
+	// sentAfterTicks moves the clock an interval at a time until ok (the Lease reaches the
+	// notifier through its informer, maybe after a tick).
+	sentAfterTicks := func(ok func([]events.ProgressChange) bool) {
+		t.Helper()
+		testwait.For(t, func() bool { e.clock.Add(time.Minute); return ok(sentProgress(t, e)) })
+	}
+	record("web", "installing", 0)
+	sentAfterTicks(func(all []events.ProgressChange) bool { return len(all) == 1 })
 	got := sentProgress(t, e)[0]
 	if got.Name != "web" || got.Revision != 1 || got.Progress.Phase != "installing" {
 		t.Errorf("progress event %+v", got)
 	}
-	record("waiting", 1)
-	record("waiting", 2)
+	record("web", "waiting", 1)
+	record("web", "waiting", 2)
 	// An interval may end between the two records and send 1/3 first; the latest, 2/3, is
-	// what must go out last (waitFor fails the test if it never does).
-	waitFor(t, func() bool {
-		all := sentProgress(t, e)
+	// what must go out last (testwait fails the test if it never does).
+	sentAfterTicks(func(all []events.ProgressChange) bool {
 		return len(all) >= 2 && all[len(all)-1].Progress.Ready == 2
 	})
-	n := len(sentProgress(t, e))
-	// Nothing new: nothing more is sent.
-	time.Sleep(100 * time.Millisecond) // several intervals, to show that none sends
-	if len(sentProgress(t, e)) != n {
-		t.Errorf("progress sent again without a change")
+	// Nothing new for web: nothing more is sent for it. api's progress, recorded before each
+	// tick, shows that the ticks ran: the loop handles one tick after the other, so once
+	// api's third is sent, the ticks before it are done.
+	web := len(sentProgress(t, e))
+	for ready := range 3 {
+		record("api", "waiting", ready)
+		sentAfterTicks(func(all []events.ProgressChange) bool {
+			last := all[len(all)-1]
+			return last.Name == "api" && last.Progress.Ready == ready
+		})
+	}
+	for _, c := range sentProgress(t, e)[web:] {
+		if c.Name != "api" {
+			t.Errorf("progress of %s sent again without a change: %+v", c.Name, c.Progress)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -128,11 +129,16 @@ func TestSweepLoop(t *testing.T) {
 	e := newEnv(t)
 	e.reserve("web", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
-	e.svc.Sweep.Interval = 5 * time.Millisecond
+	e.svc.Sweep.Interval = time.Minute
 	loopCtx, stop := context.WithCancel(ctx(t))
 	done := make(chan struct{})
 	go func() { e.svc.sweepLoop(loopCtx); close(done) }()
-	waitFor(t, func() bool { return len(e.redrive.events()) == 1 })
+	testwait.For(t, e.clock.HasWaiters) // the loop's ticker
+	if n := len(e.redrive.events()); n != 0 {
+		t.Fatalf("%d re-sends before the first interval ended", n)
+	}
+	e.clock.Add(time.Minute)
+	testwait.For(t, func() bool { return len(e.redrive.events()) == 1 })
 	stop()
 	select {
 	case <-done:

@@ -1,11 +1,11 @@
 package notifier
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // QueueSource is the queue of each namespace (release.RevisionIndex.QueueByNamespace).
@@ -20,8 +20,8 @@ type QueueSource interface {
 // has no series left behind.
 type QueueMetrics struct {
 	Source QueueSource
-	// Now is the clock of the ages (time.Now when nil).
-	Now func() time.Time
+	// Clock is the clock of the ages (nil: the wall clock).
+	Clock clock.PassiveClock
 
 	queued, oldest *prometheus.Desc
 }
@@ -44,11 +44,7 @@ func (m *QueueMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *QueueMetrics) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now
-	if m.Now != nil {
-		now = m.Now
-	}
-	at := now()
+	at := wallclock.Or(m.Clock).Now()
 	for _, q := range m.Source.QueueByNamespace() {
 		ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(q.Count), q.Namespace)
 		ch <- prometheus.MustNewConstMetric(m.oldest, prometheus.GaugeValue, max(at.Sub(q.Oldest).Seconds(), 0), q.Namespace)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -35,7 +36,7 @@ func TestQueueMetrics(t *testing.T) {
 	now := time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC)
 	src := &fixedQueue{{Namespace: "team-a", Count: 3, Oldest: now.Add(-90 * time.Second)}, {Namespace: "team-b", Count: 1, Oldest: now.Add(-5 * time.Second)}}
 	m := NewQueueMetrics(src)
-	m.Now = func() time.Time { return now }
+	m.Clock = fakekube.NewClock(now)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	want := map[string]float64{

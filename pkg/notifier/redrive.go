@@ -10,6 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ConsumedRecords are the executor's records of the requests it started, in async-helm's
@@ -33,7 +34,7 @@ func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (c
 	if len(s.SigningKey) == 0 {
 		return e, "the notifier has no key to verify its stored request", nil
 	}
-	if err := events.Verify(e, s.SigningKey, s.now(), s.EventMaxAge); err != nil {
+	if err := events.Verify(e, s.SigningKey, wallclock.Or(s.Clock).Now(), s.EventMaxAge); err != nil {
 		return e, fmt.Sprintf("its stored request is not submit's: %v", err), nil
 	}
 	bound, err := events.BoundSecret(e, s.SigningKey)
@@ -100,7 +101,7 @@ func (s *Service) pruneConsumed(ctx context.Context) {
 	if s.Consumed == nil || s.EventMaxAge <= 0 {
 		return
 	}
-	now := s.now()
+	now := wallclock.Or(s.Clock).Now()
 	if !s.pruned.IsZero() && now.Sub(s.pruned) < pruneEvery {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -62,7 +63,7 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The workers report each revision's pending status first: the pass is counted after.
-	waitFor(t, func() bool {
+	testwait.For(t, func() bool {
 		for _, r := range e.svc.Revisions.PendingRevisions() {
 			if r.Notified != r.Status {
 				return false
@@ -84,7 +85,7 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 	if _, err := e.store.MarkDeadLettered(ctx(t), "t3", release.SecretName("r1", 1), "req-r1", e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testwait.For(t, func() bool {
 		m, _ := e.svc.Revisions.Get("t3/" + release.SecretName("r1", 1))
 		r, _ := release.RevisionFromMeta(m)
 		return r.DeadLettered

@@ -8,6 +8,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // SweepConfig tunes the sweeper.
@@ -33,13 +34,13 @@ type SweepResult struct{ Redriven, Failed int }
 const maxClockSkew = 5 * time.Minute
 
 func (s *Service) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(s.Sweep.Interval)
+	t := wallclock.Or(s.Clock).NewTicker(s.Sweep.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			s.sweepPass(ctx)
 		}
 	}
@@ -158,7 +159,7 @@ func (s *Service) sweepGuarded(ctx context.Context, rev release.Revision, res *S
 }
 
 func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
-	now := s.now()
+	now := wallclock.Or(s.Clock).Now()
 	if rev.Created.After(now.Add(maxClockSkew)) {
 		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
 		// write: a mark dated ahead would put the deadline and the grace off for ever,
@@ -273,7 +274,7 @@ func (s *Service) claim(ctx context.Context, rev release.Revision, now time.Time
 // A Lease the lease cache shows alive costs no call: at thousands of running revisions a
 // GET each per pass was most of the pass; anything else is read from the API server.
 func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
-	if release.AliveIn(s.leases.get(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), s.now()) {
+	if release.AliveIn(s.leases.get(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), wallclock.Or(s.Clock).Now()) {
 		return time.Time{}, true, nil
 	}
 	return s.Store.LastSignOfLife(ctx, rev)
@@ -283,5 +284,5 @@ func (s *Service) lastSignOfLife(ctx context.Context, rev release.Revision) (tim
 // holds the work: the revision is marked for the sweeper to send again, never failed here.
 // It reports whether a pending revision of that request was marked.
 func (s *Service) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
-	return s.Store.MarkDeadLettered(ctx, a.Namespace, a.SecretName, a.RequestID, s.now())
+	return s.Store.MarkDeadLettered(ctx, a.Namespace, a.SecretName, a.RequestID, wallclock.Or(s.Clock).Now())
 }

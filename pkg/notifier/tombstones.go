@@ -13,6 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // "uninstalled" is found through the uninstall's Lease, kept by its executor as a
@@ -59,7 +60,7 @@ func (s *Service) sweepTombstones(ctx context.Context) error {
 // queueTombstones queues the cached tombstones, but for an unfinished uninstall whose
 // executor the cache shows alive (no call: abandonedDone would find it alive too).
 func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
-	now := s.now()
+	now := wallclock.Or(s.Clock).Now()
 	for _, l := range cached {
 		t, ok := lease.TombstoneFrom(l)
 		if !ok || (!t.Done && release.AliveIn(s.leases.get(t.Namespace, release.LeaseName(t.Name, t.Revision)), now)) {
