@@ -13,9 +13,9 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // slowChart renders in about a second on a quiet machine: long enough to pass a short
@@ -59,7 +59,7 @@ func (k *recordingKube) created() int {
 
 // copying stores a copy of what is written, as the Secrets driver does (Helm's memory driver
 // keeps the pointer, so Helm's later changes to its object would show without a write).
-type copying struct{ driver.Driver }
+type copying struct{ storage.Driver }
 
 func clone(t *testing.T, rls *helmrelease.Release) *helmrelease.Release {
 	b, err := json.Marshal(rls)
@@ -74,11 +74,11 @@ func clone(t *testing.T, rls *helmrelease.Release) *helmrelease.Release {
 }
 
 func copyingOption(t *testing.T) Option {
-	return WithStorageWrapper(func(d driver.Driver) driver.Driver { return &copyingDriver{Driver: d, t: t} })
+	return WithStorageWrapper(func(d storage.Driver) storage.Driver { return &copyingDriver{Driver: d, t: t} })
 }
 
 type copyingDriver struct {
-	driver.Driver
+	storage.Driver
 	t *testing.T
 }
 

@@ -10,8 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmstorage "helm.sh/helm/v3/pkg/storage"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +21,7 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Factory builds action configurations for one cluster. Discovery, the REST mapper, the
@@ -49,10 +49,10 @@ func NewFactory(cfg *rest.Config, opts ...FactoryOption) (*Factory, error) {
 type Option func(*configOptions)
 
 type configOptions struct {
-	driver      driver.Driver
+	driver      storage.Driver
 	kube        kube.Interface
 	caps        *chartutil.Capabilities
-	wraps       []func(driver.Driver) driver.Driver
+	wraps       []func(storage.Driver) storage.Driver
 	secrets     []func(typedcorev1.SecretInterface) typedcorev1.SecretInterface
 	log         func(string, ...any)
 	impersonate *rest.ImpersonationConfig
@@ -76,7 +76,7 @@ func WithImpersonation(user, uid string, groups []string, extra map[string][]str
 
 // WithStorageWrapper wraps the Secrets storage driver (the reservation adopter, fault
 // injection); wrappers apply in the order given, each around the previous one.
-func WithStorageWrapper(w func(driver.Driver) driver.Driver) Option {
+func WithStorageWrapper(w func(storage.Driver) storage.Driver) Option {
 	return func(o *configOptions) { o.wraps = append(o.wraps, w) }
 }
 
@@ -89,7 +89,7 @@ func WithSecretsClient(w func(typedcorev1.SecretInterface) typedcorev1.SecretInt
 // WithDriver stores releases in d instead of the namespace's Secrets (Helm's memory
 // driver in unit tests); the storage wrappers still apply around it, the Secrets client
 // wrappers do not.
-func WithDriver(d driver.Driver) Option {
+func WithDriver(d storage.Driver) Option {
 	return func(o *configOptions) { o.driver = d }
 }
 
@@ -131,7 +131,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		kc = sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
 	}
 	d := o.driver
-	if m, ok := d.(*driver.Memory); ok {
+	if m, ok := d.(*storage.Memory); ok {
 		// As Helm's own Configuration.Init does for its memory driver: the configuration's
 		// namespace scopes it ("" reads every namespace), as the Secrets client does.
 		m.SetNamespace(namespace)
@@ -161,7 +161,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	return &action.Configuration{
 		RESTClientGetter: getter,
 		KubeClient:       kc,
-		Releases:         storage.Init(d),
+		Releases:         helmstorage.Init(d),
 		Capabilities:     o.caps,
 		Log:              o.log,
 	}, nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // fakeServer is discovery and OpenAPI v3 as an API server answers them, counting requests.
@@ -112,7 +113,7 @@ const (
 // capabilities (Invalidate, ServerVersion, the API versions), then Build with validation.
 func runAction(t *testing.T, f *Factory, manifest string) error {
 	t.Helper() // no t.Fatal: some tests run actions in goroutines
-	cfg, err := f.Configuration("ns", WithDriver(driver.NewMemory()))
+	cfg, err := f.Configuration("ns", WithDriver(storage.NewMemory()))
 	if err != nil {
 		return err
 	}
@@ -234,7 +235,7 @@ func TestAMappingMissRefreshesWithoutValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.addGroup("example.com/v1", metav1.APIResource{Name: "widgets", Namespaced: true, Kind: "Widget"}, widgetSpec)
-	cfg, err := f.Configuration("ns", WithDriver(driver.NewMemory()))
+	cfg, err := f.Configuration("ns", WithDriver(storage.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}

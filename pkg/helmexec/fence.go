@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -99,7 +98,7 @@ func (f *Fence) enter() error {
 func (f *Fence) leave() { f.update(func() { f.inflight-- }) }
 
 // storage is the sealed driver around d.
-func (f *Fence) storage(d driver.Driver) driver.Driver {
+func (f *Fence) storage(d storage.Driver) storage.Driver {
 	f.seal.Driver = d
 	return &f.seal
 }

@@ -13,22 +13,22 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // A factory whose actions never reach a cluster: Helm's memory driver stores the
 // releases, kubefake applies the manifests.
-func offline(t *testing.T) (*Factory, *driver.Memory, []Option) {
+func offline(t *testing.T) (*Factory, *storage.Memory, []Option) {
 	t.Helper()
 	f, err := NewFactory(&rest.Config{Host: "http://127.0.0.1:1"}) // never dialled
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := driver.NewMemory()
+	mem := storage.NewMemory()
 	mem.SetNamespace("ns")
 	return f, mem, []Option{WithDriver(mem), WithCapabilities(chartutil.DefaultCapabilities),
 		WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard})}
@@ -43,7 +43,7 @@ func tiny(version string) *chart.Chart {
 }
 
 // reserve puts a reservation into storage as pkg/release writes it.
-func reserve(t *testing.T, mem *driver.Memory, name string, rev int, status helmrelease.Status) {
+func reserve(t *testing.T, mem *storage.Memory, name string, rev int, status helmrelease.Status) {
 	t.Helper()
 	now := helmtime.Now()
 	rel := &helmrelease.Release{Name: name, Namespace: "ns", Version: rev, Chart: &chart.Chart{Metadata: tiny("1.0.0").Metadata},
@@ -59,7 +59,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func get(t *testing.T, mem *driver.Memory, name string, rev int) *helmrelease.Release {
+func get(t *testing.T, mem *storage.Memory, name string, rev int) *helmrelease.Release {
 	t.Helper()
 	r, err := mem.Get(release.SecretName(name, rev))
 	if err != nil {
@@ -116,7 +116,7 @@ func TestUpgradeReusesDeployedChart(t *testing.T) {
 func TestAdoptionRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		setup   func(t *testing.T, mem *driver.Memory)
+		setup   func(t *testing.T, mem *storage.Memory)
 		rev     int
 		kube    *kubefake.FailingKubeClient
 		want    error
@@ -125,18 +125,18 @@ func TestAdoptionRefusals(t *testing.T) {
 	}{
 		// Someone ran `helm install` by hand first: Helm sees a name in use (our reservation
 		// is hidden, theirs is not).
-		{"history changed under the reservation", func(t *testing.T, mem *driver.Memory) {
+		{"history changed under the reservation", func(t *testing.T, mem *storage.Memory) {
 			reserve(t, mem, "web", 1, helmrelease.StatusDeployed)
 			reserve(t, mem, "web", 2, helmrelease.StatusPendingInstall)
 		}, 2, nil, nil, false, helmrelease.StatusPendingInstall},
 		// Helm computes revision 1 but 3 is reserved: a second revision must never appear.
-		{"another key than the reservation", func(t *testing.T, mem *driver.Memory) {
+		{"another key than the reservation", func(t *testing.T, mem *storage.Memory) {
 			reserve(t, mem, "web", 3, helmrelease.StatusPendingInstall)
 		}, 3, nil, release.ErrConflict, false, helmrelease.StatusPendingInstall},
 		// The reservation was taken back: nothing to adopt.
-		{"no reservation", func(*testing.T, *driver.Memory) {}, 1, nil, nil, false, ""},
+		{"no reservation", func(*testing.T, *storage.Memory) {}, 1, nil, nil, false, ""},
 		// Helm failed after adopting: the failure is recorded in the reservation.
-		{"wait failed", func(t *testing.T, mem *driver.Memory) {
+		{"wait failed", func(t *testing.T, mem *storage.Memory) {
 			reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
 		}, 1, &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}, WaitError: errors.New("deployment not ready")},
 			nil, true, helmrelease.StatusFailed},
@@ -173,7 +173,7 @@ func TestWrappersApplyAroundTheDriver(t *testing.T) {
 	f, mem, opts := offline(t)
 	var order []string
 	wrap := func(name string) Option {
-		return WithStorageWrapper(func(d driver.Driver) driver.Driver { order = append(order, name); return d })
+		return WithStorageWrapper(func(d storage.Driver) storage.Driver { order = append(order, name); return d })
 	}
 	cfg, err := f.Configuration("ns", append(opts, wrap("first"), wrap("second"))...)
 	if err != nil {
@@ -191,7 +191,7 @@ func TestWrappersApplyAroundTheDriver(t *testing.T) {
 	}
 	// Without options: Helm's Secrets driver and Helm's own kube client.
 	cfg, err = f.Configuration("ns")
-	if err != nil || cfg.Releases.Driver.Name() != driver.SecretsDriverName || cfg.Capabilities != nil {
+	if err != nil || cfg.Releases.Driver.Name() != storage.SecretsDriverName || cfg.Capabilities != nil {
 		t.Errorf("default configuration: %v, driver %s", err, cfg.Releases.Driver.Name())
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -94,7 +93,7 @@ func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Con
 		opts = append(opts, WithFence(fence))
 	}
 	// Last, so the adopter wraps whatever storage the options give (fault injection in tests).
-	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
+	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
 		adopter = storage.NewAdoptingDriver(d, req.Name, req.Revision)
 		return adopter
 	}))

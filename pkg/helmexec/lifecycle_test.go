@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // installTwice makes revision 1 (v=one, superseded) and 2 (v=two, deployed) of web.
-func installTwice(t *testing.T, f *Factory, mem *driver.Memory, opts []Option) {
+func installTwice(t *testing.T, f *Factory, mem *storage.Memory, opts []Option) {
 	t.Helper()
 	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
 	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0"),

@@ -7,12 +7,12 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // List returns the latest revision of every release in namespace ("" = all), in every status.
@@ -39,7 +39,7 @@ func (f *Factory) History(ctx context.Context, namespace, name string, opts ...O
 		return nil, err
 	}
 	rels, err := action.NewHistory(cfg).Run(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) || (err == nil && len(rels) == 0) {
+	if errors.Is(err, storage.ErrReleaseNotFound) || (err == nil && len(rels) == 0) {
 		return nil, fmt.Errorf("%w: %s/%s", release.ErrNotFound, namespace, name)
 	}
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Rollback runs `helm rollback NAME RollbackTo` for a reservation of revision N+1 and
@@ -17,7 +17,7 @@ import (
 func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
 	// Innermost of the wrappers the adopter sees: Helm copies the target revision's labels
 	// into the new one; every write of the reserved revision carries this request's.
-	opts = append(opts, WithStorageWrapper(func(d driver.Driver) driver.Driver {
+	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
 		return &relabel{Driver: d, key: release.SecretName(req.Name, req.Revision), labels: req.Labels}
 	}))
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
@@ -55,7 +55,7 @@ func newRollback(cfg *action.Configuration, req Request) *action.Rollback {
 
 // relabel replaces the custom labels of the writes of one revision with labels.
 type relabel struct {
-	driver.Driver
+	storage.Driver
 	key    string
 	labels map[string]string
 }
