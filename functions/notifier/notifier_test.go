@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 var cluster *testcluster.Env
@@ -88,7 +88,7 @@ func (h *helmSide) set(t *testing.T, name string, rev int, st helmrelease.Status
 		t.Fatal(err)
 	}
 	rel.Info.Status, rel.Info.Description = st, desc
-	if err := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns)).Update(release.SecretName(name, rev), rel); err != nil {
+	if err := storage.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns)).Update(release.SecretName(name, rev), rel); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -231,7 +231,7 @@ func (h *helmSide) helmCLIUpgrade(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	rel.Version, rel.Info.Status, rel.Info.Description = 2, helmrelease.StatusPendingUpgrade, "Preparing upgrade"
-	if err := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns)).Create(release.SecretName(name, 2), rel); err != nil {
+	if err := storage.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns)).Create(release.SecretName(name, 2), rel); err != nil {
 		t.Fatal(err)
 	}
 }

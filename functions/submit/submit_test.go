@@ -11,13 +11,13 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 func TestInstallAnswers201WithTheReservedPendingRelease(t *testing.T) {
@@ -46,7 +46,7 @@ func TestInstallAnswers201WithTheReservedPendingRelease(t *testing.T) {
 	}
 
 	// Right after 201, Helm's own storage driver reads the reservation.
-	stored, err := driver.NewSecrets(cluster.Client.CoreV1().Secrets(ns)).Get(sec.Name)
+	stored, err := storage.NewSecrets(cluster.Client.CoreV1().Secrets(ns)).Get(sec.Name)
 	if err != nil {
 		t.Fatalf("Helm cannot read the reservation: %v", err)
 	}
@@ -220,7 +220,7 @@ func markDeployed(store *release.Store, ns, name string, rev int) (*helmrelease.
 		return nil, err
 	}
 	rel.Info.Status = helmrelease.StatusDeployed
-	return rel, driver.NewSecrets(store.Client.CoreV1().Secrets(ns)).Update(release.SecretName(name, rev), rel)
+	return rel, storage.NewSecrets(store.Client.CoreV1().Secrets(ns)).Update(release.SecretName(name, rev), rel)
 }
 
 func TestErrorsHaveTheRightStatus(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // notifierSection: -notifier-releases release records of -payload-kib each (pending-install,
@@ -49,7 +49,7 @@ func (b *bench) notifierSection(ctx context.Context) error {
 	}
 	// Encode with Helm's own driver, capturing instead of sending.
 	capture := &capturingSecrets{}
-	enc := driver.NewSecrets(capture)
+	enc := storage.NewSecrets(capture)
 	if err := enc.Create(release.SecretName("r0", 1), rec("r0", "pending-install", release.ReservedDescription)); err != nil {
 		return err
 	}

@@ -10,11 +10,11 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // readSection: GET /api/helm/releases?limitInfo=true of a namespace holding 100, 1,000 and
@@ -96,7 +96,7 @@ func (b *bench) helmRecords(ctx context.Context, ns string, n int) error {
 	if err != nil {
 		return err
 	}
-	d := driver.NewSecrets(b.cl.Typed.CoreV1().Secrets(ns))
+	d := storage.NewSecrets(b.cl.Typed.CoreV1().Secrets(ns))
 	now := helmtime.Now()
 	return parallel(n, 32, func(i int) error {
 		if ctx.Err() != nil {

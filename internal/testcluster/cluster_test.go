@@ -10,8 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmstorage "helm.sh/helm/v3/pkg/storage"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/internal/testwait"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 var env *Env
@@ -86,7 +86,7 @@ func TestLocalClusterIsReal(t *testing.T) {
 	kc := kube.New(flags)
 	kc.Namespace = ns
 	cfg := &action.Configuration{RESTClientGetter: flags, KubeClient: kc, Log: func(string, ...any) {},
-		Releases: storage.Init(driver.NewSecrets(env.Client.CoreV1().Secrets(ns)))}
+		Releases: helmstorage.Init(storage.NewSecrets(env.Client.CoreV1().Secrets(ns)))}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace = "small", ns
 	install.Wait, install.WaitForJobs, install.Timeout = true, true, 2*time.Minute

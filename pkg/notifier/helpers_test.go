@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +18,7 @@ import (
 	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -132,7 +132,7 @@ func (e *env) reserve(name string, action release.Action, rev int) string {
 // when the status changes, as Helm's adoption does).
 func (e *env) set(name string, rev int, status helmrelease.Status, desc string) {
 	e.t.Helper()
-	d := driver.NewSecrets(e.c.CoreV1().Secrets("ns"))
+	d := storage.NewSecrets(e.c.CoreV1().Secrets("ns"))
 	rel, err := d.Get(release.SecretName(name, rev))
 	if err != nil {
 		e.t.Fatal(err)

@@ -8,12 +8,12 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 
 	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // A refused report is retried through the rate-limited queue, and nothing is lost.
@@ -53,7 +53,7 @@ func TestDescribePlainHelmRelease(t *testing.T) {
 	rel := &helmrelease.Release{Name: "cli", Namespace: "ns", Version: 1,
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "nginx", Version: "15.0.0", AppVersion: "1.25"}},
 		Info:  &helmrelease.Info{Status: helmrelease.StatusDeployed, FirstDeployed: now, LastDeployed: now}}
-	if err := driver.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName("cli", 1), rel); err != nil {
+	if err := storage.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName("cli", 1), rel); err != nil {
 		t.Fatal(err)
 	}
 	key := "ns/" + release.SecretName("cli", 1)

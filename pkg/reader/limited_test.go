@@ -11,8 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmstorage "helm.sh/helm/v3/pkg/storage"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -20,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 func rel(ns, name string, version int, status helmrelease.Status) *helmrelease.Release {
@@ -75,7 +75,7 @@ func testLimitedList(t *testing.T, withIndex bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl := fakekube.New(fakekube.NewClock(time.Now()))
-	d := driver.NewSecrets(cl.Typed().CoreV1().Secrets("ns"))
+	d := storage.NewSecrets(cl.Typed().CoreV1().Secrets("ns"))
 	for _, r := range []*helmrelease.Release{
 		rel("ns", "web", 1, helmrelease.StatusSuperseded), rel("ns", "web", 2, helmrelease.StatusDeployed),
 		rel("ns", "web", 3, helmrelease.StatusPendingUpgrade), rel("ns", "db", 1, helmrelease.StatusFailed),
@@ -126,9 +126,9 @@ func testLimitedList(t *testing.T, withIndex bool) {
 	}
 }
 
-func helmList(t *testing.T, d driver.Driver) []api.ReleaseInfo {
+func helmList(t *testing.T, d storage.Driver) []api.ReleaseInfo {
 	t.Helper()
-	l := action.NewList(&action.Configuration{Releases: storage.Init(d), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
+	l := action.NewList(&action.Configuration{Releases: helmstorage.Init(d), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
 		Log: func(string, ...any) {}})
 	l.All = true
 	l.SetStateMask()

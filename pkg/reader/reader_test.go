@@ -17,7 +17,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,6 +27,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -76,7 +76,7 @@ func newService(t *testing.T) (*Service, *authz) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := driver.NewMemory()
+	mem := storage.NewMemory()
 	idx := metaIndex{}
 	at := helmtime.Time{Time: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
 	for _, r := range []struct {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // fiftyNamespaces is a cluster of 50 namespaces with two releases each, and the static
@@ -25,7 +25,7 @@ func fiftyNamespaces(t *testing.T) (*fakekube.Cluster, metaIndex) {
 	cl := fakekube.New(fakekube.NewClock(time.Now()))
 	for i := 0; i < 50; i++ {
 		ns := fmt.Sprintf("ns-%02d", i)
-		d := driver.NewSecrets(cl.Typed().CoreV1().Secrets(ns))
+		d := storage.NewSecrets(cl.Typed().CoreV1().Secrets(ns))
 		for _, r := range []*helmrelease.Release{rel(ns, "web", 1, helmrelease.StatusDeployed), rel(ns, "db", 1, helmrelease.StatusFailed)} {
 			if err := d.Create(release.SecretName(r.Name, r.Version), r); err != nil {
 				t.Fatal(err)

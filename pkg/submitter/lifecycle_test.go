@@ -8,13 +8,13 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // deploy writes revision v of a release as Helm would (status st, values replicas=v).
@@ -25,7 +25,7 @@ func (e *env) deploy(name string, v int, st helmrelease.Status) {
 			Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
 		Config: map[string]any{"replicas": v}, Manifest: "kind: ConfigMap",
 		Info: &helmrelease.Info{Status: st, Description: "Install complete"}}
-	if err := driver.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
+	if err := storage.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
 		e.t.Fatal(err)
 	}
 }
