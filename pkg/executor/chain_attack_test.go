@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Attack on retries by a namespace editor: while the retry (revision 2) of a request runs,
@@ -29,7 +29,7 @@ func TestRewoundAttemptDoesNotRunBesideItsRetry(t *testing.T) {
 	retrying, finish := make(chan struct{}), make(chan struct{})
 	var v1Runs atomic.Int32
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		d := driver.NewSecrets(e.c.CoreV1().Secrets(req.Namespace))
+		d := storage.NewSecrets(e.c.CoreV1().Secrets(req.Namespace))
 		key := release.SecretName(req.Name, req.Revision)
 		rel, err := d.Get(key)
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -96,7 +96,7 @@ func deployed(context.Context, helmexec.Request) (*helmrelease.Release, error) {
 
 // writes records the revision deployed, as Helm's adoption and final write do.
 func (e *env) writes(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-	d := driver.NewSecrets(e.c.CoreV1().Secrets(req.Namespace))
+	d := storage.NewSecrets(e.c.CoreV1().Secrets(req.Namespace))
 	rel, err := d.Get(release.SecretName(req.Name, req.Revision))
 	if err != nil {
 		return nil, err

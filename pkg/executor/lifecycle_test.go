@@ -9,13 +9,13 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // deployRev writes revision v of name as Helm would.
@@ -25,7 +25,7 @@ func (e *env) deployRev(name string, v int, st helmrelease.Status) {
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0"},
 			Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
 		Config: map[string]any{"v": v}, Info: &helmrelease.Info{Status: st}}
-	if err := driver.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
+	if err := storage.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -149,7 +149,7 @@ func TestRollbackRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		d := driver.NewSecrets(e.c.CoreV1().Secrets("ns"))
+		d := storage.NewSecrets(e.c.CoreV1().Secrets("ns"))
 		rel, err := d.Get(release.SecretName(req.Name, req.Revision))
 		if err != nil {
 			return nil, err

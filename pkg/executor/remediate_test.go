@@ -11,7 +11,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // verbHelm is the fake Helm with the verb of each call.
@@ -72,7 +72,7 @@ func remEnv(t *testing.T, failures int) (*env, *verbHelm) {
 	vh := &verbHelm{fakeHelm: e.helm}
 	e.svc.Helm = vh
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		d := driver.NewSecrets(e.c.CoreV1().Secrets(req.Namespace))
+		d := storage.NewSecrets(e.c.CoreV1().Secrets(req.Namespace))
 		key := release.SecretName(req.Name, req.Revision)
 		rel, err := d.Get(key)
 		if err != nil {

@@ -12,10 +12,10 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // endless is a chart whose template renders for seconds (a real attack loops for ever; a
@@ -36,7 +36,7 @@ func withRealHelm(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.svc.Helm = f
-	e.svc.HelmOptions = []helmexec.Option{helmexec.WithDriver(driver.NewSecrets(e.c.CoreV1().Secrets("ns"))),
+	e.svc.HelmOptions = []helmexec.Option{helmexec.WithDriver(storage.NewSecrets(e.c.CoreV1().Secrets("ns"))),
 		helmexec.WithCapabilities(chartutil.DefaultCapabilities), helmexec.WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard})}
 }
 
