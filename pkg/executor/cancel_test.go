@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -77,8 +78,8 @@ func TestCancelledDuringTheRun(t *testing.T) {
 // While Helm runs, the action's progress is recorded on its Lease every ProgressInterval.
 func TestProgressRecordedOnTheLease(t *testing.T) {
 	e := newEnv(t, 1)
-	e.svc.ProgressInterval = 5 * time.Millisecond
-	e.svc.Now = e.clock.Now
+	e.svc.ProgressInterval = time.Second
+	e.svc.Clock = e.clock
 	release1 := make(chan struct{})
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		<-release1
@@ -87,7 +88,14 @@ func TestProgressRecordedOnTheLease(t *testing.T) {
 	a := e.reserve("web", "req-1")
 	done := make(chan Outcome)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
-	waitFor(t, func() bool {
+	// Helm runs: the clock holds its deadline and the progress ticker; nothing is recorded
+	// until an interval ends.
+	testwait.For(t, func() bool { return e.clock.Waiters() == 2 })
+	if l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{}); err != nil || l.Annotations[lease.AnnotationProgress] != "" {
+		t.Fatalf("progress recorded before an interval ended: %v", err)
+	}
+	e.clock.Add(time.Second)
+	testwait.For(t, func() bool {
 		l, err := e.c.CoordinationV1().Leases("ns").Get(ctx(t), release.LeaseName("web", 1), metav1.GetOptions{})
 		return err == nil && l.Annotations[lease.AnnotationProgress] != ""
 	})

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -52,12 +56,12 @@ func TestJoinedRunThatFailedIsRetried(t *testing.T) {
 	}
 	busy, web := e.reserve("busy", "r0"), e.reserve("web", "r1")
 	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), busy, nil) }()
-	waitFor(t, func() bool { return e.helm.calls.Load() == 1 })
+	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 })
 	if _, err := e.svc.Handle(ctx(t), context.Background(), web, nil); !errors.Is(err, ErrBusy) {
 		t.Fatalf("no slot: %v", err)
 	}
 	close(hold)
-	waitFor(t, func() bool { return e.svc.joined(runKey(busy)) == 0 && len(e.svc.slots) == 0 })
+	testwait.For(t, func() bool { return e.svc.joined(runKey(busy)) == 0 && len(e.svc.slots) == 0 })
 	if o, err := e.svc.Handle(ctx(t), context.Background(), web, nil); err != nil || o != OutcomeDeployed {
 		t.Errorf("retry with a free slot: %q, %v", o, err)
 	}
@@ -139,8 +143,8 @@ func TestActionTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1)
 			e.svc.MaxActionTime = tc.max
-			var deadline time.Duration
-			e.svc.AfterFunc = func(d time.Duration, _ func()) func() { deadline = d; return func() {} }
+			clock := &afterFuncs{Clock: e.clock}
+			e.svc.Clock = clock
 			a := e.reserve("web", "req-1")
 			a.Options.Timeout = tc.timeout
 			if _, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil {
@@ -149,9 +153,30 @@ func TestActionTimeout(t *testing.T) {
 			if req := e.helm.reqs[0]; req.Timeout != tc.want {
 				t.Errorf("Helm's timeout %s, want %s", req.Timeout, tc.want)
 			}
-			if deadline != tc.want {
-				t.Errorf("the action ends in %s, want %s", deadline, tc.want)
+			if got := clock.delays(); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("the action ends in %v, want %s", got, tc.want)
 			}
 		})
 	}
+}
+
+// afterFuncs is a fake clock that records the delay of every AfterFunc (the action's
+// deadline).
+type afterFuncs struct {
+	*fakekube.Clock
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (c *afterFuncs) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.mu.Lock()
+	c.ds = append(c.ds, d)
+	c.mu.Unlock()
+	return c.Clock.AfterFunc(d, f)
+}
+
+func (c *afterFuncs) delays() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.ds...)
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -26,6 +27,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ErrBusy means every slot runs an action; the event should be redelivered later.
@@ -87,9 +89,9 @@ type Service struct {
 	// ProgressReads bounds the workload reads of all actions' progress, per second
 	// (default 8; each is four lists of the namespace).
 	ProgressReads float64
-	Now           func() time.Time
-	// AfterFunc runs f after d (default time.AfterFunc; tests give a fake clock's).
-	AfterFunc func(d time.Duration, f func()) (stop func())
+	// Clock dates what the executor records, times slot waits and action deadlines, and
+	// ticks the progress (nil: the wall clock; tests move a fake one).
+	Clock clock.WithTickerAndDelayedExecution
 	// Consumed binds each request id to the Secret it was first run on (nil: unchecked).
 	Consumed Consumed
 	// SealKey is submit's seal key (LabelSeal): a refused event fails the record it lands
@@ -235,12 +237,12 @@ func (s *Service) takeSlot(ctx context.Context) error {
 	default:
 	}
 	if s.SlotWait > 0 {
-		t := time.NewTimer(s.SlotWait)
+		t := wallclock.Or(s.Clock).NewTimer(s.SlotWait)
 		defer t.Stop()
 		select {
 		case s.slots <- struct{}{}:
 			return nil
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 	}
@@ -282,12 +284,12 @@ func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stor
 	if outcome, done, err := s.admit(reqCtx, act); done {
 		return outcome, err
 	}
-	start := s.now()
+	start := wallclock.Or(s.Clock).Now()
 	outcome := s.attempts(reqCtx, shutdown, act) // the action, and its retries and remediation
 	s.markDone(reqCtx, act, outcome)
-	act.log.Infow("action finished", "outcome", outcome, "duration", s.now().Sub(start))
+	act.log.Infow("action finished", "outcome", outcome, "duration", wallclock.Or(s.Clock).Now().Sub(start))
 	if s.Observe != nil {
-		s.Observe(string(a.Action), string(outcome), s.now().Sub(start))
+		s.Observe(string(a.Action), string(outcome), wallclock.Or(s.Clock).Now().Sub(start))
 	}
 	return outcome, nil
 }
@@ -395,7 +397,7 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 		return s.refuseSwapped(ctx, act, uid)
 	}
 	first, err := s.Consumed.Consume(ctx, consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace,
-		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: uid, At: s.now()})
+		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now()})
 	if errors.Is(err, consumed.ErrConsumedElsewhere) {
 		act.log.Warnw("event refused: its request was consumed for another release record (a replay?)",
 			"secretUID", uid, "error", err)
@@ -484,7 +486,7 @@ type resumeClaimer interface {
 func (s *Service) refuseSwapped(ctx context.Context, act *action, uid types.UID) (Outcome, bool, error) {
 	bound := act.BoundSecretUID
 	_, err := s.Consumed.Consume(ctx, consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace,
-		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: bound, At: s.now()})
+		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: bound, At: wallclock.Or(s.Clock).Now()})
 	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return "", true, err // redelivered: bind and refuse again
 	}
@@ -606,7 +608,7 @@ func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result 
 	go act.held.Keep(hbCtx, lose)
 	logs := helmexec.NewLogBuffer(200)
 	phases := progress.NewPhases(logs.Log)
-	go s.watch(hbCtx, act.held, phases, act.Action, s.now(), lose, func(by string) bool {
+	go s.watch(hbCtx, act.held, phases, act.Action, wallclock.Or(s.Clock).Now(), lose, func(by string) bool {
 		if act.Action.Action == release.ActionUninstall {
 			// Helm deletes in one call; stopping it midway would leave half a release.
 			act.log.Infow("cancel requested on a running uninstall; it runs to its end", "by", by)
@@ -629,12 +631,10 @@ type result struct {
 	logs  *helmexec.LogBuffer
 }
 
-// afterFunc calls f after d on the service's clock; the answer stops it.
+// afterFunc calls f after d on the service's clock, on a goroutine of its own as
+// time.AfterFunc does (a fake clock calls it under its lock); the answer stops it.
 func (s *Service) afterFunc(d time.Duration, f func()) func() {
-	if s.AfterFunc != nil {
-		return s.AfterFunc(d, f)
-	}
-	t := time.AfterFunc(d, f)
+	t := wallclock.Or(s.Clock).AfterFunc(d, func() { go f() })
 	return func() { t.Stop() }
 }
 
@@ -758,13 +758,13 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 	// A retry's progress says which attempt it is (remediate.go).
 	last := progress.Progress{Attempt: a.Attempt}
 	seen := false // a cancel request already answered
-	t := time.NewTicker(every)
+	t := wallclock.Or(s.Clock).NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		p := last
 		p.Phase, p.Hook = phases.Current()
@@ -772,7 +772,7 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 			_ = collector.Workloads(ctx, &p) // a failed read keeps the last counts
 		}
 		if !p.Same(last) || last.Updated.IsZero() {
-			p.Updated = s.now()
+			p.Updated = wallclock.Or(s.Clock).Now()
 			last = p
 		}
 		reason, err := held.Sync(ctx, lease.AnnotationProgress, last.Encode())
@@ -804,13 +804,6 @@ func (s *Service) readWorkloads(phase string) bool {
 		return false
 	}
 	return s.progressReads == nil || s.progressReads.Allow()
-}
-
-func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 // callerOptions make Helm (and the progress reads) act as the user who asked.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -331,7 +332,7 @@ func TestRedeliveryJoinsTheRun(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); outcomes <- o }()
 	}
-	waitFor(t, func() bool { return e.svc.joined(runKey(a)) == 2 })
+	testwait.For(t, func() bool { return e.svc.joined(runKey(a)) == 2 })
 	close(release1)
 	got := map[Outcome]int{}
 	for i := 0; i < 3; i++ {
@@ -348,7 +349,7 @@ func TestRedeliveryJoinsTheRun(t *testing.T) {
 	}
 	b := e.reserve("db", "req-2")
 	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), b, nil) }()
-	waitFor(t, func() bool { return e.helm.calls.Load() == 2 })
+	testwait.For(t, func() bool { return e.helm.calls.Load() == 2 })
 	gone, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := e.svc.Handle(gone, context.Background(), b, nil); !errors.Is(err, ErrHeldElsewhere) {
@@ -381,7 +382,7 @@ func TestSlotWait(t *testing.T) {
 	a, b := e.reserve("a", "r1"), e.reserve("b", "r2")
 	done := make(chan Outcome)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
-	waitFor(t, func() bool { return e.helm.calls.Load() == 1 })
+	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 })
 	start := time.Now()
 	if _, err := e.svc.Handle(ctx(t), context.Background(), b, nil); !errors.Is(err, ErrBusy) {
 		t.Fatalf("second delivery with no slot: %v", err)
@@ -463,16 +464,5 @@ func TestRequest(t *testing.T) {
 	}
 	if r := e.helm.reqs[1]; r.Chart != nil || r.Labels[release.LabelChart] != "tiny-1.0.0" {
 		t.Errorf("reused chart request: chart %v labels %v", r.Chart, r.Labels)
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

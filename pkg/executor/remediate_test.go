@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -298,7 +299,7 @@ func TestRetryProgressSaysTheAttempt(t *testing.T) {
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		if req.Revision == 2 {
 			var p *progress.Progress
-			waitFor(t, func() bool {
+			testwait.For(t, func() bool {
 				l, err := e.c.CoordinationV1().Leases("ns").Get(ctx, release.LeaseName("web", 2), metav1.GetOptions{})
 				if err == nil {
 					p, _ = progress.Decode(l.Annotations[lease.AnnotationProgress])

@@ -14,6 +14,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/rest"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -67,7 +68,7 @@ func TestEndlessTemplateIsFailedAtTheRenderBound(t *testing.T) {
 	if _, err := e.svc.Handle(ctx(t), context.Background(), e.reserve("db", "req-2"), nil); !errors.Is(err, ErrExhausted) {
 		t.Errorf("new work while exhausted: %v", err)
 	}
-	waitFor(t, func() bool { a, _ := e.svc.Orphans.Count(); return a == 0 })
+	testwait.For(t, func() bool { a, _ := e.svc.Orphans.Count(); return a == 0 })
 	if st, _ := e.status("web"); st != helmrelease.StatusFailed {
 		t.Errorf("the orphan wrote %s once its render ended", st)
 	}

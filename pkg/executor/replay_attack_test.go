@@ -7,6 +7,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
@@ -48,7 +49,7 @@ func TestACopyHandledFirstDoesNotSwallowTheBoundDelivery(t *testing.T) {
 	busy := e.reserve("busy", "req-busy")
 	busy.BoundSecretUID = e.secretUID("busy")
 	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), busy, nil) }()
-	waitFor(t, func() bool { return e.helm.calls.Load() == 1 }) // the one slot is taken
+	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 }) // the one slot is taken
 
 	genuine := e.reserve("web", "victim-req")
 	copied := genuine // the stored copy: no binding
@@ -82,7 +83,7 @@ func TestAnotherBindingHandledFirstDoesNotSwallowTheBoundDelivery(t *testing.T) 
 	}
 	busy := e.reserve("busy", "req-busy")
 	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), busy, nil) }()
-	waitFor(t, func() bool { return e.helm.calls.Load() == 1 })
+	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 })
 
 	genuine := e.reserve("web", "victim-req")
 	genuine.BoundSecretUID = e.secretUID("web")

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
@@ -118,7 +119,7 @@ func TestEveryEndFencesBeforeTheCancel(t *testing.T) {
 		name string
 		end  func(e *env, stop context.CancelFunc)
 	}{
-		{"deadline", nil},
+		{"deadline", func(e *env, _ context.CancelFunc) { e.clock.Add(time.Minute) }}, // MaxActionTime
 		{"shutdown", func(_ *env, stop context.CancelFunc) { stop() }},
 		{"cancel", func(e *env, _ context.CancelFunc) {
 			submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
@@ -135,17 +136,14 @@ func TestEveryEndFencesBeforeTheCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1)
 			e.svc.ProgressInterval = 5 * time.Millisecond
-			var fire func()
-			e.svc.AfterFunc = func(_ time.Duration, f func()) func() { fire = f; return func() {} }
+			if tc.name == "deadline" {
+				e.svc.Clock = e.clock // the others end on real progress ticks
+			}
 			shutdown, stop := context.WithCancel(context.Background())
 			defer stop()
 			fencedFirst := make(chan bool, 1)
 			e.helm.run = func(ctx context.Context, _ helmexec.Request) (*helmrelease.Release, error) {
-				if tc.end == nil {
-					fire()
-				} else {
-					tc.end(e, stop)
-				}
+				tc.end(e, stop)
 				<-ctx.Done()
 				fencedFirst <- e.helm.fence(0).Ended()
 				return nil, ctx.Err()
@@ -193,7 +191,7 @@ func TestCancelOfARunningUninstallRunsToItsEnd(t *testing.T) {
 		if _, err := submit.RequestCancel(ctx, "ns", release.LeaseName("web", 1), "bob"); err != nil {
 			return nil, err
 		}
-		waitFor(t, func() bool { // the executor saw the cancel and answered it
+		testwait.For(t, func() bool { // the executor saw the cancel and answered it
 			return logs.FilterMessageSnippet("cancel requested on a running uninstall").Len() > 0
 		})
 		if ctx.Err() != nil || e.helm.fence(0).Ended() {

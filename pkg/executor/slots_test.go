@@ -10,6 +10,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 )
@@ -69,13 +70,13 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 			outcomes[i], _ = e.svc.Handle(ctx(t), context.Background(), a, nil)
 		}(i)
 	}
-	waitFor(t, func() bool { return rendering.Load() >= 2 })
+	testwait.For(t, func() bool { return rendering.Load() >= 2 })
 	time.Sleep(50 * time.Millisecond) // let more try to render (no assertion on time)
 	if got := rendering.Load(); got != 2 {
 		t.Errorf("%d actions rendering at once with 2 CPU slots", got)
 	}
 	close(rendered)
-	waitFor(t, func() bool { return waiting.Load() == n })
+	testwait.For(t, func() bool { return waiting.Load() == n })
 	// Every earlier action waits for readiness: the late one is not held behind them.
 	if o, err := e.svc.Handle(ctx(t), context.Background(), e.reserve("late", "req-late"), nil); err != nil || o != OutcomeDeployed {
 		t.Fatalf("an install behind %d waiting ones: %s, %v", n, o, err)
@@ -101,6 +102,7 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	e := newEnv(t, 4)
 	e.svc.cpu = make(chan struct{}, 1)
+	e.svc.Clock = e.clock
 	hold := make(chan struct{})
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		if req.Name == "a" {
@@ -110,12 +112,18 @@ func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	}
 	first := make(chan Outcome)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), e.reserve("a", "r1"), nil); first <- o }()
-	waitFor(t, func() bool { return e.helm.calls.Load() == 1 })
+	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 })
 	b := e.reserve("b", "r2")
 	b.Options.Timeout = 50 * time.Millisecond
 	second := make(chan Outcome)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), b, nil); second <- o }()
-	time.Sleep(200 * time.Millisecond) // b waits for the slot 4x its timeout
+	// On the clock: a's deadline and progress ticker, and b's progress ticker once b runs
+	// and waits for the slot. b's deadline is not armed: 4x its timeout ends nothing.
+	testwait.For(t, func() bool { return e.clock.Waiters() == 3 })
+	e.clock.Add(4 * b.Options.Timeout)
+	if n := e.clock.Waiters(); n != 3 {
+		t.Errorf("%d timers and tickers while b waits for the slot, want 3 (b's deadline armed?)", n)
+	}
 	close(hold)
 	if o := <-first; o != OutcomeDeployed {
 		t.Errorf("first: %s", o)

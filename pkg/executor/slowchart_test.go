@@ -7,6 +7,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -55,7 +56,7 @@ func TestStalledChartDownloadHoldsNoCPUSlot(t *testing.T) {
 	<-slow.fetched
 	done := make(chan Outcome, 1)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), e.reserve("other", "r2"), nil); done <- o }()
-	waitFor(t, func() bool { return e.helm.calls.Load() >= 1 })
+	testwait.For(t, func() bool { return e.helm.calls.Load() >= 1 })
 	if o := <-done; o != OutcomeDeployed {
 		t.Errorf("the other tenant's install: %s", o)
 	}
