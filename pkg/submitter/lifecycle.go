@@ -18,6 +18,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ErrRevisionNotFound is a rollback to a revision the release does not have (the console's
@@ -233,7 +234,7 @@ func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID, outc
 		return nil
 	}
 	_, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
-		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: s.now(), Outcome: outcome})
+		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now(), Outcome: outcome})
 	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return fmt.Errorf("bind request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
 	}
@@ -247,7 +248,7 @@ func (s *Service) signed(a events.Action) (cloudevents.Event, []byte, error) {
 		return ev, nil, fmt.Errorf("build the accepted event: %w", err)
 	}
 	if len(s.SigningKey) > 0 {
-		events.Sign(&ev, s.SigningKey, s.now())
+		events.Sign(&ev, s.SigningKey, wallclock.Or(s.Clock).Now())
 	}
 	stored, err := ev.MarshalJSON()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
@@ -70,7 +71,9 @@ type Service struct {
 	// MaxQueued and MaxQueuedPerNamespace bound the revisions accepted and not started yet;
 	// above them a request is refused (429) before anything is reserved. 0: no bound.
 	MaxQueued, MaxQueuedPerNamespace int
-	Now                              func() time.Time
+	// Clock dates what submit records and signs and bounds a supersede's wait (nil: the wall
+	// clock; tests give a fake one).
+	Clock clock.PassiveClock
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
 	Heartbeat Leases
 	// LeaseAlive says whether an executor holds a revision's Lease now (lease.Alive).
@@ -326,13 +329,6 @@ func (s *Service) admit(namespace string) error {
 		return &BusyError{Queued: total, Limit: s.MaxQueued, Scope: "in the cluster", RetryAfter: retryAfter}
 	}
 	return nil
-}
-
-func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 func (s *Service) newID() string {

@@ -105,7 +105,7 @@ func newEnv(t *testing.T) *env {
 		Schema: []byte(`{"type":"object","properties":{"replicas":{"type":"integer"}}}`)}
 	e := &env{t: t, c: c, sender: &sender{}, store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}}
 	e.svc = &Service{Store: e.store, Charts: charts{"https://charts.example/tiny.tgz": tiny}, Sender: e.sender,
-		Namespaces: corelisters.NewNamespaceLister(nss), SigningKey: key, Now: clock.Now,
+		Namespaces: corelisters.NewNamespaceLister(nss), SigningKey: key, Clock: clock,
 		NewID: func() string { return "req-1" },
 		LeaseAlive: func(ctx context.Context, ns, key string) (bool, error) {
 			return lease.Alive(ctx, c, ns, key, clock.Now())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // SupersedeOptions bound how long a request with supersede waits for the revision it
@@ -127,7 +128,7 @@ const maxSupersedeTicks = 40
 // awaitEnd reads the live history, at doubling intervals (counted in polls, so a test's
 // frozen clock still reads), until revision old is no longer pending (or gone).
 func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
-	deadline := s.now().Add(s.Supersede.wait())
+	deadline := wallclock.Or(s.Clock).Now().Add(s.Supersede.wait())
 	t := time.NewTicker(s.Supersede.poll())
 	defer t.Stop()
 	for tick, next, gap := 0, 0, 2; ; tick++ {
@@ -141,7 +142,7 @@ func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 			}
 			next, gap = next+gap, min(2*gap, maxSupersedeTicks)
 		}
-		if ctx.Err() != nil || !s.now().Before(deadline) {
+		if ctx.Err() != nil || !wallclock.Or(s.Clock).Now().Before(deadline) {
 			return fmt.Errorf("%w: revision %d of %s/%s is being cancelled and has not ended within %s; nothing was reserved: send the request again once it is failed",
 				ErrNotAccepted, old.Version, old.Namespace, old.Name, s.Supersede.wait())
 		}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
@@ -16,14 +18,14 @@ import (
 func TestSupersedeOfARevisionKeptAliveCostsFewReads(t *testing.T) {
 	e := supersedeEnv(t)
 	e.svc.Supersede = SupersedeOptions{} // the defaults: 30 s, every 250 ms
-	tenant := &lease.Heartbeat{Client: e.c, Holder: "tenant", Duration: time.Hour, Now: e.svc.Now}
+	tenant := &lease.Heartbeat{Client: e.c, Holder: "tenant", Duration: time.Hour, Now: e.svc.Clock.Now}
 	if h, err := tenant.Hold(ctx(t), "ns", release.LeaseName("web", 2)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
 	// submit's clock moves one poll per reading, so the 30 s pass at once; the Lease keeps its own.
-	now, fixed := e.svc.Now(), e.svc.Now
+	fixed := e.svc.Clock.Now
 	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
-	e.svc.Now = func() time.Time { now = now.Add(250 * time.Millisecond); return now }
+	e.svc.Clock = &testingclock.IntervalClock{Time: fixed(), Duration: 250 * time.Millisecond}
 	e.svc.Supersede.Poll = time.Millisecond
 	before := len(e.c.Actions())
 	_, _ = e.svc.Submit(ctx(t), release.ActionUpgrade, superseding("web"), nil)
