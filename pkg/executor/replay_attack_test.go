@@ -74,6 +74,7 @@ func TestACopyHandledFirstDoesNotSwallowTheBoundDelivery(t *testing.T) {
 func TestAnotherBindingHandledFirstDoesNotSwallowTheBoundDelivery(t *testing.T) {
 	e := newEnv(t, 1)
 	e.svc.SlotWait = time.Minute
+	e.svc.Clock = e.clock // a wait for the slot is a timer on it: the test sees who waits
 	release1 := make(chan struct{})
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		if req.Name == "busy" {
@@ -84,6 +85,7 @@ func TestAnotherBindingHandledFirstDoesNotSwallowTheBoundDelivery(t *testing.T) 
 	busy := e.reserve("busy", "req-busy")
 	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), busy, nil) }()
 	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 })
+	testwait.For(t, func() bool { return e.clock.Waiters() == 2 }) // busy's deadline and progress ticker
 
 	genuine := e.reserve("web", "victim-req")
 	genuine.BoundSecretUID = e.secretUID("web")
@@ -91,13 +93,11 @@ func TestAnotherBindingHandledFirstDoesNotSwallowTheBoundDelivery(t *testing.T) 
 	old.RequestID, old.BoundSecretUID = "older-req", "uid-of-an-older-incarnation"
 	oldDone := make(chan struct{})
 	go func() { _, _ = e.svc.Handle(ctx(t), context.Background(), old, nil); close(oldDone) }()
+	testwait.For(t, func() bool { return e.clock.Waiters() == 3 }) // the old one waits for the slot
 	got := make(chan Outcome, 1)
-	go func() {
-		time.Sleep(50 * time.Millisecond) // after the old one waits for the slot
-		o, _ := e.svc.Handle(ctx(t), context.Background(), genuine, nil)
-		got <- o
-	}()
-	time.Sleep(100 * time.Millisecond)
+	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), genuine, nil); got <- o }()
+	// The genuine delivery waits for the slot too, or joins the old one's handling (the attack).
+	testwait.For(t, func() bool { return e.clock.Waiters() == 4 || e.svc.joined(runKey(old)) > 0 })
 	close(release1)
 	<-oldDone
 	o := <-got

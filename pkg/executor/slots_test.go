@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -36,64 +37,67 @@ func (m *cpuMeter) out() { m.now.Add(-1) }
 // Fifty installs waiting for readiness hold their action slots, not the CPU slots: a 51st
 // runs its CPU phase at once, and no more than CPUSlots actions are ever in that phase.
 func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
-	e := newEnv(t, 64)
-	e.svc.cpu = make(chan struct{}, 2) // CPUSlots 2
-	var meter cpuMeter
-	var rendering, waiting atomic.Int32
-	rendered, ready := make(chan struct{}), make(chan struct{})
-	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		meter.in()
-		if req.Name == "late" { // renders and applies, no wait
+	// In a bubble, synctest.Wait says when every action is blocked: rendering, or waiting
+	// for a CPU slot.
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 64)
+		e.svc.cpu = make(chan struct{}, 2) // CPUSlots 2
+		var meter cpuMeter
+		var rendering, waiting atomic.Int32
+		rendered, ready := make(chan struct{}), make(chan struct{})
+		e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+			meter.in()
+			if req.Name == "late" { // renders and applies, no wait
+				meter.out()
+				return e.writes(ctx, req)
+			}
+			rendering.Add(1)
+			<-rendered // render and apply
 			meter.out()
+			gate := e.helm.gate(req.Name)
+			gate.Waiting() // Helm's kube client, before its wait for readiness
+			waiting.Add(1)
+			<-ready
+			gate.Working()
+			meter.in() // Helm's final write
+			defer meter.out()
 			return e.writes(ctx, req)
 		}
-		rendering.Add(1)
-		<-rendered // render and apply
-		meter.out()
-		gate := e.helm.gate(req.Name)
-		gate.Waiting() // Helm's kube client, before its wait for readiness
-		waiting.Add(1)
-		<-ready
-		gate.Working()
-		meter.in() // Helm's final write
-		defer meter.out()
-		return e.writes(ctx, req)
-	}
-	const n = 50
-	var wg sync.WaitGroup
-	outcomes := make([]Outcome, n)
-	for i := 0; i < n; i++ {
-		a := e.reserve(fmt.Sprintf("w%d", i), fmt.Sprintf("req-%d", i))
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			outcomes[i], _ = e.svc.Handle(ctx(t), context.Background(), a, nil)
-		}(i)
-	}
-	testwait.For(t, func() bool { return rendering.Load() >= 2 })
-	time.Sleep(50 * time.Millisecond) // let more try to render (no assertion on time)
-	if got := rendering.Load(); got != 2 {
-		t.Errorf("%d actions rendering at once with 2 CPU slots", got)
-	}
-	close(rendered)
-	testwait.For(t, func() bool { return waiting.Load() == n })
-	// Every earlier action waits for readiness: the late one is not held behind them.
-	if o, err := e.svc.Handle(ctx(t), context.Background(), e.reserve("late", "req-late"), nil); err != nil || o != OutcomeDeployed {
-		t.Fatalf("an install behind %d waiting ones: %s, %v", n, o, err)
-	}
-	close(ready)
-	wg.Wait()
-	for i, o := range outcomes {
-		if o != OutcomeDeployed {
-			t.Errorf("w%d: %s", i, o)
+		const n = 50
+		var wg sync.WaitGroup
+		outcomes := make([]Outcome, n)
+		for i := 0; i < n; i++ {
+			a := e.reserve(fmt.Sprintf("w%d", i), fmt.Sprintf("req-%d", i))
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				outcomes[i], _ = e.svc.Handle(ctx(t), context.Background(), a, nil)
+			}(i)
 		}
-	}
-	if m := meter.max.Load(); m > 2 {
-		t.Errorf("%d actions in their CPU phase at once, bound 2", m)
-	}
-	if len(e.svc.cpu) != 0 || !e.svc.Drained() {
-		t.Errorf("slots left taken: %d CPU, drained %v", len(e.svc.cpu), e.svc.Drained())
-	}
+		synctest.Wait() // every action renders or waits for a CPU slot
+		if got := rendering.Load(); got != 2 {
+			t.Errorf("%d actions rendering at once with 2 CPU slots", got)
+		}
+		close(rendered)
+		testwait.For(t, func() bool { return waiting.Load() == n })
+		// Every earlier action waits for readiness: the late one is not held behind them.
+		if o, err := e.svc.Handle(ctx(t), context.Background(), e.reserve("late", "req-late"), nil); err != nil || o != OutcomeDeployed {
+			t.Fatalf("an install behind %d waiting ones: %s, %v", n, o, err)
+		}
+		close(ready)
+		wg.Wait()
+		for i, o := range outcomes {
+			if o != OutcomeDeployed {
+				t.Errorf("w%d: %s", i, o)
+			}
+		}
+		if m := meter.max.Load(); m > 2 {
+			t.Errorf("%d actions in their CPU phase at once, bound 2", m)
+		}
+		if len(e.svc.cpu) != 0 || !e.svc.Drained() {
+			t.Errorf("slots left taken: %d CPU, drained %v", len(e.svc.cpu), e.svc.Drained())
+		}
+	})
 }
 
 // An action's timeout runs from Helm's start: one that waits for a CPU slot longer than its
