@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -81,13 +82,14 @@ func (e *env) upgraded(name string) {
 	e.set(name, 2, helmrelease.StatusDeployed, "")
 }
 
-// sweepTombstones runs the sweep's tombstone pass and gives the workers time to act.
+// sweepTombstones runs the sweep's tombstone pass and waits until the workers are idle (its
+// callers run in a testing/synctest bubble).
 func (e *env) sweepTombstones() {
 	e.t.Helper()
 	if err := e.svc.sweepTombstones(ctx(e.t)); err != nil {
 		e.t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	synctest.Wait()
 }
 
 func (e *env) tombstones() int {
@@ -115,28 +117,30 @@ func (e *env) checkUninstalled(ev cloudevents.Event) {
 // executor's tombstone, once, with the uninstall's request id; the deletion of the
 // records says nothing, and the tombstone is deleted once reported.
 func TestUninstallReportsUninstalled(t *testing.T) {
-	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
-	e.upgraded("web")
-	if err := e.svc.Start(ctx(t), true); err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
-	before := len(e.sink.events())
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.svc.Sweep.Interval = 0
+		e.upgraded("web")
+		if err := e.svc.Start(ctx(t), true); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
+		before := len(e.sink.events())
 
-	grave, held := e.uninstall("web", []int{1, 2}, false)
-	testwait.For(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
-	time.Sleep(200 * time.Millisecond)
-	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
-		t.Fatalf("before the executor finished its tombstone: sent %v", got)
-	}
-	e.finish(grave, held)
-	testwait.For(t, func() bool { return len(e.sink.events()) == before+2 && e.tombstones() == 0 })
-	time.Sleep(200 * time.Millisecond)
-	if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
-		t.Fatalf("sent %v", got)
-	}
-	e.checkUninstalled(e.sink.events()[before+1])
+		grave, held := e.uninstall("web", []int{1, 2}, false)
+		testwait.For(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
+		synctest.Wait()
+		if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
+			t.Fatalf("before the executor finished its tombstone: sent %v", got)
+		}
+		e.finish(grave, held)
+		testwait.For(t, func() bool { return len(e.sink.events()) == before+2 && e.tombstones() == 0 })
+		synctest.Wait()
+		if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
+			t.Fatalf("sent %v", got)
+		}
+		e.checkUninstalled(e.sink.events()[before+1])
+	})
 }
 
 // A notifier that was down for the whole uninstall reports it when it starts, in watch
@@ -144,21 +148,24 @@ func TestUninstallReportsUninstalled(t *testing.T) {
 func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 	for _, watch := range []bool{true, false} {
 		t.Run(map[bool]string{true: "watch", false: "source"}[watch], func(t *testing.T) {
-			e := newEnv(t)
-			e.svc.Sweep.Interval = 0
-			e.upgraded("web")
-			e.uninstall("web", []int{1, 2}, true)
-			e.sink.refuse(true)
-			if err := e.svc.Start(ctx(t), watch); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(300 * time.Millisecond)
-			if e.tombstones() != 1 {
-				t.Fatal("the tombstone went while the sink refused")
-			}
-			e.sink.refuse(false)
-			testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
-			e.checkUninstalled(e.sink.events()[0])
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				e.svc.Sweep.Interval = 0
+				e.upgraded("web")
+				e.uninstall("web", []int{1, 2}, true)
+				e.sink.refuse(true)
+				if err := e.svc.Start(ctx(t), watch); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(300 * time.Millisecond) // the bubble's clock: the queue retries at 100 and 200 ms
+				synctest.Wait()
+				if e.tombstones() != 1 {
+					t.Fatal("the tombstone went while the sink refused")
+				}
+				e.sink.refuse(false)
+				testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
+				e.checkUninstalled(e.sink.events()[0])
+			})
 		})
 	}
 }
@@ -168,87 +175,91 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 // last) is uninstalled; a record still uninstalling is the sweeper's to drive again; a
 // record marked failed needs no event, and the tombstone goes.
 func TestAbandonedUninstall(t *testing.T) {
-	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
-	e.upgraded("web")
-	e.uninstall("web", []int{1, 2}, false)
-	if err := e.svc.Start(ctx(t), true); err != nil {
-		t.Fatal(err)
-	}
-	e.sweepTombstones()
-	if len(e.sink.events()) != 0 || e.tombstones() != 1 {
-		t.Fatalf("reported while its executor's Lease is live: %v", e.sink.statuses(t))
-	}
-	e.clock.Add(time.Minute)
-	e.sweepTombstones()
-	testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
-	e.checkUninstalled(e.sink.events()[0])
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.svc.Sweep.Interval = 0
+		e.upgraded("web")
+		e.uninstall("web", []int{1, 2}, false)
+		if err := e.svc.Start(ctx(t), true); err != nil {
+			t.Fatal(err)
+		}
+		e.sweepTombstones()
+		if len(e.sink.events()) != 0 || e.tombstones() != 1 {
+			t.Fatalf("reported while its executor's Lease is live: %v", e.sink.statuses(t))
+		}
+		e.clock.Add(time.Minute)
+		e.sweepTombstones()
+		testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
+		e.checkUninstalled(e.sink.events()[0])
 
-	// Its records are still there: uninstalling (not done), then failed.
-	e.reserve("api", release.ActionInstall, 1)
-	e.set("api", 1, helmrelease.StatusDeployed, "")
-	testwait.For(t, func() bool { return e.revision("api", 1).Notified == "deployed" }) // the mark is a CAS
-	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
-		t.Fatal(err)
-	}
-	e.hold("api", 1)
-	if _, err := e.store.DigTombstone(ctx(t), lease.Tombstone{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Add(time.Minute)
-	testwait.For(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
-	sent := len(e.sink.events())
-	e.sweepTombstones()
-	if len(e.sink.events()) != sent || e.tombstones() != 1 {
-		t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.statuses(t)[sent:])
-	}
-	if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", release.ReplaceFailed); err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, func() bool { return e.revision("api", 1).Notified == "failed" })
-	sent = len(e.sink.events())
-	e.sweepTombstones()
-	testwait.For(t, func() bool { return e.tombstones() == 0 })
-	if got := e.sink.statuses(t)[sent:]; len(got) != 0 {
-		t.Errorf("a failed uninstall's tombstone sent %v", got)
-	}
+		// Its records are still there: uninstalling (not done), then failed.
+		e.reserve("api", release.ActionInstall, 1)
+		e.set("api", 1, helmrelease.StatusDeployed, "")
+		testwait.For(t, func() bool { return e.revision("api", 1).Notified == "deployed" }) // the mark is a CAS
+		if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
+			t.Fatal(err)
+		}
+		e.hold("api", 1)
+		if _, err := e.store.DigTombstone(ctx(t), lease.Tombstone{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Add(time.Minute)
+		testwait.For(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
+		sent := len(e.sink.events())
+		e.sweepTombstones()
+		if len(e.sink.events()) != sent || e.tombstones() != 1 {
+			t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.statuses(t)[sent:])
+		}
+		if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", release.ReplaceFailed); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, func() bool { return e.revision("api", 1).Notified == "failed" })
+		sent = len(e.sink.events())
+		e.sweepTombstones()
+		testwait.For(t, func() bool { return e.tombstones() == 0 })
+		if got := e.sink.statuses(t)[sent:]; len(got) != 0 {
+			t.Errorf("a failed uninstall's tombstone sent %v", got)
+		}
+	})
 }
 
 // A release installed again under the name of one whose uninstall is not reported yet has
 // a revision Secret and a heartbeat Lease of the same names: its executor runs, and the
 // uninstall is reported once that executor is done (the Secret is another one, by UID).
 func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
-	e := deployedWeb(t)
-	e.uninstall("web", []int{1}, false)
-	e.clock.Add(time.Minute) // its executor died after Helm's purge
-	e.reserve("web", release.ActionInstall, 1)
-	held := e.hold("web", 1) // the new install's executor takes the heartbeat
-	if err := e.svc.Start(ctx(t), true); err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "pending-install" })
-	e.sweepTombstones()
-	if got := e.sink.statuses(t); len(got) != 1 || e.tombstones() != 1 {
-		t.Fatalf("reported while the new install's executor runs: %v", got)
-	}
-	e.set("web", 1, helmrelease.StatusDeployed, "")
-	if err := held.Release(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	// The pass reads Leases from the notifier's cache: it looks once the cache saw the release.
-	testwait.For(t, func() bool { return e.svc.leases.get("ns", release.LeaseName("web", 1)) == nil })
-	e.sweepTombstones()
-	testwait.For(t, func() bool { return e.tombstones() == 0 })
-	testwait.For(t, func() bool { return len(e.sink.events()) == 3 })
-	var uninstalled []events.StatusChange
-	for _, ev := range e.sink.events() {
-		if c, _ := events.ParseStatus(ev); c.Status == events.StatusUninstalled {
-			uninstalled = append(uninstalled, c)
+	synctest.Test(t, func(t *testing.T) {
+		e := deployedWeb(t)
+		e.uninstall("web", []int{1}, false)
+		e.clock.Add(time.Minute) // its executor died after Helm's purge
+		e.reserve("web", release.ActionInstall, 1)
+		held := e.hold("web", 1) // the new install's executor takes the heartbeat
+		if err := e.svc.Start(ctx(t), true); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(uninstalled) != 1 || uninstalled[0].RequestID != "req-u" || uninstalled[0].Revision != 1 {
-		t.Errorf("uninstalled events %+v", uninstalled)
-	}
+		testwait.For(t, func() bool { return e.revision("web", 1).Notified == "pending-install" })
+		e.sweepTombstones()
+		if got := e.sink.statuses(t); len(got) != 1 || e.tombstones() != 1 {
+			t.Fatalf("reported while the new install's executor runs: %v", got)
+		}
+		e.set("web", 1, helmrelease.StatusDeployed, "")
+		if err := held.Release(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		// The pass reads Leases from the notifier's cache: it looks once the cache saw the release.
+		testwait.For(t, func() bool { return e.svc.leases.get("ns", release.LeaseName("web", 1)) == nil })
+		e.sweepTombstones()
+		testwait.For(t, func() bool { return e.tombstones() == 0 })
+		testwait.For(t, func() bool { return len(e.sink.events()) == 3 })
+		var uninstalled []events.StatusChange
+		for _, ev := range e.sink.events() {
+			if c, _ := events.ParseStatus(ev); c.Status == events.StatusUninstalled {
+				uninstalled = append(uninstalled, c)
+			}
+		}
+		if len(uninstalled) != 1 || uninstalled[0].RequestID != "req-u" || uninstalled[0].Revision != 1 {
+			t.Errorf("uninstalled events %+v", uninstalled)
+		}
+	})
 }
 
 // A hand-run helm uninstall leaves no tombstone: its purge of a record last seen
