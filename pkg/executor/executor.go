@@ -319,14 +319,33 @@ func (s *Service) check(ctx context.Context, act *action) (Outcome, bool, error)
 		return "", true, err
 	}
 	if st := rel.Info.Status.String(); !release.IsPending(st) {
-		act.log.Infow("revision already final; duplicate delivery acknowledged", "status", st)
-		return OutcomeDuplicate, true, nil
+		return s.checkFinal(ctx, act, rel)
 	}
 	if id := rel.Labels[release.LabelRequestID]; id != act.RequestID {
 		act.log.Infow("event is for another request of this revision; acknowledged and ignored", "reservedFor", id)
 		return OutcomeStale, true, nil
 	}
 	return "", false, nil
+}
+
+// checkFinal acknowledges a delivery for a final revision. The executor's own adoption
+// drops the queued label, so a final record that still carries it was never started: a
+// namespace editor rewrote its reservation's payload final, which admission would count
+// for ever (the sweeper looks only at records labelled pending). Its queued label is
+// dropped and the event refused; a genuine redelivery after the end is a duplicate.
+func (s *Service) checkFinal(ctx context.Context, act *action, rel *helmrelease.Release) (Outcome, bool, error) {
+	st := rel.Info.Status.String()
+	if rel.Labels[release.LabelQueued] != "true" {
+		act.log.Infow("revision already final; duplicate delivery acknowledged", "status", st)
+		return OutcomeDuplicate, true, nil
+	}
+	dropped, err := s.Store.UnqueueFinal(ctx, act.Namespace, act.Name, act.Revision)
+	if err != nil {
+		return "", true, err // redelivered: the label is dropped on a later try
+	}
+	act.log.Warnw("event refused: its never-started reservation was rewritten final; queued label dropped",
+		"status", st, "dropped", dropped)
+	return OutcomeRefused, true, nil
 }
 
 // admit decides, under the lease, whether Helm runs: the record is read again (another
@@ -396,8 +415,15 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 	if bound := act.BoundSecretUID; bound != "" && bound != uid {
 		return s.refuseSwapped(ctx, act, uid)
 	}
-	first, err := s.Consumed.Consume(ctx, consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace,
-		Name: act.Name, Action: string(act.Action.Action), Revision: act.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now()})
+	bind := consumed.Record{RequestID: act.RequestID, Namespace: act.Namespace, Name: act.Name,
+		Action: string(act.Action.Action), Revision: act.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now()}
+	counts := release.CountsAsQueued(s.SealKey, meta)
+	if !counts {
+		// The verdict is bound with the request, in the one create: no later delivery
+		// resumes it, whatever the labels say by then, even if failing the record fails.
+		bind.Outcome = string(OutcomeFailed)
+	}
+	first, err := s.Consumed.Consume(ctx, bind)
 	if errors.Is(err, consumed.ErrConsumedElsewhere) {
 		act.log.Warnw("event refused: its request was consumed for another release record (a replay?)",
 			"secretUID", uid, "error", err)
@@ -407,10 +433,10 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 		return "", true, err
 	}
 	if !first { // bound by an executor that was lost (resume), or that finished (refuse)
-		return s.resumeOrRefuse(ctx, act)
+		return s.resumeOrRefuse(ctx, act, meta)
 	}
-	if !release.CountsAsQueued(s.SealKey, meta) {
-		return s.failUnqueued(ctx, act, meta.GetLabels())
+	if !counts {
+		return s.failUnqueued(ctx, act, meta.GetLabels(), &bind)
 	}
 	return "", false, nil
 }
@@ -419,8 +445,10 @@ func (s *Service) consume(ctx context.Context, act *action) (Outcome, bool, erro
 // executor started it (release.CountsAsQueued): only Helm's adoption drops the queued
 // label, after this point. A namespace editor who drops it, or rewrites another label the
 // count reads (the owner label, the seal; without a seal key the status or revision
-// label), frees a MAX_QUEUED slot; the work must not then run.
-func (s *Service) failUnqueued(ctx context.Context, act *action, labels map[string]string) (Outcome, bool, error) {
+// label), frees a MAX_QUEUED slot; the work must not then run. bound is the request's
+// consumed record: without an outcome, "failed" is recorded before the record is failed,
+// so that no later delivery resumes it if that write fails; an outcome is kept.
+func (s *Service) failUnqueued(ctx context.Context, act *action, labels map[string]string, bound *consumed.Record) (Outcome, bool, error) {
 	what := fmt.Sprintf("lost its %s label", release.LabelQueued)
 	if labels[release.LabelQueued] == "true" {
 		what = "was relabelled out of the queued count (its owner, seal, status or revision label)"
@@ -428,24 +456,34 @@ func (s *Service) failUnqueued(ctx context.Context, act *action, labels map[stri
 	act.log.Warnw("event refused: its reservation stopped counting as queued before any executor started it", "how", what)
 	reason := failed(act.Name, fmt.Sprintf("revision %d %s before an executor started it (admission counts queued revisions by these labels); nothing ran",
 		act.Revision, what))
-	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.ReplaceFailed); err != nil {
-		return "", true, err
+	if r, ok := s.Consumed.(outcomeRecorder); ok && (bound == nil || bound.Outcome == "") {
+		if err := r.MarkDone(ctx, act.RequestID, string(OutcomeFailed)); err != nil {
+			return "", true, err // redelivered: not resumed while it does not count
+		}
 	}
-	s.markDone(ctx, act, OutcomeFailed)
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, release.ReplaceFailed); err != nil {
+		return "", true, err // redelivered: the request has its outcome, the write is retried
+	}
 	return OutcomeFailed, true, nil
 }
 
 // resumeOrRefuse lets a delivery bound to a consumed request resume its action, unless the
 // request already ran to its end: a namespace editor who rewrites the finished record in
-// place (same UID) back to pending and posts the kept event must not get it run again.
-func (s *Service) resumeOrRefuse(ctx context.Context, act *action) (Outcome, bool, error) {
+// place (same UID) back to pending and posts the kept event must not get it run again. A
+// reservation Helm never adopted that no longer counts as queued does not run either (its
+// executor was lost before Helm started, or its failure was not written): it is failed.
+func (s *Service) resumeOrRefuse(ctx context.Context, act *action, meta metav1.Object) (Outcome, bool, error) {
 	rec, err := s.Consumed.Lookup(ctx, act.RequestID)
 	if err != nil {
 		return "", true, err
 	}
+	if !release.Adopted(act.rec) && !release.CountsAsQueued(s.SealKey, meta) {
+		return s.failUnqueued(ctx, act, meta.GetLabels(), rec)
+	}
 	if rec != nil && rec.Outcome != "" {
 		act.log.Warnw("event refused: its request already ran (a rewound record?)", "outcome", rec.Outcome)
-		return OutcomeRefused, true, nil
+		// Sealed and queued again (its labels put back), it would hold a slot: failed.
+		return s.refuse(ctx, act, "its request already ran ("+rec.Outcome+")")
 	}
 	if steps, ok := s.Consumed.(stepReader); ok {
 		// The request went on as a retry or its remediation: this attempt is over, even if

@@ -154,7 +154,8 @@ func TestRollbackRunsOnce(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		rel.Info.Status = helmrelease.StatusDeployed
+		// Helm's rollback writes the record with the request's labels only: queued is gone.
+		rel.Info.Status, rel.Labels = helmrelease.StatusDeployed, req.Labels
 		return rel, d.Update(release.SecretName(req.Name, req.Revision), rel)
 	}
 	a := events.Action{Action: release.ActionRollback, Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1,

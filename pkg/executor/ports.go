@@ -25,6 +25,8 @@ import (
 type Store interface {
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
+	// UnqueueFinal drops the queued label of a revision whose payload is final.
+	UnqueueFinal(ctx context.Context, namespace, name string, revision int) (bool, error)
 	// LiveHistory lists the release's revisions from the API server, newest first (an
 	// uninstall checks its revision is still the latest).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)

@@ -93,7 +93,7 @@ func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason
 		// No tombstone will report this one: a later hand-run helm uninstall is reported
 		// from the Secret's deletion (docs/design.md).
 		delete(rel.Labels, LabelAction)
-	case IsPending(st.String()) && !adopted(rel):
+	case IsPending(st.String()) && !Adopted(rel):
 		var base *helmrelease.Release
 		if st == helmrelease.StatusPendingUpgrade || st == helmrelease.StatusPendingRollback {
 			var err error
@@ -122,6 +122,44 @@ func (s *Store) unqueueFinal(ctx context.Context, sec *corev1.Secret) error {
 	_, err := s.patchSecret(ctx, sec.Namespace, sec.Name, secretPatch{ResourceVersion: sec.ResourceVersion,
 		Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a final record")
 	return err
+}
+
+// UnqueueFinal drops the queued label of the revision if its payload is final (see
+// unqueueFinal), and reports whether it did; a pending, undecodable or unqueued record, or
+// none, is left alone. The patch carries the resourceVersion read; a write in between
+// (a tenant racing it) makes it read again, up to retry.DefaultRetry, then answer an error
+// (the executor's event is then redelivered, not acknowledged with the label still on).
+func (s *Store) UnqueueFinal(ctx context.Context, namespace, name string, revision int) (bool, error) {
+	var dropped bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dropped = false
+		secrets := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx}
+		rel, err := GuardedSecrets(secrets).Get(SecretName(name, revision))
+		if errors.Is(err, driver.ErrReleaseNotFound) || errors.Is(err, ErrUndecodable) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s/%s v%d: %w", namespace, name, revision, err)
+		}
+		sec := secrets.ReadObj
+		if IsPending(rel.Info.Status.String()) || sec == nil || sec.Labels[LabelQueued] != "true" {
+			return nil
+		}
+		ok, err := s.patchSecret(ctx, sec.Namespace, sec.Name, secretPatch{ResourceVersion: sec.ResourceVersion,
+			Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a final record")
+		if err != nil {
+			return err
+		}
+		if !ok { // changed since read, or gone: read again
+			return apierrors.NewConflict(SecretsResource.GroupResource(), sec.Name, errors.New("changed since read"))
+		}
+		dropped = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("unqueue final record %s/%s v%d: %w", namespace, name, revision, err)
+	}
+	return dropped, nil
 }
 
 // MarkUndecodable fails a pending revision of ours whose record does not decode, in its
