@@ -103,11 +103,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		return fmt.Errorf("submit at %s: %w", c.Server, err)
 	}
@@ -115,6 +111,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf(
+			"submit answered a redirect to %q, which is not followed (the token would go with it); use that URL", resp.Header.Get("Location"))}
 	}
 	if resp.StatusCode >= 300 {
 		var e api.Error
@@ -130,4 +130,16 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// client is c.HTTP (or a plain client) that follows no redirect: Go's client keeps the
+// Authorization header on a redirect to the same host, even from https to http, and
+// submit's API never redirects. c.HTTP itself is not changed.
+func (c *Client) client() *http.Client {
+	hc := http.Client{}
+	if c.HTTP != nil {
+		hc = *c.HTTP
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &hc
 }
