@@ -70,7 +70,8 @@ func (f *Function) Start(ctx context.Context) error {
 	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
 	nsLister := inf.Core().V1().Namespaces().Lister()
 	// Only revisions submit sealed count toward MAX_QUEUED (hand-made Secrets do not).
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey)})
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey),
+		NamespaceShare: f.cfg.MaxQueuedPerNamespace})
 	if err != nil {
 		return err
 	}

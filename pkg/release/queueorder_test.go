@@ -32,7 +32,7 @@ func started(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
 }
 
 func newTestQueue() *queuedCounts {
-	q := newQueuedCounts(queuedRule{sealKey: sealKey})
+	q := newQueuedCounts(queuedRule{sealKey: sealKey}, 0)
 	q.now = func() time.Time { return queueT0.Add(time.Hour) }
 	return q
 }
@@ -180,5 +180,32 @@ func BenchmarkQueueListOfAll(b *testing.B) {
 				b.Fatal("not queued")
 			}
 		}
+	}
+}
+
+// No namespace adds more than its share to the admission total: queued records one tenant
+// keeps in its own namespace (say, seals it read once, written back on finished records)
+// cannot fill the cluster's bound for every other namespace.
+func TestOneNamespaceAddsAtMostItsShareToTheTotal(t *testing.T) {
+	q := newQueuedCounts(queuedRule{sealKey: sealKey}, 3)
+	q.now = func() time.Time { return queueT0.Add(time.Hour) }
+	var hostile []*metav1.PartialObjectMetadata
+	for i := range 10 {
+		m := queuedMeta("hostile", fmt.Sprintf("r%d", i), queueT0, "pending-install")
+		hostile = append(hostile, m)
+		q.set(m, false)
+	}
+	q.set(queuedMeta("other", "web", queueT0, "pending-install"), false)
+	if in, total := q.count("hostile"); in != 10 || total != 4 {
+		t.Fatalf("count(hostile) = %d, %d; want 10 in the namespace, 4 in the total (3 + 1)", in, total)
+	}
+	for _, m := range hostile[:8] { // down to 2: under the share, each one leaving counts
+		q.set(started(m), false)
+	}
+	if in, total := q.count("other"); in != 1 || total != 3 {
+		t.Fatalf("count(other) = %d, %d; want 1 and 3 (2 + 1)", in, total)
+	}
+	if p, _ := q.position("other/" + SecretName("web", 1)); p.Total != 3 {
+		t.Errorf("the queue position counts every queued revision: of %d, want 3", p.Total)
 	}
 }
