@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -56,13 +57,22 @@ func (b *bench) executorSection(ctx context.Context) error {
 			return c.install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: chartURL,
 				Values: map[string]any{"message": "bench"}, Timeout: "2m"})
 		})
-		mu.Lock()
-		defer mu.Unlock()
-		e, ok := captured[ns+"/"+name]
-		if err == nil && !ok {
-			err = fmt.Errorf("submit accepted %s but sent no event", name)
+		if err != nil {
+			return capturedEvent{}, err
 		}
-		return e, err
+		// Once the sink has answered, submit sends the event behind the 201 (events.Handoff).
+		var e capturedEvent
+		sent := testwait.Until(10*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			var ok bool
+			e, ok = captured[ns+"/"+name]
+			return ok
+		})
+		if !sent {
+			return e, fmt.Errorf("submit accepted %s but sent no event within 10 s", name)
+		}
+		return e, nil
 	}
 	deliver := func(executor *proc.Process, name string, e capturedEvent) (time.Duration, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, executor.URL, bytes.NewReader(e.body))
