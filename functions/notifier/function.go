@@ -63,7 +63,8 @@ func (f *Function) Start(ctx context.Context) error {
 	registerQueueMetrics(f.metrics, revisions)
 	f.svc = &notifier.Service{
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Redrive: redrive, Log: f.log,
-		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		// SealKey: the store verifies the seals of queued records (held slots), it writes none.
+		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata, SealKey: []byte(f.cfg.EventSigningKey)},
 		Namespaces: f.cfg.Namespaces, Revisions: revisions, Workers: f.cfg.Workers,
 		ProgressInterval: f.cfg.ProgressInterval,
 		SigningKey:       []byte(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,

@@ -27,7 +27,11 @@ type SweepConfig struct {
 }
 
 // SweepResult counts what one pass did.
-type SweepResult struct{ Redriven, Failed int }
+type SweepResult struct {
+	Redriven, Failed int
+	// Unqueued counts the queued labels dropped from final records (freeHeldSlots).
+	Unqueued int
+}
 
 // maxClockSkew is how far ahead of the notifier's clock a revision's mark may be dated
 // (another pod's clock) before the sweeper takes it for a forgery.
@@ -127,6 +131,7 @@ func (s *Service) sweepAll(ctx context.Context) (SweepResult, int, error) {
 			s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
 		}
 	}
+	s.freeHeldSlots(ctx, &res)
 	return res, ours, nil
 }
 
