@@ -22,7 +22,7 @@ import (
 func TestCancelledBeforeTheRun(t *testing.T) {
 	e := newEnv(t, 1)
 	a := e.reserve("web", "req-1")
-	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
@@ -58,7 +58,7 @@ func TestCancelledDuringTheRun(t *testing.T) {
 	done := make(chan Outcome)
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
 	<-started
-	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
 	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "bob"); err != nil || !running {
 		t.Fatalf("RequestCancel = %v, %v", running, err)
 	}

@@ -57,7 +57,7 @@ func TestRewoundAttemptDoesNotRunBesideItsRetry(t *testing.T) {
 	e.rewindToPending(helmrelease.StatusPendingInstall)
 	// Another executor pod takes the redelivery (the Broker picks any).
 	other := New(Service{Store: e.svc.Store, Helm: e.svc.Helm, Charts: e.svc.Charts, Consumed: e.svc.Consumed,
-		Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "pod-2", Duration: time.Minute, Now: e.clock.Now}),
+		Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "pod-2", Duration: time.Minute, Clock: e.clock}),
 		Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute, RequireBinding: true}, 2)
 	replay, _ := other.Handle(ctx(t), context.Background(), a, nil)
 	runsBeside := v1Runs.Load()

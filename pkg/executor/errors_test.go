@@ -113,7 +113,7 @@ func needsDep(t *testing.T) *chartsource.Chart {
 
 func TestHeartbeatLeasesAdapter(t *testing.T) {
 	e := newEnv(t, 1)
-	l := HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "a", Duration: time.Minute, Now: e.clock.Now})
+	l := HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "a", Duration: time.Minute, Clock: e.clock})
 	first, err := l.Hold(ctx(t), "ns", "k")
 	if err != nil || first == nil {
 		t.Fatal(first, err)

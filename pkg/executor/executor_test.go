@@ -148,12 +148,12 @@ func newEnv(t *testing.T, parallel int) *env {
 	t.Helper()
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
-	e := &env{t: t, c: c, clock: clock, store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now},
+	e := &env{t: t, c: c, clock: clock, store: &release.Store{Client: c, Metadata: c.Metadata(), Clock: clock},
 		helm: &fakeHelm{}}
 	e.helm.run = e.writes
-	e.consumed = &consumed.Store{Client: c, Namespace: "async-helm", Now: clock.Now}
+	e.consumed = &consumed.Store{Client: c, Namespace: "async-helm", Clock: clock}
 	e.svc = New(Service{Store: ReleaseStore{e.store}, Helm: e.helm, Charts: charts{packaged(t)}, Consumed: e.consumed,
-		Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: c, Holder: "pod", Duration: time.Minute, Now: clock.Now}),
+		Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: c, Holder: "pod", Duration: time.Minute, Clock: clock}),
 		Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute}, parallel)
 	return e
 }
@@ -280,7 +280,7 @@ func TestNoHelmRun(t *testing.T) {
 		}, OutcomeStale, nil},
 		{"another executor's live lease", func(e *env) events.Action {
 			a := e.reserve("web", "req-1")
-			other := &lease.Heartbeat{Client: e.c, Holder: "other", Duration: time.Minute, Now: e.clock.Now}
+			other := &lease.Heartbeat{Client: e.c, Holder: "other", Duration: time.Minute, Clock: e.clock}
 			if h, err := other.Hold(ctx(e.t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 				e.t.Fatal(h, err)
 			}
@@ -305,7 +305,7 @@ func TestNoHelmRun(t *testing.T) {
 func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	e := newEnv(t, 1)
 	a := e.reserve("web", "req-1")
-	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}

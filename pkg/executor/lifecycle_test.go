@@ -178,7 +178,7 @@ func TestUninstallCancelledBeforeTheRunLeavesNoTombstone(t *testing.T) {
 	e := newEnv(t, 1)
 	e.deployRev("web", 1, helmrelease.StatusDeployed)
 	a := e.markUninstall("web", 1, "req-u")
-	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
-	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // Retries and remediation of a failed install or upgrade (docs/design.md, "Retries and
@@ -215,7 +214,7 @@ func (c *chain) reserver(a events.Action) (reserver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("a client as %s: %w", a.Caller.User, err)
 		}
-		return &release.Store{Client: client, Now: wallclock.Or(c.s.Clock).Now}, nil
+		return &release.Store{Client: client, Clock: c.s.Clock}, nil
 	}
 	res, ok := c.s.Store.(reserver)
 	if !ok {

@@ -122,7 +122,7 @@ func TestEveryEndFencesBeforeTheCancel(t *testing.T) {
 		{"deadline", func(e *env, _ context.CancelFunc) { e.clock.Add(time.Minute) }}, // MaxActionTime
 		{"shutdown", func(_ *env, stop context.CancelFunc) { stop() }},
 		{"cancel", func(e *env, _ context.CancelFunc) {
-			submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+			submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
 			if _, err := submit.RequestCancel(ctx(e.t), "ns", release.LeaseName("web", 1), "bob"); err != nil {
 				e.t.Error(err)
 			}
@@ -187,7 +187,7 @@ func TestCancelOfARunningUninstallRunsToItsEnd(t *testing.T) {
 	e.deployRev("web", 1, helmrelease.StatusDeployed)
 	a := e.markUninstall("web", 1, "req-u")
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+		submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
 		if _, err := submit.RequestCancel(ctx, "ns", release.LeaseName("web", 1), "bob"); err != nil {
 			return nil, err
 		}

@@ -35,7 +35,7 @@ func TestDeletingTheLeaseDoesNotRestartTheActionAgainAndAgain(t *testing.T) {
 	a.BoundSecretUID = e.secretUID("web")
 	pod := func(i int) *Service {
 		return New(Service{Store: e.svc.Store, Helm: e.svc.Helm, Charts: e.svc.Charts, Consumed: e.svc.Consumed,
-			Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "pod-" + string(rune('a'+i)), Duration: time.Minute, Now: e.clock.Now}),
+			Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "pod-" + string(rune('a'+i)), Duration: time.Minute, Clock: e.clock}),
 			Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute, RequireBinding: true, ProgressInterval: 5 * time.Millisecond}, 1)
 	}
 	for i := 0; i < 4; i++ {

@@ -47,11 +47,11 @@ func TestCancelledByTheExecutorRewoundIsNotRun(t *testing.T) {
 	e.svc.RequireBinding = true
 	a := e.reserve("web", "victim-req")
 	a.BoundSecretUID = e.secretUID("web")
-	dead := &lease.Heartbeat{Client: e.c, Holder: "dead-pod", Duration: time.Second, Now: e.clock.Now}
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead-pod", Duration: time.Second, Clock: e.clock}
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
-	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.clock.Now}
+	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
 	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "alice"); err != nil || !running {
 		t.Fatal(running, err)
 	}

@@ -98,7 +98,7 @@ func newEnv(t *testing.T) *env {
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
 	e := &env{t: t, c: c, clock: clock, sink: &sink{}, redrive: &sink{},
-		store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}}
+		store: &release.Store{Client: c, Metadata: c.Metadata(), Clock: clock}}
 	e.svc = &Service{Client: c, Metadata: c.Metadata(), Store: e.store, Sender: e.sink, Redrive: e.redrive,
 		Log: zap.NewNop().Sugar(), Clock: clock, SigningKey: signingKey, EventMaxAge: 3 * time.Hour,
 		Sweep: SweepConfig{Interval: time.Hour, RedriveAfter: 2 * time.Minute, Grace: time.Minute, QueueDeadline: time.Hour}}

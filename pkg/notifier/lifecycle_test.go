@@ -46,7 +46,7 @@ func (e *env) uninstall(name string, revs []int, finish bool) (lease.Tombstone, 
 
 func (e *env) hold(name string, rev int) *lease.Held {
 	e.t.Helper()
-	hb := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	hb := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Clock: e.clock}
 	held, err := hb.Hold(ctx(e.t), "ns", release.LeaseName(name, rev))
 	if err != nil || held == nil {
 		e.t.Fatal(held, err)

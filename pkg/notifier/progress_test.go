@@ -24,7 +24,7 @@ func TestProgressEvents(t *testing.T) {
 	}
 	testwait.For(t, func() bool { return len(e.sink.events()) == 2 }) // pending-install
 	testwait.For(t, e.clock.HasWaiters)                               // the progress events' ticker
-	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Hour, Now: e.clock.Now}
+	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Hour, Clock: e.clock}
 	helds := map[string]*lease.Held{}
 	for _, name := range []string{"web", "api"} {
 		held, err := h.Hold(ctx(t), "ns", release.LeaseName(name, 1))

@@ -18,7 +18,7 @@ import (
 // resumes it: the accepted action runs a second time, as its caller.
 func TestStoredEventPutBackOnItsFinishedRecordIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
-	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.clock.Now}
+	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.clock}
 	e.svc.Consumed = records
 	stored := e.reserve("web", release.ActionInstall, 1)
 	uid := e.revision("web", 1).UID

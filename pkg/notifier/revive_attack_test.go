@@ -26,7 +26,7 @@ func (e *env) rewindWithEvent(name, stored string) {
 // request would run, as its caller).
 func TestCancelledRequestRewoundIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
-	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.clock.Now}
+	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.clock}
 	e.svc.Consumed = records
 	stored := e.reserve("web", release.ActionInstall, 1)
 	if _, err := records.Consume(ctx(t), consumed.Record{RequestID: "req-web", Namespace: "ns", Name: "web",

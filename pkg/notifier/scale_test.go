@@ -34,7 +34,7 @@ func (e *env) reserveIn(ns, name string, started bool) {
 		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	hb := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Now: e.clock.Now}
+	hb := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: 30 * time.Second, Clock: e.clock}
 	if held, err := hb.Hold(ctx(e.t), ns, release.LeaseName(name, 1)); err != nil || held == nil {
 		e.t.Fatal(held, err)
 	}

@@ -225,7 +225,7 @@ func (e *env) start(name string) {
 // holdLease takes (or renews by takeover) the revision's 30s lease at the clock's time.
 func (e *env) holdLease(name string) {
 	e.t.Helper()
-	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: 30 * time.Second, Now: e.clock.Now}
+	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: 30 * time.Second, Clock: e.clock}
 	_ = e.c.CoordinationV1().Leases("ns").Delete(ctx(e.t), release.LeaseName(name, 1), deleteOpts)
 	held, err := h.Hold(ctx(e.t), "ns", release.LeaseName(name, 1))
 	if err != nil || held == nil {

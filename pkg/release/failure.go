@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // IfFailed says what MarkFailed does to a revision that is failed already.
@@ -68,7 +69,7 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 	if err := s.failRecord(ctx, rel, reason); err != nil {
 		return false, err
 	}
-	rel.Info.LastDeployed = helmtime.Time{Time: s.now()}
+	rel.Info.LastDeployed = helmtime.Time{Time: wallclock.Or(s.Clock).Now()}
 	if err := d.Update(SecretName(name, revision), rel); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)

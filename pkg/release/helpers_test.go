@@ -19,7 +19,7 @@ func newStore(t *testing.T) (*Store, *fakekube.Cluster, *fakekube.Clock) {
 	t.Helper()
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
-	return &Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}, c, clock
+	return &Store{Client: c, Metadata: c.Metadata(), Clock: clock}, c, clock
 }
 
 func tiny() *chart.Metadata {

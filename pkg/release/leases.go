@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // The Store's doors to the Leases beside the release records (pkg/release/lease): the
@@ -16,7 +17,7 @@ import (
 
 // Alive reports whether a live executor holds the heartbeat Lease of a revision.
 func (s *Store) Alive(ctx context.Context, namespace, key string) (bool, error) {
-	return lease.Alive(ctx, s.Client, namespace, key, s.now())
+	return lease.Alive(ctx, s.Client, namespace, key, wallclock.Or(s.Clock).Now())
 }
 
 // LastSignOfLife is when an executor last showed it worked on rev: its heartbeat Lease's
@@ -25,7 +26,7 @@ func (s *Store) LastSignOfLife(ctx context.Context, rev Revision) (since time.Ti
 	l, err := s.Client.CoordinationV1().Leases(rev.Namespace).Get(ctx, LeaseName(rev.Name, rev.Version), metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if !lease.Expired(l, s.now()) {
+		if !lease.Expired(l, wallclock.Or(s.Clock).Now()) {
 			return time.Time{}, true, nil
 		}
 		if at := lease.ExpiresAt(l); !at.IsZero() {

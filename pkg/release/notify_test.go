@@ -77,7 +77,7 @@ func TestTombstonesAndSignsOfLifeThroughTheStore(t *testing.T) {
 	if since, alive, err := s.LastSignOfLife(ctx(t), rev); alive || err != nil || !since.Equal(rev.Created) {
 		t.Fatalf("no lease: %v %v %v", since, alive, err)
 	}
-	hb := &lease.Heartbeat{Client: c, Holder: "executor", Duration: 30 * time.Second, Now: clock.Now}
+	hb := &lease.Heartbeat{Client: c, Holder: "executor", Duration: 30 * time.Second, Clock: clock}
 	if held, err := hb.Hold(ctx(t), "ns", LeaseName("web", 1)); held == nil || err != nil {
 		t.Fatal(held, err)
 	}

@@ -7,6 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // queuedCounts keeps the number of queued reservations per namespace, and their order of
@@ -16,8 +19,8 @@ import (
 // CPU at thousands queued (make bench's profile).
 type queuedCounts struct {
 	rule  queuedRule
-	now   func() time.Time
-	share int // the most one namespace adds to the admission total (0: no bound)
+	clock clock.PassiveClock // dates a mark in the future when seen (nil: the wall clock)
+	share int                // the most one namespace adds to the admission total (0: no bound)
 	mu    sync.Mutex
 	of    map[string]queueEntry // key -> entry, for the queued ones
 	perNS map[string]int
@@ -27,7 +30,7 @@ type queuedCounts struct {
 }
 
 func newQueuedCounts(rule queuedRule, share int) *queuedCounts {
-	return &queuedCounts{rule: rule, now: time.Now, share: share, of: map[string]queueEntry{}, perNS: map[string]int{}}
+	return &queuedCounts{rule: rule, share: share, of: map[string]queueEntry{}, perNS: map[string]int{}}
 }
 
 // counts reports whether a namespace holding n queued adds its next one to shared.
@@ -46,7 +49,7 @@ func (q *queuedCounts) set(obj any, deleted bool) {
 	var at time.Time
 	if queued {
 		r, _ := RevisionFromMeta(m) // relabelled past parsing: r.Created is zero, the creation counts
-		at = acceptedAt(m, r, q.now())
+		at = acceptedAt(m, r, wallclock.Or(q.clock).Now())
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

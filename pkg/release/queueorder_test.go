@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 var queueT0 = time.Date(2026, 12, 3, 22, 0, 0, 0, time.UTC)
@@ -33,7 +34,7 @@ func started(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
 
 func newTestQueue() *queuedCounts {
 	q := newQueuedCounts(queuedRule{sealKey: sealKey}, 0)
-	q.now = func() time.Time { return queueT0.Add(time.Hour) }
+	q.clock = testingclock.NewFakePassiveClock(queueT0.Add(time.Hour))
 	return q
 }
 
@@ -107,8 +108,8 @@ func TestQueuePositionIgnoresWhatATenantWrites(t *testing.T) {
 	if got := positionOf(t, q, "victim", "web"); got != 1 {
 		t.Fatalf("victim at %d, want 1: forged or back-dated revisions went ahead of it", got)
 	}
-	if p, _ := q.position("tenant/" + SecretName("future", 1)); !p.AcceptedAt.Equal(q.now()) {
-		t.Fatalf("a mark dated in the future is accepted at %v, want when it was seen (%v)", p.AcceptedAt, q.now())
+	if p, _ := q.position("tenant/" + SecretName("future", 1)); !p.AcceptedAt.Equal(q.clock.Now()) {
+		t.Fatalf("a mark dated in the future is accepted at %v, want when it was seen (%v)", p.AcceptedAt, q.clock.Now())
 	}
 	if in, total := q.count("tenant"); in != 2 || total != 3 {
 		t.Fatalf("count = %d, %d; want 2, 3", in, total)
@@ -188,7 +189,7 @@ func BenchmarkQueueListOfAll(b *testing.B) {
 // cannot fill the cluster's bound for every other namespace.
 func TestOneNamespaceAddsAtMostItsShareToTheTotal(t *testing.T) {
 	q := newQueuedCounts(queuedRule{sealKey: sealKey}, 3)
-	q.now = func() time.Time { return queueT0.Add(time.Hour) }
+	q.clock = testingclock.NewFakePassiveClock(queueT0.Add(time.Hour))
 	var hostile []*metav1.PartialObjectMetadata
 	for i := range 10 {
 		m := queuedMeta("hostile", fmt.Sprintf("r%d", i), queueT0, "pending-install")

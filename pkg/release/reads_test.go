@@ -16,7 +16,7 @@ import (
 // A pending revision's progress is read from its Lease; none without a Lease.
 func TestStoreProgress(t *testing.T) {
 	s, c, clock := newStore(t)
-	a := &lease.Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Second, Now: clock.Now}
+	a := &lease.Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Second, Clock: clock}
 	key := LeaseName("web", 1)
 	if p, err := s.Progress(ctx(t), "ns", key); p != nil || err != nil {
 		t.Errorf("progress without a lease = %v, %v", p, err)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ReservedDescription is the description a reservation carries until the executor adopts it.
@@ -80,7 +81,7 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 			return nil, err
 		}
 	}
-	now := helmtime.Time{Time: s.now()}
+	now := helmtime.Time{Time: wallclock.Or(s.Clock).Now()}
 	rel := &helmrelease.Release{
 		Name:      r.Name,
 		Namespace: r.Namespace,

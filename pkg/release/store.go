@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -13,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -27,7 +27,9 @@ type Store struct {
 	// NewRevisionIndex) instead of a LIST per request: the reservation's create stays the
 	// lock, so a cache a few milliseconds behind can only turn a 201 into a 409, never the reverse.
 	Revisions Indexer
-	Now       func() time.Time
+	// Clock dates what the Store writes and tells whether a Lease has lapsed (nil: the wall
+	// clock).
+	Clock clock.PassiveClock
 	// SealKey seals the queued revisions this Store writes (LabelSeal): submit's
 	// EVENT_SIGNING_KEY, the key its RevisionIndex verifies them with.
 	SealKey []byte
@@ -115,11 +117,4 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (
 		return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
 	}
 	return rel, err
-}
-
-func (s *Store) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // UninstallDescription is the description of a revision marked for uninstall until the
@@ -47,7 +48,7 @@ type Marked struct {
 func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
 	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
 	capture := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), Ctx: ctx, Conditional: true,
-		AddLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(s.now().Unix(), 10)}}
+		AddLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(wallclock.Or(s.Clock).Now().Unix(), 10)}}
 	s.sealLabels(m.Namespace, SecretName(m.Name, m.Revision), m.RequestID, capture.AddLabels)
 	if len(m.Event) > 0 {
 		capture.AddData = map[string][]byte{DataEvent: m.Event}
@@ -75,7 +76,7 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	rel.Labels[LabelAction] = string(ActionUninstall)
 	rel.Info.Status = helmrelease.StatusUninstalling
 	rel.Info.Description = UninstallDescription
-	rel.Info.Deleted = helmtime.Time{Time: s.now()}
+	rel.Info.Deleted = helmtime.Time{Time: wallclock.Or(s.Clock).Now()}
 	if err := d.Update(key, rel); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil, fmt.Errorf("%w: %s/%s changed while the uninstall was being recorded", ErrConflict, m.Namespace, key)

@@ -106,7 +106,7 @@ func TestRelabelledReservationsStillCount(t *testing.T) {
 // ran it), Helm's adoption (a final record without our labels), an uninstall mark put back.
 func TestFinishedReservationsDoNotCount(t *testing.T) {
 	e, idx := sealedEnv(t, 2)
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Clock.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
 	for _, n := range []string{"a", "b"} {
 		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install(n), nil); err != nil {
 			t.Fatal(err)

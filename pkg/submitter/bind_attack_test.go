@@ -20,10 +20,10 @@ import (
 // ("consumed for another release record") and its 201 never runs.
 func TestCancelOfAHandMadeRevisionDoesNotBindAnotherCallersRequest(t *testing.T) {
 	e := newEnv(t)
-	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Clock.Now}
+	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.svc.Clock}
 	e.svc.Bindings = bindings
 	e.store.SealKey = key
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Clock.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
 	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil) // the victim's, request "req-1"
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ import (
 // executor saw it. (With submit's old bind, each 201 also created a Lease: 2 writes.)
 func TestEveryAcceptedEventIsBoundToItsRecord(t *testing.T) {
 	e := newEnv(t)
-	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Clock.Now}
+	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.svc.Clock}
 	e.svc.Bindings = bindings
 	ids := []string{"req-install", "req-upgrade", "req-rollback", "req-uninstall"}
 	next := 0
@@ -84,7 +84,7 @@ func writesSince(e *env, n int) []string {
 // read before the undo) is never run on a Secret made again under that name.
 func TestUnsentRequestIsBoundAndTakenBack(t *testing.T) {
 	e := newEnv(t)
-	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Clock.Now}
+	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.svc.Clock}
 	e.svc.Bindings = bindings
 	e.sender.err = errors.New("broker unreachable")
 	_, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
@@ -117,9 +117,9 @@ func TestUnsentAndUnboundRequestIsTakenBack(t *testing.T) {
 func TestCancelBindsTheQueuedRevision(t *testing.T) {
 	e := newEnv(t)
 	e.store.SealKey = key // as submit's store seals what it reserves
-	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Now: e.svc.Clock.Now}
+	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.svc.Clock}
 	e.svc.Bindings = bindings
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Clock.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
 	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 func TestCancel(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Clock.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
 	u := &auth.User{Name: "alice"}
 
 	if _, err := e.svc.Cancel(ctx(t), "ns", "web", u); !errors.Is(err, release.ErrNotFound) {
@@ -46,7 +46,7 @@ func TestCancel(t *testing.T) {
 	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("db"), nil); err != nil {
 		t.Fatal(err)
 	}
-	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Clock.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Clock: e.svc.Clock}
 	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("db", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
@@ -74,8 +74,8 @@ func TestCancel(t *testing.T) {
 // its Lease) is failed at once, as an install is.
 func TestCancelOfRunningUninstallOrRollbackIsRefused(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Clock.Now}
-	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Clock.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Clock: e.svc.Clock}
 	e.deploy("web", 1, helmrelease.StatusSuperseded)
 	e.deploy("web", 2, helmrelease.StatusDeployed)
 	e.deploy("db", 1, helmrelease.StatusDeployed)

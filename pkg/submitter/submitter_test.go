@@ -103,7 +103,7 @@ func newEnv(t *testing.T) *env {
 	_ = nss.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
 	tiny := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
 		Schema: []byte(`{"type":"object","properties":{"replicas":{"type":"integer"}}}`)}
-	e := &env{t: t, c: c, sender: &sender{}, store: &release.Store{Client: c, Metadata: c.Metadata(), Now: clock.Now}}
+	e := &env{t: t, c: c, sender: &sender{}, store: &release.Store{Client: c, Metadata: c.Metadata(), Clock: clock}}
 	e.svc = &Service{Store: e.store, Charts: charts{"https://charts.example/tiny.tgz": tiny}, Sender: e.sender,
 		Namespaces: corelisters.NewNamespaceLister(nss), SigningKey: key, Clock: clock,
 		NewID: func() string { return "req-1" },

@@ -18,14 +18,14 @@ import (
 func TestSupersedeOfARevisionKeptAliveCostsFewReads(t *testing.T) {
 	e := supersedeEnv(t)
 	e.svc.Supersede = SupersedeOptions{} // the defaults: 30 s, every 250 ms
-	tenant := &lease.Heartbeat{Client: e.c, Holder: "tenant", Duration: time.Hour, Now: e.svc.Clock.Now}
+	tenant := &lease.Heartbeat{Client: e.c, Holder: "tenant", Duration: time.Hour, Clock: e.svc.Clock}
 	if h, err := tenant.Hold(ctx(t), "ns", release.LeaseName("web", 2)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
 	// submit's clock moves one poll per reading, so the 30 s pass at once; the Lease keeps its own.
-	fixed := e.svc.Clock.Now
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
-	e.svc.Clock = &testingclock.IntervalClock{Time: fixed(), Duration: 250 * time.Millisecond}
+	fixed := e.svc.Clock
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: fixed}
+	e.svc.Clock = &testingclock.IntervalClock{Time: fixed.Now(), Duration: 250 * time.Millisecond}
 	e.svc.Supersede.Poll = time.Millisecond
 	before := len(e.c.Actions())
 	_, _ = e.svc.Submit(ctx(t), release.ActionUpgrade, superseding("web"), nil)

@@ -23,7 +23,7 @@ import (
 // supersedeEnv: web has revision 1 deployed and revision 2 an accepted upgrade (req-1).
 func supersedeEnv(t *testing.T) *env {
 	e := newEnv(t)
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: e.svc.Clock.Now}
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
 	e.svc.Supersede = SupersedeOptions{Poll: time.Millisecond}
 	n := 0
 	e.svc.NewID = func() string { n++; return fmt.Sprintf("req-%d", n) }
@@ -86,7 +86,7 @@ func TestSupersedeQueued(t *testing.T) {
 // executor recorded the old one failed.
 func TestSupersedeRunningWaitsForItsEnd(t *testing.T) {
 	e := supersedeEnv(t)
-	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Clock.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Clock: e.svc.Clock}
 	held, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2))
 	if held == nil || err != nil {
 		t.Fatal(held, err)
@@ -133,14 +133,14 @@ func (e *env) fakeExecutorEnds(held *lease.Held, name string, v int) error {
 // cancel stays asked on the Lease.
 func TestSupersedeGivesUpWhenTheRevisionDoesNotEnd(t *testing.T) {
 	e := supersedeEnv(t)
-	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Clock.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Clock: e.svc.Clock}
 	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
 	// submit's own clock moves 10 s per reading; the Leases keep theirs.
-	fixed := e.svc.Clock.Now
-	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Now: fixed}
-	e.svc.Clock = &testingclock.IntervalClock{Time: fixed(), Duration: 10 * time.Second}
+	fixed := e.svc.Clock
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: fixed}
+	e.svc.Clock = &testingclock.IntervalClock{Time: fixed.Now(), Duration: 10 * time.Second}
 	_, err := e.svc.Submit(ctx(t), release.ActionUpgrade, superseding("web"), nil)
 	if !errors.Is(err, ErrNotAccepted) || !strings.Contains(err.Error(), "has not ended within 30s") {
 		t.Fatalf("supersede of a revision that never ends: %v", err)
@@ -194,7 +194,7 @@ func TestSupersedeRefusalsCancelNothing(t *testing.T) {
 	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "api", Namespace: "ns", Version: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Clock.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Clock: e.svc.Clock}
 	if h, err := exec.Hold(ctx(t), "ns", release.LeaseName("api", 3)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
@@ -233,7 +233,7 @@ func TestSupersedeRacesAnUpgradeForTheNextRevision(t *testing.T) {
 	e := supersedeEnv(t)
 	var n atomic.Int32
 	e.svc.NewID = func() string { return fmt.Sprintf("id-%d", n.Add(1)) }
-	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Now: e.svc.Clock.Now}
+	exec := &lease.Heartbeat{Client: e.c, Holder: "executor", Duration: time.Minute, Clock: e.svc.Clock}
 	held, err := exec.Hold(ctx(t), "ns", release.LeaseName("web", 2))
 	if held == nil || err != nil {
 		t.Fatal(held, err)

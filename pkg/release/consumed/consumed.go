@@ -19,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // DefaultNamespace is async-helm's own namespace when ASYNC_HELM_NAMESPACE is not set.
@@ -75,7 +78,8 @@ type Record struct {
 type Store struct {
 	Client    kubernetes.Interface
 	Namespace string
-	Now       func() time.Time
+	// Clock dates the records and the prune's cutoff (nil: the wall clock).
+	Clock clock.PassiveClock
 }
 
 // LeaseName is the record's name for a request id: a hash, so any id gives a valid name.
@@ -91,13 +95,6 @@ func (s *Store) ns() string {
 	return s.Namespace
 }
 
-func (s *Store) now() time.Time {
-	if s.Now == nil {
-		return time.Now()
-	}
-	return s.Now()
-}
-
 // Consume binds r.RequestID to r.SecretUID. first is true when this call created the
 // record; false with a nil error when it already existed for the same UID (a redelivery
 // resumes); ErrConsumedElsewhere when it exists for another UID.
@@ -106,7 +103,7 @@ func (s *Store) Consume(ctx context.Context, r Record) (first bool, err error) {
 		return false, fmt.Errorf("%w: request id %q, secret uid %q", ErrInvalid, r.RequestID, r.SecretUID)
 	}
 	if r.At.IsZero() {
-		r.At = s.now()
+		r.At = wallclock.Or(s.Clock).Now()
 	}
 	_, err = s.Client.CoordinationV1().Leases(s.ns()).Create(ctx, toLease(r), metav1.CreateOptions{})
 	if err == nil {
@@ -184,7 +181,7 @@ func (s *Store) Prune(ctx context.Context, olderThan time.Duration) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("list consumed requests: %w", err)
 	}
-	cutoff := s.now().Add(-olderThan)
+	cutoff := wallclock.Or(s.Clock).Now().Add(-olderThan)
 	n := 0
 	for i := range list.Items {
 		l := &list.Items[i]

@@ -18,7 +18,7 @@ func newStore(t *testing.T) (*Store, *fakekube.Clock, *fakekube.Cluster) {
 	t.Helper()
 	clock := fakekube.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := fakekube.New(clock)
-	return &Store{Client: c.Typed(), Namespace: "async-helm", Now: clock.Now}, clock, c
+	return &Store{Client: c.Typed(), Namespace: "async-helm", Clock: clock}, clock, c
 }
 
 func rec(id, uid string) Record {

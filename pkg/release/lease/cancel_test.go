@@ -36,7 +36,7 @@ func TestSyncAndCancelRequest(t *testing.T) {
 
 	// A cancel request while the action runs lands on the lease; the next Sync sees it,
 	// and its own write (stale resourceVersion) does not erase the request.
-	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Now: clock.Now}
+	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock}
 	running, err := cancelling.RequestCancel(ctx(t), "ns", key, "alice")
 	if err != nil || !running {
 		t.Fatalf("RequestCancel of a running revision = %v, %v", running, err)
@@ -60,7 +60,7 @@ func TestSyncAndCancelRequest(t *testing.T) {
 func TestCancelOfAnIdleRevision(t *testing.T) {
 	a, _, c, clock := heartbeats(t)
 	key := storage.Key("web", 1)
-	submit := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Now: clock.Now}
+	submit := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock}
 	running, err := submit.RequestCancel(ctx(t), "ns", key, "alice")
 	if err != nil || running {
 		t.Fatalf("RequestCancel of an idle revision = %v, %v", running, err)
@@ -115,7 +115,7 @@ func TestCancelRequestByAnyUserName(t *testing.T) {
 		t.Fatal(held, err)
 	}
 	by := "odd\x7fname"
-	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Now: clock.Now}
+	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock}
 	if running, err := cancelling.RequestCancel(ctx(t), "ns", key, by); err != nil || !running {
 		t.Fatalf("RequestCancel = %v, %v", running, err)
 	}

@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // Heartbeat is the Lease an executor holds while it runs the action of one revision. The
@@ -21,14 +24,9 @@ type Heartbeat struct {
 	Client   kubernetes.Interface
 	Holder   string
 	Duration time.Duration
-	Now      func() time.Time
-}
-
-func (h *Heartbeat) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
-	}
-	return time.Now()
+	// Clock dates the holds and renewals (nil: the wall clock). Keep's renewal ticks stay
+	// on the wall clock.
+	Clock clock.PassiveClock
 }
 
 // ExpiresAt is when the lease lapses unless renewed (zero for a lease never renewed).
@@ -62,7 +60,7 @@ func (h *Heartbeat) Hold(ctx context.Context, namespace, key string) (*Held, err
 
 func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*Held, error) {
 	leases := h.Client.CoordinationV1().Leases(namespace)
-	now := metav1.NewMicroTime(h.now())
+	now := metav1.NewMicroTime(wallclock.Or(h.Clock).Now())
 	secs := int32(h.Duration / time.Second)
 	l, err := leases.Get(ctx, key, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -82,7 +80,7 @@ func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*H
 	if err != nil {
 		return nil, fmt.Errorf("get lease %s/%s: %w", namespace, key, err)
 	}
-	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != holder && !Expired(l, h.now()) {
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != holder && !Expired(l, wallclock.Or(h.Clock).Now()) {
 		return nil, nil
 	}
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &holder, &secs, &now, &now
@@ -231,7 +229,7 @@ func (l *Held) renew(ctx context.Context) string {
 	defer l.mu.Unlock()
 	leases := l.h.Client.CoordinationV1().Leases(l.namespace)
 	next := l.lease.DeepCopy()
-	now := metav1.NewMicroTime(l.h.now())
+	now := metav1.NewMicroTime(wallclock.Or(l.h.Clock).Now())
 	next.Spec.RenewTime = &now
 	out, err := leases.Update(ctx, next, metav1.UpdateOptions{})
 	switch {

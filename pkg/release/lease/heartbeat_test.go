@@ -26,8 +26,8 @@ func heartbeats(t *testing.T) (*Heartbeat, *Heartbeat, *fakekube.Cluster, *fakek
 	t.Helper()
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
-	a := &Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Second, Now: clock.Now}
-	b := &Heartbeat{Client: c, Holder: "pod-b", Duration: 30 * time.Second, Now: clock.Now}
+	a := &Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Second, Clock: clock}
+	b := &Heartbeat{Client: c, Holder: "pod-b", Duration: 30 * time.Second, Clock: clock}
 	return a, b, c, clock
 }
 
@@ -147,7 +147,7 @@ func TestTakeoverIsCompareAndSwap(t *testing.T) {
 func TestKeepReportsLossOnce(t *testing.T) {
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
-	h := &Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Millisecond, Now: clock.Now}
+	h := &Heartbeat{Client: c, Holder: "pod-a", Duration: 30 * time.Millisecond, Clock: clock}
 	held, err := h.Hold(ctx(t), "ns", storage.Key("web", 1))
 	if err != nil || held == nil {
 		t.Fatal(held, err)
