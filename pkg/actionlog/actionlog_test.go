@@ -56,7 +56,7 @@ func TestFormatRedactsObjectsAndKeepsNamesCountsErrors(t *testing.T) {
 
 func TestBufferBoundsBytesDeduplicatesAndNumbers(t *testing.T) {
 	clock := fakekube.NewClock(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC))
-	b := NewBuffer(10*(lineOverhead+12), clock.Now) // ten lines of 10 bytes, quoted
+	b := NewBuffer(10*(lineOverhead+12), clock) // ten lines of 10 bytes, quoted
 	b.Append("first line")
 	for i := 0; i < 3; i++ {
 		clock.Add(2 * time.Second)
@@ -88,8 +88,8 @@ func TestStoreWritesReadsLatestAndPrunes(t *testing.T) {
 	ctx := context.Background()
 	for rev := 1; rev <= 4; rev++ {
 		clock.Add(time.Minute)
-		buf := NewBuffer(0, clock.Now)
-		w := NewWriter(store, buf, Record{Namespace: "team", Name: "web", Revision: rev, RequestID: fmt.Sprint("req", rev), Action: "upgrade"}, clock.Now)
+		buf := NewBuffer(0, clock)
+		w := NewWriter(store, buf, Record{Namespace: "team", Name: "web", Revision: rev, RequestID: fmt.Sprint("req", rev), Action: "upgrade"}, clock)
 		buf.Append(fmt.Sprintf("revision %d", rev))
 		if err := w.Flush(ctx, false); err != nil {
 			t.Fatal(err)
@@ -140,8 +140,8 @@ func TestReaderAuthorizesFirstAndFollowsAfter(t *testing.T) {
 	kc := fakekube.New(clock)
 	store := &Store{Client: kc.Typed(), Namespace: "async-helm"}
 	ctx := context.Background()
-	buf := NewBuffer(0, clock.Now)
-	w := NewWriter(store, buf, Record{Namespace: "team", Name: "web", Revision: 1}, clock.Now)
+	buf := NewBuffer(0, clock)
+	w := NewWriter(store, buf, Record{Namespace: "team", Name: "web", Revision: 1}, clock)
 	for _, l := range []string{"a", "b", "c"} {
 		buf.Append(l)
 	}
@@ -149,7 +149,7 @@ func TestReaderAuthorizesFirstAndFollowsAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	deny := &denyAll{}
-	r := &Reader{Store: store, Authorizer: deny, Now: clock.Now}
+	r := &Reader{Store: store, Authorizer: deny, Clock: clock}
 	kc.ClearActions()
 	if _, err := r.Read(ctx, &auth.User{Name: "dev"}, Query{Namespace: "team", Name: "none"}); !errors.Is(err, auth.ErrForbidden) {
 		t.Fatalf("forbidden caller: %v", err)

@@ -3,9 +3,11 @@ package actionlog
 import (
 	"encoding/json"
 	"sync"
-	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // DefaultBytes is the buffer's bound when none is configured; MaxBytes the largest allowed
@@ -31,22 +33,19 @@ type Buffer struct {
 	// with the next new line or heartbeat (not a rewrite of the whole log every flush while
 	// Helm repeats "not ready").
 	version int64
-	now     func() time.Time
+	clock   clock.PassiveClock
 }
 
 // NewBuffer keeps at most max bytes of lines (DefaultBytes when max <= 0, MaxBytes at
-// most); now is the clock of the lines' times (time.Now when nil).
-func NewBuffer(max int, now func() time.Time) *Buffer {
+// most); c is the clock of the lines' times (nil: the wall clock).
+func NewBuffer(max int, c clock.PassiveClock) *Buffer {
 	if max <= 0 {
 		max = DefaultBytes
 	}
 	if max > MaxBytes {
 		max = MaxBytes
 	}
-	if now == nil {
-		now = time.Now
-	}
-	return &Buffer{max: max, next: 1, now: now}
+	return &Buffer{max: max, next: 1, clock: wallclock.Or(c)}
 }
 
 // Log is a Helm DebugLog: the call is rendered through Format and kept.
@@ -56,7 +55,7 @@ func (b *Buffer) Log(format string, args ...any) {
 
 // Append keeps one already safe line.
 func (b *Buffer) Append(text string) {
-	t := b.now().UTC()
+	t := b.clock.Now().UTC()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := len(b.lines); n > 0 && b.lines[n-1].Text == text {

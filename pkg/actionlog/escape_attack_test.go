@@ -17,7 +17,7 @@ import (
 // the action's log is never written (nor its tail in the failed event).
 func TestEscapedLinesStillFitInAConfigMap(t *testing.T) {
 	clock := fakekube.NewClock(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC))
-	buf := NewBuffer(DefaultBytes, clock.Now)
+	buf := NewBuffer(DefaultBytes, clock)
 	for i := 0; i < 2000; i++ {
 		buf.Log("error updating the resource %q:\n\t %v", "cm-"+strings.Repeat("x", i%50),
 			errors.New(`ConfigMap "x" is invalid: metadata.labels: Invalid value: "`+strings.Repeat("<", 1000)+`"`))

@@ -4,8 +4,11 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // StaleAfter is how long a log marked running may go unwritten before it is answered as
@@ -22,7 +25,8 @@ type Authorizer interface {
 type Reader struct {
 	Store      *Store
 	Authorizer Authorizer
-	Now        func() time.Time
+	// Clock tells whether a log marked running is stale (nil: the wall clock).
+	Clock clock.PassiveClock
 }
 
 // Query names a log: Revision 0 is the release's most recently started one; only lines
@@ -56,13 +60,9 @@ func (r *Reader) Read(ctx context.Context, u *auth.User, q Query) (*api.ActionLo
 }
 
 func (r *Reader) answer(rec *Record, after int64) *api.ActionLog {
-	now := time.Now
-	if r.Now != nil {
-		now = r.Now
-	}
 	out := &api.ActionLog{Namespace: rec.Namespace, Name: rec.Name, Revision: rec.Revision,
 		RequestID: rec.RequestID, Action: rec.Action, Started: rec.Started, Updated: rec.Updated,
-		Running: rec.Running && now().Sub(rec.Updated) < StaleAfter, Dropped: rec.Dropped,
+		Running: rec.Running && wallclock.Or(r.Clock).Since(rec.Updated) < StaleAfter, Dropped: rec.Dropped,
 		Lines: []api.LogLine{}}
 	for _, l := range rec.Lines {
 		if l.Seq > after {

@@ -32,13 +32,13 @@ func TestLogOfAnotherNamespaceIsNotReadThroughCraftedNames(t *testing.T) {
 	kc := fakekube.New(clock)
 	store := &Store{Client: kc.Typed(), Namespace: "async-helm"}
 	ctx := context.Background()
-	buf := NewBuffer(0, clock.Now)
-	w := NewWriter(store, buf, Record{Namespace: "victim", Name: "web", Revision: 1, RequestID: "v"}, clock.Now)
+	buf := NewBuffer(0, clock)
+	w := NewWriter(store, buf, Record{Namespace: "victim", Name: "web", Revision: 1, RequestID: "v"}, clock)
 	buf.Append("victim's secret line")
 	if err := w.Flush(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reader{Store: store, Authorizer: onlyTeam{}, Now: clock.Now}
+	r := &Reader{Store: store, Authorizer: onlyTeam{}, Clock: clock}
 	dev := &auth.User{Name: "dev"}
 	for _, q := range []Query{
 		{Namespace: "victim", Name: "web"},

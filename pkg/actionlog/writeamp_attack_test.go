@@ -23,8 +23,8 @@ func TestRepeatedNotReadyDoesNotRewriteAFullLogEveryFlush(t *testing.T) {
 	clock := fakekube.NewClock(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC))
 	c := fakekube.New(clock)
 	store := &Store{Client: c, Namespace: "async-helm"}
-	buf := NewBuffer(DefaultBytes, clock.Now)
-	w := NewWriter(store, buf, Record{Namespace: "ns", Name: "web", Revision: 2, RequestID: "r", Action: "upgrade"}, clock.Now)
+	buf := NewBuffer(DefaultBytes, clock)
+	w := NewWriter(store, buf, Record{Namespace: "ns", Name: "web", Revision: 2, RequestID: "r", Action: "upgrade"}, clock)
 	for i := 0; buf.size < DefaultBytes-200; i++ {
 		buf.Log("Created a new %s called %q in %s\n", "ConfigMap", fmt.Sprintf("filler-%05d-%s", i, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"), "ns")
 	}

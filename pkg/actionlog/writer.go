@@ -4,6 +4,10 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // HeartbeatEvery is how often a running action's log is written even when Helm logged
@@ -15,7 +19,8 @@ const HeartbeatEvery = 30 * time.Second
 type Writer struct {
 	Store  *Store
 	Buffer *Buffer
-	Now    func() time.Time
+	// Clock dates the writes and times the heartbeat (nil: the wall clock).
+	Clock clock.PassiveClock
 
 	mu      sync.Mutex
 	rec     Record
@@ -24,13 +29,11 @@ type Writer struct {
 	ended   bool
 }
 
-// NewWriter starts the log of one revision's action (nothing is written yet).
-func NewWriter(store *Store, buf *Buffer, rec Record, now func() time.Time) *Writer {
-	if now == nil {
-		now = time.Now
-	}
-	rec.Started, rec.Running = now(), true
-	return &Writer{Store: store, Buffer: buf, Now: now, rec: rec, version: -1}
+// NewWriter starts the log of one revision's action (nothing is written yet); c dates it
+// (nil: the wall clock).
+func NewWriter(store *Store, buf *Buffer, rec Record, c clock.PassiveClock) *Writer {
+	rec.Started, rec.Running = wallclock.Or(c).Now(), true
+	return &Writer{Store: store, Buffer: buf, Clock: c, rec: rec, version: -1}
 }
 
 // Flush writes the log if it changed since the last write or a heartbeat is due; final
@@ -42,7 +45,7 @@ func (w *Writer) Flush(ctx context.Context, final bool) error {
 		return nil
 	}
 	lines, dropped, version := w.Buffer.Snapshot()
-	now := w.Now()
+	now := wallclock.Or(w.Clock).Now()
 	if !final && version == w.version && now.Sub(w.written) < HeartbeatEvery {
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
-	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ActionLogs keeps each action's Helm log in async-helm's own namespace (docs/design.md,
@@ -38,10 +37,10 @@ func (s *Service) startActionLog(ctx context.Context, act *action) *actionLog {
 	if s.ActionLogs == nil || s.ActionLogs.Store == nil {
 		return nil
 	}
-	buf := actionlog.NewBuffer(s.ActionLogs.Bytes, wallclock.Or(s.Clock).Now)
+	buf := actionlog.NewBuffer(s.ActionLogs.Bytes, s.Clock)
 	rec := actionlog.Record{Namespace: act.Namespace, Name: act.Name, Revision: act.Revision,
 		RequestID: act.RequestID, Action: string(act.Action.Action)}
-	l := &actionLog{w: actionlog.NewWriter(s.ActionLogs.Store, buf, rec, wallclock.Or(s.Clock).Now), s: s, act: act}
+	l := &actionLog{w: actionlog.NewWriter(s.ActionLogs.Store, buf, rec, s.Clock), s: s, act: act}
 	go func() {
 		l.flush(ctx)
 		if err := s.ActionLogs.Store.Prune(ctx, act.Namespace, act.Name, s.ActionLogs.Keep); err != nil {

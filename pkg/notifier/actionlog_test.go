@@ -22,8 +22,8 @@ func TestFailedEventCarriesTheLogTail(t *testing.T) {
 			e := newEnv(t)
 			store := &actionlog.Store{Client: e.c, Namespace: "async-helm"}
 			e.svc.ActionLogs = store
-			buf := actionlog.NewBuffer(0, e.clock.Now)
-			w := actionlog.NewWriter(store, buf, actionlog.Record{Namespace: "ns", Name: "web", Revision: 1, RequestID: tc.requestID}, e.clock.Now)
+			buf := actionlog.NewBuffer(0, e.clock)
+			w := actionlog.NewWriter(store, buf, actionlog.Record{Namespace: "ns", Name: "web", Revision: 1, RequestID: tc.requestID}, e.clock)
 			for i := 0; i < 30; i++ {
 				buf.Append("line " + strings.Repeat("x", i))
 			}
