@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // CallerLimits is a token bucket per caller (an authenticated identity) for the routes that
@@ -18,8 +21,8 @@ type CallerLimits struct {
 	// MaxCallers bounds the callers remembered (default 10,000); when full, callers whose
 	// bucket is full again are forgotten (a fresh bucket is the same).
 	MaxCallers int
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock times the buckets (nil: the wall clock).
+	Clock clock.PassiveClock
 
 	mu       sync.Mutex
 	byCaller map[string]*rate.Limiter
@@ -27,10 +30,7 @@ type CallerLimits struct {
 
 // Allow takes a token of caller's bucket; without one, it says when the next one comes.
 func (l *CallerLimits) Allow(caller string) (bool, time.Duration) {
-	now := time.Now()
-	if l.Now != nil {
-		now = l.Now()
-	}
+	now := wallclock.Or(l.Clock).Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim, ok := l.byCaller[caller]

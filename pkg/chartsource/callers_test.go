@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // Each caller has a bucket of its own: one caller's burst does not slow another; a token
 // comes back at the rate, on the (fake) clock.
 func TestCallerLimitsAreOneBucketPerCaller(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := &CallerLimits{Rate: 2, Burst: 3, Now: func() time.Time { return now }}
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
+	l := &CallerLimits{Rate: 2, Burst: 3, Clock: clock}
 	for i := 0; i < 3; i++ {
 		if ok, _ := l.Allow("mallory"); !ok {
 			t.Fatalf("call %d within the burst refused", i+1)
@@ -23,7 +25,7 @@ func TestCallerLimitsAreOneBucketPerCaller(t *testing.T) {
 	if ok, _ := l.Allow("alice"); !ok {
 		t.Error("another caller was refused for mallory's burst")
 	}
-	now = now.Add(500 * time.Millisecond)
+	clock.Step(500 * time.Millisecond)
 	if ok, _ := l.Allow("mallory"); !ok {
 		t.Error("a token did not come back after 1/rate")
 	}
@@ -35,13 +37,13 @@ func TestCallerLimitsAreOneBucketPerCaller(t *testing.T) {
 // The callers remembered are bounded; a caller whose bucket is not full again is not
 // forgotten while one whose bucket is (as good as new) can be.
 func TestCallerLimitsForgetIdleCallersFirst(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := &CallerLimits{Rate: 1, Burst: 2, MaxCallers: 3, Now: func() time.Time { return now }}
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
+	l := &CallerLimits{Rate: 1, Burst: 2, MaxCallers: 3, Clock: clock}
 	l.Allow("busy")
 	l.Allow("busy")
 	l.Allow("idle-0")
 	l.Allow("idle-1")
-	now = now.Add(1500 * time.Millisecond) // the idle buckets are full again, busy's is not
+	clock.Step(1500 * time.Millisecond) // the idle buckets are full again, busy's is not
 	l.Allow("new")
 	if _, ok := l.byCaller["busy"]; !ok || len(l.byCaller) > 3 {
 		t.Errorf("callers remembered %v: want busy kept, at most 3", l.byCaller)
