@@ -3,9 +3,12 @@ package reader
 import (
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // QueueIndex says where a queued revision stands (release.RevisionIndex): a map lookup
@@ -18,8 +21,8 @@ type QueueIndex interface {
 // "Queue visibility"). A nil *Queue adds nothing.
 type Queue struct {
 	Index QueueIndex
-	// Now is the clock of AgeSeconds (time.Now when nil).
-	Now func() time.Time
+	// Clock is the clock of AgeSeconds (nil: the wall clock).
+	Clock clock.PassiveClock
 }
 
 // of is the queue of revision version of release name in namespace, nil when it is not
@@ -33,11 +36,7 @@ func (q *Queue) of(namespace, name string, version int, p *progress.Progress) *a
 	if !ok {
 		return nil
 	}
-	now := time.Now
-	if q.Now != nil {
-		now = q.Now
-	}
-	age := now().Sub(pos.AcceptedAt)
+	age := wallclock.Or(q.Clock).Since(pos.AcceptedAt)
 	if age < 0 {
 		age = 0
 	}

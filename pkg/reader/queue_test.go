@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -39,7 +41,7 @@ func TestQueueInGetAndList(t *testing.T) {
 	accepted := time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC)
 	idx := &queueAt{at: map[string]release.QueuePosition{
 		"team-a/" + release.SecretName("db", 1): {Position: 312, Total: 1200, AcceptedAt: accepted}}}
-	s.Queue = &Queue{Index: idx, Now: func() time.Time { return accepted.Add(130 * time.Second) }}
+	s.Queue = &Queue{Index: idx, Clock: testingclock.NewFakePassiveClock(accepted.Add(130 * time.Second))}
 	s.Progress = noProgress{}
 	want := api.Queue{State: "queued", Position: 312, Total: 1200, AcceptedAt: accepted, AgeSeconds: 130}
 
