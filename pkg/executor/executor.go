@@ -372,12 +372,18 @@ func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error)
 			return outcome, done, err
 		}
 	}
-	// A cancel asked while its executor was lost: fail it without running Helm.
+	// A cancel asked while its executor was lost: fail it without running Helm. The outcome
+	// is recorded first, in async-helm's namespace: if failing the record fails, the
+	// redelivery is refused, never resumed, whatever the tenant makes of the record meanwhile.
 	if by := act.held.CancelledBy(); by != "" {
+		if r, ok := s.Consumed.(outcomeRecorder); ok {
+			if err := r.MarkDone(ctx, act.RequestID, consumed.OutcomeCancelled); err != nil {
+				return "", true, err
+			}
+		}
 		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, failed(act.Name, "cancelled by "+by), release.ReplaceFailed); err != nil {
 			return "", true, err
 		}
-		s.markDone(ctx, act, Outcome(consumed.OutcomeCancelled)) // never resumed (rewound) later
 		return OutcomeFailed, true, nil
 	}
 	if act.Action.Action == release.ActionUninstall {

@@ -20,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 func TestUnqueuedUpgradeDoesNotRunOnRedelivery(t *testing.T) {
@@ -91,5 +92,56 @@ func TestUnqueuedInstallDoesNotRunAfterConflicts(t *testing.T) {
 	t.Logf("redelivery: %q, %v (Helm ran %d)", got, err, e.helm.calls.Load())
 	if n := e.helm.calls.Load(); n != 0 {
 		t.Fatalf("Helm ran %d time(s) a reservation that had left MAX_QUEUED's count (outcome %s)", n, got)
+	}
+}
+
+// A cancel found on the Lease is bound with the request before the record is failed: when
+// failing it loses to the tenant's writes, the redelivery is refused, even after the tenant
+// dropped the queued label and wrote a template into the payload (so that the record looks
+// adopted and the resume's count check is skipped).
+func TestCancelledRequestDoesNotResumeAfterItsFailureWasLost(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	e := newEnv(t, 1)
+	e.store.SealKey, e.svc.SealKey = key, key
+	a := e.reserve("web", "req-1")
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
+	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
+		t.Fatal(h, err)
+	}
+	patch := `{"metadata":{"annotations":{"` + lease.AnnotationCancel + `":"alice"}}}`
+	if _, err := e.c.CoordinationV1().Leases("ns").Patch(ctx(t), release.LeaseName("web", 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(2 * time.Minute)
+	e.c.Fail("update", "secrets", apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, release.SecretName("web", 1), errors.New("the tenant wrote it first")))
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err == nil {
+		t.Fatalf("setup: the first delivery did not fail (%s)", got)
+	}
+	e.c.Fail("update", "secrets", nil)
+
+	// The tenant: the Lease gone (if the executor left it), the queued label dropped, a template in the payload.
+	if err := e.c.CoordinationV1().Leases("ns").Delete(ctx(t), release.LeaseName("web", 1), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	secrets := e.c.CoreV1().Secrets("ns")
+	sec, err := secrets.Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := release.DecodeRelease(sec.Data["release"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}
+	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
+		t.Fatal(err)
+	}
+	delete(sec.Labels, release.LabelQueued)
+	if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
+	if n := e.helm.calls.Load(); n != 0 || err != nil || got == OutcomeDeployed {
+		t.Fatalf("redelivery: %q, %v; Helm ran %d time(s) a cancelled request", got, err, n)
 	}
 }

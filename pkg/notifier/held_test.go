@@ -2,7 +2,6 @@ package notifier
 
 import (
 	"testing"
-	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
@@ -33,27 +32,36 @@ func TestSweepFreesTheSlotOfAFinishedRecordRelabelledQueued(t *testing.T) {
 	}
 }
 
-// A waiting reservation whose status label was flipped to a final one is genuine work: it
-// keeps its slot (and runs when delivered) until QUEUE_DEADLINE, then it is failed like any
-// revision that never started.
-func TestSweepFailsAFlippedReservationOnlyPastTheQueueDeadline(t *testing.T) {
+// The labels alone make the slot: a sealed record re-made with no payload, or one that
+// does not decode, is freed the same way (nothing is decoded), and so is a waiting
+// reservation whose status label was flipped (its event then fails unrun). A record seen
+// at an older resourceVersion is left to the next pass.
+func TestSweepFreesHeldSlotsWhateverTheirPayload(t *testing.T) {
 	e := newEnv(t)
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
-	e.patch("web", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
-	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"empty", "garbage", "flipped"} {
+		e.reserve(name, release.ActionInstall, 1)
 	}
-	if !release.CountsAsQueued(signingKey, e.meta("web", 1)) {
-		t.Fatal("a waiting reservation lost its slot before the queue deadline")
-	}
-	e.clock.Add(e.svc.Sweep.QueueDeadline + time.Second)
+	e.patch("empty", 1, `{"metadata":{"labels":{"status":"failed"}},"data":{"release":null}}`)
+	e.patch("garbage", 1, `{"metadata":{"labels":{"status":"deployed"}},"data":{"release":"Z2FyYmFnZQ=="}}`)
+	e.patch("flipped", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
 	res, err := e.svc.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, desc := e.status("web", 1)
-	if st != helmrelease.StatusFailed || release.CountsAsQueued(signingKey, e.meta("web", 1)) || res.Failed != 1 {
-		t.Fatalf("past the deadline: %s %q, %+v", st, desc, res)
+	for _, name := range []string{"empty", "garbage", "flipped"} {
+		if release.CountsAsQueued(signingKey, e.meta(name, 1)) {
+			t.Errorf("%s still counts as queued: %v", name, e.meta(name, 1).Labels)
+		}
+	}
+	if res.Unqueued != 3 {
+		t.Errorf("unqueued %d, want 3", res.Unqueued)
+	}
+	e.reserve("late", release.ActionInstall, 1)
+	e.patch("late", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
+	stale := e.meta("late", 1)
+	e.patch("late", 1, `{"metadata":{"annotations":{"touched":"yes"}}}`)
+	if ok, err := e.store.UnqueueHeld(ctx(t), release.HeldSlot{Namespace: "ns", SecretName: stale.Name, ResourceVersion: stale.ResourceVersion}); ok || err != nil {
+		t.Errorf("UnqueueHeld at a stale resourceVersion = %v, %v; want false, nil", ok, err)
 	}
 }

@@ -46,9 +46,9 @@ type Store interface {
 	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
 	// HeldSlots lists queued records with a final status label (release.HeldSlot), and
-	// UnqueueFinal drops the queued label of a record whose payload is final.
+	// UnqueueHeld drops the queued label of one.
 	HeldSlots(ctx context.Context, namespace string) ([]release.HeldSlot, error)
-	UnqueueFinal(ctx context.Context, namespace, name string, revision int) (bool, error)
+	UnqueueHeld(ctx context.Context, h release.HeldSlot) (bool, error)
 	// LastSignOfLife and Alive read a revision's heartbeat Lease.
 	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
 	Alive(ctx context.Context, namespace, key string) (bool, error)

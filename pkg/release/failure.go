@@ -98,7 +98,12 @@ func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason
 		var base *helmrelease.Release
 		if st == helmrelease.StatusPendingUpgrade || st == helmrelease.StatusPendingRollback {
 			var err error
-			if base, err = s.Current(ctx, rel.Namespace, rel.Name, rel.Version); err != nil {
+			if base, err = s.Current(ctx, rel.Namespace, rel.Name, rel.Version); errors.Is(err, ErrUndecodable) {
+				// The tenant's to write: a base that does not decode must not keep a
+				// never-started revision pending (and queued) for ever. The record keeps
+				// the reservation's own chart and values.
+				base, reason = nil, reason+"; the revision it started from does not decode"
+			} else if err != nil {
 				return fmt.Errorf("find the revision %s/%s v%d started from: %w", rel.Namespace, rel.Name, rel.Version, err)
 			}
 		}

@@ -3,22 +3,21 @@ package release
 import (
 	"context"
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // HeldSlot is a record admission counts as queued (CountsAsQueued) whose status label is
-// not pending. No record async-helm or Helm writes is both: Helm's adoption and every
-// failure drop the queued label in the write that makes the record final. So a namespace
-// editor made it: a seal read once and written back onto a finished or re-made record (it
-// holds a MAX_QUEUED slot and nothing would ever free it), or the status label of a waiting
-// reservation flipped (genuine work, which runs when delivered). The sweeper reads only
-// records labelled pending; it looks at these in a pass of their own.
+// not pending. No record async-helm or Helm writes is both, at any resourceVersion: Helm's
+// adoption and every failure drop the queued label in the write that makes the status
+// label final. So a namespace editor made it: a seal read once and written back onto a
+// finished or re-made record (it would hold a MAX_QUEUED slot for ever), or the status
+// label of its own waiting reservation flipped. The sweeper reads only records labelled
+// pending; it frees these in a pass of their own (UnqueueHeld).
 type HeldSlot struct {
 	Namespace, SecretName string
-	// Created is the Secret's creationTimestamp: the API server's, not a label.
-	Created time.Time
+	// ResourceVersion is the one the slot was seen at: UnqueueHeld writes only that one.
+	ResourceVersion string
 }
 
 // selectorQueued selects the release secrets labelled queued; CountsAsQueued decides.
@@ -28,7 +27,18 @@ func heldSlot(key []byte, m metav1.Object) (HeldSlot, bool) {
 	if !CountsAsQueued(key, m) || IsPending(m.GetLabels()[LabelStatus]) {
 		return HeldSlot{}, false
 	}
-	return HeldSlot{Namespace: m.GetNamespace(), SecretName: m.GetName(), Created: m.GetCreationTimestamp().Time}, true
+	return HeldSlot{Namespace: m.GetNamespace(), SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion()}, true
+}
+
+// UnqueueHeld drops the queued label of a held slot, in its labels only, if the Secret is
+// still at the resourceVersion it was seen at (a record changed since is looked at again
+// on the next pass); it reports whether it did. Nothing is decoded: the payload is the
+// tenant's (missing, undecodable, final or pending) and the labels alone make the slot. A
+// waiting reservation that loses its label this way is failed unrun by the first executor
+// that gets its event, as any reservation relabelled out of the count is.
+func (s *Store) UnqueueHeld(ctx context.Context, h HeldSlot) (bool, error) {
+	return s.patchSecret(ctx, h.Namespace, h.SecretName, secretPatch{ResourceVersion: h.ResourceVersion,
+		Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a held slot")
 }
 
 // HeldSlots lists the held slots in the index, without an API call.
