@@ -15,6 +15,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/submitclient"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // attemptNote is what the executor appends to a failed attempt of a request with retries or
@@ -70,7 +71,7 @@ func (t tracker) attempts(ctx context.Context, accepted int, remediation string)
 // awaitNote polls a failed revision until the executor says what follows it (its note) or
 // a newer revision appears, for at most noteWait; it answers the latest revision.
 func (t tracker) awaitNote(ctx context.Context, rel *api.Release) (*api.Release, error) {
-	deadline := t.g.Now().Add(noteWait)
+	deadline := wallclock.Or(t.g.Clock).Now().Add(noteWait)
 	for {
 		if rel.Info != nil && attemptNote.MatchString(rel.Info.Description) {
 			return rel, nil
@@ -82,7 +83,7 @@ func (t tracker) awaitNote(ctx context.Context, rel *api.Release) (*api.Release,
 		if err != nil {
 			return nil, err
 		}
-		if next.Version != rel.Version || !t.g.Now().Before(deadline) {
+		if next.Version != rel.Version || !wallclock.Or(t.g.Clock).Now().Before(deadline) {
 			return next, nil
 		}
 		rel = next

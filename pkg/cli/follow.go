@@ -17,6 +17,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ErrFailed is returned (exit 1) when a followed release ends failed.
@@ -46,7 +47,7 @@ func (g *Globals) track(t target, name string) tracker {
 // follow polls the release until its latest revision is final and returns that revision:
 // a live progress bar on a terminal, one plain line per change otherwise.
 func (t tracker) follow(ctx context.Context) (*api.Release, error) {
-	start := t.g.Now()
+	start := wallclock.Or(t.g.Clock).Now()
 	v := newView(t.g.IO.Out, t.name)
 	for {
 		rel, err := t.c.Get(ctx, t.ns, t.name)
@@ -54,7 +55,7 @@ func (t tracker) follow(ctx context.Context) (*api.Release, error) {
 			v.interrupted()
 			return nil, err
 		}
-		elapsed := t.g.Now().Sub(start)
+		elapsed := wallclock.Or(t.g.Clock).Now().Sub(start)
 		if !release.IsPending(statusOf(rel)) {
 			v.final(rel, elapsed)
 			return rel, nil

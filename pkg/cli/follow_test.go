@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -111,21 +112,15 @@ func (s *scripted) serve(t *testing.T) *httptest.Server {
 
 // stepClock is a clock that moves 2 s each time it is read: follow reads it once at the
 // start and once per poll, so the elapsed times in the output are the same on every run.
-func stepClock() func() time.Time {
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	return func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(2 * time.Second)
-		return now
-	}
+// (oc-helm reads it from one goroutine.)
+func stepClock() *testingclock.SimpleIntervalClock {
+	return &testingclock.SimpleIntervalClock{Time: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Duration: 2 * time.Second}
 }
 
 // runCmd runs oc-helm against srv with out as its output, polling every millisecond.
 func runCmd(t *testing.T, srv *httptest.Server, out io.Writer, args ...string) error {
 	t.Helper()
-	g := &Globals{IO: genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out}, Now: stepClock(), PollInterval: time.Millisecond}
+	g := &Globals{IO: genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out}, Clock: stepClock(), PollInterval: time.Millisecond}
 	root := newRootCmd(g)
 	root.SetArgs(append(args, "--server", srv.URL, "-n", "team", "--kubeconfig", os.DevNull))
 	return root.Execute()

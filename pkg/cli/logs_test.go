@@ -98,7 +98,7 @@ func TestLogs(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			g := &Globals{IO: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, Now: time.Now, PollInterval: time.Millisecond}
+			g := &Globals{IO: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, PollInterval: time.Millisecond}
 			root := newRootCmd(g)
 			args := append(strings.Fields(tt.cmd), "--server", srv.URL, "--kubeconfig", os.DevNull)
 			if !strings.Contains(tt.cmd, "-n ") {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
 )
@@ -36,14 +37,16 @@ type Globals struct {
 	// InsecureHTTP allows sending the token over plain http to a host other than loopback.
 	InsecureHTTP bool
 	IO           genericiooptions.IOStreams
-	Now          func() time.Time
+	// Clock dates the elapsed times and the note's wait (nil: the wall clock); the polls
+	// pause on the wall clock.
+	Clock clock.PassiveClock
 	// PollInterval is how often --wait and --watch look at the release.
 	PollInterval time.Duration
 }
 
 // NewRootCmd builds `oc-helm` (run as `oc helm` or `kubectl helm`).
 func NewRootCmd(io genericiooptions.IOStreams) *cobra.Command {
-	return newRootCmd(&Globals{IO: io, Now: time.Now, PollInterval: time.Second})
+	return newRootCmd(&Globals{IO: io, PollInterval: time.Second})
 }
 
 // newRootCmd builds the commands on g (tests set its clock and poll interval).

@@ -64,7 +64,7 @@ func (c *clusterWithSubmit) serve(t *testing.T, submitURL string) (kubeconfig st
 
 func runWithKubeconfig(kubeconfig string, args ...string) (string, error) {
 	var out bytes.Buffer
-	g := &Globals{IO: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, Now: time.Now, PollInterval: time.Millisecond}
+	g := &Globals{IO: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, PollInterval: time.Millisecond}
 	root := newRootCmd(g)
 	root.SetArgs(append(args, "--kubeconfig", kubeconfig))
 	err := root.Execute()

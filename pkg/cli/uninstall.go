@@ -12,6 +12,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // UninstallOptions are uninstall's flags and what Complete derives from them.
@@ -83,11 +84,11 @@ func (o *UninstallOptions) Run(ctx context.Context) error {
 // uninstall failed).
 func (t tracker) gone(ctx context.Context) error {
 	out := t.g.IO.Out
-	start := t.g.Now()
+	start := wallclock.Or(t.g.Clock).Now()
 	last := ""
 	for {
 		rel, err := t.c.Get(ctx, t.ns, t.name)
-		elapsed := t.g.Now().Sub(start).Round(time.Second)
+		elapsed := wallclock.Or(t.g.Clock).Now().Sub(start).Round(time.Second)
 		var apiErr *submitclient.APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
 			fmt.Fprintf(out, "%s: uninstalled (%s)\n", t.name, elapsed)
