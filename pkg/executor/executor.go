@@ -261,6 +261,8 @@ type action struct {
 	grave  lease.Tombstone // an uninstall's tombstone
 	// attempt is the request's attempt this action is (remediate.go): 1, or a retry's.
 	attempt int
+	// started: the consumed request records that an executor started Helm for it.
+	started bool
 }
 
 // handle runs the steps: check (no lease yet), hold the lease, admit (under the lease:
@@ -396,7 +398,21 @@ func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error)
 	if _, err := act.held.Sync(ctx, AnnotationAction, string(act.Action.Action)); err != nil {
 		act.log.Warnw("running action not written on the lease", "error", err)
 	}
+	if err := s.markStarted(ctx, act); err != nil {
+		return "", true, err // redelivered; Helm has not run
+	}
 	return "", false, nil
+}
+
+// markStarted records on the consumed request that Helm is about to run (once per request):
+// from then on Helm's own writes may drop the queued label, and a resume must not take
+// that for a tenant's relabel (resumeOrRefuse).
+func (s *Service) markStarted(ctx context.Context, act *action) error {
+	r, ok := s.Consumed.(startRecorder)
+	if !ok || act.started {
+		return nil
+	}
+	return r.MarkStarted(ctx, act.RequestID)
 }
 
 // consume checks the event against the record it lands on, then binds its request id to
@@ -476,14 +492,19 @@ func (s *Service) failUnqueued(ctx context.Context, act *action, labels map[stri
 // resumeOrRefuse lets a delivery bound to a consumed request resume its action, unless the
 // request already ran to its end: a namespace editor who rewrites the finished record in
 // place (same UID) back to pending and posts the kept event must not get it run again. A
-// reservation Helm never adopted that no longer counts as queued does not run either (its
-// executor was lost before Helm started, or its failure was not written): it is failed.
+// request no executor started Helm for (consumed.Record.Started, in state tenants cannot
+// write) runs only if its reservation still counts as queued: its executor was lost before
+// Helm started, or its failure was not written, and the tenant may have relabelled it since.
 func (s *Service) resumeOrRefuse(ctx context.Context, act *action, meta metav1.Object) (Outcome, bool, error) {
 	rec, err := s.Consumed.Lookup(ctx, act.RequestID)
 	if err != nil {
 		return "", true, err
 	}
-	if !release.Adopted(act.rec) && !release.CountsAsQueued(s.SealKey, meta) {
+	act.started = rec != nil && rec.Started
+	if _, ok := s.Consumed.(startRecorder); !ok {
+		act.started = release.Adopted(act.rec) // a store that records no start: the payload says
+	}
+	if !act.started && !release.CountsAsQueued(s.SealKey, meta) {
 		return s.failUnqueued(ctx, act, meta.GetLabels(), rec)
 	}
 	if rec != nil && rec.Outcome != "" {
@@ -718,6 +739,11 @@ func (s *Service) record(reqCtx context.Context, act *action, res result) Outcom
 // action's outcome.
 type outcomeRecorder interface {
 	MarkDone(ctx context.Context, requestID, outcome string) error
+}
+
+// startRecorder records that Helm is about to run for a request (consumed.Store).
+type startRecorder interface {
+	MarkStarted(ctx context.Context, requestID string) error
 }
 
 // stepReader reads how far a request's retries went (consumed.Store).

@@ -91,7 +91,7 @@ func TestFirstRunConsumesTheRequest(t *testing.T) {
 		t.Fatalf("no consumed record: %v", err)
 	}
 	want := consumed.Record{RequestID: "req-1", Namespace: "ns", Name: "web", Action: "install", Revision: 1,
-		SecretUID: e.secretUID("web"), At: rec.At, Outcome: string(OutcomeDeployed)}
+		SecretUID: e.secretUID("web"), At: rec.At, Outcome: string(OutcomeDeployed), Started: true}
 	if *rec != want {
 		t.Errorf("record %+v, want %+v", *rec, want)
 	}

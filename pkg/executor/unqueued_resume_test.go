@@ -20,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
@@ -143,5 +144,59 @@ func TestCancelledRequestDoesNotResumeAfterItsFailureWasLost(t *testing.T) {
 	got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
 	if n := e.helm.calls.Load(); n != 0 || err != nil || got == OutcomeDeployed {
 		t.Fatalf("redelivery: %q, %v; Helm ran %d time(s) a cancelled request", got, err, n)
+	}
+}
+
+// Whether Helm started is read from the consumed record, which tenants cannot write, not
+// from the payload, which they can: an executor lost after consuming a request (before
+// Helm) leaves it unstarted; a tenant who then drops the queued label and writes a
+// template into the payload (so that it looks adopted) gets the redelivery failed unrun.
+// Once Helm started (recorded), a resume runs although Helm's writes dropped the label.
+func TestResumeTrustsTheRecordedStartNotThePayload(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	for _, tc := range []struct {
+		name    string
+		started bool
+		want    Outcome
+		runs    int32
+	}{
+		{"lost before Helm, faked adoption", false, OutcomeFailed, 0},
+		{"lost after Helm started", true, OutcomeDeployed, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.store.SealKey, e.svc.SealKey = key, key
+			a := e.reserve("web", "req-1")
+			if first, err := e.consumed.Consume(ctx(t), consumed.Record{RequestID: "req-1", Namespace: "ns", Name: "web",
+				Action: "install", Revision: 1, SecretUID: e.secretUID("web")}); err != nil || !first {
+				t.Fatal(first, err)
+			}
+			if tc.started {
+				if err := e.consumed.MarkStarted(ctx(t), "req-1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			secrets := e.c.CoreV1().Secrets("ns")
+			sec, err := secrets.Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := release.DecodeRelease(sec.Data["release"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel.Chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}
+			if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
+				t.Fatal(err)
+			}
+			delete(sec.Labels, release.LabelQueued)
+			if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
+			if err != nil || got != tc.want || e.helm.calls.Load() != tc.runs {
+				t.Fatalf("redelivery: %q, %v, Helm ran %d; want %q and %d", got, err, e.helm.calls.Load(), tc.want, tc.runs)
+			}
+		})
 	}
 }

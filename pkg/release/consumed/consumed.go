@@ -39,6 +39,7 @@ const (
 	annSecretUID = "async-helm.io/secret-uid"
 	annAt        = "async-helm.io/consumed-at"
 	annOutcome   = "async-helm.io/outcome"
+	annStarted   = "async-helm.io/started"
 )
 
 // OutcomeUninstalled (Record.Outcome): Helm's uninstall of the request returned without
@@ -72,6 +73,11 @@ type Record struct {
 	At                                 time.Time
 	// Outcome is what the executor recorded the action did (MarkDone); "" until then.
 	Outcome string
+	// Started: an executor passed every check and was about to run Helm (MarkStarted).
+	// Before that, a resumed delivery must find the reservation still counted as queued;
+	// after it, Helm's own writes may have dropped the label (the payload that tells
+	// adopted from not is the tenant's to write, this is not).
+	Started bool
 }
 
 // Store keeps the records as Leases in Namespace (DefaultNamespace when empty).
@@ -137,6 +143,15 @@ func (s *Store) retryCreate(ctx context.Context, r Record) (bool, error) {
 // before it ran it. A read and a conditional update, not a patch: the executor's role may
 // get and update Leases, not patch them.
 func (s *Store) MarkDone(ctx context.Context, requestID, outcome string) error {
+	return s.annotate(ctx, requestID, annOutcome, outcome, "record the outcome of")
+}
+
+// MarkStarted records that an executor is about to run Helm for the request (Started).
+func (s *Store) MarkStarted(ctx context.Context, requestID string) error {
+	return s.annotate(ctx, requestID, annStarted, "true", "record the start of")
+}
+
+func (s *Store) annotate(ctx context.Context, requestID, key, value, what string) error {
 	leases := s.Client.CoordinationV1().Leases(s.ns())
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		l, err := leases.Get(ctx, LeaseName(requestID), metav1.GetOptions{})
@@ -146,12 +161,12 @@ func (s *Store) MarkDone(ctx context.Context, requestID, outcome string) error {
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		l.Annotations[annOutcome] = outcome
+		l.Annotations[key] = value
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("record the outcome of request %s: %w", requestID, err)
+		return fmt.Errorf("%s request %s: %w", what, requestID, err)
 	}
 	return nil
 }
@@ -232,6 +247,7 @@ func fromLease(l *coordinationv1.Lease) (Record, bool) {
 	return Record{
 		RequestID: a[annRequestID], Namespace: a[annNamespace], Name: a[annName], Action: a[annAction],
 		Revision: rev, SecretUID: types.UID(a[annSecretUID]), At: at, Outcome: a[annOutcome],
+		Started: a[annStarted] == "true",
 	}, true
 }
 
