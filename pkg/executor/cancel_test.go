@@ -17,20 +17,27 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
+// cancelWhileLost leaves revision 1's Lease as a lost executor would, with a cancel asked
+// by by on it, expired.
+func (e *env) cancelWhileLost(name, by string) {
+	e.t.Helper()
+	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
+	if h, err := dead.Hold(ctx(e.t), "ns", release.LeaseName(name, 1)); h == nil || err != nil {
+		e.t.Fatal(h, err)
+	}
+	patch := `{"metadata":{"annotations":{"` + lease.AnnotationCancel + `":"` + by + `"}}}`
+	if _, err := e.c.CoordinationV1().Leases("ns").Patch(ctx(e.t), release.LeaseName(name, 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Add(2 * time.Minute)
+}
+
 // A cancel asked while the revision's executor was lost: the next executor fails it
 // without running Helm.
 func TestCancelledBeforeTheRun(t *testing.T) {
 	e := newEnv(t, 1)
 	a := e.reserve("web", "req-1")
-	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
-	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
-		t.Fatal(h, err)
-	}
-	patch := `{"metadata":{"annotations":{"` + lease.AnnotationCancel + `":"alice"}}}`
-	if _, err := e.c.CoordinationV1().Leases("ns").Patch(ctx(t), release.LeaseName("web", 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Add(2 * time.Minute)
+	e.cancelWhileLost("web", "alice")
 	o, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
 	if err != nil || o != OutcomeFailed {
 		t.Fatalf("Handle = %q, %v", o, err)

@@ -21,7 +21,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
-	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
 func TestUnqueuedUpgradeDoesNotRunOnRedelivery(t *testing.T) {
@@ -105,15 +104,7 @@ func TestCancelledRequestDoesNotResumeAfterItsFailureWasLost(t *testing.T) {
 	e := newEnv(t, 1)
 	e.store.SealKey, e.svc.SealKey = key, key
 	a := e.reserve("web", "req-1")
-	dead := &lease.Heartbeat{Client: e.c, Holder: "dead", Duration: time.Minute, Clock: e.clock}
-	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
-		t.Fatal(h, err)
-	}
-	patch := `{"metadata":{"annotations":{"` + lease.AnnotationCancel + `":"alice"}}}`
-	if _, err := e.c.CoordinationV1().Leases("ns").Patch(ctx(t), release.LeaseName("web", 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Add(2 * time.Minute)
+	e.cancelWhileLost("web", "alice")
 	e.c.Fail("update", "secrets", apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, release.SecretName("web", 1), errors.New("the tenant wrote it first")))
 	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err == nil {
 		t.Fatalf("setup: the first delivery did not fail (%s)", got)
@@ -124,23 +115,7 @@ func TestCancelledRequestDoesNotResumeAfterItsFailureWasLost(t *testing.T) {
 	if err := e.c.CoordinationV1().Leases("ns").Delete(ctx(t), release.LeaseName("web", 1), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	secrets := e.c.CoreV1().Secrets("ns")
-	sec, err := secrets.Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := release.DecodeRelease(sec.Data["release"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}
-	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
-		t.Fatal(err)
-	}
-	delete(sec.Labels, release.LabelQueued)
-	if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.fakeAdoption("web")
 	got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
 	if n := e.helm.calls.Load(); n != 0 || err != nil || got == OutcomeDeployed {
 		t.Fatalf("redelivery: %q, %v; Helm ran %d time(s) a cancelled request", got, err, n)
@@ -176,27 +151,34 @@ func TestResumeTrustsTheRecordedStartNotThePayload(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			secrets := e.c.CoreV1().Secrets("ns")
-			sec, err := secrets.Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rel, err := release.DecodeRelease(sec.Data["release"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			rel.Chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}
-			if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
-				t.Fatal(err)
-			}
-			delete(sec.Labels, release.LabelQueued)
-			if _, err := secrets.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			e.fakeAdoption("web")
 			got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
 			if err != nil || got != tc.want || e.helm.calls.Load() != tc.runs {
 				t.Fatalf("redelivery: %q, %v, Helm ran %d; want %q and %d", got, err, e.helm.calls.Load(), tc.want, tc.runs)
 			}
 		})
+	}
+}
+
+// fakeAdoption is a namespace editor making its own reservation look adopted by Helm (a
+// template in the payload) and leaving admission's count (the queued label dropped).
+func (e *env) fakeAdoption(name string) {
+	e.t.Helper()
+	secrets := e.c.CoreV1().Secrets("ns")
+	sec, err := secrets.Get(ctx(e.t), release.SecretName(name, 1), metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rel, err := release.DecodeRelease(sec.Data["release"])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rel.Chart.Templates = []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}
+	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
+		e.t.Fatal(err)
+	}
+	delete(sec.Labels, release.LabelQueued)
+	if _, err := secrets.Update(ctx(e.t), sec, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
 	}
 }
