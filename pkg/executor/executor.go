@@ -408,11 +408,10 @@ func (s *Service) admit(ctx context.Context, act *action) (Outcome, bool, error)
 // from then on Helm's own writes may drop the queued label, and a resume must not take
 // that for a tenant's relabel (resumeOrRefuse).
 func (s *Service) markStarted(ctx context.Context, act *action) error {
-	r, ok := s.Consumed.(startRecorder)
-	if !ok || act.started {
+	if s.Consumed == nil || act.started {
 		return nil
 	}
-	return r.MarkStarted(ctx, act.RequestID)
+	return s.Consumed.MarkStarted(ctx, act.RequestID)
 }
 
 // consume checks the event against the record it lands on, then binds its request id to
@@ -501,9 +500,6 @@ func (s *Service) resumeOrRefuse(ctx context.Context, act *action, meta metav1.O
 		return "", true, err
 	}
 	act.started = rec != nil && rec.Started
-	if _, ok := s.Consumed.(startRecorder); !ok {
-		act.started = release.Adopted(act.rec) // a store that records no start: the payload says
-	}
 	if !act.started && !release.CountsAsQueued(s.SealKey, meta) {
 		return s.failUnqueued(ctx, act, meta.GetLabels(), rec)
 	}
@@ -739,11 +735,6 @@ func (s *Service) record(reqCtx context.Context, act *action, res result) Outcom
 // action's outcome.
 type outcomeRecorder interface {
 	MarkDone(ctx context.Context, requestID, outcome string) error
-}
-
-// startRecorder records that Helm is about to run for a request (consumed.Store).
-type startRecorder interface {
-	MarkStarted(ctx context.Context, requestID string) error
 }
 
 // stepReader reads how far a request's retries went (consumed.Store).

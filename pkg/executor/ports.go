@@ -46,6 +46,8 @@ type Consumed interface {
 	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
 	// Lookup reads a request's record (nil when there is none): its Outcome says it ran.
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
+	// MarkStarted records that Helm is about to run for the request (Record.Started).
+	MarkStarted(ctx context.Context, requestID string) error
 }
 
 // Helm runs the Helm actions on a reserved revision (helmexec.Factory), and gives a client

@@ -102,9 +102,9 @@ func ChartDigest(ch *chart.Chart) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// Adopted reports whether Helm wrote rel: Helm stores the whole chart, templates
+// adopted reports whether Helm wrote rel: Helm stores the whole chart, templates
 // included; a reservation stores only the chart's metadata.
-func Adopted(rel *helmrelease.Release) bool {
+func adopted(rel *helmrelease.Release) bool {
 	return rel.Chart != nil && len(rel.Chart.Templates) > 0
 }
 

@@ -94,7 +94,7 @@ func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason
 		// No tombstone will report this one: a later hand-run helm uninstall is reported
 		// from the Secret's deletion (docs/design.md).
 		delete(rel.Labels, LabelAction)
-	case IsPending(st.String()) && !Adopted(rel):
+	case IsPending(st.String()) && !adopted(rel):
 		var base *helmrelease.Release
 		if st == helmrelease.StatusPendingUpgrade || st == helmrelease.StatusPendingRollback {
 			var err error
@@ -125,9 +125,15 @@ func (s *Store) unqueueFinal(ctx context.Context, sec *corev1.Secret) error {
 	if sec == nil || sec.Labels[LabelQueued] != "true" {
 		return nil
 	}
-	_, err := s.patchSecret(ctx, sec.Namespace, sec.Name, secretPatch{ResourceVersion: sec.ResourceVersion,
-		Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a final record")
+	_, err := s.dropQueued(ctx, sec.Namespace, sec.Name, sec.ResourceVersion, "drop the queued label of a final record")
 	return err
+}
+
+// dropQueued removes the queued label of a Secret still at resourceVersion, in its labels
+// only; false when it changed since or is gone.
+func (s *Store) dropQueued(ctx context.Context, namespace, secretName, resourceVersion, what string) (bool, error) {
+	return s.patchSecret(ctx, namespace, secretName, secretPatch{ResourceVersion: resourceVersion,
+		Labels: map[string]*string{LabelQueued: nil}}, what)
 }
 
 // UnqueueFinal drops the queued label of the revision if its payload is final (see
@@ -151,8 +157,7 @@ func (s *Store) UnqueueFinal(ctx context.Context, namespace, name string, revisi
 		if IsPending(rel.Info.Status.String()) || sec == nil || sec.Labels[LabelQueued] != "true" {
 			return nil
 		}
-		ok, err := s.patchSecret(ctx, sec.Namespace, sec.Name, secretPatch{ResourceVersion: sec.ResourceVersion,
-			Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a final record")
+		ok, err := s.dropQueued(ctx, sec.Namespace, sec.Name, sec.ResourceVersion, "drop the queued label of a final record")
 		if err != nil {
 			return err
 		}

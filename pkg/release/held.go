@@ -37,8 +37,7 @@ func heldSlot(key []byte, m metav1.Object) (HeldSlot, bool) {
 // waiting reservation that loses its label this way is failed unrun by the first executor
 // that gets its event, as any reservation relabelled out of the count is.
 func (s *Store) UnqueueHeld(ctx context.Context, h HeldSlot) (bool, error) {
-	return s.patchSecret(ctx, h.Namespace, h.SecretName, secretPatch{ResourceVersion: h.ResourceVersion,
-		Labels: map[string]*string{LabelQueued: nil}}, "drop the queued label of a held slot")
+	return s.dropQueued(ctx, h.Namespace, h.SecretName, h.ResourceVersion, "drop the queued label of a held slot")
 }
 
 // HeldSlots lists the held slots in the index, without an API call.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -151,20 +151,13 @@ func (s *Store) MarkStarted(ctx context.Context, requestID string) error {
 	return s.annotate(ctx, requestID, annStarted, "true", "record the start of")
 }
 
+// annotate sets one annotation of the request's record in one merge patch (no read
+// first); a record that does not exist is an error (nothing is created here).
 func (s *Store) annotate(ctx context.Context, requestID, key, value, what string) error {
-	leases := s.Client.CoordinationV1().Leases(s.ns())
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		l, err := leases.Get(ctx, LeaseName(requestID), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Annotations[key] = value
-		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-		return err
-	})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err == nil {
+		_, err = s.Client.CoordinationV1().Leases(s.ns()).Patch(ctx, LeaseName(requestID), types.MergePatchType, patch, metav1.PatchOptions{})
+	}
 	if err != nil {
 		return fmt.Errorf("%s request %s: %w", what, requestID, err)
 	}
