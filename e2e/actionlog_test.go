@@ -158,7 +158,7 @@ func normaliseLog(out, ns string) string {
 	var kept []string
 	seen := map[string]bool{}
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "ReplicaSet is not ready") {
+		if strings.Contains(l, "ReplicaSet is not ready") || strings.Contains(l, "does not match spec generation") {
 			continue // only when Helm looks before the controller did: timing
 		}
 		if strings.Contains(l, "is not ready") || strings.Contains(l, "(N times)") {
