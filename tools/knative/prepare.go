@@ -33,6 +33,24 @@ var configFiles = []string{
 	"config/channels/in-memory-channel/deployments/dispatcher-service.yaml",
 }
 
+// Eventing v0.50.0 is built against the product's client-go (tools/knative/go.mod pins the
+// product's k8s.io versions, so the Go build cache compiles that stack once for both). Its
+// ApiServerSource adapter implements client-go's cache.Store, which gained two methods after
+// the client-go eventing was released with; ApiServerSource is never used here, so they are
+// no-ops.
+const (
+	adapterPkg   = "pkg/adapter/apiserver"
+	adapterStore = `package apiserver
+
+// Written by tools/knative (knative prepare): cache.Store methods of client-go >= v0.36.
+
+func (*resourceDelegate) Bookmark(string)                      {}
+func (*resourceDelegate) LastStoreSyncResourceVersion() string { return "" }
+func (*controllerFilter) Bookmark(string)                      {}
+func (*controllerFilter) LastStoreSyncResourceVersion() string { return "" }
+`
+)
+
 // The dispatcher's listen ports are constants upstream; the overlay turns them into settings.
 const (
 	dispatcherPkg   = "pkg/reconciler/inmemorychannel/dispatcher"
@@ -124,6 +142,9 @@ func prepare(ctx context.Context, dir string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(src, dispatcherPkg, "zz_ports.go"), []byte(dispatcherPorts), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, adapterPkg, "zz_store.go"), []byte(adapterStore), 0o644); err != nil {
 		return err
 	}
 	mod, err := os.Getwd()
