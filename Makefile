@@ -18,7 +18,9 @@ LOCAL_KUBECONFIG := $(CURDIR)/$(CLUSTER_DIR)/kubeconfig
 # Helm packages the local cluster compiled (CONTRIBUTING.md, "CI").
 export CGO_ENABLED := 0
 # `go env` so the GOFLAGS of the environment or of go's own env file (go env -w) are kept.
-export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell $(GO) env GOFLAGS))
+# -ldflags=-w: no DWARF in what the tests link (test binaries, the functions, oc-helm), about
+# a quarter of each link; a command's own -ldflags (the cluster, Knative, the helm CLIs) wins.
+export GOFLAGS := -trimpath -ldflags=-w $(filter-out -trimpath,$(shell $(GO) env GOFLAGS))
 # What every go command run from here sees (config/knative's deploy test checks it).
 .PHONY: go-env
 go-env:
