@@ -29,12 +29,6 @@ go-env:
 # Tests use KUBECONFIG when it is set, else the local cluster.
 TEST_KUBECONFIG := $(or $(KUBECONFIG),$(LOCAL_KUBECONFIG))
 TEST_TIMEOUT ?= 40m
-# Test binaries run at a time. go test's default is GOMAXPROCS (2 here), and three packages
-# take 7-16 minutes each (e2e, functions/executor, config/knative's deploy test) while most
-# of their time is waiting on pods, Helm's waits and Knative: with two at a time the third
-# started 8 minutes late in a cold run and ended it alone (42 min). Their -parallel is left
-# at the default.
-TEST_P ?= 4
 # Knative's state (ports, pids, logs) and binaries; internal/eventing reads KNATIVE_DIR.
 export KNATIVE_DIR := $(CURDIR)/.cache/knative
 KNATIVE_BIN := $(KNATIVE_DIR)/bin
@@ -112,7 +106,7 @@ vet:
 
 # Every test, integration tests included, against a real API server.
 test: fmt-check vet $(if $(KUBECONFIG),knative-up,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Unit tests: no cluster, no KUBECONFIG. The packages whose tests use the real API server
 # (they import internal/testcluster, directly or through internal/teststack) are left to
