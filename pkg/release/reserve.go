@@ -48,6 +48,16 @@ func (s *Store) NextRevision(ctx context.Context, namespace, name string, action
 	return rev, err
 }
 
+// LiveNextRevision is NextRevision read from the API server, never from the cache: the
+// answer when the revision the cache gave turned out to be taken (Reserve's ErrConflict).
+func (s *Store) LiveNextRevision(ctx context.Context, namespace, name string, action Action) (int, error) {
+	return s.nextRevision(ctx, namespace, name, action, false)
+}
+
+// Cached says History and NextRevision answer from the informer cache, which may lag
+// behind the API server.
+func (s *Store) Cached() bool { return s.Revisions != nil }
+
 func (s *Store) nextRevision(ctx context.Context, namespace, name string, action Action, cached bool) (int, error) {
 	revs, err := s.history(ctx, namespace, name, cached)
 	if err != nil {

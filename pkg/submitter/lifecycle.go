@@ -112,7 +112,14 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	if err := s.admit(req.Namespace); err != nil {
 		return nil, err
 	}
-	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, release.ActionRollback, req.Supersede)
+	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
+		return s.reserveRollback(ctx, req, caller, user, from)
+	})
+}
+
+// reserveRollback is Rollback once admitted: Submit's reserveAndSend for a rollback.
+func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, caller events.Caller, user *auth.User, from readFrom) (*Accepted, error) {
+	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, release.ActionRollback, req.Supersede, from)
 	if err != nil {
 		return nil, err
 	}

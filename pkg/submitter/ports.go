@@ -19,6 +19,10 @@ import (
 // Store reserves revisions and takes them back (release.Store).
 type Store interface {
 	NextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
+	// LiveNextRevision is NextRevision read from the API server.
+	LiveNextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
+	// Cached says NextRevision and History answer from a cache that may lag.
+	Cached() bool
 	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
 	Undo(ctx context.Context, sec *corev1.Secret) error
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)

@@ -212,9 +212,17 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err := s.admit(req.Namespace); err != nil {
 		return nil, err
 	}
+	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
+		return s.reserveAndSend(ctx, action, req, user, caller, from)
+	})
+}
+
+// reserveAndSend is Submit once admitted: the revision, the chart, the signed event, the
+// reservation and the hand-over to the executor.
+func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req api.ReleaseRequest, user *auth.User, caller events.Caller, from readFrom) (*Accepted, error) {
 	// Cheap history check first, so a doomed request never downloads a chart. With
 	// supersede, old is the pending revision this request will take the place of.
-	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, action, req.Supersede)
+	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, action, req.Supersede, from)
 	if err != nil {
 		return nil, err
 	}

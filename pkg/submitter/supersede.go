@@ -39,11 +39,37 @@ func (o SupersedeOptions) poll() time.Duration {
 // an uninstall, or a running rollback (cancel's rule).
 var ErrNotSupersedable = errors.New("cannot be superseded")
 
+// readFrom says where a request's revision is computed from.
+type readFrom int
+
+const (
+	fromCache readFrom = iota // Store.NextRevision: the informer's cache when there is one
+	fromAPI                   // Store.LiveNextRevision: after the cache's revision was taken
+)
+
+// withLiveRetry runs attempt with the revision the cache gives and, when that revision
+// was taken (ErrConflict) and came from a cache, once more from a live read. The cache
+// lags the API server: a client's second request, sent after the first one's 201, may find
+// it without the first's revision, and must be answered as if it had been current (the
+// first pending: 409, or superseded), not refused as a race it did not run. Without a
+// cache a conflict is a real race, answered 409.
+func (s *Service) withLiveRetry(attempt func(readFrom) (*Accepted, error)) (*Accepted, error) {
+	acc, err := attempt(fromCache)
+	if errors.Is(err, release.ErrConflict) && s.Store.Cached() {
+		return attempt(fromAPI)
+	}
+	return acc, err
+}
+
 // nextRevision is Store.NextRevision, except that with supersede a pending revision does
 // not refuse the request: it is returned as the one to supersede, and the request's
 // revision is the one after it. Nothing is written here.
-func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool) (int, *release.Revision, error) {
-	rev, err := s.Store.NextRevision(ctx, namespace, name, action)
+func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool, from readFrom) (int, *release.Revision, error) {
+	next := s.Store.NextRevision
+	if from == fromAPI {
+		next = s.Store.LiveNextRevision
+	}
+	rev, err := next(ctx, namespace, name, action)
 	var pending *release.PendingError
 	if !supersede || action == release.ActionInstall || !errors.As(err, &pending) {
 		return rev, nil, err
