@@ -28,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -135,96 +134,147 @@ func (l *Local) Wire(ctx context.Context, cfg *rest.Config, o Options) (*Wiring,
 	if err != nil {
 		return nil, err
 	}
-	objs, err := readManifests(o.ConfigDir)
+	m, err := loadManifests(o.ConfigDir, o.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	w := &Wiring{dyn: dyn, ns: o.Namespace}
-	var brokers, triggers, services []*unstructured.Unstructured
-	for _, u := range objs {
-		moveNamespace(u.Object, o.Namespace)
-		switch u.GetKind() {
-		case "Broker":
-			brokers = append(brokers, u)
-		case "Trigger":
-			triggers = append(triggers, u)
-		case "Service":
-			if u.GetAPIVersion() == "serving.knative.dev/v1" {
-				services = append(services, u)
-			}
-		}
-	}
-	if len(brokers) != 1 {
-		return nil, fmt.Errorf("%s: want one Broker, found %d", o.ConfigDir, len(brokers))
-	}
 	// The Services first: a Trigger whose subscriber does not resolve yet is retried by its
 	// controller only after a backoff.
-	for _, s := range services {
-		addr, ok := o.Addresses[s.GetName()]
-		if !ok {
-			return nil, fmt.Errorf("no local address for the Knative Service %s", s.GetName())
-		}
-		if err := w.apply(ctx, ServiceGVR, s); err != nil {
-			return nil, err
-		}
-		if err := w.SetAddress(ctx, s.GetName(), addr); err != nil {
-			return nil, err
-		}
-	}
-	b := brokers[0]
-	knativeapply.WebhookDefaults(b)
-	if err := w.asyncChannel(ctx, b); err != nil {
+	if err := w.applyServices(ctx, m.services, o.Addresses); err != nil {
 		return nil, err
 	}
-	if err := w.apply(ctx, BrokerGVR, b); err != nil {
+	b := m.broker
+	if err := w.applyBroker(ctx, b); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(o.Timeout)
+	triggers := m.triggers
 	if o.EventLog != "" {
 		triggers = append(triggers, eventLogTrigger(o.Namespace, b.GetName(), o.EventLog))
 	}
 	// The Triggers once the Broker is Ready. The Trigger controller requeues a Trigger on
 	// its Broker's update only by the broker label (WebhookDefaults writes it); applying
 	// them afterwards also spares each a first reconcile against an unready Broker.
-	got, err := w.waitReady(ctx, BrokerGVR, b.GetName(), deadline)
+	got, err := w.waitReady(ctx, BrokerGVR, deadline, b.GetName())
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range triggers {
-		if d, ok := o.Delivery[t.GetName()]; ok {
-			cur, _, _ := unstructured.NestedMap(t.Object, "spec", "delivery")
-			if cur == nil {
-				cur = map[string]any{}
-			}
-			for k, v := range d {
-				cur[k] = v
-			}
-			if err := unstructured.SetNestedMap(t.Object, cur, "spec", "delivery"); err != nil {
-				return nil, err
-			}
-		}
-		knativeapply.WebhookDefaults(t)
-		if err := w.apply(ctx, TriggerGVR, t); err != nil {
-			return nil, err
-		}
-		w.Triggers = append(w.Triggers, t.GetName())
+	if err := w.applyTriggers(ctx, triggers, o.Delivery); err != nil {
+		return nil, err
 	}
-	for _, t := range w.Triggers {
-		if _, err := w.waitReady(ctx, TriggerGVR, t, deadline); err != nil {
-			return nil, err
-		}
+	if _, err := w.waitReady(ctx, TriggerGVR, deadline, w.Triggers...); err != nil {
+		return nil, err
 	}
-	w.BrokerAddress, _, _ = unstructured.NestedString(got.Object, "status", "address", "url")
-	u, err := url.Parse(w.BrokerAddress)
-	if err != nil || u.Path == "" {
-		return nil, fmt.Errorf("Broker %s/%s: address %q", o.Namespace, b.GetName(), w.BrokerAddress)
+	if err := w.setBrokerURL(got[b.GetName()], l.Ports["ingress"]); err != nil {
+		return nil, err
 	}
-	w.BrokerURL = fmt.Sprintf("http://127.0.0.1:%d%s", l.Ports["ingress"], u.Path)
-	w.broker = b.GetName()
 	if err := w.probe(ctx, w.broker, deadline); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// manifests are config/knative's objects Wire applies, moved to the namespace.
+type manifests struct {
+	broker             *unstructured.Unstructured
+	triggers, services []*unstructured.Unstructured
+}
+
+// loadManifests reads dir's Broker (exactly one), Triggers and Knative Services, moved to ns.
+func loadManifests(dir, ns string) (*manifests, error) {
+	objs, err := readManifests(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &manifests{}
+	var brokers []*unstructured.Unstructured
+	for _, u := range objs {
+		moveNamespace(u.Object, ns)
+		switch u.GetKind() {
+		case "Broker":
+			brokers = append(brokers, u)
+		case "Trigger":
+			m.triggers = append(m.triggers, u)
+		case "Service":
+			if u.GetAPIVersion() == "serving.knative.dev/v1" {
+				m.services = append(m.services, u)
+			}
+		}
+	}
+	if len(brokers) != 1 {
+		return nil, fmt.Errorf("%s: want one Broker, found %d", dir, len(brokers))
+	}
+	m.broker = brokers[0]
+	return m, nil
+}
+
+// applyServices applies the Knative Services and gives each its local address.
+func (w *Wiring) applyServices(ctx context.Context, services []*unstructured.Unstructured, addrs map[string]string) error {
+	for _, s := range services {
+		addr, ok := addrs[s.GetName()]
+		if !ok {
+			return fmt.Errorf("no local address for the Knative Service %s", s.GetName())
+		}
+		if err := w.apply(ctx, ServiceGVR, s); err != nil {
+			return err
+		}
+		if err := w.SetAddress(ctx, s.GetName(), addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyBroker applies the Broker with its webhook defaults, after its channel (asyncChannel).
+func (w *Wiring) applyBroker(ctx context.Context, b *unstructured.Unstructured) error {
+	knativeapply.WebhookDefaults(b)
+	if err := w.asyncChannel(ctx, b); err != nil {
+		return err
+	}
+	return w.apply(ctx, BrokerGVR, b)
+}
+
+// applyTriggers applies the Triggers, each with its delivery overrides and webhook defaults,
+// and records their names.
+func (w *Wiring) applyTriggers(ctx context.Context, triggers []*unstructured.Unstructured, delivery map[string]map[string]any) error {
+	for _, t := range triggers {
+		if d, ok := delivery[t.GetName()]; ok {
+			if err := overrideDelivery(t, d); err != nil {
+				return err
+			}
+		}
+		knativeapply.WebhookDefaults(t)
+		if err := w.apply(ctx, TriggerGVR, t); err != nil {
+			return err
+		}
+		w.Triggers = append(w.Triggers, t.GetName())
+	}
+	return nil
+}
+
+// overrideDelivery replaces the fields d names in t's spec.delivery.
+func overrideDelivery(t *unstructured.Unstructured, d map[string]any) error {
+	cur, _, _ := unstructured.NestedMap(t.Object, "spec", "delivery")
+	if cur == nil {
+		cur = map[string]any{}
+	}
+	for k, v := range d {
+		cur[k] = v
+	}
+	return unstructured.SetNestedMap(t.Object, cur, "spec", "delivery")
+}
+
+// setBrokerURL records the Broker's published address and its path on the local ingress.
+func (w *Wiring) setBrokerURL(b *unstructured.Unstructured, ingressPort int) error {
+	w.BrokerAddress, _, _ = unstructured.NestedString(b.Object, "status", "address", "url")
+	u, err := url.Parse(w.BrokerAddress)
+	if err != nil || u.Path == "" {
+		return fmt.Errorf("Broker %s/%s: address %q", w.ns, b.GetName(), w.BrokerAddress)
+	}
+	w.BrokerURL = fmt.Sprintf("http://127.0.0.1:%d%s", ingressPort, u.Path)
+	w.broker = b.GetName()
+	return nil
 }
 
 // asyncChannel creates the Broker's InMemoryChannel before the Broker does, as the Broker
@@ -302,32 +352,6 @@ func (w *Wiring) apply(ctx context.Context, gvr schema.GroupVersionResource, u *
 	return nil
 }
 
-// waitReady polls until the object's Ready condition is True; on timeout the error carries
-// the last conditions (what Knative says is missing).
-func (w *Wiring) waitReady(ctx context.Context, gvr schema.GroupVersionResource, name string, deadline time.Time) (*unstructured.Unstructured, error) {
-	for {
-		u, err := w.dyn.Resource(gvr).Namespace(w.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-		var conds []any
-		if err == nil {
-			conds, _, _ = unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
-					return u, nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s %s/%s not Ready: %s", gvr.Resource, w.ns, name, notReady(conds))
-		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
-			return nil, err
-		}
-	}
-}
-
 func notReady(conds []any) string {
 	var out []string
 	for _, c := range conds {
@@ -340,15 +364,6 @@ func notReady(conds []any) string {
 		return "no status yet"
 	}
 	return strings.Join(out, "; ")
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // moveNamespace rewrites every "namespace: async-helm" of a manifest (metadata and the refs

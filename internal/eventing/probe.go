@@ -54,7 +54,7 @@ func (w *Wiring) probe(ctx context.Context, broker string, deadline time.Time) e
 	// to it fail, and those go to the Broker's dead-letter sink (seen: accepted events that
 	// the executor had acknowledged reached the notifier's /dead-letter). It matches only
 	// probe events.
-	if _, err := w.waitReady(ctx, TriggerGVR, probeTrigger, deadline); err != nil {
+	if _, err := w.waitReady(ctx, TriggerGVR, deadline, probeTrigger); err != nil {
 		return err
 	}
 	client := &http.Client{Timeout: 5 * time.Second}

@@ -1,9 +1,12 @@
 // Command controller is Knative Eventing's core controller (knative.dev/eventing/cmd/controller
 // v0.50.0) with the same reconcilers, minus the health-probe server that upstream binds to a
-// hard-coded :8080: on one machine every controller would race for that port.
+// hard-coded :8080 (on one machine every controller would race for that port) and without
+// Kubernetes Events (internal.Context).
 package main
 
 import (
+	"github.com/async-helm/async-helm/tools/knative/cmd/internal"
+
 	"knative.dev/eventing/pkg/apis/sinks"
 	"knative.dev/eventing/pkg/auth"
 	"knative.dev/eventing/pkg/certificates"
@@ -42,7 +45,7 @@ func main() {
 		requestreply.SecretLabelSelector,
 	)
 	ctx = eventingfilteredfactory.WithSelectors(ctx, eventtransform.JsonataResourcesSelector)
-	ctx = sharedmain.WithHealthProbesDisabled(ctx)
+	ctx = internal.Context(ctx, "controller")
 	sharedmain.MainWithContext(ctx, "controller",
 		channel.NewController,
 		subscription.NewController,

@@ -1,9 +1,11 @@
 // Command mtchannel_broker is Knative Eventing's Broker and Trigger controller
 // (knative.dev/eventing/cmd/mtchannel_broker v0.50.0) without the health-probe server on a
-// hard-coded :8080.
+// hard-coded :8080 and without Kubernetes Events (internal.Context).
 package main
 
 import (
+	"github.com/async-helm/async-helm/tools/knative/cmd/internal"
+
 	"knative.dev/eventing/pkg/auth"
 	"knative.dev/eventing/pkg/reconciler/broker"
 	mttrigger "knative.dev/eventing/pkg/reconciler/broker/trigger"
@@ -15,6 +17,6 @@ import (
 func main() {
 	ctx := signals.NewContext()
 	ctx = filteredFactory.WithSelectors(ctx, auth.OIDCLabelSelector)
-	ctx = sharedmain.WithHealthProbesDisabled(ctx)
+	ctx = internal.Context(ctx, "mt-broker-controller")
 	sharedmain.MainWithContext(ctx, "mt-broker-controller", broker.NewController, mttrigger.NewController)
 }
