@@ -26,7 +26,7 @@ func TestChaosShort(t *testing.T) {
 		LogDir:     t.TempDir(),
 		Installs:   10, Kills: 3, Upgrades: 15, Releases: 3,
 		Outage: 3 * time.Second, Timeout: 5 * time.Minute,
-		Burst: 120, BurstClients: 16, BurstKills: 1, OverBound: 120, Bound: 15,
+		Burst: 80, BurstClients: 16, BurstKills: 1, OverBound: 120, Bound: 15,
 		Scale: 100, ScaleCounts: localstack.Counts{Submit: 2, Executor: 3, Notifier: 2},
 		Logf: t.Logf,
 	})

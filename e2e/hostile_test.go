@@ -48,7 +48,11 @@ func TestHostileTenant(t *testing.T) {
 	}
 	grantRepoCreator(t, repoNS)
 	s := newStackEnv(t, stackEnv{
-		Submit:   map[string]string{"MAX_QUEUED": "2000", "MAX_QUEUED_PER_NAMESPACE": "1000"},
+		Submit: map[string]string{"MAX_QUEUED": "2000", "MAX_QUEUED_PER_NAMESPACE": "1000"},
+		// Bounds below the defaults (1m, 4): the attack is the same, but each endless render
+		// spins a core until it is orphaned and then until the executor restarts, and at the
+		// defaults the endless installs alone spun the 2 cores of CI for over 3 minutes.
+		Executor: map[string]string{"RENDER_TIMEOUT": "5s", "MAX_ORPHANED_RENDERS": "2"},
 		Notifier: map[string]string{"SWEEP_INTERVAL": "2s", "REDRIVE_AFTER": "5s"},
 	}, victim, devNS, devNS2, slow, repoNS)
 	dev := asDev(s)
@@ -76,6 +80,9 @@ func TestHostileTenant(t *testing.T) {
 		}
 	}
 	t.Logf("the executor was restarted %d times (orphaned renders)", restarts)
+	if restarts == 0 {
+		t.Error("the executor never exited for its orphaned renders (MAX_ORPHANED_RENDERS=2, 4 endless installs)")
+	}
 	checkPeakRSS(t, "submit", s.submit.Pid(), 512<<20)
 	t.Logf("executor peak RSS %d MiB (limit 2048 MiB)", peak>>20)
 	if peak > 2<<30 {
@@ -396,13 +403,15 @@ func endlessTemplate(t *testing.T, s *stack, dev *submitclient.Client, ns string
 	if code < 400 || !strings.Contains(out, "error") {
 		t.Errorf("template of an endless chart: %d %s, want a clear error", code, out)
 	}
-	// Installs of it: each fails once its render bound passes, and frees its executor slot.
-	for i := 0; i < 6; i++ {
+	// Installs of it: each fails once its render bound passes, and frees its executor slot;
+	// more than MAX_ORPHANED_RENDERS of them make the executor exit and be restarted.
+	const endless = 4
+	for i := 0; i < endless; i++ {
 		if _, err := dev.Install(context.Background(), api.ReleaseRequest{Name: fmt.Sprintf("endless-%d", i), Namespace: ns, ChartURL: u}); err != nil {
 			t.Fatalf("install endless-%d: %v", i, err)
 		}
 	}
-	for i := 0; i < 6; i++ {
+	for i := 0; i < endless; i++ {
 		waitFinal(t, s, ns, fmt.Sprintf("endless-%d", i), "failed", 4*time.Minute)
 	}
 }

@@ -33,6 +33,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// GitLab's story and the supersede and progress tests wait on slow pods for minutes.
+	if err := testcluster.WaitBoundParallel(3); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	cluster = testcluster.MustStart()
 	var err error
 	if err = ensureOwnNamespace(); err != nil {

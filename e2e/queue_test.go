@@ -13,7 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 )
 
-// A burst of 200 installs over two namespaces through an executor with two slots: the
+// A burst of 100 installs over two namespaces through an executor with two slots: the
 // release accepted last is `queued` with a position that goes down as the revisions
 // accepted before it start, in GET, in oc-helm's status, list and status --watch; then it
 // runs and is deployed. The notifier's /metrics show each namespace's queue and the age of
@@ -24,7 +24,7 @@ func TestBurstShowsQueuePositions(t *testing.T) {
 	s := newStackEnv(t, stackEnv{Executor: map[string]string{"MAX_PARALLEL": "2"}}, ns1, ns2)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	const burst = 200
+	const burst = 100
 	install := func(ns, name string) {
 		if _, err := s.client.Install(ctx, api.ReleaseRequest{Name: name, Namespace: ns, ChartURL: s.charts.ChartURL("tiny", "0.1.0")}); err != nil {
 			t.Errorf("install %s/%s: %v", ns, name, err)

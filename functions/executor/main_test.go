@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +29,11 @@ import (
 var cluster *testcluster.Env
 
 func TestMain(m *testing.M) {
+	// The interop matrix's cells wait on slow pods and Helm's --wait for most of their time.
+	if err := testcluster.WaitBoundParallel(4); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	cluster = testcluster.MustStart()
 	os.Exit(m.Run())
 }
