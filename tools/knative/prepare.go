@@ -78,6 +78,42 @@ func portFromEnv(name string, def int) int {
 `
 )
 
+// The InMemoryChannel controller compares its channel Service's spec with the one it would
+// create by DeepEqual, and the API server's defaults (targetPort, sessionAffinity) always
+// differ: every reconcile of a channel sent an Update that changed nothing. The overlay
+// compares against the expected spec with those defaults filled in.
+const (
+	imcControllerPkg  = "pkg/reconciler/inmemorychannel/controller"
+	imcServiceEqual   = "} else if !equality.Semantic.DeepEqual(svc.Spec, expected.Spec) {"
+	imcServiceDefault = "} else if !equality.Semantic.DeepEqual(svc.Spec, withServiceDefaults(expected.Spec)) {"
+	imcServiceSpec    = `package controller
+
+// Written by tools/knative (knative prepare): the channel Service's spec as the API server
+// stores it, so that an unchanged Service is not updated on every reconcile.
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func withServiceDefaults(spec corev1.ServiceSpec) corev1.ServiceSpec {
+	spec = *spec.DeepCopy()
+	if spec.SessionAffinity == "" {
+		spec.SessionAffinity = corev1.ServiceAffinityNone
+	}
+	for i, p := range spec.Ports {
+		if p.Protocol == "" {
+			spec.Ports[i].Protocol = corev1.ProtocolTCP
+		}
+		if p.TargetPort == (intstr.IntOrString{}) {
+			spec.Ports[i].TargetPort = intstr.FromInt32(p.Port)
+		}
+	}
+	return spec
+}
+`
+)
+
 // prepare runs in tools/knative: it finds the eventing and serving module directories in the
 // module cache, copies the YAML up applies into dir/config and writes dir/overlay.json for
 // the build (dir/go.work).
@@ -147,12 +183,30 @@ func prepare(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(src, adapterPkg, "zz_store.go"), []byte(adapterStore), 0o644); err != nil {
 		return err
 	}
+	if err := replaceOnce(filepath.Join(src, imcControllerPkg, "inmemorychannel.go"), imcServiceEqual, imcServiceDefault); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, imcControllerPkg, "zz_servicespec.go"), []byte(imcServiceSpec), 0o644); err != nil {
+		return err
+	}
 	mod, err := os.Getwd()
 	if err != nil {
 		return err
 	}
 	work := fmt.Sprintf("go 1.26.0\n\nuse %s\n\nreplace knative.dev/eventing v0.50.0 => ./src/eventing\n", mod)
 	return os.WriteFile(filepath.Join(dir, "go.work"), []byte(work), 0o644)
+}
+
+// replaceOnce replaces the one occurrence of old in the file.
+func replaceOnce(file, old, new string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if bytes.Count(b, []byte(old)) != 1 {
+		return fmt.Errorf("%s: %q is not there once; update tools/knative/prepare.go", file, old)
+	}
+	return os.WriteFile(file, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644)
 }
 
 // copyTree copies a module directory (read-only in the module cache) to a writable dst.
