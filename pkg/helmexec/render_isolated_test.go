@@ -84,14 +84,16 @@ func TestEndlessTemplateIsKilledAtItsDeadline(t *testing.T) {
 
 // A template that builds a huge string ends its child, never the parent.
 func TestRenderChildIsBoundedInMemoryAndOutput(t *testing.T) {
-	r := &Renderer{Limits: RenderLimits{MaxMemoryBytes: 128 << 20}}
+	// A minute, not the default 10 s: on a loaded machine (CI runs test binaries side by
+	// side on 2 cores) the child took over 10 s to reach 128 MiB, and the time bound won.
+	r := &Renderer{Limits: RenderLimits{MaxMemoryBytes: 128 << 20, Timeout: time.Minute}}
 	start := time.Now()
 	_, err := r.Render(context.Background(), ChartRender{Name: "big", Archive: packed(t, `x: {{ repeat 400000000 "x" }}`)})
 	if !errors.Is(err, ErrRenderFailed) || !strings.Contains(err.Error(), "more than 128 MiB of memory") {
 		t.Errorf("a 400 MB string: %v, want the memory bound", err)
 	}
 	t.Logf("%v after %s", err, time.Since(start).Round(time.Millisecond))
-	r = &Renderer{Limits: RenderLimits{MaxOutputBytes: 1 << 20}}
+	r = &Renderer{Limits: RenderLimits{MaxOutputBytes: 1 << 20, Timeout: time.Minute}}
 	start = time.Now()
 	_, err = r.Render(context.Background(), ChartRender{Name: "wide", Archive: packed(t, `x: {{ repeat 3000000 "x" }}`)})
 	if !errors.Is(err, ErrRenderFailed) || !strings.Contains(err.Error(), "over 1 MiB") {
