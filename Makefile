@@ -104,9 +104,12 @@ vet:
 	cd tools/localcluster && $(GO) vet ./...
 	cd tools/knative && $(GO) vet .
 
-# Every test, integration tests included, against a real API server.
+# Every test, integration tests included, against a real API server. The two longest
+# packages come first: go test starts test binaries in the order given, and a running
+# test binary holds one of its -p (GOMAXPROCS) slots, compiles included, until it ends.
+LONG_TEST_PKGS := ./e2e ./functions/executor
 test: fmt-check vet $(if $(KUBECONFIG),knative-up,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(LONG_TEST_PKGS) ./...
 
 # Unit tests: no cluster, no KUBECONFIG. The packages whose tests use the real API server
 # (they import internal/testcluster, directly or through internal/teststack) are left to
