@@ -73,6 +73,9 @@ func TestHostileTenant(t *testing.T) {
 	t.Run("repository credential exfiltration", func(t *testing.T) { repositoryExfil(t, s, dev, repoNS) })
 
 	burst.wait(t, 6*time.Minute)
+	// The executor exits once its orphaned renders pass the bound and no action runs any
+	// more: after the burst has drained, not necessarily before it ends.
+	watch.waitRestarted(t, 2*time.Minute)
 	restarts, peak := watch.stop()
 	for name, p := range map[string]interface{ Exited() bool }{"submit": s.submit, "notifier": s.notifier} {
 		if p.Exited() {
@@ -94,7 +97,7 @@ func TestHostileTenant(t *testing.T) {
 type supervisor struct {
 	stopped  chan struct{}
 	done     chan struct{}
-	restarts int
+	restarts atomic.Int32
 	peak     int64
 }
 
@@ -113,7 +116,7 @@ func superviseExecutor(t *testing.T, s *stack) *supervisor {
 					t.Errorf("restart the executor: %v", err)
 					return
 				}
-				sv.restarts++
+				sv.restarts.Add(1)
 			}
 			if kib := peakRSS(s.executor.Pid()); kib<<10 > sv.peak {
 				sv.peak = kib << 10
@@ -126,7 +129,15 @@ func superviseExecutor(t *testing.T, s *stack) *supervisor {
 func (sv *supervisor) stop() (int, int64) {
 	close(sv.stopped)
 	<-sv.done
-	return sv.restarts, sv.peak
+	return int(sv.restarts.Load()), sv.peak
+}
+
+// waitRestarted waits until the executor was restarted at least once, at most within.
+func (sv *supervisor) waitRestarted(t *testing.T, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); sv.restarts.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // peakRSS is a process's high-water mark of resident memory in KiB (0 when unknown).
