@@ -40,23 +40,32 @@ type Reservation struct {
 
 // NextRevision checks that the action may start now and returns the revision it would reserve.
 func (s *Store) NextRevision(ctx context.Context, namespace, name string, action Action) (int, error) {
-	rev, err := s.nextRevision(ctx, namespace, name, action, s.Revisions != nil)
-	if err != nil && s.Revisions != nil {
-		// A refusal must not come from a cache that lags: confirm it with the API server.
-		return s.nextRevision(ctx, namespace, name, action, false)
-	}
+	rev, _, err := s.CachedNextRevision(ctx, namespace, name, action)
 	return rev, err
 }
 
+// CachedNextRevision is NextRevision, and says whether the revision is the informer cache's
+// guess (guessed: the cache may lag, so Reserve may find it taken by a revision written
+// before this read) or the API server's answer (a revision Reserve then finds taken was
+// written after this read: a race). A refusal is always the API server's.
+func (s *Store) CachedNextRevision(ctx context.Context, namespace, name string, action Action) (rev int, guessed bool, err error) {
+	if s.Revisions == nil {
+		rev, err = s.nextRevision(ctx, namespace, name, action, false)
+		return rev, false, err
+	}
+	if rev, err = s.nextRevision(ctx, namespace, name, action, true); err == nil {
+		return rev, true, nil
+	}
+	// A refusal must not come from a cache that lags: confirm it with the API server.
+	rev, err = s.nextRevision(ctx, namespace, name, action, false)
+	return rev, false, err
+}
+
 // LiveNextRevision is NextRevision read from the API server, never from the cache: the
-// answer when the revision the cache gave turned out to be taken (Reserve's ErrConflict).
+// answer when the revision the cache guessed turned out to be taken (Reserve's ErrConflict).
 func (s *Store) LiveNextRevision(ctx context.Context, namespace, name string, action Action) (int, error) {
 	return s.nextRevision(ctx, namespace, name, action, false)
 }
-
-// Cached says History and NextRevision answer from the informer cache, which may lag
-// behind the API server.
-func (s *Store) Cached() bool { return s.Revisions != nil }
 
 func (s *Store) nextRevision(ctx context.Context, namespace, name string, action Action, cached bool) (int, error) {
 	revs, err := s.history(ctx, namespace, name, cached)

@@ -119,7 +119,7 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 
 // reserveRollback is Rollback once admitted: Submit's reserveAndSend for a rollback.
 func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, caller events.Caller, user *auth.User, from readFrom) (*Accepted, error) {
-	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, release.ActionRollback, req.Supersede, from)
+	rev, old, guessed, err := s.nextRevision(ctx, req.Namespace, req.Name, release.ActionRollback, req.Supersede, from)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 		Chart: target.Chart.Metadata, Values: target.Config, RequestID: id, Event: stored, Base: base,
 	})
 	if err != nil {
-		return nil, err
+		return nil, reserveErr(err, guessed)
 	}
 	if err := s.handOver(ctx, act, ev, sec.UID, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
 		return nil, err

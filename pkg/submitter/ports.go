@@ -21,8 +21,9 @@ type Store interface {
 	NextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
 	// LiveNextRevision is NextRevision read from the API server.
 	LiveNextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
-	// Cached says NextRevision and History answer from a cache that may lag.
-	Cached() bool
+	// CachedNextRevision is NextRevision, and says whether the revision is a guess of a
+	// cache that may lag (not confirmed by the API server).
+	CachedNextRevision(ctx context.Context, namespace, name string, action release.Action) (rev int, guessed bool, err error)
 	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
 	Undo(ctx context.Context, sec *corev1.Secret) error
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)

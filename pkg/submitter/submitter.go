@@ -222,7 +222,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req api.ReleaseRequest, user *auth.User, caller events.Caller, from readFrom) (*Accepted, error) {
 	// Cheap history check first, so a doomed request never downloads a chart. With
 	// supersede, old is the pending revision this request will take the place of.
-	rev, old, err := s.nextRevision(ctx, req.Namespace, req.Name, action, req.Supersede, from)
+	rev, old, guessed, err := s.nextRevision(ctx, req.Namespace, req.Name, action, req.Supersede, from)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 		Chart: ch.Metadata, Values: req.Values, RequestID: id, Event: stored, Base: base,
 	})
 	if err != nil {
-		return nil, err
+		return nil, reserveErr(err, guessed)
 	}
 	if err := s.handOver(ctx, act, ev, sec.UID, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
 		return nil, err

@@ -47,38 +47,56 @@ const (
 	fromAPI                   // Store.LiveNextRevision: after the cache's revision was taken
 )
 
-// withLiveRetry runs attempt with the revision the cache gives and, when that revision
-// was taken (ErrConflict) and came from a cache, once more from a live read. The cache
+// withLiveRetry runs attempt with the revision the cache gives and, when the create found
+// a revision the cache guessed taken (guessTaken), once more from a live read. The cache
 // lags the API server: a client's second request, sent after the first one's 201, may find
 // it without the first's revision, and must be answered as if it had been current (the
-// first pending: 409, or superseded), not refused as a race it did not run. Without a
-// cache a conflict is a real race, answered 409.
+// first pending: 409, or superseded), not refused as a race it did not run. A revision the
+// API server gave (no cache, a refusal the cache gave confirmed live, the one after a
+// pending revision being superseded) that the create found taken was taken after that
+// read: a real race, answered 409, and never retried (a supersede retried so would cancel
+// the revision of the request that won, after this one had cancelled the one before).
 func (s *Service) withLiveRetry(attempt func(readFrom) (*Accepted, error)) (*Accepted, error) {
 	acc, err := attempt(fromCache)
-	if errors.Is(err, release.ErrConflict) && s.Store.Cached() {
+	var guess guessTaken
+	if errors.As(err, &guess) {
 		return attempt(fromAPI)
 	}
 	return acc, err
 }
 
+// guessTaken is Reserve's ErrConflict on a revision the cache guessed, with nothing written
+// before it: the one conflict withLiveRetry computes again.
+type guessTaken struct{ error }
+
+func (g guessTaken) Unwrap() error { return g.error }
+
+// reserveErr is Reserve's error, marked guessTaken when it is a conflict on a guessed revision.
+func reserveErr(err error, guessed bool) error {
+	if guessed && errors.Is(err, release.ErrConflict) {
+		return guessTaken{err}
+	}
+	return err
+}
+
 // nextRevision is Store.NextRevision, except that with supersede a pending revision does
 // not refuse the request: it is returned as the one to supersede, and the request's
-// revision is the one after it. Nothing is written here.
-func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool, from readFrom) (int, *release.Revision, error) {
-	next := s.Store.NextRevision
+// revision is the one after it, read live (never guessed). Nothing is written here.
+func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool, from readFrom) (rev int, old *release.Revision, guessed bool, err error) {
 	if from == fromAPI {
-		next = s.Store.LiveNextRevision
+		rev, err = s.Store.LiveNextRevision(ctx, namespace, name, action)
+	} else {
+		rev, guessed, err = s.Store.CachedNextRevision(ctx, namespace, name, action)
 	}
-	rev, err := next(ctx, namespace, name, action)
 	var pending *release.PendingError
 	if !supersede || action == release.ActionInstall || !errors.As(err, &pending) {
-		return rev, nil, err
+		return rev, nil, guessed, err
 	}
-	old, err := s.supersedable(ctx, namespace, name, pending.Revision)
+	o, err := s.supersedable(ctx, namespace, name, pending.Revision)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
-	return old.Version + 1, &old, nil
+	return o.Version + 1, &o, false, nil
 }
 
 // supersedable reads the pending revision from the API server and checks that it may be
