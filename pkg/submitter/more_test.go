@@ -26,25 +26,7 @@ func TestConcurrentInstallsOneWinner(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
 	e.svc.NewID = func() string { mu.Lock(); defer mu.Unlock(); n++; return "req-" + strings.Repeat("x", n) }
-	var wg sync.WaitGroup
-	errs := make([]error, 6)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
-		}()
-	}
-	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, release.ErrConflict) && !errors.Is(err, release.ErrNameInUse):
-			t.Errorf("loser: %v", err)
-		}
-	}
+	won := winners(t, e.submitAtOnce(6, release.ActionInstall, install("web")), release.ErrConflict, release.ErrNameInUse)
 	if won != 1 || len(e.sender.sent) != 1 || len(e.secrets()) != 1 {
 		t.Errorf("%d accepted, %d events, %d reservations", won, len(e.sender.sent), len(e.secrets()))
 	}
@@ -149,4 +131,39 @@ func TestUpgradeWithoutPreviousChart(t *testing.T) {
 	if n := len(e.secrets()); n != 1 {
 		t.Errorf("%d reservations", n)
 	}
+}
+
+// submitAtOnce sends n copies of req at the same time and returns their errors.
+func (e *env) submitAtOnce(n int, action release.Action, req api.ReleaseRequest) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = e.svc.Submit(ctx(e.t), action, req, nil)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// winners counts the nil errors; every other one must be one of losers (409s).
+func winners(t *testing.T, errs []error, losers ...error) int {
+	t.Helper()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		known := false
+		for _, l := range losers {
+			known = known || errors.Is(err, l)
+		}
+		if !known {
+			t.Errorf("a loser's error: %v, want one of %v", err, losers)
+		}
+	}
+	return won
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,25 +138,7 @@ func TestRetryAttackConcurrentRequestsEachRetryAtMostOnce(t *testing.T) {
 	e.lagging()
 	const requests = 24
 	before := len(e.c.Actions())
-	errs := make([]error, requests)
-	var wg sync.WaitGroup
-	for i := range requests {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = e.svc.Submit(ctx(t), release.ActionUpgrade, install("web"), nil)
-		}()
-	}
-	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, release.ErrConflict) && !errors.Is(err, release.ErrPending):
-			t.Errorf("a loser's error: %v, want 409", err)
-		}
-	}
+	won := winners(t, e.submitAtOnce(requests, release.ActionUpgrade, install("web")), release.ErrConflict, release.ErrPending)
 	if won != 1 {
 		t.Errorf("%d requests reserved a revision, want 1", won)
 	}
