@@ -18,12 +18,12 @@ import (
 
 // Store reserves revisions and takes them back (release.Store).
 type Store interface {
-	NextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
-	// LiveNextRevision is NextRevision read from the API server.
-	LiveNextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
-	// CachedNextRevision is NextRevision, and says whether the revision is a guess of a
-	// cache that may lag (not confirmed by the API server).
+	// CachedNextRevision checks that the action may start now and returns the revision it
+	// would reserve, and whether that revision is a guess of a cache that may lag (not
+	// confirmed by the API server).
 	CachedNextRevision(ctx context.Context, namespace, name string, action release.Action) (rev int, guessed bool, err error)
+	// LiveNextRevision is CachedNextRevision read from the API server, never guessed.
+	LiveNextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
 	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
 	Undo(ctx context.Context, sec *corev1.Secret) error
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)

@@ -27,8 +27,7 @@ func (f frozen) IndexKeys(_, value string) ([]string, error) {
 func (e *env) lagging() {
 	e.t.Helper()
 	snap := frozen{}
-	for i := range e.secrets() {
-		s := e.secrets()[i]
+	for _, s := range e.secrets() {
 		k := "ns/" + s.Labels[release.LabelName]
 		snap[k] = append(snap[k], &s)
 	}

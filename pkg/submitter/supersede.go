@@ -43,7 +43,7 @@ var ErrNotSupersedable = errors.New("cannot be superseded")
 type readFrom int
 
 const (
-	fromCache readFrom = iota // Store.NextRevision: the informer's cache when there is one
+	fromCache readFrom = iota // Store.CachedNextRevision: the informer's cache when there is one
 	fromAPI                   // Store.LiveNextRevision: after the cache's revision was taken
 )
 
@@ -79,9 +79,10 @@ func reserveErr(err error, guessed bool) error {
 	return err
 }
 
-// nextRevision is Store.NextRevision, except that with supersede a pending revision does
-// not refuse the request: it is returned as the one to supersede, and the request's
-// revision is the one after it, read live (never guessed). Nothing is written here.
+// nextRevision is Store.CachedNextRevision (or LiveNextRevision), except that with
+// supersede a pending revision does not refuse the request: it is returned as the one to
+// supersede, and the request's revision is the one after it, read live (never guessed).
+// Nothing is written here.
 func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool, from readFrom) (rev int, old *release.Revision, guessed bool, err error) {
 	if from == fromAPI {
 		rev, err = s.Store.LiveNextRevision(ctx, namespace, name, action)
