@@ -110,13 +110,9 @@ vet:
 # -vet=off: `vet` above checked the same packages, their tests included, with every
 # analyzer. go test's own vet keys its smaller analyzer set apart from go vet's, so it would
 # type-check all ~1,700 dependencies a second time (3.5 CPU-minutes cold; docs/local.md).
-# -p: one test binary more than cores. The two long packages wait on slow pods for minutes
-# while holding two slots; the third compiles and runs the other packages beside them
-# instead of after them (docs/local.md, "Run 5").
 LONG_TEST_PKGS := ./e2e ./functions/executor
-TEST_P ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: fmt-check vet $(if $(KUBECONFIG),knative-up,cluster-up)
-	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -vet=off -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(LONG_TEST_PKGS) ./...
+	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -vet=off -timeout $(TEST_TIMEOUT) $(LONG_TEST_PKGS) ./...
 
 # Unit tests: no cluster, no KUBECONFIG. The packages whose tests use the real API server
 # (they import internal/testcluster, directly or through internal/teststack) are left to

@@ -39,8 +39,10 @@ import (
 // #25 while the operator's 200 installs run in another namespace. The shared service must
 // stay up (no restart), every one of the 200 ends deployed, nothing runs as the operator on
 // dev's records, submit's and the executor's peak RSS stay under their Knative limits, and
-// each attack gets its clear answer.
+// each attack gets its clear answer. It runs beside the other tests: every stack's submit
+// watches every namespace, so the other stacks meet dev's records too.
 func TestHostileTenant(t *testing.T) {
+	t.Parallel()
 	victim, devNS, devNS2, slow, repoNS := cluster.Namespace(t), cluster.Namespace(t), cluster.Namespace(t),
 		cluster.SlowNamespace(t), cluster.Namespace(t)
 	for _, ns := range []string{devNS, devNS2, slow} {

@@ -119,8 +119,14 @@ func (x *interop) observe(t *testing.T, ns, command, rev string) string {
 
 // A release in each state async-helm writes, and the helm CLI's commands on it, next to
 // the same commands on the release Helm itself wrote in that state.
+// matrixActions is how many actions a matrix's executor holds at once: as many as its cells
+// run at once (TestMain's parallel bound), so none is refused with 429.
+const matrixActions = 8
+
 func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
-	x := newInterop(t, Config{})
+	// Beside the v4 matrix: each has four cells that wait on slow pods for 90 s.
+	t.Parallel()
+	x := newInterop(t, Config{MaxParallel: matrixActions})
 	tiny := func() string { return x.charts.ChartURL("tiny", "0.1.0") }
 	one := map[string]any{"message": "one"}
 	installOne := func(t *testing.T, x *interop, ns string) {

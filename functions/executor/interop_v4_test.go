@@ -39,7 +39,7 @@ func newInteropV4(t *testing.T) *interopV4 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newInterop(t, Config{})
+	x := newInterop(t, Config{MaxParallel: matrixActions})
 	x.submit.Heartbeat = &lease.Heartbeat{Client: cluster.Client, Holder: "submit", Duration: time.Hour}
 	v4 := *x
 	v4.helm, v4.home = helm4, t.TempDir()
@@ -301,6 +301,7 @@ type v4State struct {
 // the same commands on the release the helm v3 CLI wrote in that state: async-helm runs
 // Helm v3, and its records must be to helm v4 what the helm v3 CLI's are.
 func TestHelmV4HandlesAsyncHelmsRecords(t *testing.T) {
+	t.Parallel()
 	x := newInteropV4(t)
 	states := v4States(x)
 	groups := [][]string{{"list -a", "history", "status", "get values", "get manifest", "uninstall"}, {"upgrade"}, {"rollback"}}

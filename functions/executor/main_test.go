@@ -29,8 +29,9 @@ import (
 var cluster *testcluster.Env
 
 func TestMain(m *testing.M) {
-	// The interop matrix's cells wait on slow pods and Helm's --wait for most of their time.
-	if err := testcluster.WaitBoundParallel(4); err != nil {
+	// The interop matrices' cells wait on slow pods and Helm's --wait for most of their
+	// time: the two matrices run side by side, their eight 90 s cells at once.
+	if err := testcluster.WaitBoundParallel(matrixActions); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
