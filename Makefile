@@ -109,7 +109,7 @@ vet:
 # test binary holds one of its -p (GOMAXPROCS) slots, compiles included, until it ends.
 # -vet=off: `vet` above checked the same packages, their tests included, with every
 # analyzer. go test's own vet keys its smaller analyzer set apart from go vet's, so it would
-# type-check all ~1,700 dependencies a second time (3.5 CPU-minutes cold; docs/local.md).
+# type-check all ~1,700 dependencies a second time (3 CPU-minutes cold; docs/local.md, "Run 5").
 LONG_TEST_PKGS := ./e2e ./functions/executor
 test: fmt-check vet $(if $(KUBECONFIG),knative-up,cluster-up)
 	KUBECONFIG=$(TEST_KUBECONFIG) $(GO) test -count=1 -vet=off -timeout $(TEST_TIMEOUT) $(LONG_TEST_PKGS) ./...
