@@ -117,12 +117,12 @@ func (x *interop) observe(t *testing.T, ns, command, rev string) string {
 	return ""
 }
 
-// A release in each state async-helm writes, and the helm CLI's commands on it, next to
-// the same commands on the release Helm itself wrote in that state.
 // matrixActions is how many actions a matrix's executor holds at once: as many as its cells
 // run at once (TestMain's parallel bound), so none is refused with 429.
 const matrixActions = 8
 
+// A release in each state async-helm writes, and the helm CLI's commands on it, next to
+// the same commands on the release Helm itself wrote in that state.
 func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
 	// Beside the v4 matrix: each has four cells that wait on slow pods for 90 s.
 	t.Parallel()
