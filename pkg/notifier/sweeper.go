@@ -198,6 +198,13 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	if err != nil {
 		return err
 	}
+	// Every decision below is on the record read, and it must be the version listed: the
+	// index may be behind (a revision listed as our queued install may since have been
+	// deployed and marked uninstalling by a hand-run helm uninstall, stored event gone).
+	// A Secret changed since is looked at again next pass.
+	if sr.Revision.ResourceVersion != rev.ResourceVersion {
+		return nil
+	}
 	if alive && !sr.Revision.Queued {
 		return nil // Helm adopted it since it was listed: its executor is running it
 	}
@@ -223,11 +230,7 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	if !rev.Queued && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.Grace {
 		return nil // re-sent recently; give that delivery its time
 	}
-	// The claim carries the resourceVersion listed, and the checks must have read that very
-	// version: a Secret changed since is looked at again next pass, never sent unchecked.
-	if sr.Revision.ResourceVersion != rev.ResourceVersion {
-		return nil
-	}
+	// The claim carries the resourceVersion listed, which the checks above read.
 	if ok, err := s.claim(ctx, rev, now); err != nil || !ok {
 		return err
 	}

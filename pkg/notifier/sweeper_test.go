@@ -295,3 +295,39 @@ func TestRedriveBindsTheStoredEventToItsSecret(t *testing.T) {
 		t.Errorf("the re-made revision: %s %q", st, desc)
 	}
 }
+
+// The index may be behind the record (CI saw it): a revision listed as our queued install
+// that was since deployed and then marked uninstalling by a hand-run helm uninstall (which
+// rewrites the record, stored event and all) is not ours to fail. The sweep decides on the
+// record it read, never on the stale listing.
+func TestSweepDecidesOnTheRecordItRead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(e *env)
+		want   helmrelease.Status
+	}{
+		{"a hand-run helm uninstall", func(e *env) {
+			e.set("web", 1, helmrelease.StatusDeployed, "Install complete")
+			e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
+		}, helmrelease.StatusUninstalling},
+		{"deployed", func(e *env) { e.set("web", 1, helmrelease.StatusDeployed, "Install complete") }, helmrelease.StatusDeployed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.reserve("web", release.ActionInstall, 1)
+			stale := e.revision("web", 1) // what the index still says: our queued install
+			tc.change(e)
+			e.clock.Add(3 * time.Minute) // past RedriveAfter: the sweep reads the record
+			var res SweepResult
+			if err := e.svc.sweep(ctx(t), stale, &res); err != nil {
+				t.Fatal(err)
+			}
+			if st, desc := e.status("web", 1); st != tc.want || res != (SweepResult{}) {
+				t.Errorf("swept %+v: the record is %s %q, want it left %s", res, st, desc, tc.want)
+			}
+			if n := len(e.redrive.events()); n != 0 {
+				t.Errorf("%d re-sent", n)
+			}
+		})
+	}
+}

@@ -66,6 +66,9 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 	if !IsPending(st.String()) && !(ifFailed == ReplaceFailed && st == helmrelease.StatusFailed) {
 		return false, s.unqueueFinal(ctx, secrets.ReadObj)
 	}
+	if st == helmrelease.StatusUninstalling && !ours(secrets.ReadObj) {
+		return false, nil // a hand-run helm uninstall's mark on our revision: not ours to fail
+	}
 	if err := s.failRecord(ctx, rel, reason); err != nil {
 		return false, err
 	}
@@ -192,4 +195,10 @@ func (s *Store) markUndecodable(ctx context.Context, sec *corev1.Secret, reason 
 		return false, nil
 	}
 	return s.MarkUndecodable(ctx, rev, reason)
+}
+
+// ours says whether async-helm wrote the record read (Revision.Ours).
+func ours(sec *corev1.Secret) bool {
+	rev, ok := RevisionFromMeta(sec)
+	return ok && rev.Ours
 }

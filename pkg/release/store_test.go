@@ -297,3 +297,19 @@ func TestGetNotFound(t *testing.T) {
 		t.Errorf("Get of a missing revision: %v", err)
 	}
 }
+
+// helm uninstall run by hand marks our revision uninstalling through Helm's driver, keeping
+// our labels: MarkFailed (whoever calls it, on whatever stale view) leaves that mark alone.
+func TestMarkFailedLeavesAHandRunUninstall(t *testing.T) {
+	s, c, _ := newStore(t)
+	reserve(t, s, "web", ActionInstall, "req-1")
+	finish(t, c, "web", 1, helmrelease.StatusDeployed)
+	finish(t, c, "web", 1, helmrelease.StatusUninstalling)
+	if done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "no live executor", KeepFailed); done || err != nil {
+		t.Fatalf("MarkFailed of a hand-run uninstall: %v %v", done, err)
+	}
+	rel, err := s.Get(ctx(t), "ns", "web", 1)
+	if err != nil || rel.Info.Status != helmrelease.StatusUninstalling {
+		t.Fatalf("the hand-run uninstall became %v (%v)", rel.Info.Status, err)
+	}
+}
