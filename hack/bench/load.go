@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -71,6 +72,34 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // closedLoop runs fn(0..n-1) from `clients` goroutines, each sending its next request
 // when the last one is answered.
 func closedLoop(n, clients int, fn func(i int) error) result {
+	return summarize(closedLoopSamples(0, n, clients, fn))
+}
+
+// closedLoopPair runs the closed loops of a (the floor) and b in rounds, the order swapped
+// each round (a b, b a, ...), and summarizes each side over its rounds: a cluster whose
+// load drifts during the run (namespaces of an earlier run still being deleted, etcd
+// compacting) then weighs on both sides alike, not on whichever ran second.
+func closedLoopPair(n, clients, rounds int, a, b func(i int) error) (ra, rb result) {
+	var sa, sb []sample
+	var wa, wb time.Duration
+	per := n / rounds
+	for r := 0; r < rounds; r++ {
+		first, second := a, b
+		if r%2 == 1 {
+			first, second = b, a
+		}
+		s1, w1 := closedLoopSamples(r*per, per, clients, first)
+		s2, w2 := closedLoopSamples(r*per, per, clients, second)
+		if r%2 == 1 {
+			s1, w1, s2, w2 = s2, w2, s1, w1
+		}
+		sa, wa, sb, wb = append(sa, s1...), wa+w1, append(sb, s2...), wb+w2
+	}
+	return summarize(sa, wa), summarize(sb, wb)
+}
+
+// closedLoopSamples is closedLoop of fn(from..from+n-1), with its samples and wall time.
+func closedLoopSamples(from, n, clients int, fn func(i int) error) ([]sample, time.Duration) {
 	out := make([]sample, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -85,13 +114,13 @@ func closedLoop(n, clients int, fn func(i int) error) result {
 					return
 				}
 				s := time.Now()
-				err := fn(i)
+				err := fn(from + i)
 				out[i] = sample{time.Since(s), err}
 			}
 		}()
 	}
 	wg.Wait()
-	return summarize(out, time.Since(t0))
+	return out, time.Since(t0)
 }
 
 // openLoop sends at a fixed rate for d, whatever the answers; each request's latency is
@@ -161,12 +190,27 @@ func parallel(n, workers int, fn func(i int) error) error {
 type submitClient struct {
 	url, token string
 	http       *http.Client
+	// dials counts the connections opened: a pool smaller than the requests in flight
+	// closes and opens one per request, a cost the raw creates' HTTP/2 never pays.
+	dials atomic.Int64
 }
 
+// newSubmitClient keeps up to conns idle connections: size it to the most requests the
+// caller has in flight.
 func newSubmitClient(url, token string, conns int) *submitClient {
-	return &submitClient{url: url, token: token, http: &http.Client{Timeout: 60 * time.Second,
-		Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
+	c := &submitClient{url: url, token: token}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	c.http = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c.dials.Add(1)
+			return dialer.DialContext(ctx, network, addr)
+		}}}
+	return c
 }
+
+// connsOpened is how many connections the client opened since the last call.
+func (c *submitClient) connsOpened() int64 { return c.dials.Swap(0) }
 
 // install posts one install and expects 201.
 func (c *submitClient) install(ctx context.Context, req api.ReleaseRequest) error {

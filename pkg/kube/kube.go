@@ -58,6 +58,11 @@ func FromConfig(cfg *rest.Config) (*Clients, error) {
 // FromConfigWithLimits builds the clients of a REST config with the given limits.
 func FromConfigWithLimits(cfg *rest.Config, l Limits) (*Clients, error) {
 	cfg.QPS, cfg.Burst = l.QPS, l.Burst
+	// No gzip between a function and its API server (same cluster network): the API server
+	// gzips watch streams and large lists for a client that accepts it, and the CPU that
+	// costs both ends (submit's metadata watch of its own reservations: 5% of submit's CPU
+	// in gunzip alone, make bench) is dearer than the bytes.
+	cfg.DisableCompression = true
 	typed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

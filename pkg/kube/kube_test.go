@@ -107,3 +107,29 @@ func TestTypedClientSpeaksProtobuf(t *testing.T) {
 		t.Errorf("Clients.Config content type %q: the shared config must stay as given", c.Config.ContentType)
 	}
 }
+
+// No function asks its API server for gzip: the API server gzips the watch streams of a
+// client that accepts it (submit's metadata watch of its own reservations), which costs
+// CPU on both ends of a connection inside the cluster.
+func TestClientsAskForNoGzip(t *testing.T) {
+	encodings := make(chan string, 4)
+	// TLS, as to a real API server: client-go gives a plain-http config Go's default
+	// transport, which asks for gzip whatever the config says.
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		encodings <- r.URL.Path + " Accept-Encoding=" + r.Header.Get("Accept-Encoding")
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	c, err := FromConfigWithLimits(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, Unlimited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, _ = c.Typed.CoreV1().Secrets("ns").Watch(ctx, metav1.ListOptions{})
+	_, _ = c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace("ns").Watch(ctx, metav1.ListOptions{})
+	for range 2 {
+		if got := <-encodings; !strings.HasSuffix(got, "Accept-Encoding=") {
+			t.Errorf("%s: the client asked for compression", got)
+		}
+	}
+}
