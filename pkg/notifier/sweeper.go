@@ -163,32 +163,52 @@ func (s *Service) sweepGuarded(ctx context.Context, rev release.Revision, res *S
 	return s.sweep(ctx, rev, res)
 }
 
+// seenIn says where the revision a sweep decides on was seen.
+type seenIn int
+
+const (
+	// inListing: the index or a LIST, which may be a watch event behind the record.
+	inListing seenIn = iota
+	// inRecord: the Secret read a moment ago, decided on again once.
+	inRecord
+)
+
+// due is what one sweep of a revision found before it read the record.
+type due struct {
+	now, since, lastSent time.Time
+	alive, overdue       bool
+}
+
 func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
-	now := wallclock.Or(s.Clock).Now()
-	if rev.Created.After(now.Add(maxClockSkew)) {
+	return s.sweepSeen(ctx, rev, res, inListing)
+}
+
+func (s *Service) sweepSeen(ctx context.Context, rev release.Revision, res *SweepResult, seen seenIn) error {
+	d := due{now: wallclock.Or(s.Clock).Now(), lastSent: rev.Created}
+	if rev.Created.After(d.now.Add(maxClockSkew)) {
 		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
 		// write: a mark dated ahead would put the deadline and the grace off for ever,
 		// and cost a Lease read every pass.
 		return s.failStuck(ctx, rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
 			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
 	}
-	lastSent := rev.Created
-	if rev.SentAt.After(lastSent) {
-		lastSent = rev.SentAt
+	if rev.SentAt.After(d.lastSent) {
+		d.lastSent = rev.SentAt
 	}
-	overdue := now.Sub(rev.Created) >= s.Sweep.QueueDeadline
-	if rev.Queued && !overdue && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.RedriveAfter {
+	d.overdue = d.now.Sub(rev.Created) >= s.Sweep.QueueDeadline
+	if rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < s.Sweep.RedriveAfter {
 		return nil // cheap path: most queued revisions are simply waiting for a slot
 	}
-	since, alive, err := s.lastSignOfLife(ctx, rev)
+	var err error
+	d.since, d.alive, err = s.lastSignOfLife(ctx, rev)
 	// A live Lease does not hold off QueueDeadline for a revision still queued: that Lease
 	// is in the tenant's namespace (anyone there can keep it "alive"), and an executor that
 	// runs a revision does not leave it queued for long (Helm's adoption rewrite drops the
 	// label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
-	if err != nil || (alive && !(rev.Queued && overdue)) {
+	if err != nil || (d.alive && !(rev.Queued && d.overdue)) {
 		return err
 	}
-	if !rev.Queued && now.Sub(since) < s.Sweep.Grace {
+	if !rev.Queued && d.now.Sub(d.since) < s.Sweep.Grace {
 		return nil // its executor may just have died: the broker's redelivery comes first
 	}
 	sr, err := s.Store.StoredRequest(ctx, rev.Namespace, rev.SecretName)
@@ -198,14 +218,24 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	if err != nil {
 		return err
 	}
-	// Every decision below is on the record read, and it must be the version listed: the
-	// index may be behind (a revision listed as our queued install may since have been
-	// deployed and marked uninstalling by a hand-run helm uninstall, stored event gone).
-	// A Secret changed since is looked at again next pass.
+	// Every decision is on the record read, at the version it was decided on: the index may
+	// be behind (a revision listed as our queued install may since have been deployed and
+	// marked uninstalling by a hand-run helm uninstall, stored event gone). A record changed
+	// since it was listed is decided on again as read, once: a tenant who rewrites a queued
+	// revision every pass does not keep it past the queue deadline that way.
 	if sr.Revision.ResourceVersion != rev.ResourceVersion {
+		if seen == inListing && sr.Revision.Ours && release.IsPending(sr.Revision.Status) {
+			return s.sweepSeen(ctx, sr.Revision, res, inRecord)
+		}
 		return nil
 	}
-	if alive && !sr.Revision.Queued {
+	return s.act(ctx, rev, sr, d, res)
+}
+
+// act does what a due revision needs, from its record sr (read at rev's version): fail
+// it, or send its stored event again.
+func (s *Service) act(ctx context.Context, rev release.Revision, sr *release.StoredRequest, d due, res *SweepResult) error {
+	if d.alive && !sr.Revision.Queued {
 		return nil // Helm adopted it since it was listed: its executor is running it
 	}
 	if sr.Undecodable != nil {
@@ -214,8 +244,8 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d cannot run: its release record does not decode (marked failed by the notifier)",
 			rev.Name, rev.Version), res)
 	}
-	if overdue || len(sr.Event) == 0 {
-		return s.failStuck(ctx, rev, s.stuckReason(rev, now, since, overdue), res)
+	if d.overdue || len(sr.Event) == 0 {
+		return s.failStuck(ctx, rev, s.stuckReason(rev, d.now, d.since, d.overdue), res)
 	}
 	e, refusal, err := s.checkStored(ctx, sr)
 	if err != nil {
@@ -227,11 +257,11 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d was not sent again: %s (marked failed by the notifier)",
 			rev.Name, rev.Version, refusal), res)
 	}
-	if !rev.Queued && !rev.DeadLettered && now.Sub(lastSent) < s.Sweep.Grace {
+	if !rev.Queued && !rev.DeadLettered && d.now.Sub(d.lastSent) < s.Sweep.Grace {
 		return nil // re-sent recently; give that delivery its time
 	}
-	// The claim carries the resourceVersion listed, which the checks above read.
-	if ok, err := s.claim(ctx, rev, now); err != nil || !ok {
+	// The claim carries the resourceVersion the checks above read.
+	if ok, err := s.claim(ctx, rev, d.now); err != nil || !ok {
 		return err
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -331,3 +331,21 @@ func TestSweepDecidesOnTheRecordItRead(t *testing.T) {
 		})
 	}
 }
+
+// A tenant who rewrites a queued revision of theirs between the listing and the read (an
+// annotation, every pass) does not hold it, and its MAX_QUEUED slot, past the queue
+// deadline: the record read is decided on again.
+func TestSweepFailsAQueuedRevisionChangedSinceListed(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("web", release.ActionInstall, 1)
+	stale := e.revision("web", 1)
+	e.patch("web", 1, `{"metadata":{"annotations":{"tenant.example/touched":"1"}}}`)
+	e.clock.Add(2 * time.Hour)
+	var res SweepResult
+	if err := e.svc.sweep(ctx(t), stale, &res); err != nil {
+		t.Fatal(err)
+	}
+	if st, desc := e.status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") || res.Failed != 1 {
+		t.Errorf("swept %+v: %s %q, want failed past the deadline", res, st, desc)
+	}
+}
