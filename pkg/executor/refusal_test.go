@@ -134,3 +134,29 @@ func TestUninstallRecordsItsOutcomeOnTheConsumedRecord(t *testing.T) {
 		})
 	}
 }
+
+// The same with the record rewritten to uninstalling, with no action label (as a hand-run
+// helm uninstall leaves it): the refusal still fails it and frees its MAX_QUEUED slot. A
+// MarkFailed that left "not our uninstall" alone let a tenant hold a slot for ever with two
+// writes (hostile-tenant review of 4b7699a).
+func TestRefusedSealedReservationMarkedUninstallingIsFailed(t *testing.T) {
+	e := newEnv(t, 1)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	e.store.SealKey, e.svc.SealKey = key, key
+	a := e.reserve("web", "tenant-req")
+	e.rewriteStatus(helmrelease.StatusUninstalling)
+	e.relabel(map[string]*string{release.LabelStatus: str(release.StatusUninstalling)})
+	if _, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.helm.calls.Load(); n != 0 {
+		t.Errorf("Helm ran %d times on a refused event", n)
+	}
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, desc := e.status("web"); st != helmrelease.StatusFailed || release.CountsAsQueued(key, sec) {
+		t.Errorf("after the refusal: %s %q, counts toward MAX_QUEUED: %v", st, desc, release.CountsAsQueued(key, sec))
+	}
+}

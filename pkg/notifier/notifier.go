@@ -44,7 +44,8 @@ type Store interface {
 	MarkNotified(ctx context.Context, rev release.Revision) error
 	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
 	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
-	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
+	// MarkFailedAt fails a pending revision only at the resourceVersion it was read at.
+	MarkFailedAt(ctx context.Context, rev release.Revision, reason string) (bool, error)
 	// HeldSlots lists queued records with a final status label (release.HeldSlot), and
 	// UnqueueHeld drops the queued label of one.
 	HeldSlots(ctx context.Context, namespace string) ([]release.HeldSlot, error)

@@ -235,9 +235,6 @@ func (s *Service) sweepSeen(ctx context.Context, rev release.Revision, res *Swee
 // act does what a due revision needs, from its record sr (read at rev's version): fail
 // it, or send its stored event again.
 func (s *Service) act(ctx context.Context, rev release.Revision, sr *release.StoredRequest, d due, res *SweepResult) error {
-	if d.alive && !sr.Revision.Queued {
-		return nil // Helm adopted it since it was listed: its executor is running it
-	}
 	if sr.Undecodable != nil {
 		s.once.warn(s.Log, "undecodable/"+string(sr.Revision.UID),
 			"release record does not decode; failed in its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", sr.Undecodable)
@@ -288,13 +285,13 @@ func (s *Service) stuckReason(rev release.Revision, now, since time.Time, overdu
 		rev.Name, rev.Version, now.Sub(rev.Created).Round(time.Second), what, rev.Sent)
 }
 
-// failStuck fails one of our pending revisions with reason (MarkFailed: a record that does
-// not decode is failed in its labels).
+// failStuck fails one of our pending revisions with reason, at the version it was read at
+// (MarkFailedAt: a record that does not decode is failed in its labels).
 func (s *Service) failStuck(ctx context.Context, rev release.Revision, reason string, res *SweepResult) error {
 	if !rev.Ours || !release.IsPending(rev.Status) {
 		return nil
 	}
-	done, err := s.Store.MarkFailed(ctx, rev.Namespace, rev.Name, rev.Version, reason, release.KeepFailed)
+	done, err := s.Store.MarkFailedAt(ctx, rev, reason)
 	if done {
 		res.Failed++
 	}

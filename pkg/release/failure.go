@@ -36,10 +36,23 @@ const (
 // a revision that no longer exists (helm uninstall, an atomic install's cleanup) has
 // nothing to fail.
 func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
+	return s.markFailedRetrying(ctx, namespace, name, revision, reason, ifFailed, "")
+}
+
+// MarkFailedAt is MarkFailed of rev (KeepFailed) only while its Secret is the version rev
+// was read at: the notifier's sweeper decides from what it read, and a record rewritten
+// since (Helm's adoption, a hand-run helm uninstall's mark) is looked at again next pass.
+func (s *Store) MarkFailedAt(ctx context.Context, rev Revision, reason string) (bool, error) {
+	return s.markFailedRetrying(ctx, rev.Namespace, rev.Name, rev.Version, reason, KeepFailed, rev.ResourceVersion)
+}
+
+// markFailedRetrying is markFailed, read again on a conflict; atVersion, when set, is the
+// only resourceVersion it fails.
+func (s *Store) markFailedRetrying(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string) (bool, error) {
 	var done bool
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		done, err = s.markFailed(ctx, namespace, name, revision, reason, ifFailed)
+		done, err = s.markFailed(ctx, namespace, name, revision, reason, ifFailed, atVersion)
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -48,12 +61,15 @@ func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision
 	return done, err
 }
 
-func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
+func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string) (bool, error) {
 	secrets := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx, Conditional: true}
 	d := GuardedSecrets(secrets)
 	rel, err := d.Get(SecretName(name, revision))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return false, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+	}
+	if atVersion != "" && secrets.ReadObj != nil && secrets.ReadObj.ResourceVersion != atVersion {
+		return false, nil // changed since it was decided on (the write is conditional on this read)
 	}
 	if errors.Is(err, ErrUndecodable) && secrets.ReadObj != nil {
 		// Helm could not rewrite it either: the labels say it failed (MarkUndecodable).
@@ -65,9 +81,6 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 	st := rel.Info.Status
 	if !IsPending(st.String()) && !(ifFailed == ReplaceFailed && st == helmrelease.StatusFailed) {
 		return false, s.unqueueFinal(ctx, secrets.ReadObj)
-	}
-	if st == helmrelease.StatusUninstalling && !ours(secrets.ReadObj) {
-		return false, nil // a hand-run helm uninstall's mark on our revision: not ours to fail
 	}
 	if err := s.failRecord(ctx, rel, reason); err != nil {
 		return false, err
@@ -195,10 +208,4 @@ func (s *Store) markUndecodable(ctx context.Context, sec *corev1.Secret, reason 
 		return false, nil
 	}
 	return s.MarkUndecodable(ctx, rev, reason)
-}
-
-// ours says whether async-helm wrote the record read (Revision.Ours).
-func ours(sec *corev1.Secret) bool {
-	rev, ok := RevisionFromMeta(sec)
-	return ok && rev.Ours
 }

@@ -298,18 +298,31 @@ func TestGetNotFound(t *testing.T) {
 	}
 }
 
-// helm uninstall run by hand marks our revision uninstalling through Helm's driver, keeping
-// our labels: MarkFailed (whoever calls it, on whatever stale view) leaves that mark alone.
-func TestMarkFailedLeavesAHandRunUninstall(t *testing.T) {
+// MarkFailedAt fails a revision only at the version it was read at: the sweeper's
+// decision on a record that was since marked uninstalling by a hand-run helm uninstall
+// (which rewrites it, stored event and all) does not land on that mark.
+func TestMarkFailedAtFailsOnlyTheVersionRead(t *testing.T) {
 	s, c, _ := newStore(t)
 	reserve(t, s, "web", ActionInstall, "req-1")
+	sec, err := c.CoreV1().Secrets("ns").Get(ctx(t), SecretName("web", 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, _ := RevisionFromMeta(sec)
 	finish(t, c, "web", 1, helmrelease.StatusDeployed)
 	finish(t, c, "web", 1, helmrelease.StatusUninstalling)
-	if done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "no live executor", KeepFailed); done || err != nil {
-		t.Fatalf("MarkFailed of a hand-run uninstall: %v %v", done, err)
+	if done, err := s.MarkFailedAt(ctx(t), read, "no live executor"); done || err != nil {
+		t.Fatalf("MarkFailedAt of a version rewritten since: %v %v", done, err)
 	}
-	rel, err := s.Get(ctx(t), "ns", "web", 1)
-	if err != nil || rel.Info.Status != helmrelease.StatusUninstalling {
+	if rel, err := s.Get(ctx(t), "ns", "web", 1); err != nil || rel.Info.Status != helmrelease.StatusUninstalling {
 		t.Fatalf("the hand-run uninstall became %v (%v)", rel.Info.Status, err)
+	}
+	sec, err = c.CoreV1().Secrets("ns").Get(ctx(t), SecretName("web", 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := RevisionFromMeta(sec)
+	if done, err := s.MarkFailedAt(ctx(t), now, "stuck"); !done || err != nil {
+		t.Fatalf("MarkFailedAt at the version read: %v %v", done, err)
 	}
 }
