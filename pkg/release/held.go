@@ -7,8 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// HeldSlot is a record admission counts as queued (CountsAsQueued) whose status label is
-// not pending. No record async-helm or Helm writes is both, at any resourceVersion: Helm's
+// HeldSlot is a record admission counts as queued (CountsAsQueued) whose labels are not a
+// pending revision of ours (Revision.Ours): a final status label, or a relabelled one
+// (another version, a hand-run helm uninstall's mark). The sweeper takes only pending
+// revisions of ours to their end. No record async-helm or Helm writes is both, at any resourceVersion: Helm's
 // adoption and every failure drop the queued label in the write that makes the status
 // label final. So a namespace editor made it: a seal read once and written back onto a
 // finished or re-made record (it would hold a MAX_QUEUED slot for ever), or the status
@@ -23,9 +25,15 @@ type HeldSlot struct {
 // selectorQueued selects the release secrets labelled queued; CountsAsQueued decides.
 const selectorQueued = SelectorReleaseSecrets + "," + LabelQueued + "=true"
 
+// heldSlot: a record that counts as queued and that the sweeper will not take to its end
+// (its labels say final, or not a pending revision of ours: relabelled, or a hand-run
+// helm uninstall's mark on a reservation) would hold its slot for ever.
 func heldSlot(key []byte, m metav1.Object) (HeldSlot, bool) {
-	if !CountsAsQueued(key, m) || IsPending(m.GetLabels()[LabelStatus]) {
+	if !CountsAsQueued(key, m) {
 		return HeldSlot{}, false
+	}
+	if rev, ok := RevisionFromMeta(m); ok && rev.Ours && IsPending(rev.Status) {
+		return HeldSlot{}, false // the sweeper's: sent again, or failed at QUEUE_DEADLINE
 	}
 	return HeldSlot{Namespace: m.GetNamespace(), SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion()}, true
 }

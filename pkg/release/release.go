@@ -175,7 +175,10 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 		Namespace: m.GetNamespace(), Name: l[LabelName], Status: l[LabelStatus], Version: v,
 		RequestID: l[LabelRequestID], SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion(),
 		Chart: l[LabelChart], Notified: a[AnnotationNotified],
-		Ours:         l[LabelRevision] == l[LabelVersion] && (l[LabelStatus] != StatusUninstalling || l[LabelAction] == string(ActionUninstall)),
+		Ours: l[LabelRevision] == l[LabelVersion] && (l[LabelStatus] != StatusUninstalling || l[LabelAction] == string(ActionUninstall)) &&
+			// Labels that name another Secret are a decoy: acting on them would fail or
+			// re-send that other record (hostile-tenant review).
+			m.GetName() == SecretName(l[LabelName], v),
 		Queued:       l[LabelQueued] == "true",
 		DeadLettered: a[AnnotationDeadLettered] != "",
 		Created:      m.GetCreationTimestamp().Time,

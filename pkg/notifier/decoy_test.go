@@ -1,0 +1,62 @@
+package notifier
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+// A sealed queued reservation whose labels a tenant moved to another version (version and
+// revision 2 on web.v1) is no pending revision of ours: the sweeper would have failed web
+// v2, which does not exist, and web v1 kept its MAX_QUEUED slot for ever. Its slot is
+// freed at the next pass (hostile-tenant review).
+func TestRelabelledVersionDoesNotHoldASlot(t *testing.T) {
+	e := newEnv(t)
+	e.store.SealKey = signingKey
+	e.reserve("web", release.ActionInstall, 1)
+	if !release.CountsAsQueued(signingKey, e.meta("web", 1)) {
+		t.Fatal("the reservation does not count as queued")
+	}
+	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"version":"2",%q:"2"}}}`, release.LabelRevision))
+	res, err := e.svc.SweepOnce(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if release.CountsAsQueued(signingKey, e.meta("web", 1)) || res.Unqueued != 1 {
+		t.Errorf("swept %+v: the relabelled reservation still counts toward MAX_QUEUED", res)
+	}
+}
+
+// A decoy Secret labelled as our pending revision 2 of another release (Flux's, with no
+// labels of ours) does not get the sweeper to fail that release's own revision.
+func TestDecoyDoesNotTargetAnotherRecord(t *testing.T) {
+	e := newEnv(t)
+	d := storage.NewSecrets(e.c.CoreV1().Secrets("ns"))
+	rel := &helmrelease.Release{Name: "flux-app", Namespace: "ns", Version: 2,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0"}},
+		Info:  &helmrelease.Info{Status: helmrelease.StatusPendingUpgrade}}
+	if err := d.Create(release.SecretName("flux-app", 2), rel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CoreV1().Secrets("ns").Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: "ns",
+		Labels: map[string]string{"owner": "helm", "name": "flux-app", "version": "2", release.LabelRevision: "2", "status": "pending-upgrade"}},
+		Type: release.SecretType}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(2 * time.Hour)
+	res, err := e.svc.SweepOnce(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, desc := e.status("flux-app", 2); st != helmrelease.StatusPendingUpgrade || res.Failed != 0 {
+		t.Errorf("swept %+v: Flux's pending revision became %s %q through a decoy", res, st, desc)
+	}
+}
