@@ -50,26 +50,36 @@ func (e *env) queuedAndSealed(key []byte) bool {
 // A tenant rewrote the payload of its own sealed reservations so that their events are
 // refused: left queued and sealed, each counted toward MAX_QUEUED for QUEUE_DEADLINE (and
 // every re-send was refused the same way), so two namespaces could fill the global limit.
-// The refusal now fails such a record, with the reason.
+// The refusal now fails such a record, with the reason. So also when the record is marked
+// uninstalling with no action label, as a hand-run helm uninstall leaves it: a MarkFailed
+// that left "not our uninstall" alone let a tenant hold a slot for ever with two writes
+// (hostile-tenant review of 4b7699a).
 func TestRefusedSealedReservationIsFailed(t *testing.T) {
-	e := newEnv(t, 1)
-	key := []byte("0123456789abcdef0123456789abcdef")
-	e.store.SealKey, e.svc.SealKey = key, key
-	a := e.reserve("web", "tenant-req")
-	e.rewriteStatus(helmrelease.StatusPendingUpgrade)
-	got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
-	if err != nil || got != OutcomeRefused {
-		t.Fatalf("handle: %s, %v", got, err)
-	}
-	if e.queuedAndSealed(key) {
-		t.Error("after the refusal the reservation still counts toward MAX_QUEUED")
-	}
-	st, desc := e.status("web")
-	if st != helmrelease.StatusFailed || !strings.Contains(desc, "refused by the executor") || !strings.Contains(desc, "pending-upgrade") {
-		t.Errorf("record is %s %q; want failed with the refusal's reason", st, desc)
-	}
-	if n := e.helm.calls.Load(); n != 0 {
-		t.Errorf("Helm ran %d times", n)
+	for _, status := range []helmrelease.Status{helmrelease.StatusPendingUpgrade, helmrelease.StatusUninstalling} {
+		t.Run(status.String(), func(t *testing.T) {
+			e := newEnv(t, 1)
+			key := []byte("0123456789abcdef0123456789abcdef")
+			e.store.SealKey, e.svc.SealKey = key, key
+			a := e.reserve("web", "tenant-req")
+			e.rewriteStatus(status)
+			if status == helmrelease.StatusUninstalling {
+				e.relabel(map[string]*string{release.LabelStatus: str(release.StatusUninstalling)})
+			}
+			got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
+			if err != nil || got != OutcomeRefused {
+				t.Fatalf("handle: %s, %v", got, err)
+			}
+			if e.queuedAndSealed(key) {
+				t.Error("after the refusal the reservation still counts toward MAX_QUEUED")
+			}
+			st, desc := e.status("web")
+			if st != helmrelease.StatusFailed || !strings.Contains(desc, "refused by the executor") || !strings.Contains(desc, status.String()) {
+				t.Errorf("record is %s %q; want failed with the refusal's reason", st, desc)
+			}
+			if n := e.helm.calls.Load(); n != 0 {
+				t.Errorf("Helm ran %d times", n)
+			}
+		})
 	}
 }
 
@@ -132,31 +142,5 @@ func TestUninstallRecordsItsOutcomeOnTheConsumedRecord(t *testing.T) {
 				t.Errorf("outcome %q, want %q", rec.Outcome, tc.outcome)
 			}
 		})
-	}
-}
-
-// The same with the record rewritten to uninstalling, with no action label (as a hand-run
-// helm uninstall leaves it): the refusal still fails it and frees its MAX_QUEUED slot. A
-// MarkFailed that left "not our uninstall" alone let a tenant hold a slot for ever with two
-// writes (hostile-tenant review of 4b7699a).
-func TestRefusedSealedReservationMarkedUninstallingIsFailed(t *testing.T) {
-	e := newEnv(t, 1)
-	key := []byte("0123456789abcdef0123456789abcdef")
-	e.store.SealKey, e.svc.SealKey = key, key
-	a := e.reserve("web", "tenant-req")
-	e.rewriteStatus(helmrelease.StatusUninstalling)
-	e.relabel(map[string]*string{release.LabelStatus: str(release.StatusUninstalling)})
-	if _, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.helm.calls.Load(); n != 0 {
-		t.Errorf("Helm ran %d times on a refused event", n)
-	}
-	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("web", 1), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, desc := e.status("web"); st != helmrelease.StatusFailed || release.CountsAsQueued(key, sec) {
-		t.Errorf("after the refusal: %s %q, counts toward MAX_QUEUED: %v", st, desc, release.CountsAsQueued(key, sec))
 	}
 }
