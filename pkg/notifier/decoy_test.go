@@ -60,3 +60,44 @@ func TestDecoyDoesNotTargetAnotherRecord(t *testing.T) {
 		t.Errorf("swept %+v: Flux's pending revision became %s %q through a decoy", res, st, desc)
 	}
 }
+
+// A record in the tenant's namespace whose payload names another namespace ("victim"):
+// failing the never-adopted upgrade once read victim's deployed revision with the
+// notifier's access and copied its values and manifest into the tenant's record. The
+// payload is bound to the Secret it is in; this one is failed in its labels only.
+func TestForeignPayloadDoesNotReadAnotherNamespace(t *testing.T) {
+	e := newEnv(t)
+	const secret = "password: hunter2-victim"
+	victim := storage.NewSecrets(e.c.CoreV1().Secrets("victim"))
+	if err := victim.Create(release.SecretName("db", 1), &helmrelease.Release{Name: "db", Namespace: "victim", Version: 1,
+		Chart:  &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0"}},
+		Config: map[string]any{"password": "hunter2-victim"}, Manifest: secret,
+		Info: &helmrelease.Info{Status: helmrelease.StatusDeployed}}); err != nil {
+		t.Fatal(err)
+	}
+	forged := storage.NewSecrets(e.c.CoreV1().Secrets("ns"))
+	if err := forged.Create(release.SecretName("db", 2), &helmrelease.Release{Name: "db", Namespace: "victim", Version: 2,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0"}},
+		Info:  &helmrelease.Info{Status: helmrelease.StatusPendingUpgrade}}); err != nil {
+		t.Fatal(err)
+	}
+	e.patch("db", 2, fmt.Sprintf(`{"metadata":{"labels":{%q:"2",%q:"x"}}}`, release.LabelRevision, release.LabelRequestID))
+	e.clock.Add(2 * time.Hour)
+	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("db", 2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := release.DecodeRelease(sec.Data["release"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Manifest != "" || len(rel.Config) != 0 {
+		t.Fatalf("victim's revision was copied into the tenant's record: config %v, manifest %q", rel.Config, rel.Manifest)
+	}
+	if sec.Labels["status"] != "failed" {
+		t.Errorf("the forged record is labelled %q; want failed (in its labels)", sec.Labels["status"])
+	}
+}

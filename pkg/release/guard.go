@@ -41,11 +41,31 @@ func (d *SecretsDriver) Get(key string) (*helmrelease.Release, error) {
 		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
 	}
 	rls, err := DecodeRelease(obj.Data["release"])
+	if err == nil {
+		err = bindToSecret(rls, obj)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get %q: %w", key, err)
 	}
 	rls.Labels = withoutSystemLabels(obj.Labels)
 	return rls, nil
+}
+
+// bindToSecret refuses, as undecodable, a payload that names another namespace, release
+// or version than the Secret it is in (Helm names its Secret from the payload it stores).
+// The payload is the tenant's: one naming namespace "victim" made the failure of a
+// never-adopted upgrade read victim's deployed revision with the notifier's access and
+// copy its values and manifest into the tenant's record (hostile-tenant review). A payload
+// with no namespace is taken to be in the Secret's.
+func bindToSecret(rls *helmrelease.Release, obj metav1.Object) error {
+	if rls.Namespace == "" {
+		rls.Namespace = obj.GetNamespace()
+	}
+	if rls.Namespace != obj.GetNamespace() || obj.GetName() != SecretName(rls.Name, rls.Version) {
+		return fmt.Errorf("%w: the record names %s/%s v%d, not the Secret %s/%s it is in",
+			ErrUndecodable, rls.Namespace, rls.Name, rls.Version, obj.GetNamespace(), obj.GetName())
+	}
+	return nil
 }
 
 // List decodes every release secret, skipping those that do not decode.
@@ -108,6 +128,9 @@ func (d *SecretsDriver) decodeWithin(selector string, budget int) ([]*helmreleas
 		if errors.Is(err, errTooLarge) && left < MaxRecordBytes {
 			left, over = 0, over+1 // over the read's budget, not necessarily the record's
 			continue
+		}
+		if err == nil {
+			err = bindToSecret(rls, item)
 		}
 		if err != nil {
 			d.Log("skipping release record %s/%s: %v", item.Namespace, item.Name, err)
