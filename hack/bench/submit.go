@@ -208,9 +208,6 @@ func (b *bench) distinctUsers(ctx context.Context, submitURL, chartURL string) e
 	})
 	cold := summarize(first, 0)
 	const sec = "submit"
-	// The closed loop at -clients alternates raw and submit rounds (closedLoopPair): one
-	// run after another, the raw floor moved by 25% between runs on the same cluster.
-	const closedRounds = 4
 	name := fmt.Sprintf("%d distinct users, %d clients", b.o.users, b.o.users)
 	b.compare(sec, name+": time-to-201 p50", msF(rN.p50), "one user p50", msF(r1.p50), "", nil, rN.note())
 	b.compare(sec, name+": time-to-201 p99", msF(rN.p99), "one user p99", msF(r1.p99), "", nil, r1.note())

@@ -10,12 +10,12 @@ import (
 // HeldSlot is a record admission counts as queued (CountsAsQueued) whose labels are not a
 // pending revision of ours (Revision.Ours): a final status label, or a relabelled one
 // (another version, a hand-run helm uninstall's mark). The sweeper takes only pending
-// revisions of ours to their end. No record async-helm or Helm writes is both, at any resourceVersion: Helm's
-// adoption and every failure drop the queued label in the write that makes the status
-// label final. So a namespace editor made it: a seal read once and written back onto a
-// finished or re-made record (it would hold a MAX_QUEUED slot for ever), or the status
-// label of its own waiting reservation flipped. The sweeper reads only records labelled
-// pending; it frees these in a pass of their own (UnqueueHeld).
+// revisions of ours to their end. No record async-helm or Helm writes is both, at any
+// resourceVersion: Helm's adoption and every failure drop the queued label in the write
+// that makes the status label final. So a namespace editor made it: a seal read once and
+// written back onto a finished or re-made record (it would hold a MAX_QUEUED slot for
+// ever), or the status label of its own waiting reservation flipped. The sweeper reads
+// only records labelled pending; it frees these in a pass of their own (UnqueueHeld).
 type HeldSlot struct {
 	Namespace, SecretName string
 	// ResourceVersion is the one the slot was seen at: UnqueueHeld writes only that one.
