@@ -22,27 +22,50 @@ import (
 )
 
 // upstreamOcHelm is the unmodified oc-helm plugin (github.com/redhat-developer/oc-helm,
-// module github.com/redhat-cop/oc-helm): OC_HELM_UPSTREAM names the binary, or
-// OC_HELM_UPSTREAM_SRC a checkout of its source to build. The Go module proxy does not
-// serve that module, so neither can be fetched by the test itself.
+// module github.com/redhat-cop/oc-helm): OC_HELM_UPSTREAM names a binary built elsewhere
+// (say from the upstream go.mod), else it is built from third_party/oc-helm, the upstream
+// source as published, resolved against this module's Helm and Kubernetes versions
+// (third_party/README.md). The Go module proxy does not serve that module.
 func upstreamOcHelm(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("OC_HELM_UPSTREAM"); bin != "" {
 		return bin
 	}
-	src := os.Getenv("OC_HELM_UPSTREAM_SRC")
-	if src == "" {
-		t.Skip("OC_HELM_UPSTREAM (the unmodified oc-helm binary) or OC_HELM_UPSTREAM_SRC (its source) is not set")
-	}
 	bin := filepath.Join(t.TempDir(), "oc-helm-upstream")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	cmd.Dir = src
+	cmd.Dir = filepath.Join(root, "third_party", "oc-helm")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the unmodified oc-helm: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// upstreamRunner runs the unmodified oc-helm against submit behind consoleFront, in ns.
+func upstreamRunner(t *testing.T, s *stack, ns string) func(args ...string) (string, int) {
+	t.Helper()
+	bin := upstreamOcHelm(t)
+	host := consoleFront(t, s)
+	return func(args ...string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append(args, "--console-hostname", host, "--token", cluster.Operator.BearerToken,
+			"--apiserver", "https://unused.invalid", "-n", ns)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+		return out.String(), code
+	}
 }
 
 // consoleFront serves submit over TLS, as the unmodified oc-helm reaches the console
@@ -62,27 +85,9 @@ func consoleFront(t *testing.T, s *stack) string {
 // The unmodified oc-helm's verify against submit: it posts {chart_url, values} to
 // /api/helm/verify and prints the answer's error (this build has no chart-verifier: 501).
 func TestUnmodifiedOcHelmVerify(t *testing.T) {
-	bin := upstreamOcHelm(t)
 	ns := cluster.Namespace(t)
 	s := newStack(t)
-	host := consoleFront(t, s)
-	run := func(args ...string) (string, int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, append(args, "--console-hostname", host, "--token", cluster.Operator.BearerToken,
-			"--apiserver", "https://unused.invalid", "-n", ns)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
-		return out.String(), code
-	}
+	run := upstreamRunner(t, s, ns)
 	out, code := run("verify", "--chart-url", s.charts.ChartURL("tiny", "0.1.0"), "--values", "provider=developer-console")
 	if code != 1 || !strings.Contains(out, "chart verification is not available: async-helm is built without Red Hat's chart-verifier") {
 		t.Errorf("verify: exit %d\n%s", code, out)

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every command of the unmodified oc-helm plugin against submit, as it talks to the
+// console's helm backend (session cookie, CSRF double submit, https): the synchronous and
+// the asynchronous routes, the read side, the chart index and the errors it prints.
+func TestUnmodifiedOcHelmCommands(t *testing.T) {
+	ns := cluster.Namespace(t)
+	s := newStack(t)
+	run := upstreamRunner(t, s, ns)
+	must := func(want string, args ...string) string {
+		t.Helper()
+		out, code := run(args...)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("oc-helm %s: exit %d, want %q in\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+	must("test\t\ttiny\t\t0.1.0", "index")
+	must("name: tiny", "show", "chart", "test/tiny")
+	must("message: hello", "show", "values", "test/tiny")
+
+	// Asynchronous: the answer is the release Secret at once; the work goes on behind it.
+	must("NAME: sh.helm.release.v1.web.v1", "install-async", "web", "test/tiny", "--set", "message=one")
+	waitStatus(t, s, ns, "web", "deployed", time.Minute)
+	must("NAME: sh.helm.release.v1.web.v2", "upgrade-async", "web", "test/tiny", "--set", "message=two")
+	waitStatus(t, s, ns, "web", "deployed", time.Minute)
+	if rel, err := s.client.Get(context.Background(), ns, "web"); err != nil || rel.Version != 2 || rel.Config["message"] != "two" {
+		t.Fatalf("web after upgrade-async: %+v %v, want revision 2 with message=two", rel, err)
+	}
+
+	// Synchronous: the console's routes answer with the final release.
+	out := must("STATUS: deployed", "install", "db", "test/tiny")
+	if !strings.Contains(out, "REVISION: 1") {
+		t.Errorf("install db: want revision 1:\n%s", out)
+	}
+	must("REVISION: 2", "upgrade", "db", "test/tiny", "--set", "replicas=2")
+	must("Rollback was a success", "rollback", "db")
+	out = must("Rollback to 1", "history", "db")
+	if !regexp.MustCompile(`(?m)^1\s.*superseded`).MatchString(out) || !regexp.MustCompile(`(?m)^3\s.*deployed`).MatchString(out) {
+		t.Errorf("history db: want revision 1 superseded and 3 deployed:\n%s", out)
+	}
+	out = must("NAME", "list")
+	for _, name := range []string{"web", "db"} {
+		if !regexp.MustCompile(`(?m)^` + name + `\s+` + ns + `\s.*deployed\s+tiny-0.1.0`).MatchString(out) {
+			t.Errorf("list: want %s deployed:\n%s", name, out)
+		}
+	}
+
+	// Uninstall, both ways; then the release is gone from every read.
+	must("STATUS CODE: 204", "uninstall-async", "web", "2")
+	must(`release "db" uninstalled`, "uninstall", "db")
+	waitGone(t, s, ns, "web", time.Minute)
+	out = must("NAME", "list")
+	if strings.Contains(out, "web") || strings.Contains(out, "db") {
+		t.Errorf("list after uninstall:\n%s", out)
+	}
+
+	// Errors reach the user as the console words them, with a failing exit.
+	for _, args := range [][]string{{"history", "nothere"}, {"rollback", "nothere"}, {"uninstall", "nothere"}} {
+		if out, code := run(args...); code == 0 || !strings.Contains(out, "release not found") {
+			t.Errorf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	if out, code := run("install-async", "Bad_Name", "test/tiny"); code == 0 || !strings.Contains(strings.ToLower(out), "name") {
+		t.Errorf("install-async of an invalid name: exit %d\n%s", code, out)
+	}
+	// A chart that cannot render: the synchronous install fails with Helm's reason, and the
+	// release is listed failed.
+	if out, code := run("install", "broken", "test/badtemplate"); code == 0 || !strings.Contains(out, "value is required") {
+		t.Errorf("install of a chart that cannot render: exit %d\n%s", code, out)
+	}
+	if out := must("NAME", "list"); !regexp.MustCompile(`(?m)^broken\s.*failed`).MatchString(out) {
+		t.Errorf("list: want broken failed:\n%s", out)
+	}
+}
