@@ -2,9 +2,12 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // HeldSlot is a record admission counts as queued (CountsAsQueued) whose labels are not a
@@ -38,14 +41,53 @@ func heldSlot(key []byte, m metav1.Object) (HeldSlot, bool) {
 	return HeldSlot{Namespace: m.GetNamespace(), SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion()}, true
 }
 
-// UnqueueHeld drops the queued label of a held slot, in its labels only, if the Secret is
-// still at the resourceVersion it was seen at (a record changed since is looked at again
-// on the next pass); it reports whether it did. Nothing is decoded: the payload is the
+// UnqueueHeld drops the queued label of a held slot, in its labels only, at the
+// resourceVersion it was decided on; it reports whether it did. A Secret changed since is
+// read again and decided on as it is now, up to retry.DefaultRetry's tries: leaving it to
+// the next pass let a tenant who rewrites its record faster than the index's lag keep the
+// slot for ever, every pass losing the same race. Nothing is decoded: the payload is the
 // tenant's (missing, undecodable, final or pending) and the labels alone make the slot. A
 // waiting reservation that loses its label this way is failed unrun by the first executor
 // that gets its event, as any reservation relabelled out of the count is.
 func (s *Store) UnqueueHeld(ctx context.Context, h HeldSlot) (bool, error) {
-	return s.dropQueued(ctx, h.Namespace, h.SecretName, h.ResourceVersion, "drop the queued label of a held slot")
+	var dropped bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ok, err := s.dropQueued(ctx, h.Namespace, h.SecretName, h.ResourceVersion, "drop the queued label of a held slot")
+		if err != nil || ok {
+			dropped = ok
+			return err
+		}
+		now, held, err := s.heldSlotNow(ctx, h.Namespace, h.SecretName)
+		if err != nil || !held {
+			return err // gone, or no longer a held slot (the sweeper's, or not counted)
+		}
+		h = now
+		return apierrors.NewConflict(SecretsResource.GroupResource(), h.SecretName, errors.New("changed since it was seen"))
+	})
+	if err != nil {
+		return false, fmt.Errorf("free held slot %s/%s: %w", h.Namespace, h.SecretName, err)
+	}
+	return dropped, nil
+}
+
+// heldSlotNow reads a Secret's metadata from the API server and says whether it is a held
+// slot now (false when gone), at the resourceVersion read.
+func (s *Store) heldSlotNow(ctx context.Context, namespace, name string) (HeldSlot, bool, error) {
+	var m metav1.Object
+	var err error
+	if s.Metadata != nil {
+		m, err = s.Metadata.Resource(SecretsResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	} else {
+		m, err = s.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return HeldSlot{}, false, nil
+	}
+	if err != nil {
+		return HeldSlot{}, false, fmt.Errorf("read %s/%s again: %w", namespace, name, err)
+	}
+	h, held := heldSlot(s.SealKey, m)
+	return h, held, nil
 }
 
 // HeldSlots lists the held slots in the index, without an API call.
