@@ -126,6 +126,8 @@ type Service struct {
 	vanished map[string]bool
 	// once logs what a hostile record causes once, not once per retry or sweep.
 	once onceLog
+	// markClock is when the sweeper first saw each uninstall mark (markclock.go).
+	markClock markClock
 }
 
 // DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly

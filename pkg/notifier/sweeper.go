@@ -132,6 +132,7 @@ func (s *Service) sweepAll(ctx context.Context) (SweepResult, int, error) {
 		}
 	}
 	s.freeHeldSlots(ctx, &res)
+	s.forgetMarks(wallclock.Or(s.Clock).Now())
 	return res, ours, nil
 }
 
@@ -184,14 +185,17 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 }
 
 func (s *Service) sweepSeen(ctx context.Context, rev release.Revision, res *SweepResult, seen seenIn) error {
-	d := due{now: wallclock.Or(s.Clock).Now(), lastSent: rev.Created}
+	d := due{now: wallclock.Or(s.Clock).Now()}
 	if rev.Created.After(d.now.Add(maxClockSkew)) {
 		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
-		// write: a mark dated ahead would put the deadline and the grace off for ever,
-		// and cost a Lease read every pass.
+		// write: a mark dated far ahead is a forgery, failed at once.
 		return s.failStuck(ctx, rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
 			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
 	}
+	// Within the skew the label could still be moved ahead again and again: a mark's clock
+	// is never later than the sweeper's first sight of it (markclock.go).
+	rev.Created = s.markStart(rev, d.now)
+	d.lastSent = rev.Created
 	if rev.SentAt.After(d.lastSent) {
 		d.lastSent = rev.SentAt
 	}

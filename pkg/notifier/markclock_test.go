@@ -1,0 +1,74 @@
+package notifier
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Attack (hostile-tenant review): an uninstall mark's clock was its modifiedAt label, which
+// the tenant writes. Moved forward every 50 minutes (within the 5-minute skew allowed, so
+// never a "mark in the future"), with sent-at dated a century ahead (so no re-send is ever
+// due), the tenant's sealed queued mark stayed pending and counted toward its namespace's
+// MAX_QUEUED share for ever: QUEUE_DEADLINE was never reached. The clock is now never later
+// than the sweeper's first sight of the mark: it is failed one deadline after that.
+func TestMovedMarkClockDoesNotKeepAQueuedUninstallPastTheDeadline(t *testing.T) {
+	e := deployedWeb(t)
+	e.store.SealKey = signingKey // submit's marks are sealed: this one counts toward admission
+	stored := e.signed(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
+		SecretName: release.SecretName("web", 1), RequestID: "req-u"})
+	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 1,
+		RequestID: "req-u", Event: stored}); err != nil {
+		t.Fatal(err)
+	}
+	failedAt := time.Duration(-1)
+	for k := 0; k <= 18 && failedAt < 0; k++ { // a pass every 10 minutes for 3 hours
+		if k%5 == 0 { // the tenant's writes, every 50 minutes
+			now := e.clock.Now()
+			e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"},"annotations":{%q:%q}}}`,
+				release.LabelModifiedAt, now.Add(4*time.Minute).Unix(),
+				release.AnnotationSentAt, now.Add(100*365*24*time.Hour).Format(time.RFC3339Nano)))
+		}
+		if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {
+			failedAt = e.clock.Now().Sub(t0)
+		}
+		e.clock.Add(10 * time.Minute)
+	}
+	if failedAt < 0 {
+		t.Fatalf("the mark whose modifiedAt the tenant moved ahead is still %s after 3 h (QUEUE_DEADLINE %s): it holds its queue slot for ever",
+			helmrelease.StatusUninstalling, e.svc.Sweep.QueueDeadline)
+	}
+	if limit := e.svc.Sweep.QueueDeadline + 10*time.Minute; failedAt > limit {
+		t.Errorf("failed %s after the mark; want within %s", failedAt, limit)
+	}
+}
+
+// The clock is the sweeper's first sight only when that is earlier: an untouched label
+// (a notifier that starts long after the mark) still decides, and a label moved back
+// (earlier) only brings the tenant's own deadline nearer. Unsealed marks, which count for
+// nothing, are not remembered.
+func TestMarkClockKeepsAnEarlierLabel(t *testing.T) {
+	var c markClock
+	mark := release.Revision{Namespace: "ns", Name: "web", SecretName: release.SecretName("web", 1), RequestID: "req-u",
+		Status: release.StatusUninstalling, Created: t0}
+	if got := c.start(mark, true, t0.Add(50*time.Minute)); !got.Equal(t0) {
+		t.Errorf("an untouched mark seen first 50 min after it was made: clock %s, want its label %s", got, t0)
+	}
+	moved := mark
+	moved.Created = t0.Add(2 * time.Hour)
+	if got := c.start(moved, true, t0.Add(2*time.Hour)); !got.Equal(t0.Add(50 * time.Minute)) {
+		t.Errorf("a label moved ahead: clock %s, want the first sight %s", got, t0.Add(50*time.Minute))
+	}
+	c.forget(t0.Add(2*time.Hour + time.Second))
+	if got := c.start(moved, false, t0.Add(3*time.Hour)); !got.Equal(moved.Created) || len(c.seen) != 0 {
+		t.Errorf("an unsealed mark: clock %s, %d remembered; want its label and nothing kept", got, len(c.seen))
+	}
+}
