@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // StoredEvent is the accepted event kept in a pending revision's secret (nil if none).
@@ -56,4 +57,27 @@ func (s *Store) StoredRequest(ctx context.Context, namespace, secretName string)
 		out.Undecodable = err
 	}
 	return out, nil
+}
+
+// KeptRequest is what a release Secret holds that can name the request it was accepted
+// for, read whatever its labels say: its UID and labels (the request-id label and the
+// seal) and the stored event. Nothing in it is trusted: a cancel checks the seal and the
+// event's signature before it binds a request named there.
+type KeptRequest struct {
+	UID    types.UID
+	Labels map[string]string
+	// Event is data[DataEvent] (nil when there is none), whatever the status label says.
+	Event []byte
+}
+
+// KeptRequest reads the Secret namespace/secretName (nil, nil when it is gone).
+func (s *Store) KeptRequest(ctx context.Context, namespace, secretName string) (*KeptRequest, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the request kept in %s/%s: %w", namespace, secretName, err)
+	}
+	return &KeptRequest{UID: sec.UID, Labels: sec.Labels, Event: sec.Data[DataEvent]}, nil
 }

@@ -11,6 +11,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -216,20 +217,126 @@ func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.
 	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
 }
 
-// bindQueued binds a queued revision about to be failed unrun to its Secret: a tenant who
-// makes the Secret again under its name with the stored event cannot get it run.
+// bindQueued binds the request of a queued revision about to be failed unrun (a cancel, a
+// supersede) to its Secret with the outcome cancelled, so that no delivery ever runs it:
+// not the genuine one still in the broker, nor the stored event a tenant puts back on the
+// record, rewound in place or made again under its name. The request is found in the
+// Secret itself (cancelledRequests), never through the labels the history was read by: a
+// tenant who had moved the version or revision labels had the binding skipped, and got
+// its cancelled request run once it made the Secret again with the stored event and seal.
 func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
+	if len(s.SigningKey) == 0 {
+		return s.bindByLabels(ctx, rev) // no seal, no signature: the labels are all there is
+	}
+	reqs, uid, err := s.cancelledRequests(ctx, rev)
+	if err != nil || uid == "" {
+		return err
+	}
+	for _, a := range reqs {
+		if err := s.cancelRequest(ctx, a, uid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindByLabels is bindQueued without a signing key: the request the labels name, if they
+// say this is a pending revision of ours.
+func (s *Service) bindByLabels(ctx context.Context, rev release.Revision) error {
 	action, ok := release.PendingAction(rev.Status)
 	if !ok || !rev.Ours || rev.RequestID == "" || rev.UID == "" {
 		return nil // not a reservation of ours: no event of ours to protect
 	}
-	if len(s.SigningKey) > 0 && !release.SealedRevision(s.SigningKey, rev) {
-		// Its labels are the tenant's: a hand-made revision naming another caller's
-		// request id must not bind that request to it.
-		return nil
-	}
 	return s.bind(ctx, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
 		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID, consumed.OutcomeCancelled)
+}
+
+// keptRequests reads what a Secret holds that names a request (release.Store).
+type keptRequests interface {
+	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
+}
+
+// cancelledRequests are the requests that could run on the Secret rev was listed from,
+// read from that Secret now (by its name, whatever its labels say), with its UID: the
+// stored event if submit signed it for this namespace and Secret, and the request-id label
+// if submit's seal for this Secret verifies. Another caller's request id written on a
+// hand-made Secret has neither, and is not bound to it.
+func (s *Service) cancelledRequests(ctx context.Context, rev release.Revision) ([]events.Action, types.UID, error) {
+	kept := &release.KeptRequest{UID: rev.UID, Labels: map[string]string{release.LabelRequestID: rev.RequestID, release.LabelSeal: rev.Seal}}
+	if k, ok := s.Store.(keptRequests); ok {
+		got, err := k.KeptRequest(ctx, rev.Namespace, rev.SecretName)
+		if err != nil {
+			return nil, "", fmt.Errorf("find the request of %s/%s to cancel: %w", rev.Namespace, rev.SecretName, err)
+		}
+		if got == nil {
+			return nil, "", nil // gone: nothing left to run it on, nothing to fail
+		}
+		kept = got
+	}
+	var out []events.Action
+	if a, ok := s.storedRequest(kept.Event, rev); ok {
+		out = append(out, a)
+	}
+	id := kept.Labels[release.LabelRequestID]
+	meta := &metav1.ObjectMeta{Namespace: rev.Namespace, Name: rev.SecretName, Labels: kept.Labels}
+	if id != "" && (len(out) == 0 || out[0].RequestID != id) && release.Sealed(s.SigningKey, meta) {
+		action, _ := release.PendingAction(rev.Status) // only a record: the outcome is what counts
+		out = append(out, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
+			Revision: rev.Version, SecretName: rev.SecretName, RequestID: id})
+	}
+	return out, kept.UID, nil
+}
+
+// storedRequest is the accepted request of a stored event, if submit signed it and it
+// names this namespace and Secret. Only the signature is checked, not the event's age: an
+// expired request cannot run anyway, and binding it costs nothing.
+func (s *Service) storedRequest(stored []byte, rev release.Revision) (events.Action, bool) {
+	var e cloudevents.Event
+	if len(stored) == 0 || e.UnmarshalJSON(stored) != nil || events.Verify(e, s.SigningKey, e.Time(), time.Minute) != nil {
+		return events.Action{}, false
+	}
+	a, err := events.ParseAccepted(e)
+	if err != nil || e.ID() != a.RequestID || a.Namespace != rev.Namespace || a.SecretName != rev.SecretName {
+		return events.Action{}, false
+	}
+	return a, true
+}
+
+// outcomes records the outcome on a consumed request's record (consumed.Store).
+type outcomes interface {
+	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
+	MarkDone(ctx context.Context, requestID, outcome string) error
+}
+
+// cancelRequest binds a to the Secret uid with the outcome cancelled. A request an
+// executor bound to this Secret and lost (no outcome yet) gets cancelled written on its
+// record: without it the next delivery, after the tenant rewound the failed record in
+// place, resumed it. One bound to another UID of this name runs nowhere: that Secret is
+// gone, and every delivery on another is refused.
+func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.UID) error {
+	if s.Bindings == nil {
+		return nil
+	}
+	first, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
+		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now(), Outcome: consumed.OutcomeCancelled})
+	if errors.Is(err, consumed.ErrConsumedElsewhere) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bind cancelled request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
+	}
+	o, ok := s.Bindings.(outcomes)
+	if first || !ok {
+		return nil
+	}
+	rec, err := o.Lookup(ctx, a.RequestID)
+	if err != nil || rec == nil || rec.Outcome != "" {
+		return err
+	}
+	if err := o.MarkDone(ctx, a.RequestID, consumed.OutcomeCancelled); err != nil {
+		return fmt.Errorf("record the cancel of request %s: %w", a.RequestID, err)
+	}
+	return nil
 }
 
 // bind records, in state tenants cannot write, that the request belongs to the Secret
