@@ -146,6 +146,14 @@ func (failingBindings) Consume(context.Context, consumed.Record) (bool, error) {
 	return false, errors.New(`leases.coordination.k8s.io is forbidden`)
 }
 
+func (failingBindings) Lookup(context.Context, string) (*consumed.Record, error) {
+	return nil, errors.New(`leases.coordination.k8s.io is forbidden`)
+}
+
+func (failingBindings) MarkDone(context.Context, string, string) error {
+	return errors.New(`leases.coordination.k8s.io is forbidden`)
+}
+
 // finish replaces a reservation with the record Helm writes when it is done.
 func (e *env) finish(name string, revision int, st helmrelease.Status) {
 	e.t.Helper()

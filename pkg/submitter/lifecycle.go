@@ -251,27 +251,18 @@ func (s *Service) bindByLabels(ctx context.Context, rev release.Revision) error 
 		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID, consumed.OutcomeCancelled)
 }
 
-// keptRequests reads what a Secret holds that names a request (release.Store).
-type keptRequests interface {
-	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
-}
-
 // cancelledRequests are the requests that could run on the Secret rev was listed from,
 // read from that Secret now (by its name, whatever its labels say), with its UID: the
 // stored event if submit signed it for this namespace and Secret, and the request-id label
 // if submit's seal for this Secret verifies. Another caller's request id written on a
 // hand-made Secret has neither, and is not bound to it.
 func (s *Service) cancelledRequests(ctx context.Context, rev release.Revision) ([]events.Action, types.UID, error) {
-	kept := &release.KeptRequest{UID: rev.UID, Labels: map[string]string{release.LabelRequestID: rev.RequestID, release.LabelSeal: rev.Seal}}
-	if k, ok := s.Store.(keptRequests); ok {
-		got, err := k.KeptRequest(ctx, rev.Namespace, rev.SecretName)
-		if err != nil {
-			return nil, "", fmt.Errorf("find the request of %s/%s to cancel: %w", rev.Namespace, rev.SecretName, err)
-		}
-		if got == nil {
-			return nil, "", nil // gone: nothing left to run it on, nothing to fail
-		}
-		kept = got
+	kept, err := s.Store.KeptRequest(ctx, rev.Namespace, rev.SecretName)
+	if err != nil {
+		return nil, "", fmt.Errorf("find the request of %s/%s to cancel: %w", rev.Namespace, rev.SecretName, err)
+	}
+	if kept == nil {
+		return nil, "", nil // gone: nothing left to run it on, nothing to fail
 	}
 	var out []events.Action
 	if a, ok := s.storedRequest(kept.Event, rev); ok {
@@ -302,12 +293,6 @@ func (s *Service) storedRequest(stored []byte, rev release.Revision) (events.Act
 	return a, true
 }
 
-// outcomes records the outcome on a consumed request's record (consumed.Store).
-type outcomes interface {
-	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
-	MarkDone(ctx context.Context, requestID, outcome string) error
-}
-
 // cancelRequest binds a to the Secret uid with the outcome cancelled. A request an
 // executor bound to this Secret and lost (no outcome yet) gets cancelled written on its
 // record: without it the next delivery, after the tenant rewound the failed record in
@@ -325,15 +310,14 @@ func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.
 	if err != nil {
 		return fmt.Errorf("bind cancelled request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
 	}
-	o, ok := s.Bindings.(outcomes)
-	if first || !ok {
+	if first {
 		return nil
 	}
-	rec, err := o.Lookup(ctx, a.RequestID)
+	rec, err := s.Bindings.Lookup(ctx, a.RequestID)
 	if err != nil || rec == nil || rec.Outcome != "" {
 		return err
 	}
-	if err := o.MarkDone(ctx, a.RequestID, consumed.OutcomeCancelled); err != nil {
+	if err := s.Bindings.MarkDone(ctx, a.RequestID, consumed.OutcomeCancelled); err != nil {
 		return fmt.Errorf("record the cancel of request %s: %w", a.RequestID, err)
 	}
 	return nil

@@ -39,6 +39,10 @@ type Store interface {
 	// MarkUninstalling records an accepted uninstall on a revision; Unmark takes it back.
 	MarkUninstalling(ctx context.Context, m release.UninstallMark) (*release.Marked, error)
 	Unmark(ctx context.Context, m *release.Marked) error
+	// KeptRequest is what the Secret of that name holds that names a request (its stored
+	// event, its request-id label and seal), read by name whatever its labels say; nil
+	// when the Secret is gone. A cancel binds the request found there.
+	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
 }
 
 // Leases asks a revision's executor, through its Lease, to stop (lease.Heartbeat).
@@ -64,6 +68,10 @@ type RepoSecrets interface {
 // Submit writes it only for requests that will not run from their delivery.
 type Bindings interface {
 	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
+	// Lookup and MarkDone let a cancel write its outcome on a request a lost executor
+	// had bound and never finished.
+	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
+	MarkDone(ctx context.Context, requestID, outcome string) error
 }
 
 // Authorizer checks what a user may do (auth.Authorizer).
