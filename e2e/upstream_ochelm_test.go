@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/async-helm/async-helm/pkg/api"
 )
 
 // Every command of the unmodified oc-helm plugin against submit, as it talks to the
 // console's helm backend (session cookie, CSRF double submit, https): the synchronous and
-// the asynchronous routes, the read side, the chart index and the errors it prints.
+// the asynchronous routes, the read side, the chart index, verify and the errors it prints.
 func TestUnmodifiedOcHelmCommands(t *testing.T) {
+	t.Parallel()
 	ns := cluster.Namespace(t)
 	s := newStack(t)
 	run := upstreamRunner(t, s, ns)
@@ -79,5 +82,16 @@ func TestUnmodifiedOcHelmCommands(t *testing.T) {
 	}
 	if out := must("NAME", "list"); !regexp.MustCompile(`(?m)^broken\s.*failed`).MatchString(out) {
 		t.Errorf("list: want broken failed:\n%s", out)
+	}
+
+	// verify posts {chart_url, values} to /api/helm/verify and prints the answer's error
+	// (this build has no chart-verifier: 501).
+	out, code := run("verify", "--chart-url", s.charts.ChartURL("tiny", "0.1.0"), "--values", "provider=developer-console")
+	if code != 1 || !strings.Contains(out, "chart verification is not available: async-helm is built without Red Hat's chart-verifier") {
+		t.Errorf("verify: exit %d\n%s", code, out)
+	}
+	out, code = run("verify", "--chart-url", s.charts.URL+"/index.yaml")
+	if code != 1 || strings.TrimSpace(out) != api.VerifyInvalidURL {
+		t.Errorf("verify of a URL the console refuses: exit %d\n%s", code, out)
 	}
 }

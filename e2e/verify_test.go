@@ -82,22 +82,6 @@ func consoleFront(t *testing.T, s *stack) string {
 	return strings.TrimPrefix(front.URL, "https://")
 }
 
-// The unmodified oc-helm's verify against submit: it posts {chart_url, values} to
-// /api/helm/verify and prints the answer's error (this build has no chart-verifier: 501).
-func TestUnmodifiedOcHelmVerify(t *testing.T) {
-	ns := cluster.Namespace(t)
-	s := newStack(t)
-	run := upstreamRunner(t, s, ns)
-	out, code := run("verify", "--chart-url", s.charts.ChartURL("tiny", "0.1.0"), "--values", "provider=developer-console")
-	if code != 1 || !strings.Contains(out, "chart verification is not available: async-helm is built without Red Hat's chart-verifier") {
-		t.Errorf("verify: exit %d\n%s", code, out)
-	}
-	out, code = run("verify", "--chart-url", s.charts.URL+"/index.yaml")
-	if code != 1 || strings.TrimSpace(out) != api.VerifyInvalidURL {
-		t.Errorf("verify of a URL the console refuses: exit %d\n%s", code, out)
-	}
-}
-
 // A chart by URL outside every repository, behind basic auth, through the whole product:
 // submit reads the Secret after the caller's review, the executor fetches with it as the
 // caller, Helm stores the console's annotations, an upgrade by chart_url reuses the
