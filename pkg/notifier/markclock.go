@@ -1,40 +1,59 @@
 package notifier
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// markMemory is how long the sweeper remembers an uninstall mark after it last saw it
-// pending (at least twice QUEUE_DEADLINE): no mark of ours leaves pending and comes back,
-// so one that does is a tenant's relabel, and keeps the clock it had.
+// markMemory is how long the sweeper remembers a sealed pending revision after it last
+// saw it pending (at least twice QUEUE_DEADLINE): no record of ours leaves pending and
+// comes back, so one that does is a tenant's relabel or re-made Secret, and keeps the
+// clock it had.
 const markMemory = 24 * time.Hour
 
-// markKey names an uninstall mark by its seal's own domain (namespace, Secret name,
-// request id): a tenant makes a new key only with a new accepted uninstall. A UID would
-// let it restart the clock by deleting and re-creating the Secret.
+// maxMarkHistory bounds the revisions remembered that were not seen pending in the last
+// pass (the history markMemory keeps); the oldest seen go first. Every accepted request
+// leaves one behind, and a tenant mints them at submit's accept rate: unbounded, a day of
+// them was gigabytes in the leading notifier. Revisions pending now are never dropped.
+// Only a revision made pending again after it was dropped gets a new clock, and to drop
+// its own a tenant must first present this many other sealed revisions (each an accepted
+// request), more than a fresh accepted request per held slot would cost it.
+const maxMarkHistory = 1 << 16
+
+// markKey names a sealed pending revision by its seal's own domain (namespace, Secret
+// name, request id): a tenant makes a new key only with a new accepted request. A UID
+// would let it restart the clock by deleting and re-creating the Secret.
 type markKey struct{ namespace, secret, requestID string }
 
-type markSeen struct{ first, last time.Time }
+// markSeen is when a key was first and last seen pending, and in which pass last.
+type markSeen struct {
+	first, last time.Time
+	pass        uint64
+}
 
-// markClock is when this sweeper first saw each sealed uninstall mark pending. An
-// uninstalling revision's clock (Revision.Created) is Helm's modifiedAt label, which a
-// tenant writes: moved forward now and then, it kept a queued mark, and its namespace's
-// MAX_QUEUED share, past QUEUE_DEADLINE for ever. The sweeper's own first sight is not
-// the tenant's to move. It is in memory: a restart or a new leader starts it again, once.
+// markClock is when this sweeper first saw each sealed revision pending. A revision's
+// clock (Revision.Created) is its Secret's creationTimestamp, or for an uninstall mark
+// Helm's modifiedAt label: a tenant writes the label, and gets a new creationTimestamp by
+// deleting the Secret and making it again with the same labels, seal and payload. Either,
+// done now and then, kept a queued record, and its namespace's MAX_QUEUED share, past
+// QUEUE_DEADLINE for ever. The sweeper's own first sight is not the tenant's to move. It
+// is in memory: a restart or a new leader starts it again, once.
 type markClock struct {
 	mu   sync.Mutex
 	seen map[markKey]markSeen
+	// pass counts forget calls: an entry whose pass is older was not seen in the last one.
+	pass uint64
 }
 
-// start is rev's clock at now: a reservation's creation (set by the API server), an
-// uninstall mark's modifiedAt label but never later than when this sweeper first saw the
-// mark. Only sealed marks (tracked true) are remembered, so a tenant's hand-made ones,
+// start is rev's clock at now: its Created (the API server's creationTimestamp, an
+// uninstall mark's modifiedAt label) but never later than when this sweeper first saw it.
+// Only sealed revisions (tracked true) are remembered, so a tenant's hand-made ones,
 // which count for nothing toward admission, cannot grow the memory.
 func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) time.Time {
-	if rev.Status != release.StatusUninstalling || !tracked {
+	if !tracked {
 		return rev.Created
 	}
 	k := markKey{namespace: rev.Namespace, secret: rev.SecretName, requestID: rev.RequestID}
@@ -47,7 +66,7 @@ func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) tim
 	if !ok {
 		s.first = now
 	}
-	s.last = now
+	s.last, s.pass = now, c.pass
 	c.seen[k] = s
 	if rev.Created.After(s.first) {
 		return s.first
@@ -55,26 +74,39 @@ func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) tim
 	return rev.Created
 }
 
-// forget drops the marks last seen pending before cutoff.
+// forget ends a pass: it drops the revisions last seen pending before cutoff and, past
+// maxMarkHistory of those not seen in this pass, the ones seen longest ago.
 func (c *markClock) forget(cutoff time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var history []markKey
 	for k, s := range c.seen {
-		if s.last.Before(cutoff) {
+		switch {
+		case s.last.Before(cutoff):
 			delete(c.seen, k)
+		case s.pass != c.pass:
+			history = append(history, k)
 		}
+	}
+	c.pass++
+	if len(history) <= maxMarkHistory {
+		return
+	}
+	slices.SortFunc(history, func(a, b markKey) int { return c.seen[a].last.Compare(c.seen[b].last) })
+	for _, k := range history[:len(history)-maxMarkHistory] {
+		delete(c.seen, k)
 	}
 }
 
-// markStart is rev's clock for the sweeper (markClock.start): with a key, only marks
+// markStart is rev's clock for the sweeper (markClock.start): with a key, only revisions
 // sealed for their request are remembered.
 func (s *Service) markStart(rev release.Revision, now time.Time) time.Time {
 	tracked := len(s.SigningKey) == 0 || release.SealedRevision(s.SigningKey, rev)
 	return s.markClock.start(rev, tracked, now)
 }
 
-// forgetMarks drops the marks not seen pending for markMemory (at least twice
-// QUEUE_DEADLINE), after a pass.
+// forgetMarks ends the pass of the mark clock: it drops the revisions not seen pending for
+// markMemory (at least twice QUEUE_DEADLINE), and the oldest history past maxMarkHistory.
 func (s *Service) forgetMarks(now time.Time) {
 	s.markClock.forget(now.Add(-max(markMemory, 2*s.Sweep.QueueDeadline)))
 }

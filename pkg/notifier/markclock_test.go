@@ -72,3 +72,35 @@ func TestMarkClockKeepsAnEarlierLabel(t *testing.T) {
 		t.Errorf("an unsealed mark: clock %s, %d remembered; want its label and nothing kept", got, len(c.seen))
 	}
 }
+
+// Attack (hostile-tenant review): every accepted request gives its tenant a sealed key
+// (namespace, Secret name, request id), and the mark clock kept each key seen pending for a
+// day. Presenting each one once as a pending mark (a sealed reservation relabelled
+// uninstalling, then put away), at submit's accept rate, grew the leading notifier's memory
+// without bound: millions of entries a day. The history (keys not seen in the last pass) is
+// now capped, oldest seen first out, and a key still pending is never dropped: its clock
+// holds whatever the flood.
+func TestMarkClockMemoryIsBoundedAndKeepsWhatIsPending(t *testing.T) {
+	var c markClock
+	held := release.Revision{Namespace: "ns", Name: "held", SecretName: release.SecretName("held", 1), RequestID: "req-held",
+		Status: release.StatusUninstalling, Created: t0}
+	now := t0
+	const passes, perPass = 10, maxMarkHistory / 8
+	for p := 0; p <= passes; p++ { // the last pass sees only the mark still pending
+		for i := 0; i < perPass && p < passes; i++ {
+			name := fmt.Sprintf("r%d-%d", p, i)
+			c.start(release.Revision{Namespace: "ns", Name: name, SecretName: release.SecretName(name, 1), RequestID: "req-" + name,
+				Status: release.StatusUninstalling, Created: now}, true, now)
+		}
+		moved := held
+		moved.Created = now.Add(4 * time.Minute) // the tenant's label, moved ahead every pass
+		if got := c.start(moved, true, now); !got.Equal(t0) {
+			t.Fatalf("pass %d: the mark still pending has clock %s; want its first sight %s", p, got, t0)
+		}
+		c.forget(now.Add(-markMemory))
+		now = now.Add(10 * time.Second)
+	}
+	if n, limit := len(c.seen), maxMarkHistory+1; n > limit || !c.seen[markKey{"ns", held.SecretName, held.RequestID}].first.Equal(t0) {
+		t.Errorf("%d keys remembered after %d presented once; want at most %d", n, passes*perPass, limit)
+	}
+}

@@ -126,7 +126,7 @@ type Service struct {
 	vanished map[string]bool
 	// once logs what a hostile record causes once, not once per retry or sweep.
 	once onceLog
-	// markClock is when the sweeper first saw each uninstall mark (markclock.go).
+	// markClock is when the sweeper first saw each sealed pending revision (markclock.go).
 	markClock markClock
 }
 

@@ -192,8 +192,9 @@ func (s *Service) sweepSeen(ctx context.Context, rev release.Revision, res *Swee
 		return s.failStuck(ctx, rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
 			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
 	}
-	// Within the skew the label could still be moved ahead again and again: a mark's clock
-	// is never later than the sweeper's first sight of it (markclock.go).
+	// Within the skew the label could still be moved ahead again and again, and a Secret
+	// made again has a new creationTimestamp: a sealed revision's clock is never later than
+	// the sweeper's first sight of it (markclock.go).
 	rev.Created = s.markStart(rev, d.now)
 	d.lastSent = rev.Created
 	if rev.SentAt.After(d.lastSent) {
