@@ -115,10 +115,10 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 	if err != nil {
 		return nil, err
 	}
-	if len(revs) == 0 {
+	latest, ok := latestRecord(revs, name)
+	if !ok {
 		return nil, fmt.Errorf("%w: %s/%s", release.ErrNotFound, namespace, name)
 	}
-	latest := revs[0]
 	out := &api.Cancelled{Name: name, Namespace: namespace, Revision: latest.Version, Status: "cancelling"}
 	if !release.IsPending(latest.Status) {
 		return nil, fmt.Errorf("%w: revision %d of %s/%s is %s", ErrNotPending, latest.Version, namespace, name, latest.Status)
@@ -137,11 +137,39 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 		return nil, err
 	}
 	reason := fmt.Sprintf("Release %q failed: cancelled by %s before an executor ran it", name, by)
-	if _, err := s.Store.MarkFailed(ctx, namespace, name, latest.Version, reason, release.KeepFailed); err != nil {
+	failed, err := s.Store.MarkFailed(ctx, namespace, name, latest.Version, reason, release.KeepFailed)
+	if err != nil {
 		return nil, err
+	}
+	if !failed {
+		// Gone, or its record is not pending whatever its status label says: the request
+		// is bound above and will not run, but nothing was failed here.
+		return nil, fmt.Errorf("%w: revision %d of %s/%s was not failed: its record is not pending", ErrNotPending,
+			latest.Version, namespace, name)
 	}
 	out.Status = "failed"
 	return out, nil
+}
+
+// latestRecord is the newest of revs that is a record of release name, its version read
+// from its Secret's name: Helm names a record's Secret from its release and version, and
+// the guarded decode holds the payload to that name. The labels are the tenant's: with the
+// version label of a queued revision moved to 9, a cancel failed "revision 9", which does
+// not exist, and answered failed for it while the record it had read (and bound) stayed
+// pending. A Secret of another release labelled with this name is none of its records: a
+// cancel never takes that release's Lease or fails its record.
+func latestRecord(revs []release.Revision, name string) (release.Revision, bool) {
+	var latest release.Revision
+	found := false
+	for _, r := range revs {
+		owner, v, ok := release.ParseSecretName(r.SecretName)
+		if !ok || owner != name || (found && v <= latest.Version) {
+			continue
+		}
+		r.Version = v
+		latest, found = r, true
+	}
+	return latest, found
 }
 
 // ErrNotCancellable is a running action that cannot be stopped half-way (409).

@@ -107,12 +107,14 @@ func (s *Service) supersedable(ctx context.Context, namespace, name string, vers
 	if err != nil {
 		return release.Revision{}, err
 	}
-	if len(revs) == 0 || !release.IsPending(revs[0].Status) {
+	// The release's own newest record, as a cancel finds it (latestRecord): never another
+	// release's Secret labelled with this name, whose request the supersede would bind.
+	old, ok := latestRecord(revs, name)
+	if !ok || !release.IsPending(old.Status) {
 		// It ended meanwhile: the request goes as one without supersede would now.
 		return release.Revision{}, fmt.Errorf("%w: revision %d of %s/%s ended while the request was read; send it again",
 			release.ErrConflict, version, namespace, name)
 	}
-	old := revs[0]
 	if old.Status == release.StatusUninstalling {
 		// A PendingError too: the edge answers 409 as for any request while one is pending.
 		return old, fmt.Errorf("%w (%s/%s): an uninstall %w", &release.PendingError{Revision: old.Version, Status: old.Status},
