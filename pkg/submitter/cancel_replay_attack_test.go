@@ -51,8 +51,8 @@ func TestCancelledRequestDoesNotRunAfterItsLabelsWereMoved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// With the version label moved, Cancel fails "revision 9" (nothing) and answers failed;
-			// the record stays pending, and what keeps its request from running is what is bound.
+			// Cancel fails the record it read (its version from the Secret's name); what keeps
+			// its request from running once the record is made again is what is bound.
 			_, _ = e.svc.Cancel(ctx(t), "ns", "web", nil)
 			// The editor makes the Secret again with what it kept: the stored event, the seal.
 			if err := secrets.Delete(ctx(t), acc.Secret.Name, metav1.DeleteOptions{}); err != nil {
