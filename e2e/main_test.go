@@ -99,6 +99,10 @@ func wire(t *testing.T, eventLog string, delivery ...map[string]map[string]any) 
 	return ports, w
 }
 
+// newStack starts submit, executor and notifier wired through Knative. namespaces are the
+// notifier's NAMESPACES: give the test's own. Without them it watches and sweeps every
+// namespace, so it fails another parallel test's records signed with another key ("its
+// stored request is not submit's").
 func newStack(t *testing.T, namespaces ...string) *stack {
 	t.Helper()
 	return newStackWith(t, nil, namespaces...)

@@ -16,7 +16,7 @@ import (
 func TestUnmodifiedOcHelmCommands(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	s := newStack(t)
+	s := newStack(t, ns)
 	run := upstreamRunner(t, s, ns)
 	must := func(want string, args ...string) string {
 		t.Helper()

@@ -88,7 +88,7 @@ func consoleFront(t *testing.T, s *stack) string {
 // recorded Secret, and __none__ clears it.
 func TestNoRepoBasicAuthInstallAndUpgrade(t *testing.T) {
 	ns := cluster.Namespace(t)
-	s := newStack(t)
+	s := newStack(t, ns)
 	charts := testcharts.StartBasicAuth(t, "chartuser", "s3cret")
 	ctx := context.Background()
 	if _, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "chart-auth"},
