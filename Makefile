@@ -90,7 +90,7 @@ cluster-down: knative-down
 
 # The modules of every Go module, fetched in parallel (.ci/run starts this in the
 # background: downloads wait on the network, the builds on the CPU).
-GO_MODULES := . tools/localcluster tools/knative tools/ko tools/helmv4
+GO_MODULES := . tools/localcluster tools/knative tools/ko tools/helmv4 third_party/oc-helm
 .PHONY: modules
 modules:
 	@pids=; for m in $(GO_MODULES); do (cd $$m && $(GO) mod download) & pids="$$pids $$!"; done; \

@@ -347,7 +347,7 @@ func TestConsoleLifecycleRoutesShapes(t *testing.T) {
 // that hangs up.
 func TestSyncRouteDeadline(t *testing.T) {
 	t.Parallel()
-	ns := cluster.SlowNamespace(t) // pods become ready only after 90 s
+	ns := cluster.SlowNamespace(t) // pods become ready only after 60 s
 	s := newStackWith(t, map[string]string{"SYNC_TIMEOUT": "2s", "MAX_QUEUED": "0", "MAX_QUEUED_PER_NAMESPACE": "0"}, ns)
 	tiny := s.charts.ChartURL("tiny", "0.1.0")
 	b, _ := json.Marshal(api.ReleaseRequest{Name: "slow", Namespace: ns, ChartURL: tiny, Wait: true, Timeout: "10m"})

@@ -212,7 +212,7 @@ func TestMalformedEventsAreRefused(t *testing.T) {
 	}
 }
 
-// With one CPU slot, installs waiting for readiness (slow pods: Ready after 90 s) give it
+// With one CPU slot, installs waiting for readiness (slow pods: Ready after 60 s) give it
 // back: all three are applied while every one of them still waits. Held through the wait,
 // the first would have ended (timed out) before the second was applied.
 func TestWaitingInstallsGiveTheCPUSlotBack(t *testing.T) {

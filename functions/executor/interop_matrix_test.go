@@ -124,7 +124,7 @@ const matrixActions = 8
 // A release in each state async-helm writes, and the helm CLI's commands on it, next to
 // the same commands on the release Helm itself wrote in that state.
 func TestHelmHandlesEveryRecordAsItsOwn(t *testing.T) {
-	// Beside the v4 matrix: each has four cells that wait on slow pods for 90 s.
+	// Beside the v4 matrix: each has four cells that wait on slow pods for 60 s.
 	t.Parallel()
 	x := newInterop(t, Config{MaxParallel: matrixActions})
 	tiny := func() string { return x.charts.ChartURL("tiny", "0.1.0") }

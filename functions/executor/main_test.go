@@ -30,7 +30,7 @@ var cluster *testcluster.Env
 
 func TestMain(m *testing.M) {
 	// The interop matrices' cells wait on slow pods and Helm's --wait for most of their
-	// time: the two matrices run side by side, their eight 90 s cells at once.
+	// time: the two matrices run side by side, their eight 60 s cells at once.
 	if err := testcluster.WaitBoundParallel(matrixActions); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -12,7 +12,7 @@ type Profile string
 const (
 	// Fast: pods are Ready about half a second after they start (the default).
 	Fast Profile = "fast"
-	// Slow: pods become Ready after the slow delay (90 s; localcluster up -slow-delay).
+	// Slow: pods become Ready after the slow delay (60 s; localcluster up -slow-delay).
 	Slow Profile = "slow"
 	// GitLab: GitLab's workloads become Ready staggered, as on a real cluster: migrations
 	// 30 s, gitaly 45 s, sidekiq 60 s, webservice 120 s (it waits for the migrations, then

@@ -141,7 +141,7 @@ func (e *Env) Namespace(t testing.TB) string {
 }
 
 // SlowNamespace is a namespace whose pods become Ready only after the local cluster's
-// slow delay (90 s by default), as a big chart's pods do on a real cluster.
+// slow delay (60 s by default), as a big chart's pods do on a real cluster.
 func (e *Env) SlowNamespace(t testing.TB) string {
 	return e.namespace(t, podprofile.Slow.Annotations())
 }

@@ -18,7 +18,7 @@ func main() {
 	dir := fs.String("dir", ".cache/localcluster", "state directory (kubeconfig, logs, etcd data)")
 	bin := fs.String("bin", "", "directory of the control-plane binaries (default <dir>/bin)")
 	ready := fs.Duration("ready-delay", 500*time.Millisecond, "time until a pod becomes Ready")
-	slow := fs.Duration("slow-delay", 90*time.Second, "time until a pod becomes Ready in a slow namespace")
+	slow := fs.Duration("slow-delay", 60*time.Second, "time until a pod becomes Ready in a slow namespace")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: localcluster [flags] up|down|kubeconfig\n")
 		fs.PrintDefaults()
