@@ -195,9 +195,16 @@ func TestOcHelmRollbackAndUninstall(t *testing.T) {
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Get(ctx, "db", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment db after uninstall --wait: %v", err)
 	}
-	graves, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.SelectorTombstones})
-	if err != nil || len(graves.Items) != 1 || graves.Items[0].Annotations[lease.AnnotationOutcome] != lease.OutcomeUninstalled {
-		t.Fatalf("db's tombstone while the notifier is down: %v, %v", graves, err)
+	// The release is gone once Helm deleted its records; the executor writes the outcome
+	// on the tombstone just after, so --wait may return first.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		graves, err := cluster.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: lease.SelectorTombstones})
+		if err == nil && len(graves.Items) == 1 && graves.Items[0].Annotations[lease.AnnotationOutcome] == lease.OutcomeUninstalled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db's tombstone while the notifier is down: %v, %v", graves, err)
+		}
 	}
 	if err := s.notifier.Restart(); err != nil {
 		t.Fatal(err)
