@@ -159,6 +159,7 @@ func run(ctx context.Context, o options) error {
 		if !ok {
 			return fmt.Errorf("no section %q (have %s)", name, allSections)
 		}
+		b.awaitNamespacesDeleted(ctx)
 		t0 := time.Now()
 		b.logf("== %s", name)
 		if err := fn(ctx); err != nil {
