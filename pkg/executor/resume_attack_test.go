@@ -38,13 +38,14 @@ func TestDeletingTheLeaseDoesNotRestartTheActionAgainAndAgain(t *testing.T) {
 			Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "pod-" + string(rune('a'+i)), Duration: time.Minute, Clock: e.clock}),
 			Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute, RequireBinding: true, ProgressInterval: 5 * time.Millisecond}, 1)
 	}
-	for i := 0; i < 4; i++ {
+	deletions := consumed.MaxResumes + 3 // more than the bound allows
+	for i := 0; i < deletions; i++ {
 		done := make(chan struct{})
 		go func() { _, _ = pod(i).Handle(ctx(t), context.Background(), a, nil); close(done) }()
 		select {
 		case <-started:
 		case <-done: // refused: the request is not run again
-			i = 4
+			i = deletions
 			continue
 		}
 		if err := e.c.CoordinationV1().Leases("ns").Delete(ctx(t), release.LeaseName("web", 1), metav1.DeleteOptions{}); err != nil {
