@@ -15,11 +15,13 @@ import (
 const markMemory = 24 * time.Hour
 
 // maxMarkHistory bounds the revisions remembered that were not seen pending in the last
-// pass (the history markMemory keeps); the oldest seen go first. Every accepted request
-// leaves one behind, and a tenant mints them at submit's accept rate: unbounded, a day of
-// them was gigabytes in the leading notifier. Revisions pending now are never dropped.
-// Only a revision made pending again after it was dropped gets a new clock, and to drop
-// its own a tenant must first present this many other sealed revisions (each an accepted
+// pass (the history markMemory keeps). Every accepted request leaves one behind, and a
+// tenant mints them at submit's accept rate: unbounded, a day of them was gigabytes in the
+// leading notifier. Revisions pending now are never dropped. Past the bound each namespace
+// keeps its newest history first (forget): what one namespace presents, or the whole
+// service's traffic, never pushes out another namespace's newest keys. Only a revision
+// made pending again after it was dropped gets a new clock, and to have its own dropped a
+// tenant must present newer sealed revisions of its own namespace (each an accepted
 // request), more than a fresh accepted request per held slot would cost it.
 const maxMarkHistory = 1 << 16
 
@@ -75,7 +77,7 @@ func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) tim
 }
 
 // forget ends a pass: it drops the revisions last seen pending before cutoff and, past
-// maxMarkHistory of those not seen in this pass, the ones seen longest ago.
+// maxMarkHistory of those not seen in this pass, the rest of historyKept's order.
 func (c *markClock) forget(cutoff time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -92,10 +94,48 @@ func (c *markClock) forget(cutoff time.Time) {
 	if len(history) <= maxMarkHistory {
 		return
 	}
-	slices.SortFunc(history, func(a, b markKey) int { return c.seen[a].last.Compare(c.seen[b].last) })
-	for _, k := range history[:len(history)-maxMarkHistory] {
+	for _, k := range c.historyKept(history)[maxMarkHistory:] {
 		delete(c.seen, k)
 	}
+}
+
+// historyKept orders history from the first kept to the first dropped: every namespace's
+// newest key, then every namespace's second newest, and so on (the newest first within a
+// round). The bound was one queue of the whole service, the oldest seen out first: the
+// other namespaces' accepted requests pushed out a tenant's key for free (at a few hundred
+// requests a second, within minutes), and a tenant that took its re-made reservation out
+// of pending until then had it back with a new clock, holding its slot past QUEUE_DEADLINE
+// with the same few seals for ever. Now a key goes only after more than maxMarkHistory
+// keys of its rank or lower: the tenant's own newer ones, or as many namespaces'.
+func (c *markClock) historyKept(history []markKey) []markKey {
+	type entry struct {
+		key  markKey
+		last time.Time
+		rank int
+	}
+	newest := func(a, b entry) int { return b.last.Compare(a.last) }
+	byNamespace := map[string][]entry{}
+	for _, k := range history {
+		byNamespace[k.namespace] = append(byNamespace[k.namespace], entry{key: k, last: c.seen[k].last})
+	}
+	all := make([]entry, 0, len(history))
+	for _, es := range byNamespace {
+		slices.SortFunc(es, newest)
+		for i := range es {
+			es[i].rank = i
+		}
+		all = append(all, es...)
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
+		}
+		return newest(a, b)
+	})
+	for i, e := range all {
+		history[i] = e.key
+	}
+	return history
 }
 
 // markStart is rev's clock for the sweeper (markClock.start): with a key, only revisions
@@ -106,7 +146,7 @@ func (s *Service) markStart(rev release.Revision, now time.Time) time.Time {
 }
 
 // forgetMarks ends the pass of the mark clock: it drops the revisions not seen pending for
-// markMemory (at least twice QUEUE_DEADLINE), and the oldest history past maxMarkHistory.
+// markMemory (at least twice QUEUE_DEADLINE), and history past maxMarkHistory (forget).
 func (s *Service) forgetMarks(now time.Time) {
 	s.markClock.forget(now.Add(-max(markMemory, 2*s.Sweep.QueueDeadline)))
 }

@@ -104,3 +104,40 @@ func TestMarkClockMemoryIsBoundedAndKeepsWhatIsPending(t *testing.T) {
 		t.Errorf("%d keys remembered after %d presented once; want at most %d", n, passes*perPass, limit)
 	}
 }
+
+// Attack (hostile-tenant review of 3a5984a): the history bound was one queue for the whole
+// service, the key seen longest ago out first, so the other namespaces' accepted requests
+// pushed a tenant's key out for it: at a few hundred requests a second, within minutes. A
+// tenant that deleted its sealed queued reservation once its clock neared QUEUE_DEADLINE,
+// waited for that, and made it again (same labels, seal and payload, sent-at far ahead) had
+// a new clock, and with a few seals taking turns held its slot for ever. Past the bound
+// each namespace now keeps its newest keys first: another namespace's traffic never pushes
+// out the tenant's newest key.
+func TestMarkClockHistoryOutlivesOtherNamespacesTraffic(t *testing.T) {
+	var c markClock
+	name := release.SecretName("held", 1)
+	held := release.Revision{Namespace: "tenant", Name: "held", SecretName: name, RequestID: "req-held",
+		Status: string(helmrelease.StatusPendingInstall), Created: t0}
+	c.start(held, true, t0)
+	c.forget(t0.Add(-markMemory))
+	now := t0.Add(10 * time.Second) // the tenant deleted its reservation after this pass
+	const passes, perPass = 9, maxMarkHistory / 8
+	for p := 0; p < passes; p++ { // other namespaces' accepted requests, each seen pending once
+		for i := 0; i < perPass; i++ {
+			ns, rel := fmt.Sprintf("busy-%d", i%64), fmt.Sprintf("r%d-%d", p, i)
+			c.start(release.Revision{Namespace: ns, Name: rel, SecretName: release.SecretName(rel, 1), RequestID: "req-" + rel,
+				Status: string(helmrelease.StatusPendingInstall), Created: now}, true, now)
+		}
+		c.forget(now.Add(-markMemory))
+		now = now.Add(10 * time.Second)
+	}
+	if n, limit := len(c.seen), maxMarkHistory+perPass; n > limit { // the history, and the last pass's keys
+		t.Errorf("%d keys remembered; want at most %d", n, limit)
+	}
+	remade := held
+	remade.Created = now // the Secret made again: a new creationTimestamp
+	if got := c.start(remade, true, now); !got.Equal(t0) {
+		t.Errorf("the tenant's reservation made again after %d other namespaces' requests: clock %s; want its first sight %s",
+			passes*perPass, got, t0)
+	}
+}
