@@ -184,7 +184,7 @@ func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
 			}
-			if err == nil && ended(revs, old.Version) {
+			if err == nil && ended(revs, old.SecretName) {
 				return nil
 			}
 			next, gap = next+gap, min(2*gap, maxSupersedeTicks)
@@ -200,10 +200,13 @@ func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 	}
 }
 
-// ended says whether revision version is final or gone.
-func ended(revs []release.Revision, version int) bool {
+// ended says whether the record of Secret secretName is final or gone. The record is
+// found by its Secret's name, as supersedable found it (latestRecord), never by its version
+// label: the tenant's to move, and a record labelled with another version was taken for
+// ended at once, its successor reserved while it still ran.
+func ended(revs []release.Revision, secretName string) bool {
 	for _, r := range revs {
-		if r.Version == version {
+		if r.SecretName == secretName {
 			return !release.IsPending(r.Status)
 		}
 	}
