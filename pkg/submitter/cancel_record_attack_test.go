@@ -51,14 +51,7 @@ func TestCancelIgnoresAnotherReleasesSecretLabelledWithItsName(t *testing.T) {
 	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil); err != nil {
 		t.Fatal(err)
 	}
-	other, err := e.svc.Submit(ctx(t), release.ActionInstall, install("other"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := `{"metadata":{"labels":{"` + release.LabelName + `":"web","` + release.LabelVersion + `":"9"}}}`
-	if _, err := e.c.CoreV1().Secrets("ns").Patch(ctx(t), other.Secret.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	other := installLabelledAsWeb9(t, e)
 	out, err := e.svc.Cancel(ctx(t), "ns", "web", nil)
 	if err != nil || out.Revision != 1 || out.Status != "failed" {
 		t.Errorf("cancel of web = %+v, %v; want its revision 1 failed", out, err)
@@ -79,14 +72,7 @@ func TestSupersedeIgnoresAnotherReleasesSecretLabelledWithItsName(t *testing.T) 
 	e := supersedeEnv(t) // web: revision 1 deployed, 2 pending-upgrade (req-1)
 	bindings := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.svc.Clock}
 	e.svc.Bindings = bindings
-	other, err := e.svc.Submit(ctx(t), release.ActionInstall, install("other"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := `{"metadata":{"labels":{"` + release.LabelName + `":"web","` + release.LabelVersion + `":"9"}}}`
-	if _, err := e.c.CoreV1().Secrets("ns").Patch(ctx(t), other.Secret.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	other := installLabelledAsWeb9(t, e)
 	acc, err := e.svc.Submit(ctx(t), release.ActionUpgrade, superseding("web"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,4 +83,19 @@ func TestSupersedeIgnoresAnotherReleasesSecretLabelledWithItsName(t *testing.T) 
 	if st, _ := e.status("web", 2); acc.Revision != 3 || st != helmrelease.StatusFailed {
 		t.Errorf("the supersede reserved revision %d and left web's revision 2 %s; want 3 reserved, 2 failed", acc.Revision, st)
 	}
+}
+
+// installLabelledAsWeb9 accepts an install of release other and relabels its reservation
+// as web's revision 9, as a namespace editor can.
+func installLabelledAsWeb9(t *testing.T, e *env) *Accepted {
+	t.Helper()
+	other, err := e.svc.Submit(ctx(t), release.ActionInstall, install("other"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := `{"metadata":{"labels":{"` + release.LabelName + `":"web","` + release.LabelVersion + `":"9"}}}`
+	if _, err := e.c.CoreV1().Secrets("ns").Patch(ctx(t), other.Secret.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return other
 }
