@@ -72,7 +72,7 @@ func (f *Function) Start(ctx context.Context) error {
 		holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	f.svc = executor.New(executor.Service{
-		Store:              executor.ReleaseStore{Store: &release.Store{Client: cl.Typed, Metadata: cl.Metadata}},
+		Store:              &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
 		Helm:               factory,
 		Charts:             charts,
 		Heartbeat:          executor.HeartbeatLeases(&lease.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),

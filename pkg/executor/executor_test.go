@@ -152,7 +152,7 @@ func newEnv(t *testing.T, parallel int) *env {
 		helm: &fakeHelm{}}
 	e.helm.run = e.writes
 	e.consumed = &consumed.Store{Client: c, Namespace: "async-helm", Clock: clock}
-	e.svc = New(Service{Store: ReleaseStore{e.store}, Helm: e.helm, Charts: charts{packaged(t)}, Consumed: e.consumed,
+	e.svc = New(Service{Store: e.store, Helm: e.helm, Charts: charts{packaged(t)}, Consumed: e.consumed,
 		Heartbeat: HeartbeatLeases(&lease.Heartbeat{Client: c, Holder: "pod", Duration: time.Minute, Clock: clock}),
 		Log:       zap.NewNop().Sugar(), MaxActionTime: time.Minute}, parallel)
 	return e

@@ -2,12 +2,10 @@ package executor
 
 import (
 	"context"
-	"fmt"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/kubernetes"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
@@ -94,19 +92,4 @@ func (l heartbeatLeases) Hold(ctx context.Context, namespace, name string) (Leas
 		return nil, err
 	}
 	return held, err
-}
-
-// ReleaseStore is a release.Store with the Secret UID read the executor needs.
-type ReleaseStore struct{ *release.Store }
-
-// SecretMeta reads the metadata of the revision's Secret only (no payload).
-func (s ReleaseStore) SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error) {
-	m, err := s.Metadata.Resource(release.SecretsResource).Namespace(namespace).Get(ctx, secretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the metadata of %s/%s: %w", namespace, secretName, err)
-	}
-	return m, nil
 }

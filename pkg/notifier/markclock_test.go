@@ -26,22 +26,12 @@ func TestMovedMarkClockDoesNotKeepAQueuedUninstallPastTheDeadline(t *testing.T) 
 		RequestID: "req-u", Event: stored}); err != nil {
 		t.Fatal(err)
 	}
-	failedAt := time.Duration(-1)
-	for k := 0; k <= 18 && failedAt < 0; k++ { // a pass every 10 minutes for 3 hours
-		if k%5 == 0 { // the tenant's writes, every 50 minutes
-			now := e.clock.Now()
-			e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"},"annotations":{%q:%q}}}`,
-				release.LabelModifiedAt, now.Add(4*time.Minute).Unix(),
-				release.AnnotationSentAt, now.Add(100*365*24*time.Hour).Format(time.RFC3339Nano)))
-		}
-		if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {
-			failedAt = e.clock.Now().Sub(t0)
-		}
-		e.clock.Add(10 * time.Minute)
-	}
+	failedAt := failedUnderRewrites(t, e, func() { // moved ahead, within the skew
+		now := e.clock.Now()
+		e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"},"annotations":{%q:%q}}}`,
+			release.LabelModifiedAt, now.Add(4*time.Minute).Unix(),
+			release.AnnotationSentAt, now.Add(100*365*24*time.Hour).Format(time.RFC3339Nano)))
+	})
 	if failedAt < 0 {
 		t.Fatalf("the mark whose modifiedAt the tenant moved ahead is still %s after 3 h (QUEUE_DEADLINE %s): it holds its queue slot for ever",
 			helmrelease.StatusUninstalling, e.svc.Sweep.QueueDeadline)
@@ -140,4 +130,24 @@ func TestMarkClockHistoryOutlivesOtherNamespacesTraffic(t *testing.T) {
 		t.Errorf("the tenant's reservation made again after %d other namespaces' requests: clock %s; want its first sight %s",
 			passes*perPass, got, t0)
 	}
+}
+
+// failedUnderRewrites sweeps web's revision 1 every 10 minutes for 3 hours, the tenant's
+// rewrite before every fifth pass (every 50 minutes, from the first), and says how long
+// after the start it was failed (-1: never).
+func failedUnderRewrites(t *testing.T, e *env, rewrite func()) time.Duration {
+	t.Helper()
+	for k := 0; k <= 18; k++ {
+		if k%5 == 0 {
+			rewrite()
+		}
+		if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {
+			return e.clock.Now().Sub(t0)
+		}
+		e.clock.Add(10 * time.Minute)
+	}
+	return -1
 }

@@ -73,21 +73,31 @@ func (s *Store) UnqueueHeld(ctx context.Context, h HeldSlot) (bool, error) {
 // heldSlotNow reads a Secret's metadata from the API server and says whether it is a held
 // slot now (false when gone), at the resourceVersion read.
 func (s *Store) heldSlotNow(ctx context.Context, namespace, name string) (HeldSlot, bool, error) {
-	var m metav1.Object
-	var err error
-	if s.Metadata != nil {
-		m, err = s.Metadata.Resource(SecretsResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	} else {
-		m, err = s.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return HeldSlot{}, false, nil
-	}
-	if err != nil {
-		return HeldSlot{}, false, fmt.Errorf("read %s/%s again: %w", namespace, name, err)
+	m, err := s.SecretMeta(ctx, namespace, name)
+	if err != nil || m == nil {
+		return HeldSlot{}, false, err
 	}
 	h, held := heldSlot(s.SealKey, m)
 	return h, held, nil
+}
+
+// SecretMeta reads the metadata of a release Secret from the API server, through the
+// metadata client when the Store has one (no payload); nil, nil when it is gone.
+func (s *Store) SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error) {
+	var m metav1.Object
+	var err error
+	if s.Metadata != nil {
+		m, err = s.Metadata.Resource(SecretsResource).Namespace(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	} else {
+		m, err = s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the metadata of %s/%s: %w", namespace, secretName, err)
+	}
+	return m, nil
 }
 
 // HeldSlots lists the held slots in the index, without an API call.

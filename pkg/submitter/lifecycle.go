@@ -302,8 +302,7 @@ func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.
 	if s.Bindings == nil {
 		return nil
 	}
-	first, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
-		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now(), Outcome: consumed.OutcomeCancelled})
+	first, err := s.Bindings.Consume(ctx, s.binding(a, uid, consumed.OutcomeCancelled))
 	if errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return nil
 	}
@@ -331,12 +330,17 @@ func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID, outc
 	if s.Bindings == nil {
 		return nil
 	}
-	_, err := s.Bindings.Consume(ctx, consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
-		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now(), Outcome: outcome})
+	_, err := s.Bindings.Consume(ctx, s.binding(a, uid, outcome))
 	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return fmt.Errorf("bind request %s to %s/%s: %w", a.RequestID, a.Namespace, a.SecretName, err)
 	}
 	return nil
+}
+
+// binding is the consumed record that binds a's request to the Secret uid with outcome.
+func (s *Service) binding(a events.Action, uid types.UID, outcome string) consumed.Record {
+	return consumed.Record{RequestID: a.RequestID, Namespace: a.Namespace, Name: a.Name,
+		Action: string(a.Action), Revision: a.Revision, SecretUID: uid, At: wallclock.Or(s.Clock).Now(), Outcome: outcome}
 }
 
 // signed builds and signs the accepted event of an action, and its stored (JSON) form.
