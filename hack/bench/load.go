@@ -75,27 +75,26 @@ func closedLoop(n, clients int, fn func(i int) error) result {
 	return summarize(closedLoopSamples(0, n, clients, fn))
 }
 
-// closedLoopPair runs the closed loops of a (the floor) and b in rounds, the order swapped
-// each round (a b, b a, ...), and summarizes each side over its rounds: a cluster whose
-// load drifts during the run (namespaces of an earlier run still being deleted, etcd
-// compacting) then weighs on both sides alike, not on whichever ran second.
-func closedLoopPair(n, clients, rounds int, a, b func(i int) error) (ra, rb result) {
-	var sa, sb []sample
-	var wa, wb time.Duration
+// closedLoopRounds runs the closed loops of fns in rounds, the order rotated each round
+// (a b c, b c a, ...), and summarizes each over its rounds: a cluster whose load drifts
+// during the run (namespaces of an earlier run still being deleted, etcd compacting) then
+// weighs on every side alike, not on whichever ran last.
+func closedLoopRounds(n, clients, rounds int, fns ...func(i int) error) []result {
+	samples := make([][]sample, len(fns))
+	walls := make([]time.Duration, len(fns))
 	per := n / rounds
 	for r := 0; r < rounds; r++ {
-		first, second := a, b
-		if r%2 == 1 {
-			first, second = b, a
+		for k := range fns {
+			j := (r + k) % len(fns)
+			s, w := closedLoopSamples(r*per, per, clients, fns[j])
+			samples[j], walls[j] = append(samples[j], s...), walls[j]+w
 		}
-		s1, w1 := closedLoopSamples(r*per, per, clients, first)
-		s2, w2 := closedLoopSamples(r*per, per, clients, second)
-		if r%2 == 1 {
-			s1, w1, s2, w2 = s2, w2, s1, w1
-		}
-		sa, wa, sb, wb = append(sa, s1...), wa+w1, append(sb, s2...), wb+w2
 	}
-	return summarize(sa, wa), summarize(sb, wb)
+	out := make([]result, len(fns))
+	for j := range fns {
+		out[j] = summarize(samples[j], walls[j])
+	}
+	return out
 }
 
 // closedLoopSamples is closedLoop of fn(from..from+n-1), with its samples and wall time.
@@ -299,4 +298,34 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// cpuTimes are the machine's busy and total CPU time so far (/proc/stat, in ticks).
+type cpuTimes struct{ busy, total uint64 }
+
+func readCPUTimes() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var t cpuTimes
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseUint(s, 10, 64)
+		t.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += v
+		}
+	}
+	return t
+}
+
+// busySince is the share of the machine's CPU (all cores) that was busy since start.
+func busySince(start cpuTimes) float64 {
+	now := readCPUTimes()
+	if now.total <= start.total {
+		return 0
+	}
+	return float64(now.busy-start.busy) / float64(now.total-start.total)
 }

@@ -79,6 +79,7 @@ func defaults(quick bool) options {
 const allSections = "submit,e2e,console,read,executor,notifier,burst,executors,scale"
 
 func main() {
+	serveHopFloorIfAsked()
 	quick := false
 	for _, a := range os.Args[1:] {
 		if a == "-quick" || a == "--quick" || a == "-quick=true" {

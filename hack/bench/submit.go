@@ -68,8 +68,17 @@ func (b *bench) submitSection(ctx context.Context) error {
 	sub := func(prefix string) func(i int) error {
 		return func(i int) error { return c.install(ctx, req(fmt.Sprintf("%s%d", prefix, i))) }
 	}
+	hopURL, stopHop, err := b.startHopFloor(tmpl, rawNS)
+	if err != nil {
+		return err
+	}
+	defer stopHop()
+	hc := newSubmitClient(hopURL, b.token, b.o.clients)
+	hop := func(prefix string) func(i int) error {
+		return func(i int) error { return hc.install(ctx, req(fmt.Sprintf("hop%s%d", prefix, i))) }
+	}
 	const sec = "submit"
-	// The closed loop at -clients alternates raw and submit rounds (closedLoopPair): one
+	// The closed loop at -clients rotates raw, hop and submit rounds (closedLoopRounds): one
 	// run after another, the raw floor moved by 25% between runs on the same cluster.
 	const closedRounds = 4
 	floor := fmt.Sprintf("raw Secret create (%d B)", size)
@@ -84,12 +93,16 @@ func (b *bench) submitSection(ctx context.Context) error {
 
 	// Closed loop, many clients.
 	c.connsOpened()
-	fN, sN := closedLoopPair(b.o.concurrent, b.o.clients, closedRounds, raw("many"), sub("many"))
+	rs := closedLoopRounds(b.o.concurrent, b.o.clients, closedRounds, raw("many"), hop("many"), sub("many"))
+	fN, hN, sN := rs[0], rs[1], rs[2]
 	b.logf("  closed loop, %d clients, %d rounds each: %d connections opened", b.o.clients, closedRounds, c.connsOpened())
 	nc := fmt.Sprintf("%d clients", b.o.clients)
 	b.compare(sec, "time-to-201 p50, "+nc, msF(sN.p50), floor+" p50", msF(fN.p50), "", nil, sN.note())
 	b.compare(sec, "time-to-201 p99, "+nc, msF(sN.p99), floor+" p99", msF(fN.p99), "<= 1.3x", atMost(1.3), sN.note())
 	b.compare(sec, "accepted/s, "+nc, rateF(sN.rate), "raw creates/s", rateF(fN.rate), ">= 0.8x", atLeast(0.8), "")
+	b.compare(sec, "one-hop floor: answered/s, "+nc, rateF(hN.rate), "raw creates/s", rateF(fN.rate), "", nil,
+		fmt.Sprintf("submit at %.2fx of this floor", sN.rate/hN.rate))
+	b.compare(sec, "one-hop floor: time-to-201 p99, "+nc, msF(hN.p99), floor+" p99", msF(fN.p99), "", nil, hN.note())
 	b.purge(ns)
 
 	// Open loop: latency from the scheduled send time, at fixed offered rates. Its client
@@ -98,11 +111,28 @@ func (b *bench) submitSection(ctx context.Context) error {
 	// and open a connection per request (1,020 in 10 s), and p99 went from 97 ms to 3.2 s.
 	const inFlight = 1000
 	oc := newSubmitClient(p.URL, b.token, inFlight)
+	hoc := newSubmitClient(hopURL, b.token, inFlight)
 	for _, rate := range b.o.rates {
+		// Each side's share of the machine's CPU says how near this machine is to its
+		// limit at this rate: queues grow without bound as it nears 100%.
+		c0 := readCPUTimes()
 		fo := openLoop(ctx, rate, b.o.openFor, inFlight, raw(fmt.Sprintf("open%d-", rate)))
+		fBusy, c0 := busySince(c0), readCPUTimes()
+		ho := openLoop(ctx, rate, b.o.openFor, inFlight, func(i int) error {
+			return hoc.install(ctx, req(fmt.Sprintf("hopopen%d-%d", rate, i)))
+		})
+		hBusy, c0 := busySince(c0), readCPUTimes()
+		before := stepTimes{}
+		_ = scrapeInstance(ctx, p.URL+"/metrics", before)
 		so := openLoop(ctx, rate, b.o.openFor, inFlight, func(i int) error {
 			return oc.install(ctx, req(fmt.Sprintf("open%d-%d", rate, i)))
 		})
+		sBusy := busySince(c0)
+		b.logf("  open loop %d/s: machine CPU busy %.0f%% during raw creates, %.0f%% one-hop floor, %.0f%% submit", rate, 100*fBusy, 100*hBusy, 100*sBusy)
+		after := stepTimes{}
+		if err := scrapeInstance(ctx, p.URL+"/metrics", after); err == nil {
+			b.logf("  open loop %d/s: %s", rate, after.note(before))
+		}
 		name := fmt.Sprintf("open loop %d/s for %s", rate, b.o.openFor)
 		b.compare(sec, name+": time-to-201 p50", msF(so.p50), "raw p50 at the same rate", msF(fo.p50), "", nil,
 			fmt.Sprintf("%s, %d connections opened", so.note(), oc.connsOpened()))
@@ -110,7 +140,10 @@ func (b *bench) submitSection(ctx context.Context) error {
 		if rate >= 400 {
 			target, check = "<= 2x", atMost(2) // issue 28: submit must not queue where raw creates do not
 		}
-		b.compare(sec, name+": time-to-201 p99", msF(so.p99), "raw p99 at the same rate", msF(fo.p99), target, check, "")
+		b.compare(sec, name+": time-to-201 p99", msF(so.p99), "raw p99 at the same rate", msF(fo.p99), target, check,
+			fmt.Sprintf("machine CPU busy %.0f%% (raw: %.0f%%)", 100*sBusy, 100*fBusy))
+		b.compare(sec, name+": one-hop floor p99", msF(ho.p99), "raw p99 at the same rate", msF(fo.p99), "", nil,
+			fmt.Sprintf("%s, machine CPU busy %.0f%%; submit at %.2fx of this floor", ho.note(), 100*hBusy, float64(so.p99)/float64(ho.p99)))
 		b.purge(ns)
 	}
 	if err := b.distinctUsers(ctx, p.URL, tiny); err != nil {
