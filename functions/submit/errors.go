@@ -45,7 +45,8 @@ func statusOf(err error) int {
 		errors.Is(err, submitter.ErrRevisionNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, release.ErrNameInUse), errors.Is(err, release.ErrPending), errors.Is(err, release.ErrConflict),
-		errors.Is(err, submitter.ErrNotPending), errors.Is(err, submitter.ErrNotCancellable):
+		errors.Is(err, submitter.ErrNotPending), errors.Is(err, submitter.ErrNotCancellable),
+		errors.Is(err, release.ErrRevisionRange): // the release's history, not the request, is at fault
 		return http.StatusConflict
 	case errors.Is(err, submitter.ErrValues), errors.Is(err, chartsource.ErrNotFound),
 		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),

@@ -16,3 +16,13 @@ func TestUndecodableRecordIs422(t *testing.T) {
 		t.Errorf("statusOf(%v) = %d, want 422", err, got)
 	}
 }
+
+// A release whose next revision would pass release.MaxRevision (a tenant's Secret named
+// …web.v9223372036854775807, whose +1 wrapped negative) is 409, as any state of the release
+// that refuses a request, not 500.
+func TestRevisionOutOfRangeIs409(t *testing.T) {
+	err := fmt.Errorf("upgrade ns/web: %w", fmt.Errorf("%w: ns/web has revision 9223372036854775807", release.ErrRevisionRange))
+	if got := statusOf(err); got != http.StatusConflict {
+		t.Errorf("statusOf(%v) = %d, want 409", err, got)
+	}
+}

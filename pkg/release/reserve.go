@@ -2,7 +2,9 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -18,6 +20,25 @@ import (
 
 // ReservedDescription is the description a reservation carries until the executor adopts it.
 const ReservedDescription = "Reserved by async-helm; waiting for the executor"
+
+// MaxRevision is the largest revision reserved. Helm keeps a revision in an int (32 bits
+// on 32-bit platforms) and no release reaches 2^31 revisions; a larger version comes from a
+// Secret a tenant named or labelled so (…web.v9223372036854775807), and its +1 wrapped to
+// a negative revision.
+const MaxRevision = math.MaxInt32
+
+// ErrRevisionRange is a revision outside 1..MaxRevision, or a release whose next revision
+// would be (409: the release's history must be cleaned up first).
+var ErrRevisionRange = errors.New("revision out of range")
+
+// NextAfter is the revision after v of release namespace/name, refused past MaxRevision.
+func NextAfter(namespace, name string, v int) (int, error) {
+	if v < 0 || v >= MaxRevision {
+		return 0, fmt.Errorf("%w: %s/%s has revision %d; no revision past %d is reserved",
+			ErrRevisionRange, namespace, name, v, MaxRevision)
+	}
+	return v + 1, nil
+}
 
 // Reservation is a request to reserve the next revision of a release.
 type Reservation struct {
@@ -85,7 +106,7 @@ func (s *Store) nextRevision(ctx context.Context, namespace, name string, action
 	case upgrade && IsPending(revs[0].Status):
 		return 0, &PendingError{Revision: revs[0].Version, Status: revs[0].Status}
 	case upgrade:
-		return revs[0].Version + 1, nil
+		return NextAfter(namespace, name, revs[0].Version)
 	}
 	return 1, nil
 }
@@ -99,6 +120,10 @@ func (s *Store) Reserve(ctx context.Context, r Reservation) (*corev1.Secret, err
 		if rev, err = s.NextRevision(ctx, r.Namespace, r.Name, r.Action); err != nil {
 			return nil, err
 		}
+	}
+	if rev < 1 || rev > MaxRevision {
+		// A caller's own +1 that wrapped, or a bound it did not check: never written.
+		return nil, fmt.Errorf("%w: revision %d of %s/%s is not in 1..%d", ErrRevisionRange, rev, r.Namespace, r.Name, MaxRevision)
 	}
 	now := helmtime.Time{Time: wallclock.Or(s.Clock).Now()}
 	rel := &helmrelease.Release{

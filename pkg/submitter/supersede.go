@@ -97,7 +97,11 @@ func (s *Service) nextRevision(ctx context.Context, namespace, name string, acti
 	if err != nil {
 		return 0, nil, false, err
 	}
-	return o.Version + 1, &o, false, nil
+	// o's version is its Secret's name, which a tenant chooses: bounded, never wrapped.
+	if rev, err = release.NextAfter(namespace, name, o.Version); err != nil {
+		return 0, nil, false, err
+	}
+	return rev, &o, false, nil
 }
 
 // supersedable reads the pending revision from the API server and checks that it may be
