@@ -3,9 +3,15 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
+	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitter"
 )
 
 // A release record a tenant wrote by hand that does not decode is the request's problem
@@ -24,5 +30,17 @@ func TestRevisionOutOfRangeIs409(t *testing.T) {
 	err := fmt.Errorf("upgrade ns/web: %w", fmt.Errorf("%w: ns/web has revision 9223372036854775807", release.ErrRevisionRange))
 	if got := statusOf(err); got != http.StatusConflict {
 		t.Errorf("statusOf(%v) = %d, want 409", err, got)
+	}
+}
+
+// The uninstall of a revision a release does not have is 404 naming the revision: it said
+// "release not found: ns/web" of a release that exists.
+func TestUninstallOfAMissingRevisionIs404NamingIt(t *testing.T) {
+	w := httptest.NewRecorder()
+	f := &Function{log: zap.NewNop().Sugar()}
+	r := httptest.NewRequest(http.MethodDelete, api.PathAsync+"?ns=ns&name=web&version=3", nil)
+	f.errorAnswers().Answer(w, r, &submitter.RevisionNotFoundError{Namespace: "ns", Name: "web", Revision: 3})
+	if want := `{"error":"revision 3 of ns/web not found"}`; w.Code != http.StatusNotFound || strings.TrimSpace(w.Body.String()) != want {
+		t.Errorf("answered %d %s; want 404 %s", w.Code, w.Body, want)
 	}
 }

@@ -26,6 +26,20 @@ import (
 // "revision not found for provided release", 404).
 var ErrRevisionNotFound = errors.New("revision not found for provided release")
 
+// RevisionNotFoundError is an uninstall of a revision a release that exists does not have:
+// 404 as ErrRevisionNotFound, worded for the revision ("release not found" misled).
+type RevisionNotFoundError struct {
+	Namespace, Name string
+	Revision        int
+}
+
+func (e *RevisionNotFoundError) Error() string {
+	return fmt.Sprintf("revision %d of %s/%s not found", e.Revision, e.Namespace, e.Name)
+}
+
+// Is makes errors.Is(err, ErrRevisionNotFound) true.
+func (e *RevisionNotFoundError) Is(target error) bool { return target == ErrRevisionNotFound }
+
 // UninstallAccepted is what an accepted uninstall tells the client: the revision marked
 // uninstalling.
 type UninstallAccepted struct {
@@ -62,10 +76,10 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	if err != nil {
 		return nil, err
 	}
-	if len(revs) == 0 || (want > 0 && !hasRevision(revs, want)) {
-		return nil, fmt.Errorf("%w: %s/%s", release.ErrNotFound, namespace, name)
+	latest, err := uninstallRecord(revs, namespace, name, want)
+	if err != nil {
+		return nil, err
 	}
-	latest := revs[0]
 	if release.IsPending(latest.Status) {
 		return nil, &release.PendingError{Revision: latest.Version, Status: latest.Status}
 	}
@@ -359,9 +373,26 @@ func (s *Service) signed(a events.Action) (cloudevents.Event, []byte, error) {
 	return ev, stored, nil
 }
 
-func hasRevision(revs []release.Revision, v int) bool {
+// uninstallRecord is the record an uninstall marks: the release's own newest, as a cancel
+// finds it (latestRecord). Taken as the history's first, a Secret a tenant labelled with
+// this name and a higher version made the uninstall answer 409 (it looked pending) or 404
+// (no record of that version), or mark another record. want, when set, must be one of the
+// release's own records too, found by its Secret's name.
+func uninstallRecord(revs []release.Revision, namespace, name string, want int) (release.Revision, error) {
+	latest, ok := latestRecord(revs, name)
+	if !ok {
+		return latest, fmt.Errorf("%w: %s/%s", release.ErrNotFound, namespace, name)
+	}
+	if want > 0 && !hasRecord(revs, release.SecretName(name, want)) {
+		return latest, &RevisionNotFoundError{Namespace: namespace, Name: name, Revision: want}
+	}
+	return latest, nil
+}
+
+// hasRecord says whether revs holds the record of Secret secretName.
+func hasRecord(revs []release.Revision, secretName string) bool {
 	for _, r := range revs {
-		if r.Version == v {
+		if r.SecretName == secretName {
 			return true
 		}
 	}

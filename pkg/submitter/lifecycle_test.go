@@ -98,7 +98,7 @@ func TestUninstallRefusals(t *testing.T) {
 		want                   error
 	}{
 		{"no release", "nope", "", release.ErrNotFound},
-		{"no such revision (the console's check)", "web", "7", release.ErrNotFound},
+		{"no such revision (the console's check)", "web", "7", ErrRevisionNotFound},
 		{"bad version", "web", "x", ErrInvalid},
 		{"bad name", "Web!", "", ErrInvalid},
 	} {
