@@ -1,10 +1,13 @@
 package notifier
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -30,19 +33,24 @@ const maxMarkHistory = 1 << 16
 // would let it restart the clock by deleting and re-creating the Secret.
 type markKey struct{ namespace, secret, requestID string }
 
-// markSeen is when a key was first and last seen pending, and in which pass last.
+// markSeen is when a key was first and last seen pending, and in which pass last; read
+// says its stored event was read once, and accepted is the acceptance time submit signed
+// in it (zero: none verifiable).
 type markSeen struct {
-	first, last time.Time
-	pass        uint64
+	first, last, accepted time.Time
+	pass                  uint64
+	read                  bool
 }
 
-// markClock is when this sweeper first saw each sealed revision pending. A revision's
+// markClock is when this sweeper first saw each sealed revision pending, and when submit
+// accepted it (markStart). A revision's
 // clock (Revision.Created) is its Secret's creationTimestamp, or for an uninstall mark
 // Helm's modifiedAt label: a tenant writes the label, and gets a new creationTimestamp by
 // deleting the Secret and making it again with the same labels, seal and payload. Either,
 // done now and then, kept a queued record, and its namespace's MAX_QUEUED share, past
-// QUEUE_DEADLINE for ever. The sweeper's own first sight is not the tenant's to move. It
-// is in memory: a restart or a new leader starts it again, once.
+// QUEUE_DEADLINE for ever. The sweeper's own first sight is not the tenant's to move, but it
+// is in memory: a restart, a new leader or the history bound started it again. The signed
+// acceptance time survives all three.
 type markClock struct {
 	mu   sync.Mutex
 	seen map[markKey]markSeen
@@ -51,14 +59,15 @@ type markClock struct {
 }
 
 // start is rev's clock at now: its Created (the API server's creationTimestamp, an
-// uninstall mark's modifiedAt label) but never later than when this sweeper first saw it.
+// uninstall mark's modifiedAt label) but never later than when this sweeper first saw it,
+// nor than its signed acceptance time once read (accept).
 // Only sealed revisions (tracked true) are remembered, so a tenant's hand-made ones,
 // which count for nothing toward admission, cannot grow the memory.
 func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) time.Time {
 	if !tracked {
 		return rev.Created
 	}
-	k := markKey{namespace: rev.Namespace, secret: rev.SecretName, requestID: rev.RequestID}
+	k := keyOf(rev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seen == nil {
@@ -70,10 +79,42 @@ func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) tim
 	}
 	s.last, s.pass = now, c.pass
 	c.seen[k] = s
-	if rev.Created.After(s.first) {
-		return s.first
+	clock := rev.Created
+	if clock.After(s.first) {
+		clock = s.first
 	}
-	return rev.Created
+	if !s.accepted.IsZero() && clock.After(s.accepted) {
+		clock = s.accepted
+	}
+	return clock
+}
+
+// unread says whether rev's stored event is still to be read (one GET per key: the
+// index holds metadata only).
+func (c *markClock) unread(rev release.Revision) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.seen[keyOf(rev)].read
+}
+
+// accept remembers rev's signed acceptance time (zero: none verifiable), seen at now.
+func (c *markClock) accept(rev release.Revision, at, now time.Time) {
+	k := keyOf(rev)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[markKey]markSeen{}
+	}
+	s, ok := c.seen[k]
+	if !ok {
+		s.first, s.last, s.pass = now, now, c.pass
+	}
+	s.accepted, s.read = at, true
+	c.seen[k] = s
+}
+
+func keyOf(rev release.Revision) markKey {
+	return markKey{namespace: rev.Namespace, secret: rev.SecretName, requestID: rev.RequestID}
 }
 
 // forget ends a pass: it drops the revisions last seen pending before cutoff and, past
@@ -139,10 +180,31 @@ func (c *markClock) historyKept(history []markKey) []markKey {
 }
 
 // markStart is rev's clock for the sweeper (markClock.start): with a key, only revisions
-// sealed for their request are remembered.
-func (s *Service) markStart(rev release.Revision, now time.Time) time.Time {
-	tracked := len(s.SigningKey) == 0 || release.SealedRevision(s.SigningKey, rev)
-	return s.markClock.start(rev, tracked, now)
+// sealed for their request are remembered. The first time it sees a sealed key it reads
+// the Secret once for the time submit accepted the request (events.AcceptedAt, under
+// submit's signature): a tenant can neither move it nor have it forgotten, so deleting and
+// making the Secret again while the notifier restarts, or while its key falls out of the
+// bounded history, no longer restarts the clock. Without a verifiable stored event the
+// clock is as before.
+func (s *Service) markStart(ctx context.Context, rev release.Revision, now time.Time) (time.Time, error) {
+	if len(s.SigningKey) == 0 {
+		return s.markClock.start(rev, true, now), nil
+	}
+	if !release.SealedRevision(s.SigningKey, rev) {
+		return s.markClock.start(rev, false, now), nil
+	}
+	if s.markClock.unread(rev) {
+		kept, err := s.Store.KeptRequest(ctx, rev.Namespace, rev.SecretName)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("read the acceptance time of %s/%s: %w", rev.Namespace, rev.SecretName, err)
+		}
+		var at time.Time
+		if kept != nil { // gone: nothing to read, the first sight decides
+			at, _ = events.AcceptedAt(kept.Event, s.SigningKey, rev.Namespace, rev.SecretName, rev.RequestID)
+		}
+		s.markClock.accept(rev, at, now)
+	}
+	return s.markClock.start(rev, true, now), nil
 }
 
 // forgetMarks ends the pass of the mark clock: it drops the revisions not seen pending for

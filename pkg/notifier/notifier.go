@@ -41,6 +41,9 @@ type Store interface {
 	// Head reads the head of a record at a resourceVersion (nil: gone).
 	Head(ctx context.Context, namespace, secretName, resourceVersion string) (*release.Head, error)
 	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
+	// KeptRequest reads a Secret's stored event whatever its labels say (nil: gone); the
+	// mark clock takes the signed acceptance time from it.
+	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
 	MarkNotified(ctx context.Context, rev release.Revision) error
 	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
 	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -164,15 +168,18 @@ func (s *Service) sweepGuarded(ctx context.Context, rev release.Revision, res *S
 	return s.sweep(ctx, rev, res)
 }
 
-// seenIn says where the revision a sweep decides on was seen.
-type seenIn int
+// sweepRetry bounds how often one sweep of a revision decides again on its record when it
+// was rewritten between the sweeper's read and its write (client-go's DefaultRetry, a few
+// more steps).
+var sweepRetry = wait.Backoff{Steps: 8, Duration: 10 * time.Millisecond, Factor: 1.0, Jitter: 0.1}
 
-const (
-	// inListing: the index or a LIST, which may be a watch event behind the record.
-	inListing seenIn = iota
-	// inRecord: the Secret read a moment ago, decided on again once.
-	inRecord
-)
+// errRecordChanged: the record was not at the version decided on when it was written;
+// it is read and decided on again.
+var errRecordChanged = errors.New("release record changed since it was read")
+
+func retriable(err error) bool {
+	return errors.Is(err, errRecordChanged) || apierrors.IsConflict(err)
+}
 
 // due is what one sweep of a revision found before it read the record.
 type due struct {
@@ -180,41 +187,35 @@ type due struct {
 	alive, overdue       bool
 }
 
+// sweep decides on rev as listed, then on its record as read, again on a fresh read each
+// time the record changed between read and write (sweepRetry). A failure written once on
+// a conflict let a tenant who rewrote its record faster than the round trip keep it past
+// QUEUE_DEADLINE; each read is decided on anew, as the record may have left pending.
 func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
-	return s.sweepSeen(ctx, rev, res, inListing)
+	listed := true
+	err := retry.OnError(sweepRetry, retriable, func() error {
+		err := s.sweepRead(ctx, rev, listed, res)
+		listed = false
+		return err
+	})
+	if retriable(err) {
+		s.once.warn(s.Log, "rewritten/"+string(rev.UID), "release record rewritten on every read of the sweep; looked at again next pass",
+			"namespace", rev.Namespace, "secret", rev.SecretName, "tries", sweepRetry.Steps)
+		return nil
+	}
+	return err
 }
 
-func (s *Service) sweepSeen(ctx context.Context, rev release.Revision, res *SweepResult, seen seenIn) error {
-	d := due{now: wallclock.Or(s.Clock).Now()}
-	if rev.Created.After(d.now.Add(maxClockSkew)) {
-		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
-		// write: a mark dated far ahead is a forgery, failed at once.
-		return s.failStuck(ctx, rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
-			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
-	}
-	// Within the skew the label could still be moved ahead again and again, and a Secret
-	// made again has a new creationTimestamp: a sealed revision's clock is never later than
-	// the sweeper's first sight of it (markclock.go).
-	rev.Created = s.markStart(rev, d.now)
-	d.lastSent = rev.Created
-	if rev.SentAt.After(d.lastSent) {
-		d.lastSent = rev.SentAt
-	}
-	d.overdue = d.now.Sub(rev.Created) >= s.Sweep.QueueDeadline
-	if rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < s.Sweep.RedriveAfter {
-		return nil // cheap path: most queued revisions are simply waiting for a slot
-	}
-	var err error
-	d.since, d.alive, err = s.lastSignOfLife(ctx, rev)
-	// A live Lease does not hold off QueueDeadline for a revision still queued: that Lease
-	// is in the tenant's namespace (anyone there can keep it "alive"), and an executor that
-	// runs a revision does not leave it queued for long (Helm's adoption rewrite drops the
-	// label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
-	if err != nil || (d.alive && !(rev.Queued && d.overdue)) {
-		return err
-	}
-	if !rev.Queued && d.now.Sub(d.since) < s.Sweep.Grace {
-		return nil // its executor may just have died: the broker's redelivery comes first
+// sweepRead is one try of sweep: listed, rev is the listing's (the index may be a watch
+// event behind), decided on before the record is read; otherwise only the record read
+// now is decided on.
+func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bool, res *SweepResult) error {
+	var d due
+	if listed {
+		ok, err := s.dueOf(ctx, &rev, &d, res)
+		if err != nil || !ok {
+			return err
+		}
 	}
 	sr, err := s.Store.StoredRequest(ctx, rev.Namespace, rev.SecretName)
 	if errors.Is(err, release.ErrNotFound) {
@@ -226,15 +227,56 @@ func (s *Service) sweepSeen(ctx context.Context, rev release.Revision, res *Swee
 	// Every decision is on the record read, at the version it was decided on: the index may
 	// be behind (a revision listed as our queued install may since have been deployed and
 	// marked uninstalling by a hand-run helm uninstall, stored event gone). A record changed
-	// since it was listed is decided on again as read, once: a tenant who rewrites a queued
-	// revision every pass does not keep it past the queue deadline that way.
-	if sr.Revision.ResourceVersion != rev.ResourceVersion {
-		if seen == inListing && sr.Revision.Ours && release.IsPending(sr.Revision.Status) {
-			return s.sweepSeen(ctx, sr.Revision, res, inRecord)
+	// since it was listed is decided on again as read, if it is still ours and pending.
+	if !listed || sr.Revision.ResourceVersion != rev.ResourceVersion {
+		if !sr.Revision.Ours || !release.IsPending(sr.Revision.Status) {
+			return nil
 		}
-		return nil
+		rev = sr.Revision
+		if ok, err := s.dueOf(ctx, &rev, &d, res); err != nil || !ok {
+			return err
+		}
 	}
 	return s.act(ctx, rev, sr, d, res)
+}
+
+// dueOf says whether rev needs its record read (a re-send or a failure may be due), and
+// sets rev's clock (markStart) and d. A mark dated in the future is failed here.
+func (s *Service) dueOf(ctx context.Context, rev *release.Revision, d *due, res *SweepResult) (bool, error) {
+	*d = due{now: wallclock.Or(s.Clock).Now()}
+	if rev.Created.After(d.now.Add(maxClockSkew)) {
+		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
+		// write: a mark dated far ahead is a forgery, failed at once.
+		return false, s.failStuck(ctx, *rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
+			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
+	}
+	// Within the skew the label could still be moved ahead again and again, and a Secret
+	// made again has a new creationTimestamp: a sealed revision's clock is never later than
+	// the sweeper's first sight of it, nor than its signed acceptance (markclock.go).
+	var err error
+	if rev.Created, err = s.markStart(ctx, *rev, d.now); err != nil {
+		return false, err
+	}
+	d.lastSent = rev.Created
+	if rev.SentAt.After(d.lastSent) {
+		d.lastSent = rev.SentAt
+	}
+	d.overdue = d.now.Sub(rev.Created) >= s.Sweep.QueueDeadline
+	if rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < s.Sweep.RedriveAfter {
+		return false, nil // cheap path: most queued revisions are simply waiting for a slot
+	}
+	d.since, d.alive, err = s.lastSignOfLife(ctx, *rev)
+	// A live Lease does not hold off QueueDeadline for a revision still queued: that Lease
+	// is in the tenant's namespace (anyone there can keep it "alive"), and an executor that
+	// runs a revision does not leave it queued for long (Helm's adoption rewrite drops the
+	// label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
+	if err != nil || (d.alive && !(rev.Queued && d.overdue)) {
+		return false, err
+	}
+	if !rev.Queued && d.now.Sub(d.since) < s.Sweep.Grace {
+		return false, nil // its executor may just have died: the broker's redelivery comes first
+	}
+	return true, nil
 }
 
 // act does what a due revision needs, from its record sr (read at rev's version): fail
@@ -291,7 +333,8 @@ func (s *Service) stuckReason(rev release.Revision, now, since time.Time, overdu
 }
 
 // failStuck fails one of our pending revisions with reason, at the version it was read at
-// (MarkFailedAt: a record that does not decode is failed in its labels).
+// (MarkFailedAt: a record that does not decode is failed in its labels); errRecordChanged
+// when it did not.
 func (s *Service) failStuck(ctx context.Context, rev release.Revision, reason string, res *SweepResult) error {
 	if !rev.Ours || !release.IsPending(rev.Status) {
 		return nil
@@ -299,6 +342,10 @@ func (s *Service) failStuck(ctx context.Context, rev release.Revision, reason st
 	done, err := s.Store.MarkFailedAt(ctx, rev, reason)
 	if done {
 		res.Failed++
+	}
+	if err == nil && !done {
+		// Not at the version read (or gone, or no longer pending): sweep reads it again.
+		return errRecordChanged
 	}
 	return err
 }
