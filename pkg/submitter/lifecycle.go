@@ -22,8 +22,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// ErrRevisionNotFound is a rollback to a revision the release does not have (the console's
-// "revision not found for provided release", 404).
+// ErrRevisionNotFound is a rollback or an uninstall naming a revision the release does not
+// have: 404, worded as the console's "revision not found for provided release" for a
+// rollback and by RevisionNotFoundError for an uninstall.
 var ErrRevisionNotFound = errors.New("revision not found for provided release")
 
 // RevisionNotFoundError is an uninstall of a revision a release that exists does not have:
