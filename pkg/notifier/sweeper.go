@@ -191,10 +191,12 @@ type due struct {
 // time the record changed between read and write (sweepRetry). A failure written once on
 // a conflict let a tenant who rewrote its record faster than the round trip keep it past
 // QUEUE_DEADLINE; each read is decided on anew, as the record may have left pending.
+// A record read again at the version last decided on did not change: the write found it
+// not to fail (a final payload under pending labels), and it is not tried again.
 func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
-	listed := true
+	listed, decided := true, ""
 	err := retry.OnError(sweepRetry, retriable, func() error {
-		err := s.sweepRead(ctx, rev, listed, res)
+		err := s.sweepRead(ctx, rev, listed, &decided, res)
 		listed = false
 		return err
 	})
@@ -208,8 +210,8 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 
 // sweepRead is one try of sweep: listed, rev is the listing's (the index may be a watch
 // event behind), decided on before the record is read; otherwise only the record read
-// now is decided on.
-func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bool, res *SweepResult) error {
+// now is decided on; decided is the resourceVersion the last try acted on.
+func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bool, decided *string, res *SweepResult) error {
 	var d due
 	if listed {
 		ok, err := s.dueOf(ctx, &rev, &d, res)
@@ -228,6 +230,9 @@ func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bo
 	// be behind (a revision listed as our queued install may since have been deployed and
 	// marked uninstalling by a hand-run helm uninstall, stored event gone). A record changed
 	// since it was listed is decided on again as read, if it is still ours and pending.
+	if !listed && sr.Revision.ResourceVersion == *decided {
+		return nil // unchanged since the last try's write found nothing to fail
+	}
 	if !listed || sr.Revision.ResourceVersion != rev.ResourceVersion {
 		if !sr.Revision.Ours || !release.IsPending(sr.Revision.Status) {
 			return nil
@@ -237,6 +242,7 @@ func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bo
 			return err
 		}
 	}
+	*decided = rev.ResourceVersion
 	return s.act(ctx, rev, sr, d, res)
 }
 

@@ -1,0 +1,38 @@
+package notifier
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Attack (hostile-tenant review of the sweep's retry, 2026-12-05): a record whose labels
+// say pending but whose payload is final (a namespace editor's rewrite, no seal needed) is
+// never failed: MarkFailedAt finds it final and answers "not done". The sweep took that
+// "not done" for a record rewritten since its read and read, decided and wrote again
+// sweepRetry.Steps times, every pass: many such records multiplied the pass's API calls
+// and sleeps for every namespace. A record unchanged since the read is not tried again.
+func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Sweep.Interval = 0
+	e.reserve("web", release.ActionInstall, 1)
+	e.set("web", 1, helmrelease.StatusDeployed, "done") // payload final, queued label off
+	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q}}}`, helmrelease.StatusPendingInstall.String()))
+	if rev := e.revision("web", 1); !rev.Ours || !release.IsPending(rev.Status) {
+		t.Fatalf("the decoy is not listed as a pending revision of ours: %+v", rev)
+	}
+	e.clock.Add(2 * time.Hour)
+	before := len(e.secretGets())
+	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.secretGets()) - before
+	t.Logf("secret GETs in the pass: %d", n)
+	if n > 4 {
+		t.Errorf("one pass over one record with final payload and pending labels read its Secret %d times; want at most 4", n)
+	}
+}
