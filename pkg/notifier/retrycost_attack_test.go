@@ -36,3 +36,26 @@ func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
 		t.Errorf("one pass over one record with final payload and pending labels read its Secret %d times; want at most 4", n)
 	}
 }
+
+// The same record labelled as an uninstall marked in the future (status, action and
+// modifiedAt labels; the payload deployed) is failed on sight (dueOf), before act: that
+// path too is not tried again on a record unchanged since its last try.
+func TestFinalPayloadUnderAFutureMarkIsNotRetriedEveryPass(t *testing.T) {
+	e := deployedWeb(t)
+	e.svc.Sweep.Interval = 0
+	future := e.clock.Now().Add(time.Hour).Unix()
+	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q,%q:%q,%q:"%d"}}}`,
+		release.StatusUninstalling, release.LabelAction, release.ActionUninstall, release.LabelModifiedAt, future))
+	if rev := e.revision("web", 1); !rev.Ours || !release.IsPending(rev.Status) {
+		t.Fatalf("the decoy is not listed as a pending revision of ours: %+v", rev)
+	}
+	before := len(e.secretGets())
+	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.secretGets()) - before
+	t.Logf("secret GETs in the pass: %d", n)
+	if n > 4 {
+		t.Errorf("one pass over one deployed record labelled as an uninstall marked in the future read its Secret %d times; want at most 4", n)
+	}
+}

@@ -210,10 +210,11 @@ func (s *Service) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 
 // sweepRead is one try of sweep: listed, rev is the listing's (the index may be a watch
 // event behind), decided on before the record is read; otherwise only the record read
-// now is decided on; decided is the resourceVersion the last try acted on.
+// now is decided on; decided is the resourceVersion the last try decided on.
 func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bool, decided *string, res *SweepResult) error {
 	var d due
 	if listed {
+		*decided = rev.ResourceVersion
 		ok, err := s.dueOf(ctx, &rev, &d, res)
 		if err != nil || !ok {
 			return err
@@ -238,11 +239,11 @@ func (s *Service) sweepRead(ctx context.Context, rev release.Revision, listed bo
 			return nil
 		}
 		rev = sr.Revision
+		*decided = rev.ResourceVersion
 		if ok, err := s.dueOf(ctx, &rev, &d, res); err != nil || !ok {
 			return err
 		}
 	}
-	*decided = rev.ResourceVersion
 	return s.act(ctx, rev, sr, d, res)
 }
 
