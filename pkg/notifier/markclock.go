@@ -67,18 +67,7 @@ func (c *markClock) start(rev release.Revision, tracked bool, now time.Time) tim
 	if !tracked {
 		return rev.Created
 	}
-	k := keyOf(rev)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[markKey]markSeen{}
-	}
-	s, ok := c.seen[k]
-	if !ok {
-		s.first = now
-	}
-	s.last, s.pass = now, c.pass
-	c.seen[k] = s
+	s := c.edit(rev, now, func(s *markSeen) { s.last, s.pass = now, c.pass })
 	clock := rev.Created
 	if clock.After(s.first) {
 		clock = s.first
@@ -99,6 +88,11 @@ func (c *markClock) unread(rev release.Revision) bool {
 
 // accept remembers rev's signed acceptance time (zero: none verifiable), seen at now.
 func (c *markClock) accept(rev release.Revision, at, now time.Time) {
+	c.edit(rev, now, func(s *markSeen) { s.accepted, s.read = at, true })
+}
+
+// edit changes rev's entry under the lock (a new one first seen at now) and returns it.
+func (c *markClock) edit(rev release.Revision, now time.Time, change func(*markSeen)) markSeen {
 	k := keyOf(rev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -109,8 +103,9 @@ func (c *markClock) accept(rev release.Revision, at, now time.Time) {
 	if !ok {
 		s.first, s.last, s.pass = now, now, c.pass
 	}
-	s.accepted, s.read = at, true
+	change(&s)
 	c.seen[k] = s
+	return s
 }
 
 func keyOf(rev release.Revision) markKey {
