@@ -134,7 +134,11 @@ func (c *chain) retry(reqCtx context.Context) (*action, error) {
 	a.Options.Description = attemptDescription(a, c.desc, k, c.total)
 	a.Attempt = fmt.Sprintf("%d of %d", k, c.total)
 	meta := c.cur.rec.Chart.Metadata
-	next, err := c.open(ctx, a, consumed.Step{Attempt: k, Revision: c.cur.Revision + 1},
+	rev, err := release.NextAfter(a.Namespace, a.Name, c.cur.Revision)
+	if err != nil {
+		return nil, err
+	}
+	next, err := c.open(ctx, a, consumed.Step{Attempt: k, Revision: rev},
 		release.Reservation{Action: a.Action, Chart: meta, Values: a.Values})
 	if err != nil {
 		return nil, err
@@ -180,12 +184,16 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 	if err := c.checkLatest(ctx); err != nil {
 		return nil, err
 	}
+	// The bound of every reserved revision (release.MaxRevision), checked before the step
+	// is claimed: a refused step stays unclaimed.
+	if a.Revision, err = release.NextAfter(a.Namespace, a.Name, cur.Revision); err != nil {
+		return nil, err
+	}
 	if claimer, ok := s.Consumed.(stepClaimer); ok {
 		if err := claimer.ClaimStep(ctx, a.RequestID, st); err != nil {
 			return nil, err
 		}
 	}
-	a.Revision = cur.Revision + 1
 	a.SecretName = release.SecretName(a.Name, a.Revision)
 	held, err := s.Heartbeat.Hold(ctx, a.Namespace, release.LeaseName(a.Name, a.Revision))
 	if err != nil || held == nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/internal/testwait"
+	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -341,5 +342,42 @@ func TestRetryReservesAsTheCaller(t *testing.T) {
 			}
 			e.noLeases()
 		})
+	}
+}
+
+// A failed attempt at the largest revision is not retried past it: the chain takes its next
+// revision from release.NextAfter, as every reservation does, and the step stays unclaimed.
+func TestNoRetryPastTheLargestRevision(t *testing.T) {
+	e, vh := remEnv(t, 10)
+	if _, err := e.store.Reserve(ctx(t), release.Reservation{Namespace: "ns", Name: "web", Action: release.ActionInstall,
+		Chart: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, RequestID: "req-1", Revision: release.MaxRevision}); err != nil {
+		t.Fatal(err)
+	}
+	a := events.Action{Action: release.ActionInstall, Namespace: "ns", Name: "web", Revision: release.MaxRevision,
+		SecretName: release.SecretName("web", release.MaxRevision), RequestID: "req-1",
+		Chart: chartref.Ref{URL: "https://charts.example/tiny-1.0.0.tgz"}, Options: events.Options{Timeout: 5 * time.Minute}}
+	a.Options.Retries = 2
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeFailed {
+		t.Fatalf("Handle = %s, %v", got, err)
+	}
+	if want := fmt.Sprintf("install v%d", release.MaxRevision); strings.Join(vh.verbs, ",") != want {
+		t.Fatalf("Helm ran %v, want %s", vh.verbs, want)
+	}
+	rel := e.rev("web", release.MaxRevision)
+	if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "not retried") ||
+		!strings.Contains(rel.Info.Description, "revision out of range") {
+		t.Errorf("revision %d: %s %q, want failed, not retried: revision out of range", release.MaxRevision, rel.Info.Status, rel.Info.Description)
+	}
+	if steps, err := e.consumed.StepsOf(ctx(t), "req-1"); err != nil || steps.Attempt > 1 || steps.AttemptRevision != 0 {
+		t.Errorf("steps %+v, %v: want no retry claimed", steps, err)
+	}
+	secrets, err := e.c.CoreV1().Secrets("ns").List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		if strings.HasPrefix(s.Name, "sh.helm.release.v1.web.") && s.Name != release.SecretName("web", release.MaxRevision) {
+			t.Errorf("secret %s reserved past the largest revision", s.Name)
+		}
 	}
 }
