@@ -43,6 +43,10 @@ func (r *run) bursts(ctx context.Context) error {
 // answer to a slow machine, not a lost promise. The bursts are about kills, not speed.
 const burstWait = 5 * time.Minute
 
+// afterBurstDeadline is how long the install sent after a burst may wait for its answer
+// before the burst is said to have left submit stuck.
+const afterBurstDeadline = 30 * time.Second
+
 // burstResult is what one burst of installs got from submit.
 type burstResult struct {
 	accepted, busy []string
@@ -144,11 +148,17 @@ func (r *run) burst(ctx context.Context, prefix string, kills int) error {
 	if len(res.busy) > 0 {
 		r.rep.violate("%d installs got 429 under the bound", len(res.busy))
 	}
+	// The burst left nothing behind that holds a new request back: the next install is
+	// accepted (not 429, not left waiting past its deadline). How fast is reported, not
+	// bounded: on CI's 2 cores, shared with other packages' stacks, the same answer took
+	// 10 ms in one run and 1.07 s in another (make bench measures time-to-201).
 	t0 := time.Now()
-	_, err = r.client.Install(ctx, api.ReleaseRequest{Name: "after", Namespace: ns, ChartURL: r.cfg.ChartURL})
+	afterCtx, cancel := context.WithTimeout(ctx, afterBurstDeadline)
+	_, err = r.client.Install(afterCtx, api.ReleaseRequest{Name: "after", Namespace: ns, ChartURL: r.cfg.ChartURL})
+	cancel()
 	answer := time.Since(t0)
-	if err != nil || answer > time.Second {
-		r.rep.violate("after the burst a new install was answered in %s: %v", answer.Round(time.Millisecond), err)
+	if err != nil {
+		r.rep.violate("after the burst a new install was not accepted (%s): %v", answer.Round(time.Millisecond), err)
 	}
 	r.rep.count("burst of %d installs from %d clients, executor SIGKILLed %d times: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; last final after %s (%.2f completed/s); next install answered in %s; %s",
 		r.cfg.Burst, r.cfg.BurstClients, k, len(res.accepted), float64(len(res.accepted))/res.took.Seconds(),
