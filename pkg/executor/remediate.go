@@ -134,11 +134,7 @@ func (c *chain) retry(reqCtx context.Context) (*action, error) {
 	a.Options.Description = attemptDescription(a, c.desc, k, c.total)
 	a.Attempt = fmt.Sprintf("%d of %d", k, c.total)
 	meta := c.cur.rec.Chart.Metadata
-	rev, err := release.NextAfter(a.Namespace, a.Name, c.cur.Revision)
-	if err != nil {
-		return nil, err
-	}
-	next, err := c.open(ctx, a, consumed.Step{Attempt: k, Revision: rev},
+	next, err := c.open(ctx, a, consumed.Step{Attempt: k},
 		release.Reservation{Action: a.Action, Chart: meta, Values: a.Values})
 	if err != nil {
 		return nil, err
@@ -185,10 +181,11 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 		return nil, err
 	}
 	// The bound of every reserved revision (release.MaxRevision), checked before the step
-	// is claimed: a refused step stays unclaimed.
+	// is claimed: a refused step stays unclaimed. The step is on the revision opened.
 	if a.Revision, err = release.NextAfter(a.Namespace, a.Name, cur.Revision); err != nil {
 		return nil, err
 	}
+	st.Revision = a.Revision
 	if claimer, ok := s.Consumed.(stepClaimer); ok {
 		if err := claimer.ClaimStep(ctx, a.RequestID, st); err != nil {
 			return nil, err
