@@ -75,8 +75,8 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 	out := make([]api.ReleaseInfo, 0, len(want))
 	byName := map[key]int{}
 	for _, m := range want {
-		h, ok := fresh[m.GetUID()]
-		if !ok {
+		h, cached := fresh[m.GetUID()]
+		if !cached {
 			body := bodies[m.GetUID()]
 			if body == nil {
 				continue // deleted since the index saw it
@@ -91,6 +91,19 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 			h.resourceVersion = body.ResourceVersion
 			fresh[m.GetUID()] = h
 		}
+		// The payload is the tenant's: bound to its Secret as Helm's reads bind it
+		// (release.GuardedSecrets), else one naming namespace victim stood for victim's
+		// release and showed victim's queue (hostile-tenant review). Its head stays cached,
+		// so it is not read again until it changes.
+		ns, bound := release.BoundToSecret(m, h.info.Namespace, h.info.Name, h.info.Version)
+		if !bound {
+			if !cached && s.Log != nil {
+				s.Log.Warnw("release record names another Secret than its own; left out of the list", "namespace", m.GetNamespace(),
+					"secret", m.GetName(), "names", h.info.Namespace+"/"+release.SecretName(h.info.Name, h.info.Version))
+			}
+			continue
+		}
+		h.info.Namespace = ns
 		// Records without Helm's labels: the latest revision of each, as Helm keeps.
 		k := key{h.info.Namespace, h.info.Name}
 		if i, seen := byName[k]; seen {

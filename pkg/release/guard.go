@@ -58,14 +58,24 @@ func (d *SecretsDriver) Get(key string) (*helmrelease.Release, error) {
 // copy its values and manifest into the tenant's record (hostile-tenant review). A payload
 // with no namespace is taken to be in the Secret's.
 func bindToSecret(rls *helmrelease.Release, obj metav1.Object) error {
-	if rls.Namespace == "" {
-		rls.Namespace = obj.GetNamespace()
-	}
-	if rls.Namespace != obj.GetNamespace() || obj.GetName() != SecretName(rls.Name, rls.Version) {
+	var bound bool
+	rls.Namespace, bound = BoundToSecret(obj, rls.Namespace, rls.Name, rls.Version)
+	if !bound {
 		return fmt.Errorf("%w: the record names %s/%s v%d, not the Secret %s/%s it is in",
 			ErrUndecodable, rls.Namespace, rls.Name, rls.Version, obj.GetNamespace(), obj.GetName())
 	}
 	return nil
+}
+
+// BoundToSecret is bindToSecret's rule for a record's head decoded some other way
+// (reader's limitInfo list): namespace is the one the record is in (the Secret's when the
+// payload names none), and bound is false when the payload names another namespace,
+// release or version than the Secret obj: such a record stands for nothing.
+func BoundToSecret(obj metav1.Object, payloadNamespace, name string, version int) (namespace string, bound bool) {
+	if payloadNamespace == "" {
+		payloadNamespace = obj.GetNamespace()
+	}
+	return payloadNamespace, payloadNamespace == obj.GetNamespace() && obj.GetName() == SecretName(name, version)
 }
 
 // List decodes every release secret, skipping those that do not decode.
