@@ -12,6 +12,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"github.com/async-helm/async-helm/pkg/yamlsize"
 )
 
 // Budget bounds what one chart archive may unpack to, across its nested archives. Helm's
@@ -59,8 +61,9 @@ func (e *BudgetError) Error() string { return "chart " + e.Bound }
 func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
 
 // Check streams the archive, and every nested archive Helm's loader would unpack, against
-// the budget, before anything is loaded: it holds one gzip window per nesting level and no
-// file. An archive that does not unpack is an error too (Helm's loader would refuse it).
+// the budget, before anything is loaded: it holds one gzip window per nesting level and at
+// most one file, a YAML file the loader parses, whose aliases it measures. An archive that
+// does not unpack is an error too (Helm's loader would refuse it).
 func (b Budget) Check(archive io.Reader) error {
 	s := &budgetScan{b: b.withDefaults()}
 	return s.archive(archive, 0)
@@ -115,8 +118,14 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 		if err := s.count(hd); err != nil {
 			return err
 		}
-		if isSubchartArchive(helmPath(hd.Name)) {
+		n := helmPath(hd.Name)
+		if isSubchartArchive(n) {
 			if err := s.archive(tr, depth+1); err != nil {
+				return err
+			}
+		}
+		if parsedAsYAML(n) {
+			if err := s.aliases(tr, hd.Size); err != nil {
 				return err
 			}
 		}
@@ -137,6 +146,35 @@ func (s *budgetScan) count(hd *tar.Header) error {
 	s.bytes += int64(len(hd.Name)) + hd.Size
 	if s.bytes > s.b.MaxBytes {
 		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives", mib(s.b.MaxBytes))}
+	}
+	return nil
+}
+
+// loaderYAML are the files Helm's loader parses with sigs.k8s.io/yaml, in a chart and in
+// every subchart; templates are parsed only when rendered, in the executor.
+var loaderYAML = map[string]bool{"Chart.yaml": true, "Chart.lock": true, "values.yaml": true,
+	"requirements.yaml": true, "requirements.lock": true}
+
+func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
+
+// aliases charges a YAML file what its aliases add once written out (pkg/yamlsize): the
+// loader's parser expands them, so a few KiB could otherwise parse into gigabytes under a
+// budget that counted only the file. The file is read whole; its size is already counted.
+func (s *budgetScan) aliases(r io.Reader, size int64) error {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return err
+	}
+	own := int64(len(data))
+	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
+	if errors.Is(err, yamlsize.ErrTooLarge) {
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
+	}
+	if err != nil {
+		return err
+	}
+	if expanded > own {
+		s.bytes += expanded - own
 	}
 	return nil
 }

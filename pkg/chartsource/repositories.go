@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/chartref"
+	"github.com/async-helm/async-helm/pkg/yamlsize"
 )
 
 // Repository is one chart repository a namespace sees: its name (the "<repo>" of an index
@@ -227,6 +228,10 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	raw, err := s.fetchWith(ctx, rc, indexURL, MaxIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("chart repository %q: %w", r.Name, err)
+	}
+	// Measured before it is parsed: the parser writes every alias out (pkg/yamlsize).
+	if _, err := yamlsize.Expanded(raw, MaxIndexBytes); err != nil {
+		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrTooLarge, r.Name, err)
 	}
 	var idx repo.IndexFile
 	if err := yaml.Unmarshal(raw, &idx); err != nil {

@@ -95,3 +95,18 @@ func Endless(t testing.TB) []byte {
 	t.Helper()
 	return Archive(t, ChartYAML("endless"), Entry{Name: "endless/templates/cm.yaml", Data: []byte(EndlessTemplate)})
 }
+
+// AliasBomb is YAML (prefix, then a list "x-bomb") holding one anchored scalar of size bytes
+// aliased n times: sigs.k8s.io/yaml writes every alias out, so it parses into about n x size
+// bytes, while go-yaml's alias guard counts nodes and lets it through below 1,000 of them.
+func AliasBomb(prefix string, size, n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(prefix)
+	b.WriteString("x-bomb:\n- &a \"")
+	b.Write(bytes.Repeat([]byte("A"), size))
+	b.WriteString("\"\n")
+	for i := 0; i < n; i++ {
+		b.WriteString("- *a\n")
+	}
+	return b.Bytes()
+}

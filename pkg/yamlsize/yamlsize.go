@@ -1,0 +1,118 @@
+// Package yamlsize bounds what a YAML stream expands to once its aliases are written out.
+//
+// sigs.k8s.io/yaml, which Helm's loader and index parsing use, turns YAML into JSON and
+// writes every alias out in full; go-yaml's own alias guard counts nodes and does nothing
+// below 1,000 of them. So a few KiB (one anchored scalar of a few MiB, aliased a few hundred
+// times) parse into gigabytes. Tenants write such files (index.yaml, Chart.yaml, values.yaml):
+// they are measured here, from the parse tree, before anything expands them.
+package yamlsize
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// ErrTooLarge is a stream whose aliases expand it beyond the limit, or which refers to a
+// node that contains the alias (no parser can expand it).
+var ErrTooLarge = errors.New("YAML expands beyond its bound")
+
+// Expanded returns about the bytes data's JSON form takes with every alias written out (a
+// bound, not an exact count), or ErrTooLarge once it passes limit. A stream without both
+// something that could be an anchor ("&name") and something that could be an alias
+// ("*name") is not parsed: nothing in it can expand, and its size is its own (the common
+// case: "&" and "*" in comments, cron lines and prose). A stream that has both but does not
+// parse here is refused too: its aliases cannot be measured, and the parser after this one
+// might still expand them.
+func Expanded(data []byte, limit int64) (int64, error) {
+	if !mayName(data, '&') || !mayName(data, '*') {
+		return int64(len(data)), nil
+	}
+	m := measure{limit: limit, sizes: map[*yaml.Node]int64{}}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return m.total, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%w: its aliases cannot be measured: %v", ErrTooLarge, err)
+		}
+		n, err := m.size(&doc)
+		if err != nil {
+			return 0, err
+		}
+		if m.total += n; m.total > limit {
+			return 0, m.over()
+		}
+	}
+}
+
+// mayName tells whether indicator is ever followed by a character an anchor's name may start
+// with (YAML: anything but white space and the flow indicators).
+func mayName(data []byte, indicator byte) bool {
+	for i := bytes.IndexByte(data, indicator); i >= 0 && i+1 < len(data); {
+		switch data[i+1] {
+		case ' ', '\t', '\r', '\n', ',', '[', ']', '{', '}':
+		default:
+			return true
+		}
+		next := bytes.IndexByte(data[i+1:], indicator)
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
+}
+
+// measure sizes every node once: an alias costs its anchor's size, kept from the anchor's
+// first walk, so the walk is linear in the parse tree however the aliases nest. Only
+// anchored nodes can be reached twice, so only they are kept.
+type measure struct {
+	limit int64
+	total int64
+	sizes map[*yaml.Node]int64 // anchored nodes; -1 while the node is being sized
+}
+
+func (m *measure) over() error {
+	return fmt.Errorf("%w: more than %d bytes once its aliases are written out", ErrTooLarge, m.limit)
+}
+
+func (m *measure) size(n *yaml.Node) (int64, error) {
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return 0, fmt.Errorf("%w: an alias without its anchor", ErrTooLarge)
+		}
+		return m.size(n.Alias)
+	}
+	anchored := n.Anchor != ""
+	if s, ok := m.sizes[n]; ok {
+		if s < 0 {
+			return 0, fmt.Errorf("%w: an alias inside the node it refers to", ErrTooLarge)
+		}
+		return s, nil
+	}
+	if anchored {
+		m.sizes[n] = -1
+	}
+	// A scalar as a quoted JSON string; a collection as its brackets and separators.
+	s := int64(len(n.Value)) + 2
+	for _, c := range n.Content {
+		cs, err := m.size(c)
+		if err != nil {
+			return 0, err
+		}
+		if s += cs + 1; s > m.limit {
+			return 0, m.over()
+		}
+	}
+	if anchored {
+		m.sizes[n] = s
+	}
+	return s, nil
+}

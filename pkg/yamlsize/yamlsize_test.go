@@ -1,0 +1,105 @@
+package yamlsize
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// bomb is one anchored scalar of size bytes aliased n times: what a tenant's index.yaml
+// or values.yaml can hold in a few KiB of archive.
+func bomb(size, n int) []byte {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nx:\n- &a \"")
+	b.WriteString(strings.Repeat("A", size))
+	b.WriteString("\"\n")
+	for i := 0; i < n; i++ {
+		b.WriteString("- *a\n")
+	}
+	return []byte(b.String())
+}
+
+func TestAliasBombIsRefused(t *testing.T) {
+	data := bomb(1<<20, 200) // 1 MiB that sigs.k8s.io/yaml writes out as ~200 MiB
+	_, err := Expanded(data, 10<<20)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a %d KiB stream expanding to ~200 MiB: %v, want ErrTooLarge", len(data)>>10, err)
+	}
+}
+
+func TestNestedAliasesAreCountedWithoutWalkingThemAgain(t *testing.T) {
+	// Each level doubles the one before: 2^40 bytes written out, 40 lines of YAML.
+	var b strings.Builder
+	b.WriteString("a0: &a0 \"xx\"\n")
+	for i := 1; i <= 40; i++ {
+		b.WriteString("a" + strconv.Itoa(i) + ": &a" + strconv.Itoa(i) + " [*a" + strconv.Itoa(i-1) + ", *a" + strconv.Itoa(i-1) + "]\n")
+	}
+	_, err := Expanded([]byte(b.String()), 64<<20)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("2^40 bytes of nested aliases: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestAliasesWithinTheBoundAreMeasured(t *testing.T) {
+	data := []byte("base: &b {image: nginx, tag: \"1.0\"}\nweb:\n  <<: *b\n  replicas: 2\nworker: *b\n")
+	n, err := Expanded(data, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n <= int64(len("nginx1.0"))*3 || n > 4*int64(len(data)) {
+		t.Errorf("expanded size %d for %d bytes with the anchor used three times", n, len(data))
+	}
+}
+
+func TestStreamWithoutAliasesIsNotParsed(t *testing.T) {
+	// Not YAML at all, but without '&' and '*' nothing in it can expand: its own size.
+	data := []byte("{{ .Values.x }}: [unclosed")
+	n, err := Expanded(data, 1<<20)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Expanded = %d, %v; want %d, nil", n, err, len(data))
+	}
+}
+
+func TestUnmeasurableStreamWithAliasesIsRefused(t *testing.T) {
+	if _, err := Expanded([]byte("a: &x [1\nb: *x\n"), 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("an unparsable stream with an anchor and an alias: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestEveryDocumentOfAStreamCounts(t *testing.T) {
+	doc := "x: &a \"" + strings.Repeat("B", 4096) + "\"\ny: [*a, *a, *a, *a]\n"
+	data := []byte(doc + "---\n" + doc + "---\n" + doc)
+	one, err := Expanded([]byte(doc), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := Expanded(data, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if three < 3*one {
+		t.Errorf("three documents measured %d, one %d", three, one)
+	}
+	if _, err := Expanded(data, 2*one); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("three documents against a bound of two: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestAliasInsideItsOwnAnchorIsRefused(t *testing.T) {
+	if _, err := Expanded([]byte("a: &x [1, *x]\n"), 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("an alias inside its own anchor: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestProseAndCronLinesAreNotParsed(t *testing.T) {
+	// "&" and "*" as GitLab's values.yaml has them: never an anchor, so never parsed.
+	data := []byte("## Installation & configuration\nschedule: \"0 1 * * *\"\n# use *either* this\nbad: [\n")
+	n, err := Expanded(data, 1<<20)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("Expanded = %d, %v; want %d, nil (not parsed)", n, err, len(data))
+	}
+	if !mayName([]byte("a: &x 1"), '&') || mayName([]byte("a & b &"), '&') {
+		t.Error("mayName: an anchor must count, a lone ampersand must not")
+	}
+}
