@@ -24,6 +24,9 @@ type fetched struct {
 	// cost estimates the bytes the parsed index holds; at is when it was fetched.
 	cost int64
 	at   time.Time
+	// busy: no fetch slot was free (fetchSlots); not a property of the repository, so
+	// never kept.
+	busy bool
 }
 
 // indexCache keeps parsed indexes by Repo.id within a byte budget, least recently used
@@ -84,10 +87,14 @@ func (c *indexCache) get(id string) (*fetched, bool) {
 	return e.Value.(*cacheEntry).f, true
 }
 
-// put keeps f as id's entry. A used entry (front) stays where it is when refreshed in the
-// background (used false): a refresh is not a use. An index over maxEntry is kept as an
-// error; then the least recently used entries go until the cache fits its budget.
+// put keeps f as id's entry (a busy f leaves the entry as it is). A used entry (front)
+// stays where it is when refreshed in the background (used false): a refresh is not a use.
+// An index over maxEntry is kept as an error; then the least recently used entries go
+// until the cache fits its budget.
 func (c *indexCache) put(id string, f *fetched, used bool) {
+	if f.busy {
+		return
+	}
 	if f.err == nil && f.cost > c.maxEntry {
 		f = &fetched{err: fmt.Errorf("its index holds about %d MiB parsed, over the cache's bound of %d MiB per repository (CHART_INDEX_MAX_BYTES)",
 			f.cost>>20, c.maxEntry>>20), at: f.at}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 	"helm.sh/helm/v3/pkg/repo"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +89,15 @@ func (r Repo) id() string {
 // cacheKey is id with the scope in front (a refresh keeps project entries it does not fetch).
 func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
 
+// owner is whose share of the index fetches r's take (fetchSlots): its namespace's for a
+// project repository, the cluster's administrators' ("") otherwise.
+func (r Repo) owner() string {
+	if r.Scope != ScopeProject {
+		return ""
+	}
+	return "project/" + r.Namespace
+}
+
 // Set is the repositories of the cluster and of CHART_REPOSITORIES, with their indexes.
 type Set struct {
 	Dynamic dynamic.Interface
@@ -121,6 +131,10 @@ type Set struct {
 	refreshed        chan struct{} // closed after the first refresh
 
 	indexes *indexCache // by cacheKey
+	// flights are the fetches of cache misses, one per cacheKey.
+	flights singleflight.Group
+	// slots bound the index fetches of the refresh, the misses and the refetches together.
+	slots *fetchSlots
 	// refetching are the cache keys of project repositories being fetched again.
 	refetching sync.Map
 
@@ -146,6 +160,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	s.kick = make(chan struct{}, 1)
 	s.refreshed = make(chan struct{})
 	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
+	s.slots = newFetchSlots(maxIndexFetches)
 	s.creds = map[string]credsEntry{}
 	served := map[string]bool{}
 	if disc != nil {
@@ -226,22 +241,27 @@ func (s *Set) loop(ctx context.Context) {
 	}
 }
 
-// refresh fetches the indexes of the cluster's repositories and CHART_REPOSITORIES, a few
-// at a time, and drops the indexes of those that are gone. Project repositories are
-// fetched on use only (Index): a tenant's repository objects cost nothing until someone who
-// works in that namespace asks for its index, and their credentials are never read
-// without such a request.
+// refresh fetches the indexes of the cluster's repositories and CHART_REPOSITORIES, within
+// the bound every index fetch shares (Set.slots), and drops the indexes of those that are
+// gone. Project repositories are fetched on use only (Index): a tenant's repository
+// objects cost nothing until someone who works in that namespace asks for its index, and
+// their credentials are never read without such a request.
 func (s *Set) refresh(ctx context.Context) {
 	all := s.admins(ctx)
 	results := make([]*fetched, len(all))
-	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for i, r := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+			// As long as it takes: a refresh skips no repository (its goroutines are one
+			// per administrators' repository, not per request).
+			release, err := s.slots.acquire(ctx, r.owner())
+			if err != nil {
+				results[i] = &fetched{err: fmt.Errorf("refresh of chart repository %q: %w", r.Name, err), at: time.Now(), busy: true}
+				return
+			}
+			defer release()
 			results[i] = s.fetch(ctx, r)
 		}()
 	}
@@ -249,7 +269,7 @@ func (s *Set) refresh(ctx context.Context) {
 	current := map[string]bool{}
 	for i, r := range all {
 		current[r.cacheKey()] = true
-		s.indexes.put(r.cacheKey(), results[i], false)
+		s.indexes.put(r.cacheKey(), results[i], false) // a busy one keeps the entry it replaces
 		if results[i].err != nil {
 			s.Log.Warnw("chart repository index not fetched", "repository", r.Name, "scope", r.Scope,
 				"namespace", r.Namespace, "error", results[i].err.Error())
@@ -261,16 +281,21 @@ func (s *Set) refresh(ctx context.Context) {
 	s.mu.Unlock()
 }
 
+func (s *Set) fetchTimeout() time.Duration {
+	if s.FetchTimeout <= 0 {
+		return 30 * time.Second
+	}
+	return s.FetchTimeout
+}
+
+// fetch downloads and parses r's index, bounded by FetchTimeout. Callers hold a slot of
+// Set.slots (boundedFetch).
 func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
 	now := time.Now()
 	if r.Err != nil {
 		return &fetched{err: chartref.RedactError(r.Err), at: now}
 	}
-	timeout := s.FetchTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
 	defer cancel()
 	idx, err := s.Source.FetchIndex(ctx, r.Repository)
 	if err != nil {

@@ -3,6 +3,7 @@ package chartrepos
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"time"
 
@@ -45,6 +46,9 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 			continue
 		}
 		f := s.cachedIndex(ctx, r)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("index of namespace %q: %w", namespace, err) // the caller left
+		}
 		if f.err != nil {
 			invalid = append(invalid, InvalidRepo{Name: r.Name, Error: f.err.Error()})
 			continue
@@ -87,6 +91,12 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 // cachedIndex is a repository's index from the cache, fetched now on a miss (a project
 // repository, or one created a moment ago). A project repository's index older than
 // Refresh is answered as it is and fetched again behind the answer, once at a time.
+//
+// Concurrent misses of one key share one fetch (a tenant's burst of requests costs one
+// index in memory); the key holds the namespace, so no request waits on another
+// namespace's repository. The fetch belongs to the flight, not to the request that started
+// it: it goes on for the others (bounded by FetchTimeout) when that request leaves, and a
+// request whose ctx ends returns at once with its ctx's error.
 func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	key := r.cacheKey()
 	if f, ok := s.indexes.get(key); ok {
@@ -95,23 +105,55 @@ func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 		}
 		return f
 	}
-	f := s.fetch(ctx, r)
-	if ctx.Err() != nil {
-		return f // the caller left: not a property of the repository
+	flight := s.flights.DoChan(key, func() (any, error) {
+		f := s.boundedFetch(context.WithoutCancel(ctx), r)
+		s.indexes.put(key, f, true) // before the flight ends: a later miss finds it
+		return f, nil
+	})
+	select {
+	case res := <-flight:
+		return res.Val.(*fetched)
+	case <-ctx.Done():
+		return &fetched{err: fmt.Errorf("index of chart repository %q: %w", r.Name, ctx.Err()), at: time.Now()}
 	}
-	s.indexes.put(key, f, true)
-	return f
+}
+
+// boundedFetch is a flight's fetch, within the service's bound of index fetches
+// (Set.slots). Its ctx is the flight's (no request ends it), so the wait for a slot is
+// bounded by FetchTimeout too; a fetch that found none is busy: it says nothing of the
+// repository and is not kept.
+func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
+	if r.Err != nil {
+		return s.fetch(ctx, r) // nothing to download
+	}
+	wait, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+	defer cancel()
+	release, err := s.slots.acquire(wait, r.owner())
+	if err != nil {
+		return &fetched{err: fmt.Errorf("index of chart repository %q not fetched: too many index fetches under way, try again: %w",
+			r.Name, err), at: time.Now(), busy: true}
+	}
+	defer release()
+	return s.fetch(ctx, r)
 }
 
 // refetch fetches a project repository's index again in the background, bounded by
-// FetchTimeout, unless that is under way already.
+// FetchTimeout, unless that is under way already. It only starts with a slot free now:
+// stale repositories never queue goroutines behind the bound, and are tried again on their
+// next use (meanwhile they are answered as they are).
 func (s *Set) refetch(ctx context.Context, r Repo) {
 	key := r.cacheKey()
 	if _, busy := s.refetching.LoadOrStore(key, true); busy {
 		return
 	}
+	release, ok := s.slots.tryAcquire(r.owner())
+	if !ok {
+		s.refetching.Delete(key)
+		return
+	}
 	go func() {
 		defer s.refetching.Delete(key)
+		defer release()
 		s.indexes.put(key, s.fetch(context.WithoutCancel(ctx), r), false)
 	}()
 }
