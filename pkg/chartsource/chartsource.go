@@ -88,13 +88,17 @@ type Source struct {
 	// take up to twice its budget while Helm's loader runs, so the budget alone does not
 	// bound memory under many callers. Downloads and cache hits do not wait for it.
 	MaxParallelLoads int
+	// MaxParallelIndexEntries bounds the repository indexes downloaded and parsed at once
+	// to resolve an index entry (default 2): each is up to MaxIndexBytes and several times
+	// that parsed, and every distinct chart or version is a flight of its own.
+	MaxParallelIndexEntries int
 	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
 	// caller; when nil, Repos does if it is an AuthSecretReader; otherwise such a chart is
 	// refused.
 	AuthSecrets AuthSecretReader
 
-	loadsOnce sync.Once
-	loads     chan struct{}
+	loads   gate
+	entries gate
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -281,20 +285,34 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 
 // load checks and loads an archive in one of MaxParallelLoads slots.
 func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, error) {
-	s.loadsOnce.Do(func() {
-		n := s.MaxParallelLoads
+	leave, err := s.loads.enter(ctx, s.MaxParallelLoads)
+	if err != nil {
+		return nil, fmt.Errorf("wait to load the chart: %w", err)
+	}
+	defer leave()
+	return s.Budget.load(data)
+}
+
+// gate admits at most n callers at once (n <= 0: 2), fixed by the first caller; a wait
+// ends with the caller's ctx.
+type gate struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+func (g *gate) enter(ctx context.Context, n int) (leave func(), err error) {
+	g.once.Do(func() {
 		if n <= 0 {
 			n = 2
 		}
-		s.loads = make(chan struct{}, n)
+		g.slots = make(chan struct{}, n)
 	})
 	select {
-	case s.loads <- struct{}{}:
-		defer func() { <-s.loads }()
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+		return nil, ctx.Err()
 	}
-	return s.Budget.load(data)
 }
 
 // Size is the memory the chart holds (the archive and what it unpacks to), as the cache
@@ -358,7 +376,12 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	leave, err := s.entries.enter(ctx, s.MaxParallelIndexEntries)
+	if err != nil {
+		return nil, fmt.Errorf("wait to fetch the index of repository %q: %w", repoName, err)
+	}
 	idx, err := s.FetchIndex(ctx, r)
+	leave()
 	if err != nil {
 		return nil, err
 	}
