@@ -24,7 +24,7 @@ type fetched struct {
 	// cost estimates the bytes the parsed index holds; at is when it was fetched.
 	cost int64
 	at   time.Time
-	// busy: no fetch slot was free (fetchSlots); not a property of the repository, so
+	// busy: no fetch slot was free (chartsource.FetchSlots); not a property of the repository, so
 	// never kept.
 	busy bool
 }

@@ -89,13 +89,13 @@ func (r Repo) id() string {
 // cacheKey is id with the scope in front (a refresh keeps project entries it does not fetch).
 func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
 
-// owner is whose share of the index fetches r's take (fetchSlots): its namespace's for a
+// owner is whose share of the index fetches r's take (chartsource.FetchSlots): its namespace's for a
 // project repository, the cluster's administrators' ("") otherwise.
 func (r Repo) owner() string {
 	if r.Scope != ScopeProject {
 		return ""
 	}
-	return "project/" + r.Namespace
+	return chartsource.NamespaceOwner(r.Namespace)
 }
 
 // Set is the repositories of the cluster and of CHART_REPOSITORIES, with their indexes.
@@ -134,7 +134,7 @@ type Set struct {
 	// flights are the fetches of cache misses, one per cacheKey.
 	flights singleflight.Group
 	// slots bound the index fetches of the refresh, the misses and the refetches together.
-	slots *fetchSlots
+	slots *chartsource.FetchSlots
 	// refetching are the cache keys of project repositories being fetched again.
 	refetching sync.Map
 
@@ -160,7 +160,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	s.kick = make(chan struct{}, 1)
 	s.refreshed = make(chan struct{})
 	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
-	s.slots = newFetchSlots(maxIndexFetches)
+	s.slots = s.Source.Slots()
 	s.creds = map[string]credsEntry{}
 	served := map[string]bool{}
 	if disc != nil {
@@ -256,7 +256,7 @@ func (s *Set) refresh(ctx context.Context) {
 			defer wg.Done()
 			// As long as it takes: a refresh skips no repository (its goroutines are one
 			// per administrators' repository, not per request).
-			release, err := s.slots.acquire(ctx, r.owner())
+			release, err := s.slots.Acquire(ctx, r.owner())
 			if err != nil {
 				results[i] = &fetched{err: fmt.Errorf("refresh of chart repository %q: %w", r.Name, err), at: time.Now(), busy: true}
 				return

@@ -128,7 +128,7 @@ func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
 	}
 	wait, cancel := context.WithTimeout(ctx, s.fetchTimeout())
 	defer cancel()
-	release, err := s.slots.acquire(wait, r.owner())
+	release, err := s.slots.Acquire(wait, r.owner())
 	if err != nil {
 		return &fetched{err: fmt.Errorf("index of chart repository %q not fetched: too many index fetches under way, try again: %w",
 			r.Name, err), at: time.Now(), busy: true}
@@ -146,7 +146,7 @@ func (s *Set) refetch(ctx context.Context, r Repo) {
 	if _, busy := s.refetching.LoadOrStore(key, true); busy {
 		return
 	}
-	release, ok := s.slots.tryAcquire(r.owner())
+	release, ok := s.slots.TryAcquire(r.owner())
 	if !ok {
 		s.refetching.Delete(key)
 		return

@@ -224,7 +224,7 @@ func TestNamespaceTakesOnlyItsShareOfFetches(t *testing.T) {
 	}
 }
 
-// However many namespaces ask at once, at most maxIndexFetches indexes are fetched and
+// However many namespaces ask at once, at most chartsource.MaxIndexFetches indexes are fetched and
 // parsed at once; a namespace asking after them waits one round at most.
 func TestIndexFetchesShareOneBound(t *testing.T) {
 	slow := newSlowRepo(t, time.Second)
@@ -297,43 +297,5 @@ func TestStaleRefetchesAreBounded(t *testing.T) {
 	waitFor(t, "the refetches to end", func() bool { return slow.inFlight.Load() == 0 })
 	if peak := slow.peak.Load(); peak > 4 {
 		t.Errorf("stale indexes fetched again %d at once, want at most 4", peak)
-	}
-}
-
-// A namespace takes one slot, the administrators all but one, everyone together the total;
-// an owner is forgotten once it holds and waits for none (tenants cannot grow the map).
-func TestFetchSlotsShares(t *testing.T) {
-	f := newFetchSlots(4)
-	var releases []func()
-	take := func(owner string) bool {
-		release, ok := f.tryAcquire(owner)
-		if ok {
-			releases = append(releases, release)
-		}
-		return ok
-	}
-	if !take("project/a") || take("project/a") {
-		t.Error("namespace a: want one slot, not two")
-	}
-	if !take("") || !take("") || !take("") || take("") {
-		t.Error("administrators: want three slots of four, not four")
-	}
-	if take("project/b") {
-		t.Error("namespace b got a fifth slot")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := f.acquire(ctx, "project/b"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("waiting past ctx: %v, want its error", err)
-	}
-	for _, release := range releases {
-		release()
-		release() // twice is once
-	}
-	if n := len(f.owners); n != 0 {
-		t.Errorf("%d owners remembered with nothing under way", n)
-	}
-	if !take("project/b") {
-		t.Error("namespace b: no slot once all are free")
 	}
 }

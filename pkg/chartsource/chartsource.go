@@ -88,17 +88,18 @@ type Source struct {
 	// take up to twice its budget while Helm's loader runs, so the budget alone does not
 	// bound memory under many callers. Downloads and cache hits do not wait for it.
 	MaxParallelLoads int
-	// MaxParallelIndexEntries bounds the repository indexes downloaded and parsed at once
-	// to resolve an index entry (default 2): each is up to MaxIndexBytes and several times
-	// that parsed, and every distinct chart or version is a flight of its own.
-	MaxParallelIndexEntries int
+	// IndexSlots bound the indexes downloaded and parsed at once, by whoever fetches them
+	// (the console's index in pkg/chartrepos, installs by index entry here): each is up to
+	// MaxIndexBytes and several times that parsed, and every distinct chart or version is
+	// a flight of its own. Nil: MaxIndexFetches, made on first use (Slots).
+	IndexSlots *FetchSlots
 	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
 	// caller; when nil, Repos does if it is an AuthSecretReader; otherwise such a chart is
 	// refused.
 	AuthSecrets AuthSecretReader
 
-	loads   gate
-	entries gate
+	loads     gate
+	slotsOnce sync.Once
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -293,6 +294,16 @@ func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, error) {
 	return s.Budget.load(data)
 }
 
+// Slots is the one bound of the source's index fetches (IndexSlots).
+func (s *Source) Slots() *FetchSlots {
+	s.slotsOnce.Do(func() {
+		if s.IndexSlots == nil {
+			s.IndexSlots = NewFetchSlots(MaxIndexFetches)
+		}
+	})
+	return s.IndexSlots
+}
+
 // gate admits at most n callers at once (n <= 0: 2), fixed by the first caller; a wait
 // ends with the caller's ctx.
 type gate struct {
@@ -376,12 +387,13 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	leave, err := s.entries.enter(ctx, s.MaxParallelIndexEntries)
+	// In the requesting namespace's share: its installs and its console index together.
+	release, err := s.Slots().Acquire(ctx, NamespaceOwner(ref.Namespace))
 	if err != nil {
-		return nil, fmt.Errorf("wait to fetch the index of repository %q: %w", repoName, err)
+		return nil, fmt.Errorf("fetch the index of repository %q: %w", repoName, err)
 	}
 	idx, err := s.FetchIndex(ctx, r)
-	leave()
+	release()
 	if err != nil {
 		return nil, err
 	}

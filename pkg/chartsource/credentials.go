@@ -93,9 +93,6 @@ type Settings struct {
 	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH" default:"5"`
 	// ChartMaxParallelLoads bounds the charts checked and loaded at once (Source.MaxParallelLoads).
 	ChartMaxParallelLoads int `envconfig:"CHART_MAX_PARALLEL_LOADS" default:"2"`
-	// ChartMaxParallelIndexEntries bounds the indexes fetched at once to resolve index
-	// entries (Source.MaxParallelIndexEntries).
-	ChartMaxParallelIndexEntries int `envconfig:"CHART_MAX_PARALLEL_INDEX_ENTRIES" default:"2"`
 	RouteSettings
 }
 
@@ -151,5 +148,5 @@ func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, tt
 	}
 	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout),
 		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20, Budget: budget,
-		MaxParallelLoads: c.ChartMaxParallelLoads, MaxParallelIndexEntries: c.ChartMaxParallelIndexEntries}, nil
+		MaxParallelLoads: c.ChartMaxParallelLoads}, nil
 }

@@ -12,25 +12,35 @@ import (
 	"time"
 )
 
+// countingIndex serves an empty index after delay, counting the fetches under way.
+type countingIndex struct {
+	inFlight, peak, served atomic.Int64
+	delay                  time.Duration
+}
+
+func (c *countingIndex) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	c.served.Add(1)
+	time.Sleep(c.delay)
+	_, _ = w.Write([]byte("apiVersion: v1\nentries: {}\n"))
+}
+
 // Installs by index entry each download and parse the repository's index (up to 10 MiB,
 // several times that parsed), and every distinct chart or version is a flight of its own:
 // 20 at once from one tenant held 20 indexes at once in submit (hostile-tenant review). They
-// now take at most MaxParallelIndexEntries at a time; the others wait, or leave with their
-// context.
+// now take their namespace's share of the source's index fetches (FetchSlots: one at a
+// time per namespace); another namespace is not held back by them, and a waiter leaves
+// with its context.
 func TestIndexEntryFetchesAreBounded(t *testing.T) {
-	var inFlight, peak, served atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		served.Add(1)
-		time.Sleep(100 * time.Millisecond)
-		_, _ = w.Write([]byte("apiVersion: v1\nentries: {}\n"))
-	}))
-	defer srv.Close()
+	slow, fast := &countingIndex{delay: 100 * time.Millisecond}, &countingIndex{}
+	slowSrv, fastSrv := httptest.NewServer(slow), httptest.NewServer(fast)
+	defer slowSrv.Close()
+	defer fastSrv.Close()
 	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute),
-		Repos: perNamespace{"evil": {{Name: "slow", URL: srv.URL}}}}
+		Repos: perNamespace{"evil": {{Name: "slow", URL: slowSrv.URL}}, "team": {{Name: "fast", URL: fastSrv.URL}}}}
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
@@ -42,24 +52,22 @@ func TestIndexEntryFetchesAreBounded(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
-	t.Logf("index.yaml served %d times, at most %d at once", served.Load(), peak.Load())
-	if served.Load() != 20 || peak.Load() > 2 {
-		t.Errorf("20 index entries fetched the index %d times, %d at once; want 20, at most 2 at once", served.Load(), peak.Load())
+	time.Sleep(150 * time.Millisecond) // evil's entries are under way
+	start := time.Now()
+	if _, err := src.Get(context.Background(), Ref{IndexEntry: "x--fast", Namespace: "team"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("team's entry: %v, want not found", err)
 	}
-
-	// A request that finds every slot taken leaves when its context ends.
+	if d := time.Since(start); d > time.Second || slow.inFlight.Load() == 0 {
+		t.Errorf("team's index entry took %v (evil's fetches under way: %d), want it not held back", d, slow.inFlight.Load())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	for i := 0; i < 2; i++ {
-		go func() {
-			_, _ = src.Get(context.Background(), Ref{IndexEntry: fmt.Sprintf("busy%d--slow", i), Namespace: "evil"})
-		}()
+	if _, err := src.Get(ctx, Ref{IndexEntry: "late--slow", Namespace: "evil"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("evil's request waiting for its share: %v, want its context's deadline", err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	start := time.Now()
-	_, err := src.Get(ctx, Ref{IndexEntry: "late--slow", Namespace: "evil"})
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
-		t.Errorf("a request waiting for a slot: %v after %v, want its context's deadline", err, time.Since(start))
+	wg.Wait()
+	t.Logf("evil's index served %d times, at most %d at once", slow.served.Load(), slow.peak.Load())
+	if slow.served.Load() != 20 || slow.peak.Load() > 1 {
+		t.Errorf("20 index entries fetched the index %d times, %d at once; want 20, one at a time", slow.served.Load(), slow.peak.Load())
 	}
 }

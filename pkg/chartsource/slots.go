@@ -1,4 +1,4 @@
-package chartrepos
+package chartsource
 
 import (
 	"context"
@@ -8,18 +8,22 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// maxIndexFetches bounds the index fetches (download and parse) under way in the whole
+// MaxIndexFetches bounds the index fetches (download and parse) under way in the whole
 // service: one can hold a 10 MiB index.yaml and about 68 MiB once parsed, and submit's
-// memory is every namespace's. It was the background refresh's own bound; requests and
-// refetches share it now.
-const maxIndexFetches = 4
+// memory is every namespace's. The console's index (pkg/chartrepos: its refresh, requests
+// and refetches) and the installs by index entry share it.
+const MaxIndexFetches = 4
 
-// fetchSlots bounds index fetches: at most total at once, and at most a share of them per
+// NamespaceOwner is the owner of a namespace's index fetches in FetchSlots; "" is the
+// cluster's administrators' (their repositories, the background refresh).
+func NamespaceOwner(namespace string) string { return "project/" + namespace }
+
+// FetchSlots bounds index fetches: at most total at once, and at most a share of them per
 // owner (a namespace, or the cluster's administrators), so one tenant's slow server holds
 // the others back by its share only. Both waits are FIFO (semaphore.Weighted) and an owner
 // queues for the total with no more than its share, so the queue for the total goes round
 // the owners instead of serving one owner's burst first.
-type fetchSlots struct {
+type FetchSlots struct {
 	total int64
 	all   *semaphore.Weighted
 
@@ -34,8 +38,9 @@ type ownerSlots struct {
 	users int
 }
 
-func newFetchSlots(total int64) *fetchSlots {
-	return &fetchSlots{total: total, all: semaphore.NewWeighted(total), owners: map[string]*ownerSlots{}}
+// NewFetchSlots is total fetches at once, shared by owners as FetchSlots says.
+func NewFetchSlots(total int64) *FetchSlots {
+	return &FetchSlots{total: total, all: semaphore.NewWeighted(total), owners: map[string]*ownerSlots{}}
 }
 
 // share is an owner's part of the total. A namespace gets one: Index fetches a namespace's
@@ -43,15 +48,15 @@ func newFetchSlots(total int64) *fetchSlots {
 // of different keys, a repository URL changed again and again) wait on it. The
 // administrators' repositories ("", the refresh's) get all but one, so a tenant's first
 // index never waits for a whole refresh.
-func (f *fetchSlots) share(owner string) int64 {
+func (f *FetchSlots) share(owner string) int64 {
 	if owner == "" {
 		return max(f.total-1, 1)
 	}
 	return 1
 }
 
-// acquire waits until ctx ends for a slot of owner's share, then one of the total.
-func (f *fetchSlots) acquire(ctx context.Context, owner string) (release func(), err error) {
+// Acquire waits until ctx ends for a slot of owner's share, then one of the total.
+func (f *FetchSlots) Acquire(ctx context.Context, owner string) (release func(), err error) {
 	o := f.enter(owner)
 	if err := o.sem.Acquire(ctx, 1); err != nil {
 		f.leave(owner, o)
@@ -65,8 +70,8 @@ func (f *fetchSlots) acquire(ctx context.Context, owner string) (release func(),
 	return f.releaser(owner, o), nil
 }
 
-// tryAcquire is acquire without waiting (nor jumping the queue of those who wait).
-func (f *fetchSlots) tryAcquire(owner string) (release func(), ok bool) {
+// TryAcquire is Acquire without waiting (nor jumping the queue of those who wait).
+func (f *FetchSlots) TryAcquire(owner string) (release func(), ok bool) {
 	o := f.enter(owner)
 	if !o.sem.TryAcquire(1) {
 		f.leave(owner, o)
@@ -80,7 +85,7 @@ func (f *fetchSlots) tryAcquire(owner string) (release func(), ok bool) {
 	return f.releaser(owner, o), true
 }
 
-func (f *fetchSlots) releaser(owner string, o *ownerSlots) func() {
+func (f *FetchSlots) releaser(owner string, o *ownerSlots) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -91,7 +96,7 @@ func (f *fetchSlots) releaser(owner string, o *ownerSlots) func() {
 	}
 }
 
-func (f *fetchSlots) enter(owner string) *ownerSlots {
+func (f *FetchSlots) enter(owner string) *ownerSlots {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	o := f.owners[owner]
@@ -104,7 +109,7 @@ func (f *fetchSlots) enter(owner string) *ownerSlots {
 }
 
 // leave forgets owner once nobody holds or waits for its share (a new one is the same).
-func (f *fetchSlots) leave(owner string, o *ownerSlots) {
+func (f *FetchSlots) leave(owner string, o *ownerSlots) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if o.users--; o.users == 0 {
