@@ -69,3 +69,11 @@ func TestIndexAliasBombIsRefused(t *testing.T) {
 		t.Errorf("refusing the index allocated %d MiB, want about its own size", n>>20)
 	}
 }
+
+// A loader YAML file over Helm's own 5 MiB cap is refused before it is read, let alone
+// parsed to measure its aliases (review: 20 MiB of "{}," with one alias took 1.3 GiB in
+// Check).
+func TestOversizedLoaderYAMLIsNotRead(t *testing.T) {
+	archive := tgz(t, chartYAML("big"), entry{Name: "big/values.yaml", Size: 20 << 20})
+	refusedWithin(t, archive, "has a YAML file over Helm's 5 MiB", 8<<20)
+}

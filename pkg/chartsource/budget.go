@@ -161,6 +161,10 @@ func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
 // loader's parser expands them, so a few KiB could otherwise parse into gigabytes under a
 // budget that counted only the file. The file is read whole; its size is already counted.
 func (s *budgetScan) aliases(r io.Reader, size int64) error {
+	// Helm's loader refuses such a file anyway; it is not read, let alone parsed, here.
+	if size > loader.MaxDecompressedFileSize {
+		return &BudgetError{Bound: fmt.Sprintf("has a YAML file over Helm's %s", mib(loader.MaxDecompressedFileSize))}
+	}
 	data := make([]byte, size)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return err

@@ -31,6 +31,11 @@ func Expanded(data []byte, limit int64) (int64, error) {
 	if !mayName(data, '&') || !mayName(data, '*') {
 		return int64(len(data)), nil
 	}
+	// go-yaml v3's parse tree takes about 64 bytes per node: a file made of "{},"
+	// would cost this measure far more than the file, so its nodes are bounded first.
+	if n := maxNodes(data); n > MaxNodes {
+		return 0, fmt.Errorf("%w: up to %d nodes with aliases, over %d", ErrTooLarge, n, MaxNodes)
+	}
 	m := measure{limit: limit, sizes: map[*yaml.Node]int64{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
@@ -50,6 +55,38 @@ func Expanded(data []byte, limit int64) (int64, error) {
 			return 0, m.over()
 		}
 	}
+}
+
+// MaxNodes bounds the nodes of a stream with aliases, far above real charts' values and
+// indexes that use anchors (a few thousand nodes).
+const MaxNodes = 200_000
+
+// maxNodes is an upper bound on the nodes data parses into, from its bytes alone: every
+// node but the first starts after a line break, an indicator or a separator.
+func maxNodes(data []byte) int64 {
+	n := int64(1)
+	for _, c := range data {
+		switch c {
+		case '\n', ',', ':', '-', '[', '{', '?':
+			n++
+		}
+	}
+	return n
+}
+
+// jsonLen is a scalar's length as encoding/json writes it (sigs.k8s.io/yaml's output):
+// quoted, with <, >, & and control characters as \u00XX and " and \\ escaped.
+func jsonLen(v string) int64 {
+	n := int64(len(v)) + 2
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '<', c == '>', c == '&', c < 0x20:
+			n += 5
+		case c == '"', c == '\\':
+			n++
+		}
+	}
+	return n
 }
 
 // mayName tells whether indicator is ever followed by a character an anchor's name may start
@@ -100,8 +137,8 @@ func (m *measure) size(n *yaml.Node) (int64, error) {
 	if anchored {
 		m.sizes[n] = -1
 	}
-	// A scalar as a quoted JSON string; a collection as its brackets and separators.
-	s := int64(len(n.Value)) + 2
+	// A scalar as a JSON string; a collection as its brackets and separators.
+	s := jsonLen(n.Value)
 	for _, c := range n.Content {
 		cs, err := m.size(c)
 		if err != nil {

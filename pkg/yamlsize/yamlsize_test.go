@@ -103,3 +103,25 @@ func TestProseAndCronLinesAreNotParsed(t *testing.T) {
 		t.Error("mayName: an anchor must count, a lone ampersand must not")
 	}
 }
+
+func TestEscapedScalarsCountAsJSONWritesThem(t *testing.T) {
+	// "<" is 6 bytes in JSON: 14 aliases of 1 MiB of it are ~90 MiB, not ~15 (review, F1).
+	data := []byte("x: &a \"" + strings.Repeat("<", 1<<20) + "\"\ny: [" + strings.Repeat("*a, ", 13) + "*a]\n")
+	if _, err := Expanded(data, 64<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("14 aliases of 1 MiB of '<' against 64 MiB: %v, want ErrTooLarge", err)
+	}
+	if n := jsonLen("a<b\"c\n"); n != 2+1+6+1+2+1+6 {
+		t.Errorf("jsonLen = %d", n)
+	}
+}
+
+func TestNodeHeavyStreamWithAliasesIsRefusedBeforeItIsParsed(t *testing.T) {
+	// A few MiB of "{}," with one anchor and one alias: the parse tree alone would take
+	// hundreds of MiB (review, F2).
+	data := []byte("a: &x 1\nb: *x\nc: [" + strings.Repeat("{},", 1<<20) + "{}]\n")
+	var err error
+	n := testing.AllocsPerRun(1, func() { _, err = Expanded(data, 64<<20) })
+	if !errors.Is(err, ErrTooLarge) || n > 100 {
+		t.Fatalf("3 MiB of empty maps with an alias: %v after %.0f allocations, want ErrTooLarge before parsing", err, n)
+	}
+}
