@@ -200,7 +200,10 @@ type runCount struct {
 	// finished counts, by revision (Lease and Secret name), the actions that ran to their
 	// end and whose outcome counts: an "action finished" line not preceded by "action
 	// abandoned after losing the lease" (a run whose Lease another executor took: fenced,
-	// nothing it writes lands; the other's run is the one that counts).
+	// nothing it writes lands; the other's run is the one that counts), and an abandoned
+	// run whose Helm returned no error: it wrote its final record before the loss was seen
+	// (a renewal late on a starved machine), so it is the revision's run, and a second one
+	// after it would be Helm running twice.
 	finished map[string]int
 	// abandoned counts those lost runs, and early those that lost their Lease still
 	// waiting for a CPU slot, before Helm started.
@@ -249,6 +252,9 @@ func (c *runCount) read(path, ns string) error {
 			c.abandoned++
 			if strings.HasPrefix(l.Error, "waiting for a CPU slot") {
 				c.early++
+			}
+			if l.Error == "" {
+				c.finished[rev]++
 			}
 		case l.Message == "action finished" && lost[rev]:
 			delete(lost, rev)

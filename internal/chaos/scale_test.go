@@ -40,3 +40,28 @@ func TestFinishedRunsLeaveOutAbandonedRuns(t *testing.T) {
 		t.Errorf("abandoned %d (early %d), want 1 (1)", c.abandoned, c.early)
 	}
 }
+
+// An abandoned run whose Helm returned no error wrote its final record before the loss was
+// seen (TestChaosShort on a starved machine: "s64 revision 1 is deployed with no Helm run
+// logged"): it is the revision's run, and another executor's run after it is a second one.
+func TestAbandonedRunWithoutErrorIsTheRevisionsRun(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"message":"action abandoned after losing the lease","namespace":"ns","release":"s64","revision":1,"error":null}
+{"message":"action finished","namespace":"ns","release":"s64","revision":1,"outcome":"failed"}
+{"message":"action abandoned after losing the lease","namespace":"ns","release":"s65","revision":1,"error":null}
+`
+	if err := os.WriteFile(filepath.Join(dir, "executor-1.log"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "executor-2.log"),
+		[]byte(`{"message":"action finished","namespace":"ns","release":"s65","revision":1,"outcome":"deployed"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := finishedRuns(dir, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.finished["sh.helm.release.v1.s64.v1"] != 1 || c.finished["sh.helm.release.v1.s65.v1"] != 2 || c.abandoned != 2 {
+		t.Errorf("finished %v, abandoned %d; want s64 once, s65 twice (Helm ran twice), 2 abandoned", c.finished, c.abandoned)
+	}
+}
