@@ -17,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
@@ -84,17 +82,10 @@ func repoObject(kind, ns, name, u string, disabled bool, refs map[string]string)
 
 func startSet(t *testing.T, env map[string]string, envCreds map[string]chartsource.Credentials, objs []runtime.Object, kube ...runtime.Object) *Set {
 	t.Helper()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		ClusterGVR: "HelmChartRepositoryList", ProjectGVR: "ProjectHelmChartRepositoryList"}, objs...)
-	src := &chartsource.Source{HTTP: chartsource.Policy{AllowLoopback: true}.HTTPClient(5 * time.Second)}
-	s := &Set{Dynamic: dyn, Client: fake.NewSimpleClientset(kube...), Env: env, EnvCreds: envCreds, Source: src, Refresh: time.Hour}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := s.Start(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	src.Repos = s
-	return s
+	return startSetWith(t, objs, func(s *Set) {
+		s.Client, s.Env, s.EnvCreds = fake.NewSimpleClientset(kube...), env, envCreds
+		s.Source.HTTP = chartsource.Policy{AllowLoopback: true}.HTTPClient(5 * time.Second)
+	})
 }
 
 func index(t *testing.T, s *Set, ns string) *repo.IndexFile {

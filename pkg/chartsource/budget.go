@@ -171,11 +171,8 @@ func (s *budgetScan) aliases(r io.Reader, size int64) error {
 	}
 	own := int64(len(data))
 	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
-	if errors.Is(err, yamlsize.ErrTooLarge) {
+	if err != nil { // always yamlsize.ErrTooLarge
 		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
-	}
-	if err != nil {
-		return err
 	}
 	if expanded > own {
 		s.bytes += expanded - own

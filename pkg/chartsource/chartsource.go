@@ -98,7 +98,8 @@ type Source struct {
 	// refused.
 	AuthSecrets AuthSecretReader
 
-	loads     gate
+	loadsOnce sync.Once
+	loads     chan struct{}
 	slotsOnce sync.Once
 
 	mu      sync.Mutex
@@ -286,11 +287,19 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 
 // load checks and loads an archive in one of MaxParallelLoads slots.
 func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, error) {
-	leave, err := s.loads.enter(ctx, s.MaxParallelLoads)
-	if err != nil {
-		return nil, fmt.Errorf("wait to load the chart: %w", err)
+	s.loadsOnce.Do(func() {
+		n := s.MaxParallelLoads
+		if n <= 0 {
+			n = 2
+		}
+		s.loads = make(chan struct{}, n)
+	})
+	select {
+	case s.loads <- struct{}{}:
+		defer func() { <-s.loads }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
 	}
-	defer leave()
 	return s.Budget.load(data)
 }
 
@@ -302,28 +311,6 @@ func (s *Source) Slots() *FetchSlots {
 		}
 	})
 	return s.IndexSlots
-}
-
-// gate admits at most n callers at once (n <= 0: 2), fixed by the first caller; a wait
-// ends with the caller's ctx.
-type gate struct {
-	once  sync.Once
-	slots chan struct{}
-}
-
-func (g *gate) enter(ctx context.Context, n int) (leave func(), err error) {
-	g.once.Do(func() {
-		if n <= 0 {
-			n = 2
-		}
-		g.slots = make(chan struct{}, n)
-	})
-	select {
-	case g.slots <- struct{}{}:
-		return func() { <-g.slots }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // Size is the memory the chart holds (the archive and what it unpacks to), as the cache
