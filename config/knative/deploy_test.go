@@ -414,14 +414,21 @@ func waitReady(t *testing.T, ctx context.Context, ri dynamic.ResourceInterface, 
 	}
 }
 
-// removeApplied deletes what the deploy test applied, the namespace async-helm (which the
-// other manifest tests use) and the CRDs excepted.
+// shared are the kinds removeApplied leaves: the namespace async-helm and the functions'
+// ServiceAccounts and RBAC (100-namespace.yaml, 300-rbac.yaml). Other test packages apply
+// the same objects and run beside this one on the same cluster: e2e's ServiceAccount test
+// runs its executor with exactly these rights, and lost them mid-test when this cleanup
+// deleted them ("cannot patch resource leases ... in the namespace async-helm").
+var shared = map[string]bool{"Namespace": true, "ServiceAccount": true, "Role": true,
+	"RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
+
+// removeApplied deletes what the deploy test alone applied: not the shared kinds, nor the CRDs.
 func removeApplied(t *testing.T, a *knativeapply.Applier, objs []*unstructured.Unstructured) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := len(objs) - 1; i >= 0; i-- {
 		u := objs[i]
-		if u.GetKind() == "Namespace" {
+		if shared[u.GetKind()] {
 			continue
 		}
 		ri, err := a.Resource(u)
