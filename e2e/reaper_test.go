@@ -47,6 +47,11 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 	notifier := teststack.RunPort(t, bins["notifier"], ports.Notifier, with(map[string]string{"K_SINK": w.BrokerURL,
 		"NAMESPACES": ns, "SWEEP_INTERVAL": "500ms", "REAPER_GRACE": "2s"}))
 	submit := teststack.RunPort(t, bins["submit"], ports.Submit, with(map[string]string{"K_SINK": w.BrokerURL}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("submit log:\n%s\nexecutor log:\n%s\nnotifier log:\n%s", tail(submit.Output()), tail(executor.Output()), tail(notifier.Output()))
+		}
+	})
 	client := &submitclient.Client{Server: submit.URL, Token: cluster.Operator.BearerToken}
 
 	if _, err := client.Install(ctx, api.ReleaseRequest{Name: "orphan", Namespace: ns, ChartURL: charts.ChartURL("tiny", "0.1.0"),

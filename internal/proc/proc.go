@@ -56,8 +56,7 @@ func (p *Process) start() error {
 	p.cmd = exec.Command(p.Bin)
 	p.cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", p.Port)), p.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	// Own process group: a Ctrl-C in the terminal reaches the parent, which stops us in order.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = sysProcAttr()
 	t0 := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Bin, err)
