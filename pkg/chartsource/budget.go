@@ -29,11 +29,16 @@ type Budget struct {
 	// MaxDepth bounds how deep archives nest inside the chart's own (1: its subcharts may be
 	// archives, theirs may not).
 	MaxDepth int
+	// MaxNodes bounds the YAML nodes of the files Helm's loader parses, at every level,
+	// counted from their bytes (yamlsize.Nodes, an upper bound): the parser's memory follows
+	// the nodes, and a few MiB of "{}," would parse into gigabytes within MaxBytes.
+	MaxNodes int64
 }
 
-// DefaultBudget is far above real charts (the largest common charts unpack to a few MiB)
-// and far below submit's 512 Mi, which also holds the parsed chart and requests in flight.
-var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5}
+// DefaultBudget is far above real charts (the largest common charts unpack to a few MiB;
+// GitLab 6.5.4's 42 loader files count 12,199 nodes) and far below submit's 512 Mi, which
+// also holds the parsed chart and requests in flight (100,000 nodes parse in at most ~45 MiB).
+var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5, MaxNodes: 100_000}
 
 func (b Budget) withDefaults() Budget {
 	if b.MaxBytes <= 0 {
@@ -44,6 +49,9 @@ func (b Budget) withDefaults() Budget {
 	}
 	if b.MaxDepth <= 0 {
 		b.MaxDepth = DefaultBudget.MaxDepth
+	}
+	if b.MaxNodes <= 0 {
+		b.MaxNodes = DefaultBudget.MaxNodes
 	}
 	return b
 }
@@ -62,16 +70,23 @@ func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
 
 // Check streams the archive, and every nested archive Helm's loader would unpack, against
 // the budget, before anything is loaded: it holds one gzip window per nesting level and at
-// most one file, a YAML file the loader parses, whose aliases it measures. An archive that
-// does not unpack is an error too (Helm's loader would refuse it).
+// most one file, a YAML file the loader parses, whose nodes it counts and whose aliases it
+// measures. An archive that does not unpack is an error too (Helm's loader would refuse it).
 func (b Budget) Check(archive io.Reader) error {
+	_, err := b.check(archive)
+	return err
+}
+
+// check is Check that also returns what the archive was charged.
+func (b Budget) check(archive io.Reader) (charged, error) {
 	s := &budgetScan{b: b.withDefaults()}
-	return s.archive(archive, 0)
+	err := s.archive(archive, 0)
+	return s.charged, err
 }
 
 // Load checks the archive against the budget and only then loads it with Helm's loader.
 func (b Budget) Load(archive []byte) (*chart.Chart, error) {
-	ch, err := b.load(archive)
+	ch, _, err := b.load(archive)
 	var over *BudgetError
 	if err != nil && !errors.As(err, &over) {
 		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
@@ -79,18 +94,38 @@ func (b Budget) Load(archive []byte) (*chart.Chart, error) {
 	return ch, err
 }
 
-// load is Load with the loader's errors (and the scan's, but the budget's) as they are.
-func (b Budget) load(archive []byte) (*chart.Chart, error) {
-	if err := b.Check(bytes.NewReader(archive)); err != nil {
-		return nil, err
+// load is Load with the loader's errors (and the scan's, but the budget's) as they are,
+// and what the archive was charged.
+func (b Budget) load(archive []byte) (*chart.Chart, charged, error) {
+	c, err := b.check(bytes.NewReader(archive))
+	if err != nil {
+		return nil, c, err
 	}
-	return loader.LoadArchive(bytes.NewReader(archive))
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	return ch, c, err
 }
 
-type budgetScan struct {
-	b     Budget
+// charged is what an archive costs against a budget, and what its load holds.
+type charged struct {
+	// bytes are every file's size and name at every level, aliases written out.
 	bytes int64
 	files int
+	// nodes are the YAML nodes the loader parses (yamlsize.Nodes).
+	nodes int64
+}
+
+// memory is about what a loaded chart holds: its files and its parsed YAML.
+func (c charged) memory() int64 { return c.bytes + c.nodes*parsedNodeBytes }
+
+// parsedNodeBytes is what a parsed YAML node of a loaded chart holds in its values and
+// metadata (~120 bytes per node yamlsize.Nodes counts, in the densest shape measured,
+// "{a: },"): the cache counts it beside the files, or a chart of a few KiB of such values
+// would hold megabytes while counted as kilobytes.
+const parsedNodeBytes = 128
+
+type budgetScan struct {
+	b Budget
+	charged
 }
 
 func (s *budgetScan) archive(r io.Reader, depth int) error {
@@ -125,7 +160,7 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 			}
 		}
 		if parsedAsYAML(n) {
-			if err := s.aliases(tr, hd.Size); err != nil {
+			if err := s.parsed(tr, hd.Size); err != nil {
 				return err
 			}
 		}
@@ -157,10 +192,11 @@ var loaderYAML = map[string]bool{"Chart.yaml": true, "Chart.lock": true, "values
 
 func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
 
-// aliases charges a YAML file what its aliases add once written out (pkg/yamlsize): the
-// loader's parser expands them, so a few KiB could otherwise parse into gigabytes under a
-// budget that counted only the file. The file is read whole; its size is already counted.
-func (s *budgetScan) aliases(r io.Reader, size int64) error {
+// parsed charges a YAML file the loader parses its nodes and what its aliases add once
+// written out (pkg/yamlsize): the loader's parser expands them, so a few KiB could otherwise
+// parse into gigabytes under a budget that counted only the file. The file is read whole;
+// its size is already counted.
+func (s *budgetScan) parsed(r io.Reader, size int64) error {
 	// Helm's loader refuses such a file anyway; it is not read, let alone parsed, here.
 	if size > loader.MaxDecompressedFileSize {
 		return &BudgetError{Bound: fmt.Sprintf("has a YAML file over Helm's %s", mib(loader.MaxDecompressedFileSize))}
@@ -168,6 +204,9 @@ func (s *budgetScan) aliases(r io.Reader, size int64) error {
 	data := make([]byte, size)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return err
+	}
+	if s.nodes += yamlsize.Nodes(data); s.nodes > s.b.MaxNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
 	}
 	own := int64(len(data))
 	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)

@@ -124,12 +124,15 @@ func TestSubchartArchivesAreHelms(t *testing.T) {
 }
 
 func TestBudgetSettings(t *testing.T) {
-	b, err := Settings{ChartMaxUnpackedMiB: 32, ChartMaxFiles: 100}.Budget()
-	if err != nil || b != (Budget{MaxBytes: 32 << 20, MaxFiles: 100, MaxDepth: DefaultBudget.MaxDepth}) {
+	b, err := Settings{ChartMaxUnpackedMiB: 32, ChartMaxFiles: 100, ChartMaxYAMLNodes: 5000}.Budget()
+	if err != nil || b != (Budget{MaxBytes: 32 << 20, MaxFiles: 100, MaxDepth: DefaultBudget.MaxDepth, MaxNodes: 5000}) {
 		t.Errorf("budget %+v, %v", b, err)
 	}
 	if _, err := (Settings{ChartMaxDepth: -1}).Budget(); err == nil {
 		t.Error("a negative depth was accepted")
+	}
+	if b, err := (Settings{}).Budget(); err != nil || b != DefaultBudget {
+		t.Errorf("unset settings: budget %+v, %v, want %+v", b, err, DefaultBudget)
 	}
 }
 

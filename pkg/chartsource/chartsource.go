@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/registry"
@@ -101,6 +102,9 @@ type Source struct {
 	loadsOnce sync.Once
 	loads     chan struct{}
 	slotsOnce sync.Once
+	// parses weighs the indexes being parsed by their nodes (parseIndex).
+	parsesOnce sync.Once
+	parses     *semaphore.Weighted
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -269,7 +273,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	if err != nil {
 		return nil, err
 	}
-	ch, err := s.load(ctx, data)
+	ch, cost, err := s.load(ctx, data)
 	var over *BudgetError
 	switch {
 	case errors.As(err, &over), errors.Is(err, ctx.Err()) && ctx.Err() != nil:
@@ -282,11 +286,12 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	}
 	sum := sha256.Sum256(data)
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
-		size: int64(len(data)) + chartBytes(ch), checked: true}, nil
+		size: int64(len(data)) + max(chartBytes(ch), cost.memory()), checked: true}, nil
 }
 
-// load checks and loads an archive in one of MaxParallelLoads slots.
-func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, error) {
+// load checks and loads an archive in one of MaxParallelLoads slots; it also returns what
+// the archive was charged.
+func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, charged, error) {
 	s.loadsOnce.Do(func() {
 		n := s.MaxParallelLoads
 		if n <= 0 {
@@ -298,7 +303,7 @@ func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, error) {
 	case s.loads <- struct{}{}:
 		defer func() { <-s.loads }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+		return nil, charged{}, fmt.Errorf("wait to load the chart: %w", ctx.Err())
 	}
 	return s.Budget.load(data)
 }

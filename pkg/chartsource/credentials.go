@@ -91,6 +91,7 @@ type Settings struct {
 	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB" default:"64"`
 	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES" default:"10000"`
 	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH" default:"5"`
+	ChartMaxYAMLNodes   int64 `envconfig:"CHART_MAX_YAML_NODES" default:"100000"`
 	// ChartMaxParallelLoads bounds the charts checked and loaded at once (Source.MaxParallelLoads).
 	ChartMaxParallelLoads int `envconfig:"CHART_MAX_PARALLEL_LOADS" default:"2"`
 	RouteSettings
@@ -120,11 +121,12 @@ func (c RouteSettings) Limits() *CallerLimits {
 
 // Budget is the unpack budget the settings give.
 func (c Settings) Budget() (Budget, error) {
-	if c.ChartMaxUnpackedMiB < 0 || c.ChartMaxFiles < 0 || c.ChartMaxDepth < 0 {
-		return Budget{}, fmt.Errorf("CHART_MAX_UNPACKED_MIB, CHART_MAX_FILES and CHART_MAX_DEPTH are %d, %d and %d, want positive bounds",
-			c.ChartMaxUnpackedMiB, c.ChartMaxFiles, c.ChartMaxDepth)
+	if c.ChartMaxUnpackedMiB < 0 || c.ChartMaxFiles < 0 || c.ChartMaxDepth < 0 || c.ChartMaxYAMLNodes < 0 {
+		return Budget{}, fmt.Errorf("CHART_MAX_UNPACKED_MIB, CHART_MAX_FILES, CHART_MAX_DEPTH and CHART_MAX_YAML_NODES are %d, %d, %d and %d, want positive bounds",
+			c.ChartMaxUnpackedMiB, c.ChartMaxFiles, c.ChartMaxDepth, c.ChartMaxYAMLNodes)
 	}
-	return Budget{MaxBytes: c.ChartMaxUnpackedMiB << 20, MaxFiles: c.ChartMaxFiles, MaxDepth: c.ChartMaxDepth}.withDefaults(), nil
+	return Budget{MaxBytes: c.ChartMaxUnpackedMiB << 20, MaxFiles: c.ChartMaxFiles, MaxDepth: c.ChartMaxDepth,
+		MaxNodes: c.ChartMaxYAMLNodes}.withDefaults(), nil
 }
 
 // NewSource builds a chart source from the settings: repositories, their credentials, and

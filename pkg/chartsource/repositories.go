@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/semaphore"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
@@ -208,6 +209,12 @@ func (s *Source) tlsClientFor(r Repository) (*repoClient, error) {
 // MaxIndexBytes bounds a repository's index.yaml (the console's bound).
 const MaxIndexBytes = 10 << 20
 
+// MaxIndexNodes bounds the YAML nodes of an index.yaml, counted from its bytes
+// (yamlsize.Nodes): a real index of MaxIndexBytes counts ~880,000; 10 MiB of "{}," would
+// count 7 million and parse into gigabytes. It is also what the source parses at once,
+// across every index (parseIndex).
+const MaxIndexNodes = 1_000_000
+
 // FetchIndex downloads a repository's index.yaml with its credentials, through the address
 // policy, and makes every chart URL in it absolute. Its errors never show the credentials of
 // the repository's URL (they reach console-warning and logs).
@@ -233,9 +240,9 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	if _, err := yamlsize.Expanded(raw, MaxIndexBytes); err != nil {
 		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrTooLarge, r.Name, err)
 	}
-	var idx repo.IndexFile
-	if err := yaml.Unmarshal(raw, &idx); err != nil {
-		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrUnreachable, r.Name, err)
+	idx, err := s.parseIndex(ctx, r.Name, raw)
+	if err != nil {
+		return nil, err
 	}
 	base := strings.TrimSuffix(indexURL, "index.yaml")
 	for name, versions := range idx.Entries {
@@ -256,5 +263,27 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 		idx.Entries[name] = kept
 	}
 	idx.SortEntries()
+	return idx, nil
+}
+
+// parseIndex parses an index of at most MaxIndexNodes nodes, while the indexes parsed at
+// once count at most MaxIndexNodes together: the index slots bound the fetches, not what
+// each parse takes (a real index of 10 MiB peaks at ~250 MiB, a denser one of as many
+// nodes at ~450 MiB), so one big parse runs alone and small ones together, first come
+// first served.
+func (s *Source) parseIndex(ctx context.Context, name string, raw []byte) (*repo.IndexFile, error) {
+	n := yamlsize.Nodes(raw)
+	if n > MaxIndexNodes {
+		return nil, fmt.Errorf("%w: index of chart repository %q: more than %d YAML nodes", ErrTooLarge, name, MaxIndexNodes)
+	}
+	s.parsesOnce.Do(func() { s.parses = semaphore.NewWeighted(MaxIndexNodes) })
+	if err := s.parses.Acquire(ctx, n); err != nil {
+		return nil, fmt.Errorf("index of chart repository %q: wait to parse: %w", name, err)
+	}
+	defer s.parses.Release(n)
+	var idx repo.IndexFile
+	if err := yaml.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrUnreachable, name, err)
+	}
 	return &idx, nil
 }
