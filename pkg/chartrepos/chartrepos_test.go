@@ -82,9 +82,19 @@ func repoObject(kind, ns, name, u string, disabled bool, refs map[string]string)
 
 func startSet(t *testing.T, env map[string]string, envCreds map[string]chartsource.Credentials, objs []runtime.Object, kube ...runtime.Object) *Set {
 	t.Helper()
+	return startSetAnd(t, env, envCreds, objs, kube, nil)
+}
+
+// startSetAnd is startSet that also applies change before the Set starts (its refresh
+// reads the source's fields from then on).
+func startSetAnd(t *testing.T, env map[string]string, envCreds map[string]chartsource.Credentials, objs, kube []runtime.Object, change func(*Set)) *Set {
+	t.Helper()
 	return startSetWith(t, objs, func(s *Set) {
 		s.Client, s.Env, s.EnvCreds = fake.NewSimpleClientset(kube...), env, envCreds
 		s.Source.HTTP = chartsource.Policy{AllowLoopback: true}.HTTPClient(5 * time.Second)
+		if change != nil {
+			change(s)
+		}
 	})
 }
 

@@ -34,12 +34,13 @@ func callerSet(t *testing.T, callerKube *fake.Clientset) (*authServer, *chartsou
 	objs := []runtime.Object{repoObject("ProjectHelmChartRepository", "team", "exfil", exfil.URL, false,
 		map[string]string{"basicAuthConfig": "x", "ca": "ca"})}
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: exfil.Certificate().Raw})
-	s := startSet(t, nil, nil, objs, cm("team", "ca", KeyCABundle, string(ca)), secretX("hunter2"))
 	var asked []chartsource.Caller
-	s.Source.Repos = CallerChecked{Set: s, AsCaller: func(c chartsource.Caller) (kubernetes.Interface, error) {
-		asked = append(asked, c)
-		return callerKube, nil
-	}}
+	s := startSetAnd(t, nil, nil, objs, []runtime.Object{cm("team", "ca", KeyCABundle, string(ca)), secretX("hunter2")}, func(s *Set) {
+		s.Source.Repos = CallerChecked{Set: s, AsCaller: func(c chartsource.Caller) (kubernetes.Interface, error) {
+			asked = append(asked, c)
+			return callerKube, nil
+		}}
+	})
 	return exfil, s.Source, &asked
 }
 
@@ -108,13 +109,14 @@ func TestExecutorFetchRefusesUncheckedProjectSecrets(t *testing.T) {
 // without reading anything as the caller.
 func TestExecutorFetchSendsAdministratorCredentials(t *testing.T) {
 	srv := newAuthServer(t)
-	s := startSet(t, map[string]string{"admin": srv.URL},
-		map[string]chartsource.Credentials{"admin": {Username: "ops", Password: "pw"}}, nil)
-	s.Source.HTTP = srv.Client()
-	s.Source.Repos = CallerChecked{Set: s, AsCaller: func(chartsource.Caller) (kubernetes.Interface, error) {
-		t.Error("an administrator's credentials were read as the caller")
-		return fake.NewSimpleClientset(), nil
-	}}
+	s := startSetAnd(t, map[string]string{"admin": srv.URL},
+		map[string]chartsource.Credentials{"admin": {Username: "ops", Password: "pw"}}, nil, nil, func(s *Set) {
+			s.Source.HTTP = srv.Client()
+			s.Source.Repos = CallerChecked{Set: s, AsCaller: func(chartsource.Caller) (kubernetes.Interface, error) {
+				t.Error("an administrator's credentials were read as the caller")
+				return fake.NewSimpleClientset(), nil
+			}}
+		})
 	ctx := chartsource.WithCaller(context.Background(), alice)
 	if _, err := s.Source.Get(ctx, chartsource.Ref{URL: srv.URL + "/x.tgz", Namespace: "team"}); !errors.Is(err, chartsource.ErrNotFound) {
 		t.Fatalf("fetch error %v, want the server's 404", err)
