@@ -89,19 +89,7 @@ func TestCacheCountsParsedValues(t *testing.T) {
 // An index.yaml of 3 MiB of "{}," (under MaxIndexBytes, no alias) counts 2 million nodes:
 // it is refused before it is parsed (511 MiB of allocations before, 6 MiB now).
 func TestNodeHeavyIndexIsRefused(t *testing.T) {
-	body := []byte("apiVersion: v1\nentries:\n  a: [" + strings.Repeat("{},", 1<<20) + "{}]\n")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
-	defer srv.Close()
-	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute)}
-	var err error
-	n := allocated(func() { _, err = src.FetchIndex(context.Background(), Repository{Name: "evil", URL: srv.URL}) })
-	t.Logf("FetchIndex: %v; allocated %d MiB", err, n>>20)
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "YAML nodes") {
-		t.Errorf("node-heavy index.yaml: %v, want ErrTooLarge", err)
-	}
-	if n > 32<<20 {
-		t.Errorf("refusing the index allocated %d MiB, want about its own size", n>>20)
-	}
+	indexRefusedWithin(t, []byte("apiVersion: v1\nentries:\n  a: ["+strings.Repeat("{},", 1<<20)+"{}]\n"), "YAML nodes", 32<<20)
 }
 
 // Indexes parsed at once count at most MaxIndexNodes together: with all but a few nodes
