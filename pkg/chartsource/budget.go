@@ -29,16 +29,20 @@ type Budget struct {
 	// MaxDepth bounds how deep archives nest inside the chart's own (1: its subcharts may be
 	// archives, theirs may not).
 	MaxDepth int
-	// MaxNodes bounds the YAML nodes of the files Helm's loader parses, at every level,
-	// counted from their bytes (yamlsize.Nodes, an upper bound): the parser's memory follows
-	// the nodes, and a few MiB of "{}," would parse into gigabytes within MaxBytes.
+	// MaxNodes bounds the YAML nodes of the files Helm's loader parses, at every level, with
+	// aliases written out (yamlsize.Expanded): the parser's memory follows the nodes, and a
+	// few MiB of "{}," or a few KiB of aliases would parse into gigabytes within MaxBytes.
 	MaxNodes int64
+	// MaxSchemaNodes bounds the subschemas of the values.schema.json files at every level,
+	// counted from their bytes (SchemaNodes): compiling a schema takes time quadratic in
+	// its subschemas (jsonschema v6; 300 KB of "{}," took 93 s in submit).
+	MaxSchemaNodes int64
 }
 
 // DefaultBudget is far above real charts (the largest common charts unpack to a few MiB;
 // GitLab 6.5.4's 42 loader files count 12,199 nodes) and far below submit's 512 Mi, which
 // also holds the parsed chart and requests in flight (100,000 nodes parse in at most ~45 MiB).
-var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5, MaxNodes: 100_000}
+var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5, MaxNodes: 100_000, MaxSchemaNodes: 20_000}
 
 func (b Budget) withDefaults() Budget {
 	if b.MaxBytes <= 0 {
@@ -52,6 +56,9 @@ func (b Budget) withDefaults() Budget {
 	}
 	if b.MaxNodes <= 0 {
 		b.MaxNodes = DefaultBudget.MaxNodes
+	}
+	if b.MaxSchemaNodes <= 0 {
+		b.MaxSchemaNodes = DefaultBudget.MaxSchemaNodes
 	}
 	return b
 }
@@ -110,18 +117,20 @@ type charged struct {
 	// bytes are every file's size and name at every level, aliases written out.
 	bytes int64
 	files int
-	// nodes are the YAML nodes the loader parses (yamlsize.Nodes).
+	// nodes are the YAML nodes the loader parses, aliases written out.
 	nodes int64
+	// schemaNodes bound the subschemas of its values.schema.json files (SchemaNodes).
+	schemaNodes int64
 }
 
 // memory is about what a loaded chart holds: its files and its parsed YAML.
 func (c charged) memory() int64 { return c.bytes + c.nodes*parsedNodeBytes }
 
 // parsedNodeBytes is what a parsed YAML node of a loaded chart holds in its values and
-// metadata (~120 bytes per node yamlsize.Nodes counts, in the densest shape measured,
-// "{a: },"): the cache counts it beside the files, or a chart of a few KiB of such values
-// would hold megabytes while counted as kilobytes.
-const parsedNodeBytes = 128
+// metadata (up to ~184 bytes per node counted, in the densest shape measured, "{a},"): the
+// cache counts it beside the files, or a chart of a few KiB of such values would hold
+// megabytes while counted as kilobytes.
+const parsedNodeBytes = 256
 
 type budgetScan struct {
 	b Budget
@@ -161,6 +170,11 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 		}
 		if parsedAsYAML(n) {
 			if err := s.parsed(tr, hd.Size); err != nil {
+				return err
+			}
+		}
+		if path.Base(n) == "values.schema.json" {
+			if err := s.schema(tr, hd.Size); err != nil {
 				return err
 			}
 		}
@@ -205,18 +219,47 @@ func (s *budgetScan) parsed(r io.Reader, size int64) error {
 	if _, err := io.ReadFull(r, data); err != nil {
 		return err
 	}
-	if s.nodes += yamlsize.Nodes(data); s.nodes > s.b.MaxNodes {
-		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
-	}
 	own := int64(len(data))
 	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
 	if err != nil { // always yamlsize.ErrTooLarge
 		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
 	}
-	if expanded > own {
-		s.bytes += expanded - own
+	if expanded.Bytes > own {
+		s.bytes += expanded.Bytes - own
+	}
+	if s.nodes += expanded.Nodes; s.nodes > s.b.MaxNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
 	}
 	return nil
+}
+
+// schema charges a values.schema.json its subschemas. The file is read whole (Helm's loader
+// reads it too); its size is already counted.
+func (s *budgetScan) schema(r io.Reader, size int64) error {
+	if size > loader.MaxDecompressedFileSize {
+		return &BudgetError{Bound: fmt.Sprintf("has a file over Helm's %s", mib(loader.MaxDecompressedFileSize))}
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return err
+	}
+	if s.schemaNodes += SchemaNodes(data); s.schemaNodes > s.b.MaxSchemaNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d subschemas in its values.schema.json files", s.b.MaxSchemaNodes)}
+	}
+	return nil
+}
+
+// SchemaNodes bounds the subschemas of a JSON schema from its bytes: each is an object
+// ("{") or a boolean in a list or a map (after ",", or the first, after "[" or ":").
+func SchemaNodes(data []byte) int64 {
+	n := int64(1)
+	for _, c := range data {
+		switch c {
+		case '{', ',', '[', ':':
+			n++
+		}
+	}
+	return n
 }
 
 func mib(n int64) string {

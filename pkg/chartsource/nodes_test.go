@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,14 +59,14 @@ func TestYAMLNodesAreCountedAcrossTheTree(t *testing.T) {
 	}
 	c, err := DefaultBudget.check(bytes.NewReader(gitlab))
 	nodes := c.nodes
-	t.Logf("GitLab 6.5.4: %d nodes counted, %d allowed", nodes, DefaultBudget.MaxNodes)
-	if err != nil || nodes == 0 || nodes > DefaultBudget.MaxNodes/5 {
-		t.Errorf("GitLab 6.5.4: %d nodes, %v; want a count well within %d", nodes, err, DefaultBudget.MaxNodes)
+	t.Logf("GitLab 6.5.4: %d nodes and %d subschemas counted, %d and %d allowed", nodes, c.schemaNodes, DefaultBudget.MaxNodes, DefaultBudget.MaxSchemaNodes)
+	if err != nil || nodes == 0 || nodes > DefaultBudget.MaxNodes/5 || c.schemaNodes > DefaultBudget.MaxSchemaNodes/5 {
+		t.Errorf("GitLab 6.5.4: %d nodes, %d subschemas, %v; want counts well within %d and %d", nodes, c.schemaNodes, err, DefaultBudget.MaxNodes, DefaultBudget.MaxSchemaNodes)
 	}
 }
 
-// The cache counts what a chart holds parsed beside its files: its nodes (90,000 nodes in
-// 180 KiB of values hold ~10 MiB parsed) and its aliases written out (a scalar of 1 MiB
+// The cache counts what a chart holds parsed beside its files: its nodes (60,000 nodes in
+// 120 KiB of values hold ~7 MiB parsed) and its aliases written out (a scalar of 1 MiB
 // aliased 20 times is 20 MiB of values); both were counted as their files only.
 func TestCacheCountsParsedValues(t *testing.T) {
 	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute)}
@@ -73,7 +74,7 @@ func TestCacheCountsParsedValues(t *testing.T) {
 		values []byte
 		want   int64
 	}{
-		"dense":   {denseValues(30_000), yamlsize.Nodes(denseValues(30_000)) * parsedNodeBytes},
+		"dense":   {denseValues(20_000), yamlsize.Nodes(denseValues(20_000)) * parsedNodeBytes},
 		"aliased": {hostile.AliasBomb("", 1<<20, 20), 20 << 20},
 	} {
 		ch, err := src.Get(context.Background(), Ref{URL: serve(t, tgz(t, chartYAML(name), entry{Name: name + "/values.yaml", Data: c.values}))})
@@ -115,5 +116,49 @@ func TestIndexParsesShareOneNodeBound(t *testing.T) {
 	idx, err := src.FetchIndex(context.Background(), Repository{Name: "r", URL: srv.URL})
 	if err != nil || len(idx.Entries["tiny"]) != 1 {
 		t.Errorf("with the nodes free: %v, %v", idx, err)
+	}
+}
+
+// aliasedMaps is YAML of a few KiB that parses into lists×1,000 maps of one key: a list of
+// 1,000 aliases of one map, aliased again by each of lists keys of the map under key
+// (hostile review, F1). A list of 4,000 scalars comes first: go-yaml v2's guard against
+// aliases, a ratio of aliases to nodes decoded, then stays quiet.
+func aliasedMaps(prefix, key string, lists int) []byte {
+	var b strings.Builder
+	b.WriteString(prefix + "zz: [" + strings.Repeat("a, ", 3999) + "a]\nv: &v {name: a}\nl: &l [" + strings.Repeat("*v, ", 999) + "*v]\n" + key + ": {")
+	for i := 0; i < lists; i++ {
+		fmt.Fprintf(&b, "c%d: *l, ", i)
+	}
+	b.WriteString("end: 1}\n")
+	return []byte(b.String())
+}
+
+// Values whose aliases make 100,000 maps out of 5 KiB count their nodes written out:
+// 18 such subcharts (a 1.9 KiB archive) loaded and kept 641 MiB live, counted 94,000 nodes.
+func TestAliasedValuesCountTheirNodesWrittenOut(t *testing.T) {
+	archive := tgz(t, chartYAML("aliased"), entry{Name: "aliased/values.yaml", Data: aliasedMaps("", "m", 100)})
+	refusedWithin(t, archive, "YAML nodes in the files Helm's loader parses", 16<<20)
+}
+
+// An index.yaml whose aliases make 200,000 chart versions out of 5 KiB is refused by its
+// nodes written out, not its bytes' count (it took a 5,000-node share of the parse bound).
+func TestAliasedIndexCountsItsNodesWrittenOut(t *testing.T) {
+	indexRefusedWithin(t, aliasedMaps("apiVersion: v1\n", "entries", 200), "YAML nodes", 32<<20)
+}
+
+// A values.schema.json of 30,000 empty subschemas (90 KB) compiles in seconds, quadratic in
+// its subschemas (hostile review: 300 KB took 93 s in submit, with no context to end it):
+// the budget counts them, at every level, before anything compiles.
+func TestSchemaSubschemasAreBounded(t *testing.T) {
+	schema := []byte(`{"allOf": [` + strings.Repeat("{},", 29_999) + `{}]}`)
+	archive := tgz(t, chartYAML("schema"), entry{Name: "schema/values.schema.json", Data: schema})
+	refusedWithin(t, archive, "subschemas in its values.schema.json files", 16<<20)
+	sub := tgz(t, chartYAML("sub"), entry{Name: "sub/values.schema.json", Data: []byte(`{"allOf": [` + strings.Repeat("true,", 6_000) + `true]}`)})
+	b := Budget{MaxSchemaNodes: 10_000}
+	if _, err := b.Load(tgz(t, chartYAML("top"), entry{Name: "top/charts/a.tgz", Data: sub}, entry{Name: "top/charts/b.tgz", Data: sub})); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("two subcharts of 6,000 boolean subschemas each, 10,000 allowed: %v, want ErrTooLarge", err)
+	}
+	if _, err := b.Load(tgz(t, chartYAML("top"), entry{Name: "top/charts/a.tgz", Data: sub})); err != nil {
+		t.Errorf("one subchart of 6,000 subschemas: %v", err)
 	}
 }

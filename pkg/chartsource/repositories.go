@@ -209,11 +209,12 @@ func (s *Source) tlsClientFor(r Repository) (*repoClient, error) {
 // MaxIndexBytes bounds a repository's index.yaml (the console's bound).
 const MaxIndexBytes = 10 << 20
 
-// MaxIndexNodes bounds the YAML nodes of an index.yaml, counted from its bytes
-// (yamlsize.Nodes): a real index of MaxIndexBytes counts ~880,000; 10 MiB of "{}," would
-// count 7 million and parse into gigabytes. It is also what the source parses at once,
+// MaxIndexNodes bounds the YAML nodes of an index.yaml, with aliases written out
+// (yamlsize.Expanded): a real index counts about one node per 11 bytes (4.5 MiB of it
+// count 400,000); 3.5 MiB of "{name}," count a million and took ~700 MiB to parse
+// (ChartVersion and Metadata structs for each). It is also what the source parses at once,
 // across every index (parseIndex).
-const MaxIndexNodes = 1_000_000
+const MaxIndexNodes = 400_000
 
 // FetchIndex downloads a repository's index.yaml with its credentials, through the address
 // policy, and makes every chart URL in it absolute. Its errors never show the credentials of
@@ -237,13 +238,17 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 		return nil, fmt.Errorf("chart repository %q: %w", r.Name, err)
 	}
 	// Measured before it is parsed: the parser writes every alias out (pkg/yamlsize).
-	if _, err := yamlsize.Expanded(raw, MaxIndexBytes); err != nil {
+	size, err := yamlsize.Expanded(raw, MaxIndexBytes)
+	if err != nil {
 		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrTooLarge, r.Name, err)
 	}
-	idx, err := s.parseIndex(ctx, r.Name, raw)
+	idx, err := s.parseIndex(ctx, r.Name, raw, size.Nodes)
 	if err != nil {
 		return nil, err
 	}
+	// Free-form YAML nothing serves (the console's merged index is built from entries):
+	// not kept in the index cache.
+	idx.ServerInfo = nil
 	base := strings.TrimSuffix(indexURL, "index.yaml")
 	for name, versions := range idx.Entries {
 		kept := versions[:0]
@@ -266,13 +271,12 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	return idx, nil
 }
 
-// parseIndex parses an index of at most MaxIndexNodes nodes, while the indexes parsed at
-// once count at most MaxIndexNodes together: the index slots bound the fetches, not what
-// each parse takes (a real index of 10 MiB peaks at ~250 MiB, a denser one of as many
-// nodes at ~450 MiB), so one big parse runs alone and small ones together, first come
-// first served.
-func (s *Source) parseIndex(ctx context.Context, name string, raw []byte) (*repo.IndexFile, error) {
-	n := yamlsize.Nodes(raw)
+// parseIndex parses an index of n nodes (at most MaxIndexNodes), while the indexes parsed
+// at once count at most MaxIndexNodes together: the index slots bound the fetches, not
+// what each parse takes (a real index of 4.5 MiB peaks at ~110 MiB, a denser one of as
+// many nodes at ~280 MiB), so one big parse runs alone and small ones together, first
+// come first served.
+func (s *Source) parseIndex(ctx context.Context, name string, raw []byte, n int64) (*repo.IndexFile, error) {
 	if n > MaxIndexNodes {
 		return nil, fmt.Errorf("%w: index of chart repository %q: more than %d YAML nodes", ErrTooLarge, name, MaxIndexNodes)
 	}

@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,4 +167,22 @@ func winners(t *testing.T, errs []error, losers ...error) int {
 		}
 	}
 	return won
+}
+
+// Schemas of more than smallSchema subschemas are kept apart, a few at most: each may hold
+// several MiB compiled, and 256 of them were kept with the small ones.
+func TestLargeSchemasAreKeptAFewAtMost(t *testing.T) {
+	schemas := NewSchemas(256)
+	large := []byte(`{"allOf": [` + strings.Repeat("{},", smallSchema) + `{}]}`)
+	for i := 0; i < 10; i++ {
+		if _, err := schemas.get(fmt.Sprintf("sha256:%d", i), large); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := schemas.get("sha256:small", []byte(`{"type": "object"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n, small := len(schemas.large.Keys()), len(schemas.compiled.Keys()); n != largeSchemas || small != 1 {
+		t.Errorf("%d large and %d small schemas kept, want %d and 1", n, small, largeSchemas)
+	}
 }

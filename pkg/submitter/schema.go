@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/util/cache"
+
+	"github.com/async-helm/async-helm/pkg/chartsource"
 )
 
 // Schemas keeps the compiled values schema of each chart, by the chart's digest: compiling
@@ -18,11 +20,21 @@ import (
 // changes under its digest.
 type Schemas struct {
 	compiled *cache.LRUExpireCache
+	// large keeps the few schemas of more than smallSchema subschemas: each can hold
+	// several MiB compiled (20,000 subschemas, the budget's bound, ~8 MiB), so 256 of them
+	// would be gigabytes.
+	large *cache.LRUExpireCache
 }
 
-// NewSchemas keeps the schemas of up to size charts, least recently used first out.
+const (
+	smallSchema  = 1000
+	largeSchemas = 4
+)
+
+// NewSchemas keeps the schemas of up to size charts (and of largeSchemas with large ones),
+// least recently used first out.
 func NewSchemas(size int) *Schemas {
-	return &Schemas{compiled: cache.NewLRUExpireCache(size)}
+	return &Schemas{compiled: cache.NewLRUExpireCache(size), large: cache.NewLRUExpireCache(largeSchemas)}
 }
 
 // schemaTTL only bounds how long an unused entry's memory is held; a digest's schema is
@@ -71,8 +83,13 @@ func compileSchema(raw []byte) (*compiledSchema, error) {
 
 // get compiles the chart's schema once per digest ("" digest: not kept).
 func (s *Schemas) get(digest string, raw []byte) (*compiledSchema, error) {
+	var kept *cache.LRUExpireCache
 	if s != nil && digest != "" {
-		if v, ok := s.compiled.Get(digest); ok {
+		kept = s.compiled
+		if chartsource.SchemaNodes(raw) > smallSchema {
+			kept = s.large
+		}
+		if v, ok := kept.Get(digest); ok {
 			return v.(*compiledSchema), nil
 		}
 	}
@@ -80,8 +97,8 @@ func (s *Schemas) get(digest string, raw []byte) (*compiledSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s != nil && digest != "" {
-		s.compiled.Add(digest, c, schemaTTL)
+	if kept != nil {
+		kept.Add(digest, c, schemaTTL)
 	}
 	return c, nil
 }

@@ -20,39 +20,52 @@ import (
 // node that contains the alias (no parser can expand it).
 var ErrTooLarge = errors.New("YAML expands beyond its bound")
 
-// Expanded returns about the bytes data's JSON form takes with every alias written out (a
-// bound, not an exact count), or ErrTooLarge once it passes limit. A stream without both
-// something that could be an anchor ("&name") and something that could be an alias
-// ("*name") is not parsed: nothing in it can expand, and its size is its own (the common
-// case: "&" and "*" in comments, cron lines and prose). A stream that has both but does not
-// parse here is refused too: its aliases cannot be measured, and the parser after this one
-// might still expand them.
-func Expanded(data []byte, limit int64) (int64, error) {
+// Size is what a YAML stream parses into with every alias written out.
+type Size struct {
+	// Bytes is about the length of its JSON form (a bound, not an exact count).
+	Bytes int64
+	// Nodes bounds the nodes a parser builds: Nodes(data), or, with aliases, the nodes of
+	// the parse tree with each alias counted as its anchor's whole subtree when that is
+	// more (a parser decodes an alias again every time: 12 KiB of aliases can be 100,000
+	// maps).
+	Nodes int64
+}
+
+// Expanded returns about what data parses into with every alias written out, or
+// ErrTooLarge once its bytes pass limit. A stream without both something that could be an
+// anchor ("&name") and something that could be an alias ("*name") is not parsed: nothing in
+// it can expand, and its size is its own (the common case: "&" and "*" in comments, cron
+// lines and prose). A stream that has both but does not parse here is refused too: its
+// aliases cannot be measured, and the parser after this one might still expand them.
+func Expanded(data []byte, limit int64) (Size, error) {
+	own := Size{Bytes: int64(len(data)), Nodes: Nodes(data)}
 	if !mayName(data, '&') || !mayName(data, '*') {
-		return int64(len(data)), nil
+		return own, nil
 	}
 	// go-yaml v3's parse tree takes about 64 bytes per node: a file made of "{},"
 	// would cost this measure far more than the file, so its nodes are bounded first.
-	if n := Nodes(data); n > MaxNodes {
-		return 0, fmt.Errorf("%w: up to %d nodes with aliases, over %d", ErrTooLarge, n, MaxNodes)
+	if own.Nodes > MaxNodes {
+		return Size{}, fmt.Errorf("%w: up to %d nodes with aliases, over %d", ErrTooLarge, own.Nodes, MaxNodes)
 	}
-	m := measure{limit: limit, sizes: map[*yaml.Node]int64{}}
+	m := measure{limit: limit, sizes: map[*yaml.Node]Size{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
-			return m.total, nil
+			return Size{Bytes: m.total.Bytes, Nodes: max(m.total.Nodes, own.Nodes)}, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%w: its aliases cannot be measured: %v", ErrTooLarge, err)
+			return Size{}, fmt.Errorf("%w: its aliases cannot be measured: %v", ErrTooLarge, err)
 		}
 		n, err := m.size(&doc)
 		if err != nil {
-			return 0, err
+			return Size{}, err
 		}
-		if m.total += n; m.total > limit {
-			return 0, m.over()
+		m.total.Bytes += n.Bytes
+		m.total.Nodes += n.Nodes
+		if m.total.Bytes > limit {
+			return Size{}, m.over()
 		}
 	}
 }
@@ -114,40 +127,41 @@ func mayName(data []byte, indicator byte) bool {
 // anchored nodes can be reached twice, so only they are kept.
 type measure struct {
 	limit int64
-	total int64
-	sizes map[*yaml.Node]int64 // anchored nodes; -1 while the node is being sized
+	total Size
+	sizes map[*yaml.Node]Size // anchored nodes; Bytes -1 while the node is being sized
 }
 
 func (m *measure) over() error {
 	return fmt.Errorf("%w: more than %d bytes once its aliases are written out", ErrTooLarge, m.limit)
 }
 
-func (m *measure) size(n *yaml.Node) (int64, error) {
+func (m *measure) size(n *yaml.Node) (Size, error) {
 	if n.Kind == yaml.AliasNode {
 		if n.Alias == nil {
-			return 0, fmt.Errorf("%w: an alias without its anchor", ErrTooLarge)
+			return Size{}, fmt.Errorf("%w: an alias without its anchor", ErrTooLarge)
 		}
 		return m.size(n.Alias)
 	}
 	anchored := n.Anchor != ""
 	if s, ok := m.sizes[n]; ok {
-		if s < 0 {
-			return 0, fmt.Errorf("%w: an alias inside the node it refers to", ErrTooLarge)
+		if s.Bytes < 0 {
+			return Size{}, fmt.Errorf("%w: an alias inside the node it refers to", ErrTooLarge)
 		}
 		return s, nil
 	}
 	if anchored {
-		m.sizes[n] = -1
+		m.sizes[n] = Size{Bytes: -1}
 	}
 	// A scalar as a JSON string; a collection as its brackets and separators.
-	s := jsonLen(n.Value)
+	s := Size{Bytes: jsonLen(n.Value), Nodes: 1}
 	for _, c := range n.Content {
 		cs, err := m.size(c)
 		if err != nil {
-			return 0, err
+			return Size{}, err
 		}
-		if s += cs + 1; s > m.limit {
-			return 0, m.over()
+		s.Nodes += cs.Nodes
+		if s.Bytes += cs.Bytes + 1; s.Bytes > m.limit {
+			return Size{}, m.over()
 		}
 	}
 	if anchored {

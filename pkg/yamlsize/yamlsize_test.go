@@ -2,6 +2,7 @@ package yamlsize
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,8 +48,8 @@ func TestAliasesWithinTheBoundAreMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n <= int64(len("nginx1.0"))*3 || n > 4*int64(len(data)) {
-		t.Errorf("expanded size %d for %d bytes with the anchor used three times", n, len(data))
+	if n.Bytes <= int64(len("nginx1.0"))*3 || n.Bytes > 4*int64(len(data)) {
+		t.Errorf("expanded size %d for %d bytes with the anchor used three times", n.Bytes, len(data))
 	}
 }
 
@@ -56,8 +57,8 @@ func TestStreamWithoutAliasesIsNotParsed(t *testing.T) {
 	// Not YAML at all, but without '&' and '*' nothing in it can expand: its own size.
 	data := []byte("{{ .Values.x }}: [unclosed")
 	n, err := Expanded(data, 1<<20)
-	if err != nil || n != int64(len(data)) {
-		t.Fatalf("Expanded = %d, %v; want %d, nil", n, err, len(data))
+	if err != nil || n != (Size{Bytes: int64(len(data)), Nodes: Nodes(data)}) {
+		t.Fatalf("Expanded = %+v, %v; want its own size, nil", n, err)
 	}
 }
 
@@ -78,10 +79,10 @@ func TestEveryDocumentOfAStreamCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if three < 3*one {
-		t.Errorf("three documents measured %d, one %d", three, one)
+	if three.Bytes < 3*one.Bytes || three.Nodes < 3*one.Nodes {
+		t.Errorf("three documents measured %+v, one %+v", three, one)
 	}
-	if _, err := Expanded(data, 2*one); !errors.Is(err, ErrTooLarge) {
+	if _, err := Expanded(data, 2*one.Bytes); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("three documents against a bound of two: %v, want ErrTooLarge", err)
 	}
 }
@@ -96,8 +97,8 @@ func TestProseAndCronLinesAreNotParsed(t *testing.T) {
 	// "&" and "*" as GitLab's values.yaml has them: never an anchor, so never parsed.
 	data := []byte("## Installation & configuration\nschedule: \"0 1 * * *\"\n# use *either* this\nbad: [\n")
 	n, err := Expanded(data, 1<<20)
-	if err != nil || n != int64(len(data)) {
-		t.Fatalf("Expanded = %d, %v; want %d, nil (not parsed)", n, err, len(data))
+	if err != nil || n.Bytes != int64(len(data)) {
+		t.Fatalf("Expanded = %+v, %v; want %d bytes, nil (not parsed)", n, err, len(data))
 	}
 	if !mayName([]byte("a: &x 1"), '&') || mayName([]byte("a & b &"), '&') {
 		t.Error("mayName: an anchor must count, a lone ampersand must not")
@@ -123,5 +124,26 @@ func TestNodeHeavyStreamWithAliasesIsRefusedBeforeItIsParsed(t *testing.T) {
 	n := testing.AllocsPerRun(1, func() { _, err = Expanded(data, 64<<20) })
 	if !errors.Is(err, ErrTooLarge) || n > 100 {
 		t.Fatalf("3 MiB of empty maps with an alias: %v after %.0f allocations, want ErrTooLarge before parsing", err, n)
+	}
+}
+
+// An alias is decoded again every time it is used: its nodes count every time. 12 KiB of
+// aliases (a list of 1,000 aliases of a one-key map, aliased 100 times) is 100,000 maps
+// to the parser (hostile review: 641 MiB live from 18 such subcharts counted 94,000 nodes).
+func TestAliasedNodesCountWrittenOut(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("v: &v {a: 1}\nl: &l [" + strings.Repeat("*v, ", 999) + "*v]\nm: {")
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "c%d: *l, ", i)
+	}
+	b.WriteString("end: 1}\n")
+	data := []byte(b.String())
+	n, err := Expanded(data, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d bytes: %d nodes counted from the bytes, %+v written out", len(data), Nodes(data), n)
+	if n.Nodes < 100*1000*3 {
+		t.Errorf("%d nodes for 100,000 maps of one key each, want at least 300,000", n.Nodes)
 	}
 }
