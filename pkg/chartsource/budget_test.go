@@ -97,7 +97,7 @@ func TestChartBudgetBoundsFilesAndDepth(t *testing.T) {
 
 // A Chart made without a Source (its archive never checked) is checked when loaded.
 func TestFreshChecksAnUncheckedArchive(t *testing.T) {
-	if _, err := (&Chart{Data: bomb(t, 1, 80<<20)}).Fresh(); !errors.Is(err, ErrTooLarge) {
+	if _, err := (&Chart{Data: bomb(t, 1, 80<<20)}).Fresh(context.Background()); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Fresh of an unchecked bomb: %v, want ErrTooLarge", err)
 	}
 }

@@ -46,16 +46,28 @@ type Chart struct {
 	size int64
 	// checked is set when Data passed the source's Budget (a Chart made elsewhere has not).
 	checked bool
+	// loads are the load slots of the source that checked it: Fresh waits for one too.
+	loads chan struct{}
 	// annotate, when set, writes the request's chart annotations into each Fresh chart
 	// (withAnnotations).
 	annotate func(*chart.Chart)
 }
 
-// Fresh parses the archive again into a chart the caller owns; an archive that did not
-// come from a Source is checked against DefaultBudget first.
-func (c *Chart) Fresh() (*chart.Chart, error) {
+// Fresh parses the archive again into a chart the caller owns, in one of its source's load
+// slots (the executor loads a chart twice per action, up to containerConcurrency actions
+// at once: each load may take ~65 MiB within the budget); an archive that did not come
+// from a Source is checked against DefaultBudget first.
+func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
 	if !c.checked {
 		return c.annotated(DefaultBudget.Load(c.Data))
+	}
+	if c.loads != nil {
+		select {
+		case c.loads <- struct{}{}:
+			defer func() { <-c.loads }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+		}
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(c.Data))
 	if err != nil {
@@ -286,7 +298,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	}
 	sum := sha256.Sum256(data)
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
-		size: int64(len(data)) + max(chartBytes(ch), cost.memory()), checked: true}, nil
+		size: int64(len(data)) + max(chartBytes(ch), cost.memory()), checked: true, loads: s.loads}, nil
 }
 
 // load checks and loads an archive in one of MaxParallelLoads slots; it also returns what

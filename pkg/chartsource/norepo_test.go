@@ -76,7 +76,7 @@ func TestNoRepoChartWithTheCallersBasicAuthSecret(t *testing.T) {
 	if len(c.Loaded.Metadata.Annotations) != 0 {
 		t.Errorf("the cached chart was annotated: %v", c.Loaded.Metadata.Annotations)
 	}
-	fresh, err := c.Fresh()
+	fresh, err := c.Fresh(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -948,7 +948,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	case a.Action == release.ActionRollback:
 		return s.Helm.Rollback(ctx, req, opts...)
 	case !a.ReuseChart:
-		if err := s.prepareChart(act, fetched, &req); err != nil {
+		if err := s.prepareChart(ctx, act, fetched, &req); err != nil {
 			return nil, err
 		}
 	}
@@ -972,14 +972,14 @@ func (s *Service) downloadChart(ctx context.Context, a events.Action) (*chartsou
 
 // prepareChart puts the downloaded chart into req: the one submit validated (digest), with
 // the record's name and version, and its dependencies present.
-func (s *Service) prepareChart(act *action, c *chartsource.Chart, req *helmexec.Request) error {
+func (s *Service) prepareChart(ctx context.Context, act *action, c *chartsource.Chart, req *helmexec.Request) error {
 	a := act.Action
 	var err error
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
 		return fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
 	// Helm mutates the chart it runs: each action gets its own copy.
-	if req.Chart, err = c.Fresh(); err != nil {
+	if req.Chart, err = c.Fresh(ctx); err != nil {
 		return err
 	}
 	got, want := req.Chart.Metadata, act.rec.Chart.Metadata
@@ -988,7 +988,7 @@ func (s *Service) prepareChart(act *action, c *chartsource.Chart, req *helmexec.
 			a.Chart, helmexec.ErrChartChanged, got.Name, got.Version, want.Name, want.Version)
 	}
 	req.Labels = release.Labels(a.RequestID, a.Revision, got.Name, got.Version)
-	check, err := c.Fresh()
+	check, err := c.Fresh(ctx)
 	if err != nil {
 		return err
 	}
