@@ -57,6 +57,7 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, err
 	}
 	i := newInstall(cfg, req)
+	i.SkipSchemaValidation = externalSchemaRef(req.Chart) != ""
 	i.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
 		return i.RunWithContext(context.WithoutCancel(ctx), req.Chart, req.Values)

@@ -38,6 +38,7 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		ch = cur.Chart
 	}
 	u := newUpgrade(cfg, req)
+	u.SkipSchemaValidation = externalSchemaRef(ch) != ""
 	u.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
 		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, req.Values)

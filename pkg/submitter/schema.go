@@ -1,8 +1,6 @@
 package submitter
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 
 	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
 // Schemas keeps the compiled values schema of each chart, by the chart's digest: compiling
@@ -20,15 +19,16 @@ import (
 // changes under its digest.
 type Schemas struct {
 	compiled *cache.LRUExpireCache
-	// large keeps the few schemas of more than smallSchema subschemas: each can hold
-	// several MiB compiled (20,000 subschemas, the budget's bound, ~8 MiB), so 256 of them
-	// would be gigabytes.
+	// large keeps the few schemas of more than smallSchema subschemas or smallSchemaBytes:
+	// each can hold several MiB compiled (20,000 subschemas, the budget's bound, ~8 MiB; a
+	// pattern compiled holds ~46 bytes a byte), so 256 of them would be gigabytes.
 	large *cache.LRUExpireCache
 }
 
 const (
-	smallSchema  = 1000
-	largeSchemas = 4
+	smallSchema      = 1000
+	smallSchemaBytes = 16 << 10
+	largeSchemas     = 4
 )
 
 // NewSchemas keeps the schemas of up to size charts (and of largeSchemas with large ones),
@@ -44,39 +44,15 @@ const schemaTTL = time.Hour
 // compiledSchema is a chart's schema compiled, or nil when it cannot be checked here.
 type compiledSchema struct{ schema *jsonschema.Schema }
 
-// refusingLoader loads nothing: submit never reads a file or a URL a chart's schema names
-// (Helm's own loader reads both, from wherever it runs). URNs get Helm's permissive schema.
-type refusingLoader struct{ refused bool }
-
-func (l *refusingLoader) Load(url string) (any, error) {
-	if strings.HasPrefix(url, "urn:") {
-		return jsonschema.UnmarshalJSON(strings.NewReader("true"))
-	}
-	l.refused = true
-	return nil, errors.New("the schema refers to another document: " + url)
-}
-
-// The name Helm compiles a chart's schema under; its validation errors start with it.
-const schemaURL = "file:///values.schema.json"
-
 func compileSchema(raw []byte) (*compiledSchema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	s, ref, err := helmexec.CompileSchema(raw)
 	if err != nil {
 		return nil, err
 	}
-	c := jsonschema.NewCompiler()
-	loader := &refusingLoader{}
-	c.UseLoader(loader)
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	s, err := c.Compile(schemaURL)
-	if err != nil && loader.refused {
-		// Helm checks such a schema when it runs the action, in the executor.
+	if ref != "" {
+		// It is not checked here, nor by Helm in the executor: nothing fetches what a chart
+		// names (helmexec.CompileSchema).
 		return &compiledSchema{}, nil
-	}
-	if err != nil {
-		return nil, err
 	}
 	return &compiledSchema{schema: s}, nil
 }
@@ -86,7 +62,7 @@ func (s *Schemas) get(digest string, raw []byte) (*compiledSchema, error) {
 	var kept *cache.LRUExpireCache
 	if s != nil && digest != "" {
 		kept = s.compiled
-		if chartsource.SchemaNodes(raw) > smallSchema {
+		if chartsource.SchemaNodes(raw) > smallSchema || len(raw) > smallSchemaBytes {
 			kept = s.large
 		}
 		if v, ok := kept.Get(digest); ok {
@@ -127,7 +103,7 @@ func (s *Schemas) validateValues(ch *chart.Chart, digest string, values map[stri
 	}
 	if err := c.schema.Validate(merged.AsMap()); err != nil {
 		// chartutil.JSONSchemaValidationError's text.
-		msg := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+schemaURL+"#'\n")
+		msg := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+helmexec.SchemaURL+"#'\n")
 		return fmt.Errorf("%w: %s\n", ErrValues, msg)
 	}
 	return nil
