@@ -212,11 +212,8 @@ func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
 // its size is already counted.
 func (s *budgetScan) parsed(r io.Reader, size int64) error {
 	// Helm's loader refuses such a file anyway; it is not read, let alone parsed, here.
-	if size > loader.MaxDecompressedFileSize {
-		return &BudgetError{Bound: fmt.Sprintf("has a YAML file over Helm's %s", mib(loader.MaxDecompressedFileSize))}
-	}
-	data := make([]byte, size)
-	if _, err := io.ReadFull(r, data); err != nil {
+	data, err := readWhole(r, size, "YAML file")
+	if err != nil {
 		return err
 	}
 	own := int64(len(data))
@@ -236,11 +233,8 @@ func (s *budgetScan) parsed(r io.Reader, size int64) error {
 // schema charges a values.schema.json its subschemas. The file is read whole (Helm's loader
 // reads it too); its size is already counted.
 func (s *budgetScan) schema(r io.Reader, size int64) error {
-	if size > loader.MaxDecompressedFileSize {
-		return &BudgetError{Bound: fmt.Sprintf("has a file over Helm's %s", mib(loader.MaxDecompressedFileSize))}
-	}
-	data := make([]byte, size)
-	if _, err := io.ReadFull(r, data); err != nil {
+	data, err := readWhole(r, size, "values.schema.json")
+	if err != nil {
 		return err
 	}
 	if s.schemaNodes += SchemaNodes(data); s.schemaNodes > s.b.MaxSchemaNodes {
@@ -250,6 +244,19 @@ func (s *budgetScan) schema(r io.Reader, size int64) error {
 		return &BudgetError{Bound: fmt.Sprintf("has a string of more than %d bytes in a values.schema.json", MaxSchemaString)}
 	}
 	return nil
+}
+
+// readWhole reads a file the loader parses, of the size its header declares; one over
+// Helm's own per-file cap is refused (the loader would refuse it) before it is read.
+func readWhole(r io.Reader, size int64, what string) ([]byte, error) {
+	if size > loader.MaxDecompressedFileSize {
+		return nil, &BudgetError{Bound: fmt.Sprintf("has a %s over Helm's %s", what, mib(loader.MaxDecompressedFileSize))}
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // MaxSchemaString bounds a string of a values.schema.json: a pattern is compiled as a
