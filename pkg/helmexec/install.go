@@ -57,7 +57,9 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, err
 	}
 	i := newInstall(cfg, req)
-	i.SkipSchemaValidation = externalSchemaRef(req.Chart) != ""
+	if i.SkipSchemaValidation, err = skipSchemaValidation(req.Chart); err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
 	i.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
 		return i.RunWithContext(context.WithoutCancel(ctx), req.Chart, req.Values)

@@ -64,23 +64,28 @@ func boundedRegexp(s string) (jsonschema.Regexp, error) {
 	return regexp.Compile(s)
 }
 
-// externalSchemaRef names the first document a schema of the chart or its subcharts
-// refers to ("" when none does, or when a schema does not compile: Helm says why). Helm
-// would fetch it: such a chart runs with Helm's schema validation off, as submit does not
-// check it either (docs/security.md).
-func externalSchemaRef(ch *chart.Chart) string {
+// skipSchemaValidation tells whether Helm's schema validation must be off for the chart:
+// a schema of the chart or its subcharts refers to another document, which Helm would
+// fetch; such a chart runs unchecked, as submit does not check it either
+// (docs/security.md). A schema that does not compile here is an error before Helm runs:
+// Helm's compiler, which differs only in its loaders, might have fetched before failing.
+func skipSchemaValidation(ch *chart.Chart) (bool, error) {
 	if ch == nil {
-		return ""
+		return false, nil
 	}
 	if len(ch.Schema) > 0 {
-		if _, ref, _ := CompileSchema(ch.Schema); ref != "" {
-			return ref
+		_, ref, err := CompileSchema(ch.Schema)
+		if err != nil {
+			return false, fmt.Errorf("values.schema.json of chart %s: %w", ch.Name(), err)
+		}
+		if ref != "" {
+			return true, nil
 		}
 	}
 	for _, d := range ch.Dependencies() {
-		if ref := externalSchemaRef(d); ref != "" {
-			return ref
+		if skip, err := skipSchemaValidation(d); skip || err != nil {
+			return skip, err
 		}
 	}
-	return ""
+	return false, nil
 }

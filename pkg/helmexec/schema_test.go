@@ -70,3 +70,23 @@ func TestSchemaPatternsAreBounded(t *testing.T) {
 		t.Errorf("a short regular expression: %v", err)
 	}
 }
+
+// A schema that does not compile here fails the render before Helm's compiler, which
+// might have fetched what it refers to before failing, runs.
+func TestSchemaThatDoesNotCompileFailsFirst(t *testing.T) {
+	var fetched atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Add(1) }))
+	defer srv.Close()
+	ch, err := loader.LoadDir(filepath.Join("..", "..", "testdata", "charts", "tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Schema = []byte(`{"properties": {"a": {"pattern": "(unclosed"}, "b": {"$ref": "` + srv.URL + `/s.json"}}}`)
+	_, err = Render(context.Background(), RenderRequest{Namespace: "n", Name: "web", Chart: ch, Values: map[string]any{"a": "x"}})
+	if err == nil || !strings.Contains(err.Error(), "values.schema.json of chart tiny") {
+		t.Errorf("render with a schema that does not compile: %v", err)
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Errorf("the schema's reference was fetched %d times", n)
+	}
+}

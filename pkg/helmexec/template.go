@@ -30,7 +30,10 @@ func Render(ctx context.Context, req RenderRequest) (string, error) {
 	i.DryRun, i.ClientOnly = true, true
 	i.Replace = true // no release storage to check the name against
 	i.ReleaseName, i.Namespace = req.Name, req.Namespace
-	i.SkipSchemaValidation = externalSchemaRef(req.Chart) != ""
+	var err error
+	if i.SkipSchemaValidation, err = skipSchemaValidation(req.Chart); err != nil {
+		return "", err
+	}
 	if req.KubeVersion != "" {
 		kv, err := chartutil.ParseKubeVersion(req.KubeVersion)
 		if err != nil {

@@ -38,7 +38,9 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		ch = cur.Chart
 	}
 	u := newUpgrade(cfg, req)
-	u.SkipSchemaValidation = externalSchemaRef(ch) != ""
+	if u.SkipSchemaValidation, err = skipSchemaValidation(ch); err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
 	u.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
 		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, req.Values)
