@@ -2,9 +2,12 @@ package helmexec
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -21,14 +24,19 @@ const SchemaURL = "file:///values.schema.json"
 const MaxPatternBytes = 16 << 10
 
 // CompileSchema compiles a chart's values.schema.json as Helm's validation does, but fetches
-// nothing and bounds its patterns. A reference to another document (a file or a URL, which
-// Helm's own loaders read from wherever they run: the executor's files, the cluster's
-// network) is not followed: ref names it, and the schema is nil. URNs get Helm's
-// permissive schema.
+// nothing and bounds its patterns. A schema that could make a compiler fetch (ScanSchema)
+// is not compiled: ref names why, and the schema is nil. URNs get Helm's permissive schema.
 func CompileSchema(raw []byte) (s *jsonschema.Schema, ref string, err error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, "", err
+	}
+	scan, err := scanSchema(doc)
+	if err != nil {
+		return nil, "", err
+	}
+	if scan.fetches != "" {
+		return nil, scan.fetches, nil
 	}
 	c := jsonschema.NewCompiler()
 	loader := &refusingLoader{}
@@ -42,6 +50,112 @@ func CompileSchema(raw []byte) (s *jsonschema.Schema, ref string, err error) {
 		return nil, loader.refused, nil
 	}
 	return s, "", err
+}
+
+// schemaScan is what a schema's text says before anything compiles it.
+type schemaScan struct {
+	// fetches names a reference a compiler would fetch (another document, a $schema that
+	// is not a draft jsonschema knows); "" when every one resolves inside the schema.
+	fetches string
+	// regexValues is set by "format": "regex": values are compiled as regular expressions,
+	// which Helm's compiler does without a bound.
+	regexValues bool
+}
+
+// scanSchema reads every "$ref", "$dynamicRef", "$recursiveRef", "$schema" and "format"
+// of a decoded schema, at any depth (a property named so counts too: a false alarm only
+// turns Helm's check off), and every number. Whether a compile calls its loader is not
+// enough to know whether Helm's will: jsonschema v6 compiles subschemas in map order, so a
+// "$ref" an "$id" elsewhere satisfies may or may not be loaded, run to run (third review).
+// A fragment that names a node twice ("#/allOf/00" beside "#/allOf/0") and a number beyond
+// float64 ("1e1000000": a 415 KB numerator) are errors: only an attack writes them.
+func scanSchema(v any) (schemaScan, error) {
+	var scan schemaScan
+	err := scan.walk(v)
+	return scan, err
+}
+
+func (s *schemaScan) walk(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if err := s.keyword(k, e); err != nil {
+				return err
+			}
+			if err := s.walk(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := s.walk(e); err != nil {
+				return err
+			}
+		}
+	case json.Number:
+		return checkNumber(string(v))
+	}
+	return nil
+}
+
+func (s *schemaScan) keyword(k string, v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return nil
+	}
+	switch k {
+	case "$ref", "$dynamicRef", "$recursiveRef":
+		if !strings.HasPrefix(str, "#") {
+			s.fetches = cmp.Or(s.fetches, str)
+			return nil
+		}
+		return checkFragment(str)
+	case "$schema":
+		if !knownDrafts[strings.TrimSuffix(str, "#")] {
+			s.fetches = cmp.Or(s.fetches, str)
+		}
+	case "format":
+		s.regexValues = s.regexValues || str == "regex"
+	}
+	return nil
+}
+
+// knownDrafts are the metaschemas jsonschema v6 knows without loading them.
+var knownDrafts = map[string]bool{
+	"http://json-schema.org/draft-04/schema": true, "http://json-schema.org/draft-06/schema": true,
+	"http://json-schema.org/draft-07/schema": true, "https://json-schema.org/draft/2019-09/schema": true,
+	"https://json-schema.org/draft/2020-12/schema": true,
+}
+
+// checkFragment refuses a JSON pointer that could name a node under a second spelling:
+// an array index with a sign or a leading zero, an escape ("~", "%"). Each spelling is
+// compiled again with all it holds.
+func checkFragment(ref string) error {
+	for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/") {
+		if strings.ContainsAny(tok, "~%+") {
+			return fmt.Errorf("a $ref %q with an escaped or signed token", ref)
+		}
+		digits := strings.TrimPrefix(tok, "-")
+		if digits != "" && strings.Trim(digits, "0123456789") == "" && (tok != digits || (len(tok) > 1 && tok[0] == '0')) {
+			return fmt.Errorf("a $ref %q with an array index spelled %q", ref, tok)
+		}
+	}
+	return nil
+}
+
+// checkNumber refuses a number a float64 cannot hold: jsonschema parses it into a big.Rat
+// as long as its exponent says.
+func checkNumber(n string) error {
+	mantissa, exp, _ := strings.Cut(strings.ToLower(n), "e")
+	if len(mantissa) > 64 {
+		return fmt.Errorf("a number of %d digits", len(mantissa))
+	}
+	if exp != "" {
+		if e, err := strconv.Atoi(exp); err != nil || e > 400 || e < -400 {
+			return fmt.Errorf("a number with the exponent %s", exp)
+		}
+	}
+	return nil
 }
 
 // refusingLoader loads nothing but URNs, and remembers the first document it refused.
@@ -65,21 +179,26 @@ func boundedRegexp(s string) (jsonschema.Regexp, error) {
 }
 
 // skipSchemaValidation tells whether Helm's schema validation must be off for the chart:
-// a schema of the chart or its subcharts refers to another document, which Helm would
-// fetch; such a chart runs unchecked, as submit does not check it either
-// (docs/security.md). A schema that does not compile here is an error before Helm runs:
-// Helm's compiler, which differs only in its loaders, might have fetched before failing.
+// a schema of the chart or its subcharts could make Helm's compiler fetch (another
+// document: the executor's files, the cluster's network, with no bound on the body) or
+// compile values as regular expressions without a bound. Such a chart runs unchecked by
+// Helm; submit checks the top chart's schema with our own compiler, or, when it refers to
+// another document, not at all (docs/security.md). A schema written to blow a compile up
+// is an error. The scan never compiles: a schema Helm may compile cannot fetch, whatever
+// order its compiler takes; one whose JSON does not decode fails in Helm before that.
 func skipSchemaValidation(ch *chart.Chart) (bool, error) {
 	if ch == nil {
 		return false, nil
 	}
 	if len(ch.Schema) > 0 {
-		_, ref, err := CompileSchema(ch.Schema)
-		if err != nil {
-			return false, fmt.Errorf("values.schema.json of chart %s: %w", ch.Name(), err)
-		}
-		if ref != "" {
-			return true, nil
+		if doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(ch.Schema)); err == nil {
+			scan, err := scanSchema(doc)
+			if err != nil {
+				return false, fmt.Errorf("values.schema.json of chart %s: %w", ch.Name(), err)
+			}
+			if scan.fetches != "" || scan.regexValues {
+				return true, nil
+			}
 		}
 	}
 	for _, d := range ch.Dependencies() {
