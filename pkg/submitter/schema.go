@@ -57,24 +57,25 @@ func compileSchema(raw []byte) (*compiledSchema, error) {
 	return &compiledSchema{schema: s}, nil
 }
 
-// get compiles the chart's schema once per digest ("" digest: not kept).
+// get compiles the chart's schema once per digest ("" digest: not kept). A request finds it
+// in either cache without reading the schema again; only a compile decides where it goes.
 func (s *Schemas) get(digest string, raw []byte) (*compiledSchema, error) {
-	var kept *cache.LRUExpireCache
-	if s != nil && digest != "" {
-		kept = s.compiled
-		if chartsource.SchemaNodes(raw) > smallSchema || len(raw) > smallSchemaBytes {
-			kept = s.large
-		}
-		if v, ok := kept.Get(digest); ok {
-			return v.(*compiledSchema), nil
+	keep := s != nil && digest != ""
+	if keep {
+		for _, kept := range []*cache.LRUExpireCache{s.compiled, s.large} {
+			if v, ok := kept.Get(digest); ok {
+				return v.(*compiledSchema), nil
+			}
 		}
 	}
 	c, err := compileSchema(raw)
-	if err != nil {
-		return nil, err
+	if err != nil || !keep {
+		return c, err
 	}
-	if kept != nil {
-		kept.Add(digest, c, schemaTTL)
+	if chartsource.SchemaNodes(raw) > smallSchema || len(raw) > smallSchemaBytes {
+		s.large.Add(digest, c, schemaTTL)
+	} else {
+		s.compiled.Add(digest, c, schemaTTL)
 	}
 	return c, nil
 }
