@@ -90,14 +90,14 @@ cluster-down: knative-down
 
 # The modules of every Go module, fetched in parallel (.ci/run starts this in the
 # background: downloads wait on the network, the builds on the CPU).
-GO_MODULES := . tools/localcluster tools/knative tools/ko tools/helmv4 tools/vet third_party/oc-helm
+GO_MODULES := . tools/localcluster tools/knative tools/ko tools/helmv4 tools/vet
 .PHONY: modules
 modules:
 	@pids=; for m in $(GO_MODULES); do (cd $$m && $(GO) mod download) & pids="$$pids $$!"; done; \
 	status=0; for p in $$pids; do wait $$p || status=1; done; exit $$status
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' ':!third_party') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # go vet's analyzers through tools/vet, which skips the facts-only analysis of the standard
 # library and of dependencies: go vet type-checks each of the ~1,700 from source for facts

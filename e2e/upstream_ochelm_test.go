@@ -1,7 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,11 +20,13 @@ import (
 // Every command of the unmodified oc-helm plugin against submit, as it talks to the
 // console's helm backend (session cookie, CSRF double submit, https): the synchronous and
 // the asynchronous routes, the read side, the chart index, verify and the errors it prints.
-func TestUnmodifiedOcHelmCommands(t *testing.T) {
+// It needs OC_HELM_UPSTREAM_SRC (upstreamOcHelm); without it, it is skipped.
+func TestUpstreamOcHelmCommands(t *testing.T) {
 	t.Parallel()
+	bin := upstreamOcHelm(t)
 	ns := cluster.Namespace(t)
 	s := newStack(t, ns)
-	run := upstreamRunner(t, s, ns)
+	run := upstreamRunner(t, s, ns, bin)
 	must := func(want string, args ...string) string {
 		t.Helper()
 		out, code := run(args...)
@@ -94,4 +103,72 @@ func TestUnmodifiedOcHelmCommands(t *testing.T) {
 	if code != 1 || strings.TrimSpace(out) != api.VerifyInvalidURL {
 		t.Errorf("verify of a URL the console refuses: exit %d\n%s", code, out)
 	}
+}
+
+// upstreamSrcEnv names a directory holding the unmodified oc-helm's source
+// (github.com/redhat-developer/oc-helm, module github.com/redhat-cop/oc-helm), built with
+// its own go.mod. The Go module proxy does not serve that module, and this repository keeps
+// no copy of another project's source: CONTRIBUTING.md says how to get a checkout.
+const upstreamSrcEnv = "OC_HELM_UPSTREAM_SRC"
+
+// upstreamOcHelm builds the unmodified oc-helm from the checkout upstreamSrcEnv names, or
+// skips the test when it is not set (a skip, not a pass).
+func upstreamOcHelm(t *testing.T) string {
+	t.Helper()
+	src := os.Getenv(upstreamSrcEnv)
+	if src == "" {
+		t.Skipf("%s is not set: it names a checkout of the unmodified oc-helm (github.com/redhat-developer/oc-helm) "+
+			"to build and run against submit (CONTRIBUTING.md); without it this test does not run", upstreamSrcEnv)
+	}
+	if _, err := os.Stat(filepath.Join(src, "go.mod")); err != nil {
+		t.Fatalf("%s=%s: not a Go module checkout of oc-helm: %v", upstreamSrcEnv, src, err)
+	}
+	bin := filepath.Join(t.TempDir(), "oc-helm-upstream")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the unmodified oc-helm in %s: %v\n%s", src, err, out)
+	}
+	return bin
+}
+
+// upstreamRunner runs the oc-helm binary bin against submit behind consoleFront, in ns.
+func upstreamRunner(t *testing.T, s *stack, ns, bin string) func(args ...string) (string, int) {
+	t.Helper()
+	host := consoleFront(t, s)
+	return func(args ...string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append(args, "--console-hostname", host, "--token", cluster.Operator.BearerToken,
+			"--apiserver", "https://unused.invalid", "-n", ns)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+		return out.String(), code
+	}
+}
+
+// consoleFront serves submit over TLS, as the unmodified oc-helm reaches the console
+// (https://<console-hostname>, its session cookie and CSRF double submit); it answers the
+// hostname to pass as --console-hostname.
+func consoleFront(t *testing.T, s *stack) string {
+	t.Helper()
+	target, err := url.Parse(s.submit.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(front.Close)
+	return strings.TrimPrefix(front.URL, "https://")
 }
