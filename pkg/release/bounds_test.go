@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -171,3 +172,38 @@ func TestIndexKeepsOnlyTheMetadataAsyncHelmReads(t *testing.T) {
 		t.Error("the kept metadata is no longer a revision")
 	}
 }
+
+// A tenant's Secret labelled owner=helm may carry any number of async-helm.io/ labels and
+// 256 KiB of async-helm.io/ annotations, plus owner references and finalizers: the index
+// keeps only the keys async-helm reads, within maxIndexedBytes.
+func TestIndexBoundsWhatItKeepsOfOneSecret(t *testing.T) {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: SecretName("web", 2), Namespace: "ns",
+		Labels: map[string]string{LabelOwner: OwnerHelm, LabelName: "web", LabelStatus: "deployed", LabelVersion: "2"},
+		Annotations: map[string]string{AnnotationNotified: "deployed", AnnotationFailure: strings.Repeat("f", 10<<10),
+			AnnotationSentAt: strings.Repeat("s", 4<<10), AnnotationDeadLettered: strings.Repeat("d", 4<<10)}}}
+	for i := range 3000 {
+		m.Labels[fmt.Sprintf("%sl-%d", ownPrefixForTest, i)] = strings.Repeat("v", 63)
+		m.Finalizers = append(m.Finalizers, fmt.Sprintf("example.com/f-%d", i))
+		m.OwnerReferences = append(m.OwnerReferences, metav1.OwnerReference{Name: strings.Repeat("o", 253)})
+	}
+	for i := range 60 {
+		m.Annotations[fmt.Sprintf("%sa-%d", ownPrefixForTest, i)] = strings.Repeat("a", 4<<10)
+	}
+	obj, err := dropManagedFields(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) > maxIndexedBytes+1<<10 {
+		t.Errorf("the index keeps %d bytes of one Secret's metadata, want at most %d", len(kept), maxIndexedBytes+1<<10)
+	}
+	rev, ok := RevisionFromMeta(obj.(metav1.Object))
+	if !ok || rev.Name != "web" || rev.Version != 2 || rev.Notified != "deployed" || rev.Status != "deployed" {
+		t.Errorf("the kept metadata lost the revision: %+v, %v", rev, ok)
+	}
+}
+
+const ownPrefixForTest = "async-helm.io/"

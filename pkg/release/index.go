@@ -3,7 +3,6 @@ package release
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
@@ -89,42 +88,60 @@ func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex
 	return x, nil
 }
 
-// maxIndexedValue caps each label and annotation value the index keeps: a tenant may write
-// up to 256 KiB of annotations on every Secret with Helm's labels, and the index holds every
-// one of them in submit and the notifier. async-helm's own values are far shorter.
-const maxIndexedValue = 4 << 10
+// The index keeps, of each release Secret, only the keys async-helm reads, each value
+// capped, and at most maxIndexedBytes of them: a tenant writes any number of labels and up
+// to 256 KiB of annotations on every Secret labelled owner=helm, and the index holds every
+// Secret in submit and the notifier. async-helm's own values are far shorter.
+const (
+	maxIndexedValue = 4 << 10
+	maxIndexedBytes = 8 << 10
+)
 
-// indexedLabels are the labels async-helm reads from the index besides its own
-// (async-helm.io/...): Helm's (RevisionFromMeta, byRelease).
-var indexedLabels = map[string]bool{LabelOwner: true, LabelName: true, LabelStatus: true,
-	LabelVersion: true, LabelModifiedAt: true, "createdAt": true}
+// indexedLabels and indexedAnnotations are the keys the index's readers use
+// (RevisionFromMeta, byRelease, the queued rule, the sweeper, the notifier).
+var (
+	indexedLabels = []string{LabelOwner, LabelName, LabelVersion, LabelStatus, LabelRequestID,
+		LabelRevision, LabelQueued, LabelSeal, LabelAction, LabelChart, LabelModifiedAt, "createdAt"}
+	indexedAnnotations = []string{AnnotationNotified, AnnotationFailure, AnnotationDeadLettered,
+		AnnotationSent, AnnotationSentAt}
+)
 
-const ownPrefix = "async-helm.io/"
-
-// dropManagedFields keeps of a Secret's metadata only what the index's readers use: no
-// managedFields, Helm's labels and async-helm's, async-helm's annotations, each value capped.
+// dropManagedFields keeps of a Secret's metadata only what the index's readers use: its
+// identity, and the labels and annotations they read, within maxIndexedBytes. Owner
+// references, finalizers, managedFields and every other key are dropped.
 func dropManagedFields(obj any) (any, error) {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ManagedFields = nil
-		m.Labels = keepIndexed(m.Labels, func(k string) bool { return indexedLabels[k] || strings.HasPrefix(k, ownPrefix) })
-		m.Annotations = keepIndexed(m.Annotations, func(k string) bool { return strings.HasPrefix(k, ownPrefix) })
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	budget := maxIndexedBytes
+	m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+		ResourceVersion: m.ResourceVersion, CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp,
+		Labels:            keepIndexed(m.Labels, indexedLabels, &budget),
+		Annotations:       keepIndexed(m.Annotations, indexedAnnotations, &budget)}
+	return m, nil
 }
 
-// keepIndexed is the entries of in whose key keep accepts, values cut at maxIndexedValue
-// (nil when none is kept).
-func keepIndexed(in map[string]string, keep func(string) bool) map[string]string {
+// keepIndexed is the entries of in whose key is in keep, values cut at maxIndexedValue,
+// in keep's order while budget lasts (nil when none is kept). Labels come first: they name
+// the revision.
+func keepIndexed(in map[string]string, keep []string, budget *int) map[string]string {
 	var out map[string]string
-	for k, v := range in {
-		if !keep(k) {
+	for _, k := range keep {
+		v, ok := in[k]
+		if !ok {
 			continue
-		}
-		if out == nil {
-			out = make(map[string]string, len(in))
 		}
 		if len(v) > maxIndexedValue {
 			v = v[:maxIndexedValue]
+		}
+		if len(k)+len(v) > *budget {
+			continue
+		}
+		*budget -= len(k) + len(v)
+		if out == nil {
+			out = make(map[string]string, len(keep))
 		}
 		out[k] = v
 	}
