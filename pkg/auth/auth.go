@@ -210,9 +210,10 @@ type Authorizer struct {
 	Clock clock.PassiveClock
 
 	mu sync.Mutex
-	// allowedUntil caches positive answers; deniedUntil negative ones, for Allowed only.
-	allowedUntil map[[32]byte]allowedEntry
-	deniedUntil  map[[32]byte]time.Time
+	// allowedUntil caches positive answers; deniedUntil negative ones, for Allowed only;
+	// each caller within its own share.
+	allowedUntil *shareCache[allowedEntry]
+	deniedUntil  *shareCache[time.Time]
 	reviews      reviewGroup
 }
 
@@ -251,7 +252,7 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 	now := wallclock.Or(a.Clock).Now()
 	review := func(ctx context.Context) (any, error) { return a.send(ctx, key, u, n) }
 	a.mu.Lock()
-	e, ok := a.allowedUntil[key]
+	e, ok := a.caches().allowed.get(Share(u.Name), key, now)
 	a.mu.Unlock()
 	if ok && now.Before(e.until) {
 		if !now.Before(e.refreshAt) {
@@ -265,6 +266,20 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 		return false, err
 	}
 	return ok2.(bool), nil
+}
+
+// authzCaches are an Authorizer's two caches.
+type authzCaches struct {
+	allowed *shareCache[allowedEntry]
+	denied  *shareCache[time.Time]
+}
+
+// caches makes the caches on first use (a zero Authorizer works); a.mu is held.
+func (a *Authorizer) caches() authzCaches {
+	if a.allowedUntil == nil {
+		a.allowedUntil, a.deniedUntil = newShareCache[allowedEntry](), newShareCache[time.Time]()
+	}
+	return authzCaches{allowed: a.allowedUntil, denied: a.deniedUntil}
 }
 
 // Counts says how the cache answered (hit rates under load).
@@ -285,20 +300,18 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 	if err != nil {
 		return false, fmt.Errorf("subject access review: %w", err)
 	}
+	share := Share(u.Name)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.caches()
 	if !sar.Status.Allowed {
-		a.mu.Lock()
-		delete(a.allowedUntil, key)
-		a.mu.Unlock()
+		c.allowed.delete(share, key)
 		return false, nil // denials are not cached: a new grant works at once
 	}
 	ttl := orDefault(a.TTL)
-	a.mu.Lock()
-	if a.allowedUntil == nil || len(a.allowedUntil) > 10000 {
-		a.allowedUntil = map[[32]byte]allowedEntry{}
-	}
-	a.allowedUntil[key] = allowedEntry{until: sent.Add(ttl), refreshAt: sent.Add(ttl / 2)}
-	delete(a.deniedUntil, key)
-	a.mu.Unlock()
+	c.allowed.put(share, key, allowedEntry{until: sent.Add(ttl), refreshAt: sent.Add(ttl / 2)}, sent,
+		func(e allowedEntry) bool { return !sent.Before(e.until) })
+	c.denied.delete(share, key)
 	return true, nil
 }
 
@@ -319,8 +332,9 @@ func cacheKey(u *User, n Need) [32]byte {
 func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error) {
 	key := cacheKey(u, n)
 	now := wallclock.Or(a.Clock).Now()
+	share := Share(u.Name)
 	a.mu.Lock()
-	until, denied := a.deniedUntil[key]
+	until, denied := a.caches().denied.get(share, key, now)
 	a.mu.Unlock()
 	if denied && now.Before(until) {
 		a.reviews.hits.Add(1)
@@ -329,10 +343,7 @@ func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error)
 	ok, err := a.allowed(ctx, u, n)
 	if err == nil && !ok {
 		a.mu.Lock()
-		if a.deniedUntil == nil || len(a.deniedUntil) > 10000 {
-			a.deniedUntil = map[[32]byte]time.Time{}
-		}
-		a.deniedUntil[key] = now.Add(orDefault(a.TTL))
+		a.caches().denied.put(share, key, now.Add(orDefault(a.TTL)), now, func(t time.Time) bool { return !now.Before(t) })
 		a.mu.Unlock()
 	}
 	return ok, err

@@ -161,7 +161,7 @@ func TestAccessRefreshedAhead(t *testing.T) {
 	testwait.For(t, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		_, ok := a.allowedUntil[cacheKey(alice, create)]
+		_, ok := a.caches().allowed.get(Share(alice.Name), cacheKey(alice, create), clock.Now())
 		return !ok
 	})
 	if err := a.Check(ctx(t), alice, create); !errors.Is(err, ErrForbidden) {
