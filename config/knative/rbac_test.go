@@ -123,6 +123,8 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	forbidden(t, "submit patches a secret", err)
 	_, err = submit.Typed.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 	forbidden(t, "submit reads leases", err)
+	_, err = submit.Typed.CoordinationV1().Leases("async-helm").List(ctx, metav1.ListOptions{LabelSelector: "async-helm.io/ledger=true"})
+	must(t, "submit lists its ledger", err)
 
 	// submit: who is the caller, what may they do.
 	_, err = submit.Typed.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: "x"}}, metav1.CreateOptions{})

@@ -18,10 +18,15 @@ type Config struct {
 	Authentication bool `envconfig:"AUTHENTICATION" default:"true"`
 	// EventSigningKey signs accepted events for the executor (from a Secret).
 	EventSigningKey string `envconfig:"EVENT_SIGNING_KEY"`
-	// MaxQueued and MaxQueuedPerNamespace bound the revisions accepted and not started;
-	// above them submit answers 429 with Retry-After and reserves nothing.
+	// MaxQueued and MaxQueuedPerNamespace bound the requests accepted and not consumed,
+	// counted per tenant in the ledger (docs/design.md, "Tenants and shares"); past them
+	// submit answers 429 with Retry-After and reserves nothing.
 	MaxQueued             int `envconfig:"MAX_QUEUED" default:"2000"`
 	MaxQueuedPerNamespace int `envconfig:"MAX_QUEUED_PER_NAMESPACE" default:"1000"`
+	// QueueDeadline is the sweeper's (the notifier's QUEUE_DEADLINE): a ledger entry counts
+	// no longer than it and LedgerGrace, when what never started has been failed.
+	QueueDeadline time.Duration `envconfig:"QUEUE_DEADLINE" default:"1h"`
+	LedgerGrace   time.Duration `envconfig:"LEDGER_GRACE" default:"10m"`
 	// SendQueue and SendWorkers size the sends behind the 201 while the sink answers
 	// (events.Handoff; docs/design.md, "Sent behind the 201"). SendQueue 0: every send on
 	// the request's path.

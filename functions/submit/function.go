@@ -23,6 +23,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/reader"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
@@ -69,12 +70,13 @@ func (f *Function) Start(ctx context.Context) error {
 	// makes one API call, the reservation's create.
 	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
 	nsLister := inf.Core().V1().Namespaces().Lister()
-	// Only revisions submit sealed count toward MAX_QUEUED (hand-made Secrets do not).
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey),
-		NamespaceShare: f.cfg.MaxQueuedPerNamespace})
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey)})
 	if err != nil {
 		return err
 	}
+	// Admission counts the ledger, in async-helm's namespace, per tenant.
+	books := &ledger.Ledger{Store: &ledger.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
+		Book: ledger.NewBook(f.cfg.QueueDeadline+f.cfg.LedgerGrace, nil)}
 	inf.Start(ctx.Done())
 	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -82,6 +84,9 @@ func (f *Function) Start(ctx context.Context) error {
 		}
 	}
 	if err := revisions.Run(ctx); err != nil {
+		return err
+	}
+	if err := books.Run(ctx); err != nil {
 		return err
 	}
 	if err := f.openAuth(cl); err != nil {
@@ -102,7 +107,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Sender:     sender,
 		Namespaces: nsLister,
 		SigningKey: []byte(f.cfg.EventSigningKey),
-		MaxQueued:  f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
+		Ledger:     books, MaxQueued: f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
 		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
@@ -118,7 +123,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 	}
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store,
-		Queue: &reader.Queue{Index: revisions}}
+		Queue: &reader.Queue{Index: books.Book}}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
 		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}

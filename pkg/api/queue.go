@@ -5,19 +5,23 @@ import "time"
 // QueueStateQueued is Queue.State while no executor has started the revision.
 const QueueStateQueued = "queued"
 
-// Queue is where a pending revision no executor has started yet stands in the service's
-// queue (docs/design.md, "Queue visibility"): `queue` beside Helm's fields in get and list
-// answers, absent once an executor started it (or when the service does not know).
+// Queue is where a pending revision no executor has started yet stands in its namespace's
+// queue (docs/design.md, "Tenants and shares"): `queue` beside Helm's fields in get and
+// list answers, absent once an executor started it (or when the service does not know).
 type Queue struct {
 	// State is "queued".
 	State string `json:"state"`
-	// Position is 1 for the revision accepted first of every queued one of the service (all
-	// namespaces): it goes down as revisions accepted before it start.
+	// Position is 1 for the revision accepted first of those its namespace has queued: it
+	// goes down as its namespace's revisions accepted before it start. Other tenants'
+	// work is not ahead of it: each tenant gets its share.
 	Position int `json:"position"`
-	// Total is the number of queued revisions of the service.
+	// Total is the number of queued revisions of its namespace.
 	Total int `json:"total"`
 	// AcceptedAt is when the revision was accepted (second resolution); AgeSeconds is how
 	// long it has waited when the answer was made.
 	AcceptedAt time.Time `json:"acceptedAt"`
 	AgeSeconds int64     `json:"ageSeconds"`
+	// ExpectedStart is when it should start at its namespace's recent rate of starts;
+	// absent until the namespace has a rate.
+	ExpectedStart *time.Time `json:"expectedStart,omitempty"`
 }

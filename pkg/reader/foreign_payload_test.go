@@ -14,6 +14,7 @@ import (
 	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -104,7 +105,7 @@ func TestLimitedListOfOwnNamespaceDoesNotShowAnotherNamespacesQueue(t *testing.T
 	helmRecords(t, cl, rel("victim", "db", 1, helmrelease.StatusPendingInstall), rel("evil", "app", 1, helmrelease.StatusDeployed))
 	forge(t, cl, "evil", release.SecretName("db", 1), "db", 1, rel("victim", "db", 1, helmrelease.StatusPendingInstall))
 	accepted := time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC)
-	idx := &queueAt{at: map[string]release.QueuePosition{
+	idx := &queueAt{at: map[string]ledger.Position{
 		"victim/" + release.SecretName("db", 1): {Position: 7, Total: 40, AcceptedAt: accepted}}}
 	store := &release.Store{Client: cl.Typed(), Metadata: cl.Metadata()}
 	for _, withIndex := range []bool{false, true} {

@@ -6,19 +6,20 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// QueueIndex says where a queued revision stands (release.RevisionIndex): a map lookup
-// and a binary search, so a list marks each pending row without walking the queue.
+// QueueIndex says where a queued revision stands in its namespace's queue (ledger.Book):
+// a map lookup and a binary search, so a list marks each pending row without walking it.
 type QueueIndex interface {
-	QueuePosition(namespace, secretName string) (release.QueuePosition, bool)
+	QueuePosition(namespace, secretName string) (ledger.Position, bool)
 }
 
 // Queue adds `queue` to the pending revisions no executor has started (docs/design.md,
-// "Queue visibility"). A nil *Queue adds nothing.
+// "Tenants and shares"). A nil *Queue adds nothing.
 type Queue struct {
 	Index QueueIndex
 	// Clock is the clock of AgeSeconds (nil: the wall clock).
@@ -40,8 +41,13 @@ func (q *Queue) of(namespace, name string, version int, p *progress.Progress) *a
 	if age < 0 {
 		age = 0
 	}
-	return &api.Queue{State: api.QueueStateQueued, Position: pos.Position, Total: pos.Total,
-		AcceptedAt: pos.AcceptedAt.UTC(), AgeSeconds: int64(age / time.Second)}
+	out := &api.Queue{State: api.QueueStateQueued, Position: pos.Position, Total: pos.Total,
+		AcceptedAt: pos.AcceptedAt.UTC().Truncate(time.Second), AgeSeconds: int64(age / time.Second)}
+	if !pos.ExpectedStart.IsZero() {
+		at := pos.ExpectedStart.UTC().Truncate(time.Second)
+		out.ExpectedStart = &at
+	}
+	return out
 }
 
 // mark adds the queue to the pending rows of a list (in place) and returns them.

@@ -10,17 +10,18 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // queueAt answers fixed positions, and records what it was asked.
 type queueAt struct {
-	at    map[string]release.QueuePosition
+	at    map[string]ledger.Position
 	asked []string
 }
 
-func (q *queueAt) QueuePosition(ns, secret string) (release.QueuePosition, bool) {
+func (q *queueAt) QueuePosition(ns, secret string) (ledger.Position, bool) {
 	q.asked = append(q.asked, ns+"/"+secret)
 	p, ok := q.at[ns+"/"+secret]
 	return p, ok
@@ -39,7 +40,7 @@ func (noProgress) Progress(context.Context, string, string) (*progress.Progress,
 func TestQueueInGetAndList(t *testing.T) {
 	s, _ := newService(t)
 	accepted := time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC)
-	idx := &queueAt{at: map[string]release.QueuePosition{
+	idx := &queueAt{at: map[string]ledger.Position{
 		"team-a/" + release.SecretName("db", 1): {Position: 312, Total: 1200, AcceptedAt: accepted}}}
 	s.Queue = &Queue{Index: idx, Clock: testingclock.NewFakePassiveClock(accepted.Add(130 * time.Second))}
 	s.Progress = noProgress{}
@@ -83,5 +84,12 @@ func TestQueueInGetAndList(t *testing.T) {
 	idx.at, s.Progress = nil, noProgress{}
 	if db, err := s.Latest(ctx(t), nil, "team-a", "db"); err != nil || db.Queue != nil {
 		t.Errorf("unknown to the index: queue %+v, %v", db.Queue, err)
+	}
+	// With its namespace's rate of starts: the expected start, to the second.
+	idx.at = map[string]ledger.Position{"team-a/" + release.SecretName("db", 1): {Position: 3, Total: 4, AcceptedAt: accepted,
+		ExpectedStart: accepted.Add(200*time.Second + 300*time.Millisecond)}}
+	db, err = s.Latest(ctx(t), nil, "team-a", "db")
+	if err != nil || db.Queue == nil || db.Queue.ExpectedStart == nil || !db.Queue.ExpectedStart.Equal(accepted.Add(200*time.Second)) {
+		t.Errorf("with a rate: queue %+v, %v", db.Queue, err)
 	}
 }

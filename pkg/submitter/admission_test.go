@@ -3,17 +3,127 @@ package submitter
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/async-helm/async-helm/internal/testwait"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
+// ledgerEnv is newEnv with the ledger submit's Start wires (written to and watched from
+// the fake cluster), bounds max and perNS, request ids of their own, and namespaces nss.
+func ledgerEnv(t *testing.T, max, perNS int, nss ...string) (*env, *ledger.Ledger) {
+	t.Helper()
+	e := newEnv(t)
+	for _, ns := range nss {
+		_ = e.nss.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	var n atomic.Int64
+	e.svc.NewID = func() string { return fmt.Sprintf("req-%d", n.Add(1)) }
+	l := &ledger.Ledger{Store: &ledger.Store{Client: e.c}, Book: ledger.NewBook(time.Hour, e.svc.Clock), Clock: e.c.Clock}
+	runCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	if err := l.Run(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	e.svc.Ledger, e.svc.MaxQueued, e.svc.MaxQueuedPerNamespace = l, max, perNS
+	e.svc.Bindings = &consumed.Store{Client: e.c}
+	return e, l
+}
+
+func installIn(ns, name string) api.ReleaseRequest {
+	r := install(name)
+	r.Namespace = ns
+	return r
+}
+
+// The bound of issue 43 (MAX_QUEUED 2 namespaces' worth, scaled down to 4 and 2): user a
+// with two namespaces filled it and every other namespace got 429. Now a is one caller:
+// b, in a namespace of its own, is still admitted up to its share, and a, over its share,
+// gets 429 with Retry-After in a third namespace too.
+func TestOneUserWithTwoNamespacesDoesNotFillTheBound(t *testing.T) {
+	e, _ := ledgerEnv(t, 4, 2, "a1", "a2", "a3", "b1")
+	a, b := &auth.User{Name: "a"}, &auth.User{Name: "b"}
+	for i, ns := range []string{"a1", "a1", "a2", "a2"} {
+		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn(ns, fmt.Sprint("a", i)), a); err != nil {
+			t.Fatalf("a's install %d in %s, below the bound: %v", i, ns, err)
+		}
+	}
+	for i := range 2 {
+		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn("b1", fmt.Sprint("b", i)), b); err != nil {
+			t.Fatalf("b's install %d, within its share, after a filled the bound: %v, want 201", i, err)
+		}
+	}
+	for _, c := range []struct{ who, ns, name, scope string }{
+		{"b", "b1", "b2", "in the namespace b1"},
+		{"a", "a1", "a9", "in the namespace a1"},
+		{"a", "a3", "a9", "of the caller, over its share a3"},
+	} {
+		_, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn(c.ns, c.name), &auth.User{Name: c.who})
+		var busy *BusyError
+		if !errors.As(err, &busy) || busy.Scope != c.scope || busy.RetryAfter <= 0 {
+			t.Errorf("%s's install in %s: %v, want 429 %q with Retry-After", c.who, c.ns, err, c.scope)
+		}
+	}
+}
+
+// The ledger is in async-helm's namespace: what a namespace editor writes on its Secrets
+// (forged queued records, relabelled or unlabelled reservations) neither fills the bound
+// nor frees a slot.
+func TestTenantWritesDoNotMoveTheCount(t *testing.T) {
+	e, l := ledgerEnv(t, 0, 2)
+	for _, n := range []string{"f1", "f2", "f3"} {
+		e.forge(n)
+	}
+	for _, n := range []string{"a", "b"} {
+		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install(n), nil); err != nil {
+			t.Fatalf("install %s beside 3 forged queued Secrets: %v", n, err)
+		}
+		e.relabel(n, `{"metadata":{"labels":{"`+release.LabelStatus+`":"deployed","`+release.LabelQueued+`":null,"`+release.LabelSeal+`":null}}}`)
+	}
+	if got := l.Counts("ns", "").Namespace; got != 2 {
+		t.Errorf("counted in ns: %d, want 2", got)
+	}
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("c"), nil); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a third install at a bound of 2, its reservations relabelled out of pending: %v, want 429", err)
+	}
+}
+
+// A consumed request leaves the count: here a cancel before any executor ran it, whose
+// consumed record submit writes.
+func TestConsumedRequestsLeaveTheCount(t *testing.T) {
+	e, l := ledgerEnv(t, 0, 2)
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
+	for _, n := range []string{"a", "b"} {
+		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install(n), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("c"), nil); !errors.Is(err, ErrBusy) {
+		t.Fatalf("two queued at a bound of 2: %v, want 429", err)
+	}
+	if out, err := e.svc.Cancel(ctx(t), "ns", "a", &auth.User{Name: "alice"}); err != nil || out.Status != "failed" {
+		t.Fatalf("cancel: %+v, %v", out, err)
+	}
+	testwait.For(t, func() bool { return l.Counts("ns", "").Namespace == 1 })
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("c"), nil); err != nil {
+		t.Fatalf("a cancelled request still counted: %v", err)
+	}
+}
+
 // forge writes what a namespace editor can: a Secret with every label of a queued
-// reservation of ours (no seal: only async-helm has the key).
+// reservation of ours.
 func (e *env) forge(name string) {
 	e.t.Helper()
 	l := map[string]string{release.LabelOwner: release.OwnerHelm, release.LabelName: name, release.LabelStatus: "pending-install",
@@ -24,63 +134,10 @@ func (e *env) forge(name string) {
 	}
 }
 
-// submit's 429 counts only what submit sealed: hand-made Secrets with the queued labels
-// fill nobody's bound, reservations do. The index gets EVENT_SIGNING_KEY as submit's Start
-// gives it; without the key (how submit counted before) the forged ones made it 429.
-func TestAdmissionCountsOnlySubmitsOwnReservations(t *testing.T) {
-	for _, sealed := range []bool{true, false} {
-		e := newEnv(t)
-		opts := release.IndexOptions{}
-		if sealed {
-			opts.SealKey, e.store.SealKey = key, key
-		}
-		idx, err := release.NewRevisionIndexWith(e.c.Metadata(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, stop := context.WithCancel(ctx(t))
-		defer stop()
-		if err := idx.Run(runCtx); err != nil {
-			t.Fatal(err)
-		}
-		e.store.Revisions = idx
-		e.svc.MaxQueuedPerNamespace = 2
-		for _, n := range []string{"f1", "f2", "f3"} {
-			e.forge(n)
-		}
-		waitQueued(t, idx, map[bool]int{true: 0, false: 3}[sealed])
-		_, err = e.svc.Submit(ctx(t), release.ActionInstall, install("a"), nil)
-		if !sealed {
-			if !errors.Is(err, ErrBusy) {
-				t.Errorf("without the seal key, 3 forged Secrets: %v, want 429 (the attack the key stops)", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("3 forged Secrets refused a real install: %v", err)
-		}
-		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("b"), nil); err != nil {
-			t.Fatal(err)
-		}
-		waitQueued(t, idx, 2)
-		if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("c"), nil); !errors.Is(err, ErrBusy) {
-			t.Errorf("2 sealed reservations at a bound of 2: %v, want 429", err)
-		}
-	}
-}
-
-// waitQueued waits until the informer-fed count of namespace ns reaches n.
-func waitQueued(t *testing.T, idx *release.RevisionIndex, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, _ := idx.QueuedCount("ns")
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queued in ns: %d, want %d", got, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+// relabel merge-patches the Secret of revision 1 of name, as a namespace editor can.
+func (e *env) relabel(name, patch string) {
+	e.t.Helper()
+	if _, err := e.c.CoreV1().Secrets("ns").Patch(ctx(e.t), release.SecretName(name, 1), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
 	}
 }

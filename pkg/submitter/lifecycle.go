@@ -17,6 +17,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -125,7 +126,7 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 		}
 		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
 	}
-	if err := s.admit(req.Namespace); err != nil {
+	if err := s.admit(req.Namespace, user); err != nil {
 		return nil, err
 	}
 	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
@@ -208,16 +209,20 @@ func (s *Service) authorize(ctx context.Context, user *auth.User, namespace stri
 	return events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}, nil
 }
 
-// handOver sends the accepted event bound to its record (the Secret's UID and submit's
-// HMAC over it, events.BindSecret): the reservation is the only API write on the way to
-// the 201. If the send fails, nobody will work on the revision: the request is bound in
-// state tenants cannot write (so a copy of its stored event is never run) and the
+// handOver records the accepted request in the ledger and sends its event bound to its
+// record (the Secret's UID and submit's HMAC over it, events.BindSecret): the reservation
+// and the ledger entry are the API writes on the way to the 201. If either fails, nobody
+// will work on the revision: the request is bound in state tenants cannot write (so a copy
+// of its stored event is never run, and its ledger entry, if any, is cleared) and the
 // reservation is taken back (undo), with a context that survives the client hanging up.
 func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, undo func(context.Context) error) error {
 	if len(s.SigningKey) > 0 {
 		events.BindSecret(&ev, s.SigningKey, uid)
 	}
-	err := s.Sender.Send(ctx, ev)
+	err := s.record(ctx, a)
+	if err == nil {
+		err = s.Sender.Send(ctx, ev)
+	}
 	if err == nil {
 		return nil
 	}
@@ -230,6 +235,15 @@ func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.
 		return fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
 	}
 	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
+}
+
+// record adds the accepted request to the ledger, counted for its namespace and caller.
+func (s *Service) record(ctx context.Context, a events.Action) error {
+	if s.Ledger == nil {
+		return nil
+	}
+	return s.Ledger.Add(ctx, ledger.Entry{RequestID: a.RequestID, Namespace: a.Namespace,
+		Caller: ledger.CallerKey(a.Caller.User), SecretName: a.SecretName})
 }
 
 // bindQueued binds the request of a queued revision about to be failed unrun (a cancel, a

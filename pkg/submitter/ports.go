@@ -9,6 +9,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
@@ -29,8 +30,6 @@ type Store interface {
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
 	// Current is the revision an upgrade starts from: the latest below revision below.
 	Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error)
-	// Queued counts queued reservations in namespace and in total (the admission bound).
-	Queued(namespace string) (inNamespace, total int, err error)
 	// History is the release's revisions, newest first (from the cache when there is one).
 	History(ctx context.Context, namespace, name string) ([]release.Revision, error)
 	// LiveHistory is the release's revisions read from the API server (a cancel's view).
@@ -72,6 +71,14 @@ type Bindings interface {
 	// had bound and never finished.
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
 	MarkDone(ctx context.Context, requestID, outcome string) error
+}
+
+// Ledger is admission's account of accepted, not yet consumed requests (ledger.Ledger).
+type Ledger interface {
+	// Counts is the ledger as it stands for a request of caller (ledger.CallerKey) in namespace.
+	Counts(namespace, caller string) ledger.Counts
+	// Add records an accepted request before its 201.
+	Add(ctx context.Context, e ledger.Entry) error
 }
 
 // Authorizer checks what a user may do (auth.Authorizer).

@@ -23,6 +23,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -39,8 +40,9 @@ var (
 // BusyError is a refusal by the admission bound; RetryAfter is a hint for the client.
 type BusyError struct {
 	Queued, Limit int
-	Scope         string
-	RetryAfter    time.Duration
+	// Scope names the bound (ledger.Refusal.Scope).
+	Scope      string
+	RetryAfter time.Duration
 }
 
 func (e *BusyError) Error() string {
@@ -68,8 +70,11 @@ type Service struct {
 	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
 	SigningKey []byte
 	NewID      func() string
-	// MaxQueued and MaxQueuedPerNamespace bound the revisions accepted and not started yet;
-	// above them a request is refused (429) before anything is reserved. 0: no bound.
+	// Ledger counts the requests accepted and not consumed yet, per tenant, where tenants
+	// cannot write; nil: no admission bound.
+	Ledger Ledger
+	// MaxQueued and MaxQueuedPerNamespace bound them (ledger.Limits); past them a request
+	// is refused (429) before anything is reserved. 0: no bound.
 	MaxQueued, MaxQueuedPerNamespace int
 	// Clock dates what submit records and signs and bounds a supersede's wait (nil: the wall
 	// clock; tests give a fake one).
@@ -237,7 +242,7 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 		}
 		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
 	}
-	if err := s.admit(req.Namespace); err != nil {
+	if err := s.admit(req.Namespace, user); err != nil {
 		return nil, err
 	}
 	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
@@ -347,24 +352,27 @@ func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest,
 	return nil
 }
 
-// admit applies the admission bound on queued revisions, counted from the informer cache.
-func (s *Service) admit(namespace string) error {
-	if s.MaxQueued <= 0 && s.MaxQueuedPerNamespace <= 0 {
+// admit applies the admission bound to the request of user in namespace, from the
+// ledger's counts (docs/design.md, "Tenants and shares").
+func (s *Service) admit(namespace string, user *auth.User) error {
+	if s.Ledger == nil {
 		return nil
 	}
-	inNS, total, err := s.Store.Queued(namespace)
-	if err != nil {
-		return fmt.Errorf("count queued revisions: %w", err)
+	c := s.Ledger.Counts(namespace, ledger.CallerKey(userName(user)))
+	r := ledger.Decide(c, ledger.Limits{Max: s.MaxQueued, PerNamespace: s.MaxQueuedPerNamespace})
+	if r == nil {
+		return nil
 	}
 	// About what an executor slot needs for a small chart; the client retries after it.
 	const retryAfter = 10 * time.Second
-	if s.MaxQueuedPerNamespace > 0 && inNS >= s.MaxQueuedPerNamespace {
-		return &BusyError{Queued: inNS, Limit: s.MaxQueuedPerNamespace, Scope: "in namespace " + namespace, RetryAfter: retryAfter}
+	return &BusyError{Queued: r.Queued, Limit: r.Limit, Scope: r.Scope + " " + namespace, RetryAfter: retryAfter}
+}
+
+func userName(u *auth.User) string {
+	if u == nil {
+		return ""
 	}
-	if s.MaxQueued > 0 && total >= s.MaxQueued {
-		return &BusyError{Queued: total, Limit: s.MaxQueued, Scope: "in the cluster", RetryAfter: retryAfter}
-	}
-	return nil
+	return u.Name
 }
 
 func (s *Service) newID() string {

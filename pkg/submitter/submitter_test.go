@@ -21,6 +21,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chartref"
 	"github.com/async-helm/async-helm/pkg/chartsource"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
@@ -71,24 +72,15 @@ func (a *authz) Check(_ context.Context, u *auth.User, needs ...auth.Need) error
 	return nil
 }
 
-// queued is an index answering the admission count (namespace "ns" has ns, all total).
-type queued struct{ ns, total int }
+// counted is a ledger that always counts c and records nothing.
+type counted struct{ c ledger.Counts }
 
-// ByIndex is what Store.Queued reads (IndexKeys sorted the keys, too slow under load).
-func (q queued) ByIndex(_, value string) ([]any, error) {
-	keys, _ := q.IndexKeys("", value)
-	return make([]any, len(keys)), nil
-}
-func (q queued) IndexKeys(index, value string) ([]string, error) {
-	n := q.total
-	if value == "ns" {
-		n = q.ns
-	}
-	return make([]string, n), nil
-}
+func (l counted) Counts(string, string) ledger.Counts   { return l.c }
+func (counted) Add(context.Context, ledger.Entry) error { return nil }
 
 type env struct {
 	t      *testing.T
+	nss    cache.Indexer
 	c      *fakekube.Cluster
 	store  *release.Store
 	sender *sender
@@ -103,7 +95,7 @@ func newEnv(t *testing.T) *env {
 	_ = nss.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}})
 	tiny := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
 		Schema: []byte(`{"type":"object","properties":{"replicas":{"type":"integer"}}}`)}
-	e := &env{t: t, c: c, sender: &sender{}, store: &release.Store{Client: c, Metadata: c.Metadata(), Clock: clock}}
+	e := &env{t: t, nss: nss, c: c, sender: &sender{}, store: &release.Store{Client: c, Metadata: c.Metadata(), Clock: clock}}
 	e.svc = &Service{Store: e.store, Charts: charts{"https://charts.example/tiny.tgz": tiny}, Sender: e.sender,
 		Namespaces: corelisters.NewNamespaceLister(nss), SigningKey: key, Clock: clock,
 		NewID: func() string { return "req-1" },
@@ -202,11 +194,11 @@ func TestSubmitRefusals(t *testing.T) {
 		}, release.ErrPending},
 		{"upgrade of nothing", release.ActionUpgrade, func() api.ReleaseRequest { return install("web") }, nil, release.ErrNotFound},
 		{"queue full in the namespace", release.ActionInstall, func() api.ReleaseRequest { return install("web") }, func(e *env) {
-			e.store.Revisions = queued{ns: 2, total: 2}
+			e.svc.Ledger = counted{ledger.Counts{Namespace: 2, Total: 2, Namespaces: 1}}
 			e.svc.MaxQueuedPerNamespace, e.svc.MaxQueued = 2, 10
 		}, ErrBusy},
 		{"queue full in the cluster", release.ActionInstall, func() api.ReleaseRequest { return install("web") }, func(e *env) {
-			e.store.Revisions = queued{ns: 0, total: 10}
+			e.svc.Ledger = counted{ledger.Counts{Total: 20, Namespaces: 2}}
 			e.svc.MaxQueuedPerNamespace, e.svc.MaxQueued = 2, 10
 		}, ErrBusy},
 	} {
@@ -228,26 +220,29 @@ func TestSubmitRefusals(t *testing.T) {
 	}
 }
 
-func TestAdmission(t *testing.T) {
+// The refusal names its bound, says nothing was reserved and gives Retry-After (the
+// decision itself: ledger.Decide's table).
+func TestAdmissionRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
-		q               queued
-		maxNS, maxAll   int
+		c               ledger.Counts
 		busy            bool
 		scope           string
 		queuedN, limitN int
 	}{
-		{"no bound", queued{5000, 5000}, 0, 0, false, "", 0, 0},
-		{"below both", queued{1, 5}, 2, 10, false, "", 0, 0},
-		{"namespace at its bound", queued{2, 5}, 2, 10, true, "in namespace ns", 2, 2},
-		{"cluster at its bound", queued{1, 10}, 2, 10, true, "in the cluster", 10, 10},
-		{"only a cluster bound", queued{100, 9}, 0, 10, false, "", 0, 0},
+		{"below both", ledger.Counts{Total: 5, Namespace: 1, Namespaces: 2}, false, "", 0, 0},
+		{"namespace at its bound", ledger.Counts{Total: 5, Namespace: 2, Namespaces: 2}, true, "in the namespace ns", 2, 2},
+		{"namespace over its share", ledger.Counts{Total: 10, Namespace: 6, Namespaces: 2}, true, "of the namespace, over its share ns", 6, 5},
+		{"cluster at its ceiling", ledger.Counts{Total: 20, Namespace: 0, Namespaces: 3}, true, "in the cluster ns", 20, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.store.Revisions = tc.q
-			e.svc.MaxQueuedPerNamespace, e.svc.MaxQueued = tc.maxNS, tc.maxAll
-			err := e.svc.admit("ns")
+			e.svc.Ledger = counted{tc.c}
+			e.svc.MaxQueuedPerNamespace, e.svc.MaxQueued = 2, 10
+			if tc.name != "namespace at its bound" {
+				e.svc.MaxQueuedPerNamespace = 0
+			}
+			err := e.svc.admit("ns", nil)
 			var busy *BusyError
 			if got := errors.As(err, &busy); got != tc.busy {
 				t.Fatalf("admit: %v", err)

@@ -1,0 +1,205 @@
+package ledger
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// Book counts the ledger in memory, fed by the watch of entries and consumed records
+// (Watch): admission reads it in O(1) and a queue position in O(log n). An entry counts
+// from when it is seen (or added here) until its consumed record is seen, it is deleted,
+// or it is older than TTL (past the queue deadline the sweeper fails what never started).
+type Book struct {
+	// TTL bounds how long an entry counts (0: for ever).
+	TTL time.Duration
+	// Clock is the time of TTL and of the drain rates (nil: the wall clock).
+	Clock clock.PassiveClock
+
+	mu       sync.Mutex
+	entries  map[string]*item    // request hash -> entry seen
+	consumed map[string]struct{} // request hashes with a consumed record
+	ns       map[string]*tenant  // per namespace: its queue and drain rate
+	callers  map[string]int      // per caller key ("" not counted): entries counting
+	total    int
+	active   int      // namespaces with entries counting
+	stale    []string // entry names to delete (consumed or expired), for the cleaner
+}
+
+type item struct {
+	e       Entry
+	counted bool
+	cleared bool // consumed or expired: never counts again
+}
+
+type tenant struct {
+	order   queueOrder
+	drained drainRate
+}
+
+// NewBook builds an empty book.
+func NewBook(ttl time.Duration, c clock.PassiveClock) *Book {
+	return &Book{TTL: ttl, Clock: c, entries: map[string]*item{}, consumed: map[string]struct{}{},
+		ns: map[string]*tenant{}, callers: map[string]int{}}
+}
+
+func (b *Book) now() time.Time { return wallclock.Or(b.Clock).Now() }
+
+// Added records an entry (seen by the watch, or just written by this replica).
+func (b *Book) Added(e Entry) {
+	h, _ := hashOf(Name(e.RequestID))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.entries[h]; ok {
+		return // entries are never rewritten: the first sight stands
+	}
+	it := &item{e: e}
+	b.entries[h] = it
+	_, done := b.consumed[h]
+	if done || b.expired(e, b.now()) {
+		b.clear(h, it, false)
+		return
+	}
+	it.counted = true
+	b.total++
+	if e.Caller != "" {
+		b.callers[e.Caller]++
+	}
+	t := b.tenant(e.Namespace)
+	if len(t.order.sorted) == 0 {
+		b.active++
+	}
+	t.order.insert(e)
+}
+
+// Removed forgets the entry of Lease name (deleted).
+func (b *Book) Removed(name string) {
+	h, ok := hashOf(name)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if it, ok := b.entries[h]; ok {
+		b.uncount(it)
+		delete(b.entries, h)
+	}
+}
+
+// Consumed records that the request of consumed record name was consumed: its entry, if
+// any, stops counting and is deleted.
+func (b *Book) Consumed(name string) {
+	h, ok := hashOf(name)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.consumed[h] = struct{}{}
+	if it, ok := b.entries[h]; ok {
+		b.clear(h, it, true)
+	}
+}
+
+// Pruned forgets a consumed record that was deleted (consumed.Store.Prune).
+func (b *Book) Pruned(name string) {
+	if h, ok := hashOf(name); ok {
+		b.mu.Lock()
+		delete(b.consumed, h)
+		b.mu.Unlock()
+	}
+}
+
+// clear stops it counting for good and queues its Lease for deletion; drained says it
+// left its queue by being consumed (the drain rate of its namespace).
+func (b *Book) clear(h string, it *item, drained bool) {
+	if it.cleared {
+		return
+	}
+	if drained && it.counted {
+		b.tenant(it.e.Namespace).drained.add(b.now())
+	}
+	b.uncount(it)
+	it.cleared = true
+	b.stale = append(b.stale, namePrefix+h)
+}
+
+func (b *Book) uncount(it *item) {
+	if !it.counted {
+		return
+	}
+	it.counted = false
+	b.total--
+	if c := it.e.Caller; c != "" {
+		if b.callers[c]--; b.callers[c] <= 0 {
+			delete(b.callers, c)
+		}
+	}
+	t := b.ns[it.e.Namespace]
+	t.order.remove(it.e)
+	if len(t.order.sorted) == 0 {
+		b.active--
+	}
+}
+
+func (b *Book) tenant(ns string) *tenant {
+	t, ok := b.ns[ns]
+	if !ok {
+		t = &tenant{}
+		b.ns[ns] = t
+	}
+	return t
+}
+
+func (b *Book) expired(e Entry, now time.Time) bool {
+	return b.TTL > 0 && now.Sub(e.At) > b.TTL
+}
+
+// Expire stops counting the entries older than TTL and returns the names of the Leases
+// to delete (consumed or expired), taking them from the book.
+func (b *Book) Expire() []string {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for h, it := range b.entries {
+		if !it.cleared && b.expired(it.e, now) {
+			b.clear(h, it, false)
+		}
+	}
+	for ns, t := range b.ns {
+		if len(t.order.sorted) == 0 && t.drained.old(now) {
+			delete(b.ns, ns)
+		}
+	}
+	stale := b.stale
+	b.stale = nil
+	return stale
+}
+
+// Counts is what Decide needs for a request of caller (CallerKey) in namespace.
+func (b *Book) Counts(namespace, caller string) Counts {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := Counts{Total: b.total, Namespaces: b.active, Callers: len(b.callers)}
+	if t, ok := b.ns[namespace]; ok && len(t.order.sorted) > 0 {
+		c.Namespace = len(t.order.sorted)
+	} else {
+		c.Namespaces++
+	}
+	if caller != "" {
+		if c.Caller = b.callers[caller]; c.Caller == 0 {
+			c.Callers++
+		}
+	}
+	return c
+}
+
+// retry queues the deletion of Lease name again (a delete that failed).
+func (b *Book) retry(name string) {
+	b.mu.Lock()
+	b.stale = append(b.stale, name)
+	b.mu.Unlock()
+}

@@ -1,0 +1,127 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// Ledger is the ledger as submit uses it: the Store it writes and the Book it counts.
+type Ledger struct {
+	Store *Store
+	Book  *Book
+	// Clock dates the entries (nil: the wall clock); the Book has its own.
+	Clock clock.WithTicker
+	// CleanEvery is how often consumed and expired entries are deleted (default 30 s).
+	CleanEvery time.Duration
+}
+
+// Add writes the entry and counts it at once in this replica (the watch brings it to the
+// others).
+func (l *Ledger) Add(ctx context.Context, e Entry) error {
+	if e.At.IsZero() {
+		e.At = wallclock.Or(l.Clock).Now()
+	}
+	if err := l.Store.Add(ctx, e); err != nil {
+		return err
+	}
+	l.Book.Added(e)
+	return nil
+}
+
+// Counts is Book.Counts.
+func (l *Ledger) Counts(namespace, caller string) Counts { return l.Book.Counts(namespace, caller) }
+
+// Run watches the entries and the consumed records into the Book until they are listed,
+// and deletes consumed and expired entries every CleanEvery until ctx ends.
+func (l *Ledger) Run(ctx context.Context) error {
+	var synced []cache.InformerSynced
+	for _, w := range []struct {
+		label       string
+		add, delete func(metav1.Object)
+	}{
+		{Label, l.added, func(m metav1.Object) { l.Book.Removed(m.GetName()) }},
+		{consumed.Label, func(m metav1.Object) { l.Book.Consumed(m.GetName()) }, func(m metav1.Object) { l.Book.Pruned(m.GetName()) }},
+	} {
+		f := informers.NewSharedInformerFactoryWithOptions(l.Store.Client, 0, informers.WithNamespace(l.Store.ns()),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = w.label + "=true" }))
+		inf := f.Coordination().V1().Leases().Informer()
+		reg, err := inf.AddEventHandler(handler(w.label, w.add, w.delete))
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", w.label, err)
+		}
+		synced = append(synced, reg.HasSynced)
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("the ledger's watch did not sync: %w", ctx.Err())
+	}
+	go l.clean(ctx)
+	return nil
+}
+
+func (l *Ledger) added(m metav1.Object) {
+	if e, ok := fromMeta(m); ok {
+		l.Book.Added(e)
+	}
+}
+
+// handler calls add for the Leases labelled label and delete for those gone; an update
+// is an add (entries and consumed records are named for their request, and only their
+// presence counts).
+func handler(label string, add, del func(metav1.Object)) cache.ResourceEventHandler {
+	meta := func(obj any) (metav1.Object, bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		l, ok := obj.(*coordinationv1.Lease)
+		return l, ok && l.Labels[label] == "true"
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { onMeta(obj, meta, add) },
+		UpdateFunc: func(_, obj any) { onMeta(obj, meta, add) },
+		DeleteFunc: func(obj any) { onMeta(obj, meta, del) },
+	}
+}
+
+func onMeta(obj any, meta func(any) (metav1.Object, bool), f func(metav1.Object)) {
+	if m, ok := meta(obj); ok {
+		f(m)
+	}
+}
+
+// clean deletes the entries the Book no longer counts, every CleanEvery.
+func (l *Ledger) clean(ctx context.Context) {
+	every := l.CleanEvery
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	t := wallclock.Or(l.Clock).NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			l.deleteStale(ctx)
+		}
+	}
+}
+
+// deleteStale deletes what the Book cleared; a failed delete is tried again next time.
+func (l *Ledger) deleteStale(ctx context.Context) {
+	for _, name := range l.Book.Expire() {
+		if err := l.Store.Delete(ctx, name); err != nil {
+			l.Book.retry(name)
+		}
+	}
+}
