@@ -77,6 +77,9 @@ func (f *Function) Start(ctx context.Context) error {
 	// Admission counts the ledger, in async-helm's namespace, per tenant.
 	books := &ledger.Ledger{Store: &ledger.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 		Book: ledger.NewBook(f.cfg.QueueDeadline+f.cfg.LedgerGrace, nil)}
+	if err := books.ClearDeletedNamespaces(inf.Core().V1().Namespaces().Informer()); err != nil {
+		return err
+	}
 	inf.Start(ctx.Done())
 	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
 		if !ok {

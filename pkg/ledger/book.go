@@ -203,3 +203,15 @@ func (b *Book) retry(name string) {
 	b.stale = append(b.stale, name)
 	b.mu.Unlock()
 }
+
+// NamespaceGone stops counting the entries of a deleted namespace: their work can never
+// run (its reservations went with it), and the sweeper fails nothing there.
+func (b *Book) NamespaceGone(ns string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for h, it := range b.entries {
+		if it.e.Namespace == ns {
+			b.clear(h, it, false)
+		}
+	}
+}

@@ -24,6 +24,7 @@ type step struct {
 	consumed string // request id whose consumed record was seen
 	removed  string // request id whose entry was deleted
 	pruned   string // request id whose consumed record was pruned
+	gone     string // namespace deleted
 	advance  time.Duration
 }
 
@@ -37,6 +38,8 @@ func (s step) apply(b *Book, c *testingclock.FakeClock) {
 		b.Removed(Name(s.removed))
 	case s.pruned != "":
 		b.Pruned(consumed.LeaseName(s.pruned))
+	case s.gone != "":
+		b.NamespaceGone(s.gone)
 	}
 	c.Step(s.advance)
 }
@@ -66,6 +69,7 @@ func TestBookCounts(t *testing.T) {
 		{"deleted", []step{add(a1), add(a2), {removed: "r1"}}, "a2", "a", Counts{Total: 1, Namespace: 1, Caller: 1, Namespaces: 1, Callers: 1}, nil},
 		{"past the TTL: out, and its Lease to delete", []step{add(a1), {advance: time.Hour}, add(b1), {advance: time.Second}}, "b1", "b", Counts{Total: 1, Namespace: 1, Caller: 1, Namespaces: 1, Callers: 1}, []string{Name("r1")}},
 		{"seen already past the TTL", []step{{advance: 2 * time.Hour}, add(a1)}, "a1", "a", Counts{Namespaces: 1, Callers: 1}, []string{Name("r1")}},
+		{"its namespace deleted: out, and its Lease to delete", []step{add(a1), add(a2), {gone: "a1"}}, "a2", "a", Counts{Total: 1, Namespace: 1, Caller: 1, Namespaces: 1, Callers: 1}, []string{Name("r1")}},
 		{"a service account is its namespace's caller", []step{add(entry("r5", "n", CallerKey("system:serviceaccount:n:one"), 0))}, "n", CallerKey("system:serviceaccount:n:two"), Counts{Total: 1, Namespace: 1, Caller: 1, Namespaces: 1, Callers: 1}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -125,3 +125,20 @@ func (l *Ledger) deleteStale(ctx context.Context) {
 		}
 	}
 }
+
+// ClearDeletedNamespaces has the Book forget the entries of each namespace namespaces (an
+// informer of Namespaces) reports deleted.
+func (l *Ledger) ClearDeletedNamespaces(namespaces cache.SharedInformer) error {
+	_, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			l.Book.NamespaceGone(m.GetName())
+		}
+	}})
+	if err != nil {
+		return fmt.Errorf("watch namespaces for the ledger: %w", err)
+	}
+	return nil
+}
