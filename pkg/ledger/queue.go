@@ -139,3 +139,17 @@ func (b *Book) QueuePosition(namespace, secretName string) (Position, bool) {
 	}
 	return p, true
 }
+
+// Pending is the request accepted last for the revision secretName of namespace and not
+// consumed yet: what a cancel binds when the Secret no longer names it (a tenant may strip
+// the stored event and the request-id label, not this).
+func (b *Book) Pending(namespace, secretName string) (requestID string, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.ns[namespace]
+	if !ok {
+		return "", false
+	}
+	k, ok := t.order.secret[secretName]
+	return k.id, ok
+}

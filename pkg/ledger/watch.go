@@ -41,6 +41,11 @@ func (l *Ledger) Add(ctx context.Context, e Entry) error {
 // Counts is Book.Counts.
 func (l *Ledger) Counts(namespace, caller string) Counts { return l.Book.Counts(namespace, caller) }
 
+// Pending is Book.Pending.
+func (l *Ledger) Pending(namespace, secretName string) (string, bool) {
+	return l.Book.Pending(namespace, secretName)
+}
+
 // Run watches the entries and the consumed records into the Book until they are listed,
 // and deletes consumed and expired entries every CleanEvery until ctx ends.
 func (l *Ledger) Run(ctx context.Context) error {

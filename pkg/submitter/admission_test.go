@@ -141,3 +141,24 @@ func (e *env) relabel(name, patch string) {
 		e.t.Fatal(err)
 	}
 }
+
+// A namespace editor strips the stored event, the request-id label and the seal of its
+// queued reservation just before a cancel (to put them back after it): nothing on the
+// Secret named the request, so it was not bound cancelled, and ran once they were back.
+// The ledger names it: the cancel binds it.
+func TestCancelBindsTheRequestTheLedgerNames(t *testing.T) {
+	e, _ := ledgerEnv(t, 0, 0)
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
+	acc, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.relabel("web", `{"metadata":{"labels":{"`+release.LabelRequestID+`":null,"`+release.LabelSeal+`":null}},"data":{"`+release.DataEvent+`":null}}`)
+	if out, err := e.svc.Cancel(ctx(t), "ns", "web", &auth.User{Name: "alice"}); err != nil || out.Status != "failed" {
+		t.Fatalf("cancel: %+v, %v", out, err)
+	}
+	r, err := e.svc.Bindings.Lookup(ctx(t), acc.RequestID)
+	if err != nil || r == nil || r.Outcome != consumed.OutcomeCancelled || r.SecretUID != acc.Secret.UID {
+		t.Errorf("the stripped request after the cancel: %+v, %v; want bound cancelled to its reservation", r, err)
+	}
+}

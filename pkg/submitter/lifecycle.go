@@ -299,12 +299,27 @@ func (s *Service) cancelledRequests(ctx context.Context, rev release.Revision) (
 	}
 	id := kept.Labels[release.LabelRequestID]
 	meta := &metav1.ObjectMeta{Namespace: rev.Namespace, Name: rev.SecretName, Labels: kept.Labels}
-	if id != "" && (len(out) == 0 || out[0].RequestID != id) && release.Sealed(s.SigningKey, meta) {
-		action, _ := release.PendingAction(rev.Status) // only a record: the outcome is what counts
-		out = append(out, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
-			Revision: rev.Version, SecretName: rev.SecretName, RequestID: id})
+	if id != "" && release.Sealed(s.SigningKey, meta) {
+		out = withRequest(out, rev, id)
+	}
+	if s.Ledger != nil { // what submit accepted for this Secret, whatever the tenant stripped
+		if id, ok := s.Ledger.Pending(rev.Namespace, rev.SecretName); ok {
+			out = withRequest(out, rev, id)
+		}
 	}
 	return out, kept.UID, nil
+}
+
+// withRequest adds request id of rev to out unless it is there already.
+func withRequest(out []events.Action, rev release.Revision, id string) []events.Action {
+	for _, a := range out {
+		if a.RequestID == id {
+			return out
+		}
+	}
+	action, _ := release.PendingAction(rev.Status) // only a record: the outcome is what counts
+	return append(out, events.Action{Action: action, Namespace: rev.Namespace, Name: rev.Name,
+		Revision: rev.Version, SecretName: rev.SecretName, RequestID: id})
 }
 
 // storedRequest is the accepted request of a stored event, if submit signed it and it

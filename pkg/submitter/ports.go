@@ -79,6 +79,8 @@ type Ledger interface {
 	Counts(namespace, caller string) ledger.Counts
 	// Add records an accepted request before its 201.
 	Add(ctx context.Context, e ledger.Entry) error
+	// Pending is the request accepted last for a revision's Secret and not consumed yet.
+	Pending(namespace, secretName string) (requestID string, ok bool)
 }
 
 // Authorizer checks what a user may do (auth.Authorizer).

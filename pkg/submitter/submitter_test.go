@@ -77,6 +77,7 @@ type counted struct{ c ledger.Counts }
 
 func (l counted) Counts(string, string) ledger.Counts   { return l.c }
 func (counted) Add(context.Context, ledger.Entry) error { return nil }
+func (counted) Pending(string, string) (string, bool)   { return "", false }
 
 type env struct {
 	t      *testing.T
