@@ -36,7 +36,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testsink"
 	"github.com/async-helm/async-helm/internal/teststack"
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/chartrepos"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 

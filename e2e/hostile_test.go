@@ -29,7 +29,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/chartrepos"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/internal/operator"
-	"github.com/async-helm/async-helm/pkg/chartrepos"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"

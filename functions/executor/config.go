@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 )
 

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
-	"github.com/async-helm/async-helm/pkg/chartrepos"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/executor"
 	"github.com/async-helm/async-helm/pkg/function"

@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 )
 

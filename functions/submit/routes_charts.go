@@ -14,8 +14,8 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
-	"github.com/async-helm/async-helm/pkg/chartrepos"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/submitter"

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/chartrepos"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )

@@ -3,7 +3,7 @@ package api
 import (
 	"fmt"
 
-	"github.com/async-helm/async-helm/pkg/chartref"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
 // validateNoRepo checks noRepo and basic_auth_secret_name: a noRepo chart is a chart_url

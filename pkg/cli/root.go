@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 
-	"github.com/async-helm/async-helm/pkg/chartref"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
 // EnvServer names submit's URL when --server is not given.

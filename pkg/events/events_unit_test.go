@@ -17,7 +17,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/chartref"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/async-helm/async-helm/pkg/chartref"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/async-helm/async-helm/internal/fakekube"
 	"github.com/async-helm/async-helm/internal/testwait"
-	"github.com/async-helm/async-helm/pkg/chartref"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )

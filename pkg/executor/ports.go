@@ -8,8 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/async-helm/async-helm/pkg/chartref"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"

@@ -6,8 +6,8 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/chartref"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )

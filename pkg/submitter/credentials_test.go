@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/async-helm/async-helm/pkg/chartref"
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"helm.sh/helm/v3/pkg/chart"
 
 	"github.com/async-helm/async-helm/pkg/auth"

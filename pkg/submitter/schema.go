@@ -10,7 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/util/cache"
 
-	"github.com/async-helm/async-helm/pkg/chartsource"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 

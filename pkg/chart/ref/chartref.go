@@ -1,0 +1,151 @@
+// Package ref is how a request names a chart: an archive URL (http, https, oci) or the
+// console's index entry "<chart>--<repository>". It only parses; package chartsource fetches.
+package ref
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// ErrInvalid is a reference that cannot name a chart.
+var ErrInvalid = errors.New("invalid chart reference")
+
+// Ref names a chart the way the console does.
+type Ref struct {
+	URL        string `json:"url,omitempty"`
+	Version    string `json:"version,omitempty"`
+	IndexEntry string `json:"indexEntry,omitempty"`
+	// Namespace is where the chart is used: its project chart repositories (and their
+	// credentials) are the ones an index entry or a URL under them resolves with.
+	Namespace string `json:"namespace,omitempty"`
+	// NoRepo is the console's noRepo: URL is fetched as it is, outside every chart
+	// repository (no repository's credentials go with it), and the release records it as
+	// the console does (chart_url, installation: url_install).
+	NoRepo bool `json:"noRepo,omitempty"`
+	// AuthSecret names a Secret of Namespace whose keys username and password are the basic
+	// auth of the fetch (the console's basic_auth_secret_name), read for the caller only.
+	AuthSecret string `json:"authSecret,omitempty"`
+}
+
+// String names the chart for messages and logs, with any credentials of its URL redacted.
+func (r Ref) String() string {
+	if r.IndexEntry != "" {
+		return r.IndexEntry + "@" + r.Version
+	}
+	return Redact(r.URL)
+}
+
+// Redacted stands where credentials were.
+const Redacted = "REDACTED"
+
+// Redact removes the credentials (user and password) of every URL in s, a URL or any text
+// holding URLs (an error, a failure reason, a log line): a chart or repository URL may carry
+// them (https://user:pass@host/...). The userinfo is everything from "://" to the last "@"
+// before the authority ends ("/", "?", "#", a quote, "<", ">" or a line break): a password
+// may hold "@" or a space (a URL that does not parse, quoted by url.Parse's error). In plain
+// text that may redact more than the userinfo, never less.
+func Redact(s string) string {
+	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, "/?#\"'<>\n\r")
+		if end < 0 {
+			end = len(s)
+		}
+		if at := strings.LastIndex(s[:end], "@"); at >= 0 {
+			b.WriteString(Redacted)
+			s = s[at:]
+		}
+	}
+}
+
+// RedactError is err with the credentials of the URLs in its message redacted; errors.Is
+// and errors.As still see err.
+func RedactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if red := Redact(msg); red != msg {
+		return &redactedError{msg: red, err: err}
+	}
+	return err
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// Validate checks the syntax of a reference.
+func (r Ref) Validate() error {
+	if r.NoRepo || r.AuthSecret != "" {
+		return r.validateNoRepo()
+	}
+	if r.URL != "" {
+		u, err := url.Parse(r.URL)
+		if err != nil {
+			// url.Parse's error quotes the URL, credentials included: not shown.
+			return fmt.Errorf("%w: %q is not a valid URL", ErrInvalid, Redact(r.URL))
+		}
+		switch u.Scheme {
+		case "http", "https", "oci":
+		default:
+			return fmt.Errorf("%w: %q: scheme must be http, https or oci", ErrInvalid, Redact(r.URL))
+		}
+		if u.Host == "" {
+			return fmt.Errorf("%w: %q: no host", ErrInvalid, Redact(r.URL))
+		}
+		return nil
+	}
+	if _, _, err := SplitIndexEntry(r.IndexEntry); err != nil {
+		return err
+	}
+	return nil
+}
+
+// IndexEntry is the console's name of a chart in a repository, "<chart>--<repository>":
+// the only place that builds it (SplitIndexEntry the only one that reads it).
+func IndexEntry(chartName, repoName string) string { return chartName + "--" + repoName }
+
+// SplitIndexEntry reads the console's "<chart>--<repository>" form.
+func SplitIndexEntry(e string) (chartName, repoName string, err error) {
+	i := strings.LastIndex(e, "--")
+	if i <= 0 || i+2 >= len(e) {
+		return "", "", fmt.Errorf("%w: index entry %q: want <chart>--<repository>", ErrInvalid, e)
+	}
+	return e[:i], e[i+2:], nil
+}
+
+// validateNoRepo checks a chart outside any repository or fetched with a basic auth
+// Secret: an archive URL only (the console's rule), a Secret's name, and the namespace
+// the Secret is read from.
+func (r Ref) validateNoRepo() error {
+	if r.IndexEntry != "" {
+		return fmt.Errorf("%w: noRepo and basic_auth_secret_name name a chart by chart_url, not by indexEntry", ErrInvalid)
+	}
+	if err := CheckArchiveURL(r.URL); err != nil {
+		return err
+	}
+	if err := CheckAuthSecret(r.AuthSecret, false); err != nil {
+		return err
+	}
+	if r.AuthSecret != "" && r.Namespace == "" {
+		return fmt.Errorf("%w: basic_auth_secret_name %q needs the namespace it is read from", ErrInvalid, r.AuthSecret)
+	}
+	return nil
+}

@@ -1,0 +1,577 @@
+// Package repos keeps the chart repositories each namespace sees, as the OpenShift
+// console does: the enabled HelmChartRepository objects (cluster-scoped, credentials in
+// openshift-config), the namespace's ProjectHelmChartRepository objects (credentials in
+// their own namespace), and CHART_REPOSITORIES. It serves their merged index
+// (helm.openshift.io/v1beta1 objects read over unstructured: async-helm does not depend on
+// openshift/api) from a cache refreshed in the background, keyed "<chart>--<repo>".
+package repos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+	"helm.sh/helm/v3/pkg/repo"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+)
+
+// The console's chart repository resources.
+var (
+	ClusterGVR = schema.GroupVersionResource{Group: "helm.openshift.io", Version: "v1beta1", Resource: "helmchartrepositories"}
+	ProjectGVR = schema.GroupVersionResource{Group: "helm.openshift.io", Version: "v1beta1", Resource: "projecthelmchartrepositories"}
+)
+
+// ConfigNamespace holds the CA ConfigMaps and TLS Secrets of cluster repositories.
+const ConfigNamespace = "openshift-config"
+
+// Keys of the referenced objects, as openshift/api documents them.
+const (
+	KeyCABundle = "ca-bundle.crt"
+	KeyTLSCert  = "tls.crt"
+	KeyTLSKey   = "tls.key"
+	KeyUsername = "username"
+	KeyPassword = "password"
+)
+
+// Scope says where a repository comes from.
+type Scope string
+
+const (
+	ScopeEnv     Scope = "env"     // CHART_REPOSITORIES
+	ScopeCluster Scope = "cluster" // HelmChartRepository
+	ScopeProject Scope = "project" // ProjectHelmChartRepository
+)
+
+// Repo is one configured repository.
+type Repo struct {
+	chartsource.Repository
+	Scope     Scope
+	Namespace string // of a project repository
+	// DisplayName and Description are spec.name and spec.description.
+	DisplayName, Description string
+	Disabled                 bool
+}
+
+// id names a repository's configuration in the index cache: a changed URL or credentials
+// make a new entry (fetched on the next refresh).
+func (r Repo) id() string {
+	h := sha256.New()
+	for _, b := range [][]byte{[]byte(r.Scope), []byte(r.Namespace), []byte(r.Name), []byte(r.URL),
+		[]byte(r.Username), []byte(r.Password), r.CA, r.CertPEM, r.KeyPEM} {
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cacheKey is id with the scope in front (a refresh keeps project entries it does not fetch).
+func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
+
+// owner is whose share of the index fetches r's take (chartsource.FetchSlots): its namespace's for a
+// project repository, the cluster's administrators' ("") otherwise.
+func (r Repo) owner() string {
+	if r.Scope != ScopeProject {
+		return ""
+	}
+	return chartsource.NamespaceOwner(r.Namespace)
+}
+
+// Set is the repositories of the cluster and of CHART_REPOSITORIES, with their indexes.
+type Set struct {
+	Dynamic dynamic.Interface
+	Client  kubernetes.Interface
+	// Env are CHART_REPOSITORIES (name -> URL) and the credentials of CHART_REPOSITORY_SECRETS.
+	Env      map[string]string
+	EnvCreds map[string]chartsource.Credentials
+	// Source fetches indexes (address policy, size bound, credentials).
+	Source *chartsource.Source
+	// Refresh is how often every index is fetched again (default 5m); a change of a
+	// repository object refreshes at once.
+	Refresh time.Duration
+	// CredentialsTTL is how long a CA, certificate or password read from the cluster is
+	// reused (default 1m): rotated credentials are picked up within it; a failed read is
+	// retried after 5 s at most.
+	CredentialsTTL time.Duration
+	// FetchTimeout bounds the fetch of one index (default 30s).
+	FetchTimeout time.Duration
+	// KubeVersion is the cluster's version, for onlyCompatible.
+	KubeVersion string
+	// NoIndex keeps no index cache (the executor only resolves repositories).
+	NoIndex bool
+	// IndexCacheBytes bounds the parsed indexes kept (estimated; default 64 MiB), least
+	// recently used out; MaxIndexCost bounds one (default 32 MiB): a larger index is not
+	// kept and is named in the index's warning.
+	IndexCacheBytes, MaxIndexCost int64
+	Log                           *zap.SugaredLogger
+
+	cluster, project cache.GenericLister
+	kick             chan struct{}
+	refreshed        chan struct{} // closed after the first refresh
+
+	indexes *indexCache // by cacheKey
+	// flights are the fetches of cache misses, one per cacheKey.
+	flights singleflight.Group
+	// slots bound the index fetches of the refresh, the misses and the refetches together.
+	slots *chartsource.FetchSlots
+	// refetching are the cache keys of project repositories being fetched again.
+	refetching sync.Map
+
+	mu    sync.RWMutex
+	creds map[string]credsEntry
+	// refreshes counts finished refreshes (tests wait on it).
+	refreshes int
+}
+
+type credsEntry struct {
+	value []byte
+	err   error
+	at    time.Time
+}
+
+// Start watches the repository objects and refreshes indexes until ctx ends. Resources the
+// cluster does not serve (the CRDs are not installed) are skipped with a warning: only
+// CHART_REPOSITORIES are seen then, as the console sees no repositories.
+func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) error {
+	if s.Log == nil {
+		s.Log = zap.NewNop().Sugar()
+	}
+	s.kick = make(chan struct{}, 1)
+	s.refreshed = make(chan struct{})
+	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
+	s.slots = s.Source.Slots()
+	s.creds = map[string]credsEntry{}
+	served := map[string]bool{}
+	if disc != nil {
+		if list, err := disc.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String()); err == nil {
+			for _, r := range list.APIResources {
+				served[r.Name] = true
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("discover %s: %w", ClusterGVR.GroupVersion(), err)
+		}
+	}
+	if s.Dynamic != nil {
+		inf := dynamicinformer.NewDynamicSharedInformerFactory(s.Dynamic, 0)
+		onChange := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.Kick() },
+			UpdateFunc: func(any, any) { s.Kick() },
+			DeleteFunc: func(any) { s.Kick() },
+		}
+		for _, g := range []struct {
+			gvr    schema.GroupVersionResource
+			lister *cache.GenericLister
+		}{{ClusterGVR, &s.cluster}, {ProjectGVR, &s.project}} {
+			if disc != nil && !served[g.gvr.Resource] {
+				s.Log.Warnw("chart repository resource not served; install config/crds or use OpenShift", "resource", g.gvr.String())
+				continue
+			}
+			gi := inf.ForResource(g.gvr)
+			if _, err := gi.Informer().AddEventHandler(onChange); err != nil {
+				return err
+			}
+			*g.lister = gi.Lister()
+		}
+		inf.Start(ctx.Done())
+		for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("cache of %v did not sync", typ)
+			}
+		}
+	}
+	if s.NoIndex {
+		close(s.refreshed)
+		return nil
+	}
+	go s.loop(ctx)
+	return nil
+}
+
+// Kick asks for a refresh of every index now.
+func (s *Set) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Set) loop(ctx context.Context) {
+	tick := time.NewTicker(s.refreshEvery())
+	defer tick.Stop()
+	first := true
+	for {
+		s.refresh(ctx)
+		if first {
+			close(s.refreshed)
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.kick:
+			// Objects often change in bursts (an apply of several): take them together.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// refresh fetches the indexes of the cluster's repositories and CHART_REPOSITORIES, within
+// the bound every index fetch shares (Set.slots), and drops the indexes of those that are
+// gone. Project repositories are fetched on use only (Index): a tenant's repository
+// objects cost nothing until someone who works in that namespace asks for its index, and
+// their credentials are never read without such a request.
+func (s *Set) refresh(ctx context.Context) {
+	all := s.admins(ctx)
+	results := make([]*fetched, len(all))
+	var wg sync.WaitGroup
+	for i, r := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// As long as it takes: a refresh skips no repository (its goroutines are one
+			// per administrators' repository, not per request).
+			release, err := s.slots.Acquire(ctx, r.owner())
+			if err != nil {
+				results[i] = &fetched{err: fmt.Errorf("refresh of chart repository %q: %w", r.Name, err), at: time.Now(), busy: true}
+				return
+			}
+			defer release()
+			results[i] = s.fetch(ctx, r)
+		}()
+	}
+	wg.Wait()
+	current := map[string]bool{}
+	for i, r := range all {
+		current[r.cacheKey()] = true
+		s.indexes.put(r.cacheKey(), results[i], false) // a busy one keeps the entry it replaces
+		if results[i].err != nil {
+			s.Log.Warnw("chart repository index not fetched", "repository", r.Name, "scope", r.Scope,
+				"namespace", r.Namespace, "error", results[i].err.Error())
+		}
+	}
+	s.indexes.retain(func(key string) bool { return current[key] || strings.HasPrefix(key, string(ScopeProject)+"/") })
+	s.mu.Lock()
+	s.refreshes++
+	s.mu.Unlock()
+}
+
+func (s *Set) fetchTimeout() time.Duration {
+	if s.FetchTimeout <= 0 {
+		return 30 * time.Second
+	}
+	return s.FetchTimeout
+}
+
+// fetch downloads and parses r's index, bounded by FetchTimeout. Callers hold a slot of
+// Set.slots (boundedFetch).
+func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
+	now := time.Now()
+	if r.Err != nil {
+		return &fetched{err: chartref.RedactError(r.Err), at: now}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+	defer cancel()
+	idx, err := s.Source.FetchIndex(ctx, r.Repository)
+	if err != nil {
+		// The URL may carry a user and password (https://user:pass@host): errors reach
+		// logs and the console-warning of an index anyone may read.
+		return &fetched{err: chartref.RedactError(err), at: now}
+	}
+	redactChartURLs(idx)
+	return &fetched{index: idx, cost: indexCost(idx), at: now}
+}
+
+// redactChartURLs removes the credentials of a repository URL from the chart URLs made
+// absolute against it: the cached index is only served, never used to fetch.
+func redactChartURLs(idx *repo.IndexFile) {
+	for _, versions := range idx.Entries {
+		for _, cv := range versions {
+			for i, u := range cv.URLs {
+				cv.URLs[i] = chartref.Redact(u)
+			}
+		}
+	}
+}
+
+// admins are the enabled repositories the cluster's administrators configured: env and
+// cluster-scoped.
+func (s *Set) admins(ctx context.Context) []Repo {
+	out := append(s.envRepos(), s.clusterRepos(ctx)...)
+	kept := out[:0]
+	for _, r := range out {
+		if !r.Disabled {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// Repos are the repositories namespace sees, disabled ones included, one per name: a
+// project repository hides a cluster one of the same name, which hides one of
+// CHART_REPOSITORIES (the console resolves project first, then cluster).
+func (s *Set) Repos(namespace string) []Repo {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	byName := map[string]Repo{}
+	for _, r := range s.envRepos() {
+		byName[r.Name] = r
+	}
+	for _, r := range s.clusterRepos(ctx) {
+		byName[r.Name] = r
+	}
+	if namespace != "" {
+		for _, r := range s.projectRepos(ctx, namespace) {
+			byName[r.Name] = r
+		}
+	}
+	out := make([]Repo, 0, len(byName))
+	for _, r := range byName {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Repositories implements chartsource.Repositories: the enabled repositories namespace sees.
+func (s *Set) Repositories(namespace string) []chartsource.Repository {
+	var out []chartsource.Repository
+	for _, r := range s.Repos(namespace) {
+		if !r.Disabled {
+			out = append(out, r.Repository)
+		}
+	}
+	return out
+}
+
+func (s *Set) envRepos() []Repo {
+	out := make([]Repo, 0, len(s.Env))
+	for name, u := range s.Env {
+		out = append(out, Repo{Repository: chartsource.Repository{Name: name, URL: u, Credentials: s.EnvCreds[name]}, Scope: ScopeEnv})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Set) clusterRepos(ctx context.Context) []Repo {
+	if s.cluster == nil {
+		return nil
+	}
+	objs, err := s.cluster.List(labels.Everything())
+	if err != nil {
+		s.Log.Warnw("list HelmChartRepositories", "error", err.Error())
+		return nil
+	}
+	return s.parseAll(ctx, objs, ScopeCluster)
+}
+
+func (s *Set) projectRepos(ctx context.Context, namespace string) []Repo {
+	if s.project == nil {
+		return nil
+	}
+	var objs []runtime.Object
+	var err error
+	if namespace == metav1.NamespaceAll {
+		objs, err = s.project.List(labels.Everything())
+	} else {
+		objs, err = s.project.ByNamespace(namespace).List(labels.Everything())
+	}
+	if err != nil {
+		s.Log.Warnw("list ProjectHelmChartRepositories", "namespace", namespace, "error", err.Error())
+		return nil
+	}
+	return s.parseAll(ctx, objs, ScopeProject)
+}
+
+func (s *Set) parseAll(ctx context.Context, objs []runtime.Object, scope Scope) []Repo {
+	out := make([]Repo, 0, len(objs))
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		out = append(out, s.parse(ctx, u, scope))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// parse reads one repository object and its credentials. A repository whose configuration
+// is unusable keeps its name with Err set: the index lists it as invalid, an install from it
+// fails saying why.
+func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Scope) Repo {
+	r := Repo{Scope: scope, Repository: chartsource.Repository{Name: u.GetName()}}
+	if scope == ScopeProject {
+		r.Namespace = u.GetNamespace()
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	r.Disabled, _, _ = unstructured.NestedBool(spec, "disabled")
+	r.DisplayName, _, _ = unstructured.NestedString(spec, "name")
+	r.Description, _, _ = unstructured.NestedString(spec, "description")
+	r.URL, _, _ = unstructured.NestedString(spec, "connectionConfig", "url")
+	if r.URL == "" {
+		r.Err = errors.New("spec.connectionConfig.url is empty")
+		return r
+	}
+	credsNS := ConfigNamespace
+	if scope == ScopeProject {
+		credsNS = r.Namespace
+	}
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "ca", "name"); name != "" {
+		if r.CA, r.Err = s.configMapKey(ctx, credsNS, name, KeyCABundle); r.Err != nil {
+			return r
+		}
+	}
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "tlsClientConfig", "name"); name != "" {
+		if r.CertPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSCert); r.Err != nil {
+			return r
+		}
+		if r.KeyPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSKey); r.Err != nil {
+			return r
+		}
+	}
+	// basicAuthConfig is a field of project repositories only (openshift/api).
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "basicAuthConfig", "name"); name != "" && scope == ScopeProject {
+		if len(r.URL) < 8 || r.URL[:8] != "https://" {
+			r.Err = errors.New("basic authentication requires an https repository URL")
+			return r
+		}
+		var user, pass []byte
+		if user, r.Err = s.secretKey(ctx, credsNS, name, KeyUsername); r.Err != nil {
+			return r
+		}
+		if pass, r.Err = s.secretKey(ctx, credsNS, name, KeyPassword); r.Err != nil {
+			return r
+		}
+		r.Username, r.Password = string(user), string(pass)
+	}
+	return r
+}
+
+func (s *Set) configMapKey(ctx context.Context, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, "configmap", ns, name, key, func() ([]byte, bool, error) {
+		cm, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		v, ok := cm.Data[key]
+		return []byte(v), ok, nil
+	})
+}
+
+func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, "secret", ns, name, key, func() ([]byte, bool, error) {
+		sec, err := s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		v, ok := sec.Data[key]
+		return v, ok, nil
+	})
+}
+
+// cached reads one key of a ConfigMap or Secret, reusing what was read within
+// CredentialsTTL: index requests and installs do not each read the cluster.
+func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
+	ck := kind + "/" + ns + "/" + name + "/" + key
+	ttl := s.CredentialsTTL
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	s.mu.RLock()
+	e, ok := s.creds[ck]
+	s.mu.RUnlock()
+	// A failed read is retried sooner: the Secret is often created just after the
+	// repository that names it.
+	if ok && e.err != nil && ttl > 5*time.Second {
+		ttl = 5 * time.Second
+	}
+	if ok && time.Since(e.at) < ttl {
+		return e.value, e.err
+	}
+	v, found, err := read()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
+	case !found:
+		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
+	}
+	s.mu.Lock()
+	if s.creds == nil {
+		s.creds = map[string]credsEntry{}
+	}
+	s.creds[ck] = credsEntry{value: v, err: err, at: time.Now()}
+	s.mu.Unlock()
+	return v, err
+}
+
+// Index says whether a Set keeps the merged index of its repositories (submit serves it;
+// the executor only resolves index entries and chart URLs).
+type Index bool
+
+const (
+	// WithIndex keeps the index, refreshed in the background.
+	WithIndex Index = true
+	// WithoutIndex fetches nothing in the background.
+	WithoutIndex Index = false
+)
+
+// OpenOptions are how Open builds a Set.
+type OpenOptions struct {
+	Index   Index
+	Refresh time.Duration
+	Log     *zap.SugaredLogger
+}
+
+// Open builds and starts the set of a function from its cluster config and the chart
+// source's environment (repositories and credentials). The caller makes it the source's
+// repositories (src.Repos), so index entries and chart URLs resolve against the same
+// repositories (and credentials) the index lists; Open does not change src.
+func Open(ctx context.Context, cfg *rest.Config, src *chartsource.Source, o OpenOptions) (*Set, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	s := &Set{Dynamic: dyn, Client: cs, Env: src.Repositories, EnvCreds: src.Credentials, Source: src, Refresh: o.Refresh, Log: o.Log, NoIndex: !bool(o.Index)}
+	if v, err := cs.Discovery().ServerVersion(); err == nil {
+		s.KubeVersion = v.String()
+	}
+	if err := s.Start(ctx, cs.Discovery()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

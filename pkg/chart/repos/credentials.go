@@ -1,0 +1,209 @@
+package repos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+)
+
+// CredentialSecrets names the Secrets of namespace whose contents a fetch would send: those
+// named (basicAuthConfig, tlsClientConfig) by the namespace's enabled project repositories
+// that an index entry names or a chart URL is under. Only the repository objects are read,
+// never the Secrets: submit asks whether the caller may get each before anything is
+// fetched (submitter.RepoSecrets).
+//
+// An index entry whose repository the namespace does not see (yet) is an error: the
+// repository could appear between this check and the fetch (a tenant creates it while
+// installing), and would then be used unchecked.
+func (s *Set) CredentialSecrets(namespace, indexEntry, chartURL string) ([]string, error) {
+	repoName := ""
+	if indexEntry != "" {
+		if _, r, err := chartref.SplitIndexEntry(indexEntry); err == nil {
+			repoName = r
+		}
+		if !s.sees(namespace, repoName) {
+			return nil, fmt.Errorf("%w: no chart repository %q is configured", chartsource.ErrNotFound, repoName)
+		}
+	}
+	if s.project == nil || namespace == "" {
+		return nil, nil
+	}
+	objs, err := s.project.ByNamespace(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list ProjectHelmChartRepositories of %s: %w", namespace, err)
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if off, _, _ := unstructured.NestedBool(u.Object, "spec", "disabled"); off {
+			continue
+		}
+		url, _, _ := unstructured.NestedString(u.Object, "spec", "connectionConfig", "url")
+		under := chartURL != "" && url != "" && strings.HasPrefix(chartURL, strings.TrimSuffix(url, "/")+"/")
+		if u.GetName() != repoName && !under {
+			continue
+		}
+		for _, field := range []string{"basicAuthConfig", "tlsClientConfig"} {
+			if name, _, _ := unstructured.NestedString(u.Object, "spec", "connectionConfig", field, "name"); name != "" {
+				seen[name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// sees says whether namespace sees a repository named name (the one of the three that
+// resolution would pick is enabled), from the objects only: no credential is read.
+func (s *Set) sees(namespace, name string) bool {
+	if namespace != "" && s.project != nil {
+		if o, err := s.project.ByNamespace(namespace).Get(name); err == nil {
+			return enabled(o)
+		}
+	}
+	if s.cluster != nil {
+		if o, err := s.cluster.Get(name); err == nil {
+			return enabled(o)
+		}
+	}
+	_, ok := s.Env[name]
+	return ok
+}
+
+func enabled(o runtime.Object) bool {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	off, _, _ := unstructured.NestedBool(u.Object, "spec", "disabled")
+	return !off
+}
+
+// CallerChecked are the repositories of a Set whose project credentials are sent only for a
+// caller who may read them (chartsource.CredentialChecker): the executor fetches with its own
+// rights long after submit's access review, and a tenant can create a repository under a
+// queued chart URL in between. Cluster and CHART_REPOSITORIES credentials are the
+// administrators' and are sent as configured.
+type CallerChecked struct {
+	*Set
+	// AsCaller is a client acting as the caller (Impersonating).
+	AsCaller func(chartsource.Caller) (kubernetes.Interface, error)
+}
+
+// Impersonating builds clients that act as the caller; an empty caller (a trusted local
+// run) gets cfg's own identity, as the executor's Helm actions do.
+func Impersonating(cfg *rest.Config) func(chartsource.Caller) (kubernetes.Interface, error) {
+	return func(c chartsource.Caller) (kubernetes.Interface, error) {
+		cc := rest.CopyConfig(cfg)
+		if c.User != "" {
+			cc.Impersonate = rest.ImpersonationConfig{UserName: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
+		}
+		cs, err := kubernetes.NewForConfig(cc)
+		if err != nil {
+			return nil, fmt.Errorf("client impersonating %q: %w", c.User, err)
+		}
+		return cs, nil
+	}
+}
+
+// CheckCredentials lets r's credentials go only if they are what the caller in ctx reads
+// from the Secrets the namespace's project repository r names now, or an administrator's
+// repository's own. Comparing the values, not only the names, closes the window between
+// resolving the repository and sending (its object may change in between).
+func (c CallerChecked) CheckCredentials(ctx context.Context, namespace string, r chartsource.Repository) error {
+	if r.Username == "" && len(r.CertPEM) == 0 {
+		return nil
+	}
+	obj := c.projectObject(namespace, r.Name)
+	if obj == nil {
+		return c.checkAdmin(ctx, namespace, r)
+	}
+	caller, ok := chartsource.CallerFrom(ctx)
+	if !ok {
+		return fmt.Errorf("%w: chart repository %q of %s: no caller to read its Secrets as", chartsource.ErrCredentialsRefused, r.Name, namespace)
+	}
+	client, err := c.AsCaller(caller)
+	if err != nil {
+		return fmt.Errorf("%w: chart repository %q of %s: %w", chartsource.ErrCredentialsRefused, r.Name, namespace, err)
+	}
+	read := func(field string) (map[string][]byte, error) {
+		name, _, _ := unstructured.NestedString(obj.Object, "spec", "connectionConfig", field, "name")
+		if name == "" {
+			return nil, fmt.Errorf("%w: chart repository %q of %s names no %s any more", chartsource.ErrCredentialsRefused, r.Name, namespace, field)
+		}
+		sec, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: caller %q may not read Secret %s/%s (the %s of chart repository %q); nothing was sent: %w",
+				chartsource.ErrCredentialsRefused, caller.User, namespace, name, field, r.Name, err)
+		}
+		return sec.Data, nil
+	}
+	if r.Username != "" {
+		d, err := read("basicAuthConfig")
+		if err != nil {
+			return err
+		}
+		if string(d[KeyUsername]) != r.Username || string(d[KeyPassword]) != r.Password {
+			return fmt.Errorf("%w: the basic auth of chart repository %q of %s changed while fetching; retry", chartsource.ErrCredentialsRefused, r.Name, namespace)
+		}
+	}
+	if len(r.CertPEM) > 0 {
+		d, err := read("tlsClientConfig")
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(d[KeyTLSCert], r.CertPEM) || !bytes.Equal(d[KeyTLSKey], r.KeyPEM) {
+			return fmt.Errorf("%w: the TLS client certificate of chart repository %q of %s changed while fetching; retry", chartsource.ErrCredentialsRefused, r.Name, namespace)
+		}
+	}
+	return nil
+}
+
+// projectObject is the namespace's project repository named name, if any: it hides a
+// cluster repository of that name, so its Secrets are the ones a fetch would send.
+func (c CallerChecked) projectObject(namespace, name string) *unstructured.Unstructured {
+	if namespace == "" || c.project == nil {
+		return nil
+	}
+	o, err := c.project.ByNamespace(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	u, _ := o.(*unstructured.Unstructured)
+	return u
+}
+
+// checkAdmin lets credentials go that are an administrator's repository's own (same name,
+// URL and credentials): a project repository deleted after it was resolved fails here.
+func (c CallerChecked) checkAdmin(ctx context.Context, namespace string, r chartsource.Repository) error {
+	byName := map[string]Repo{}
+	for _, a := range append(c.envRepos(), c.clusterRepos(ctx)...) {
+		byName[a.Name] = a // a cluster repository hides one of CHART_REPOSITORIES
+	}
+	a, ok := byName[r.Name]
+	if ok && a.URL == r.URL && a.Username == r.Username && a.Password == r.Password &&
+		bytes.Equal(a.CertPEM, r.CertPEM) && bytes.Equal(a.KeyPEM, r.KeyPEM) {
+		return nil
+	}
+	return fmt.Errorf("%w: chart repository %q of %s is not configured as it was resolved; nothing was sent",
+		chartsource.ErrCredentialsRefused, r.Name, namespace)
+}

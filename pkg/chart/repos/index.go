@@ -1,0 +1,190 @@
+package repos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/repo"
+
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+)
+
+// WarningAnnotation is the annotation of the merged index that lists the repositories that
+// could not be read, as the console names it: a JSON list of {"name", "error"}.
+const WarningAnnotation = "console-warning"
+
+// InvalidRepo is one entry of WarningAnnotation.
+type InvalidRepo struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// overwrites: the console hides the entries of the old Red Hat repository name when the
+// new one lists the same chart.
+var overwrites = map[string]string{"openshift-helm-charts": "redhat-helm-repo"}
+
+// Index is the merged index namespace sees ("" for the cluster's and CHART_REPOSITORIES
+// only): every chart of every enabled repository keyed "<chart>--<repo>", chart URLs
+// absolute, versions newest first, library charts left out (they cannot be installed) and,
+// with onlyCompatible, versions whose kubeVersion excludes the cluster's. It is answered from
+// the background cache; a repository not fetched yet (just created) is fetched once now.
+func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) (*repo.IndexFile, error) {
+	select {
+	case <-s.refreshed:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := repo.NewIndexFile()
+	var invalid []InvalidRepo
+	var hidden []string
+	for _, r := range s.Repos(namespace) {
+		if r.Disabled {
+			continue
+		}
+		f := s.cachedIndex(ctx, r)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("index of namespace %q: %w", namespace, err) // the caller left
+		}
+		if f.err != nil {
+			invalid = append(invalid, InvalidRepo{Name: r.Name, Error: f.err.Error()})
+			continue
+		}
+		for name, versions := range f.index.Entries {
+			var kept repo.ChartVersions
+			for _, cv := range versions {
+				if cv == nil || cv.Metadata == nil || cv.Type == "library" {
+					continue
+				}
+				if onlyCompatible && cv.KubeVersion != "" && s.KubeVersion != "" && !chartutil.IsCompatibleRange(cv.KubeVersion, s.KubeVersion) {
+					continue
+				}
+				kept = append(kept, cv)
+			}
+			if len(kept) == 0 {
+				continue
+			}
+			if old, ok := overwrites[r.Name]; ok {
+				hidden = append(hidden, chartref.IndexEntry(name, old))
+			}
+			out.Entries[chartref.IndexEntry(name, r.Name)] = kept
+		}
+	}
+	for _, k := range hidden {
+		delete(out.Entries, k)
+	}
+	out.SortEntries()
+	if len(invalid) > 0 {
+		sort.Slice(invalid, func(i, j int) bool { return invalid[i].Name < invalid[j].Name })
+		b, err := json.Marshal(invalid)
+		if err != nil {
+			return nil, err
+		}
+		out.Annotations = map[string]string{WarningAnnotation: string(b)}
+	}
+	return out, nil
+}
+
+// cachedIndex is a repository's index from the cache, fetched now on a miss (a project
+// repository, or one created a moment ago). A project repository's index older than
+// Refresh is answered as it is and fetched again behind the answer, once at a time.
+//
+// Concurrent misses of one key share one fetch (a tenant's burst of requests costs one
+// index in memory); the key holds the namespace, so no request waits on another
+// namespace's repository. The fetch belongs to the flight, not to the request that started
+// it: it goes on for the others (bounded by FetchTimeout) when that request leaves, and a
+// request whose ctx ends returns at once with its ctx's error.
+func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
+	key := r.cacheKey()
+	if f, ok := s.indexes.get(key); ok {
+		if r.Scope == ScopeProject && time.Since(f.at) > s.refreshEvery() {
+			s.refetch(ctx, r)
+		}
+		return f
+	}
+	flight := s.flights.DoChan(key, func() (any, error) {
+		f := s.boundedFetch(context.WithoutCancel(ctx), r)
+		s.indexes.put(key, f, true) // before the flight ends: a later miss finds it
+		return f, nil
+	})
+	select {
+	case res := <-flight:
+		return res.Val.(*fetched)
+	case <-ctx.Done():
+		return &fetched{err: fmt.Errorf("index of chart repository %q: %w", r.Name, ctx.Err()), at: time.Now()}
+	}
+}
+
+// boundedFetch is a flight's fetch, within the service's bound of index fetches
+// (Set.slots). Its ctx is the flight's (no request ends it), so the wait for a slot is
+// bounded by FetchTimeout too; a fetch that found none is busy: it says nothing of the
+// repository and is not kept.
+func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
+	if r.Err != nil {
+		return s.fetch(ctx, r) // nothing to download
+	}
+	wait, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+	defer cancel()
+	release, err := s.slots.Acquire(wait, r.owner())
+	if err != nil {
+		return &fetched{err: fmt.Errorf("index of chart repository %q not fetched: too many index fetches under way, try again: %w",
+			r.Name, err), at: time.Now(), busy: true}
+	}
+	defer release()
+	return s.fetch(ctx, r)
+}
+
+// refetch fetches a project repository's index again in the background, bounded by
+// FetchTimeout, unless that is under way already. It only starts with a slot free now:
+// stale repositories never queue goroutines behind the bound, and are tried again on their
+// next use (meanwhile they are answered as they are).
+func (s *Set) refetch(ctx context.Context, r Repo) {
+	key := r.cacheKey()
+	if _, busy := s.refetching.LoadOrStore(key, true); busy {
+		return
+	}
+	release, ok := s.slots.TryAcquire(r.owner())
+	if !ok {
+		s.refetching.Delete(key)
+		return
+	}
+	go func() {
+		defer s.refetching.Delete(key)
+		defer release()
+		s.indexes.put(key, s.fetch(context.WithoutCancel(ctx), r), false)
+	}()
+}
+
+func (s *Set) refreshEvery() time.Duration {
+	if s.Refresh <= 0 {
+		return 5 * time.Minute
+	}
+	return s.Refresh
+}
+
+// SetIndexBudget bounds the parsed indexes kept: total bytes (CHART_INDEX_CACHE_BYTES) and
+// bytes of one index (CHART_INDEX_MAX_BYTES), both estimated; 0 keeps a bound as it is.
+// Call it after Start.
+func (s *Set) SetIndexBudget(total, perIndex int64) {
+	if s.indexes != nil {
+		s.indexes.setBudget(total, perIndex)
+	}
+}
+
+// IndexCacheSize is the estimated bytes and the number of indexes the cache holds.
+func (s *Set) IndexCacheSize() (int64, int) {
+	if s.indexes == nil {
+		return 0, 0
+	}
+	return s.indexes.size()
+}
+
+// Refreshes is how many background refreshes have finished (for tests).
+func (s *Set) Refreshes() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.refreshes
+}

@@ -1,0 +1,340 @@
+package source
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
+)
+
+// Budget bounds what one chart archive may unpack to, across its nested archives. Helm's
+// loader caps each archive at 100 MiB but gives every nested charts/*.tgz a fresh cap, so a
+// few KiB of chart could unpack to gigabytes: the budget is for the whole tree. Zero fields
+// take DefaultBudget's.
+type Budget struct {
+	// MaxBytes bounds the sizes and names of every file at every level (a nested archive's
+	// own bytes count too: Helm keeps them as well as what they unpack to).
+	MaxBytes int64
+	// MaxFiles bounds the files at every level.
+	MaxFiles int
+	// MaxDepth bounds how deep archives nest inside the chart's own (1: its subcharts may be
+	// archives, theirs may not).
+	MaxDepth int
+	// MaxNodes bounds the YAML nodes of the files Helm's loader parses, at every level, with
+	// aliases written out (yamlsize.Expanded): the parser's memory follows the nodes, and a
+	// few MiB of "{}," or a few KiB of aliases would parse into gigabytes within MaxBytes.
+	MaxNodes int64
+	// MaxSchemaNodes bounds the subschemas of the values.schema.json files at every level,
+	// counted from their bytes (SchemaNodes): compiling a schema takes time quadratic in
+	// its subschemas (jsonschema v6; 300 KB of "{}," took 93 s in submit).
+	MaxSchemaNodes int64
+}
+
+// DefaultBudget is far above real charts (the largest common charts unpack to a few MiB;
+// GitLab 6.5.4's 42 loader files count 12,199 nodes) and far below submit's 512 Mi, which
+// also holds the parsed chart and requests in flight (100,000 nodes parse in at most ~45 MiB).
+var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5, MaxNodes: 100_000, MaxSchemaNodes: 20_000}
+
+func (b Budget) withDefaults() Budget {
+	if b.MaxBytes <= 0 {
+		b.MaxBytes = DefaultBudget.MaxBytes
+	}
+	if b.MaxFiles <= 0 {
+		b.MaxFiles = DefaultBudget.MaxFiles
+	}
+	if b.MaxDepth <= 0 {
+		b.MaxDepth = DefaultBudget.MaxDepth
+	}
+	if b.MaxNodes <= 0 {
+		b.MaxNodes = DefaultBudget.MaxNodes
+	}
+	if b.MaxSchemaNodes <= 0 {
+		b.MaxSchemaNodes = DefaultBudget.MaxSchemaNodes
+	}
+	return b
+}
+
+// BudgetError is a chart over its budget; errors.Is(err, ErrTooLarge) is true.
+type BudgetError struct {
+	// Bound says which bound, for the message: "unpacks to more than 64 MiB across its
+	// nested archives".
+	Bound string
+}
+
+func (e *BudgetError) Error() string { return "chart " + e.Bound }
+
+// Is makes errors.Is(err, ErrTooLarge) true: the edge answers 422.
+func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
+
+// Check streams the archive, and every nested archive Helm's loader would unpack, against
+// the budget, before anything is loaded: it holds one gzip window per nesting level and at
+// most one file, a YAML file the loader parses, whose nodes it counts and whose aliases it
+// measures. An archive that does not unpack is an error too (Helm's loader would refuse it).
+func (b Budget) Check(archive io.Reader) error {
+	_, err := b.check(archive)
+	return err
+}
+
+// check is Check that also returns what the archive was charged.
+func (b Budget) check(archive io.Reader) (charged, error) {
+	s := &budgetScan{b: b.withDefaults()}
+	err := s.archive(archive, 0)
+	return s.charged, err
+}
+
+// Load checks the archive against the budget and only then loads it with Helm's loader.
+func (b Budget) Load(archive []byte) (*chart.Chart, error) {
+	ch, _, err := b.load(archive)
+	var over *BudgetError
+	if err != nil && !errors.As(err, &over) {
+		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
+	}
+	return ch, err
+}
+
+// load is Load with the loader's errors (and the scan's, but the budget's) as they are,
+// and what the archive was charged.
+func (b Budget) load(archive []byte) (*chart.Chart, charged, error) {
+	c, err := b.check(bytes.NewReader(archive))
+	if err != nil {
+		return nil, c, err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	return ch, c, err
+}
+
+// charged is what an archive costs against a budget, and what its load holds.
+type charged struct {
+	// bytes are every file's size and name at every level, aliases written out.
+	bytes int64
+	files int
+	// nodes are the YAML nodes the loader parses, aliases written out.
+	nodes int64
+	// schemaNodes bound the subschemas of its values.schema.json files (SchemaNodes).
+	schemaNodes int64
+}
+
+// memory is about what a loaded chart holds: its files and its parsed YAML.
+func (c charged) memory() int64 { return c.bytes + c.nodes*parsedNodeBytes }
+
+// parsedNodeBytes is what a parsed YAML node of a loaded chart holds in its values and
+// metadata (up to ~184 bytes per node counted, in the densest shape measured, "{a},"): the
+// cache counts it beside the files, or a chart of a few KiB of such values would hold
+// megabytes while counted as kilobytes.
+const parsedNodeBytes = 256
+
+type budgetScan struct {
+	b Budget
+	charged
+}
+
+func (s *budgetScan) archive(r io.Reader, depth int) error {
+	if depth > s.b.MaxDepth {
+		return &BudgetError{Bound: fmt.Sprintf("nests archives more than %d deep", s.b.MaxDepth)}
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	for {
+		hd, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// What Helm's LoadArchiveFiles skips; a directory's size is never read.
+		if hd.FileInfo().IsDir() || hd.Typeflag == tar.TypeXGlobalHeader || hd.Typeflag == tar.TypeXHeader {
+			continue
+		}
+		if err := s.count(hd); err != nil {
+			return err
+		}
+		n := helmPath(hd.Name)
+		if isSubchartArchive(n) {
+			if err := s.archive(tr, depth+1); err != nil {
+				return err
+			}
+		}
+		if parsedAsYAML(n) {
+			if err := s.parsed(tr, hd.Size); err != nil {
+				return err
+			}
+		}
+		if path.Base(n) == "values.schema.json" {
+			if err := s.schema(tr, hd.Size); err != nil {
+				return err
+			}
+		}
+		// The rest of the entry is skipped by Next: at most the size just counted.
+	}
+}
+
+// count charges one file to the budget, by the size its header declares (the tar reader
+// never yields more), before any of it is read.
+func (s *budgetScan) count(hd *tar.Header) error {
+	if hd.Size < 0 {
+		return fmt.Errorf("%q has a negative size", hd.Name)
+	}
+	s.files++
+	if s.files > s.b.MaxFiles {
+		return &BudgetError{Bound: fmt.Sprintf("holds more than %d files across its nested archives", s.b.MaxFiles)}
+	}
+	s.bytes += int64(len(hd.Name)) + hd.Size
+	if s.bytes > s.b.MaxBytes {
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives", mib(s.b.MaxBytes))}
+	}
+	return nil
+}
+
+// loaderYAML are the files Helm's loader parses with sigs.k8s.io/yaml, in a chart and in
+// every subchart; templates are parsed only when rendered, in the executor.
+var loaderYAML = map[string]bool{"Chart.yaml": true, "Chart.lock": true, "values.yaml": true,
+	"requirements.yaml": true, "requirements.lock": true}
+
+func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
+
+// parsed charges a YAML file the loader parses its nodes and what its aliases add once
+// written out (pkg/yamlsize): the loader's parser expands them, so a few KiB could otherwise
+// parse into gigabytes under a budget that counted only the file. The file is read whole;
+// its size is already counted.
+func (s *budgetScan) parsed(r io.Reader, size int64) error {
+	// Helm's loader refuses such a file anyway; it is not read, let alone parsed, here.
+	data, err := readWhole(r, size, "YAML file")
+	if err != nil {
+		return err
+	}
+	own := int64(len(data))
+	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
+	if err != nil { // always yamlsize.ErrTooLarge
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
+	}
+	if expanded.Bytes > own {
+		s.bytes += expanded.Bytes - own
+	}
+	if s.nodes += expanded.Nodes; s.nodes > s.b.MaxNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
+	}
+	return nil
+}
+
+// schema charges a values.schema.json its subschemas. The file is read whole (Helm's loader
+// reads it too); its size is already counted.
+func (s *budgetScan) schema(r io.Reader, size int64) error {
+	data, err := readWhole(r, size, "values.schema.json")
+	if err != nil {
+		return err
+	}
+	if s.schemaNodes += SchemaNodes(data); s.schemaNodes > s.b.MaxSchemaNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d subschemas in its values.schema.json files", s.b.MaxSchemaNodes)}
+	}
+	if longestString(data) > MaxSchemaString {
+		return &BudgetError{Bound: fmt.Sprintf("has a string of more than %d bytes in a values.schema.json", MaxSchemaString)}
+	}
+	return nil
+}
+
+// readWhole reads a file the loader parses, of the size its header declares; one over
+// Helm's own per-file cap is refused (the loader would refuse it) before it is read.
+func readWhole(r io.Reader, size int64, what string) ([]byte, error) {
+	if size > loader.MaxDecompressedFileSize {
+		return nil, &BudgetError{Bound: fmt.Sprintf("has a %s over Helm's %s", what, mib(loader.MaxDecompressedFileSize))}
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// MaxSchemaString bounds a string of a values.schema.json: a pattern is compiled as a
+// regular expression (by Helm in the executor too), in time and memory linear in its
+// length but large (a pattern of 5 MB, 5 KiB in an archive, took 10.9 s and 615 MiB).
+// Real schemas' strings are descriptions and patterns of a line or two.
+const MaxSchemaString = 16 << 10
+
+// longestString is the length of the longest JSON string in data, escapes included (an
+// upper bound on what it decodes to).
+func longestString(data []byte) int {
+	longest, start, in, escaped := 0, 0, false, false
+	for i, c := range data {
+		switch {
+		case !in:
+			if c == '"' {
+				in, start = true, i+1
+			}
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case c == '"':
+			in = false
+			longest = max(longest, i-start)
+		}
+	}
+	if in {
+		longest = max(longest, len(data)-start)
+	}
+	return longest
+}
+
+// SchemaNodes bounds the subschemas of a JSON schema from its bytes: each is an object
+// ("{") or a boolean in a list or a map (after ",", or the first, after "[" or ":").
+func SchemaNodes(data []byte) int64 {
+	n := int64(1)
+	for _, c := range data {
+		switch c {
+		case '{', ',', '[', ':':
+			n++
+		}
+	}
+	return n
+}
+
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// helmPath is the name Helm's LoadArchiveFiles gives an entry: without its first element,
+// "\" as "/" in archives made on Windows, cleaned.
+func helmPath(name string) string {
+	delimiter := "/"
+	if strings.ContainsRune(name, '\\') {
+		delimiter = "\\"
+	}
+	parts := strings.Split(name, delimiter)
+	n := strings.ReplaceAll(strings.Join(parts[1:], delimiter), delimiter, "/")
+	return path.Clean(n)
+}
+
+// isSubchartArchive tells whether Helm's LoadFiles would unpack the file as a subchart
+// archive: charts/<x>.tgz, also inside directory subcharts (charts/<d>/charts/<x>.tgz),
+// where no <d> or <x> starts with "_" or ".".
+func isSubchartArchive(n string) bool {
+	parts := strings.Split(n, "/")
+	if len(parts) < 2 || len(parts)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(parts); i += 2 {
+		name := parts[i+1]
+		if parts[i] != "charts" || name == "" || strings.IndexAny(name, "_.") == 0 {
+			return false
+		}
+	}
+	return path.Ext(parts[len(parts)-1]) == ".tgz"
+}

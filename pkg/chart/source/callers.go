@@ -1,0 +1,75 @@
+package source
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// CallerLimits is a token bucket per caller (an authenticated identity) for the routes that
+// fetch and render charts on anyone's behalf: any valid token may call them, so one caller
+// must not be able to keep submit fetching and rendering for everyone.
+type CallerLimits struct {
+	// Rate is the tokens per second of each caller's bucket, Burst its size.
+	Rate  float64
+	Burst int
+	// MaxCallers bounds the callers remembered (default 10,000); when full, callers whose
+	// bucket is full again are forgotten (a fresh bucket is the same).
+	MaxCallers int
+	// Clock times the buckets (nil: the wall clock).
+	Clock clock.PassiveClock
+
+	mu       sync.Mutex
+	byCaller map[string]*rate.Limiter
+}
+
+// Allow takes a token of caller's bucket; without one, it says when the next one comes.
+func (l *CallerLimits) Allow(caller string) (bool, time.Duration) {
+	now := wallclock.Or(l.Clock).Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.byCaller[caller]
+	if !ok {
+		l.forgetFull(now)
+		lim = rate.NewLimiter(rate.Limit(l.Rate), max(l.Burst, 1))
+		if l.byCaller == nil {
+			l.byCaller = map[string]*rate.Limiter{}
+		}
+		l.byCaller[caller] = lim
+	}
+	if lim.AllowN(now, 1) {
+		return true, 0
+	}
+	if l.Rate <= 0 {
+		return false, time.Duration(math.MaxInt64)
+	}
+	missing := 1 - lim.TokensAt(now)
+	return false, time.Duration(missing / l.Rate * float64(time.Second))
+}
+
+// forgetFull makes room for one more caller.
+func (l *CallerLimits) forgetFull(now time.Time) {
+	limit := l.MaxCallers
+	if limit <= 0 {
+		limit = 10000
+	}
+	if len(l.byCaller) < limit {
+		return
+	}
+	for c, lim := range l.byCaller {
+		if lim.TokensAt(now) >= float64(lim.Burst()) {
+			delete(l.byCaller, c)
+		}
+	}
+	for c := range l.byCaller { // all busy: any one goes (map order)
+		if len(l.byCaller) < limit {
+			break
+		}
+		delete(l.byCaller, c)
+	}
+}

@@ -1,0 +1,543 @@
+// Package source resolves chart references (archive URL, console index entry
+// "<chart>--<repo>", oci://), downloads charts and caches them by URL and digest.
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
+
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+)
+
+// Sentinel errors, mapped to status codes at the edge.
+var (
+	ErrInvalidRef  = chartref.ErrInvalid
+	ErrNotFound    = errors.New("chart not found")
+	ErrUnloadable  = errors.New("chart cannot be loaded")
+	ErrTooLarge    = errors.New("chart archive too large")
+	ErrUnreachable = errors.New("chart source unreachable")
+)
+
+// Ref names a chart; see package chartref.
+type Ref = chartref.Ref
+
+// Chart is a downloaded chart archive. Loaded is parsed once and shared: treat it as
+// read-only; Fresh gives a private copy for Helm actions, which mutate charts.
+type Chart struct {
+	Digest string
+	Data   []byte
+	Loaded *chart.Chart
+	// size is the memory Data and Loaded hold, for the cache's bound.
+	size int64
+	// checked is set when Data passed the source's Budget (a Chart made elsewhere has not).
+	checked bool
+	// loads are the load slots of the source that checked it: Fresh waits for one too.
+	loads chan struct{}
+	// annotate, when set, writes the request's chart annotations into each Fresh chart
+	// (withAnnotations).
+	annotate func(*chart.Chart)
+}
+
+// Fresh parses the archive again into a chart the caller owns, in one of its source's load
+// slots (the executor loads a chart twice per action, up to containerConcurrency actions
+// at once: each load may take ~65 MiB within the budget); an archive that did not come
+// from a Source is checked against DefaultBudget first.
+func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
+	if !c.checked {
+		return c.annotated(DefaultBudget.Load(c.Data))
+	}
+	if c.loads != nil {
+		select {
+		case c.loads <- struct{}{}:
+			defer func() { <-c.loads }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+		}
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(c.Data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
+	}
+	return c.annotated(ch, nil)
+}
+
+// Source fetches charts through a cache.
+type Source struct {
+	HTTP *http.Client
+	// Repositories maps a repository name to its URL, for index entries.
+	Repositories map[string]string
+	// Credentials of repositories (by name), applied to every URL under the repository's.
+	Credentials map[string]Credentials
+	// Repos, when set, are the repositories instead of Repositories and Credentials: each
+	// namespace sees its own (package chartrepos).
+	Repos Repositories
+	// PlainHTTPRegistries are OCI registry hosts (host:port) spoken to over plain HTTP.
+	PlainHTTPRegistries []string
+	MaxBytes            int64
+	TTL                 time.Duration
+	// MaxCacheBytes bounds the memory the cache holds (archives and their parsed charts,
+	// counted once per digest); least recently used entries are dropped first. Default
+	// DefaultCacheBytes.
+	MaxCacheBytes int64
+	// Budget bounds what a chart unpacks to, across its nested archives, checked before
+	// Helm's loader runs; zero fields take DefaultBudget's.
+	Budget Budget
+	// MaxParallelLoads bounds the archives checked and loaded at once (default 2): each may
+	// take up to twice its budget while Helm's loader runs, so the budget alone does not
+	// bound memory under many callers. Downloads and cache hits do not wait for it.
+	MaxParallelLoads int
+	// IndexSlots bound the indexes downloaded and parsed at once, by whoever fetches them
+	// (the console's index in pkg/chartrepos, installs by index entry here): each is up to
+	// MaxIndexBytes and several times that parsed, and every distinct chart or version is
+	// a flight of its own. Nil: MaxIndexFetches, made on first use (Slots).
+	IndexSlots *FetchSlots
+	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
+	// caller; when nil, Repos does if it is an AuthSecretReader; otherwise such a chart is
+	// refused.
+	AuthSecrets AuthSecretReader
+
+	loadsOnce sync.Once
+	loads     chan struct{}
+	slotsOnce sync.Once
+	// parses weighs the indexes being parsed by their nodes (parseIndex).
+	parsesOnce sync.Once
+	parses     *semaphore.Weighted
+
+	mu      sync.Mutex
+	byKey   map[string]*cached
+	flights map[string]*flight
+}
+
+type cached struct {
+	chart   *Chart
+	fetched time.Time
+	used    time.Time
+}
+
+// DefaultCacheBytes is the cache's bound when none is set: well under submit's memory
+// limit (512 MiB), which also holds requests in flight.
+const DefaultCacheBytes = 128 << 20
+
+type flight struct {
+	done chan struct{}
+	c    *Chart
+	err  error
+}
+
+// Get returns the chart a reference names, downloading it at most once per TTL
+// (concurrent requests for one key share a single download).
+func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
+	c, err := s.get(ctx, ref)
+	// Credentials in a chart URL (https://user:pass@host/...) never reach an answer, a
+	// failure reason, an event or a log through an error.
+	return withAnnotations(c, ref), chartref.RedactError(err)
+}
+
+func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
+	if err := ref.Validate(); err != nil {
+		return nil, err
+	}
+	// A basic auth Secret is read for the caller before anything else, a cache hit
+	// included: one who may not read it gets nothing fetched with it.
+	creds, err := s.readAuthSecret(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	// The namespace is part of the key: its project repositories (and their credentials)
+	// decide what an index entry or a URL under them is; another namespace must not be
+	// served a chart fetched with credentials it does not have.
+	key := cacheKey(ref, creds)
+	s.mu.Lock()
+	if s.byKey == nil {
+		s.byKey, s.flights = map[string]*cached{}, map[string]*flight{}
+	}
+	if c, ok := s.byKey[key]; ok && (s.TTL <= 0 || time.Since(c.fetched) < s.TTL) {
+		c.used = time.Now()
+		s.mu.Unlock()
+		return c.chart, nil
+	}
+	if f, ok := s.flights[key]; ok {
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.c, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[key] = f
+	s.mu.Unlock()
+
+	f.c, f.err = s.fetch(ctx, ref, creds)
+	s.mu.Lock()
+	delete(s.flights, key)
+	if f.err == nil && f.c.size <= s.maxCacheBytes() { // a chart bigger than the cache is not kept
+		s.byKey[key] = &cached{chart: s.dedupe(f.c), fetched: time.Now(), used: time.Now()}
+		f.c = s.byKey[key].chart
+		s.evict()
+	}
+	s.mu.Unlock()
+	close(f.done)
+	return f.c, f.err
+}
+
+// dedupe shares one parsed chart between keys that resolve to the same digest.
+func (s *Source) dedupe(c *Chart) *Chart {
+	for _, e := range s.byKey {
+		if e.chart.Digest == c.Digest {
+			return e.chart
+		}
+	}
+	return c
+}
+
+func (s *Source) maxCacheBytes() int64 {
+	if s.MaxCacheBytes > 0 {
+		return s.MaxCacheBytes
+	}
+	return DefaultCacheBytes
+}
+
+// evict drops least recently used entries until the cache holds at most MaxCacheBytes.
+func (s *Source) evict() {
+	for len(s.byKey) > 0 && s.cachedBytes() > s.maxCacheBytes() {
+		var oldest string
+		for k, e := range s.byKey {
+			if oldest == "" || e.used.Before(s.byKey[oldest].used) {
+				oldest = k
+			}
+		}
+		delete(s.byKey, oldest)
+	}
+}
+
+// cachedBytes is the memory the cache holds, each digest once (keys may share a chart).
+func (s *Source) cachedBytes() int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, e := range s.byKey {
+		if !seen[e.chart.Digest] {
+			seen[e.chart.Digest] = true
+			n += e.chart.size
+		}
+	}
+	return n
+}
+
+// CachedBytes is what the cache holds now (for tests and metrics).
+func (s *Source) CachedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cachedBytes()
+}
+
+// chartBytes estimates the memory of a parsed chart: the archive is compressed, this is
+// what it unpacks to. Raw holds every file once (templates, values, files and schema share
+// its data); a dependency packed as an archive unpacks into data of its own, counted too
+// (one unpacked from a directory is then counted twice: an overestimate, on the safe side).
+func chartBytes(ch *chart.Chart) int64 {
+	if ch == nil {
+		return 0
+	}
+	var n int64
+	for _, f := range ch.Raw {
+		n += int64(len(f.Name) + len(f.Data))
+	}
+	for _, d := range ch.Dependencies() {
+		n += chartBytes(d)
+	}
+	return n
+}
+
+func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart, error) {
+	var data []byte
+	var err error
+	switch {
+	case ref.NoRepo || creds != nil:
+		data, err = s.fetchNoRepo(ctx, ref, creds)
+	case ref.IndexEntry != "" && ref.URL != "" && !strings.HasPrefix(ref.URL, "oci://"):
+		// The console sends both: the chart URL of the version the user chose, and the
+		// index entry naming the repository whose credentials fetch it.
+		data, err = s.fetchEntryURL(ctx, ref)
+	case ref.IndexEntry != "":
+		data, err = s.fetchIndexEntry(ctx, ref)
+	case isOCI(ref.URL):
+		data, err = s.fetchOCIWith(ctx, ref, nil)
+	default:
+		data, err = s.download(ctx, ref.Namespace, ref.URL)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ch, cost, err := s.load(ctx, data)
+	var over *BudgetError
+	switch {
+	case errors.As(err, &over), errors.Is(err, ctx.Err()) && ctx.Err() != nil:
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnloadable, ref, err)
+	}
+	if ref.Version != "" && ref.URL != "" && ch.Metadata.Version != ref.Version {
+		return nil, fmt.Errorf("%w: %s is version %s, not %s", ErrNotFound, ref.URL, ch.Metadata.Version, ref.Version)
+	}
+	sum := sha256.Sum256(data)
+	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
+		size: int64(len(data)) + max(chartBytes(ch), cost.memory()), checked: true, loads: s.loads}, nil
+}
+
+// load checks and loads an archive in one of MaxParallelLoads slots; it also returns what
+// the archive was charged.
+func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, charged, error) {
+	s.loadsOnce.Do(func() {
+		n := s.MaxParallelLoads
+		if n <= 0 {
+			n = 2
+		}
+		s.loads = make(chan struct{}, n)
+	})
+	select {
+	case s.loads <- struct{}{}:
+		defer func() { <-s.loads }()
+	case <-ctx.Done():
+		return nil, charged{}, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+	}
+	return s.Budget.load(data)
+}
+
+// Slots is the one bound of the source's index fetches (IndexSlots).
+func (s *Source) Slots() *FetchSlots {
+	s.slotsOnce.Do(func() {
+		if s.IndexSlots == nil {
+			s.IndexSlots = NewFetchSlots(MaxIndexFetches)
+		}
+	})
+	return s.IndexSlots
+}
+
+// Size is the memory the chart holds (the archive and what it unpacks to), as the cache
+// counts it.
+func (c *Chart) Size() int64 { return c.size }
+
+func (s *Source) maxBytes() int64 {
+	if s.MaxBytes > 0 {
+		return s.MaxBytes
+	}
+	return 20 << 20
+}
+
+func (s *Source) download(ctx context.Context, namespace, u string) ([]byte, error) {
+	rc, err := s.forURL(namespace, u)
+	if err != nil {
+		return nil, err
+	}
+	return s.fetchWith(ctx, rc, u, s.maxBytes())
+}
+
+// fetchWith GETs u with a repository's client and credentials, reading at most limit bytes.
+func (s *Source) fetchWith(ctx context.Context, rc *repoClient, u string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRef, err)
+	}
+	rc.authorize(req)
+	resp, err := rc.http.Do(req)
+	if errors.Is(err, ErrForbiddenHost) {
+		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, u)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, fmt.Errorf("%w: %s answered 404", ErrNotFound, u)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("%w: %s answered %s (check the repository's credentials)", ErrUnreachable, u, resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%w: %s answered %s", ErrUnreachable, u, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %v", ErrUnreachable, u, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, u, limit)
+	}
+	return data, nil
+}
+
+func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
+	name, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.Lookup(ref.Namespace, repoName)
+	if err != nil {
+		return nil, err
+	}
+	// In the requesting namespace's share: its installs and its console index together.
+	release, err := s.Slots().Acquire(ctx, NamespaceOwner(ref.Namespace))
+	if err != nil {
+		return nil, fmt.Errorf("fetch the index of repository %q: %w", repoName, err)
+	}
+	idx, err := s.FetchIndex(ctx, r)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	cv, err := idx.Get(name, ref.Version)
+	if err != nil || len(cv.URLs) == 0 {
+		return nil, fmt.Errorf("%w: %s version %q in repository %q", ErrNotFound, name, ref.Version, repoName)
+	}
+	// The chart is fetched with the repository's client (CA, client certificate) wherever
+	// its URL points; basic auth goes to the repository's own host only.
+	rc, err := s.clientFor(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.fetchWith(ctx, rc, cv.URLs[0], s.maxBytes())
+}
+
+// fetchEntryURL fetches a chart URL with the client of the repository an index entry names.
+func (s *Source) fetchEntryURL(ctx context.Context, ref Ref) ([]byte, error) {
+	_, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.Lookup(ref.Namespace, repoName)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := s.clientFor(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.fetchWith(ctx, rc, ref.URL, s.maxBytes())
+}
+
+// fetchOCIWith pulls a chart with Helm's registry client (with creds' basic auth, for the
+// registry's host only, when set) under the same bounds as a
+// download: at most MaxBytes (counted on the wire, whatever the manifest claims), and
+// cancelled with ctx (Helm's Pull takes no context; the transport carries it).
+func (s *Source) fetchOCIWith(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
+	base := s.client()
+	next := base.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	// Manifests and the chart's config are small: 1 MiB on top of the chart itself.
+	bounded := &boundedTransport{ctx: ctx, next: next}
+	bounded.remaining.Store(s.maxBytes() + 1<<20)
+	hc := &http.Client{Transport: bounded, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect}
+	opts := []registry.ClientOption{registry.ClientOptHTTPClient(hc)}
+	host := strings.SplitN(strings.TrimPrefix(ref.URL, "oci://"), "/", 2)[0]
+	if creds != nil {
+		opts = append(opts, ociAuthorizer(hc, host, creds))
+	}
+	for _, h := range s.PlainHTTPRegistries {
+		if h == host {
+			opts = append(opts, registry.ClientOptPlainHTTP())
+		}
+	}
+	client, err := registry.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: registry client: %v", ErrUnreachable, err)
+	}
+	target := strings.TrimPrefix(ref.URL, "oci://")
+	if ref.Version != "" && !strings.Contains(target[strings.LastIndex(target, "/")+1:], ":") {
+		target += ":" + ref.Version
+	}
+	res, err := client.Pull(target, registry.PullOptWithChart(true))
+	switch {
+	case bounded.exceeded.Load() || (err == nil && int64(len(res.Chart.Data)) > s.maxBytes()):
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, ref, s.maxBytes())
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, ref, ctx.Err())
+	case errors.Is(err, ErrForbiddenHost):
+		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, ref)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
+	}
+	return res.Chart.Data, nil
+}
+
+func isOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
+
+// boundedTransport gives every request of one pull the pull's context (as well as its
+// own) and stops reading once the pull's responses exceed their byte budget.
+type boundedTransport struct {
+	ctx       context.Context
+	next      http.RoundTripper
+	remaining atomic.Int64
+	exceeded  atomic.Bool
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(t.ctx, cancel)
+	done := func() { stop(); cancel() }
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		done()
+		return nil, err
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, t: t, done: done}
+	return resp, nil
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	t    *boundedTransport
+	done func()
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.t.remaining.Add(-int64(n)) < 0 {
+		b.t.exceeded.Store(true)
+		return n, ErrTooLarge
+	}
+	return n, err
+}
+
+func (b *boundedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
+}
+
+// ParseRepositories reads "name=url,name=url".
+func ParseRepositories(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		name, url, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || url == "" {
+			return nil, fmt.Errorf("chart repository %q: want name=url", kv)
+		}
+		out[name] = url
+	}
+	return out, nil
+}

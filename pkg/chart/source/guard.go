@@ -1,0 +1,96 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// ErrForbiddenHost is a chart URL that resolves (or redirects) to an address async-helm must
+// not fetch from: loopback, link-local (cloud metadata), and private ranges unless allowed.
+var ErrForbiddenHost = errors.New("chart URL host is not allowed")
+
+// Policy says which addresses charts may be fetched from.
+type Policy struct {
+	AllowLoopback bool
+	AllowPrivate  bool
+	// AllowAddresses are "ip:port" destinations allowed whatever their range (an internal
+	// chart repository), without opening the whole range.
+	AllowAddresses []string
+	// MaxRedirects followed (each one checked again); default 5.
+	MaxRedirects int
+}
+
+var cgnat = mustCIDR("100.64.0.0/10")
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// Allowed reports whether ip may be connected to.
+func (p Policy) Allowed(ip net.IP) bool {
+	switch {
+	case ip == nil:
+		return false
+	case ip.IsLoopback():
+		return p.AllowLoopback
+	case ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return false // 169.254.169.254 and friends: cloud metadata lives here
+	case ip.IsPrivate(), cgnat.Contains(ip):
+		return p.AllowPrivate
+	}
+	return true
+}
+
+// HTTPClient checks the address of every connection it makes, after DNS resolution and on
+// every redirect (each redirect dials again), so neither a hostname nor a redirect can
+// reach a forbidden address. Proxies are not used: they would hide the real destination.
+func (p Policy) HTTPClient(timeout time.Duration) *http.Client {
+	dialer := &net.Dialer{
+		Timeout: 10 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			for _, a := range p.AllowAddresses {
+				if a == address {
+					return nil
+				}
+			}
+			if ip := net.ParseIP(host); !p.Allowed(ip) {
+				return fmt.Errorf("%w: %s", ErrForbiddenHost, host)
+			}
+			return nil
+		},
+	}
+	max := p.MaxRedirects
+	if max <= 0 {
+		max = 5
+	}
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext:           dialer.DialContext,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: 30 * time.Second,
+			MaxIdleConnsPerHost:   4,
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= max {
+				return fmt.Errorf("%w: more than %d redirects", ErrForbiddenHost, max)
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return fmt.Errorf("%w: redirect to %s", ErrForbiddenHost, req.URL.Scheme)
+			}
+			return nil
+		},
+	}
+}
