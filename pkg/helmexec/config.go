@@ -4,8 +4,8 @@ package helmexec
 
 import (
 	"fmt"
-	"strings"
 	"sync"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -30,6 +30,8 @@ import (
 type Factory struct {
 	rest   *rest.Config
 	shared *sharedDiscovery
+	// values checks values against chart schemas, in a child when they may not end.
+	values *Renderer
 }
 
 // NewFactory prepares a factory for the cluster of cfg.
@@ -42,7 +44,7 @@ func NewFactory(cfg *rest.Config, opts ...FactoryOption) (*Factory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o)}, nil
+	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), values: &Renderer{Limits: DefaultValuesLimits}}, nil
 }
 
 // Option changes a configuration before it is used.

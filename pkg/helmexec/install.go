@@ -57,9 +57,10 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, err
 	}
 	i := newInstall(cfg, req)
-	if i.SkipSchemaValidation, err = skipSchemaValidation(req.Chart); err != nil {
+	if err := f.checkValues(ctx, req.Chart, req.Values); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
+	i.SkipSchemaValidation = true // checked above, within bounds
 	i.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
 		return i.RunWithContext(context.WithoutCancel(ctx), req.Chart, req.Values)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
@@ -32,10 +34,26 @@ type ChartRender struct {
 	Budget chartsource.Budget `json:"budget"`
 }
 
+// childJob is what a child is asked on stdin: a render or checks of values.
+type childJob struct {
+	Render *ChartRender  `json:"render,omitempty"`
+	Checks []SchemaCheck `json:"checks,omitempty"`
+}
+
 // renderResult is what a child writes on stdout.
 type renderResult struct {
 	Manifest string `json:"manifest,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Invalid is Helm's text for values that do not meet their schemas.
+	Invalid string `json:"invalid,omitempty"`
+}
+
+// init makes every binary that may start a child (submit's template route and values
+// checks, the executor's values checks) its own child, whatever its main does.
+func init() {
+	if IsRenderChild(os.Args) {
+		os.Exit(RunRenderChild(os.Args, os.Stdin, os.Stdout))
+	}
 }
 
 // RunRenderChild is a render child's main: the ChartRender on in, the result on out; args
@@ -50,12 +68,19 @@ func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
 			debug.SetMemoryLimit(limit / 2) // collect hard well before the limit
 		}
 	}
-	var job ChartRender
+	var job childJob
 	var res renderResult
-	if err := json.NewDecoder(in).Decode(&job); err != nil {
+	switch err := json.NewDecoder(in).Decode(&job); {
+	case err != nil:
 		res.Error = fmt.Sprintf("render child: read the request: %v", err)
-	} else {
-		res.Manifest, res.Error = renderArchive(job)
+	case job.Render != nil:
+		res.Manifest, res.Error = renderArchive(*job.Render)
+	default:
+		var msgs strings.Builder
+		for _, c := range job.Checks {
+			msgs.WriteString(checkOne(c))
+		}
+		res.Invalid = msgs.String()
 	}
 	if err := json.NewEncoder(out).Encode(res); err != nil {
 		return 1

@@ -23,6 +23,8 @@ var (
 	// ErrRenderFailed is a render that ended with an error of the chart or its values, or
 	// over its memory or output bound.
 	ErrRenderFailed = errors.New("the chart cannot be rendered")
+	// errChildMemory is a child that ended over its memory bound.
+	errChildMemory = errors.New("out of memory")
 )
 
 // RenderLimits bound renders in child processes. Zero fields take DefaultRenderLimits'.
@@ -77,6 +79,18 @@ type Renderer struct {
 
 // Render renders job in a child and returns the manifests as Render does.
 func (r *Renderer) Render(ctx context.Context, job ChartRender) (string, error) {
+	res, err := r.child(ctx, childJob{Render: &job})
+	if err != nil {
+		return "", err
+	}
+	if res.Error != "" {
+		return "", fmt.Errorf("%w: %s", ErrRenderFailed, res.Error)
+	}
+	return res.Manifest, nil
+}
+
+// child runs job in a child once a slot is free, and returns its answer.
+func (r *Renderer) child(ctx context.Context, job childJob) (renderResult, error) {
 	lim := r.Limits.withDefaults()
 	r.once.Do(func() { r.slots = make(chan struct{}, lim.MaxParallel) })
 	wait := time.NewTimer(lim.Timeout)
@@ -85,26 +99,23 @@ func (r *Renderer) Render(ctx context.Context, job ChartRender) (string, error) 
 	case r.slots <- struct{}{}:
 		defer func() { <-r.slots }()
 	case <-wait.C:
-		return "", fmt.Errorf("%w: %d renders run, none ended within %s", ErrRenderBusy, lim.MaxParallel, lim.Timeout)
+		return renderResult{}, fmt.Errorf("%w: %d children run, none ended within %s", ErrRenderBusy, lim.MaxParallel, lim.Timeout)
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return renderResult{}, ctx.Err()
 	}
 	input, err := json.Marshal(job)
 	if err != nil {
-		return "", fmt.Errorf("encode the render request: %w", err)
+		return renderResult{}, fmt.Errorf("encode the child's request: %w", err)
 	}
 	out, err := r.run(ctx, lim, input)
 	if err != nil {
-		return "", err
+		return renderResult{}, err
 	}
 	var res renderResult
 	if err := json.Unmarshal(out, &res); err != nil {
-		return "", fmt.Errorf("%w: the render child answered no result: %v", ErrRenderFailed, err)
+		return renderResult{}, fmt.Errorf("%w: the child answered no result: %v", ErrRenderFailed, err)
 	}
-	if res.Error != "" {
-		return "", fmt.Errorf("%w: %s", ErrRenderFailed, res.Error)
-	}
-	return res.Manifest, nil
+	return res, nil
 }
 
 // run starts the child, hands it input and reads its answer, killing it at the deadline
@@ -145,7 +156,7 @@ func (r *Renderer) run(ctx context.Context, lim RenderLimits, input []byte) ([]b
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("%w: it was stopped after %s (a template that loops without end?)", ErrRenderKilled, lim.Timeout)
 	case strings.Contains(stderr.buf.String(), "out of memory"), strings.Contains(stderr.buf.String(), "cannot allocate memory"):
-		return nil, fmt.Errorf("%w: it needs more than %d MiB of memory", ErrRenderFailed, lim.MaxMemoryBytes>>20)
+		return nil, fmt.Errorf("%w: %w: it needs more than %d MiB of memory", ErrRenderFailed, errChildMemory, lim.MaxMemoryBytes>>20)
 	case err != nil:
 		return nil, fmt.Errorf("%w: the render child failed: %v: %s", ErrRenderFailed, err, firstLine(stderr.buf.String()))
 	}

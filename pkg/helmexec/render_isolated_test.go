@@ -17,13 +17,6 @@ import (
 	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 )
 
-// The test binary is its own render child, as submit's binary is.
-func init() {
-	if IsRenderChild(os.Args) {
-		os.Exit(RunRenderChild(os.Args, os.Stdin, os.Stdout))
-	}
-}
-
 // packed is a chart of one template as an archive.
 func packed(t *testing.T, template string) []byte {
 	t.Helper()

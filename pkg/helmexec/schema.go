@@ -60,6 +60,8 @@ type schemaScan struct {
 	// regexValues is set by "format": "regex": values are compiled as regular expressions,
 	// which Helm's compiler does without a bound.
 	regexValues bool
+	// refs is set by any reference, even inside the schema.
+	refs bool
 }
 
 // scanSchema reads every "$ref", "$dynamicRef", "$recursiveRef", "$schema" and "format"
@@ -105,6 +107,7 @@ func (s *schemaScan) keyword(k string, v any) error {
 	}
 	switch k {
 	case "$ref", "$dynamicRef", "$recursiveRef":
+		s.refs = true
 		if !strings.HasPrefix(str, "#") {
 			s.fetches = cmp.Or(s.fetches, str)
 			return nil

@@ -38,12 +38,14 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		ch = cur.Chart
 	}
 	u := newUpgrade(cfg, req)
-	if u.SkipSchemaValidation, err = skipSchemaValidation(ch); err != nil {
+	values := upgradeValues(cfg, req.Name, req.Values)
+	if err := f.checkValues(ctx, ch, values); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
+	u.SkipSchemaValidation = true // checked above, within bounds
 	u.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
-		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, req.Values)
+		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values)
 	})
 	return rel, checkAdopted(adopter, err)
 }

@@ -1,6 +1,8 @@
 package submitter
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,6 +25,9 @@ type Schemas struct {
 	// each can hold several MiB compiled (20,000 subschemas, the budget's bound, ~8 MiB; a
 	// pattern compiled holds ~46 bytes a byte), so 256 of them would be gigabytes.
 	large *cache.LRUExpireCache
+	// isolated checks values against a schema with references in a child process, killed
+	// at its deadline or memory bound (helmexec.Renderer.CheckValues).
+	isolated *helmexec.Renderer
 }
 
 const (
@@ -34,7 +39,8 @@ const (
 // NewSchemas keeps the schemas of up to size charts (and of largeSchemas with large ones),
 // least recently used first out.
 func NewSchemas(size int) *Schemas {
-	return &Schemas{compiled: cache.NewLRUExpireCache(size), large: cache.NewLRUExpireCache(largeSchemas)}
+	return &Schemas{compiled: cache.NewLRUExpireCache(size), large: cache.NewLRUExpireCache(largeSchemas),
+		isolated: &helmexec.Renderer{Limits: helmexec.DefaultValuesLimits}}
 }
 
 // schemaTTL only bounds how long an unused entry's memory is held; a digest's schema is
@@ -42,7 +48,12 @@ func NewSchemas(size int) *Schemas {
 const schemaTTL = time.Hour
 
 // compiledSchema is a chart's schema compiled, or nil when it cannot be checked here.
-type compiledSchema struct{ schema *jsonschema.Schema }
+// refs: the schema holds references, so a check may take time and memory exponential in
+// the values' depth: it runs in a child, bounded.
+type compiledSchema struct {
+	schema *jsonschema.Schema
+	refs   bool
+}
 
 func compileSchema(raw []byte) (*compiledSchema, error) {
 	s, ref, err := helmexec.CompileSchema(raw)
@@ -54,7 +65,7 @@ func compileSchema(raw []byte) (*compiledSchema, error) {
 		// names (helmexec.CompileSchema).
 		return &compiledSchema{}, nil
 	}
-	return &compiledSchema{schema: s}, nil
+	return &compiledSchema{schema: s, refs: helmexec.SchemaHasRefs(raw)}, nil
 }
 
 // get compiles the chart's schema once per digest ("" digest: not kept). A request finds it
@@ -102,10 +113,35 @@ func (s *Schemas) validateValues(ch *chart.Chart, digest string, values map[stri
 	if c.schema == nil {
 		return nil
 	}
+	if c.refs {
+		return s.validateIsolated(ch, merged)
+	}
 	if err := c.schema.Validate(merged.AsMap()); err != nil {
 		// chartutil.JSONSchemaValidationError's text.
 		msg := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+helmexec.SchemaURL+"#'\n")
 		return fmt.Errorf("%w: %s\n", ErrValues, msg)
+	}
+	return nil
+}
+
+// validateIsolated checks merged against the chart's schema in a child, within its deadline
+// and memory bound; the child's own deadline bounds the wait.
+func (s *Schemas) validateIsolated(ch *chart.Chart, merged chartutil.Values) error {
+	r := &helmexec.Renderer{Limits: helmexec.DefaultValuesLimits}
+	if s != nil && s.isolated != nil {
+		r = s.isolated
+	}
+	err := r.CheckValues(context.Background(), []helmexec.SchemaCheck{{Chart: ch.Name(), Schema: ch.Schema, Values: merged.AsMap()}})
+	if errors.Is(err, helmexec.ErrValuesInvalid) {
+		// Helm's wording, as the in-process check answers.
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), helmexec.ErrValuesInvalid.Error()+":\n"), ch.Name()+":\n")
+		return fmt.Errorf("%w: %s", ErrValues, msg)
+	}
+	if errors.Is(err, helmexec.ErrRenderBusy) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrValues, err)
 	}
 	return nil
 }

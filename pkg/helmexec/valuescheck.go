@@ -1,0 +1,214 @@
+package helmexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+var (
+	// ErrValuesInvalid is values that do not meet a chart's schema; Helm's text follows.
+	ErrValuesInvalid = errors.New("values don't meet the specifications of the schema(s) in the following chart(s)")
+	// ErrValuesUnchecked is a check of values that passed its deadline or memory bound: a
+	// schema whose references recurse can take time and memory exponential in the values'
+	// depth, and Go cannot stop a validation in place.
+	ErrValuesUnchecked = errors.New("the values could not be checked against the chart's schema")
+)
+
+// DefaultValuesLimits bound a check of values in a child: a real schema checks real values
+// in milliseconds and a few MiB.
+var DefaultValuesLimits = RenderLimits{Timeout: 10 * time.Second, MaxMemoryBytes: 256 << 20,
+	MaxOutputBytes: 1 << 20, MaxParallel: 2}
+
+// SchemaCheck is one chart's values.schema.json and the values Helm checks against it.
+type SchemaCheck struct {
+	Chart  string         `json:"chart"`
+	Schema []byte         `json:"schema"`
+	Values map[string]any `json:"values"`
+}
+
+// SchemaChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for ch
+// and the user's values: each enabled chart's schema against its coalesced values. ch is
+// not changed: the dependencies are processed on a copy of what the check reads.
+func SchemaChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
+	if ch == nil {
+		return nil, nil
+	}
+	tree := schemaTree(ch)
+	if err := chartutil.ProcessDependenciesWithMerge(tree, values); err != nil {
+		return nil, fmt.Errorf("process dependencies: %w", err)
+	}
+	merged, err := chartutil.CoalesceValues(tree, values)
+	if err != nil {
+		return nil, fmt.Errorf("coalesce values: %w", err)
+	}
+	var out []SchemaCheck
+	collectChecks(tree, merged, &out)
+	return out, nil
+}
+
+// schemaTree copies of ch what processing dependencies changes: the charts and their
+// dependency lists (Helm replaces a chart's Values, it does not write into them).
+func schemaTree(ch *chart.Chart) *chart.Chart {
+	md := *ch.Metadata
+	md.Dependencies = make([]*chart.Dependency, len(ch.Metadata.Dependencies))
+	for i, d := range ch.Metadata.Dependencies {
+		c := *d
+		md.Dependencies[i] = &c
+	}
+	out := &chart.Chart{Metadata: &md, Lock: ch.Lock, Schema: ch.Schema, Values: ch.Values}
+	for _, d := range ch.Dependencies() {
+		out.AddDependency(schemaTree(d))
+	}
+	return out
+}
+
+func collectChecks(ch *chart.Chart, values map[string]any, out *[]SchemaCheck) {
+	if ch.Schema != nil {
+		*out = append(*out, SchemaCheck{Chart: ch.Name(), Schema: ch.Schema, Values: values})
+	}
+	for _, sub := range ch.Dependencies() {
+		if v, ok := values[sub.Name()].(map[string]any); ok {
+			collectChecks(sub, v, out)
+		}
+	}
+}
+
+// CheckValues runs checks as Helm's check would, each within r's bounds: a schema with no
+// reference in process (its work is at most its size times the values'), one with a
+// reference in a child killed at its deadline or memory bound. A schema that makes a
+// compiler fetch is not checked (skipSchemaValidation). Errors: ErrValuesInvalid,
+// ErrValuesUnchecked, ErrRenderBusy.
+func (r *Renderer) CheckValues(ctx context.Context, checks []SchemaCheck) error {
+	var isolated []SchemaCheck
+	var msgs strings.Builder
+	for _, c := range checks {
+		if SchemaHasRefs(c.Schema) {
+			isolated = append(isolated, c)
+			continue
+		}
+		msgs.WriteString(checkOne(c))
+	}
+	if len(isolated) > 0 {
+		res, err := r.child(ctx, childJob{Checks: isolated})
+		if err != nil {
+			return valuesChildError(err, r.Limits.withDefaults())
+		}
+		if res.Error != "" {
+			return fmt.Errorf("%w: %s", ErrValuesUnchecked, res.Error)
+		}
+		msgs.WriteString(res.Invalid)
+	}
+	if msgs.Len() > 0 {
+		return fmt.Errorf("%w:\n%s", ErrValuesInvalid, msgs.String())
+	}
+	return nil
+}
+
+func valuesChildError(err error, lim RenderLimits) error {
+	switch {
+	case errors.Is(err, ErrRenderBusy):
+		return err
+	case errors.Is(err, ErrRenderKilled):
+		return fmt.Errorf("%w: the check did not end within %s (a schema whose references recurse?)", ErrValuesUnchecked, lim.Timeout)
+	case errors.Is(err, errChildMemory):
+		return fmt.Errorf("%w: the check needs more than %d MiB of memory (a schema whose references recurse?)", ErrValuesUnchecked, lim.MaxMemoryBytes>>20)
+	}
+	return fmt.Errorf("%w: %v", ErrValuesUnchecked, err)
+}
+
+// SchemaHasRefs tells whether a schema's text holds a reference ("$ref", "$dynamicRef",
+// "$recursiveRef"): only references let a validation's work grow beyond the schema's size
+// times the values'. A schema that does not decode counts as having one.
+func SchemaHasRefs(raw []byte) bool {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return true
+	}
+	scan, err := scanSchema(doc)
+	return err != nil || scan.refs
+}
+
+// checkOne is Helm's text for one chart's values that do not meet its schema ("" when
+// they do). The values go through JSON first, as Helm's check does.
+func checkOne(c SchemaCheck) (msg string) {
+	defer func() {
+		if r := recover(); r != nil { // as Helm's own check does
+			msg = fmt.Sprintf("%s:\nunable to validate schema: %s\n", c.Chart, r)
+		}
+	}()
+	s, ref, err := CompileSchema(c.Schema)
+	if err != nil {
+		return fmt.Sprintf("%s:\n%v\n", c.Chart, err)
+	}
+	if ref != "" {
+		return "" // never compiled with a loader: Helm's check is off for such a chart
+	}
+	raw, err := json.Marshal(c.Values)
+	if err != nil {
+		return fmt.Sprintf("%s:\n%v\n", c.Chart, err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Sprintf("%s:\n%v\n", c.Chart, err)
+	}
+	if err := s.Validate(v); err != nil {
+		// chartutil.JSONSchemaValidationError's text.
+		return fmt.Sprintf("%s:\n%s\n", c.Chart, strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+SchemaURL+"#'\n"))
+	}
+	return ""
+}
+
+// checkValues checks values against ch's schemas within the factory's bounds, as Helm's
+// own check would; the action then runs with Helm's check off. A chart whose schema Helm's
+// check must not compile (skipSchemaValidation) is not checked at all.
+func (f *Factory) checkValues(ctx context.Context, ch *chart.Chart, values map[string]any) error {
+	skip, err := skipSchemaValidation(ch)
+	if err != nil || skip {
+		return err
+	}
+	checks, err := SchemaChecks(ch, values)
+	if err != nil {
+		return err
+	}
+	if f.values == nil {
+		return (&Renderer{Limits: DefaultValuesLimits}).CheckValues(ctx, checks)
+	}
+	return f.values.CheckValues(ctx, checks)
+}
+
+// upgradeValues are the values Helm's upgrade (no reuse or reset flag) runs with: the
+// request's, or when it has none, those of the release it upgrades, found as Helm finds it.
+// Handing them to Helm makes the values checked the values run.
+func upgradeValues(cfg *action.Configuration, name string, values map[string]any) map[string]any {
+	if len(values) > 0 {
+		return values
+	}
+	last, err := cfg.Releases.Last(name)
+	if err != nil || last.Info == nil {
+		return values // Helm fails the same way
+	}
+	current := last
+	if last.Info.Status != helmrelease.StatusDeployed {
+		if current, err = cfg.Releases.Deployed(name); err != nil {
+			if last.Info.Status != helmrelease.StatusFailed && last.Info.Status != helmrelease.StatusSuperseded {
+				return values
+			}
+			current = last
+		}
+	}
+	if len(current.Config) > 0 {
+		return current.Config
+	}
+	return values
+}

@@ -1,0 +1,87 @@
+package helmexec
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+// recursiveSchema's two branches both follow a key down: values nested d deep that fail
+// at the bottom cost 2^d checks (and their errors), which Go cannot stop in place.
+const recursiveSchema = `{"$defs":{"n":{"anyOf":[{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}}},` +
+	`{"type":"object","additionalProperties":{"$ref":"#/$defs/n"}}]}},"$ref":"#/$defs/n"}`
+
+// nested is {"a": {"a": ... "x"}}, depth deep.
+func nested(depth int) map[string]any {
+	var v any = "x"
+	for range depth {
+		v = map[string]any{"a": v}
+	}
+	return v.(map[string]any)
+}
+
+// The executor's install checks values against a recursive schema in a child bounded in
+// time and memory, not in Helm's own unbounded check in the executor's process.
+func TestInstallChecksValuesWithinBounds(t *testing.T) {
+	f, mem, opts := offline(t)
+	f.values = &Renderer{Limits: RenderLimits{Timeout: 30 * time.Second, MaxMemoryBytes: 128 << 20}}
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	ch := tiny("1.0.0")
+	ch.Values = nil
+	ch.Schema = []byte(recursiveSchema)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: ch, Values: nested(17)}, opts...)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrValuesUnchecked) {
+		t.Errorf("install: %v, want %v", err, ErrValuesUnchecked)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("the executor's process allocated %d MiB checking the values", grew>>20)
+	}
+}
+
+// Values that break a schema fail as Helm's check words it, in process (no reference) or
+// in the child (a reference); values that meet it pass.
+func TestCheckValuesAnswersAsHelm(t *testing.T) {
+	r := &Renderer{}
+	for name, schema := range map[string]string{
+		"in process": `{"properties": {"v": {"type": "integer"}}}`,
+		"in a child": `{"$defs": {"i": {"type": "integer"}}, "properties": {"v": {"$ref": "#/$defs/i"}}}`,
+	} {
+		err := r.CheckValues(t.Context(), []SchemaCheck{{Chart: "tiny", Schema: []byte(schema), Values: map[string]any{"v": "x"}}})
+		if !errors.Is(err, ErrValuesInvalid) || !strings.Contains(err.Error(), "tiny:\n") || !strings.Contains(err.Error(), "/v") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err := r.CheckValues(t.Context(), []SchemaCheck{{Chart: "tiny", Schema: []byte(schema), Values: map[string]any{"v": 1}}}); err != nil {
+			t.Errorf("%s, valid values: %v", name, err)
+		}
+	}
+}
+
+// An upgrade without values runs with, and checks, the values of the release it upgrades
+// (Helm's own fallback).
+func TestUpgradeWithoutValuesChecksTheDeployedOnes(t *testing.T) {
+	f, mem, opts := offline(t)
+	ch := tiny("1.0.0")
+	ch.Schema = []byte(`{"properties": {"v": {"type": "string", "maxLength": 4}}}`)
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: ch,
+		Values: map[string]any{"v": "mine"}}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	deployed := get(t, mem, "web", 1)
+	deployed.Config = map[string]any{"v": "longer than four"} // rewritten by a tenant
+	if err := mem.Update("sh.helm.release.v1.web.v1", deployed); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
+	_, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Chart: ch}, opts...)
+	if !errors.Is(err, ErrValuesInvalid) {
+		t.Errorf("upgrade: %v, want %v", err, ErrValuesInvalid)
+	}
+}
