@@ -17,11 +17,15 @@ const (
 	MaxBytes     = 768 << 10
 	// lineOverhead is what a line costs beside its text once stored (seq, times, count).
 	lineOverhead = 128
+	// recentLines is how many of the latest lines a repeat is counted on: Helm's wait logs
+	// one "not ready" line per resource it waits on, in turn, every 2 s.
+	recentLines = 16
 )
 
 // Buffer is a ring of Helm's log lines bounded in bytes: the oldest lines go first. A line
-// equal to the one before it is counted on that one (Helm repeats "not ready" every 2 s
-// while it waits). Safe for concurrent use: Helm logs from several goroutines.
+// equal to one of the recentLines before it is counted on that one (Helm repeats "not
+// ready" every 2 s while it waits, for each resource in turn). Safe for concurrent use:
+// Helm logs from several goroutines.
 type Buffer struct {
 	mu      sync.Mutex
 	max     int
@@ -58,10 +62,9 @@ func (b *Buffer) Append(text string) {
 	t := b.clock.Now().UTC()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n := len(b.lines); n > 0 && b.lines[n-1].Text == text {
-		last := &b.lines[n-1]
-		last.Repeated++
-		last.Last = &t
+	if seen := b.recent(text); seen != nil {
+		seen.Repeated++
+		seen.Last = &t
 		return
 	}
 	b.version++
@@ -74,6 +77,23 @@ func (b *Buffer) Append(text string) {
 		b.lines = b.lines[1:]
 		b.dropped++
 	}
+}
+
+// recent is the line among the recentLines latest whose text is text (nil: none).
+func (b *Buffer) recent(text string) *api.LogLine {
+	for i := len(b.lines) - 1; i >= 0 && i >= len(b.lines)-recentLines; i-- {
+		if b.lines[i].Text == text {
+			return &b.lines[i]
+		}
+	}
+	return nil
+}
+
+// Size is what the kept lines cost once stored, about.
+func (b *Buffer) Size() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.size
 }
 
 // storedSize is what a line costs once stored: its text as JSON escapes it ('<' and

@@ -19,6 +19,35 @@ import (
 // that no tenant quota bounds. Over 10 minutes of waiting, the writes must stay within one
 // full log per heartbeat (30 s) and the new lines.
 func TestRepeatedNotReadyDoesNotRewriteAFullLogEveryFlush(t *testing.T) {
+	checkWritesWhileWaiting(t, func(int) string {
+		return Format("Deployment is not ready: %s/%s. %d out of %d expected pods are ready", "ns", "web", 0, 1)
+	})
+}
+
+// Attack: waits that alternate between two lines (a StatefulSet with updateStrategy
+// OnDelete before one that never becomes ready) were no repeat of the line before: every
+// flush rewrote the whole log (34 MiB in 10 minutes for one action).
+func TestAlternatingWaitLinesDoNotRewriteAFullLogEveryFlush(t *testing.T) {
+	checkWritesWhileWaiting(t, func(i int) string {
+		if i%2 == 0 {
+			return "StatefulSet is not ready: ns/a. update strategy is OnDelete"
+		}
+		return "StatefulSet is not ready: ns/b. 0 out of 1 expected pods are ready"
+	})
+}
+
+// Attack: a wait whose lines never repeat (a counter in a resource's status) changes the
+// log at every flush: the write budget still bounds what the log writes.
+func TestEverChangingLinesStayWithinTheWriteBudget(t *testing.T) {
+	checkWritesWhileWaiting(t, func(i int) string {
+		return fmt.Sprintf("Job ns/j is not ready: %d pods failed so far", i)
+	})
+}
+
+// checkWritesWhileWaiting fills an action's log, logs line(i) every 2 s for 10 minutes
+// with a flush every 3 s, and checks that the writes stay within one full log per heartbeat.
+func checkWritesWhileWaiting(t *testing.T, line func(i int) string) {
+	t.Helper()
 	bg := context.Background()
 	clock := fakekube.NewClock(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC))
 	c := fakekube.New(clock)
@@ -36,14 +65,14 @@ func TestRepeatedNotReadyDoesNotRewriteAFullLogEveryFlush(t *testing.T) {
 	for ms := 0; ms < int(wait/time.Millisecond); ms += 1000 {
 		clock.Add(time.Second)
 		if ms%2000 == 0 {
-			buf.Log("Deployment is not ready: %s/%s. %d out of %d expected pods are ready", "ns", "web", 0, 1)
+			buf.Append(line(ms / 2000))
 		}
 		if ms%3000 == 0 {
-			before := w.version
+			before := w.written
 			if err := w.Flush(bg, false); err != nil {
 				t.Fatal(err)
 			}
-			if w.version != before {
+			if !w.written.Equal(before) {
 				cm, err := c.CoreV1().ConfigMaps("async-helm").Get(bg, ObjectName("ns", "web", 2), metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
@@ -53,6 +82,7 @@ func TestRepeatedNotReadyDoesNotRewriteAFullLogEveryFlush(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d writes, %d KiB in %s", writes, written>>10, wait)
 	full := DefaultBytes + DefaultBytes/2
 	if limit := int(wait/HeartbeatEvery) * full; written > limit {
 		t.Errorf("%d writes of the whole log, %d MiB in %s of waiting on one action (want at most %d KiB: a full log per heartbeat)",

@@ -14,8 +14,11 @@ import (
 // nothing new: a reader takes a log unwritten for StaleAfter as abandoned.
 const HeartbeatEvery = 30 * time.Second
 
-// Writer writes one action's Buffer to the Store: when it changed, at least every
-// HeartbeatEvery while it runs, and once at the end.
+// Writer writes one action's Buffer to the Store: when it changed and its write budget
+// allows, at least every HeartbeatEvery while it runs, and once at the end. The budget is
+// one full buffer per HeartbeatEvery on average (two at once): each write rewrites the
+// whole ConfigMap in async-helm's namespace, so a log that keeps changing (lines that
+// never repeat within recentLines) is written less often as it grows, not every flush.
 type Writer struct {
 	Store  *Store
 	Buffer *Buffer
@@ -27,6 +30,10 @@ type Writer struct {
 	version int64
 	written time.Time
 	ended   bool
+	// spent is the bytes written beyond the budget at spentAt; it drains at one full
+	// buffer per HeartbeatEvery.
+	spent   float64
+	spentAt time.Time
 }
 
 // NewWriter starts the log of one revision's action (nothing is written yet); c dates it
@@ -46,13 +53,27 @@ func (w *Writer) Flush(ctx context.Context, final bool) error {
 	}
 	lines, dropped, version := w.Buffer.Snapshot()
 	now := wallclock.Or(w.Clock).Now()
-	if !final && version == w.version && now.Sub(w.written) < HeartbeatEvery {
+	size := w.Buffer.Size()
+	heartbeat := now.Sub(w.written) >= HeartbeatEvery
+	if !final && !heartbeat && (version == w.version || !w.affords(now, size)) {
 		return nil
 	}
 	w.rec.Lines, w.rec.Dropped, w.rec.Updated, w.rec.Running = lines, dropped, now, !final
 	if err := w.Store.Write(ctx, &w.rec); err != nil {
 		return err
 	}
+	w.spent += float64(size)
 	w.version, w.written, w.ended = version, now, final
 	return nil
+}
+
+// affords drains the spent bytes to now and tells whether a write of size bytes stays
+// within the budget (two full buffers at once).
+func (w *Writer) affords(now time.Time, size int) bool {
+	full := float64(w.Buffer.max)
+	if !w.spentAt.IsZero() {
+		w.spent -= full * float64(now.Sub(w.spentAt)) / float64(HeartbeatEvery)
+	}
+	w.spent, w.spentAt = max(w.spent, 0), now
+	return w.spent+float64(size) <= 2*full
 }
