@@ -20,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/notifier"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/sweeper"
 )
 
 // Function is the notifier.
@@ -28,6 +29,7 @@ type Function struct {
 	log        *zap.SugaredLogger
 	metrics    *function.Metrics
 	svc        *notifier.Service
+	sweeper    *sweeper.Sweeper
 	source     http.Handler
 	deadLetter http.Handler
 }
@@ -61,49 +63,63 @@ func (f *Function) Start(ctx context.Context) error {
 		return err
 	}
 	registerQueueMetrics(f.metrics, revisions)
-	f.svc = &notifier.Service{
-		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Redrive: redrive, Log: f.log,
-		// SealKey: the store verifies the seals of queued records (held slots), it writes none.
-		Store:      &release.Store{Client: cl.Typed, Metadata: cl.Metadata, SealKey: []byte(f.cfg.EventSigningKey)},
-		Namespaces: f.cfg.Namespaces, Revisions: revisions, Workers: f.cfg.Workers,
-		ProgressInterval: f.cfg.ProgressInterval,
-		SigningKey:       []byte(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
-		Consumed: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace},
-		Sweep: notifier.SweepConfig{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
-			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline},
-	}
-	pm := newPassMetrics(f.metrics)
-	f.svc.OnPass = pm.observe
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, SealKey: []byte(f.cfg.EventSigningKey)}
+	records := &consumed.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace}
 	logs := &actionlog.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace}
-	f.svc.ActionLogs = logs
-	go logs.PruneEvery(ctx, time.Hour, f.cfg.ActionLogMaxAge, f.log)
-	if f.cfg.LeaderElection {
-		f.svc.Election = f.election(cl, pm)
+	f.svc = &notifier.Service{
+		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Log: f.log, Store: store,
+		Namespaces: f.cfg.Namespaces, Revisions: revisions, Workers: f.cfg.Workers,
+		ProgressInterval: f.cfg.ProgressInterval, Consumed: records, ActionLogs: logs,
 	}
+	f.sweeper = f.newSweeper(cl, store, records, redrive, revisions)
+	go logs.PruneEvery(ctx, time.Hour, f.cfg.ActionLogMaxAge, f.log)
 	f.svc.Init()
 	answers := function.Adapter{Status: statusOf}
 	f.source = function.EventHandler(answers.Events(f.receive))
 	f.deadLetter = function.EventHandler(answers.Events(f.receiveDeadLetter))
-	return f.svc.Start(ctx, f.cfg.Watch)
+	if err := f.svc.Start(ctx, f.cfg.Watch); err != nil {
+		return err
+	}
+	return f.sweeper.Start(ctx)
+}
+
+// newSweeper is the leader's loop beside the notifier: its passes read the index only
+// when the notifier runs it (watch mode), and queue the notifier's tombstones.
+func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *consumed.Store,
+	redrive sweeper.EventSender, revisions *release.RevisionIndex) *sweeper.Sweeper {
+	sw := &sweeper.Sweeper{Store: store, Reporter: f.svc, Redrive: redrive, Log: f.log,
+		Namespaces: f.cfg.Namespaces, SigningKey: []byte(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
+		Consumed: records,
+		Config: sweeper.Config{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
+			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline}}
+	if f.cfg.Watch {
+		sw.Index = revisions
+	}
+	pm := newPassMetrics(f.metrics)
+	sw.OnPass = pm.observe
+	if f.cfg.LeaderElection {
+		sw.Election = f.election(cl, pm)
+	}
+	return sw
 }
 
 // clients are the Kubernetes clients, their requests counted per sweeper pass
-// (notifier.CountingTransport).
+// (sweeper.CountingTransport).
 func (f *Function) clients() (*kube.Clients, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", f.cfg.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
-	rc.Wrap(notifier.CountingTransport)
+	rc.Wrap(sweeper.CountingTransport)
 	return kube.FromConfig(rc)
 }
 
 // election is this pod's part in the notifier's leader election, on a Lease in
 // async-helm's own namespace.
-func (f *Function) election(cl *kube.Clients, pm *passMetrics) *notifier.Election {
+func (f *Function) election(cl *kube.Clients, pm *passMetrics) *sweeper.Election {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // two processes on one host (make run) are two candidates
-	return &notifier.Election{Client: cl.Typed, Namespace: f.cfg.OwnNamespace, Name: f.cfg.ElectionName(),
+	return &sweeper.Election{Client: cl.Typed, Namespace: f.cfg.OwnNamespace, Name: f.cfg.ElectionName(),
 		Identity:      f.cfg.PodName + "_" + hex.EncodeToString(b),
 		LeaseDuration: f.cfg.LeaderLeaseDuration, RenewDeadline: f.cfg.LeaderRenewDeadline, RetryPeriod: f.cfg.LeaderRetryPeriod,
 		Log: f.log, OnLeading: pm.leading}
@@ -146,7 +162,7 @@ func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (
 		f.log.Warnw("dead letter that is not an accepted request; dropped", "type", e.Type(), "id", e.ID())
 		return function.EventReply{}, nil
 	}
-	marked, err := f.svc.DeadLetter(ctx, a)
+	marked, err := f.sweeper.DeadLetter(ctx, a)
 	if err != nil {
 		return function.EventReply{}, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/notifier"
+	"github.com/async-helm/async-helm/pkg/sweeper"
 )
 
 // passMetrics expose what the sweeper's passes cost on /metrics (make bench reads them):
@@ -44,7 +45,7 @@ func registerQueueMetrics(m *function.Metrics, src notifier.QueueSource) {
 	}
 }
 
-func (p *passMetrics) observe(st notifier.PassStats) {
+func (p *passMetrics) observe(st sweeper.PassStats) {
 	if p == nil {
 		return
 	}

@@ -84,24 +84,22 @@ func (s *sink) statuses(t *testing.T) []string {
 }
 
 type env struct {
-	t       *testing.T
-	c       *fakekube.Cluster
-	clock   *fakekube.Clock
-	store   *release.Store
-	sink    *sink
-	redrive *sink
-	svc     *Service
+	t     *testing.T
+	c     *fakekube.Cluster
+	clock *fakekube.Clock
+	store *release.Store
+	sink  *sink
+	svc   *Service
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clock := fakekube.NewClock(t0)
 	c := fakekube.New(clock)
-	e := &env{t: t, c: c, clock: clock, sink: &sink{}, redrive: &sink{},
+	e := &env{t: t, c: c, clock: clock, sink: &sink{},
 		store: &release.Store{Client: c, Metadata: c.Metadata(), Clock: clock}}
-	e.svc = &Service{Client: c, Metadata: c.Metadata(), Store: e.store, Sender: e.sink, Redrive: e.redrive,
-		Log: zap.NewNop().Sugar(), Clock: clock, SigningKey: signingKey, EventMaxAge: 3 * time.Hour,
-		Sweep: SweepConfig{Interval: time.Hour, RedriveAfter: 2 * time.Minute, Grace: time.Minute, QueueDeadline: time.Hour}}
+	e.svc = &Service{Client: c, Metadata: c.Metadata(), Store: e.store, Sender: e.sink,
+		Log: zap.NewNop().Sugar(), Clock: clock}
 	e.svc.Init()
 	// The namespace exists: a revision's Secret deleted there is not lost work (vanished.go).
 	if _, err := c.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, metav1.CreateOptions{}); err != nil {

@@ -110,7 +110,6 @@ func (b *blockingSender) counts() (int, int) {
 // not keep up with 50 full-secret rewrites a second), and no more.
 func TestDefaultWorkersWorkInParallel(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
 	b := &blockingSender{release: make(chan struct{})}
 	e.svc.Sender = b
 	for i := 0; i < DefaultWorkers+5; i++ {

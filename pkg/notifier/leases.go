@@ -53,6 +53,12 @@ func (c *leaseCache) get(namespace, name string) *coordinationv1.Lease {
 	return nil
 }
 
+// CachedLease is async-helm's Lease namespace/name as the cache holds it (nil: none
+// cached, or no cache); only a Lease it shows alive may be trusted (release.AliveIn).
+func (s *Service) CachedLease(namespace, name string) *coordinationv1.Lease {
+	return s.leases.get(namespace, name)
+}
+
 // list is every cached Lease; ok is false when there is no cache.
 func (c *leaseCache) list() ([]*coordinationv1.Lease, bool) {
 	c.mu.Lock()

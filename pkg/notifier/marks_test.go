@@ -33,7 +33,7 @@ func (s slowMarks) MarkNotified(ctx context.Context, rev release.Revision) error
 // worker: the second event never came while the first mark hung.
 func TestASlowMarkDoesNotHoldTheNextEvent(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval, e.svc.Workers = 0, 1
+	e.svc.Workers = 1
 	slow := slowMarks{Store: e.store, release: make(chan struct{})}
 	e.svc.Store = slow
 	e.reserve("a", release.ActionInstall, 1)

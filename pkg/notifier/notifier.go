@@ -24,6 +24,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
@@ -37,30 +38,23 @@ type EventSender interface {
 type Store interface {
 	ReleaseMeta(ctx context.Context, namespace, secretName string) (*metav1.PartialObjectMetadata, error)
 	ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error)
-	PendingRevisions(ctx context.Context, namespace string) ([]release.Revision, error)
 	// Head reads the head of a record at a resourceVersion (nil: gone).
 	Head(ctx context.Context, namespace, secretName, resourceVersion string) (*release.Head, error)
-	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
-	// KeptRequest reads a Secret's stored event whatever its labels say (nil: gone); the
-	// mark clock takes the signed acceptance time from it.
-	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
 	MarkNotified(ctx context.Context, rev release.Revision) error
-	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
-	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
-	// MarkFailedAt fails a pending revision only at the resourceVersion it was read at.
-	MarkFailedAt(ctx context.Context, rev release.Revision, reason string) (bool, error)
-	// HeldSlots lists queued records with a final status label (release.HeldSlot), and
-	// UnqueueHeld drops the queued label of one.
-	HeldSlots(ctx context.Context, namespace string) ([]release.HeldSlot, error)
-	UnqueueHeld(ctx context.Context, h release.HeldSlot) (bool, error)
-	// LastSignOfLife and Alive read a revision's heartbeat Lease.
-	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
+	// Alive reads a revision's heartbeat Lease.
 	Alive(ctx context.Context, namespace, key string) (bool, error)
 	// Tombstones, ReadTombstone and BuryTombstone list, read and delete (as read) the
 	// tombstones of uninstalls (tombstones.go).
 	Tombstones(ctx context.Context, namespace string) ([]lease.Tombstone, error)
 	ReadTombstone(ctx context.Context, namespace, lease string) (*lease.Tombstone, error)
 	BuryTombstone(ctx context.Context, t lease.Tombstone) error
+}
+
+// ConsumedRecords are the executor's records of the requests it started, in async-helm's
+// own namespace where tenants cannot write (*consumed.Store): only the outcome recorded
+// there says an uninstall happened (tombstones.go).
+type ConsumedRecords interface {
+	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
 }
 
 // Service is the notifier.
@@ -80,33 +74,18 @@ type Service struct {
 	Revisions *release.RevisionIndex
 	// Workers sending events in parallel; 0 is DefaultWorkers.
 	Workers int
-	// Sweeper settings (see sweeper.go and docs/design.md, "A 201 is a promise").
-	Sweep SweepConfig
-	// Redrive sends stored accepted events back to the broker (the sweeper's re-sends).
-	Redrive EventSender
 	// ProgressInterval rate-limits progress events per revision; 0 sends none.
 	ProgressInterval time.Duration
-	// Clock dates marks and ages, and ticks the sweeper and the progress events (nil: the
-	// wall clock; tests move a fake one).
+	// Clock dates ages and ticks the progress events (nil: the wall clock; tests move a
+	// fake one).
 	Clock clock.WithTicker
-	// SigningKey and EventMaxAge verify a stored event before the sweeper sends it again
-	// (events.Verify); without a key nothing is re-sent.
-	SigningKey  []byte
-	EventMaxAge time.Duration
-	// Consumed, when set, is the executor's record of consumed requests (redrive.go).
+	// Consumed, when set, is the executor's record of consumed requests (tombstones.go).
 	Consumed ConsumedRecords
-	// Election, when set, runs the sweeper only while this pod leads (leader.go); nil:
-	// this notifier is the only one and sweeps.
-	Election *Election
-	// OnPass, when set, is told what each sweeper pass cost (metrics).
-	OnPass func(PassStats)
 	// ActionLogs, when set, gives failed status events the tail of the action's log.
 	ActionLogs LogTails
 
-	// leases caches async-helm's Leases (leases.go); pruned is when consumed records were
-	// last pruned (redrive.go).
+	// leases caches async-helm's Leases (leases.go).
 	leases leaseCache
-	pruned time.Time
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// marks are the secrets whose reported status is to be recorded (watch mode, marks.go):
@@ -127,10 +106,8 @@ type Service struct {
 	// vanished marks deleted secrets of our pending revisions: their namespace is looked at
 	// (vanished.go) before anything is reported.
 	vanished map[string]bool
-	// once logs what a hostile record causes once, not once per retry or sweep.
+	// once logs what a hostile record causes once, not once per retry.
 	once onceLog
-	// markClock is when the sweeper first saw each sealed pending revision (markclock.go).
-	markClock markClock
 }
 
 // DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly
@@ -172,7 +149,7 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 		return err
 	}
 	// Uninstalls finished while the notifier was away.
-	if err := s.sweepTombstones(ctx); err != nil {
+	if err := s.QueueTombstones(ctx); err != nil {
 		return err
 	}
 	workers := s.Workers
@@ -194,32 +171,10 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 		s.queue.ShutDown()
 		s.marks.ShutDown()
 	}()
-	if err := s.startSweeper(ctx); err != nil {
-		return err
-	}
 	if s.ProgressInterval > 0 {
 		if err := s.startProgress(ctx, s.ProgressInterval); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// startSweeper runs the sweeper: here, or only while this pod leads (Election).
-func (s *Service) startSweeper(ctx context.Context) error {
-	switch {
-	case s.Sweep.Interval <= 0:
-	case s.Election == nil:
-		go s.sweepLoop(ctx)
-	default:
-		if _, err := s.Election.config(nil); err != nil {
-			return err
-		}
-		go func() {
-			if err := s.Election.Run(ctx, s.lead); err != nil {
-				s.Log.Errorw("leader election stopped: this notifier no longer sweeps", "error", err)
-			}
-		}()
 	}
 	return nil
 }

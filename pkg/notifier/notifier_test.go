@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/internal/testwait"
@@ -148,7 +150,6 @@ func TestMarkNotifiedConflict(t *testing.T) {
 // reported in order.
 func TestStartWatchReports(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
 	e.svc.Workers = 2
 	e.reserve("web", release.ActionInstall, 1)
 	if err := e.svc.Start(ctx(t), true); err != nil {
@@ -166,7 +167,6 @@ func TestStartWatchReports(t *testing.T) {
 // Source mode: catch up once with every release secret, then work on what Enqueue gives.
 func TestStartSourceModeCatchesUp(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
 	e.reserve("web", release.ActionInstall, 1)
 	if err := e.svc.Start(ctx(t), false); err != nil {
 		t.Fatal(err)
@@ -175,4 +175,42 @@ func TestStartSourceModeCatchesUp(t *testing.T) {
 	e.set("web", 1, helmrelease.StatusDeployed, "")
 	e.svc.Enqueue("ns", release.SecretName("web", 1))
 	testwait.For(t, func() bool { return len(e.sink.events()) == 2 })
+}
+
+// A failed record that does not decode (any tenant's, ours or not) is reported from its
+// labels: before, describe's decode error retried it for ever and nothing was reported.
+func TestFailedUndecodableRecordIsReportedFromItsLabels(t *testing.T) {
+	e := newEnv(t)
+	e.hostileRecord("evil", nil)
+	e.patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
+	key := "ns/" + release.SecretName("evil", 1)
+	if err := e.svc.sync(ctx(t), key); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got := e.sink.statuses(t); len(got) != 1 || got[0] != "failed" {
+		t.Fatalf("reported %v", got)
+	}
+}
+
+// A record that does not decode is logged once with its name, not on every retry or sweep.
+func TestUndecodableRecordIsLoggedOnce(t *testing.T) {
+	e := newEnv(t)
+	core, logs := observer.New(zap.WarnLevel)
+	e.svc.Log = zap.New(core).Sugar()
+	e.hostileRecord("evil", nil)
+	e.patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
+	key := "ns/" + release.SecretName("evil", 1)
+	for i := 0; i < 3; i++ {
+		e.svc.observe(key, e.meta("evil", 1))
+		e.svc.mu.Lock()
+		e.svc.backlog[key] = []string{"failed"} // reported again, as after a restart
+		e.svc.mu.Unlock()
+		if err := e.svc.sync(ctx(t), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := logs.FilterMessageSnippet("does not decode").All()
+	if len(got) != 1 || got[0].ContextMap()["secret"] != release.SecretName("evil", 1) {
+		t.Fatalf("logged %d times: %v", len(got), got)
+	}
 }

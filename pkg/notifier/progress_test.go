@@ -15,7 +15,6 @@ import (
 // latest one per interval, never one already sent, never for a Lease that is not ours.
 func TestProgressEvents(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
 	e.svc.ProgressInterval = time.Minute
 	e.reserve("web", release.ActionInstall, 1)
 	e.reserve("api", release.ActionInstall, 1)

@@ -1,16 +1,13 @@
 package notifier
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	helmtime "helm.sh/helm/v3/pkg/time"
 
-	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -103,11 +100,10 @@ func TestCatchUpError(t *testing.T) {
 	}
 }
 
-// NAMESPACES: only the named namespaces are reported and swept.
+// NAMESPACES: only the named namespaces are reported.
 func TestNamespacesFilter(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Namespaces = []string{"other"}
-	e.svc.Sweep.Interval = 0
 	e.reserve("web", release.ActionInstall, 1) // in "ns"
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
@@ -115,35 +111,8 @@ func TestNamespacesFilter(t *testing.T) {
 	if m, err := e.svc.Revisions.Get("ns/" + release.SecretName("web", 1)); err != nil || m != nil {
 		t.Errorf("the index holds a secret of an unwatched namespace: %v, %v", m, err)
 	}
-	e.clock.Add(e.svc.Sweep.QueueDeadline * 2)
-	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res != (SweepResult{}) {
-		t.Errorf("swept an unwatched namespace: %+v, %v", res, err)
-	}
 	if len(e.sink.events()) != 0 {
 		t.Errorf("reported %d events of an unwatched namespace", len(e.sink.events()))
-	}
-}
-
-// The sweeper runs every Interval until the context ends.
-func TestSweepLoop(t *testing.T) {
-	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	e.clock.Add(3 * time.Minute)
-	e.svc.Sweep.Interval = time.Minute
-	loopCtx, stop := context.WithCancel(ctx(t))
-	done := make(chan struct{})
-	go func() { e.svc.sweepLoop(loopCtx); close(done) }()
-	testwait.For(t, e.clock.HasWaiters) // the loop's ticker
-	if n := len(e.redrive.events()); n != 0 {
-		t.Fatalf("%d re-sends before the first interval ended", n)
-	}
-	e.clock.Add(time.Minute)
-	testwait.For(t, func() bool { return len(e.redrive.events()) == 1 })
-	stop()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the sweep loop did not stop with its context")
 	}
 }
 
@@ -151,30 +120,10 @@ func TestSweepLoop(t *testing.T) {
 func TestAPIErrors(t *testing.T) {
 	e := newEnv(t)
 	e.reserve("web", release.ActionInstall, 1)
-	a := events.Action{Namespace: "ns", Name: "web", Revision: 1, SecretName: release.SecretName("web", 1), RequestID: "req-web"}
 	e.c.Fail("patch", "secrets", errors.New("down"))
-	if marked, err := e.svc.DeadLetter(ctx(t), a); err == nil || marked {
-		t.Errorf("dead letter with a failing patch: %v, %v", marked, err)
-	}
 	rev := e.revision("web", 1)
 	rev.Status = "deployed"
 	if err := e.svc.markNotified(ctx(t), rev); err == nil {
 		t.Error("markNotified with a failing patch")
-	}
-	e.c.Fail("patch", "secrets", nil)
-	e.c.Fail("get", "secrets", errors.New("down"))
-	if _, err := e.svc.DeadLetter(ctx(t), a); err == nil {
-		t.Error("dead letter with a failing read")
-	}
-	e.c.Fail("get", "secrets", nil)
-	e.c.Fail("list", "secrets", errors.New("down"))
-	if _, err := e.svc.SweepOnce(ctx(t)); err == nil {
-		t.Error("sweep with a failing list")
-	}
-	e.c.Fail("list", "secrets", nil)
-	e.c.Fail("get", "leases", errors.New("down"))
-	e.clock.Add(2 * time.Hour)
-	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res != (SweepResult{}) {
-		t.Errorf("a revision whose lease cannot be read was swept: %+v, %v", res, err)
 	}
 }

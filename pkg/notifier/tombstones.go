@@ -38,9 +38,10 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 	})
 }
 
-// sweepTombstones queues every tombstone: those whose executor died (no event announces
-// a Lease expiring), and all of them when the notifier does not watch.
-func (s *Service) sweepTombstones(ctx context.Context) error {
+// QueueTombstones queues every tombstone: those whose executor died (no event announces
+// a Lease expiring), and all of them when the notifier does not watch. The leader's
+// sweeper calls it every pass (sweeper.Reporter).
+func (s *Service) QueueTombstones(ctx context.Context) error {
 	if cached, ok := s.leases.list(); ok && s.watching {
 		s.queueTombstones(cached)
 		return nil

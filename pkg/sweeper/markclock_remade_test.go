@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"testing"
@@ -16,15 +16,15 @@ import (
 // a new Secret does not change.
 func TestRemadeReservationDoesNotOutliveTheDeadline(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
+	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.reserve("web", release.ActionInstall, 1)
 	failedAt := failedUnderRewrites(t, e, func() { e.remake("web") }) // the Secret made again
 	if failedAt < 0 {
 		t.Fatalf("the reservation the tenant makes again every 50 minutes is still pending and queued after 3 h (QUEUE_DEADLINE %s): it holds its slot for ever",
-			e.svc.Sweep.QueueDeadline)
+			e.sw.Config.QueueDeadline)
 	}
-	if limit := e.svc.Sweep.QueueDeadline + 10*time.Minute; failedAt > limit {
+	if limit := e.sw.Config.QueueDeadline + 10*time.Minute; failedAt > limit {
 		t.Errorf("failed %s after the reservation; want within %s", failedAt, limit)
 	}
 }

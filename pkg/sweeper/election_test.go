@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"context"
@@ -67,10 +67,10 @@ func (l severedLeases) Update(ctx context.Context, x *coordinationv1.Lease, o me
 	return l.LeaseInterface.Update(ctx, x, o)
 }
 
-// candidate is one notifier pod of the test: a Service of its own over the env's cluster,
-// campaigning as id, counting its sweeper passes.
+// candidate is one notifier pod of the test: a Sweeper of its own over the env's cluster,
+// campaigning as id, counting its passes.
 type candidate struct {
-	svc    *Service
+	sw     *Sweeper
 	cut    atomic.Bool
 	passes atomic.Int64
 	mu     sync.Mutex
@@ -85,17 +85,17 @@ func (realTicks) NewTicker(d time.Duration) clock.Ticker { return clock.RealCloc
 
 func (e *env) candidate(id string) *candidate {
 	c := &candidate{}
-	s := &Service{Client: e.c, Metadata: e.c.Metadata(), Store: e.store, Sender: e.sink, Redrive: e.redrive,
-		Log: e.svc.Log, Clock: realTicks{e.clock}, SigningKey: signingKey, EventMaxAge: 3 * time.Hour, Sweep: e.svc.Sweep}
-	s.Sweep.Interval = 20 * time.Millisecond
+	s := &Sweeper{Store: e.store, Redrive: e.redrive, Log: e.sw.Log, Clock: realTicks{e.clock},
+		SigningKey: signingKey, EventMaxAge: 3 * time.Hour, Config: e.sw.Config}
+	s.Config.Interval = 20 * time.Millisecond
 	s.OnPass = func(PassStats) { c.passes.Add(1) }
 	// Short timings (the Lease counts whole seconds): the test waits for the takeover, it
 	// does not time it.
 	s.Election = &Election{Client: severable{e.c, &c.cut}, Namespace: "async-helm", Name: "notifier", Identity: id,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
 		Log: s.Log, OnLeading: func(on bool) { c.mu.Lock(); c.leads = on; c.mu.Unlock() }}
-	c.svc = s
-	if err := s.Start(ctx(e.t), true); err != nil {
+	c.sw = s
+	if err := s.Start(ctx(e.t)); err != nil {
 		e.t.Fatal(err)
 	}
 	return c

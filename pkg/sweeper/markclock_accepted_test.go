@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"testing"
@@ -36,13 +36,12 @@ func (e *env) remake(name string) {
 	}
 }
 
-// restartNotifier replaces the notifier with a new one (a restart, or a new leader): what
-// it kept in memory is gone.
+// restartNotifier replaces the sweeper with a new one (the notifier restarted, or a new
+// leader): what it kept in memory is gone.
 func (e *env) restartNotifier() {
-	old := e.svc
-	e.svc = &Service{Client: old.Client, Metadata: old.Metadata, Store: old.Store, Sender: old.Sender, Redrive: old.Redrive,
-		Log: old.Log, Clock: old.Clock, SigningKey: old.SigningKey, EventMaxAge: old.EventMaxAge, Sweep: old.Sweep}
-	e.svc.Init()
+	old := e.sw
+	e.sw = &Sweeper{Store: old.Store, Redrive: old.Redrive, Log: old.Log, Clock: old.Clock,
+		SigningKey: old.SigningKey, EventMaxAge: old.EventMaxAge, Config: old.Config}
 }
 
 // Attack (hostile-tenant review of the mark clock): the clock of a sealed pending revision
@@ -53,7 +52,7 @@ func (e *env) restartNotifier() {
 // no later than the acceptance time submit signed in the stored event, which survives both.
 func TestRemadeReservationAcrossRestartsIsFailedAtTheDeadlineFromAcceptance(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
+	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.reserve("web", release.ActionInstall, 1)
 	e.clock.Add(time.Minute) // the first pass sees it after its creation, as always
@@ -65,9 +64,9 @@ func TestRemadeReservationAcrossRestartsIsFailedAtTheDeadlineFromAcceptance(t *t
 	})
 	if failedAt < 0 {
 		t.Fatalf("the reservation made again every 50 minutes across notifier restarts is still pending and queued after 3 h (QUEUE_DEADLINE %s): it holds its slot for ever",
-			e.svc.Sweep.QueueDeadline)
+			e.sw.Config.QueueDeadline)
 	}
-	if limit := e.svc.Sweep.QueueDeadline + 10*time.Minute; failedAt > limit {
+	if limit := e.sw.Config.QueueDeadline + 10*time.Minute; failedAt > limit {
 		t.Errorf("failed %s after the reservation; want within %s of its acceptance", failedAt, limit)
 	}
 }
@@ -77,7 +76,7 @@ func TestRemadeReservationAcrossRestartsIsFailedAtTheDeadlineFromAcceptance(t *t
 // submit's rate a read per accepted request was one more API call per 201).
 func TestAcceptedTimeIsReadOncePerKey(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
+	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.reserve("web", release.ActionInstall, 1)
 	gets := func() int {
@@ -93,7 +92,7 @@ func TestAcceptedTimeIsReadOncePerKey(t *testing.T) {
 	// reads the record too).
 	for pass, want := range []int{0, 0, 1, 0} {
 		before := gets()
-		if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
 		if n := gets() - before; n != want {
@@ -111,10 +110,10 @@ func TestAcceptedTimeIsReadOncePerKey(t *testing.T) {
 // the write lands.
 func TestOverdueFailureLandsThoughTheRecordIsRewrittenOnEveryRead(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
+	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.reserve("web", release.ActionInstall, 1)
-	if _, err := e.svc.SweepOnce(ctx(t)); err != nil { // the acceptance time, read before the race
+	if _, err := e.sw.SweepOnce(ctx(t)); err != nil { // the acceptance time, read before the race
 		t.Fatal(err)
 	}
 	const rewritesPerPass = 4
@@ -138,10 +137,10 @@ func TestOverdueFailureLandsThoughTheRecordIsRewrittenOnEveryRead(t *testing.T) 
 		}
 		return true, read, nil
 	})
-	e.clock.Add(e.svc.Sweep.QueueDeadline + time.Minute)
+	e.clock.Add(e.sw.Config.QueueDeadline + time.Minute)
 	for range 3 {
 		rewrites = 0
-		if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
 		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {

@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"context"
@@ -182,15 +182,15 @@ func (c *markClock) historyKept(history []markKey) []markKey {
 // making the Secret again while the notifier restarts, or while its key falls out of the
 // bounded history, no longer restarts the clock. Without a verifiable stored event the
 // clock is as before.
-func (s *Service) markStart(ctx context.Context, rev release.Revision, now time.Time) (time.Time, error) {
+func (s *Sweeper) markStart(ctx context.Context, rev release.Revision, now time.Time) (time.Time, error) {
 	if len(s.SigningKey) == 0 {
-		return s.markClock.start(rev, true, now), nil
+		return s.marks.start(rev, true, now), nil
 	}
 	if !release.SealedRevision(s.SigningKey, rev) {
-		return s.markClock.start(rev, false, now), nil
+		return s.marks.start(rev, false, now), nil
 	}
-	clock := s.markClock.start(rev, true, now)
-	if now.Sub(clock) >= acceptedReadAfter && s.markClock.unread(rev) {
+	clock := s.marks.start(rev, true, now)
+	if now.Sub(clock) >= acceptedReadAfter && s.marks.unread(rev) {
 		kept, err := s.Store.KeptRequest(ctx, rev.Namespace, rev.SecretName)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("read the acceptance time of %s/%s: %w", rev.Namespace, rev.SecretName, err)
@@ -199,8 +199,8 @@ func (s *Service) markStart(ctx context.Context, rev release.Revision, now time.
 		if kept != nil { // gone: nothing to read, the first sight decides
 			at, _ = events.AcceptedAt(kept.Event, s.SigningKey, rev.Namespace, rev.SecretName, rev.RequestID)
 		}
-		s.markClock.accept(rev, at, now)
-		clock = s.markClock.start(rev, true, now)
+		s.marks.accept(rev, at, now)
+		clock = s.marks.start(rev, true, now)
 	}
 	return clock, nil
 }
@@ -214,6 +214,6 @@ const acceptedReadAfter = time.Minute
 
 // forgetMarks ends the pass of the mark clock: it drops the revisions not seen pending for
 // markMemory (at least twice QUEUE_DEADLINE), and history past maxMarkHistory (forget).
-func (s *Service) forgetMarks(now time.Time) {
-	s.markClock.forget(now.Add(-max(markMemory, 2*s.Sweep.QueueDeadline)))
+func (s *Sweeper) forgetMarks(now time.Time) {
+	s.marks.forget(now.Add(-max(markMemory, 2*s.Config.QueueDeadline)))
 }

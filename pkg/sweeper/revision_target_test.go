@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"fmt"
@@ -13,27 +13,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
-
-// A sealed queued reservation whose labels a tenant moved to another version (version and
-// revision 2 on web.v1) is no pending revision of ours: the sweeper would have failed web
-// v2, which does not exist, and web v1 kept its MAX_QUEUED slot for ever. Its slot is
-// freed at the next pass (hostile-tenant review).
-func TestRelabelledVersionDoesNotHoldASlot(t *testing.T) {
-	e := newEnv(t)
-	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
-	if !release.CountsAsQueued(signingKey, e.meta("web", 1)) {
-		t.Fatal("the reservation does not count as queued")
-	}
-	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"version":"2",%q:"2"}}}`, release.LabelRevision))
-	res, err := e.svc.SweepOnce(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if release.CountsAsQueued(signingKey, e.meta("web", 1)) || res.Unqueued != 1 {
-		t.Errorf("swept %+v: the relabelled reservation still counts toward MAX_QUEUED", res)
-	}
-}
 
 // A decoy Secret labelled as our pending revision 2 of another release (Flux's, with no
 // labels of ours) does not get the sweeper to fail that release's own revision.
@@ -52,7 +31,7 @@ func TestDecoyDoesNotTargetAnotherRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Add(2 * time.Hour)
-	res, err := e.svc.SweepOnce(ctx(t))
+	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +62,7 @@ func TestForeignPayloadDoesNotReadAnotherNamespace(t *testing.T) {
 	}
 	e.patch("db", 2, fmt.Sprintf(`{"metadata":{"labels":{%q:"2",%q:"x"}}}`, release.LabelRevision, release.LabelRequestID))
 	e.clock.Add(2 * time.Hour)
-	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("db", 2), metav1.GetOptions{})

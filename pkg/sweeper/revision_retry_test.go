@@ -1,9 +1,11 @@
-package notifier
+package sweeper
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	k8stesting "k8s.io/client-go/testing"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
@@ -18,7 +20,7 @@ import (
 // and sleeps for every namespace. A record unchanged since the read is not tried again.
 func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
 	e := newEnv(t)
-	e.svc.Sweep.Interval = 0
+	e.sw.Config.Interval = 0
 	e.reserve("web", release.ActionInstall, 1)
 	e.set("web", 1, helmrelease.StatusDeployed, "done") // payload final, queued label off
 	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q}}}`, helmrelease.StatusPendingInstall.String()))
@@ -36,7 +38,7 @@ func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
 // path too is not tried again on a record unchanged since its last try.
 func TestFinalPayloadUnderAFutureMarkIsNotRetriedEveryPass(t *testing.T) {
 	e := deployedWeb(t)
-	e.svc.Sweep.Interval = 0
+	e.sw.Config.Interval = 0
 	future := e.clock.Now().Add(time.Hour).Unix()
 	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q,%q:%q,%q:"%d"}}}`,
 		release.StatusUninstalling, release.LabelAction, release.ActionUninstall, release.LabelModifiedAt, future))
@@ -52,10 +54,22 @@ func TestFinalPayloadUnderAFutureMarkIsNotRetriedEveryPass(t *testing.T) {
 func (e *env) secretGetsInAPass(t *testing.T) int {
 	t.Helper()
 	before := len(e.secretGets())
-	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	n := len(e.secretGets()) - before
 	t.Logf("secret GETs in the pass: %d", n)
 	return n
+}
+
+// secretGets lists the resourceVersion asked for by each GET of a secret since the last
+// ClearActions.
+func (e *env) secretGets() []string {
+	var rvs []string
+	for _, a := range e.c.Actions() {
+		if g, ok := a.(k8stesting.GetActionImpl); ok && g.GetResource().Resource == "secrets" {
+			rvs = append(rvs, g.GetOptions.ResourceVersion)
+		}
+	}
+	return rvs
 }

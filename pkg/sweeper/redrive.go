@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"context"
@@ -9,23 +9,15 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
-
-// ConsumedRecords are the executor's records of the requests it started, in async-helm's
-// own namespace where tenants cannot write (*consumed.Store).
-type ConsumedRecords interface {
-	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
-	Prune(ctx context.Context, olderThan time.Duration) (int, error)
-}
 
 // checkStored decides whether the event stored in a pending revision's Secret may be sent
 // again. Everything in that Secret may be a tenant's: the event must carry submit's
 // signature (within EventMaxAge), and be the request of this very Secret (namespace,
 // release, revision, request-id label, action), and, once the executor consumed the request,
 // have been consumed for this Secret's UID. A refusal is the reason; err is a failed read.
-func (s *Service) checkStored(ctx context.Context, sr *release.StoredRequest) (cloudevents.Event, string, error) {
+func (s *Sweeper) checkStored(ctx context.Context, sr *release.StoredRequest) (cloudevents.Event, string, error) {
 	var e cloudevents.Event
 	rev := sr.Revision
 	if err := e.UnmarshalJSON(sr.Event); err != nil {
@@ -80,35 +72,10 @@ const reserveWindow = 2 * time.Minute
 // bindStored binds an unbound stored event to the Secret it is re-sent for, as submit binds
 // its delivery (the executor runs only bound deliveries); a Secret created well after its
 // request was accepted was made again under the name (a swap) and is refused.
-func (s *Service) bindStored(e *cloudevents.Event, rev release.Revision) string {
+func (s *Sweeper) bindStored(e *cloudevents.Event, rev release.Revision) string {
 	if late := rev.Created.Sub(e.Time()); late > reserveWindow {
 		return fmt.Sprintf("its Secret was created %s after its request was accepted (made again under its name?)", late.Round(time.Second))
 	}
 	events.BindSecret(e, s.SigningKey, rev.UID)
 	return ""
-}
-
-// pruneEvery spaces the prunes of consumed records: a record is pruned an hour after it
-// could be replayed, so a prune every few minutes loses nothing, and one LIST of every
-// consumed request (one per accepted request of the last hours) each 10 s pass would be
-// most of the pass's cost at scale.
-const pruneEvery = 5 * time.Minute
-
-// pruneConsumed drops consumed records no event can be replayed against any more: older
-// than EVENT_MAX_AGE, with an hour to spare. At most once per pruneEvery (a LIST of one
-// namespace).
-func (s *Service) pruneConsumed(ctx context.Context) {
-	if s.Consumed == nil || s.EventMaxAge <= 0 {
-		return
-	}
-	now := wallclock.Or(s.Clock).Now()
-	if !s.pruned.IsZero() && now.Sub(s.pruned) < pruneEvery {
-		return
-	}
-	s.pruned = now
-	if n, err := s.Consumed.Prune(ctx, s.EventMaxAge+time.Hour); err != nil {
-		s.Log.Warnw("prune of consumed requests failed", "error", err)
-	} else if n > 0 {
-		s.Log.Infow("pruned consumed requests", "count", n)
-	}
 }

@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func TestSweeperFailsAMarkDatedInTheFuture(t *testing.T) {
 	future := t0.Add(100 * 365 * 24 * time.Hour).Unix()
 	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d",%q:null}}}`, release.LabelModifiedAt, future, release.LabelQueued))
 	e.clock.Add(3 * time.Hour) // past Grace and QueueDeadline
-	res, err := e.svc.SweepOnce(ctx(t))
+	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil || res.Failed != 1 {
 		t.Errorf("sweep of an uninstall marked in the future: %+v, %v", res, err)
 	}

@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"fmt"
@@ -34,9 +34,9 @@ func TestMovedMarkClockDoesNotKeepAQueuedUninstallPastTheDeadline(t *testing.T) 
 	})
 	if failedAt < 0 {
 		t.Fatalf("the mark whose modifiedAt the tenant moved ahead is still %s after 3 h (QUEUE_DEADLINE %s): it holds its queue slot for ever",
-			helmrelease.StatusUninstalling, e.svc.Sweep.QueueDeadline)
+			helmrelease.StatusUninstalling, e.sw.Config.QueueDeadline)
 	}
-	if limit := e.svc.Sweep.QueueDeadline + 10*time.Minute; failedAt > limit {
+	if limit := e.sw.Config.QueueDeadline + 10*time.Minute; failedAt > limit {
 		t.Errorf("failed %s after the mark; want within %s", failedAt, limit)
 	}
 }
@@ -141,7 +141,7 @@ func failedUnderRewrites(t *testing.T, e *env, rewrite func()) time.Duration {
 		if k%5 == 0 {
 			rewrite()
 		}
-		if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+		if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
 		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {

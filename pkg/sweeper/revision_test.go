@@ -1,10 +1,11 @@
-package notifier
+package sweeper
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -102,7 +103,7 @@ func TestSweepDecisions(t *testing.T) {
 			stored := e.reserve("web", release.ActionInstall, 1)
 			tc.setup(e)
 			before := e.revision("web", 1)
-			res, err := e.svc.SweepOnce(ctx(t))
+			res, err := e.sw.SweepOnce(ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,11 +157,11 @@ func TestSweepClaimIsCompareAndSwap(t *testing.T) {
 	e.clock.Add(3 * time.Minute)
 	stale := e.revision("web", 1)
 	var res SweepResult
-	if err := e.svc.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 1 {
+	if err := e.sw.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 1 {
 		t.Fatalf("first sweep: %+v, %v", res, err)
 	}
 	res = SweepResult{}
-	if err := e.svc.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 0 {
+	if err := e.sw.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 0 {
 		t.Fatalf("a second notifier with the same view re-sent too: %+v, %v", res, err)
 	}
 	if n := len(e.redrive.events()); n != 1 {
@@ -175,44 +176,13 @@ func TestSweepRedriveRefused(t *testing.T) {
 	e.reserve("b", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
 	e.redrive.refuse(true)
-	res, err := e.svc.SweepOnce(ctx(t))
+	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil || res.Redriven != 0 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	// The claim stands (count 1): the next re-send waits RedriveAfter again.
 	if e.revision("a", 1).Sent != 1 || e.revision("b", 1).Sent != 1 {
 		t.Error("both revisions were claimed")
-	}
-}
-
-func TestDeadLetter(t *testing.T) {
-	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	a := events.Action{Action: release.ActionInstall, Namespace: "ns", Name: "web", Revision: 1,
-		SecretName: release.SecretName("web", 1), RequestID: "req-web"}
-	for _, tc := range []struct {
-		name   string
-		a      events.Action
-		marked bool
-	}{
-		{"another request of the revision", func() events.Action { b := a; b.RequestID = "old"; return b }(), false},
-		{"no such revision", func() events.Action { b := a; b.SecretName = release.SecretName("web", 9); return b }(), false},
-		{"its own request", a, true},
-	} {
-		marked, err := e.svc.DeadLetter(ctx(t), tc.a)
-		if err != nil || marked != tc.marked {
-			t.Errorf("%s: DeadLetter = %v, %v; want %v", tc.name, marked, err, tc.marked)
-		}
-	}
-	if !e.revision("web", 1).DeadLettered {
-		t.Error("not marked")
-	}
-	if st, _ := e.status("web", 1); st != helmrelease.StatusPendingInstall {
-		t.Errorf("a dead letter must never fail the revision: %s", st)
-	}
-	e.set("web", 1, helmrelease.StatusDeployed, "")
-	if marked, err := e.svc.DeadLetter(ctx(t), a); err != nil || marked {
-		t.Errorf("dead letter of a finished revision: %v, %v", marked, err)
 	}
 }
 
@@ -246,7 +216,7 @@ func (e *env) storeBound(name string, uid types.UID) {
 	if err := ev.UnmarshalJSON(sec.Data[release.DataEvent]); err != nil {
 		e.t.Fatal(err)
 	}
-	events.BindSecret(&ev, e.svc.SigningKey, uid)
+	events.BindSecret(&ev, e.sw.SigningKey, uid)
 	raw, _ := ev.MarshalJSON()
 	sec.Data[release.DataEvent] = raw
 	if _, err := e.c.CoreV1().Secrets("ns").Update(ctx(e.t), sec, metav1.UpdateOptions{}); err != nil {
@@ -261,7 +231,7 @@ func TestRedriveBindsTheStoredEventToItsSecret(t *testing.T) {
 	e := newEnv(t)
 	e.reserve("web", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
-	if res, err := e.svc.SweepOnce(ctx(t)); err != nil || res.Redriven != 1 {
+	if res, err := e.sw.SweepOnce(ctx(t)); err != nil || res.Redriven != 1 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	uid := e.revision("web", 1).UID
@@ -283,7 +253,7 @@ func TestRedriveBindsTheStoredEventToItsSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Add(3 * time.Minute)
-	if _, err := e.svc.SweepOnce(ctx(t)); err != nil {
+	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range e.redrive.events() {
@@ -319,7 +289,7 @@ func TestSweepDecidesOnTheRecordItRead(t *testing.T) {
 			tc.change(e)
 			e.clock.Add(3 * time.Minute) // past RedriveAfter: the sweep reads the record
 			var res SweepResult
-			if err := e.svc.sweep(ctx(t), stale, &res); err != nil {
+			if err := e.sw.sweep(ctx(t), stale, &res); err != nil {
 				t.Fatal(err)
 			}
 			if st, desc := e.status("web", 1); st != tc.want || res != (SweepResult{}) {
@@ -342,7 +312,7 @@ func TestSweepFailsAQueuedRevisionChangedSinceListed(t *testing.T) {
 	e.patch("web", 1, `{"metadata":{"annotations":{"tenant.example/touched":"1"}}}`)
 	e.clock.Add(2 * time.Hour)
 	var res SweepResult
-	if err := e.svc.sweep(ctx(t), stale, &res); err != nil {
+	if err := e.sw.sweep(ctx(t), stale, &res); err != nil {
 		t.Fatal(err)
 	}
 	if st, desc := e.status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") || res.Failed != 1 {

@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // reservation with the status label flipped (which then fails unrun when delivered).
 // Without it such records counted until the tenant took them off; now each costs the
 // tenant a write per sweep.
-func (s *Service) freeHeldSlots(ctx context.Context, res *SweepResult) {
+func (s *Sweeper) freeHeldSlots(ctx context.Context, res *SweepResult) {
 	slots, err := s.heldSlots(ctx)
 	if err != nil {
 		s.Log.Warnw("list queued revisions with a final status label", "error", err)
@@ -32,9 +32,9 @@ func (s *Service) freeHeldSlots(ctx context.Context, res *SweepResult) {
 	}
 }
 
-func (s *Service) heldSlots(ctx context.Context) ([]release.HeldSlot, error) {
-	if s.watching {
-		return s.Revisions.HeldSlots(), nil
+func (s *Sweeper) heldSlots(ctx context.Context) ([]release.HeldSlot, error) {
+	if s.Index != nil {
+		return s.Index.HeldSlots(), nil
 	}
 	var out []release.HeldSlot
 	for _, ns := range s.namespaces() {

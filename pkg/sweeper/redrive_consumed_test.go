@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"testing"
@@ -27,7 +27,7 @@ func (e *env) rewindWithEvent(name, stored string) {
 func TestCancelledRequestRewoundIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
 	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.clock}
-	e.svc.Consumed = records
+	e.sw.Consumed = records
 	stored := e.reserve("web", release.ActionInstall, 1)
 	if _, err := records.Consume(ctx(t), consumed.Record{RequestID: "req-web", Namespace: "ns", Name: "web",
 		Action: "install", Revision: 1, SecretUID: e.revision("web", 1).UID, Outcome: consumed.OutcomeCancelled}); err != nil { // submit's cancel binds it
@@ -38,7 +38,7 @@ func TestCancelledRequestRewoundIsNotSentAgain(t *testing.T) {
 	}
 	e.rewindWithEvent("web", stored)
 	e.clock.Add(3 * time.Minute)
-	res, err := e.svc.SweepOnce(ctx(t))
+	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/notifier"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
@@ -50,30 +51,27 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 	const namespaces, perNS = 20, 10
 	for i := range namespaces {
 		ns := fmt.Sprintf("t%d", i)
-		e.svc.Namespaces = append(e.svc.Namespaces, ns)
+		e.sw.Namespaces = append(e.sw.Namespaces, ns)
 		for j := range perNS {
 			e.reserveIn(ns, fmt.Sprintf("r%d", j), j%2 == 0) // half queued, half running
 		}
 	}
 	var mu sync.Mutex
 	var passes []PassStats
-	e.svc.OnPass = func(st PassStats) { mu.Lock(); passes = append(passes, st); mu.Unlock() }
-	e.svc.Sweep.Interval = 0 // passes by hand
-	if err := e.svc.Start(ctx(t), true); err != nil {
-		t.Fatal(err)
-	}
+	e.sw.OnPass = func(st PassStats) { mu.Lock(); passes = append(passes, st); mu.Unlock() }
+	svc, reported := e.withNotifier()
 	// The workers report each revision's pending status first: the pass is counted after.
 	testwait.For(t, func() bool {
-		for _, r := range e.svc.Revisions.PendingRevisions() {
+		for _, r := range svc.Revisions.PendingRevisions() {
 			if r.Notified != r.Status {
 				return false
 			}
 		}
-		return len(e.sink.events()) == namespaces*perNS
+		return len(reported.events()) == namespaces*perNS
 	})
 	calls := func() int { return len(e.c.Actions()) }
 	before := calls()
-	e.svc.sweepPass(ctx(t))
+	e.sw.pass(ctx(t))
 	if n := calls() - before; n != 0 {
 		t.Errorf("a pass over %d pending revisions with nothing due made %d API calls: %v", namespaces*perNS, n, verbs(e.c.Actions()[before:]))
 	}
@@ -86,15 +84,30 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, func() bool {
-		m, _ := e.svc.Revisions.Get("t3/" + release.SecretName("r1", 1))
+		m, _ := svc.Revisions.Get("t3/" + release.SecretName("r1", 1))
 		r, _ := release.RevisionFromMeta(m)
 		return r.DeadLettered
 	})
 	before = calls()
-	e.svc.sweepPass(ctx(t))
+	e.sw.pass(ctx(t))
 	if n := calls() - before; n != 3 || len(e.redrive.events()) != 1 {
 		t.Errorf("a pass with one revision due made %d API calls (want 3) and %d re-sends: %v", n, len(e.redrive.events()), verbs(e.c.Actions()[before:]))
 	}
+}
+
+// withNotifier starts a notifier over the sweeper's namespaces and wires the two as
+// functions/notifier does: the sweeper reads the notifier's index and Lease cache, and
+// queues its tombstones. The notifier's status events go to the sink returned.
+func (e *env) withNotifier() (*notifier.Service, *sink) {
+	e.t.Helper()
+	reported := &sink{}
+	svc := &notifier.Service{Client: e.c, Metadata: e.c.Metadata(), Store: e.store, Sender: reported,
+		Log: e.sw.Log, Clock: e.clock, Namespaces: e.sw.Namespaces}
+	if err := svc.Start(ctx(e.t), true); err != nil {
+		e.t.Fatal(err)
+	}
+	e.sw.Index, e.sw.Reporter = svc.Revisions, svc
+	return svc, reported
 }
 
 func verbs(as []k8stesting.Action) []string {

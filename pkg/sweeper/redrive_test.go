@@ -1,4 +1,4 @@
-package notifier
+package sweeper
 
 import (
 	"testing"
@@ -19,7 +19,7 @@ import (
 func TestStoredEventPutBackOnItsFinishedRecordIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
 	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.clock}
-	e.svc.Consumed = records
+	e.sw.Consumed = records
 	stored := e.reserve("web", release.ActionInstall, 1)
 	uid := e.revision("web", 1).UID
 	if _, err := records.Consume(ctx(t), consumed.Record{RequestID: "req-web", Namespace: "ns", Name: "web",
@@ -33,7 +33,7 @@ func TestStoredEventPutBackOnItsFinishedRecordIsNotSentAgain(t *testing.T) {
 
 	e.rewindWithEvent("web", stored)
 	e.clock.Add(3 * time.Minute)
-	res, err := e.svc.SweepOnce(ctx(t))
+	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,119 @@
+package sweeper
+
+import (
+	"context"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// SweepResult counts what one pass did.
+type SweepResult struct {
+	Redriven, Failed int
+	// Unqueued counts the queued labels dropped from final records (freeHeldSlots).
+	Unqueued int
+}
+
+// maxClockSkew is how far ahead of the notifier's clock a revision's mark may be dated
+// (another pod's clock) before the sweeper takes it for a forgery.
+const maxClockSkew = 5 * time.Minute
+
+// PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
+// them as metrics).
+type PassStats struct {
+	Duration time.Duration
+	// APICalls counts the requests the pass sent to the API server (CountingTransport;
+	// 0 when the clients were not built with it).
+	APICalls int64
+	// Pending is how many pending revisions of ours the pass looked at.
+	Pending          int
+	Redriven, Failed int
+}
+
+// pass is one pass of the loop, with a backstop: a panic is logged and the next tick
+// sweeps again (the guarded decode is the fix; this keeps the loop alive regardless).
+func (s *Sweeper) pass(ctx context.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.Log.Errorw("recovered a panic in the sweep", "panic", r)
+		}
+	}()
+	start := time.Now() // the pass's cost in real time, whatever clock decides
+	ctx, calls := countCalls(ctx)
+	res, pending, err := s.sweepAll(ctx)
+	if err != nil {
+		s.Log.Warnw("sweep failed", "error", err)
+	}
+	if s.Reporter != nil {
+		if err := s.Reporter.QueueTombstones(ctx); err != nil {
+			s.Log.Warnw("tombstone sweep failed", "error", err)
+		}
+	}
+	s.pruneConsumed(ctx)
+	st := PassStats{Duration: time.Since(start), APICalls: calls.Load(), Pending: pending,
+		Redriven: res.Redriven, Failed: res.Failed}
+	s.logPass(st)
+	if s.OnPass != nil {
+		s.OnPass(st)
+	}
+}
+
+// logPass: one line per pass that did something or took long, at debug level otherwise.
+func (s *Sweeper) logPass(st PassStats) {
+	log := s.Log.Debugw
+	if st.Redriven > 0 || st.Failed > 0 || st.Duration > time.Second {
+		log = s.Log.Infow
+	}
+	log("sweep pass", "seconds", st.Duration.Seconds(), "apiCalls", st.APICalls, "pending", st.Pending,
+		"redriven", st.Redriven, "failed", st.Failed)
+}
+
+// SweepOnce looks at every pending revision async-helm wrote: it re-sends the stored event
+// of work whose delivery was lost, and fails what passed the queue deadline. Revisions that
+// are not ours (the helm CLI's, Flux's, or later ones carrying our copied labels) are never
+// touched.
+func (s *Sweeper) SweepOnce(ctx context.Context) (SweepResult, error) {
+	res, _, err := s.sweepAll(ctx)
+	return res, err
+}
+
+// sweepAll is SweepOnce, also counting the pending revisions of ours it looked at.
+func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
+	var res SweepResult
+	revs, err := s.pendingRevisions(ctx)
+	if err != nil {
+		return res, 0, err
+	}
+	ours := 0
+	for _, rev := range revs {
+		if !rev.Ours {
+			continue
+		}
+		ours++
+		if err := s.sweepGuarded(ctx, rev, &res); err != nil {
+			s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
+		}
+	}
+	s.freeHeldSlots(ctx, &res)
+	s.forgetMarks(wallclock.Or(s.Clock).Now())
+	return res, ours, nil
+}
+
+// pendingRevisions are the pending revisions to sweep: from the shared index when the
+// notifier watches (no API call: a LIST of 10,000 revisions every pass was the pass's
+// cost), else one LIST per watched namespace.
+func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, error) {
+	if s.Index != nil {
+		return s.Index.PendingRevisions(), nil
+	}
+	var out []release.Revision
+	for _, ns := range s.namespaces() {
+		revs, err := s.Store.PendingRevisions(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, revs...)
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+// Package sweeper is the leader's loop beside the notifier: it drives accepted work whose
+// delivery was lost to an executor again, fails it only past a deadline, frees queue slots
+// a tenant's labels hold, queues abandoned tombstones for the notifier to report, and
+// prunes consumed records (docs/design.md, "A 201 is a promise"). One notifier pod runs it
+// at a time (Election).
+package sweeper
+
+import (
+	"context"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// Store is the sweeper's door to release Secrets and their Leases (release.Store): the
+// queries it makes are grouped for it in pkg/release (sweep.go, held.go), which stays the
+// one package that reads and patches a release Secret.
+type Store interface {
+	PendingRevisions(ctx context.Context, namespace string) ([]release.Revision, error)
+	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
+	// KeptRequest reads a Secret's stored event whatever its labels say (nil: gone); the
+	// mark clock takes the signed acceptance time from it.
+	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
+	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
+	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
+	// MarkFailedAt fails a pending revision only at the resourceVersion it was read at.
+	MarkFailedAt(ctx context.Context, rev release.Revision, reason string) (bool, error)
+	// HeldSlots lists queued records with a final status label (release.HeldSlot), and
+	// UnqueueHeld drops the queued label of one.
+	HeldSlots(ctx context.Context, namespace string) ([]release.HeldSlot, error)
+	UnqueueHeld(ctx context.Context, h release.HeldSlot) (bool, error)
+	// LastSignOfLife reads a revision's heartbeat Lease.
+	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
+}
+
+// Index answers the pending revisions and held slots from a cache of release Secret
+// metadata without an API call (*release.RevisionIndex, synced).
+type Index interface {
+	PendingRevisions() []release.Revision
+	HeldSlots() []release.HeldSlot
+}
+
+// Reporter is what the sweeper asks of the notifier that reports status changes
+// (*notifier.Service).
+type Reporter interface {
+	// QueueTombstones queues every tombstone to be reported: those of uninstalls whose
+	// executor died are announced by no event.
+	QueueTombstones(ctx context.Context) error
+	// CachedLease is async-helm's Lease namespace/name as the notifier's cache holds it
+	// (nil: none cached).
+	CachedLease(namespace, name string) *coordinationv1.Lease
+}
+
+// EventSender delivers one event and reports whether the sink acknowledged it.
+type EventSender interface {
+	Send(ctx context.Context, e cloudevents.Event) error
+}
+
+// ConsumedRecords are the executor's records of the requests it started, in async-helm's
+// own namespace where tenants cannot write (*consumed.Store).
+type ConsumedRecords interface {
+	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
+	Prune(ctx context.Context, olderThan time.Duration) (int, error)
+}
+
+// Config tunes the sweeper.
+type Config struct {
+	// Interval between passes; 0 turns the sweeper off.
+	Interval time.Duration
+	// RedriveAfter is how long a queued revision waits, since it was reserved or last
+	// re-sent, before its stored event is sent again.
+	RedriveAfter time.Duration
+	// Grace is how long a started revision may go without a live lease before its event is
+	// sent again (another executor takes the lease over).
+	Grace time.Duration
+	// QueueDeadline is how long after its reservation a revision that never finished may
+	// stay pending; then it is failed, with the reason.
+	QueueDeadline time.Duration
+}
+
+// Sweeper is the leader's loop.
+type Sweeper struct {
+	Store Store
+	// Index, when set, lists pending revisions and held slots from its cache; nil: one
+	// LIST per watched namespace through Store.
+	Index Index
+	// Reporter, when set, is the notifier whose tombstones a pass queues and whose Lease
+	// cache saves a GET per live revision.
+	Reporter Reporter
+	// Redrive sends stored accepted events back to the broker.
+	Redrive EventSender
+	Log     *zap.SugaredLogger
+	// Namespaces to sweep; empty sweeps all.
+	Namespaces []string
+	Config     Config
+	// Clock dates ages and claims, and ticks the passes (nil: the wall clock).
+	Clock clock.WithTicker
+	// SigningKey and EventMaxAge verify a stored event before it is sent again
+	// (events.Verify); without a key nothing is re-sent.
+	SigningKey  []byte
+	EventMaxAge time.Duration
+	// Consumed, when set, is the executor's record of consumed requests (redrive.go).
+	Consumed ConsumedRecords
+	// Election, when set, runs the passes only while this pod leads (election.go); nil:
+	// this pod is the only one and sweeps.
+	Election *Election
+	// OnPass, when set, is told what each pass cost (metrics).
+	OnPass func(PassStats)
+
+	// pruned is when consumed records were last pruned (prune.go); once logs what a
+	// hostile record causes once; marks is when each sealed pending revision was first
+	// seen (markclock.go).
+	pruned time.Time
+	once   onceLog
+	marks  markClock
+}
+
+// Start runs the passes in the background until ctx ends: here, or only while this pod
+// leads (Election). Start it after the Index synced.
+func (s *Sweeper) Start(ctx context.Context) error {
+	switch {
+	case s.Config.Interval <= 0:
+	case s.Election == nil:
+		go s.loop(ctx)
+	default:
+		if _, err := s.Election.config(nil); err != nil {
+			return err
+		}
+		go func() {
+			if err := s.Election.Run(ctx, s.lead); err != nil {
+				s.Log.Errorw("leader election stopped: this notifier no longer sweeps", "error", err)
+			}
+		}()
+	}
+	return nil
+}
+
+func (s *Sweeper) loop(ctx context.Context) {
+	t := wallclock.Or(s.Clock).NewTicker(s.Config.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			s.pass(ctx)
+		}
+	}
+}
+
+// lead is the leader's duty (Election): a pass at once, so that a new leader takes over
+// without waiting an interval, then the loop until leadership ends.
+func (s *Sweeper) lead(ctx context.Context) {
+	s.pass(ctx)
+	s.loop(ctx)
+}
+
+func (s *Sweeper) namespaces() []string {
+	if len(s.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return s.Namespaces
+}
+
+// cachedLease is the Reporter's cached Lease (nil: none, or no Reporter).
+func (s *Sweeper) cachedLease(namespace, name string) *coordinationv1.Lease {
+	if s.Reporter == nil {
+		return nil
+	}
+	return s.Reporter.CachedLease(namespace, name)
+}
