@@ -15,10 +15,6 @@ type SweepResult struct {
 	Unqueued int
 }
 
-// maxClockSkew is how far ahead of the notifier's clock a revision's mark may be dated
-// (another pod's clock) before the sweeper takes it for a forgery.
-const maxClockSkew = 5 * time.Minute
-
 // PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
 // them as metrics).
 type PassStats struct {

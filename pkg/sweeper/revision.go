@@ -12,6 +12,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/wallclock"
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 )
 
 // sweepGuarded is sweep with a backstop: one revision that panics does not stop the pass.
@@ -35,12 +36,6 @@ var errRecordChanged = errors.New("release record changed since it was read")
 
 func retriable(err error) bool {
 	return errors.Is(err, errRecordChanged) || apierrors.IsConflict(err)
-}
-
-// due is what one sweep of a revision found before it read the record.
-type due struct {
-	now, since, lastSent time.Time
-	alive, overdue       bool
 }
 
 // sweep decides on rev as listed, then on its record as read, again on a fresh read each
@@ -103,96 +98,72 @@ func (s *Sweeper) sweepRead(ctx context.Context, rev release.Revision, listed bo
 	return s.act(ctx, rev, sr, d, res)
 }
 
-// dueOf says whether rev needs its record read (a re-send or a failure may be due), and
-// sets rev's clock (markStart) and d. A mark dated in the future is failed here.
+// dueOf gathers what decides whether rev needs its record read (a re-send or a failure
+// may be due), and sets rev's clock (markStart) and d. A mark dated in the future is
+// failed here.
 func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res *SweepResult) (bool, error) {
-	*d = due{now: wallclock.Or(s.Clock).Now()}
-	if rev.Created.After(d.now.Add(maxClockSkew)) {
-		// An uninstall's clock starts at Helm's modifiedAt label, which the tenant may
-		// write: a mark dated far ahead is a forgery, failed at once.
-		return false, s.failStuck(ctx, *rev, fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
-			rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339)), res)
+	now := wallclock.Or(s.Clock).Now()
+	if v, forged := futureMark(*rev, now); forged {
+		return false, s.apply(ctx, *rev, v, nil, res)
 	}
 	// Within the skew the label could still be moved ahead again and again, and a Secret
 	// made again has a new creationTimestamp: a sealed revision's clock is never later than
 	// the sweeper's first sight of it, nor than its signed acceptance (markclock.go).
-	var err error
-	if rev.Created, err = s.markStart(ctx, *rev, d.now); err != nil {
+	start, err := s.markStart(ctx, *rev, now)
+	if err != nil {
 		return false, err
 	}
-	d.lastSent = rev.Created
-	if rev.SentAt.After(d.lastSent) {
-		d.lastSent = rev.SentAt
+	rev.Created = start
+	if *d = s.Config.clocked(*rev, now, start); s.Config.waiting(*rev, *d) {
+		return false, nil
 	}
-	d.overdue = d.now.Sub(rev.Created) >= s.Config.QueueDeadline
-	if rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < s.Config.RedriveAfter {
-		return false, nil // cheap path: most queued revisions are simply waiting for a slot
-	}
-	d.since, d.alive, err = s.lastSignOfLife(ctx, *rev)
-	// A live Lease does not hold off QueueDeadline for a revision still queued: that Lease
-	// is in the tenant's namespace (anyone there can keep it "alive"), and an executor that
-	// runs a revision does not leave it queued for long (Helm's adoption rewrite drops the
-	// label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
-	if err != nil || (d.alive && !(rev.Queued && d.overdue)) {
+	if d.since, d.alive, err = s.lastSignOfLife(ctx, *rev); err != nil {
 		return false, err
 	}
-	if !rev.Queued && d.now.Sub(d.since) < s.Config.Grace {
-		return false, nil // its executor may just have died: the broker's redelivery comes first
-	}
-	return true, nil
+	return s.Config.decideLife(*rev, *d).action == read, nil
 }
 
-// act does what a due revision needs, from its record sr (read at rev's version): fail
-// it, or send its stored event again.
+// act decides on a due revision from its record sr (read at rev's version), checking its
+// stored event only when nothing else decides, and applies the verdict.
 func (s *Sweeper) act(ctx context.Context, rev release.Revision, sr *release.StoredRequest, d due, res *SweepResult) error {
-	if sr.Undecodable != nil {
+	r := record{undecodable: sr.Undecodable != nil, hasEvent: len(sr.Event) > 0}
+	if r.undecodable {
 		s.once.warn(s.Log, "undecodable/"+string(sr.Revision.UID),
 			"release record does not decode; failed in its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", sr.Undecodable)
-		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d cannot run: its release record does not decode (marked failed by the notifier)",
-			rev.Name, rev.Version), res)
 	}
-	if d.overdue || len(sr.Event) == 0 {
-		return s.failStuck(ctx, rev, s.stuckReason(rev, d.now, d.since, d.overdue), res)
+	v := s.Config.decideRecord(rev, r, d, false)
+	if v.action != read {
+		return s.apply(ctx, rev, v, nil, res)
 	}
 	e, refusal, err := s.checkStored(ctx, sr)
 	if err != nil {
 		return err
 	}
-	if refusal != "" {
+	if r.refusal = refusal; refusal != "" {
 		s.once.warn(s.Log, "refused/"+string(sr.Revision.UID),
 			"stored request not sent again", "namespace", rev.Namespace, "secret", rev.SecretName, "reason", refusal)
-		return s.failStuck(ctx, sr.Revision, fmt.Sprintf("Release %q failed: revision %d was not sent again: %s (marked failed by the notifier)",
-			rev.Name, rev.Version, refusal), res)
 	}
-	if !rev.Queued && !rev.DeadLettered && d.now.Sub(d.lastSent) < s.Config.Grace {
-		return nil // re-sent recently; give that delivery its time
-	}
-	// The claim carries the resourceVersion the checks above read.
-	if ok, err := s.claim(ctx, rev, d.now); err != nil || !ok {
-		return err
-	}
-	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.Redrive.Send(sendCtx, e); err != nil {
-		return fmt.Errorf("re-send %s/%s: %w", rev.Namespace, rev.SecretName, err)
-	}
-	res.Redriven++
-	return nil
+	return s.apply(ctx, rev, s.Config.decideRecord(rev, r, d, true), &e, res)
 }
 
-// stuckReason says why a pending revision is failed: past the queue deadline, or no
-// executor and no stored request to send again.
-func (s *Sweeper) stuckReason(rev release.Revision, now, since time.Time, overdue bool) string {
-	if !overdue {
-		return fmt.Sprintf("Release %q failed: revision %d has no live executor for %s and no stored request to send again (marked failed by the notifier)",
-			rev.Name, rev.Version, now.Sub(since).Round(time.Second))
+// apply is where the sweep of a revision writes: it fails rev (failStuck), or claims the
+// re-send on the record (at the resourceVersion the decision read) and sends e again.
+func (s *Sweeper) apply(ctx context.Context, rev release.Revision, v verdict, e *cloudevents.Event, res *SweepResult) error {
+	switch v.action {
+	case fail:
+		return s.failStuck(ctx, rev, v.reason, res)
+	case resend:
+		if ok, err := s.claim(ctx, rev, v.at); err != nil || !ok {
+			return err
+		}
+		sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := s.Redrive.Send(sendCtx, *e); err != nil {
+			return fmt.Errorf("re-send %s/%s: %w", rev.Namespace, rev.SecretName, err)
+		}
+		res.Redriven++
 	}
-	what := fmt.Sprintf("its executor was lost (no live lease for %s)", now.Sub(since).Round(time.Second))
-	if rev.Queued {
-		what = "it never started: no executor took it"
-	}
-	return fmt.Sprintf("Release %q failed: revision %d was pending for %s and %s; its request was sent %d more times (marked failed by the notifier)",
-		rev.Name, rev.Version, now.Sub(rev.Created).Round(time.Second), what, rev.Sent)
+	return nil
 }
 
 // failStuck fails one of our pending revisions with reason, at the version it was read at

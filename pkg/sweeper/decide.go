@@ -1,0 +1,133 @@
+package sweeper
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// What the sweeper does to one pending revision of ours is decided here, by pure functions
+// of what it gathered (revision.go): the listing's labels, the revision's clock and sign of
+// life, then its record. The writes are applied in one place (apply).
+
+// action is what a sweep does to a revision.
+type action int
+
+const (
+	leave  action = iota // nothing now: waiting for a slot, alive, or given its time
+	read                 // read its record and decide on it (decideRecord)
+	fail                 // fail it, with the reason
+	resend               // send its stored event again
+)
+
+// verdict is a decision: the action and, to fail, the reason; to resend, the time the
+// claim records.
+type verdict struct {
+	action action
+	reason string
+	at     time.Time
+}
+
+// maxClockSkew is how far ahead of the notifier's clock a revision's mark may be dated
+// (another pod's clock) before the sweeper takes it for a forgery.
+const maxClockSkew = 5 * time.Minute
+
+// due is what one sweep of a revision gathered before it read the record: now, its clock
+// (start: markStart), when its event was last sent, and its last sign of life (since,
+// alive; read only when the clocks alone do not decide).
+type due struct {
+	now, start, since, lastSent time.Time
+	alive, overdue              bool
+}
+
+// futureMark: an uninstall's clock starts at Helm's modifiedAt label, which the tenant may
+// write: a mark dated far ahead is a forgery, failed at once.
+func futureMark(rev release.Revision, now time.Time) (verdict, bool) {
+	if !rev.Created.After(now.Add(maxClockSkew)) {
+		return verdict{}, false
+	}
+	return verdict{action: fail, reason: fmt.Sprintf("Release %q failed: revision %d is marked at %s, in the future (marked failed by the notifier)",
+		rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339))}, true
+}
+
+// clocked is d at now for a revision whose clock starts at start: when its event was last
+// sent, and whether it is past the queue deadline.
+func (c Config) clocked(rev release.Revision, now, start time.Time) due {
+	d := due{now: now, start: start, lastSent: start}
+	if rev.SentAt.After(d.lastSent) {
+		d.lastSent = rev.SentAt
+	}
+	d.overdue = now.Sub(start) >= c.QueueDeadline
+	return d
+}
+
+// waiting: a queued revision within its deadline, not dead-lettered, sent less than
+// RedriveAfter ago, is simply waiting for a slot; nothing else is read (the cheap path of
+// most queued revisions).
+func (c Config) waiting(rev release.Revision, d due) bool {
+	return rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < c.RedriveAfter
+}
+
+// decideLife decides on rev once its sign of life is known: alive, or a started revision
+// within Grace of its executor's last sign (the broker's redelivery comes first), is left;
+// otherwise its record is read. A live Lease does not hold off QueueDeadline for a
+// revision still queued: that Lease is in the tenant's namespace (anyone there can keep it
+// "alive"), and an executor that runs a revision does not leave it queued for long (Helm's
+// adoption rewrite drops the label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
+func (c Config) decideLife(rev release.Revision, d due) verdict {
+	if d.alive && !(rev.Queued && d.overdue) {
+		return verdict{action: leave}
+	}
+	if !rev.Queued && d.now.Sub(d.since) < c.Grace {
+		return verdict{action: leave}
+	}
+	return verdict{action: read}
+}
+
+// record is what the sweeper read of a due revision's record: whether it decodes, whether
+// it holds a stored event, and why that event may not be sent again ("" : it may; only
+// checked when the other facts do not decide, checkStored).
+type record struct {
+	undecodable bool
+	hasEvent    bool
+	refusal     string
+}
+
+// decideRecord decides on a due revision from its record: one that does not decode, is
+// overdue, or holds no event to send is failed; a refused event fails it with the
+// refusal; a started revision re-sent less than Grace ago is given that delivery's time;
+// otherwise its event is sent again. checked says the refusal was looked at: without it,
+// a verdict of read asks for checkStored first.
+func (c Config) decideRecord(rev release.Revision, r record, d due, checked bool) verdict {
+	switch {
+	case r.undecodable:
+		return verdict{action: fail, reason: fmt.Sprintf("Release %q failed: revision %d cannot run: its release record does not decode (marked failed by the notifier)",
+			rev.Name, rev.Version)}
+	case d.overdue || !r.hasEvent:
+		return verdict{action: fail, reason: stuckReason(rev, d)}
+	case !checked:
+		return verdict{action: read}
+	case r.refusal != "":
+		return verdict{action: fail, reason: fmt.Sprintf("Release %q failed: revision %d was not sent again: %s (marked failed by the notifier)",
+			rev.Name, rev.Version, r.refusal)}
+	case !rev.Queued && !rev.DeadLettered && d.now.Sub(d.lastSent) < c.Grace:
+		return verdict{action: leave} // re-sent recently; give that delivery its time
+	}
+	return verdict{action: resend, at: d.now}
+}
+
+// stuckReason says why a pending revision is failed: past the queue deadline, or no
+// executor and no stored request to send again.
+func stuckReason(rev release.Revision, d due) string {
+	if !d.overdue {
+		return fmt.Sprintf("Release %q failed: revision %d has no live executor for %s and no stored request to send again (marked failed by the notifier)",
+			rev.Name, rev.Version, d.now.Sub(d.since).Round(time.Second))
+	}
+	what := fmt.Sprintf("its executor was lost (no live lease for %s)", d.now.Sub(d.since).Round(time.Second))
+	if rev.Queued {
+		what = "it never started: no executor took it"
+	}
+	return fmt.Sprintf("Release %q failed: revision %d was pending for %s and %s; its request was sent %d more times (marked failed by the notifier)",
+		rev.Name, rev.Version, d.now.Sub(d.start).Round(time.Second), what, rev.Sent)
+}
