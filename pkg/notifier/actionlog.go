@@ -8,11 +8,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// LogTails reads the end of a revision's action log (actionlog.Store.Tail).
-type LogTails interface {
-	Tail(ctx context.Context, namespace, name string, revision int, requestID string) (string, error)
-}
-
 // attachLogTail puts the end of the failed action's log on its status event. The log lives
 // in async-helm's own namespace (only executors write it); without one the event goes
 // without (a revision failed before any executor ran it, or by the sweeper).

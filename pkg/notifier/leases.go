@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -24,14 +25,14 @@ type leaseCache struct {
 }
 
 // informersFor starts the informers once, over namespaces.
-func (c *leaseCache) informersFor(ctx context.Context, s *Service) []cache.SharedIndexInformer {
+func (c *leaseCache) informersFor(ctx context.Context, client kubernetes.Interface, namespaces []string) []cache.SharedIndexInformer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.informers != nil {
 		return c.informers
 	}
-	for _, ns := range s.namespaces() {
-		f := informers.NewSharedInformerFactoryWithOptions(s.Client, 0, informers.WithNamespace(ns),
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lease.SelectorLeases }))
 		c.informers = append(c.informers, f.Coordination().V1().Leases().Informer())
 		f.Start(ctx.Done())
@@ -53,12 +54,6 @@ func (c *leaseCache) get(namespace, name string) *coordinationv1.Lease {
 	return nil
 }
 
-// CachedLease is async-helm's Lease namespace/name as the cache holds it (nil: none
-// cached, or no cache); only a Lease it shows alive may be trusted (release.AliveIn).
-func (s *Service) CachedLease(namespace, name string) *coordinationv1.Lease {
-	return s.leases.get(namespace, name)
-}
-
 // list is every cached Lease; ok is false when there is no cache.
 func (c *leaseCache) list() ([]*coordinationv1.Lease, bool) {
 	c.mu.Lock()
@@ -75,11 +70,11 @@ func (c *leaseCache) list() ([]*coordinationv1.Lease, bool) {
 	return out, infs != nil
 }
 
-// watchLeases tells h of every add, update and delete of async-helm's Leases in the
-// watched namespaces, and waits for the cache's first sync.
-func (s *Service) watchLeases(ctx context.Context, h cache.ResourceEventHandler) error {
+// watch tells h of every add, update and delete of async-helm's Leases in namespaces, and
+// waits for the cache's first sync.
+func (c *leaseCache) watch(ctx context.Context, client kubernetes.Interface, namespaces []string, h cache.ResourceEventHandler) error {
 	var synced []cache.InformerSynced
-	for _, inf := range s.leases.informersFor(ctx, s) {
+	for _, inf := range c.informersFor(ctx, client, namespaces) {
 		reg, err := inf.AddEventHandler(h)
 		if err != nil {
 			return err

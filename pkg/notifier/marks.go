@@ -53,3 +53,9 @@ func (s *Service) reportedAll(key, status string) bool {
 	defer s.mu.Unlock()
 	return len(s.backlog[key]) == 0 && s.observed[key] == status
 }
+
+// markNotified records the reported status on the secret, as a compare-and-swap
+// (Store.MarkNotified): if Helm changed the secret meanwhile, the new status is reported next.
+func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
+	return s.Store.MarkNotified(ctx, rev)
+}

@@ -32,7 +32,7 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 			}
 		}
 	}
-	return s.watchLeases(ctx, cache.ResourceEventHandlerFuncs{
+	return s.leases.watch(ctx, s.Client, s.namespaces(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})

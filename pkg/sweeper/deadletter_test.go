@@ -3,9 +3,10 @@ package sweeper
 import (
 	"testing"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
-	helmrelease "helm.sh/helm/v3/pkg/release"
 )
 
 func TestDeadLetter(t *testing.T) {

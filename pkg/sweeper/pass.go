@@ -8,25 +8,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// SweepResult counts what one pass did.
-type SweepResult struct {
-	Redriven, Failed int
-	// Unqueued counts the queued labels dropped from final records (freeHeldSlots).
-	Unqueued int
-}
-
-// PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
-// them as metrics).
-type PassStats struct {
-	Duration time.Duration
-	// APICalls counts the requests the pass sent to the API server (CountingTransport;
-	// 0 when the clients were not built with it).
-	APICalls int64
-	// Pending is how many pending revisions of ours the pass looked at.
-	Pending          int
-	Redriven, Failed int
-}
-
 // pass is one pass of the loop, with a backstop: a panic is logged and the next tick
 // sweeps again (the guarded decode is the fix; this keeps the loop alive regardless).
 func (s *Sweeper) pass(ctx context.Context) {
@@ -112,4 +93,44 @@ func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, err
 		out = append(out, revs...)
 	}
 	return out, nil
+}
+
+// Start runs the passes in the background until ctx ends: here, or only while this pod
+// leads (Election). Start it after the Index synced.
+func (s *Sweeper) Start(ctx context.Context) error {
+	switch {
+	case s.Config.Interval <= 0:
+	case s.Election == nil:
+		go s.loop(ctx)
+	default:
+		if _, err := s.Election.config(nil); err != nil {
+			return err
+		}
+		go func() {
+			if err := s.Election.Run(ctx, s.lead); err != nil {
+				s.Log.Errorw("leader election stopped: this notifier no longer sweeps", "error", err)
+			}
+		}()
+	}
+	return nil
+}
+
+func (s *Sweeper) loop(ctx context.Context) {
+	t := wallclock.Or(s.Clock).NewTicker(s.Config.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			s.pass(ctx)
+		}
+	}
+}
+
+// lead is the leader's duty (Election): a pass at once, so that a new leader takes over
+// without waiting an interval, then the loop until leadership ends.
+func (s *Sweeper) lead(ctx context.Context) {
+	s.pass(ctx)
+	s.loop(ctx)
 }

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
-	helmrelease "helm.sh/helm/v3/pkg/release"
 )
 
 // An accepted uninstall whose delivery was lost is re-sent by the sweeper as a reservation

@@ -17,7 +17,6 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
-	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // Store is the sweeper's door to release Secrets and their Leases (release.Store): the
@@ -123,46 +122,6 @@ type Sweeper struct {
 	marks  markClock
 }
 
-// Start runs the passes in the background until ctx ends: here, or only while this pod
-// leads (Election). Start it after the Index synced.
-func (s *Sweeper) Start(ctx context.Context) error {
-	switch {
-	case s.Config.Interval <= 0:
-	case s.Election == nil:
-		go s.loop(ctx)
-	default:
-		if _, err := s.Election.config(nil); err != nil {
-			return err
-		}
-		go func() {
-			if err := s.Election.Run(ctx, s.lead); err != nil {
-				s.Log.Errorw("leader election stopped: this notifier no longer sweeps", "error", err)
-			}
-		}()
-	}
-	return nil
-}
-
-func (s *Sweeper) loop(ctx context.Context) {
-	t := wallclock.Or(s.Clock).NewTicker(s.Config.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			s.pass(ctx)
-		}
-	}
-}
-
-// lead is the leader's duty (Election): a pass at once, so that a new leader takes over
-// without waiting an interval, then the loop until leadership ends.
-func (s *Sweeper) lead(ctx context.Context) {
-	s.pass(ctx)
-	s.loop(ctx)
-}
-
 func (s *Sweeper) namespaces() []string {
 	if len(s.Namespaces) == 0 {
 		return []string{metav1.NamespaceAll}
@@ -176,4 +135,23 @@ func (s *Sweeper) cachedLease(namespace, name string) *coordinationv1.Lease {
 		return nil
 	}
 	return s.Reporter.CachedLease(namespace, name)
+}
+
+// SweepResult counts what one pass did.
+type SweepResult struct {
+	Redriven, Failed int
+	// Unqueued counts the queued labels dropped from final records (freeHeldSlots).
+	Unqueued int
+}
+
+// PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
+// them as metrics).
+type PassStats struct {
+	Duration time.Duration
+	// APICalls counts the requests the pass sent to the API server (CountingTransport;
+	// 0 when the clients were not built with it).
+	APICalls int64
+	// Pending is how many pending revisions of ours the pass looked at.
+	Pending          int
+	Redriven, Failed int
 }
