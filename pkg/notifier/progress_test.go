@@ -23,15 +23,7 @@ func TestProgressEvents(t *testing.T) {
 	}
 	testwait.For(t, func() bool { return len(e.sink.events()) == 2 }) // pending-install
 	testwait.For(t, e.clock.HasWaiters)                               // the progress events' ticker
-	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Hour, Clock: e.clock}
-	helds := map[string]*lease.Held{}
-	for _, name := range []string{"web", "api"} {
-		held, err := h.Hold(ctx(t), "ns", release.LeaseName(name, 1))
-		if err != nil || held == nil {
-			t.Fatal(held, err)
-		}
-		helds[name] = held
-	}
+	helds := e.holdAll("web", "api")
 	record := func(name, phase string, ready int) {
 		t.Helper()
 		e.clock.Add(time.Second) // newer than the last, and no tick
@@ -75,6 +67,21 @@ func TestProgressEvents(t *testing.T) {
 			t.Errorf("progress of %s sent again without a change: %+v", c.Name, c.Progress)
 		}
 	}
+}
+
+// holdAll has an executor hold the Lease of revision 1 of each name.
+func (e *env) holdAll(names ...string) map[string]*lease.Held {
+	e.t.Helper()
+	h := &lease.Heartbeat{Client: e.c, Holder: "exec", Duration: time.Hour, Clock: e.clock}
+	helds := map[string]*lease.Held{}
+	for _, name := range names {
+		held, err := h.Hold(ctx(e.t), "ns", release.LeaseName(name, 1))
+		if err != nil || held == nil {
+			e.t.Fatal(held, err)
+		}
+		helds[name] = held
+	}
+	return helds
 }
 
 func sentProgress(t *testing.T, e *env) []events.ProgressChange {

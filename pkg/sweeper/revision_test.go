@@ -17,87 +17,92 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
-// The sweeper's decisions on one pending revision, with the clock moved by hand (config:
-// RedriveAfter 2m, Grace 1m, QueueDeadline 1h).
+// What a sweep did to web v1 (checkSwept).
+const (
+	sweptNothing = "nothing"
+	sweptRedrive = "redrive"
+	sweptFail    = "fail"
+)
+
+// sweepDecisionCases are the sweeper's decisions on one pending revision, with the clock
+// moved by hand (config: RedriveAfter 2m, Grace 1m, QueueDeadline 1h).
+var sweepDecisionCases = []struct {
+	name string
+	// setup runs after the reservation of web v1 at t0; the sweep runs at the clock's time.
+	setup  func(e *env)
+	want   string
+	reason string // in the failure's description
+}{
+	{"queued, just reserved", func(e *env) { e.clock.Add(time.Minute) }, sweptNothing, ""},
+	{"queued, due for a re-send", func(e *env) { e.clock.Add(2 * time.Minute) }, sweptRedrive, ""},
+	{"queued, re-sent recently", func(e *env) {
+		e.clock.Add(10 * time.Minute)
+		e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationSent+`":"1","`+release.AnnotationSentAt+`":"`+e.clock.Now().Add(-time.Minute).Format(time.RFC3339Nano)+`"}}}`)
+	}, sweptNothing, ""},
+	{"queued, dead-lettered at once", func(e *env) {
+		e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationDeadLettered+`":"x"}}}`)
+	}, sweptRedrive, ""},
+	{"queued past the deadline", func(e *env) { e.clock.Add(time.Hour) }, sweptFail, "it never started: no executor took it"},
+	// The revision's Lease is in the tenant's namespace: one kept "alive" there must not
+	// hold a queued revision (counted toward MAX_QUEUED) past QUEUE_DEADLINE.
+	{"queued past the deadline, a live Lease", func(e *env) {
+		e.clock.Add(time.Hour)
+		e.holdLease("web")
+	}, sweptFail, "it never started: no executor took it"},
+	{"queued within the deadline, a live Lease", func(e *env) {
+		e.clock.Add(10 * time.Minute)
+		e.holdLease("web")
+	}, sweptNothing, ""},
+	{"started, executor alive", func(e *env) {
+		e.start("web")
+		e.holdLease("web")
+		e.clock.Add(2 * time.Hour) // even past the deadline: a live lease is never failed
+		e.holdLease("web")
+	}, sweptNothing, ""},
+	{"started, lease lapsed within grace", func(e *env) {
+		e.start("web")
+		e.holdLease("web") // 30s lease
+		e.clock.Add(80 * time.Second)
+	}, sweptNothing, ""},
+	{"started, lease lapsed past grace", func(e *env) {
+		e.start("web")
+		e.holdLease("web")
+		e.clock.Add(2 * time.Minute)
+	}, sweptRedrive, ""},
+	{"started, executor lost past the deadline", func(e *env) {
+		e.start("web")
+		e.holdLease("web")
+		e.clock.Add(61 * time.Minute)
+	}, sweptFail, "its executor was lost"},
+	{"started without a stored event (older version)", func(e *env) {
+		e.start("web")
+		e.patch("web", 1, `{"data":{"`+release.DataEvent+`":null}}`)
+		e.clock.Add(2 * time.Minute)
+	}, sweptFail, "no stored request to send again"},
+	// An executor keeps the delivered (bound) event in the record: one bound to another
+	// Secret (a swapped reservation) is never re-sent.
+	{"started, its stored event bound to another Secret", func(e *env) {
+		e.start("web")
+		e.storeBound("web", "uid-of-the-accepted-secret")
+		e.clock.Add(2 * time.Minute)
+	}, sweptFail, "accepted for another release record"},
+	{"not ours: labels copied from an older revision", func(e *env) {
+		e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":"0"}}}`)
+		e.clock.Add(2 * time.Hour)
+	}, sweptNothing, ""},
+	{"not ours: the helm CLI's", func(e *env) {
+		e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":null}}}`)
+		e.clock.Add(2 * time.Hour)
+	}, sweptNothing, ""},
+	{"final already", func(e *env) {
+		e.set("web", 1, helmrelease.StatusDeployed, "")
+		e.clock.Add(2 * time.Hour)
+	}, sweptNothing, ""},
+}
+
+// The sweeper's decisions on one pending revision, on a fake cluster (sweepDecisionCases).
 func TestSweepDecisions(t *testing.T) {
-	const (
-		nothing = "nothing"
-		redrive = "redrive"
-		fail    = "fail"
-	)
-	for _, tc := range []struct {
-		name string
-		// setup runs after the reservation of web v1 at t0; the sweep runs at the clock's time.
-		setup  func(e *env)
-		want   string
-		reason string // in the failure's description
-	}{
-		{"queued, just reserved", func(e *env) { e.clock.Add(time.Minute) }, nothing, ""},
-		{"queued, due for a re-send", func(e *env) { e.clock.Add(2 * time.Minute) }, redrive, ""},
-		{"queued, re-sent recently", func(e *env) {
-			e.clock.Add(10 * time.Minute)
-			e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationSent+`":"1","`+release.AnnotationSentAt+`":"`+e.clock.Now().Add(-time.Minute).Format(time.RFC3339Nano)+`"}}}`)
-		}, nothing, ""},
-		{"queued, dead-lettered at once", func(e *env) {
-			e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationDeadLettered+`":"x"}}}`)
-		}, redrive, ""},
-		{"queued past the deadline", func(e *env) { e.clock.Add(time.Hour) }, fail, "it never started: no executor took it"},
-		// The revision's Lease is in the tenant's namespace: one kept "alive" there must not
-		// hold a queued revision (counted toward MAX_QUEUED) past QUEUE_DEADLINE.
-		{"queued past the deadline, a live Lease", func(e *env) {
-			e.clock.Add(time.Hour)
-			e.holdLease("web")
-		}, fail, "it never started: no executor took it"},
-		{"queued within the deadline, a live Lease", func(e *env) {
-			e.clock.Add(10 * time.Minute)
-			e.holdLease("web")
-		}, nothing, ""},
-		{"started, executor alive", func(e *env) {
-			e.start("web")
-			e.holdLease("web")
-			e.clock.Add(2 * time.Hour) // even past the deadline: a live lease is never failed
-			e.holdLease("web")
-		}, nothing, ""},
-		{"started, lease lapsed within grace", func(e *env) {
-			e.start("web")
-			e.holdLease("web") // 30s lease
-			e.clock.Add(80 * time.Second)
-		}, nothing, ""},
-		{"started, lease lapsed past grace", func(e *env) {
-			e.start("web")
-			e.holdLease("web")
-			e.clock.Add(2 * time.Minute)
-		}, redrive, ""},
-		{"started, executor lost past the deadline", func(e *env) {
-			e.start("web")
-			e.holdLease("web")
-			e.clock.Add(61 * time.Minute)
-		}, fail, "its executor was lost"},
-		{"started without a stored event (older version)", func(e *env) {
-			e.start("web")
-			e.patch("web", 1, `{"data":{"`+release.DataEvent+`":null}}`)
-			e.clock.Add(2 * time.Minute)
-		}, fail, "no stored request to send again"},
-		// An executor keeps the delivered (bound) event in the record: one bound to another
-		// Secret (a swapped reservation) is never re-sent.
-		{"started, its stored event bound to another Secret", func(e *env) {
-			e.start("web")
-			e.storeBound("web", "uid-of-the-accepted-secret")
-			e.clock.Add(2 * time.Minute)
-		}, fail, "accepted for another release record"},
-		{"not ours: labels copied from an older revision", func(e *env) {
-			e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":"0"}}}`)
-			e.clock.Add(2 * time.Hour)
-		}, nothing, ""},
-		{"not ours: the helm CLI's", func(e *env) {
-			e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":null}}}`)
-			e.clock.Add(2 * time.Hour)
-		}, nothing, ""},
-		{"final already", func(e *env) {
-			e.set("web", 1, helmrelease.StatusDeployed, "")
-			e.clock.Add(2 * time.Hour)
-		}, nothing, ""},
-	} {
+	for _, tc := range sweepDecisionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			stored := e.reserve("web", release.ActionInstall, 1)
@@ -107,45 +112,60 @@ func TestSweepDecisions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			status, desc := e.status("web", 1)
-			after := e.revision("web", 1)
-			switch tc.want {
-			case nothing:
-				if res != (SweepResult{}) || len(e.redrive.events()) != 0 || after.Sent != before.Sent {
-					t.Errorf("swept: %+v, %d re-sent", res, len(e.redrive.events()))
-				}
-				if before.Status != after.Status {
-					t.Errorf("status moved %s -> %s", before.Status, after.Status)
-				}
-			case redrive:
-				got := e.redrive.events()
-				if res != (SweepResult{Redriven: 1}) || len(got) != 1 {
-					t.Fatalf("swept %+v, re-sent %d", res, len(got))
-				}
-				sent := got[0].Clone() // the stored event, bound to the Secret on its way out
-				if uid, err := events.BoundSecret(sent, signingKey); err != nil || uid != after.UID {
-					t.Errorf("re-sent bound to %q (%v), want %q", uid, err, after.UID)
-				}
-				sent.SetExtension(events.ExtSecretUID, nil)
-				sent.SetExtension(events.ExtBinding, nil)
-				if raw, _ := sent.MarshalJSON(); string(raw) != stored {
-					t.Errorf("re-sent event differs from the stored one:\n%s\n%s", raw, stored)
-				}
-				if after.Sent != before.Sent+1 || !after.SentAt.Equal(e.clock.Now()) || after.DeadLettered {
-					t.Errorf("claim: sent %d at %v, dead-lettered %v", after.Sent, after.SentAt, after.DeadLettered)
-				}
-				if !release.IsPending(status.String()) {
-					t.Errorf("a re-sent revision is %s", status)
-				}
-			case fail:
-				if res != (SweepResult{Failed: 1}) || status != helmrelease.StatusFailed || !strings.Contains(desc, tc.reason) {
-					t.Errorf("swept %+v: %s %q, want failed with %q", res, status, desc, tc.reason)
-				}
-				if len(e.redrive.events()) != 0 {
-					t.Error("a failed revision was also re-sent")
-				}
-			}
+			checkSwept(t, e, swept{res: res, before: before, stored: stored}, tc.want, tc.reason)
 		})
+	}
+}
+
+// swept is what one sweep of web v1 did: its result, the revision before it, and the
+// event stored at its reservation.
+type swept struct {
+	res    SweepResult
+	before release.Revision
+	stored string
+}
+
+// checkSwept checks what the sweep did against want (nothing, redrive or fail, with
+// reason in the failure's description).
+func checkSwept(t *testing.T, e *env, sw swept, want, reason string) {
+	t.Helper()
+	status, desc := e.status("web", 1)
+	after := e.revision("web", 1)
+	switch want {
+	case sweptNothing:
+		if sw.res != (SweepResult{}) || len(e.redrive.events()) != 0 || after.Sent != sw.before.Sent {
+			t.Errorf("swept: %+v, %d re-sent", sw.res, len(e.redrive.events()))
+		}
+		if sw.before.Status != after.Status {
+			t.Errorf("status moved %s -> %s", sw.before.Status, after.Status)
+		}
+	case sweptRedrive:
+		got := e.redrive.events()
+		if sw.res != (SweepResult{Redriven: 1}) || len(got) != 1 {
+			t.Fatalf("swept %+v, re-sent %d", sw.res, len(got))
+		}
+		sent := got[0].Clone() // the stored event, bound to the Secret on its way out
+		if uid, err := events.BoundSecret(sent, signingKey); err != nil || uid != after.UID {
+			t.Errorf("re-sent bound to %q (%v), want %q", uid, err, after.UID)
+		}
+		sent.SetExtension(events.ExtSecretUID, nil)
+		sent.SetExtension(events.ExtBinding, nil)
+		if raw, _ := sent.MarshalJSON(); string(raw) != sw.stored {
+			t.Errorf("re-sent event differs from the stored one:\n%s\n%s", raw, sw.stored)
+		}
+		if after.Sent != sw.before.Sent+1 || !after.SentAt.Equal(e.clock.Now()) || after.DeadLettered {
+			t.Errorf("claim: sent %d at %v, dead-lettered %v", after.Sent, after.SentAt, after.DeadLettered)
+		}
+		if !release.IsPending(status.String()) {
+			t.Errorf("a re-sent revision is %s", status)
+		}
+	case sweptFail:
+		if sw.res != (SweepResult{Failed: 1}) || status != helmrelease.StatusFailed || !strings.Contains(desc, reason) {
+			t.Errorf("swept %+v: %s %q, want failed with %q", sw.res, status, desc, reason)
+		}
+		if len(e.redrive.events()) != 0 {
+			t.Error("a failed revision was also re-sent")
+		}
 	}
 }
 
