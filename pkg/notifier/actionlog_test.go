@@ -34,14 +34,14 @@ func TestFailedEventCarriesTheLogTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := "ns/" + release.SecretName("web", 1)
-			e.reserve("web", release.ActionInstall, 1)
-			e.svc.observe(key, e.meta("web", 1))
-			e.set("web", 1, helmrelease.StatusFailed, "context deadline exceeded")
-			e.svc.observe(key, e.meta("web", 1))
+			e.Reserve("web", release.ActionInstall, 1)
+			e.svc.observe(key, e.Meta("web", 1))
+			e.Set("web", 1, helmrelease.StatusFailed, "context deadline exceeded")
+			e.svc.observe(key, e.Meta("web", 1))
 			if err := e.svc.sync(ctx(t), key); err != nil {
 				t.Fatal(err)
 			}
-			evs := e.sink.events()
+			evs := e.sink.Events()
 			pending, _ := events.ParseStatus(evs[0])
 			failed, _ := events.ParseStatus(evs[len(evs)-1])
 			if pending.LogTail != "" || failed.Status != "failed" {

@@ -12,33 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// secretGets lists the resourceVersion asked for by each GET of a secret since the last
-// ClearActions.
-func (e *env) secretGets() []string {
-	var rvs []string
-	for _, a := range e.c.Actions() {
-		if g, ok := a.(k8stesting.GetActionImpl); ok && g.GetResource().Resource == "secrets" {
-			rvs = append(rvs, g.GetOptions.ResourceVersion)
-		}
-	}
-	return rvs
-}
-
 // A failure's reason is read at the resourceVersion the index saw (the API server's watch
 // cache answers, not a quorum read of etcd); a status whose chart the labels carry reads
 // nothing.
 func TestDescribeReadsOnlyWhenNeededAtTheIndexedVersion(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusFailed, "hook failed: boom")
-	rev := e.revision("web", 1)
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusFailed, "hook failed: boom")
+	rev := e.Revision("web", 1)
 	if rev.ResourceVersion == "" {
 		t.Fatal("the fake cluster gave no resourceVersion")
 	}
@@ -48,7 +35,7 @@ func TestDescribeReadsOnlyWhenNeededAtTheIndexedVersion(t *testing.T) {
 	if err := e.svc.describe(ctx(t), rev, "deployed", &c); err != nil {
 		t.Fatal(err)
 	}
-	if gets := e.secretGets(); len(gets) != 0 || c.Chart != "tiny" || c.ChartVersion != "1.0.0" {
+	if gets := e.SecretGets(); len(gets) != 0 || c.Chart != "tiny" || c.ChartVersion != "1.0.0" {
 		t.Errorf("deployed with a chart label: %d reads, %+v", len(gets), c)
 	}
 
@@ -57,7 +44,7 @@ func TestDescribeReadsOnlyWhenNeededAtTheIndexedVersion(t *testing.T) {
 	if err := e.svc.describe(ctx(t), rev, "failed", &c); err != nil {
 		t.Fatal(err)
 	}
-	if gets := e.secretGets(); len(gets) != 1 || gets[0] != rev.ResourceVersion {
+	if gets := e.SecretGets(); len(gets) != 1 || gets[0] != rev.ResourceVersion {
 		t.Errorf("failed: reads at resourceVersions %q, want one at %q", gets, rev.ResourceVersion)
 	}
 	if c.Reason != "hook failed: boom" || c.Chart != "tiny" || c.ChartVersion != "1.0.0" {
@@ -113,7 +100,7 @@ func TestDefaultWorkersWorkInParallel(t *testing.T) {
 	b := &blockingSender{release: make(chan struct{})}
 	e.svc.Sender = b
 	for i := 0; i < DefaultWorkers+5; i++ {
-		e.reserve(fmt.Sprintf("r%d", i), release.ActionInstall, 1)
+		e.Reserve(fmt.Sprintf("r%d", i), release.ActionInstall, 1)
 	}
 	if err := e.svc.Start(ctx(t), false); err != nil {
 		t.Fatal(err)
@@ -161,18 +148,18 @@ func TestMarkNotifiedAsksForMetadataOnly(t *testing.T) {
 	e := newEnv(t)
 	patches := 0
 	e.store.Metadata = patchCounter{e.c.Metadata(), &patches}
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
-	rev := e.revision("web", 1)
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
+	rev := e.Revision("web", 1)
 	if err := e.svc.markNotified(ctx(t), rev); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.revision("web", 1).Notified; got != "deployed" || patches != 1 {
+	if got := e.Revision("web", 1).Notified; got != "deployed" || patches != 1 {
 		t.Errorf("notified %q after %d metadata patches, want deployed after 1", got, patches)
 	}
 	// Stale: Helm wrote again since; nothing is recorded over it.
-	e.set("web", 1, helmrelease.StatusFailed, "boom")
-	if err := e.svc.markNotified(ctx(t), rev); err != nil || e.revision("web", 1).Notified != "" {
-		t.Errorf("stale mark: %v, notified %q", err, e.revision("web", 1).Notified)
+	e.Set("web", 1, helmrelease.StatusFailed, "boom")
+	if err := e.svc.markNotified(ctx(t), rev); err != nil || e.Revision("web", 1).Notified != "" {
+		t.Errorf("stale mark: %v, notified %q", err, e.Revision("web", 1).Notified)
 	}
 }

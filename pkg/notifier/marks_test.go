@@ -36,20 +36,20 @@ func TestASlowMarkDoesNotHoldTheNextEvent(t *testing.T) {
 	e.svc.Workers = 1
 	slow := slowMarks{Store: e.store, release: make(chan struct{})}
 	e.svc.Store = slow
-	e.reserve("a", release.ActionInstall, 1)
-	e.reserve("b", release.ActionInstall, 1)
-	e.patch("a", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
-	e.patch("b", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
+	e.Reserve("a", release.ActionInstall, 1)
+	e.Reserve("b", release.ActionInstall, 1)
+	e.Patch("a", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
+	e.Patch("b", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	e.set("a", 1, helmrelease.StatusDeployed, "")
-	testwait.For(t, func() bool { return len(e.sink.events()) == 1 })
-	e.set("b", 1, helmrelease.StatusDeployed, "")
+	e.Set("a", 1, helmrelease.StatusDeployed, "")
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 1 })
+	e.Set("b", 1, helmrelease.StatusDeployed, "")
 	want := events.StatusEventID("ns", "b", 1, "deployed", "req-b")
-	testwait.For(t, func() bool { evs := e.sink.events(); return len(evs) == 2 && evs[1].ID() == want })
+	testwait.For(t, func() bool { evs := e.sink.Events(); return len(evs) == 2 && evs[1].ID() == want })
 	close(slow.release)
 	testwait.For(t, func() bool {
-		return e.revision("a", 1).Notified == "deployed" && e.revision("b", 1).Notified == "deployed"
+		return e.Revision("a", 1).Notified == "deployed" && e.Revision("b", 1).Notified == "deployed"
 	})
 }

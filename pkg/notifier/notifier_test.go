@@ -18,7 +18,7 @@ import (
 func TestObserveBacklog(t *testing.T) {
 	e := newEnv(t)
 	key := "ns/" + release.SecretName("web", 1)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	steps := []struct {
 		do      func()
 		pending bool
@@ -26,13 +26,13 @@ func TestObserveBacklog(t *testing.T) {
 	}{
 		{func() {}, true, []string{"pending-install"}},
 		{func() {}, true, []string{"pending-install"}}, // same status again: nothing new
-		{func() { e.set("web", 1, helmrelease.StatusPendingInstall, "adopted") }, true, []string{"pending-install"}},
-		{func() { e.set("web", 1, helmrelease.StatusFailed, "x") }, true, []string{"pending-install", "failed"}},
-		{func() { e.set("web", 1, helmrelease.StatusDeployed, "") }, true, []string{"pending-install", "failed", "deployed"}},
+		{func() { e.Set("web", 1, helmrelease.StatusPendingInstall, "adopted") }, true, []string{"pending-install"}},
+		{func() { e.Set("web", 1, helmrelease.StatusFailed, "x") }, true, []string{"pending-install", "failed"}},
+		{func() { e.Set("web", 1, helmrelease.StatusDeployed, "") }, true, []string{"pending-install", "failed", "deployed"}},
 	}
 	for i, st := range steps {
 		st.do()
-		if got := e.svc.observe(key, e.meta("web", 1)); got != st.pending {
+		if got := e.svc.observe(key, e.Meta("web", 1)); got != st.pending {
 			t.Errorf("step %d: observe = %v", i, got)
 		}
 		if !reflect.DeepEqual(e.svc.backlog[key], st.backlog) {
@@ -45,16 +45,16 @@ func TestObserveBacklog(t *testing.T) {
 // from the one recorded on the secret.
 func TestFirstSightHonoursNotified(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
-	e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"deployed"}}}`)
-	if e.svc.observe("ns/"+release.SecretName("web", 1), e.meta("web", 1)) {
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
+	e.Patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"deployed"}}}`)
+	if e.svc.observe("ns/"+release.SecretName("web", 1), e.Meta("web", 1)) {
 		t.Error("a reported revision is reported again after a restart")
 	}
-	e.reserve("db", release.ActionInstall, 1)
-	e.set("db", 1, helmrelease.StatusDeployed, "")
-	e.patch("db", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
-	if !e.svc.observe("ns/"+release.SecretName("db", 1), e.meta("db", 1)) {
+	e.Reserve("db", release.ActionInstall, 1)
+	e.Set("db", 1, helmrelease.StatusDeployed, "")
+	e.Patch("db", 1, `{"metadata":{"annotations":{"`+release.AnnotationNotified+`":"pending-install"}}}`)
+	if !e.svc.observe("ns/"+release.SecretName("db", 1), e.Meta("db", 1)) {
 		t.Error("a change made while the notifier was down is not reported")
 	}
 	if got := e.svc.backlog["ns/"+release.SecretName("db", 1)]; !reflect.DeepEqual(got, []string{"deployed"}) {
@@ -67,30 +67,30 @@ func TestFirstSightHonoursNotified(t *testing.T) {
 func TestSyncReportsInOrderAndRecords(t *testing.T) {
 	e := newEnv(t)
 	key := "ns/" + release.SecretName("web", 1)
-	e.reserve("web", release.ActionInstall, 1)
-	e.svc.observe(key, e.meta("web", 1))
-	e.set("web", 1, helmrelease.StatusPendingInstall, "adopted")
-	e.svc.observe(key, e.meta("web", 1))
-	e.set("web", 1, helmrelease.StatusSuperseded, "")
-	e.svc.observe(key, e.meta("web", 1))
-	e.set("web", 1, helmrelease.StatusFailed, "hook failed: boom")
-	e.svc.observe(key, e.meta("web", 1))
+	e.Reserve("web", release.ActionInstall, 1)
+	e.svc.observe(key, e.Meta("web", 1))
+	e.Set("web", 1, helmrelease.StatusPendingInstall, "adopted")
+	e.svc.observe(key, e.Meta("web", 1))
+	e.Set("web", 1, helmrelease.StatusSuperseded, "")
+	e.svc.observe(key, e.Meta("web", 1))
+	e.Set("web", 1, helmrelease.StatusFailed, "hook failed: boom")
+	e.svc.observe(key, e.Meta("web", 1))
 
-	e.sink.refuse(true)
+	e.sink.Refuse(true)
 	if err := e.svc.sync(ctx(t), key); err == nil {
 		t.Fatal("sync with a refusing sink reported success")
 	}
 	if n := len(e.svc.backlog[key]); n != 3 {
 		t.Fatalf("backlog after a refused send: %d, want 3", n)
 	}
-	e.sink.refuse(false)
+	e.sink.Refuse(false)
 	if err := e.svc.sync(ctx(t), key); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "superseded", "failed"}) {
+	if got := e.sink.Statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "superseded", "failed"}) {
 		t.Fatalf("sent %v", got)
 	}
-	evs := e.sink.events()
+	evs := e.sink.Events()
 	failed, _ := events.ParseStatus(evs[2])
 	first, _ := events.ParseStatus(evs[0])
 	want := events.StatusChange{Namespace: "ns", Name: "web", Revision: 1, Status: "failed", Chart: "tiny", ChartVersion: "1.0.0",
@@ -104,12 +104,12 @@ func TestSyncReportsInOrderAndRecords(t *testing.T) {
 	if evs[2].ID() != events.StatusEventID("ns", "web", 1, "failed", "req-web") || evs[2].Type() != events.TypeStatusPrefix+"failed" {
 		t.Errorf("failed event id %s type %s", evs[2].ID(), evs[2].Type())
 	}
-	if got := e.revision("web", 1).Notified; got != "failed" {
+	if got := e.Revision("web", 1).Notified; got != "failed" {
 		t.Errorf("notified annotation %q", got)
 	}
 	// Nothing left: a second sync sends nothing.
-	if err := e.svc.sync(ctx(t), key); err != nil || len(e.sink.events()) != 3 {
-		t.Errorf("second sync: %v, %d events", err, len(e.sink.events()))
+	if err := e.svc.sync(ctx(t), key); err != nil || len(e.sink.Events()) != 3 {
+		t.Errorf("second sync: %v, %d events", err, len(e.sink.Events()))
 	}
 }
 
@@ -122,7 +122,7 @@ func TestReportOfDeletedSecret(t *testing.T) {
 	if err := e.svc.sync(ctx(t), key); err != nil {
 		t.Fatal(err)
 	}
-	got, err := events.ParseStatus(e.sink.events()[0])
+	got, err := events.ParseStatus(e.sink.Events()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +135,13 @@ func TestReportOfDeletedSecret(t *testing.T) {
 // watch.
 func TestMarkNotifiedConflict(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	rev := e.revision("web", 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.Reserve("web", release.ActionInstall, 1)
+	rev := e.Revision("web", 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
 	if err := e.svc.markNotified(ctx(t), rev); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.revision("web", 1).Notified; got != "" {
+	if got := e.Revision("web", 1).Notified; got != "" {
 		t.Errorf("a stale status was recorded over a newer write: %q", got)
 	}
 }
@@ -151,43 +151,43 @@ func TestMarkNotifiedConflict(t *testing.T) {
 func TestStartWatchReports(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Workers = 2
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, func() bool { return len(e.sink.events()) == 1 })
-	e.set("web", 1, helmrelease.StatusDeployed, "")
-	testwait.For(t, func() bool { return len(e.sink.events()) == 2 })
-	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "deployed"}) {
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 1 })
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 2 })
+	if got := e.sink.Statuses(t); !reflect.DeepEqual(got, []string{"pending-install", "deployed"}) {
 		t.Errorf("sent %v", got)
 	}
-	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
+	testwait.For(t, func() bool { return e.Revision("web", 1).Notified == "deployed" })
 }
 
 // Source mode: catch up once with every release secret, then work on what Enqueue gives.
 func TestStartSourceModeCatchesUp(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	if err := e.svc.Start(ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, func() bool { return len(e.sink.events()) == 1 })
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 1 })
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
 	e.svc.Enqueue("ns", release.SecretName("web", 1))
-	testwait.For(t, func() bool { return len(e.sink.events()) == 2 })
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 2 })
 }
 
 // A failed record that does not decode (any tenant's, ours or not) is reported from its
 // labels: before, describe's decode error retried it for ever and nothing was reported.
 func TestFailedUndecodableRecordIsReportedFromItsLabels(t *testing.T) {
 	e := newEnv(t)
-	e.hostileRecord("evil", nil)
-	e.patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
+	e.HostileRecord("evil", nil)
+	e.Patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
 	key := "ns/" + release.SecretName("evil", 1)
 	if err := e.svc.sync(ctx(t), key); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	if got := e.sink.statuses(t); len(got) != 1 || got[0] != "failed" {
+	if got := e.sink.Statuses(t); len(got) != 1 || got[0] != "failed" {
 		t.Fatalf("reported %v", got)
 	}
 }
@@ -197,11 +197,11 @@ func TestUndecodableRecordIsLoggedOnce(t *testing.T) {
 	e := newEnv(t)
 	core, logs := observer.New(zap.WarnLevel)
 	e.svc.Log = zap.New(core).Sugar()
-	e.hostileRecord("evil", nil)
-	e.patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
+	e.HostileRecord("evil", nil)
+	e.Patch("evil", 1, `{"metadata":{"labels":{"status":"failed","async-helm.io/revision":null,"async-helm.io/chart":null}}}`)
 	key := "ns/" + release.SecretName("evil", 1)
 	for i := 0; i < 3; i++ {
-		e.svc.observe(key, e.meta("evil", 1))
+		e.svc.observe(key, e.Meta("evil", 1))
 		e.svc.mu.Lock()
 		e.svc.backlog[key] = []string{"failed"} // reported again, as after a restart
 		e.svc.mu.Unlock()

@@ -16,12 +16,12 @@ import (
 func TestProgressEvents(t *testing.T) {
 	e := newEnv(t)
 	e.svc.ProgressInterval = time.Minute
-	e.reserve("web", release.ActionInstall, 1)
-	e.reserve("api", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Reserve("api", release.ActionInstall, 1)
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, func() bool { return len(e.sink.events()) == 2 }) // pending-install
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 2 }) // pending-install
 	testwait.For(t, e.clock.HasWaiters)                               // the progress events' ticker
 	helds := e.holdAll("web", "api")
 	record := func(name, phase string, ready int) {
@@ -87,7 +87,7 @@ func (e *env) holdAll(names ...string) map[string]*lease.Held {
 func sentProgress(t *testing.T, e *env) []events.ProgressChange {
 	t.Helper()
 	var out []events.ProgressChange
-	for _, ev := range e.sink.events() {
+	for _, ev := range e.sink.Events() {
 		if ev.Type() != events.TypeProgress {
 			continue
 		}

@@ -16,9 +16,9 @@ import (
 // A refused report is retried through the rate-limited queue, and nothing is lost.
 func TestProcessNextRetries(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	key := "ns/" + release.SecretName("web", 1)
-	e.sink.refuse(true)
+	e.sink.Refuse(true)
 	e.svc.Enqueue("ns", release.SecretName("web", 1))
 	if !e.svc.processNext(ctx(t)) {
 		t.Fatal("queue shut down")
@@ -26,11 +26,11 @@ func TestProcessNextRetries(t *testing.T) {
 	if n := e.svc.queue.NumRequeues(key); n != 1 {
 		t.Errorf("requeues after a refusal: %d", n)
 	}
-	e.sink.refuse(false)
+	e.sink.Refuse(false)
 	if !e.svc.processNext(ctx(t)) { // waits for the rate limiter's first backoff (100ms)
 		t.Fatal("queue shut down")
 	}
-	if got := e.sink.statuses(t); len(got) != 1 || got[0] != "pending-install" {
+	if got := e.sink.Statuses(t); len(got) != 1 || got[0] != "pending-install" {
 		t.Errorf("sent %v", got)
 	}
 	if n := e.svc.queue.NumRequeues(key); n != 0 {
@@ -54,11 +54,11 @@ func TestDescribePlainHelmRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "ns/" + release.SecretName("cli", 1)
-	e.svc.observe(key, e.meta("cli", 1))
+	e.svc.observe(key, e.Meta("cli", 1))
 	if err := e.svc.sync(ctx(t), key); err != nil {
 		t.Fatal(err)
 	}
-	got, err := events.ParseStatus(e.sink.events()[0])
+	got, err := events.ParseStatus(e.sink.Events()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,22 +71,22 @@ func TestDescribePlainHelmRelease(t *testing.T) {
 // A failed read of the payload is retried, not reported without its reason.
 func TestDescribeReadErrorIsRetried(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusFailed, "boom")
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusFailed, "boom")
 	key := "ns/" + release.SecretName("web", 1)
-	e.svc.observe(key, e.meta("web", 1))
+	e.svc.observe(key, e.Meta("web", 1))
 	e.c.Fail("get", "secrets", errors.New("apiserver down"))
 	if err := e.svc.sync(ctx(t), key); err == nil {
 		t.Fatal("sync reported without the failure's reason")
 	}
-	if len(e.sink.events()) != 0 {
+	if len(e.sink.Events()) != 0 {
 		t.Error("an event went out")
 	}
 	e.c.Fail("get", "secrets", nil)
 	if err := e.svc.sync(ctx(t), key); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := events.ParseStatus(e.sink.events()[0]); c.Reason != "boom" || c.Status != "failed" {
+	if c, _ := events.ParseStatus(e.sink.Events()[0]); c.Reason != "boom" || c.Status != "failed" {
 		t.Errorf("event %+v", c)
 	}
 }
@@ -104,24 +104,24 @@ func TestCatchUpError(t *testing.T) {
 func TestNamespacesFilter(t *testing.T) {
 	e := newEnv(t)
 	e.svc.Namespaces = []string{"other"}
-	e.reserve("web", release.ActionInstall, 1) // in "ns"
+	e.Reserve("web", release.ActionInstall, 1) // in "ns"
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := e.svc.Revisions.Get("ns/" + release.SecretName("web", 1)); err != nil || m != nil {
 		t.Errorf("the index holds a secret of an unwatched namespace: %v, %v", m, err)
 	}
-	if len(e.sink.events()) != 0 {
-		t.Errorf("reported %d events of an unwatched namespace", len(e.sink.events()))
+	if len(e.sink.Events()) != 0 {
+		t.Errorf("reported %d events of an unwatched namespace", len(e.sink.Events()))
 	}
 }
 
 // Errors of the API server are the caller's to retry, never a silent success.
 func TestAPIErrors(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	e.c.Fail("patch", "secrets", errors.New("down"))
-	rev := e.revision("web", 1)
+	rev := e.Revision("web", 1)
 	rev.Status = "deployed"
 	if err := e.svc.markNotified(ctx(t), rev); err == nil {
 		t.Error("markNotified with a failing patch")

@@ -5,31 +5,12 @@ import (
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
-
-// hostileRecord is what a namespace editor can write: Helm's labels and ours (pending,
-// queued, dead-lettered) on a payload that does not decode.
-func (e *env) hostileRecord(name string, data map[string][]byte) {
-	e.t.Helper()
-	if data == nil {
-		data = map[string][]byte{"release": []byte("garbage")}
-	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: release.SecretName(name, 1), Namespace: "ns",
-		Labels: map[string]string{release.LabelOwner: release.OwnerHelm, release.LabelName: name,
-			release.LabelStatus: "pending-install", release.LabelVersion: "1", release.LabelRevision: "1",
-			release.LabelQueued: "true", release.LabelRequestID: "req-" + name},
-		Annotations: map[string]string{release.AnnotationDeadLettered: t0.Format("2006-01-02T15:04:05Z")}},
-		Type: release.SecretType, Data: data}
-	if _, err := e.c.CoreV1().Secrets("ns").Create(ctx(e.t), sec, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-}
 
 type consumedRecords map[string]*consumed.Record
 
@@ -82,7 +63,7 @@ func TestForgedTombstoneIsDeletedNotReported(t *testing.T) {
 			if tc.reported {
 				want = 1
 			}
-			if got := len(e.sink.events()); got != want || e.tombstones() != 0 {
+			if got := len(e.sink.Events()); got != want || e.tombstones() != 0 {
 				t.Fatalf("reported %d times (want %d), %d tombstones left", got, want, e.tombstones())
 			}
 		})
@@ -113,7 +94,7 @@ func TestForgedTombstoneOfAQueuedUninstallIsNotReported(t *testing.T) {
 			if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u"}); err != nil {
 				t.Fatal(err)
 			}
-			uid := e.meta("web", 1).UID
+			uid := e.Meta("web", 1).UID
 			// What submit's handOver writes before it sends the uninstall's event.
 			e.svc.Consumed = consumedRecords{"req-u": {RequestID: "req-u", Namespace: "ns", Name: "web",
 				Action: string(release.ActionUninstall), Revision: 1, SecretUID: uid}}
@@ -130,7 +111,7 @@ func TestForgedTombstoneOfAQueuedUninstallIsNotReported(t *testing.T) {
 			if err := e.svc.syncTombstone(ctx(t), tombstoneKey+"ns/"+name); err != nil {
 				t.Fatal(err)
 			}
-			for _, ev := range e.sink.events() {
+			for _, ev := range e.sink.Events() {
 				if ev.Type() == "dev.asynchelm.release.status.uninstalled" {
 					t.Fatalf("forged tombstone reported %s (id %s) while nothing ran", ev.Type(), ev.ID())
 				}

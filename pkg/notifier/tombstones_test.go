@@ -65,18 +65,18 @@ func (e *env) finish(grave lease.Tombstone, held *lease.Held) {
 // deployedWeb is an environment without sweeps, holding release web, revision 1 deployed.
 func deployedWeb(t *testing.T) *env {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
 	return e
 }
 
 // upgraded makes release name: revision 1 superseded, revision 2 deployed.
 func (e *env) upgraded(name string) {
 	e.t.Helper()
-	e.reserve(name, release.ActionInstall, 1)
-	e.set(name, 1, helmrelease.StatusSuperseded, "")
-	e.reserve(name, release.ActionUpgrade, 2)
-	e.set(name, 2, helmrelease.StatusDeployed, "")
+	e.Reserve(name, release.ActionInstall, 1)
+	e.Set(name, 1, helmrelease.StatusSuperseded, "")
+	e.Reserve(name, release.ActionUpgrade, 2)
+	e.Set(name, 2, helmrelease.StatusDeployed, "")
 }
 
 // sweepTombstones runs the sweep's tombstone pass and waits until the workers are idle (its
@@ -120,22 +120,22 @@ func TestUninstallReportsUninstalled(t *testing.T) {
 		if err := e.svc.Start(ctx(t), true); err != nil {
 			t.Fatal(err)
 		}
-		testwait.For(t, func() bool { return e.revision("web", 2).Notified == "deployed" })
-		before := len(e.sink.events())
+		testwait.For(t, func() bool { return e.Revision("web", 2).Notified == "deployed" })
+		before := len(e.sink.Events())
 
 		grave, held := e.uninstall("web", []int{1, 2}, false)
-		testwait.For(t, func() bool { return len(e.sink.events()) == before+1 }) // uninstalling
+		testwait.For(t, func() bool { return len(e.sink.Events()) == before+1 }) // uninstalling
 		synctest.Wait()
-		if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
+		if got := e.sink.Statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling"}) {
 			t.Fatalf("before the executor finished its tombstone: sent %v", got)
 		}
 		e.finish(grave, held)
-		testwait.For(t, func() bool { return len(e.sink.events()) == before+2 && e.tombstones() == 0 })
+		testwait.For(t, func() bool { return len(e.sink.Events()) == before+2 && e.tombstones() == 0 })
 		synctest.Wait()
-		if got := e.sink.statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
+		if got := e.sink.Statuses(t)[before:]; !reflect.DeepEqual(got, []string{"uninstalling", events.StatusUninstalled}) {
 			t.Fatalf("sent %v", got)
 		}
-		e.checkUninstalled(e.sink.events()[before+1])
+		e.checkUninstalled(e.sink.Events()[before+1])
 	})
 }
 
@@ -148,7 +148,7 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 				e := newEnv(t)
 				e.upgraded("web")
 				e.uninstall("web", []int{1, 2}, true)
-				e.sink.refuse(true)
+				e.sink.Refuse(true)
 				if err := e.svc.Start(ctx(t), watch); err != nil {
 					t.Fatal(err)
 				}
@@ -157,9 +157,9 @@ func TestUninstallWhileTheNotifierWasDown(t *testing.T) {
 				if e.tombstones() != 1 {
 					t.Fatal("the tombstone went while the sink refused")
 				}
-				e.sink.refuse(false)
-				testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
-				e.checkUninstalled(e.sink.events()[0])
+				e.sink.Refuse(false)
+				testwait.For(t, func() bool { return len(e.sink.Events()) == 1 && e.tombstones() == 0 })
+				e.checkUninstalled(e.sink.Events()[0])
 			})
 		})
 	}
@@ -178,18 +178,18 @@ func TestAbandonedUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.sweepTombstones()
-		if len(e.sink.events()) != 0 || e.tombstones() != 1 {
-			t.Fatalf("reported while its executor's Lease is live: %v", e.sink.statuses(t))
+		if len(e.sink.Events()) != 0 || e.tombstones() != 1 {
+			t.Fatalf("reported while its executor's Lease is live: %v", e.sink.Statuses(t))
 		}
 		e.clock.Add(time.Minute)
 		e.sweepTombstones()
-		testwait.For(t, func() bool { return len(e.sink.events()) == 1 && e.tombstones() == 0 })
-		e.checkUninstalled(e.sink.events()[0])
+		testwait.For(t, func() bool { return len(e.sink.Events()) == 1 && e.tombstones() == 0 })
+		e.checkUninstalled(e.sink.Events()[0])
 
 		// Its records are still there: uninstalling (not done), then failed.
-		e.reserve("api", release.ActionInstall, 1)
-		e.set("api", 1, helmrelease.StatusDeployed, "")
-		testwait.For(t, func() bool { return e.revision("api", 1).Notified == "deployed" }) // the mark is a CAS
+		e.Reserve("api", release.ActionInstall, 1)
+		e.Set("api", 1, helmrelease.StatusDeployed, "")
+		testwait.For(t, func() bool { return e.Revision("api", 1).Notified == "deployed" }) // the mark is a CAS
 		if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "api", Revision: 1, RequestID: "req-a"}); err != nil {
 			t.Fatal(err)
 		}
@@ -198,20 +198,20 @@ func TestAbandonedUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Add(time.Minute)
-		testwait.For(t, func() bool { return e.revision("api", 1).Notified == "uninstalling" })
-		sent := len(e.sink.events())
+		testwait.For(t, func() bool { return e.Revision("api", 1).Notified == "uninstalling" })
+		sent := len(e.sink.Events())
 		e.sweepTombstones()
-		if len(e.sink.events()) != sent || e.tombstones() != 1 {
-			t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.statuses(t)[sent:])
+		if len(e.sink.Events()) != sent || e.tombstones() != 1 {
+			t.Fatalf("an uninstall still to be driven was reported: %v", e.sink.Statuses(t)[sent:])
 		}
 		if _, err := e.store.MarkFailed(ctx(t), "ns", "api", 1, "gave up", release.ReplaceFailed); err != nil {
 			t.Fatal(err)
 		}
-		testwait.For(t, func() bool { return e.revision("api", 1).Notified == "failed" })
-		sent = len(e.sink.events())
+		testwait.For(t, func() bool { return e.Revision("api", 1).Notified == "failed" })
+		sent = len(e.sink.Events())
 		e.sweepTombstones()
 		testwait.For(t, func() bool { return e.tombstones() == 0 })
-		if got := e.sink.statuses(t)[sent:]; len(got) != 0 {
+		if got := e.sink.Statuses(t)[sent:]; len(got) != 0 {
 			t.Errorf("a failed uninstall's tombstone sent %v", got)
 		}
 	})
@@ -225,17 +225,17 @@ func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
 		e := deployedWeb(t)
 		e.uninstall("web", []int{1}, false)
 		e.clock.Add(time.Minute) // its executor died after Helm's purge
-		e.reserve("web", release.ActionInstall, 1)
+		e.Reserve("web", release.ActionInstall, 1)
 		held := e.hold("web", 1) // the new install's executor takes the heartbeat
 		if err := e.svc.Start(ctx(t), true); err != nil {
 			t.Fatal(err)
 		}
-		testwait.For(t, func() bool { return e.revision("web", 1).Notified == "pending-install" })
+		testwait.For(t, func() bool { return e.Revision("web", 1).Notified == "pending-install" })
 		e.sweepTombstones()
-		if got := e.sink.statuses(t); len(got) != 1 || e.tombstones() != 1 {
+		if got := e.sink.Statuses(t); len(got) != 1 || e.tombstones() != 1 {
 			t.Fatalf("reported while the new install's executor runs: %v", got)
 		}
-		e.set("web", 1, helmrelease.StatusDeployed, "")
+		e.Set("web", 1, helmrelease.StatusDeployed, "")
 		if err := held.Release(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -243,9 +243,9 @@ func TestUninstallReportedAfterTheNameWasReused(t *testing.T) {
 		testwait.For(t, func() bool { return e.svc.leases.get("ns", release.LeaseName("web", 1)) == nil })
 		e.sweepTombstones()
 		testwait.For(t, func() bool { return e.tombstones() == 0 })
-		testwait.For(t, func() bool { return len(e.sink.events()) == 3 })
+		testwait.For(t, func() bool { return len(e.sink.Events()) == 3 })
 		var uninstalled []events.StatusChange
-		for _, ev := range e.sink.events() {
+		for _, ev := range e.sink.Events() {
 			if c, _ := events.ParseStatus(ev); c.Status == events.StatusUninstalled {
 				uninstalled = append(uninstalled, c)
 			}
@@ -263,17 +263,17 @@ func TestHandRunUninstallReportedFromTheDeletion(t *testing.T) {
 	if err := e.svc.Start(ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "deployed" })
-	e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
-	testwait.For(t, func() bool { return e.revision("web", 1).Notified == "uninstalling" })
+	testwait.For(t, func() bool { return e.Revision("web", 1).Notified == "deployed" })
+	e.Set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
+	testwait.For(t, func() bool { return e.Revision("web", 1).Notified == "uninstalling" })
 	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), release.SecretName("web", 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, func() bool { return len(e.sink.events()) == 3 })
-	if got := e.sink.statuses(t); !reflect.DeepEqual(got, []string{"deployed", "uninstalling", events.StatusUninstalled}) {
+	testwait.For(t, func() bool { return len(e.sink.Events()) == 3 })
+	if got := e.sink.Statuses(t); !reflect.DeepEqual(got, []string{"deployed", "uninstalling", events.StatusUninstalled}) {
 		t.Fatalf("sent %v", got)
 	}
-	if c, _ := events.ParseStatus(e.sink.events()[2]); c.RequestID != "req-web" || c.Revision != 1 {
+	if c, _ := events.ParseStatus(e.sink.Events()[2]); c.RequestID != "req-web" || c.Revision != 1 {
 		t.Errorf("uninstalled %+v", c)
 	}
 }

@@ -34,9 +34,9 @@ func TestPendingWorkOfADeletedNamespaceEndsFailed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.reserve("web", release.ActionInstall, 1)
+			e.Reserve("web", release.ActionInstall, 1)
 			key := "ns/" + release.SecretName("web", 1)
-			m := e.meta("web", 1)
+			m := e.Meta("web", 1)
 			if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), m.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func TestPendingWorkOfADeletedNamespaceEndsFailed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := e.sink.events()
+			got := e.sink.Events()
 			if !tc.reported {
 				if len(got) != 0 {
 					t.Fatalf("reported %d events", len(got))

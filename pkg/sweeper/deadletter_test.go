@@ -11,7 +11,7 @@ import (
 
 func TestDeadLetter(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	a := events.Action{Action: release.ActionInstall, Namespace: "ns", Name: "web", Revision: 1,
 		SecretName: release.SecretName("web", 1), RequestID: "req-web"}
 	for _, tc := range []struct {
@@ -28,13 +28,13 @@ func TestDeadLetter(t *testing.T) {
 			t.Errorf("%s: DeadLetter = %v, %v; want %v", tc.name, marked, err, tc.marked)
 		}
 	}
-	if !e.revision("web", 1).DeadLettered {
+	if !e.Revision("web", 1).DeadLettered {
 		t.Error("not marked")
 	}
-	if st, _ := e.status("web", 1); st != helmrelease.StatusPendingInstall {
+	if st, _ := e.Status("web", 1); st != helmrelease.StatusPendingInstall {
 		t.Errorf("a dead letter must never fail the revision: %s", st)
 	}
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
 	if marked, err := e.sw.DeadLetter(ctx(t), a); err != nil || marked {
 		t.Errorf("dead letter of a finished revision: %v, %v", marked, err)
 	}

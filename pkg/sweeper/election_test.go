@@ -112,7 +112,7 @@ func (c *candidate) leading() bool {
 // sweeps; every dead letter is re-sent exactly once, whoever leads.
 func TestOnlyTheLeaderSweepsAndAnotherTakesOver(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	a := e.candidate("a")
 	testwait.For(t, func() bool { return a.leading() && a.passes.Load() > 0 })
 	b := e.candidate("b")
@@ -129,16 +129,16 @@ func TestOnlyTheLeaderSweepsAndAnotherTakesOver(t *testing.T) {
 		}
 	}
 	deadLetter()
-	testwait.For(t, func() bool { return len(e.redrive.events()) == 1 })
+	testwait.For(t, func() bool { return len(e.redrive.Events()) == 1 })
 
 	a.cut.Store(true) // a stops renewing, and never releases
 	testwait.For(t, func() bool { return b.leading() && b.passes.Load() > 0 })
 	testwait.For(t, func() bool { return !a.leading() })
 	deadLetter()
-	testwait.For(t, func() bool { return len(e.redrive.events()) == 2 })
+	testwait.For(t, func() bool { return len(e.redrive.Events()) == 2 })
 	seen = b.passes.Load()
 	testwait.For(t, func() bool { return b.passes.Load() >= seen+10 })
-	if n, sent := len(e.redrive.events()), e.revision("web", 1).Sent; n != 2 || sent != 2 {
+	if n, sent := len(e.redrive.Events()), e.Revision("web", 1).Sent; n != 2 || sent != 2 {
 		t.Errorf("%d re-sends, %d claimed, for 2 dead letters", n, sent)
 	}
 	l, err := e.c.CoordinationV1().Leases("async-helm").Get(ctx(t), "notifier", metav1.GetOptions{})

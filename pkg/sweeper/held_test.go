@@ -15,20 +15,20 @@ import (
 func TestSweepFreesTheSlotOfAFinishedRecordRelabelledQueued(t *testing.T) {
 	e := newEnv(t)
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "Install complete")
-	e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelQueued+`":"true"}}}`)
-	if !release.CountsAsQueued(signingKey, e.meta("web", 1)) {
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "Install complete")
+	e.Patch("web", 1, `{"metadata":{"labels":{"`+release.LabelQueued+`":"true"}}}`)
+	if !release.CountsAsQueued(signingKey, e.Meta("web", 1)) {
 		t.Fatal("setup: the relabelled record does not count")
 	}
 	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if release.CountsAsQueued(signingKey, e.meta("web", 1)) || res.Unqueued != 1 {
-		t.Fatalf("after a sweep: still counts %v, %+v; labels %v", release.CountsAsQueued(signingKey, e.meta("web", 1)), res, e.meta("web", 1).Labels)
+	if release.CountsAsQueued(signingKey, e.Meta("web", 1)) || res.Unqueued != 1 {
+		t.Fatalf("after a sweep: still counts %v, %+v; labels %v", release.CountsAsQueued(signingKey, e.Meta("web", 1)), res, e.Meta("web", 1).Labels)
 	}
-	if st, _ := e.status("web", 1); st != helmrelease.StatusDeployed {
+	if st, _ := e.Status("web", 1); st != helmrelease.StatusDeployed {
 		t.Errorf("the record itself was changed: %s", st)
 	}
 }
@@ -42,30 +42,30 @@ func TestSweepFreesHeldSlotsWhateverTheirPayload(t *testing.T) {
 	e := newEnv(t)
 	e.store.SealKey = signingKey
 	for _, name := range []string{"empty", "garbage", "flipped"} {
-		e.reserve(name, release.ActionInstall, 1)
+		e.Reserve(name, release.ActionInstall, 1)
 	}
-	e.patch("empty", 1, `{"metadata":{"labels":{"status":"failed"}},"data":{"release":null}}`)
-	e.patch("garbage", 1, `{"metadata":{"labels":{"status":"deployed"}},"data":{"release":"Z2FyYmFnZQ=="}}`)
-	e.patch("flipped", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
+	e.Patch("empty", 1, `{"metadata":{"labels":{"status":"failed"}},"data":{"release":null}}`)
+	e.Patch("garbage", 1, `{"metadata":{"labels":{"status":"deployed"}},"data":{"release":"Z2FyYmFnZQ=="}}`)
+	e.Patch("flipped", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
 	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"empty", "garbage", "flipped"} {
-		if release.CountsAsQueued(signingKey, e.meta(name, 1)) {
-			t.Errorf("%s still counts as queued: %v", name, e.meta(name, 1).Labels)
+		if release.CountsAsQueued(signingKey, e.Meta(name, 1)) {
+			t.Errorf("%s still counts as queued: %v", name, e.Meta(name, 1).Labels)
 		}
 	}
 	if res.Unqueued != 3 {
 		t.Errorf("unqueued %d, want 3", res.Unqueued)
 	}
-	e.reserve("late", release.ActionInstall, 1)
-	e.patch("late", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
-	stale := e.meta("late", 1)
-	e.patch("late", 1, `{"metadata":{"annotations":{"touched":"yes"}}}`)
+	e.Reserve("late", release.ActionInstall, 1)
+	e.Patch("late", 1, `{"metadata":{"labels":{"status":"deployed"}}}`)
+	stale := e.Meta("late", 1)
+	e.Patch("late", 1, `{"metadata":{"annotations":{"touched":"yes"}}}`)
 	if ok, err := e.store.UnqueueHeld(ctx(t), release.HeldSlot{Namespace: "ns", SecretName: stale.Name, ResourceVersion: stale.ResourceVersion}); !ok || err != nil ||
-		release.CountsAsQueued(signingKey, e.meta("late", 1)) {
-		t.Errorf("UnqueueHeld at a stale resourceVersion = %v, %v (labels %v); want true, nil, the queued label dropped", ok, err, e.meta("late", 1).Labels)
+		release.CountsAsQueued(signingKey, e.Meta("late", 1)) {
+		t.Errorf("UnqueueHeld at a stale resourceVersion = %v, %v (labels %v); want true, nil, the queued label dropped", ok, err, e.Meta("late", 1).Labels)
 	}
 }
 
@@ -76,16 +76,16 @@ func TestSweepFreesHeldSlotsWhateverTheirPayload(t *testing.T) {
 func TestRelabelledVersionDoesNotHoldASlot(t *testing.T) {
 	e := newEnv(t)
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
-	if !release.CountsAsQueued(signingKey, e.meta("web", 1)) {
+	e.Reserve("web", release.ActionInstall, 1)
+	if !release.CountsAsQueued(signingKey, e.Meta("web", 1)) {
 		t.Fatal("the reservation does not count as queued")
 	}
-	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"version":"2",%q:"2"}}}`, release.LabelRevision))
+	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"version":"2",%q:"2"}}}`, release.LabelRevision))
 	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if release.CountsAsQueued(signingKey, e.meta("web", 1)) || res.Unqueued != 1 {
+	if release.CountsAsQueued(signingKey, e.Meta("web", 1)) || res.Unqueued != 1 {
 		t.Errorf("swept %+v: the relabelled reservation still counts toward MAX_QUEUED", res)
 	}
 }

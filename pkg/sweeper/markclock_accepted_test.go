@@ -54,7 +54,7 @@ func TestRemadeReservationAcrossRestartsIsFailedAtTheDeadlineFromAcceptance(t *t
 	e := newEnv(t)
 	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	e.clock.Add(time.Minute) // the first pass sees it after its creation, as always
 	failedAt := failedUnderRewrites(t, e, func() {
 		if e.clock.Now().After(t0.Add(time.Minute)) {
@@ -78,7 +78,7 @@ func TestAcceptedTimeIsReadOncePerKey(t *testing.T) {
 	e := newEnv(t)
 	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	gets := func() int {
 		n := 0
 		for _, a := range e.c.Actions() {
@@ -112,7 +112,7 @@ func TestOverdueFailureLandsThoughTheRecordIsRewrittenOnEveryRead(t *testing.T) 
 	e := newEnv(t)
 	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	if _, err := e.sw.SweepOnce(ctx(t)); err != nil { // the acceptance time, read before the race
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestOverdueFailureLandsThoughTheRecordIsRewrittenOnEveryRead(t *testing.T) 
 		if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
-		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {
+		if st, _ := e.Status("web", 1); st == helmrelease.StatusFailed {
 			return
 		}
 		e.clock.Add(10 * time.Minute)

@@ -18,7 +18,7 @@ func TestRemadeReservationDoesNotOutliveTheDeadline(t *testing.T) {
 	e := newEnv(t)
 	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	failedAt := failedUnderRewrites(t, e, func() { e.remake("web") }) // the Secret made again
 	if failedAt < 0 {
 		t.Fatalf("the reservation the tenant makes again every 50 minutes is still pending and queued after 3 h (QUEUE_DEADLINE %s): it holds its slot for ever",

@@ -20,7 +20,7 @@ import (
 func TestMovedMarkClockDoesNotKeepAQueuedUninstallPastTheDeadline(t *testing.T) {
 	e := deployedWeb(t)
 	e.store.SealKey = signingKey // submit's marks are sealed: this one counts toward admission
-	stored := e.signed(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
+	stored := e.Signed(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
 		SecretName: release.SecretName("web", 1), RequestID: "req-u"})
 	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 1,
 		RequestID: "req-u", Event: stored}); err != nil {
@@ -28,7 +28,7 @@ func TestMovedMarkClockDoesNotKeepAQueuedUninstallPastTheDeadline(t *testing.T) 
 	}
 	failedAt := failedUnderRewrites(t, e, func() { // moved ahead, within the skew
 		now := e.clock.Now()
-		e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"},"annotations":{%q:%q}}}`,
+		e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"},"annotations":{%q:%q}}}`,
 			release.LabelModifiedAt, now.Add(4*time.Minute).Unix(),
 			release.AnnotationSentAt, now.Add(100*365*24*time.Hour).Format(time.RFC3339Nano)))
 	})
@@ -144,7 +144,7 @@ func failedUnderRewrites(t *testing.T, e *env, rewrite func()) time.Duration {
 		if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
-		if st, _ := e.status("web", 1); st == helmrelease.StatusFailed {
+		if st, _ := e.Status("web", 1); st == helmrelease.StatusFailed {
 			return e.clock.Now().Sub(t0)
 		}
 		e.clock.Add(10 * time.Minute)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/async-helm/async-helm/internal/testrelease"
 	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/notifier"
@@ -22,7 +23,7 @@ import (
 // label and has an executor hold its Lease (at the clock's time, for 30 s).
 func (e *env) reserveIn(ns, name string, started bool) {
 	e.t.Helper()
-	stored := e.signed(events.Action{Action: release.ActionInstall, Namespace: ns, Name: name, Revision: 1,
+	stored := e.Signed(events.Action{Action: release.ActionInstall, Namespace: ns, Name: name, Revision: 1,
 		SecretName: release.SecretName(name, 1), RequestID: "req-" + name})
 	if _, err := e.store.Reserve(ctx(e.t), release.Reservation{Namespace: ns, Name: name, Action: release.ActionInstall, Revision: 1,
 		Chart: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, RequestID: "req-" + name, Event: stored}); err != nil {
@@ -67,7 +68,7 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 				return false
 			}
 		}
-		return len(reported.events()) == namespaces*perNS
+		return len(reported.Events()) == namespaces*perNS
 	})
 	calls := func() int { return len(e.c.Actions()) }
 	before := calls()
@@ -90,17 +91,17 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 	})
 	before = calls()
 	e.sw.pass(ctx(t))
-	if n := calls() - before; n != 3 || len(e.redrive.events()) != 1 {
-		t.Errorf("a pass with one revision due made %d API calls (want 3) and %d re-sends: %v", n, len(e.redrive.events()), verbs(e.c.Actions()[before:]))
+	if n := calls() - before; n != 3 || len(e.redrive.Events()) != 1 {
+		t.Errorf("a pass with one revision due made %d API calls (want 3) and %d re-sends: %v", n, len(e.redrive.Events()), verbs(e.c.Actions()[before:]))
 	}
 }
 
 // withNotifier starts a notifier over the sweeper's namespaces and wires the two as
 // functions/notifier does: the sweeper reads the notifier's index and Lease cache, and
 // queues its tombstones. The notifier's status events go to the sink returned.
-func (e *env) withNotifier() (*notifier.Service, *sink) {
+func (e *env) withNotifier() (*notifier.Service, *testrelease.Sink) {
 	e.t.Helper()
-	reported := &sink{}
+	reported := &testrelease.Sink{}
 	svc := &notifier.Service{Client: e.c, Metadata: e.c.Metadata(), Store: e.store, Sender: reported,
 		Log: e.sw.Log, Clock: e.clock, Namespaces: e.sw.Namespaces}
 	if err := svc.Start(ctx(e.t), true); err != nil {

@@ -28,9 +28,9 @@ func TestCancelledRequestRewoundIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
 	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.clock}
 	e.sw.Consumed = records
-	stored := e.reserve("web", release.ActionInstall, 1)
+	stored := e.Reserve("web", release.ActionInstall, 1)
 	if _, err := records.Consume(ctx(t), consumed.Record{RequestID: "req-web", Namespace: "ns", Name: "web",
-		Action: "install", Revision: 1, SecretUID: e.revision("web", 1).UID, Outcome: consumed.OutcomeCancelled}); err != nil { // submit's cancel binds it
+		Action: "install", Revision: 1, SecretUID: e.Revision("web", 1).UID, Outcome: consumed.OutcomeCancelled}); err != nil { // submit's cancel binds it
 		t.Fatal(err)
 	}
 	if _, err := e.store.MarkFailed(ctx(t), "ns", "web", 1, `Release "web" failed: cancelled by alice before an executor ran it`, release.ReplaceFailed); err != nil {

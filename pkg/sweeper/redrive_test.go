@@ -20,8 +20,8 @@ func TestStoredEventPutBackOnItsFinishedRecordIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
 	records := &consumed.Store{Client: e.c, Namespace: "async-helm", Clock: e.clock}
 	e.sw.Consumed = records
-	stored := e.reserve("web", release.ActionInstall, 1)
-	uid := e.revision("web", 1).UID
+	stored := e.Reserve("web", release.ActionInstall, 1)
+	uid := e.Revision("web", 1).UID
 	if _, err := records.Consume(ctx(t), consumed.Record{RequestID: "req-web", Namespace: "ns", Name: "web",
 		Action: "install", Revision: 1, SecretUID: uid}); err != nil { // the executor ran it
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestStoredEventPutBackOnItsFinishedRecordIsNotSentAgain(t *testing.T) {
 	if err := records.MarkDone(ctx(t), "req-web", "deployed"); err != nil { // and recorded its end
 		t.Fatal(err)
 	}
-	e.set("web", 1, helmrelease.StatusDeployed, "Install complete")
+	e.Set("web", 1, helmrelease.StatusDeployed, "Install complete")
 
 	e.rewindWithEvent("web", stored)
 	e.clock.Add(3 * time.Minute)

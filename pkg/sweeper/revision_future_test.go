@@ -22,13 +22,13 @@ func TestSweeperFailsAMarkDatedInTheFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := t0.Add(100 * 365 * 24 * time.Hour).Unix()
-	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d",%q:null}}}`, release.LabelModifiedAt, future, release.LabelQueued))
+	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d",%q:null}}}`, release.LabelModifiedAt, future, release.LabelQueued))
 	e.clock.Add(3 * time.Hour) // past Grace and QueueDeadline
 	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil || res.Failed != 1 {
 		t.Errorf("sweep of an uninstall marked in the future: %+v, %v", res, err)
 	}
-	if st, desc := e.status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "future") {
+	if st, desc := e.Status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "future") {
 		t.Errorf("revision %s %q", st, desc)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	k8stesting "k8s.io/client-go/testing"
-
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/release"
@@ -21,10 +19,10 @@ import (
 func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
 	e := newEnv(t)
 	e.sw.Config.Interval = 0
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "done") // payload final, queued label off
-	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q}}}`, helmrelease.StatusPendingInstall.String()))
-	if rev := e.revision("web", 1); !rev.Ours || !release.IsPending(rev.Status) {
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "done") // payload final, queued label off
+	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q}}}`, helmrelease.StatusPendingInstall.String()))
+	if rev := e.Revision("web", 1); !rev.Ours || !release.IsPending(rev.Status) {
 		t.Fatalf("the decoy is not listed as a pending revision of ours: %+v", rev)
 	}
 	e.clock.Add(2 * time.Hour)
@@ -40,9 +38,9 @@ func TestFinalPayloadUnderAFutureMarkIsNotRetriedEveryPass(t *testing.T) {
 	e := deployedWeb(t)
 	e.sw.Config.Interval = 0
 	future := e.clock.Now().Add(time.Hour).Unix()
-	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q,%q:%q,%q:"%d"}}}`,
+	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q,%q:%q,%q:"%d"}}}`,
 		release.StatusUninstalling, release.LabelAction, release.ActionUninstall, release.LabelModifiedAt, future))
-	if rev := e.revision("web", 1); !rev.Ours || !release.IsPending(rev.Status) {
+	if rev := e.Revision("web", 1); !rev.Ours || !release.IsPending(rev.Status) {
 		t.Fatalf("the decoy is not listed as a pending revision of ours: %+v", rev)
 	}
 	if n := e.secretGetsInAPass(t); n > 4 {
@@ -53,23 +51,11 @@ func TestFinalPayloadUnderAFutureMarkIsNotRetriedEveryPass(t *testing.T) {
 // secretGetsInAPass runs one sweep pass and counts the Secret GETs it made.
 func (e *env) secretGetsInAPass(t *testing.T) int {
 	t.Helper()
-	before := len(e.secretGets())
+	before := len(e.SecretGets())
 	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	n := len(e.secretGets()) - before
+	n := len(e.SecretGets()) - before
 	t.Logf("secret GETs in the pass: %d", n)
 	return n
-}
-
-// secretGets lists the resourceVersion asked for by each GET of a secret since the last
-// ClearActions.
-func (e *env) secretGets() []string {
-	var rvs []string
-	for _, a := range e.c.Actions() {
-		if g, ok := a.(k8stesting.GetActionImpl); ok && g.GetResource().Resource == "secrets" {
-			rvs = append(rvs, g.GetOptions.ResourceVersion)
-		}
-	}
-	return rvs
 }

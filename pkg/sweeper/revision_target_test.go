@@ -35,7 +35,7 @@ func TestDecoyDoesNotTargetAnotherRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, desc := e.status("flux-app", 2); st != helmrelease.StatusPendingUpgrade || res.Failed != 0 {
+	if st, desc := e.Status("flux-app", 2); st != helmrelease.StatusPendingUpgrade || res.Failed != 0 {
 		t.Errorf("swept %+v: Flux's pending revision became %s %q through a decoy", res, st, desc)
 	}
 }
@@ -60,7 +60,7 @@ func TestForeignPayloadDoesNotReadAnotherNamespace(t *testing.T) {
 		Info:  &helmrelease.Info{Status: helmrelease.StatusPendingUpgrade}}); err != nil {
 		t.Fatal(err)
 	}
-	e.patch("db", 2, fmt.Sprintf(`{"metadata":{"labels":{%q:"2",%q:"x"}}}`, release.LabelRevision, release.LabelRequestID))
+	e.Patch("db", 2, fmt.Sprintf(`{"metadata":{"labels":{%q:"2",%q:"x"}}}`, release.LabelRevision, release.LabelRequestID))
 	e.clock.Add(2 * time.Hour)
 	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 		t.Fatal(err)

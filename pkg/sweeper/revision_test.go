@@ -37,10 +37,10 @@ var sweepDecisionCases = []struct {
 	{"queued, due for a re-send", func(e *env) { e.clock.Add(2 * time.Minute) }, sweptRedrive, ""},
 	{"queued, re-sent recently", func(e *env) {
 		e.clock.Add(10 * time.Minute)
-		e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationSent+`":"1","`+release.AnnotationSentAt+`":"`+e.clock.Now().Add(-time.Minute).Format(time.RFC3339Nano)+`"}}}`)
+		e.Patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationSent+`":"1","`+release.AnnotationSentAt+`":"`+e.clock.Now().Add(-time.Minute).Format(time.RFC3339Nano)+`"}}}`)
 	}, sweptNothing, ""},
 	{"queued, dead-lettered at once", func(e *env) {
-		e.patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationDeadLettered+`":"x"}}}`)
+		e.Patch("web", 1, `{"metadata":{"annotations":{"`+release.AnnotationDeadLettered+`":"x"}}}`)
 	}, sweptRedrive, ""},
 	{"queued past the deadline", func(e *env) { e.clock.Add(time.Hour) }, sweptFail, "it never started: no executor took it"},
 	// The revision's Lease is in the tenant's namespace: one kept "alive" there must not
@@ -76,7 +76,7 @@ var sweepDecisionCases = []struct {
 	}, sweptFail, "its executor was lost"},
 	{"started without a stored event (older version)", func(e *env) {
 		e.start("web")
-		e.patch("web", 1, `{"data":{"`+release.DataEvent+`":null}}`)
+		e.Patch("web", 1, `{"data":{"`+release.DataEvent+`":null}}`)
 		e.clock.Add(2 * time.Minute)
 	}, sweptFail, "no stored request to send again"},
 	// An executor keeps the delivered (bound) event in the record: one bound to another
@@ -87,15 +87,15 @@ var sweepDecisionCases = []struct {
 		e.clock.Add(2 * time.Minute)
 	}, sweptFail, "accepted for another release record"},
 	{"not ours: labels copied from an older revision", func(e *env) {
-		e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":"0"}}}`)
+		e.Patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":"0"}}}`)
 		e.clock.Add(2 * time.Hour)
 	}, sweptNothing, ""},
 	{"not ours: the helm CLI's", func(e *env) {
-		e.patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":null}}}`)
+		e.Patch("web", 1, `{"metadata":{"labels":{"`+release.LabelRevision+`":null}}}`)
 		e.clock.Add(2 * time.Hour)
 	}, sweptNothing, ""},
 	{"final already", func(e *env) {
-		e.set("web", 1, helmrelease.StatusDeployed, "")
+		e.Set("web", 1, helmrelease.StatusDeployed, "")
 		e.clock.Add(2 * time.Hour)
 	}, sweptNothing, ""},
 }
@@ -105,9 +105,9 @@ func TestSweepDecisions(t *testing.T) {
 	for _, tc := range sweepDecisionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			stored := e.reserve("web", release.ActionInstall, 1)
+			stored := e.Reserve("web", release.ActionInstall, 1)
 			tc.setup(e)
-			before := e.revision("web", 1)
+			before := e.Revision("web", 1)
 			res, err := e.sw.SweepOnce(ctx(t))
 			if err != nil {
 				t.Fatal(err)
@@ -129,18 +129,18 @@ type swept struct {
 // reason in the failure's description).
 func checkSwept(t *testing.T, e *env, sw swept, want, reason string) {
 	t.Helper()
-	status, desc := e.status("web", 1)
-	after := e.revision("web", 1)
+	status, desc := e.Status("web", 1)
+	after := e.Revision("web", 1)
 	switch want {
 	case sweptNothing:
-		if sw.res != (SweepResult{}) || len(e.redrive.events()) != 0 || after.Sent != sw.before.Sent {
-			t.Errorf("swept: %+v, %d re-sent", sw.res, len(e.redrive.events()))
+		if sw.res != (SweepResult{}) || len(e.redrive.Events()) != 0 || after.Sent != sw.before.Sent {
+			t.Errorf("swept: %+v, %d re-sent", sw.res, len(e.redrive.Events()))
 		}
 		if sw.before.Status != after.Status {
 			t.Errorf("status moved %s -> %s", sw.before.Status, after.Status)
 		}
 	case sweptRedrive:
-		got := e.redrive.events()
+		got := e.redrive.Events()
 		if sw.res != (SweepResult{Redriven: 1}) || len(got) != 1 {
 			t.Fatalf("swept %+v, re-sent %d", sw.res, len(got))
 		}
@@ -163,7 +163,7 @@ func checkSwept(t *testing.T, e *env, sw swept, want, reason string) {
 		if sw.res != (SweepResult{Failed: 1}) || status != helmrelease.StatusFailed || !strings.Contains(desc, reason) {
 			t.Errorf("swept %+v: %s %q, want failed with %q", sw.res, status, desc, reason)
 		}
-		if len(e.redrive.events()) != 0 {
+		if len(e.redrive.Events()) != 0 {
 			t.Error("a failed revision was also re-sent")
 		}
 	}
@@ -173,9 +173,9 @@ func checkSwept(t *testing.T, e *env, sw swept, want, reason string) {
 // so only one sends.
 func TestSweepClaimIsCompareAndSwap(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
-	stale := e.revision("web", 1)
+	stale := e.Revision("web", 1)
 	var res SweepResult
 	if err := e.sw.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 1 {
 		t.Fatalf("first sweep: %+v, %v", res, err)
@@ -184,7 +184,7 @@ func TestSweepClaimIsCompareAndSwap(t *testing.T) {
 	if err := e.sw.sweep(ctx(t), stale, &res); err != nil || res.Redriven != 0 {
 		t.Fatalf("a second notifier with the same view re-sent too: %+v, %v", res, err)
 	}
-	if n := len(e.redrive.events()); n != 1 {
+	if n := len(e.redrive.Events()); n != 1 {
 		t.Errorf("%d sends", n)
 	}
 }
@@ -192,16 +192,16 @@ func TestSweepClaimIsCompareAndSwap(t *testing.T) {
 // A refused re-send is an error of that revision, and the pass goes on.
 func TestSweepRedriveRefused(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("a", release.ActionInstall, 1)
-	e.reserve("b", release.ActionInstall, 1)
+	e.Reserve("a", release.ActionInstall, 1)
+	e.Reserve("b", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
-	e.redrive.refuse(true)
+	e.redrive.Refuse(true)
 	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil || res.Redriven != 0 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	// The claim stands (count 1): the next re-send waits RedriveAfter again.
-	if e.revision("a", 1).Sent != 1 || e.revision("b", 1).Sent != 1 {
+	if e.Revision("a", 1).Sent != 1 || e.Revision("b", 1).Sent != 1 {
 		t.Error("both revisions were claimed")
 	}
 }
@@ -209,7 +209,7 @@ func TestSweepRedriveRefused(t *testing.T) {
 // start drops the queued label, as Helm's adoption rewrite does.
 func (e *env) start(name string) {
 	e.t.Helper()
-	e.patch(name, 1, `{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`)
+	e.Patch(name, 1, `{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`)
 }
 
 // holdLease takes (or renews by takeover) the revision's 30s lease at the clock's time.
@@ -249,17 +249,17 @@ func (e *env) storeBound(name string, uid types.UID) {
 // (made again under the name by a tenant) is not sent, and the revision fails with why.
 func TestRedriveBindsTheStoredEventToItsSecret(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
 	if res, err := e.sw.SweepOnce(ctx(t)); err != nil || res.Redriven != 1 {
 		t.Fatalf("%+v, %v", res, err)
 	}
-	uid := e.revision("web", 1).UID
-	if got, err := events.BoundSecret(e.redrive.events()[0], signingKey); err != nil || got != uid {
+	uid := e.Revision("web", 1).UID
+	if got, err := events.BoundSecret(e.redrive.Events()[0], signingKey); err != nil || got != uid {
 		t.Errorf("re-sent bound to %q (%v), want %q", got, err, uid)
 	}
 
-	e.reserve("late", release.ActionInstall, 1) // signed now, at t0+3m
+	e.Reserve("late", release.ActionInstall, 1) // signed now, at t0+3m
 	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), release.SecretName("late", 1), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -276,12 +276,12 @@ func TestRedriveBindsTheStoredEventToItsSecret(t *testing.T) {
 	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range e.redrive.events() {
+	for _, ev := range e.redrive.Events() {
 		if ev.Subject() == events.Subject("ns", "late") {
 			t.Error("the re-made revision's stored event was re-sent")
 		}
 	}
-	if st, desc := e.status("late", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "after its request was accepted") {
+	if st, desc := e.Status("late", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "after its request was accepted") {
 		t.Errorf("the re-made revision: %s %q", st, desc)
 	}
 }
@@ -297,25 +297,25 @@ func TestSweepDecidesOnTheRecordItRead(t *testing.T) {
 		want   helmrelease.Status
 	}{
 		{"a hand-run helm uninstall", func(e *env) {
-			e.set("web", 1, helmrelease.StatusDeployed, "Install complete")
-			e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
+			e.Set("web", 1, helmrelease.StatusDeployed, "Install complete")
+			e.Set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
 		}, helmrelease.StatusUninstalling},
-		{"deployed", func(e *env) { e.set("web", 1, helmrelease.StatusDeployed, "Install complete") }, helmrelease.StatusDeployed},
+		{"deployed", func(e *env) { e.Set("web", 1, helmrelease.StatusDeployed, "Install complete") }, helmrelease.StatusDeployed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.reserve("web", release.ActionInstall, 1)
-			stale := e.revision("web", 1) // what the index still says: our queued install
+			e.Reserve("web", release.ActionInstall, 1)
+			stale := e.Revision("web", 1) // what the index still says: our queued install
 			tc.change(e)
 			e.clock.Add(3 * time.Minute) // past RedriveAfter: the sweep reads the record
 			var res SweepResult
 			if err := e.sw.sweep(ctx(t), stale, &res); err != nil {
 				t.Fatal(err)
 			}
-			if st, desc := e.status("web", 1); st != tc.want || res != (SweepResult{}) {
+			if st, desc := e.Status("web", 1); st != tc.want || res != (SweepResult{}) {
 				t.Errorf("swept %+v: the record is %s %q, want it left %s", res, st, desc, tc.want)
 			}
-			if n := len(e.redrive.events()); n != 0 {
+			if n := len(e.redrive.Events()); n != 0 {
 				t.Errorf("%d re-sent", n)
 			}
 		})
@@ -327,15 +327,15 @@ func TestSweepDecidesOnTheRecordItRead(t *testing.T) {
 // deadline: the record read is decided on again.
 func TestSweepFailsAQueuedRevisionChangedSinceListed(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	stale := e.revision("web", 1)
-	e.patch("web", 1, `{"metadata":{"annotations":{"tenant.example/touched":"1"}}}`)
+	e.Reserve("web", release.ActionInstall, 1)
+	stale := e.Revision("web", 1)
+	e.Patch("web", 1, `{"metadata":{"annotations":{"tenant.example/touched":"1"}}}`)
 	e.clock.Add(2 * time.Hour)
 	var res SweepResult
 	if err := e.sw.sweep(ctx(t), stale, &res); err != nil {
 		t.Fatal(err)
 	}
-	if st, desc := e.status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") || res.Failed != 1 {
+	if st, desc := e.Status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") || res.Failed != 1 {
 		t.Errorf("swept %+v: %s %q, want failed past the deadline", res, st, desc)
 	}
 }

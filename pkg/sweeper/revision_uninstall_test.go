@@ -16,10 +16,10 @@ import (
 // is, byte for byte, and failed (not left uninstalling) past the queue deadline.
 func TestSweeperDrivesAnUninstall(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
-	e.set("web", 1, helmrelease.StatusDeployed, "")
+	e.Reserve("web", release.ActionInstall, 1)
+	e.Set("web", 1, helmrelease.StatusDeployed, "")
 	e.clock.Add(48 * time.Hour) // deployed two days before its uninstall
-	stored := e.signed(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
+	stored := e.Signed(events.Action{Action: release.ActionUninstall, Namespace: "ns", Name: "web", Revision: 1,
 		SecretName: release.SecretName("web", 1), RequestID: "req-u"})
 	if _, err := e.store.MarkUninstalling(ctx(t), release.UninstallMark{Namespace: "ns", Name: "web", Revision: 1, RequestID: "req-u", Event: stored}); err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestSweeperDrivesAnUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := e.redrive.events()
+	got := e.redrive.Events()
 	if res != (SweepResult{Redriven: 1}) || len(got) != 1 {
 		t.Fatalf("swept %+v, re-sent %d", res, len(got))
 	}
@@ -43,7 +43,7 @@ func TestSweeperDrivesAnUninstall(t *testing.T) {
 	if res, err := e.sw.SweepOnce(ctx(t)); err != nil || res != (SweepResult{Failed: 1}) {
 		t.Fatalf("past the deadline: %+v, %v", res, err)
 	}
-	if st, desc := e.status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") {
+	if st, desc := e.Status("web", 1); st != helmrelease.StatusFailed || !strings.Contains(desc, "never started") {
 		t.Errorf("revision %s %q", st, desc)
 	}
 }
@@ -52,14 +52,14 @@ func TestSweeperDrivesAnUninstall(t *testing.T) {
 // label): the sweeper neither re-sends nor fails it, however long it takes.
 func TestSweeperLeavesAHandRunUninstallAlone(t *testing.T) {
 	e := deployedWeb(t)
-	e.set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
-	e.patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, release.LabelModifiedAt, t0.Unix()))
+	e.Set("web", 1, helmrelease.StatusUninstalling, "Deletion in progress (or silently failed)")
+	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, release.LabelModifiedAt, t0.Unix()))
 	e.clock.Add(3 * time.Hour) // past Grace and QueueDeadline
 	res, err := e.sw.SweepOnce(ctx(t))
 	if err != nil || res != (SweepResult{}) {
 		t.Errorf("sweep of a hand-run uninstall: %+v, %v", res, err)
 	}
-	if st, desc := e.status("web", 1); st != helmrelease.StatusUninstalling {
+	if st, desc := e.Status("web", 1); st != helmrelease.StatusUninstalling {
 		t.Errorf("the hand-run uninstall is now %s %q", st, desc)
 	}
 }

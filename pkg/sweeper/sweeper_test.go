@@ -14,18 +14,18 @@ import (
 // The sweeper runs every Interval until the context ends.
 func TestSweepLoop(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	e.clock.Add(3 * time.Minute)
 	e.sw.Config.Interval = time.Minute
 	loopCtx, stop := context.WithCancel(ctx(t))
 	done := make(chan struct{})
 	go func() { e.sw.loop(loopCtx); close(done) }()
 	testwait.For(t, e.clock.HasWaiters) // the loop's ticker
-	if n := len(e.redrive.events()); n != 0 {
+	if n := len(e.redrive.Events()); n != 0 {
 		t.Fatalf("%d re-sends before the first interval ended", n)
 	}
 	e.clock.Add(time.Minute)
-	testwait.For(t, func() bool { return len(e.redrive.events()) == 1 })
+	testwait.For(t, func() bool { return len(e.redrive.Events()) == 1 })
 	stop()
 	select {
 	case <-done:
@@ -38,7 +38,7 @@ func TestSweepLoop(t *testing.T) {
 func TestNamespacesFilter(t *testing.T) {
 	e := newEnv(t)
 	e.sw.Namespaces = []string{"other"}
-	e.reserve("web", release.ActionInstall, 1) // in "ns"
+	e.Reserve("web", release.ActionInstall, 1) // in "ns"
 	e.clock.Add(e.sw.Config.QueueDeadline * 2)
 	if res, err := e.sw.SweepOnce(ctx(t)); err != nil || res != (SweepResult{}) {
 		t.Errorf("swept an unwatched namespace: %+v, %v", res, err)
@@ -48,7 +48,7 @@ func TestNamespacesFilter(t *testing.T) {
 // Errors of the API server are the caller's to retry, never a silent success.
 func TestAPIErrors(t *testing.T) {
 	e := newEnv(t)
-	e.reserve("web", release.ActionInstall, 1)
+	e.Reserve("web", release.ActionInstall, 1)
 	a := events.Action{Namespace: "ns", Name: "web", Revision: 1, SecretName: release.SecretName("web", 1), RequestID: "req-web"}
 	e.c.Fail("patch", "secrets", errors.New("down"))
 	if marked, err := e.sw.DeadLetter(ctx(t), a); err == nil || marked {
