@@ -37,3 +37,15 @@ func BenchmarkBookChurn(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkQueuePosition is one row's position at 10,000 accepted.
+func BenchmarkQueuePosition(b *testing.B) {
+	book := filled(10000)
+	i := 0
+	for b.Loop() {
+		if _, ok := book.QueuePosition(fmt.Sprint("ns", i%100), fmt.Sprint("s", i%10000)); !ok {
+			b.Fatal("not queued")
+		}
+		i++
+	}
+}

@@ -127,8 +127,8 @@ func TestEndedRevisionsDoNotCount(t *testing.T) {
 		}
 	}
 	x := running(t)(NewRevisionIndexWith(c.Metadata(), IndexOptions{SealKey: sealKey}))
-	if inNS, total := x.QueuedCount("ns"); inNS != 1 || total != 1 {
-		t.Errorf("QueuedCount = %d, %d; want 1, 1 (only the one still queued)", inNS, total)
+	if inNS, total := queuedIn(x, "ns"); inNS != 1 || total != 1 {
+		t.Errorf("queued = %d, %d; want 1, 1 (only the one still queued)", inNS, total)
 	}
 }
 

@@ -70,9 +70,6 @@ func TestReserveFixedRevision(t *testing.T) {
 func TestStoreWithoutIndexOrClock(t *testing.T) {
 	s, c, _ := newStore(t)
 	reserve(t, s, "web", ActionInstall, "r")
-	if inNS, total, err := s.Queued("ns"); err != nil || inNS != 0 || total != 0 {
-		t.Errorf("Queued without an index = %d, %d, %v", inNS, total, err)
-	}
 	bare := &Store{Client: c, Metadata: c.Metadata()}
 	before := time.Now()
 	if _, err := bare.MarkFailed(ctx(t), "ns", "web", 1, "x", KeepFailed); err != nil {

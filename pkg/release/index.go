@@ -45,10 +45,6 @@ type IndexOptions struct {
 	// SealKey, when set, makes only revisions sealed with it (LabelSeal) count as queued:
 	// submit passes EVENT_SIGNING_KEY, so hand-made Secrets never fill the admission bound.
 	SealKey []byte
-	// NamespaceShare, when set, is the most one namespace adds to the queued total
-	// (QueuedCount): submit passes MAX_QUEUED_PER_NAMESPACE, so that queued records one
-	// namespace keeps (its own, relabelled) cannot refuse every other namespace.
-	NamespaceShare int
 }
 
 // NewRevisionIndex builds the index over namespaces (none: every namespace), counting every
@@ -64,7 +60,7 @@ func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	rule := queuedRule{sealKey: o.SealKey}
-	x := &RevisionIndex{queued: newQueuedCounts(rule, o.NamespaceShare)}
+	x := &RevisionIndex{queued: newQueuedCounts(rule)}
 	for _, ns := range namespaces {
 		f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = SelectorReleaseSecrets

@@ -25,10 +25,10 @@ func compareEntries(a, b queueEntry) int {
 	return cmp.Compare(a.key, b.key)
 }
 
-// queueOrder keeps the queued revisions sorted by acceptance, so a position is a binary
-// search (O(log n)) instead of a walk of every queued revision on each read. An insert or
-// a removal moves at most the slice's tail (a memmove of 10,000 entries, a few µs:
-// BenchmarkQueueChurn), and a burst mostly appends at the end and removes at the front.
+// queueOrder keeps the queued revisions sorted by acceptance, so a metrics scrape finds
+// each namespace's oldest in one walk. An insert or a removal moves at most the slice's
+// tail (a memmove of 10,000 entries, a few µs: BenchmarkQueueChurn), and a burst mostly
+// appends at the end and removes at the front.
 type queueOrder struct{ sorted []queueEntry }
 
 func (o *queueOrder) insert(e queueEntry) {
@@ -42,15 +42,6 @@ func (o *queueOrder) remove(e queueEntry) {
 	if i, found := slices.BinarySearchFunc(o.sorted, e, compareEntries); found {
 		o.sorted = slices.Delete(o.sorted, i, i+1)
 	}
-}
-
-// position is e's place in the order, 1 for the oldest (0 when absent).
-func (o *queueOrder) position(e queueEntry) int {
-	i, found := slices.BinarySearchFunc(o.sorted, e, compareEntries)
-	if !found {
-		return 0
-	}
-	return i + 1
 }
 
 // acceptedAt is when a queued revision was accepted, as far as a tenant cannot move it:
@@ -69,30 +60,12 @@ func acceptedAt(m metav1.Object, r Revision, seen time.Time) time.Time {
 	return at
 }
 
-// QueuePosition is where a queued revision stands in the service's queue.
-type QueuePosition struct {
-	// Position is 1 for the revision accepted first of all queued ones, in every
-	// namespace the index watches.
-	Position int
-	// Total is the number of queued revisions.
-	Total int
-	// AcceptedAt is when the revision was accepted (the order's key).
-	AcceptedAt time.Time
-}
-
 // NamespaceQueue is the queue of one namespace: how many revisions wait, and since when
 // the oldest one.
 type NamespaceQueue struct {
 	Namespace string
 	Count     int
 	Oldest    time.Time
-}
-
-// QueuePosition is the place of the queued revision secretName of namespace: ok is false
-// when the index does not hold it as queued (started, final, unknown, or not sealed when
-// the index has a key).
-func (x *RevisionIndex) QueuePosition(namespace, secretName string) (QueuePosition, bool) {
-	return x.queued.position(namespace + "/" + secretName)
 }
 
 // QueueByNamespace is the queue of every namespace with queued revisions, sorted by

@@ -35,26 +35,6 @@ type Store struct {
 	SealKey []byte
 }
 
-// Queued counts the reservations accepted and not started, in namespace and in total,
-// from the informer cache (Store.Revisions): submit's admission bound.
-func (s *Store) Queued(namespace string) (inNamespace, total int, err error) {
-	if s.Revisions == nil {
-		return 0, 0, nil
-	}
-	if c, ok := s.Revisions.(interface{ QueuedCount(string) (int, int) }); ok {
-		inNamespace, total = c.QueuedCount(namespace) // kept by RevisionIndex: O(1)
-		return inNamespace, total, nil
-	}
-	// ByIndex, not IndexKeys: client-go sorts the keys IndexKeys returns, and with
-	// thousands queued that sort was 29% of submit's CPU under load (make bench's profile).
-	ns, err := s.Revisions.ByIndex(QueuedIndex, namespace)
-	if err != nil {
-		return 0, 0, err
-	}
-	all, err := s.Revisions.ByIndex(QueuedIndex, queuedAll)
-	return len(ns), len(all), err
-}
-
 // Progress is what the action of a pending revision is doing, from its Lease (nil when
 // nothing is recorded: not started, or final).
 func (s *Store) Progress(ctx context.Context, namespace, secretName string) (*progress.Progress, error) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
+	"github.com/async-helm/async-helm/internal/testwait"
 )
 
 // finish moves a revision to status as Helm's own driver writes it (which drops our
@@ -246,9 +247,8 @@ func TestRevisionIndex(t *testing.T) {
 
 	x := running(t)(NewRevisionIndex(c.Metadata()))
 	s.Revisions = x
-	inNS, total, err := s.Queued("ns")
-	if err != nil || inNS != 2 || total != 2 {
-		t.Errorf("Queued(ns) = %d, %d, %v; want 2 (a v1, b v2), 2 (c is not ours)", inNS, total, err)
+	if inNS, total := queuedIn(x, "ns"); inNS != 2 || total != 2 {
+		t.Errorf("queued in ns = %d, %d; want 2 (a v1, b v2), 2 (c is not ours)", inNS, total)
 	}
 	revs, err := s.History(ctx(t), "ns", "b")
 	if err != nil || len(revs) != 2 || revs[0].Version != 2 || revs[1].Status != "deployed" {
@@ -269,17 +269,7 @@ func TestRevisionIndex(t *testing.T) {
 	if err := c.CoreV1().Secrets("ns").Delete(ctx(t), SecretName("a", 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		inNS, total, err = s.Queued("ns")
-		if err == nil && inNS == 0 && total == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil || inNS != 0 || total != 0 {
-		t.Errorf("Queued(ns) after b v2 finished and a v1 was deleted = %d, %d, %v; want 0, 0", inNS, total, err)
-	}
+	testwait.For(t, func() bool { inNS, total := queuedIn(x, "ns"); return inNS == 0 && total == 0 })
 
 	// One index over named namespaces sees only those (the notifier's NAMESPACES).
 	only := running(t)(NewRevisionIndex(c.Metadata(), "ns2"))
