@@ -32,6 +32,8 @@ type chartRoutes struct {
 	// and renders run in children killed at their deadline.
 	limits   *chartsource.CallerLimits
 	renderer *helmexec.Renderer
+	// renders share the render slots between callers and namespaces.
+	renders *chartsource.RenderSlots
 }
 
 // startCharts watches the chart repositories and makes them the source's.
@@ -45,7 +47,7 @@ func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chart
 		return err
 	}
 	rs := f.cfg.RouteSettings
-	f.charts = &chartRoutes{repos: set, source: src, limits: rs.Limits(),
+	f.charts = &chartRoutes{repos: set, source: src, limits: rs.Limits(), renders: rs.RenderSlots(),
 		renderer: &helmexec.Renderer{Limits: helmexec.RenderLimits{Timeout: rs.TemplateRenderTimeout,
 			MaxMemoryBytes: rs.TemplateRenderMaxMiB << 20, MaxParallel: rs.TemplateRenderMaxParallel}}}
 	return nil
@@ -132,7 +134,8 @@ func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) error {
 	if err := f.mayUseRepositoriesOf(r.Context(), ns); err != nil {
 		return err
 	}
-	idx, err := f.charts.repos.Index(r.Context(), ns, onlyCompatible)
+	// The caller travels with the index's fetches: they take the caller's share of the slots.
+	idx, err := f.charts.repos.Index(asCaller(r.Context()), ns, onlyCompatible)
 	if err != nil {
 		return err
 	}
@@ -199,6 +202,14 @@ func (f *Function) template(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := f.charts.renders.Take(r.Context(), chartsource.TenantOf(asCaller(r.Context()), req.Namespace))
+	if errors.Is(err, chartsource.ErrRendersBusy) {
+		return &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
+	}
+	if err != nil {
+		return err
+	}
+	defer release()
 	// In a child killed at its deadline: rendering never looks at a context.
 	out, err := f.charts.renderer.Render(r.Context(), helmexec.ChartRender{Namespace: req.Namespace, Name: req.Name,
 		Archive: c.Data, Values: req.Values, KubeVersion: f.charts.repos.KubeVersion, Budget: f.charts.source.Budget})

@@ -32,9 +32,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/chart/fairslots"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // The console's chart repository resources.
@@ -89,13 +92,13 @@ func (r Repo) id() string {
 // cacheKey is id with the scope in front (a refresh keeps project entries it does not fetch).
 func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
 
-// owner is whose share of the index fetches r's take (chartsource.FetchSlots): its namespace's for a
-// project repository, the cluster's administrators' ("") otherwise.
-func (r Repo) owner() string {
+// tenant is whose share of the index fetches r's take (chartsource.FetchSlots): the caller's
+// in ctx and its namespace's for a project repository, the administrators' otherwise.
+func (r Repo) tenant(ctx context.Context) fairslots.Tenant {
 	if r.Scope != ScopeProject {
-		return ""
+		return chartsource.RefreshTenant
 	}
-	return chartsource.NamespaceOwner(r.Namespace)
+	return chartsource.TenantOf(ctx, r.Namespace)
 }
 
 // Set is the repositories of the cluster and of CHART_REPOSITORIES, with their indexes.
@@ -125,6 +128,8 @@ type Set struct {
 	// kept and is named in the index's warning.
 	IndexCacheBytes, MaxIndexCost int64
 	Log                           *zap.SugaredLogger
+	// Clock dates fetched indexes and credentials read (nil: the wall clock).
+	Clock clock.PassiveClock
 
 	cluster, project cache.GenericLister
 	kick             chan struct{}
@@ -208,6 +213,8 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	return nil
 }
 
+func (s *Set) now() time.Time { return wallclock.Or(s.Clock).Now() }
+
 // Kick asks for a refresh of every index now.
 func (s *Set) Kick() {
 	select {
@@ -256,9 +263,9 @@ func (s *Set) refresh(ctx context.Context) {
 			defer wg.Done()
 			// As long as it takes: a refresh skips no repository (its goroutines are one
 			// per administrators' repository, not per request).
-			release, err := s.slots.Acquire(ctx, r.owner())
+			release, err := s.slots.Acquire(ctx, r.tenant(ctx))
 			if err != nil {
-				results[i] = &fetched{err: fmt.Errorf("refresh of chart repository %q: %w", r.Name, err), at: time.Now(), busy: true}
+				results[i] = &fetched{err: fmt.Errorf("refresh of chart repository %q: %w", r.Name, err), at: s.now(), busy: true}
 				return
 			}
 			defer release()
@@ -291,7 +298,7 @@ func (s *Set) fetchTimeout() time.Duration {
 // fetch downloads and parses r's index, bounded by FetchTimeout. Callers hold a slot of
 // Set.slots (boundedFetch).
 func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
-	now := time.Now()
+	now := s.now()
 	if r.Err != nil {
 		return &fetched{err: chartref.RedactError(r.Err), at: now}
 	}
@@ -335,8 +342,8 @@ func (s *Set) admins(ctx context.Context) []Repo {
 // Repos are the repositories namespace sees, disabled ones included, one per name: a
 // project repository hides a cluster one of the same name, which hides one of
 // CHART_REPOSITORIES (the console resolves project first, then cluster).
-func (s *Set) Repos(namespace string) []Repo {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (s *Set) Repos(ctx context.Context, namespace string) []Repo {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	byName := map[string]Repo{}
 	for _, r := range s.envRepos() {
@@ -359,9 +366,9 @@ func (s *Set) Repos(namespace string) []Repo {
 }
 
 // Repositories implements chartsource.Repositories: the enabled repositories namespace sees.
-func (s *Set) Repositories(namespace string) []chartsource.Repository {
+func (s *Set) Repositories(ctx context.Context, namespace string) []chartsource.Repository {
 	var out []chartsource.Repository
-	for _, r := range s.Repos(namespace) {
+	for _, r := range s.Repos(ctx, namespace) {
 		if !r.Disabled {
 			out = append(out, r.Repository)
 		}
@@ -516,7 +523,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	if ok && e.err != nil && ttl > 5*time.Second {
 		ttl = 5 * time.Second
 	}
-	if ok && time.Since(e.at) < ttl {
+	if ok && s.now().Sub(e.at) < ttl {
 		return e.value, e.err
 	}
 	v, found, err := read()
@@ -530,7 +537,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	if s.creds == nil {
 		s.creds = map[string]credsEntry{}
 	}
-	s.creds[ck] = credsEntry{value: v, err: err, at: time.Now()}
+	s.creds[ck] = credsEntry{value: v, err: err, at: s.now()}
 	s.mu.Unlock()
 	return v, err
 }

@@ -210,15 +210,15 @@ func TestResolution(t *testing.T) {
 		{"other", "shared", "https://cluster.example"},
 		{"", "env", "https://env.example"},
 	} {
-		r, err := src.Lookup(tc.ns, tc.name)
+		r, err := src.Lookup(context.Background(), tc.ns, tc.name)
 		if err != nil || r.URL != tc.url {
 			t.Errorf("Lookup(%q, %q) = %s, %v; want %s", tc.ns, tc.name, r.URL, err, tc.url)
 		}
 	}
-	if _, err := src.Lookup("team", "off"); err == nil {
+	if _, err := src.Lookup(context.Background(), "team", "off"); err == nil {
 		t.Error("the disabled repository resolved")
 	}
-	if _, err := src.Lookup("team", "plain"); err == nil || !strings.Contains(err.Error(), "https") {
+	if _, err := src.Lookup(context.Background(), "team", "plain"); err == nil || !strings.Contains(err.Error(), "https") {
 		t.Errorf("basic auth over http: %v", err)
 	}
 }

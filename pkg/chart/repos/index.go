@@ -41,7 +41,7 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 	out := repo.NewIndexFile()
 	var invalid []InvalidRepo
 	var hidden []string
-	for _, r := range s.Repos(namespace) {
+	for _, r := range s.Repos(ctx, namespace) {
 		if r.Disabled {
 			continue
 		}
@@ -100,7 +100,7 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	key := r.cacheKey()
 	if f, ok := s.indexes.get(key); ok {
-		if r.Scope == ScopeProject && time.Since(f.at) > s.refreshEvery() {
+		if r.Scope == ScopeProject && s.now().Sub(f.at) > s.refreshEvery() {
 			s.refetch(ctx, r)
 		}
 		return f
@@ -114,7 +114,7 @@ func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	case res := <-flight:
 		return res.Val.(*fetched)
 	case <-ctx.Done():
-		return &fetched{err: fmt.Errorf("index of chart repository %q: %w", r.Name, ctx.Err()), at: time.Now()}
+		return &fetched{err: fmt.Errorf("index of chart repository %q: %w", r.Name, ctx.Err()), at: s.now()}
 	}
 }
 
@@ -128,10 +128,10 @@ func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
 	}
 	wait, cancel := context.WithTimeout(ctx, s.fetchTimeout())
 	defer cancel()
-	release, err := s.slots.Acquire(wait, r.owner())
+	release, err := s.slots.Acquire(wait, r.tenant(ctx))
 	if err != nil {
 		return &fetched{err: fmt.Errorf("index of chart repository %q not fetched: too many index fetches under way, try again: %w",
-			r.Name, err), at: time.Now(), busy: true}
+			r.Name, err), at: s.now(), busy: true}
 	}
 	defer release()
 	return s.fetch(ctx, r)
@@ -146,7 +146,7 @@ func (s *Set) refetch(ctx context.Context, r Repo) {
 	if _, busy := s.refetching.LoadOrStore(key, true); busy {
 		return
 	}
-	release, ok := s.slots.TryAcquire(r.owner())
+	release, ok := s.slots.TryAcquire(r.tenant(ctx))
 	if !ok {
 		s.refetching.Delete(key)
 		return

@@ -17,20 +17,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
 
-// slowRepo is a tenant's own repository server: every index.yaml (under any path) is
-// answered after delay; it counts the fetches, those in flight, the most at once, and
-// those whose client left before the answer.
+// slowRepo is a tenant's own repository server: every index.yaml (under any path) says it
+// started, then waits for a token of gate (closed: no more waiting) unless gate is nil; it
+// counts the fetches, those in flight, the most at once, and those whose client left.
 type slowRepo struct {
 	*httptest.Server
 	fetches, inFlight, peak, cancelled atomic.Int64
+	started                            chan struct{}
+
+	mu   sync.Mutex
+	gate chan struct{}
 }
 
-func newSlowRepo(t *testing.T, delay time.Duration) *slowRepo {
+func newSlowRepo(t *testing.T, gated bool) *slowRepo {
 	t.Helper()
 	idx := repo.NewIndexFile()
 	idx.Entries["tiny"] = repo.ChartVersions{cv("tiny", "0.1.0", "")}
@@ -38,7 +43,10 @@ func newSlowRepo(t *testing.T, delay time.Duration) *slowRepo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &slowRepo{}
+	s := &slowRepo{started: make(chan struct{}, 100)}
+	if gated {
+		s.gate = make(chan struct{})
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/index.yaml") {
 			http.NotFound(w, r)
@@ -49,15 +57,48 @@ func newSlowRepo(t *testing.T, delay time.Duration) *slowRepo {
 		defer s.inFlight.Add(-1)
 		for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
 		}
-		select {
-		case <-time.After(delay):
-			_, _ = w.Write(raw)
-		case <-r.Context().Done():
-			s.cancelled.Add(1)
+		s.mu.Lock()
+		gate := s.gate
+		s.mu.Unlock()
+		if gate != nil {
+			s.started <- struct{}{}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				s.cancelled.Add(1)
+				return
+			}
 		}
+		_, _ = w.Write(raw)
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// hold makes the fetches from now on wait for the gate.
+func (s *slowRepo) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = make(chan struct{})
+}
+
+// open lets every fetch through, now and later.
+func (s *slowRepo) open() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.gate)
+}
+
+// waitStarted waits for n fetches to reach the server.
+func (s *slowRepo) waitStarted(n int) {
+	for range n {
+		<-s.started
+	}
+}
+
+// userOf is a context whose caller is a user of namespace's own.
+func userOf(namespace string) context.Context {
+	return chartsource.WithCaller(context.Background(), chartsource.Caller{User: "user-of-" + namespace})
 }
 
 // startSetWith is startSet with a change of the Set before it starts.
@@ -83,9 +124,9 @@ func project(ns, name, u string) runtime.Object {
 	return repoObject("ProjectHelmChartRepository", ns, name, u, false, nil)
 }
 
-// indexHas asks namespace's index within 20 s and checks it lists entry.
+// indexHas asks namespace's index, as a user of its own, and checks it lists entry.
 func indexHas(s *Set, namespace, entry string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(userOf(namespace), 20*time.Second)
 	defer cancel()
 	idx, err := s.Index(ctx, namespace, true)
 	if err != nil {
@@ -95,17 +136,6 @@ func indexHas(s *Set, namespace, entry string) error {
 		return fmt.Errorf("index of %s: %s missing (warning %q)", namespace, entry, idx.Annotations[WarningAnnotation])
 	}
 	return nil
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // firstErrors reports at most a few of errs (50 requests fail alike).
@@ -126,7 +156,7 @@ func firstErrors(t *testing.T, errs <-chan error) {
 // repository answers slowly make one fetch of its index, not 50 at once (each can hold a
 // 10 MiB index.yaml and its parse), and every request gets the index.
 func TestConcurrentIndexRequestsShareOneFetch(t *testing.T) {
-	srv := newSlowRepo(t, 500*time.Millisecond)
+	srv := newSlowRepo(t, true)
 	s := startSetWith(t, []runtime.Object{project("evil", "slow", srv.URL)}, nil)
 	errs := make(chan error, 50)
 	var wg sync.WaitGroup
@@ -139,6 +169,8 @@ func TestConcurrentIndexRequestsShareOneFetch(t *testing.T) {
 			}
 		}()
 	}
+	srv.waitStarted(1)
+	srv.open()
 	wg.Wait()
 	close(errs)
 	firstErrors(t, errs)
@@ -148,35 +180,27 @@ func TestConcurrentIndexRequestsShareOneFetch(t *testing.T) {
 }
 
 // A request that leaves while its repository's index is being fetched returns its own
-// context's error at once; the fetch goes on for the requests still waiting (it is not
-// cancelled with the request that started it, nor started again).
+// context's error at once (the fetch is still held at the server); the fetch goes on for
+// the requests still waiting (it is not cancelled with the request that started it, nor
+// started again).
 func TestLeavingRequestDoesNotEndTheSharedFetch(t *testing.T) {
-	srv := newSlowRepo(t, 2*time.Second)
+	srv := newSlowRepo(t, true)
 	s := startSetWith(t, []runtime.Object{project("evil", "slow", srv.URL)}, nil)
-	leaving, leave := context.WithCancel(context.Background())
+	leaving, leave := context.WithCancel(userOf("evil"))
 	defer leave()
 	left := make(chan error, 1)
 	go func() {
 		_, err := s.Index(leaving, "evil", true)
 		left <- err
 	}()
-	waitFor(t, "the first request's fetch", func() bool { return srv.inFlight.Load() == 1 })
+	srv.waitStarted(1)
 	stayed := make(chan error, 1)
 	go func() { stayed <- indexHas(s, "evil", "tiny--slow") }()
-	time.Sleep(200 * time.Millisecond) // the second request waits on the same fetch
 	leave()
-	at := time.Now()
-	select {
-	case err := <-left:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("the request that left got %v, want its context's error", err)
-		}
-		if d := time.Since(at); d > 500*time.Millisecond {
-			t.Errorf("the request that left returned after %s", d)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the request that left did not return")
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("the request that left got %v, want its context's error", err)
 	}
+	srv.open()
 	if err := <-stayed; err != nil {
 		t.Errorf("the request that stayed: %v", err)
 	}
@@ -185,50 +209,50 @@ func TestLeavingRequestDoesNotEndTheSharedFetch(t *testing.T) {
 	}
 }
 
-// A namespace's fetches take at most its share of the service's bound: evil's slow
+// A caller's fetches take at most its share of the service's bound: evil's slow
 // repositories, asked at once (as requests at different repositories of the namespace or a
-// repository whose URL keeps changing make them), are fetched one at a time, and another
-// namespace's index from a fast server is answered while evil's are still in flight.
+// repository whose URL keeps changing make them), hold all slots but one, and another
+// namespace's index from a fast server is answered while evil's are still held.
 func TestNamespaceTakesOnlyItsShareOfFetches(t *testing.T) {
-	slow := newSlowRepo(t, 1500*time.Millisecond)
-	fast := newSlowRepo(t, 0)
+	slow := newSlowRepo(t, true)
+	fast := newSlowRepo(t, false)
 	objs := []runtime.Object{project("team", "fast", fast.URL)}
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 5; i++ {
 		objs = append(objs, project("evil", fmt.Sprintf("r%d", i), fmt.Sprintf("%s/r%d", slow.URL, i)))
 	}
 	s := startSetWith(t, objs, nil)
 	var wg sync.WaitGroup
-	for _, r := range s.Repos("evil") {
+	for _, r := range s.Repos(context.Background(), "evil") {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(userOf("evil"), 20*time.Second)
 			defer cancel()
 			if f := s.cachedIndex(ctx, r); f.err != nil {
 				t.Errorf("evil's %s: %v", r.Name, f.err)
 			}
 		}()
 	}
-	waitFor(t, "evil's fetches", func() bool { return slow.inFlight.Load() > 0 })
-	time.Sleep(200 * time.Millisecond)
-	at := time.Now()
+	slow.waitStarted(chartsource.MaxIndexFetches - 1)
 	if err := indexHas(s, "team", "tiny--fast"); err != nil {
 		t.Error(err)
 	}
-	if d, busy := time.Since(at), slow.inFlight.Load(); d > time.Second || busy == 0 {
-		t.Errorf("team's index took %s (evil's fetches in flight then: %d), want it while evil's are", d, busy)
+	if busy := slow.inFlight.Load(); busy != chartsource.MaxIndexFetches-1 {
+		t.Errorf("team's index answered with %d of evil's fetches held, want %d", busy, chartsource.MaxIndexFetches-1)
 	}
+	slow.open()
 	wg.Wait()
-	if peak := slow.peak.Load(); peak > 1 {
-		t.Errorf("evil's repositories were fetched %d at once, want one at a time (its share)", peak)
+	if peak := slow.peak.Load(); peak > chartsource.MaxIndexFetches-1 {
+		t.Errorf("evil's repositories were fetched %d at once, want at most %d (its share)", peak, chartsource.MaxIndexFetches-1)
 	}
 }
 
-// However many namespaces ask at once, at most chartsource.MaxIndexFetches indexes are fetched and
-// parsed at once; a namespace asking after them waits one round at most.
+// However many namespaces ask at once, at most chartsource.MaxIndexFetches indexes are
+// fetched and parsed at once; a namespace asking after them gets a slot before they have
+// all been fetched.
 func TestIndexFetchesShareOneBound(t *testing.T) {
-	slow := newSlowRepo(t, time.Second)
-	fast := newSlowRepo(t, 0)
+	slow := newSlowRepo(t, true)
+	fast := newSlowRepo(t, false)
 	objs := []runtime.Object{project("team", "fast", fast.URL)}
 	for i := 1; i <= 6; i++ {
 		objs = append(objs, project(fmt.Sprintf("evil-%d", i), "r", slow.URL))
@@ -247,13 +271,25 @@ func TestIndexFetchesShareOneBound(t *testing.T) {
 			}()
 		}
 	}
-	waitFor(t, "evil's fetches", func() bool { return slow.inFlight.Load() >= 4 })
-	if err := indexHas(s, "team", "tiny--fast"); err != nil {
-		t.Error(err)
+	slow.waitStarted(chartsource.MaxIndexFetches)
+	team := make(chan error, 1)
+	go func() { team <- indexHas(s, "team", "tiny--fast") }()
+	slow.gate <- struct{}{} // one fetch ends; each that starts after it lets one more end
+	for done := false; !done; {
+		select {
+		case err := <-team:
+			if err != nil {
+				t.Error(err)
+			}
+			if busy := slow.inFlight.Load(); busy == 0 {
+				t.Error("team's index waited for every namespace that asked before it")
+			}
+			done = true
+		case <-slow.started:
+			slow.gate <- struct{}{}
+		}
 	}
-	if busy := slow.inFlight.Load(); busy == 0 {
-		t.Error("team's index waited for every namespace that asked before it, want one round of the bound at most")
-	}
+	slow.open()
 	wg.Wait()
 	close(errs)
 	firstErrors(t, errs)
@@ -265,12 +301,13 @@ func TestIndexFetchesShareOneBound(t *testing.T) {
 // Stale project indexes are answered as they are and fetched again behind the answer
 // within the same bound: no goroutine per stale repository.
 func TestStaleRefetchesAreBounded(t *testing.T) {
-	slow := newSlowRepo(t, 500*time.Millisecond)
+	slow := newSlowRepo(t, false)
 	var objs []runtime.Object
 	for i := 1; i <= 8; i++ {
 		objs = append(objs, project(fmt.Sprintf("ns-%d", i), "r", slow.URL))
 	}
-	s := startSetWith(t, objs, func(s *Set) { s.Refresh = 200 * time.Millisecond })
+	clk := testingclock.NewFakePassiveClock(time.Now())
+	s := startSetWith(t, objs, func(s *Set) { s.Clock = clk })
 	var wg sync.WaitGroup
 	ask := func() {
 		for i := 1; i <= 8; i++ {
@@ -285,17 +322,13 @@ func TestStaleRefetchesAreBounded(t *testing.T) {
 		wg.Wait()
 	}
 	ask() // cached
-	waitFor(t, "the first fetches to end", func() bool { return slow.inFlight.Load() == 0 })
-	time.Sleep(300 * time.Millisecond) // every index is stale
+	slow.hold()
+	clk.SetTime(clk.Now().Add(2 * s.refreshEvery())) // every index is stale
 	slow.peak.Store(0)
-	at := time.Now()
-	ask()
-	if d := time.Since(at); d > 400*time.Millisecond {
-		t.Errorf("stale indexes answered after %s, want at once", d)
-	}
-	time.Sleep(100 * time.Millisecond) // the refetches behind the answers reach the server
-	waitFor(t, "the refetches to end", func() bool { return slow.inFlight.Load() == 0 })
-	if peak := slow.peak.Load(); peak > 4 {
-		t.Errorf("stale indexes fetched again %d at once, want at most 4", peak)
+	ask() // answered while every refetch is held at the server
+	slow.waitStarted(chartsource.MaxIndexFetches)
+	slow.open()
+	if peak := slow.peak.Load(); peak > chartsource.MaxIndexFetches {
+		t.Errorf("stale indexes fetched again %d at once, want at most %d", peak, chartsource.MaxIndexFetches)
 	}
 }

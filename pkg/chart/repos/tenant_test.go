@@ -1,6 +1,7 @@
 package repos
 
 import (
+	"context"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -218,7 +219,7 @@ func TestProjectIndexesWithinBudget(t *testing.T) {
 
 func projectKey(t *testing.T, s *Set, ns string) string {
 	t.Helper()
-	for _, r := range s.Repos(ns) {
+	for _, r := range s.Repos(context.Background(), ns) {
 		if r.Scope == ScopeProject {
 			return r.cacheKey()
 		}

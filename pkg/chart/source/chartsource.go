@@ -342,7 +342,7 @@ func (s *Source) maxBytes() int64 {
 }
 
 func (s *Source) download(ctx context.Context, namespace, u string) ([]byte, error) {
-	rc, err := s.forURL(namespace, u)
+	rc, err := s.forURL(ctx, namespace, u)
 	if err != nil {
 		return nil, err
 	}
@@ -387,12 +387,12 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.Lookup(ref.Namespace, repoName)
+	r, err := s.Lookup(ctx, ref.Namespace, repoName)
 	if err != nil {
 		return nil, err
 	}
-	// In the requesting namespace's share: its installs and its console index together.
-	release, err := s.Slots().Acquire(ctx, NamespaceOwner(ref.Namespace))
+	// In the caller's and the namespace's share: their installs and console index together.
+	release, err := s.Slots().Acquire(ctx, TenantOf(ctx, ref.Namespace))
 	if err != nil {
 		return nil, fmt.Errorf("fetch the index of repository %q: %w", repoName, err)
 	}
@@ -420,7 +420,7 @@ func (s *Source) fetchEntryURL(ctx context.Context, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.Lookup(ref.Namespace, repoName)
+	r, err := s.Lookup(ctx, ref.Namespace, repoName)
 	if err != nil {
 		return nil, err
 	}

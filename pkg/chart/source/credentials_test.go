@@ -15,21 +15,14 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/async-helm/async-helm/internal/testcluster"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // A private chart repository: HTTPS with its own CA, basic auth. Its credentials come from
 // a Secret in the cluster, as an operator would configure them.
 func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
-	env, err := testcluster.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := testcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := fake.NewSimpleClientset()     // only Secrets are read
+	root := filepath.Join("..", "..", "..") // the repository
 	dir := t.TempDir()
 	ch, err := loader.LoadDir(filepath.Join(root, "testdata", "charts", "tiny"))
 	if err != nil {
@@ -55,9 +48,9 @@ func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ns := env.Namespace(t)
+	ns := "private"
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	_, err = env.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+	_, err = client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "private-repo"},
 		Data:       map[string][]byte{"username": []byte("reader"), "password": []byte("s3cret"), "ca.crt": ca},
 	}, metav1.CreateOptions{})
@@ -66,7 +59,7 @@ func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
 	}
 	settings := Settings{ChartRepositories: "private=" + srv.URL, ChartRepositorySecrets: map[string]string{"private": "private-repo"},
 		ChartSecretsNamespace: ns, AllowLoopbackCharts: true}
-	src, err := settings.NewSource(context.Background(), env.Client, time.Minute, 10*time.Second)
+	src, err := settings.NewSource(context.Background(), client, time.Minute, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +75,7 @@ func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
 	}
 
 	// Without the Secret: the CA is unknown (TLS fails); with the CA but no password: 401.
-	bare, err := Settings{ChartRepositories: "private=" + srv.URL, AllowLoopbackCharts: true}.NewSource(context.Background(), env.Client, time.Minute, 10*time.Second)
+	bare, err := Settings{ChartRepositories: "private=" + srv.URL, AllowLoopbackCharts: true}.NewSource(context.Background(), client, time.Minute, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +87,7 @@ func TestPrivateRepositoryWithCredentialsFromASecret(t *testing.T) {
 	if _, err := caOnly.Get(context.Background(), Ref{IndexEntry: "tiny--private", Version: "0.1.0", Namespace: ns}); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("without the password: %v, want unreachable (401)", err)
 	}
-	if _, err := LoadCredentials(context.Background(), env.Client, ns, map[string]string{"x": "missing"}); err == nil {
+	if _, err := LoadCredentials(context.Background(), client, ns, map[string]string{"x": "missing"}); err == nil {
 		t.Error("a missing Secret was not reported")
 	}
 

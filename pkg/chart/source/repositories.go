@@ -48,7 +48,7 @@ type CredentialChecker interface {
 type Repositories interface {
 	// Repositories lists what namespace sees, one per name (a project repository hides a
 	// cluster one of the same name, as in the console).
-	Repositories(namespace string) []Repository
+	Repositories(ctx context.Context, namespace string) []Repository
 }
 
 // staticRepositories are CHART_REPOSITORIES and CHART_REPOSITORY_SECRETS alone.
@@ -57,7 +57,7 @@ type staticRepositories struct {
 	creds map[string]Credentials
 }
 
-func (s staticRepositories) Repositories(string) []Repository {
+func (s staticRepositories) Repositories(context.Context, string) []Repository {
 	out := make([]Repository, 0, len(s.urls))
 	for name, u := range s.urls {
 		out = append(out, Repository{Name: name, URL: u, Credentials: s.creds[name]})
@@ -76,8 +76,8 @@ func (s *Source) repositories() Repositories {
 // reposFor is what namespace sees. A chart named without a namespace has no access review
 // behind it (any valid token may ask): its repositories come without credentials (basic
 // auth, client certificate); the CA still checks the server.
-func (s *Source) reposFor(namespace string) []Repository {
-	repos := s.repositories().Repositories(namespace)
+func (s *Source) reposFor(ctx context.Context, namespace string) []Repository {
+	repos := s.repositories().Repositories(ctx, namespace)
 	out := make([]Repository, len(repos))
 	for i, r := range repos {
 		if namespace == "" {
@@ -90,8 +90,8 @@ func (s *Source) reposFor(namespace string) []Repository {
 }
 
 // Lookup finds the repository an index entry of namespace names.
-func (s *Source) Lookup(namespace, name string) (Repository, error) {
-	for _, r := range s.reposFor(namespace) {
+func (s *Source) Lookup(ctx context.Context, namespace, name string) (Repository, error) {
+	for _, r := range s.reposFor(ctx, namespace) {
 		if r.Name == name {
 			return r, r.Err
 		}
@@ -101,9 +101,9 @@ func (s *Source) Lookup(namespace, name string) (Repository, error) {
 
 // forURL finds the repository a chart URL belongs to (by URL prefix) among those namespace
 // sees, and the client to fetch it with; other URLs use the default client.
-func (s *Source) forURL(namespace, u string) (*repoClient, error) {
+func (s *Source) forURL(ctx context.Context, namespace, u string) (*repoClient, error) {
 	var best *Repository
-	for _, r := range s.reposFor(namespace) {
+	for _, r := range s.reposFor(ctx, namespace) {
 		if strings.HasPrefix(u, strings.TrimSuffix(r.URL, "/")+"/") && (best == nil || len(r.URL) > len(best.URL)) {
 			r := r
 			best = &r

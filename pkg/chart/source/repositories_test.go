@@ -15,7 +15,7 @@ import (
 // perNamespace are repositories that differ by namespace, as project repositories do.
 type perNamespace map[string][]Repository
 
-func (p perNamespace) Repositories(ns string) []Repository { return p[ns] }
+func (p perNamespace) Repositories(_ context.Context, ns string) []Repository { return p[ns] }
 
 // A chart fetched with one namespace's repository credentials is not served from the cache
 // to another namespace, which has no such repository; the entry's chart URL (on the

@@ -2,45 +2,70 @@ package source
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
-// A namespace takes one slot, the administrators all but one, everyone together the total;
-// an owner is forgotten once it holds and waits for none (tenants cannot grow the map).
-func TestFetchSlotsShares(t *testing.T) {
-	f := NewFetchSlots(4)
-	var releases []func()
-	take := func(owner string) bool {
-		release, ok := f.TryAcquire(owner)
-		if ok {
+func callerCtx(user string) context.Context {
+	return WithCaller(context.Background(), Caller{User: user})
+}
+
+// A caller with four namespaces and slow servers does not hold every index fetch slot:
+// one stays free for another caller, and once all are taken a freed slot goes to the
+// waiting caller that holds the fewest, not to the first in the queue.
+func TestFetchSlotsShareByCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := NewFetchSlots(MaxIndexFetches)
+		a := callerCtx("a")
+		var releases []func()
+		for _, ns := range []string{"a1", "a2", "a3"} {
+			release, err := f.Acquire(a, TenantOf(a, ns))
+			if err != nil {
+				t.Fatalf("caller a, namespace %s: %v", ns, err)
+			}
 			releases = append(releases, release)
 		}
-		return ok
+		if _, ok := f.TryAcquire(TenantOf(a, "a4")); ok {
+			t.Fatal("caller a took the last free slot through a fourth namespace")
+		}
+		b, ok := f.TryAcquire(TenantOf(callerCtx("b"), "b1"))
+		if !ok {
+			t.Fatal("caller b found no free slot")
+		}
+		got := make(chan string, 2)
+		wait := func(ctx context.Context, who, ns string) {
+			if release, err := f.Acquire(ctx, TenantOf(ctx, ns)); err == nil {
+				got <- who
+				release()
+			}
+		}
+		go wait(a, "a", "a5")
+		synctest.Wait()
+		go wait(callerCtx("c"), "c", "c1")
+		synctest.Wait()
+		releases[0]()
+		if first := <-got; first != "c" {
+			t.Errorf("the freed slot went to caller %s, want c (a holds 2, c none)", first)
+		}
+		for _, release := range append(releases[1:], b) {
+			release()
+		}
+		<-got
+	})
+}
+
+// The refresh is a tenant like any other: all but one slot.
+func TestFetchSlotsRefreshKeepsOne(t *testing.T) {
+	f := NewFetchSlots(4)
+	for range 3 {
+		if _, ok := f.TryAcquire(RefreshTenant); !ok {
+			t.Fatal("the refresh refused under three slots")
+		}
 	}
-	if !take(NamespaceOwner("a")) || take(NamespaceOwner("a")) {
-		t.Error("namespace a: want one slot, not two")
+	if _, ok := f.TryAcquire(RefreshTenant); ok {
+		t.Error("the refresh took the fourth slot")
 	}
-	if !take("") || !take("") || !take("") || take("") {
-		t.Error("administrators: want three slots of four, not four")
-	}
-	if take(NamespaceOwner("b")) {
-		t.Error("namespace b got a fifth slot")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := f.Acquire(ctx, NamespaceOwner("b")); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("waiting past ctx: %v, want its error", err)
-	}
-	for _, release := range releases {
-		release()
-		release() // twice is once
-	}
-	if n := len(f.owners); n != 0 {
-		t.Errorf("%d owners remembered with nothing under way", n)
-	}
-	if !take(NamespaceOwner("b")) {
-		t.Error("namespace b: no slot once all are free")
+	if _, ok := f.TryAcquire(TenantOf(callerCtx("a"), "a")); !ok {
+		t.Error("the slot kept free was refused to a tenant")
 	}
 }
