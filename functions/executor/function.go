@@ -58,7 +58,6 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chart repositories: %w", err)
 	}
-	charts.Repos = repos
 	// A project repository's Secrets go out only for a caller who may read them (receive
 	// puts the caller into the context): one may appear under a chart URL while it queues.
 	charts.Repos = chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}

@@ -6,6 +6,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/kubernetes"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
@@ -36,6 +37,9 @@ type Store interface {
 	// SecretMeta is the metadata of the revision's Secret now (nil when it is gone): its UID
 	// is the identity an accepted event is consumed for, its labels what admission counts.
 	SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error)
+	// Reserve reserves a revision as submit does: a retry's or a remediation's, when the
+	// action has no caller to reserve it as (remediate.go).
+	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
 }
 
 // Consumed records which request ids were acted on, in state tenants cannot write
@@ -46,6 +50,16 @@ type Consumed interface {
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
 	// MarkStarted records that Helm is about to run for the request (Record.Started).
 	MarkStarted(ctx context.Context, requestID string) error
+	// MarkDone records the request's outcome: no later delivery resumes it.
+	MarkDone(ctx context.Context, requestID, outcome string) error
+	// ClaimResume counts one more resume of the request (consumed.ErrTooManyResumes past
+	// the bound).
+	ClaimResume(ctx context.Context, requestID string) error
+	// StepsOf says how far the request's retries and remediation went.
+	StepsOf(ctx context.Context, requestID string) (consumed.Steps, error)
+	// ClaimStep claims a step after the request's first attempt (consumed.ErrStepTaken
+	// when another executor did).
+	ClaimStep(ctx context.Context, requestID string, step consumed.Step) error
 }
 
 // Helm runs the Helm actions on a reserved revision (helmexec.Factory), and gives a client

@@ -21,12 +21,6 @@ import (
 // remediation"): every retry is a new revision reserved by this executor under the same
 // request id, each step claimed once on the request's consumed record.
 
-// stepClaimer is the part of the consumed records (consumed.Store) that claims the steps
-// after a request's first attempt.
-type stepClaimer interface {
-	ClaimStep(ctx context.Context, requestID string, step consumed.Step) error
-}
-
 // reserver reserves a revision as submit does (release.Store).
 type reserver interface {
 	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
@@ -65,7 +59,7 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description}
 	defer c.moveTo(reqCtx, nil)
 	for outcome == OutcomeFailed {
-		switch decide(c.cur, res, shutdown, c.total) {
+		switch afterFailure(c.cur, res, shutdown, c.total) {
 		case stepStop:
 			return outcome
 		case stepRemediate:
@@ -98,10 +92,10 @@ const (
 	stepRemediate             // the remediation (none: the chain ends failed)
 )
 
-// decide says what follows a failed attempt: nothing after the executor's own ends or the
+// afterFailure says what follows a failed attempt: nothing after the executor's own ends or the
 // user's cancel; the remediation after the last attempt or a failure no retry can fix (the
 // chart, its render); else a retry.
-func decide(cur *action, res result, shutdown context.Context, total int) step {
+func afterFailure(cur *action, res result, shutdown context.Context, total int) step {
 	kind, _ := cur.end.get()
 	switch {
 	case kind == endCancel || kind == endLost || kind == endShutdown || shutdown.Err() != nil:
@@ -186,8 +180,8 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 		return nil, err
 	}
 	st.Revision = a.Revision
-	if claimer, ok := s.Consumed.(stepClaimer); ok {
-		if err := claimer.ClaimStep(ctx, a.RequestID, st); err != nil {
+	if s.Consumed != nil {
+		if err := s.Consumed.ClaimStep(ctx, a.RequestID, st); err != nil {
 			return nil, err
 		}
 	}
@@ -221,11 +215,7 @@ func (c *chain) reserver(a events.Action) (reserver, error) {
 		}
 		return &release.Store{Client: client, Clock: c.s.Clock}, nil
 	}
-	res, ok := c.s.Store.(reserver)
-	if !ok {
-		return nil, errors.New("the store cannot reserve a revision")
-	}
-	return res, nil
+	return c.s.Store, nil
 }
 
 // checkLatest refuses to go on when the failed attempt is no longer the release's latest
@@ -326,8 +316,8 @@ func (c *chain) uninstall(reqCtx context.Context) error {
 	if err := c.checkLatest(ctx); err != nil {
 		return err
 	}
-	if claimer, ok := c.s.Consumed.(stepClaimer); ok {
-		if err := claimer.ClaimStep(ctx, cur.RequestID, consumed.Step{Remediation: api.RemediationUninstall}); err != nil {
+	if c.s.Consumed != nil {
+		if err := c.s.Consumed.ClaimStep(ctx, cur.RequestID, consumed.Step{Remediation: api.RemediationUninstall}); err != nil {
 			return err
 		}
 	}

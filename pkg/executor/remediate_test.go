@@ -259,8 +259,8 @@ func TestDecide(t *testing.T) {
 				end.end(tc.kind, "")
 			}
 			act := &action{end: end, attempt: tc.attempt}
-			if got := decide(act, result{err: tc.err}, tc.shutdown, 3); got != tc.want {
-				t.Errorf("decide = %d, want %d", got, tc.want)
+			if got := afterFailure(act, result{err: tc.err}, tc.shutdown, 3); got != tc.want {
+				t.Errorf("afterFailure = %d, want %d", got, tc.want)
 			}
 		})
 	}

@@ -60,31 +60,3 @@ type runOptions struct {
 	started func()
 	logf    func(string, ...any)
 }
-
-// actionClock starts an action's deadline once, when Helm starts, and stops it at the end.
-type actionClock struct {
-	start func() (stop func())
-
-	mu      sync.Mutex
-	stopper func()
-	stopped bool
-}
-
-// begin starts the deadline (once; never after stop).
-func (c *actionClock) begin() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopper == nil && !c.stopped {
-		c.stopper = c.start()
-	}
-}
-
-// stop stops the deadline, if it started.
-func (c *actionClock) stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stopped = true
-	if c.stopper != nil {
-		c.stopper()
-	}
-}

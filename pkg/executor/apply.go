@@ -1,0 +1,113 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+)
+
+// apply makes the writes of a delivery's verdict: the one place that acts on what decide chose.
+func (s *Service) apply(ctx context.Context, act *action, vd verdict) (Outcome, bool, error) {
+	if vd.note != "" {
+		if vd.warn {
+			act.log.Warnw(vd.note, vd.kv...)
+		} else {
+			act.log.Infow(vd.note, vd.kv...)
+		}
+	}
+	switch vd.do {
+	case deedGone:
+		return OutcomeGone, true, nil
+	case deedDuplicate:
+		return OutcomeDuplicate, true, nil
+	case deedStale:
+		return OutcomeStale, true, nil
+	case deedHeldElsewhere:
+		return "", true, fmt.Errorf("%w: %s/%s", ErrHeldElsewhere, act.Namespace, act.SecretName)
+	case deedUnqueueFinal:
+		return s.unqueueFinal(ctx, act, vd)
+	case deedRefuse:
+		return OutcomeRefused, true, nil
+	case deedFailRefused:
+		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, vd.reason, release.KeepFailed); err != nil {
+			// Redelivered: the next delivery is refused again and retries the write.
+			return "", true, fmt.Errorf("fail refused revision %s/%s: %w", act.Namespace, release.SecretName(act.Name, act.Revision), err)
+		}
+		act.log.Infow("refused revision marked failed; it no longer counts toward admission", "why", vd.why)
+		return OutcomeRefused, true, nil
+	case deedFailUnqueued, deedFailNotLatest, deedCancelled:
+		return s.failUnrun(ctx, act, vd)
+	case deedFailResumes:
+		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, vd.reason, release.ReplaceFailed); err != nil {
+			return "", true, err
+		}
+		s.markDone(ctx, act, OutcomeFailed)
+		return OutcomeFailed, true, nil
+	}
+	return s.prepare(ctx, act)
+}
+
+// unqueueFinal drops the queued label of a final record never started and refuses the event
+// (a genuine redelivery after the end is a duplicate, decide.go).
+func (s *Service) unqueueFinal(ctx context.Context, act *action, vd verdict) (Outcome, bool, error) {
+	dropped, err := s.Store.UnqueueFinal(ctx, act.Namespace, act.Name, act.Revision)
+	if err != nil {
+		return "", true, err // redelivered: the label is dropped on a later try
+	}
+	act.log.Warnw("event refused: its never-started reservation was rewritten final; queued label dropped",
+		append(vd.kv, "dropped", dropped)...)
+	return OutcomeRefused, true, nil
+}
+
+// failUnrun fails a record Helm never ran for. With markDone the request's outcome is
+// recorded first, in async-helm's namespace: if failing the record fails, the redelivery is
+// refused, never resumed, whatever the tenant makes of the record meanwhile.
+func (s *Service) failUnrun(ctx context.Context, act *action, vd verdict) (Outcome, bool, error) {
+	if vd.markDone {
+		outcome := string(OutcomeFailed)
+		if vd.do == deedCancelled {
+			outcome = consumed.OutcomeCancelled
+		}
+		if err := s.Consumed.MarkDone(ctx, act.RequestID, outcome); err != nil {
+			return "", true, err // redelivered: not resumed while it does not count
+		}
+	}
+	if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, vd.reason, release.ReplaceFailed); err != nil {
+		return "", true, err // redelivered: the request has its outcome, the write is retried
+	}
+	return OutcomeFailed, true, nil
+}
+
+// prepare makes the writes before Helm runs: an uninstall's tombstone, the running action
+// on the Lease, the start on the consumed request.
+func (s *Service) prepare(ctx context.Context, act *action) (Outcome, bool, error) {
+	if act.resumed {
+		act.log.Infow("request already bound to this record; resuming")
+	}
+	if act.Action.Action == release.ActionUninstall {
+		var err error
+		if act.grave, err = s.digTombstone(ctx, act); err != nil {
+			return "", true, err
+		}
+	}
+	// Submit answers a cancel it cannot honour (an uninstall) with 409.
+	if _, err := act.held.Sync(ctx, AnnotationAction, string(act.Action.Action)); err != nil {
+		act.log.Warnw("running action not written on the lease", "error", err)
+	}
+	if err := s.markStarted(ctx, act); err != nil {
+		return "", true, err // redelivered; Helm has not run
+	}
+	return "", false, nil
+}
+
+// markStarted records on the consumed request that Helm is about to run (once per request):
+// from then on Helm's own writes may drop the queued label, and a resume must not take
+// that for a tenant's relabel (decideResume).
+func (s *Service) markStarted(ctx context.Context, act *action) error {
+	if s.Consumed == nil || act.started {
+		return nil
+	}
+	return s.Consumed.MarkStarted(ctx, act.RequestID)
+}

@@ -1,0 +1,163 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// execute runs Helm with the action's ends wired: its deadline, shutdown, the lease lost,
+// a cancel asked on the Lease. The action outlives the delivery's context (a broker timing
+// out must not abort a half-done install) but not any of those.
+func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(reqCtx))
+	defer cancel()
+	act.end = &ending{fence: &helmexec.Fence{Orphans: s.Orphans}, cancel: cancel}
+	timeout := s.timeout(act.Action)
+	// The deadline runs from Helm's start: time spent waiting for a CPU slot is the
+	// executor's own queue, not the user's timeout (docs/design.md, "Slots").
+	clock := &actionClock{start: func() func() {
+		return s.afterFunc(timeout, func() { act.end.end(endTimeout, timeout.String()) })
+	}}
+	defer clock.stop()
+	stopShutdown := context.AfterFunc(shutdown, func() { act.end.end(endShutdown, "") })
+	defer stopShutdown()
+
+	hbCtx, hbCancel := context.WithCancel(ctx)
+	defer hbCancel()
+	lose := func(reason string) {
+		act.log.Warnw("lease lost; cancelling the action", "reason", reason)
+		act.end.end(endLost, reason)
+	}
+	go act.held.Keep(hbCtx, lose)
+	logs := helmexec.NewLogBuffer(200)
+	phases := progress.NewPhases(logs.Log)
+	go s.watch(hbCtx, act.held, phases, act.Action, wallclock.Or(s.Clock).Now(), lose, func(by string) bool {
+		if act.Action.Action == release.ActionUninstall {
+			// Helm deletes in one call; stopping it midway would leave half a release.
+			act.log.Infow("cancel requested on a running uninstall; it runs to its end", "by", by)
+			return false
+		}
+		act.log.Infow("cancel requested; stopping the action", "by", by)
+		act.end.end(endCancel, by)
+		return true
+	})
+	alog := s.startActionLog(hbCtx, act)
+	final, err := s.run(ctx, act, runOptions{timeout: timeout, started: clock.begin, logf: alog.tee(phases.Log)})
+	alog.finish(reqCtx, err)
+	return result{final: final, err: err, logs: logs}
+}
+
+// result is what Helm answered, and its debug log.
+type result struct {
+	final *helmrelease.Release
+	err   error
+	logs  *helmexec.LogBuffer
+}
+
+// callerOptions make Helm (and the progress reads) act as the user who asked.
+func (s *Service) callerOptions(a events.Action) []helmexec.Option {
+	if a.Caller.User == "" {
+		return nil
+	}
+	return []helmexec.Option{helmexec.WithImpersonation(a.Caller.User, a.Caller.UID, a.Caller.Groups, a.Caller.Extra)}
+}
+
+// run maps the action onto Helm, behind the action's fence, holding a CPU slot except
+// while Helm waits.
+func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrelease.Release, error) {
+	// The chart is downloaded before a CPU slot is taken: a download waits on a server the
+	// caller chose (bounded by the chart source: time, size, and its own load slots), and
+	// a stalling one must not hold one of the few CPU slots every tenant needs.
+	fetched, err := s.downloadChart(ctx, act.Action)
+	if err != nil {
+		return nil, err
+	}
+	phase := &cpuPhase{sem: s.cpu, ctx: ctx}
+	if err := phase.enter(); err != nil {
+		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
+	}
+	defer phase.leave()
+	if o.started != nil {
+		o.started()
+	}
+	timeout, logf := o.timeout, o.logf
+	a := act.Action
+	req := helmexec.Request{
+		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
+		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
+		Atomic: a.Options.Atomic, Description: a.Options.Description,
+		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo,
+		RenderTimeout: s.RenderTimeout, Replace: act.attempt > 1, // a retry installs over the failed attempt
+	}
+	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
+		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+			return release.KeepEvent(si, a.SecretName, act.stored)
+		}),
+	}, s.HelmOptions...)
+	opts = append(opts, s.callerOptions(a)...)
+	// The record's chart label stays, unless a chart is fetched (its own then): a rollback
+	// runs the target's chart, a reused chart the deployed one.
+	meta := act.rec.Chart.Metadata
+	req.Labels = release.Labels(a.RequestID, a.Revision, meta.Name, meta.Version)
+	switch {
+	case a.Action == release.ActionUninstall:
+		return s.Helm.Uninstall(ctx, req, opts...)
+	case a.Action == release.ActionRollback:
+		return s.Helm.Rollback(ctx, req, opts...)
+	case !a.ReuseChart:
+		if err := s.prepareChart(ctx, act, fetched, &req); err != nil {
+			return nil, err
+		}
+	}
+	if a.Action == release.ActionUpgrade {
+		return s.Helm.Upgrade(ctx, req, opts...)
+	}
+	return s.Helm.Install(ctx, req, opts...)
+}
+
+// downloadChart gets the chart an install or upgrade fetches (nil for the others).
+func (s *Service) downloadChart(ctx context.Context, a events.Action) (*chartsource.Chart, error) {
+	if a.Action == release.ActionUninstall || a.Action == release.ActionRollback || a.ReuseChart {
+		return nil, nil
+	}
+	c, err := s.Charts.Get(ctx, a.Chart)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
+	}
+	return c, nil
+}
+
+// prepareChart puts the downloaded chart into req: the one submit validated (digest), with
+// the record's name and version, and its dependencies present.
+func (s *Service) prepareChart(ctx context.Context, act *action, c *chartsource.Chart, req *helmexec.Request) error {
+	a := act.Action
+	var err error
+	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
+		return fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
+	}
+	// Helm mutates the chart it runs: each action gets its own copy.
+	if req.Chart, err = c.Fresh(ctx); err != nil {
+		return err
+	}
+	got, want := req.Chart.Metadata, act.rec.Chart.Metadata
+	if got.Name != want.Name || got.Version != want.Version {
+		return fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
+			a.Chart, helmexec.ErrChartChanged, got.Name, got.Version, want.Name, want.Version)
+	}
+	req.Labels = release.Labels(a.RequestID, a.Revision, got.Name, got.Version)
+	check, err := c.Fresh(ctx)
+	if err != nil {
+		return err
+	}
+	return helmexec.CheckDependencies(check, a.Values)
+}
