@@ -1,0 +1,246 @@
+package fairqueue
+
+import (
+	"sort"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
+)
+
+// counts are the seats held per namespace, per caller and per flow.
+type counts struct {
+	ns, caller map[string]int
+	flow       map[Flow]int
+}
+
+func newCounts() counts {
+	return counts{ns: map[string]int{}, caller: map[string]int{}, flow: map[Flow]int{}}
+}
+
+func (c counts) add(f Flow, d int) {
+	bump(c.ns, f.Namespace, d)
+	bump(c.caller, f.Caller, d)
+	c.flow[f] += d
+	if c.flow[f] == 0 {
+		delete(c.flow, f)
+	}
+}
+
+func bump(m map[string]int, k string, d int) {
+	m[k] += d
+	if m[k] == 0 {
+		delete(m, k)
+	}
+}
+
+// score is how much of the pool f's tenant holds: the larger of its namespace's and its
+// caller's seats.
+func (q *Queue) score(f Flow) int { return max(q.held.ns[f.Namespace], q.held.caller[f.Caller]) }
+
+// shares are each active namespace's and caller's share of the pool: max(1, slots/active),
+// active being those that hold or wait for a seat.
+func (q *Queue) shares() (ns, caller int) {
+	nss, callers := map[string]bool{}, map[string]bool{}
+	for k := range q.held.ns {
+		nss[k] = true
+	}
+	for k := range q.held.caller {
+		callers[k] = true
+	}
+	for f := range q.waiting {
+		nss[f.Namespace], callers[f.Caller] = true, true
+	}
+	return max(1, q.slots/max(1, len(nss))), max(1, q.slots/max(1, len(callers)))
+}
+
+// enqueue adds work to f's queue: at the front (after other fronts) for a holder taking its
+// seat back, else at the back.
+func (q *Queue) enqueue(f Flow, reuse *Seat, front bool) *waiter {
+	q.seq++
+	w := &waiter{flow: f, since: wallclock.Or(q.opts.Clock).Now(), seq: q.seq, reuse: reuse, ready: make(chan struct{})}
+	ws := q.waiting[f]
+	i := len(ws)
+	if front {
+		i = 0
+		for i < len(ws) && ws[i].reuse != nil && ws[i].reuse.state == stateGiven {
+			i++
+		}
+	}
+	ws = append(ws, nil)
+	copy(ws[i+1:], ws[i:])
+	ws[i] = w
+	q.waiting[f] = ws
+	return w
+}
+
+// remove takes w out of its flow's queue.
+func (q *Queue) remove(w *waiter) {
+	ws := q.waiting[w.flow]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(q.waiting, w.flow)
+		return
+	}
+	q.waiting[w.flow] = ws
+}
+
+// dispatch grants seats while work waits and a seat can be had: a free one, or one lent.
+func (q *Queue) dispatch() {
+	for {
+		w := q.next()
+		switch {
+		case w == nil:
+			return
+		case q.free > 0:
+			q.free--
+			q.grant(w)
+		case !q.lendTo(w):
+			return
+		}
+	}
+}
+
+// next is the waiting work to serve first: the head of the flow whose tenant holds the
+// fewest seats; among equals, the tenant served least recently (round robin), then the
+// longest waiting.
+func (q *Queue) next() *waiter {
+	var best *waiter
+	var bestScore, bestServed uint64
+	for f, ws := range q.waiting {
+		w, s, served := ws[0], uint64(q.score(f)), q.lastServed(f)
+		if best == nil || s < bestScore || (s == bestScore && (served < bestServed || served == bestServed && w.seq < best.seq)) {
+			best, bestScore, bestServed = w, s, served
+		}
+	}
+	return best
+}
+
+// lastServed is when f's tenant was last granted a seat (0: not while it was active): the
+// later of its namespace's and its caller's.
+func (q *Queue) lastServed(f Flow) uint64 {
+	return max(q.served.ns[f.Namespace], q.served.caller[f.Caller])
+}
+
+// served remembers the last grant of each active namespace and caller.
+type served struct {
+	n          uint64
+	ns, caller map[string]uint64
+}
+
+// mark records a grant to f.
+func (s *served) mark(f Flow) {
+	s.n++
+	s.ns[f.Namespace], s.caller[f.Caller] = s.n, s.n
+}
+
+// forget drops what is remembered of f's namespace and caller once they neither hold nor
+// wait for a seat: the memory is bounded by the active tenants.
+func (q *Queue) forget(f Flow) {
+	ns, caller := q.held.ns[f.Namespace] > 0, q.held.caller[f.Caller] > 0
+	for w := range q.waiting {
+		ns = ns || w.Namespace == f.Namespace
+		caller = caller || w.Caller == f.Caller
+	}
+	if !ns {
+		delete(q.served.ns, f.Namespace)
+	}
+	if !caller {
+		delete(q.served.caller, f.Caller)
+	}
+}
+
+// grant gives w a seat (its own back, for a Reclaim or Requeue).
+func (q *Queue) grant(w *waiter) {
+	q.remove(w)
+	seat := w.reuse
+	switch {
+	case seat == nil:
+		seat = &Seat{q: q, flow: w.flow}
+	case seat.state == stateGiven:
+		q.seatless--
+	}
+	seat.state = stateHeld
+	q.held.add(w.flow, 1)
+	q.served.mark(w.flow)
+	w.seat = seat
+	close(w.ready)
+}
+
+// lendTo gives w a lent seat if w's tenant is below its share in both ways and the seat's
+// is above its own in one; at most slots holders live without a seat.
+func (q *Queue) lendTo(w *waiter) bool {
+	if !q.opts.Lending || q.seatless >= q.slots {
+		return false
+	}
+	shareNS, shareCaller := q.shares()
+	if q.held.ns[w.flow.Namespace] >= shareNS || q.held.caller[w.flow.Caller] >= shareCaller {
+		return false
+	}
+	for _, s := range q.lent {
+		if q.held.ns[s.flow.Namespace] > shareNS || q.held.caller[s.flow.Caller] > shareCaller {
+			q.unlend(s)
+			s.state = stateGiven
+			q.held.add(s.flow, -1)
+			q.seatless++
+			q.grant(w)
+			return true
+		}
+	}
+	return false
+}
+
+// unlend takes s off the lent list.
+func (q *Queue) unlend(s *Seat) {
+	for i, x := range q.lent {
+		if x == s {
+			q.lent = append(q.lent[:i], q.lent[i+1:]...)
+			return
+		}
+	}
+}
+
+// FlowStats is what a flow has in the pool now.
+type FlowStats struct {
+	Flow
+	Queued     int
+	OldestWait time.Duration
+	Held       int
+}
+
+// Stats lists the flows that hold or wait for a seat, by namespace then caller.
+func (q *Queue) Stats() []FlowStats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := wallclock.Or(q.opts.Clock).Now()
+	by := map[Flow]*FlowStats{}
+	for f, n := range q.held.flow {
+		by[f] = &FlowStats{Flow: f, Held: n}
+	}
+	for f, ws := range q.waiting {
+		st := by[f]
+		if st == nil {
+			st = &FlowStats{Flow: f}
+			by[f] = st
+		}
+		st.Queued = len(ws)
+		for _, w := range ws {
+			st.OldestWait = max(st.OldestWait, now.Sub(w.since))
+		}
+	}
+	out := make([]FlowStats, 0, len(by))
+	for _, st := range by {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Caller < out[j].Caller
+	})
+	return out
+}

@@ -1,0 +1,202 @@
+// Package fairqueue hands out a pool of slots fairly between tenants (docs/design.md,
+// "Tenants and shares"): work waits in its flow's queue, a free slot goes to the waiting
+// work whose tenant holds the fewest slots, and a slot lent by work that only waits may go
+// to a tenant below its share. It is work-conserving: no slot stays free while work waits.
+package fairqueue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Flow is what work is accounted to: the namespace it acts in and the caller who asked. A
+// tenant is bounded both ways: as a namespace and as a caller.
+type Flow struct{ Namespace, Caller string }
+
+// ErrReleased is a Reclaim or Requeue of a seat given up.
+var ErrReleased = errors.New("fairqueue: seat released")
+
+// Options configure a Queue.
+type Options struct {
+	// Lending lets a seat whose holder waits (Seat.Lend) go to a tenant below its share.
+	Lending bool
+	// Clock dates the waits (nil: the wall clock).
+	Clock clock.PassiveClock
+}
+
+// Queue is a pool of slots handed out fairly.
+type Queue struct {
+	slots int
+	opts  Options
+
+	mu   sync.Mutex
+	free int
+	// seatless counts holders alive without a seat (their lent seat went to another).
+	seatless int
+	held     counts
+	served   served
+	waiting  map[Flow][]*waiter
+	lent     []*Seat
+	seq      uint64
+}
+
+// New makes a queue of slots (at least 1).
+func New(slots int, opts Options) *Queue {
+	slots = max(1, slots)
+	return &Queue{slots: slots, opts: opts, free: slots, held: newCounts(),
+		served: served{ns: map[string]uint64{}, caller: map[string]uint64{}}, waiting: map[Flow][]*waiter{}}
+}
+
+// Slots is the size of the pool.
+func (q *Queue) Slots() int { return q.slots }
+
+// InUse is how many holders are alive: with a seat, or without one after lending it.
+func (q *Queue) InUse() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.slots - q.free + q.seatless
+}
+
+type seatState int
+
+const (
+	stateHeld seatState = iota
+	stateLent
+	// stateGiven: lent and given to another tenant; the holder lives on without a seat.
+	stateGiven
+	// stateQueued: given back by Requeue, waiting for a seat again.
+	stateQueued
+	stateReleased
+)
+
+// Seat is one slot held by a flow's work.
+type Seat struct {
+	q     *Queue
+	flow  Flow
+	state seatState
+}
+
+// waiter is work waiting for a seat; reuse is the seat a Reclaim or Requeue waits with.
+type waiter struct {
+	flow  Flow
+	since time.Time
+	seq   uint64
+	reuse *Seat
+	seat  *Seat
+	ready chan struct{}
+}
+
+// Acquire waits in f's queue until a seat is granted, or ctx ends. A seat granted as ctx
+// ends is returned: the caller holds it.
+func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
+	q.mu.Lock()
+	w := q.enqueue(f, nil, false)
+	q.dispatch()
+	q.mu.Unlock()
+	return q.wait(ctx, w)
+}
+
+// Release gives the seat back (or, for a holder without one, ends its account).
+func (s *Seat) Release() {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch s.state {
+	case stateHeld, stateLent:
+		q.unlend(s)
+		q.held.add(s.flow, -1)
+		q.free++
+	case stateGiven:
+		q.seatless--
+	}
+	s.state = stateReleased
+	q.dispatch()
+	q.forget(s.flow)
+}
+
+// Lend says the holder only waits now: without Options.Lending nothing changes; with it,
+// the seat may go to work of a tenant below its share while the holder's tenant is above
+// its own (Reclaim takes one back).
+func (s *Seat) Lend() {
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.opts.Lending || s.state != stateHeld {
+		return
+	}
+	s.state = stateLent
+	q.lent = append(q.lent, s)
+	q.dispatch()
+}
+
+// Reclaim ends a Lend: the seat if it is still lent, else a wait at the front of the
+// flow's queue for another.
+func (s *Seat) Reclaim(ctx context.Context) error {
+	q := s.q
+	q.mu.Lock()
+	switch s.state {
+	case stateHeld:
+		q.mu.Unlock()
+		return nil
+	case stateLent:
+		q.unlend(s)
+		s.state = stateHeld
+		q.mu.Unlock()
+		return nil
+	case stateGiven:
+	default:
+		q.mu.Unlock()
+		return ErrReleased
+	}
+	w := q.enqueue(s.flow, s, true)
+	q.dispatch()
+	q.mu.Unlock()
+	_, err := q.wait(ctx, w)
+	return err
+}
+
+// Requeue gives the seat back and waits at the back of the flow's queue for one again
+// (between a retry's attempts: waiting holds nothing).
+func (s *Seat) Requeue(ctx context.Context) error {
+	q := s.q
+	q.mu.Lock()
+	switch s.state {
+	case stateHeld, stateLent:
+		q.unlend(s)
+		q.held.add(s.flow, -1)
+		q.free++
+	case stateGiven:
+		q.seatless--
+	default:
+		q.mu.Unlock()
+		return ErrReleased
+	}
+	s.state = stateQueued
+	w := q.enqueue(s.flow, s, false)
+	q.dispatch()
+	q.mu.Unlock()
+	_, err := q.wait(ctx, w)
+	return err
+}
+
+// wait waits for w's grant or ctx's end.
+func (q *Queue) wait(ctx context.Context, w *waiter) (*Seat, error) {
+	select {
+	case <-w.ready:
+		return w.seat, nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.seat != nil {
+		return w.seat, nil
+	}
+	q.remove(w)
+	q.dispatch()
+	q.forget(w.flow)
+	return nil, ctx.Err()
+}
