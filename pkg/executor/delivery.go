@@ -8,6 +8,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -29,12 +30,14 @@ type action struct {
 	started bool
 	// resumed: the request was bound to this record by an earlier delivery.
 	resumed bool
+	// seat is the handling's action slot (every attempt's).
+	seat *fairqueue.Seat
 }
 
 // handle runs the steps: admit (decide.go: the record before and under the lease, the
 // consumed request, a cancel already asked), run, record.
-func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
-	act := &action{Action: a, stored: stored,
+func (s *Service) handle(reqCtx, shutdown context.Context, a events.Action, stored []byte, seat *fairqueue.Seat) (Outcome, error) {
+	act := &action{Action: a, stored: stored, seat: seat,
 		log: s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)}
 	defer s.releaseLease(reqCtx, act)
 	if outcome, done, err := s.admit(reqCtx, act); done {

@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
-	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // ErrBusy means every slot runs an action; the event should be redelivered later.
@@ -100,8 +100,8 @@ type Service struct {
 	// ActionLogs, when set, keeps each action's Helm log (actionlog.go).
 	ActionLogs *ActionLogs
 
-	slots         chan struct{}
-	cpu           chan struct{}
+	slots         *fairqueue.Queue
+	cpu           *fairqueue.Queue
 	progressReads *rate.Limiter
 	running       *running
 }
@@ -124,12 +124,12 @@ type run struct {
 // New builds a service that holds at most parallel actions at once, of which at most
 // s.CPUSlots in their CPU-bound phase.
 func New(s Service, parallel int) *Service {
-	s.slots = make(chan struct{}, parallel)
+	s.slots = fairqueue.New(parallel, fairqueue.Options{Lending: true, Clock: s.Clock})
 	cpu := s.CPUSlots
 	if cpu <= 0 {
 		cpu = runtime.GOMAXPROCS(0)
 	}
-	s.cpu = make(chan struct{}, cpu)
+	s.cpu = fairqueue.New(cpu, fairqueue.Options{Clock: s.Clock})
 	reads := s.ProgressReads
 	if reads <= 0 {
 		reads = 8
@@ -151,8 +151,19 @@ func (s *Service) Exhausted() bool {
 	return renders >= s.MaxOrphanedRenders
 }
 
-// Drained reports whether no action holds a slot.
-func (s *Service) Drained() bool { return len(s.slots) == 0 }
+// Drained reports whether no action lives (with a slot or having lent it).
+func (s *Service) Drained() bool { return s.slots.InUse() == 0 }
+
+// Shares are what each flow has of the action slots and of the CPU slots now: queued, the
+// oldest wait, held (docs/design.md, "Tenants and shares").
+func (s *Service) Shares() (actions, cpu []fairqueue.FlowStats) {
+	return s.slots.Stats(), s.cpu.Stats()
+}
+
+// flowOf is what an action is accounted to: its namespace and the caller who asked.
+func flowOf(a events.Action) fairqueue.Flow {
+	return fairqueue.Flow{Namespace: a.Namespace, Caller: a.Caller.User}
+}
 
 // Handle runs the action of one accepted event. shutdown ends in-flight actions (they are
 // recorded as failed); the request context may end without stopping the action. stored is
@@ -203,12 +214,13 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 		s.running.mu.Unlock()
 		close(r.done)
 	}()
-	if err := s.takeSlot(reqCtx); err != nil {
+	seat, err := s.takeSlot(reqCtx, flowOf(a))
+	if err != nil {
 		r.err = err
 		return "", err
 	}
-	defer func() { <-s.slots }()
-	r.outcome, r.err = s.handle(reqCtx, shutdown, a, stored)
+	defer seat.Release()
+	r.outcome, r.err = s.handle(reqCtx, shutdown, a, stored, seat)
 	return r.outcome, r.err
 }
 
@@ -219,22 +231,19 @@ func runKey(a events.Action) string {
 	return a.Namespace + "/" + a.SecretName + "/" + a.RequestID + "/" + string(a.BoundSecretUID)
 }
 
-// takeSlot takes a free slot at once, or waits up to SlotWait for one.
-func (s *Service) takeSlot(ctx context.Context) error {
-	select {
-	case s.slots <- struct{}{}:
-		return nil
-	default:
-	}
+// takeSlot waits in the action's flow for an action slot, up to SlotWait (none: a slot
+// free now, or none).
+func (s *Service) takeSlot(ctx context.Context, f fairqueue.Flow) (*fairqueue.Seat, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if s.SlotWait > 0 {
-		t := wallclock.Or(s.Clock).NewTimer(s.SlotWait)
-		defer t.Stop()
-		select {
-		case s.slots <- struct{}{}:
-			return nil
-		case <-t.C():
-		case <-ctx.Done():
-		}
+		defer s.afterFunc(s.SlotWait, cancel)()
+	} else {
+		cancel()
 	}
-	return fmt.Errorf("%w: %d actions running", ErrBusy, cap(s.slots))
+	seat, err := s.slots.Acquire(wctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %d actions running", ErrBusy, s.slots.Slots())
+	}
+	return seat, nil
 }

@@ -61,7 +61,7 @@ func TestJoinedRunThatFailedIsRetried(t *testing.T) {
 		t.Fatalf("no slot: %v", err)
 	}
 	close(hold)
-	testwait.For(t, func() bool { return e.svc.joined(runKey(busy)) == 0 && len(e.svc.slots) == 0 })
+	testwait.For(t, func() bool { return e.svc.joined(runKey(busy)) == 0 && e.svc.slots.InUse() == 0 })
 	if o, err := e.svc.Handle(ctx(t), context.Background(), web, nil); err != nil || o != OutcomeDeployed {
 		t.Errorf("retry with a free slot: %q, %v", o, err)
 	}

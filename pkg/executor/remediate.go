@@ -59,10 +59,15 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description}
 	defer c.moveTo(reqCtx, nil)
 	for outcome == OutcomeFailed {
-		switch afterFailure(c.cur, res, shutdown, c.total) {
-		case stepStop:
+		then := afterFailure(c.cur, res, shutdown, c.total)
+		if then == stepStop {
 			return outcome
-		case stepRemediate:
+		}
+		if err := c.requeue(shutdown, then); err != nil {
+			c.noRetry(reqCtx, err)
+			return outcome
+		}
+		if then == stepRemediate {
 			c.remediate(reqCtx, shutdown)
 			return outcome
 		}
@@ -76,6 +81,18 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 		outcome = s.record(reqCtx, next, res)
 	}
 	return outcome
+}
+
+// requeue gives the action slot back to the tenants' queue between attempts and waits for
+// one again in the request's flow, unless nothing more runs (no remediation).
+func (c *chain) requeue(shutdown context.Context, then step) error {
+	if c.cur.seat == nil || (then == stepRemediate && c.cur.Action.Options.Remediation == api.RemediationNone) {
+		return nil
+	}
+	if err := c.cur.seat.Requeue(shutdown); err != nil {
+		return fmt.Errorf("the executor shut down while the request queued for a slot: %w", err)
+	}
+	return nil
 }
 
 // remediable: the actions that take retries and remediation.
@@ -190,7 +207,7 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 	if err != nil || held == nil {
 		return nil, fmt.Errorf("hold the lease of revision %d: %w (held elsewhere: %v)", a.Revision, err, held == nil)
 	}
-	next := &action{Action: a, held: held,
+	next := &action{Action: a, held: held, seat: cur.seat,
 		log: s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)}
 	r.Namespace, r.Name, r.RequestID, r.Revision = a.Namespace, a.Name, a.RequestID, a.Revision
 	if _, err = res.Reserve(ctx, r); err == nil {

@@ -82,7 +82,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	if err != nil {
 		return nil, err
 	}
-	phase := &cpuPhase{sem: s.cpu, ctx: ctx}
+	phase := &cpuPhase{cpu: s.cpu, flow: flowOf(act.Action), action: act.seat, ctx: ctx}
 	if err := phase.enter(); err != nil {
 		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testwait"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
@@ -39,7 +40,7 @@ func (c stallingCharts) Get(ctx context.Context, ref chartref.Ref) (*chartsource
 // another tenant's install from running Helm.
 func TestStalledChartDownloadHoldsNoCPUSlot(t *testing.T) {
 	e := newEnv(t, 4)
-	e.svc.cpu = make(chan struct{}, 1)
+	e.svc.cpu = fairqueue.New(1, fairqueue.Options{})
 	slow := stallingCharts{charts: charts{packaged(t)}, url: "https://tenant.example/slow-1.0.0.tgz",
 		fetched: make(chan struct{}, 1), release: make(chan struct{})}
 	e.svc.Charts = slow
@@ -64,7 +65,7 @@ func TestStalledChartDownloadHoldsNoCPUSlot(t *testing.T) {
 	if o := <-first; o != OutcomeDeployed {
 		t.Errorf("the slow chart's install: %s", o)
 	}
-	if len(e.svc.cpu) != 0 {
-		t.Errorf("%d CPU slots left taken", len(e.svc.cpu))
+	if e.svc.cpu.InUse() != 0 {
+		t.Errorf("%d CPU slots left taken", e.svc.cpu.InUse())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/internal/testwait"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 )
@@ -41,7 +42,7 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 	// for a CPU slot.
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 64)
-		e.svc.cpu = make(chan struct{}, 2) // CPUSlots 2
+		e.svc.cpu = fairqueue.New(2, fairqueue.Options{}) // CPUSlots 2
 		var meter cpuMeter
 		var rendering, waiting atomic.Int32
 		rendered, ready := make(chan struct{}), make(chan struct{})
@@ -94,8 +95,8 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 		if m := meter.max.Load(); m > 2 {
 			t.Errorf("%d actions in their CPU phase at once, bound 2", m)
 		}
-		if len(e.svc.cpu) != 0 || !e.svc.Drained() {
-			t.Errorf("slots left taken: %d CPU, drained %v", len(e.svc.cpu), e.svc.Drained())
+		if e.svc.cpu.InUse() != 0 || !e.svc.Drained() {
+			t.Errorf("slots left taken: %d CPU, drained %v", e.svc.cpu.InUse(), e.svc.Drained())
 		}
 	})
 }
@@ -105,7 +106,7 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 // wait without running Helm, and nothing is given back that was not taken.
 func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	e := newEnv(t, 4)
-	e.svc.cpu = make(chan struct{}, 1)
+	e.svc.cpu = fairqueue.New(1, fairqueue.Options{})
 	e.svc.Clock = e.clock
 	hold := make(chan struct{})
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
@@ -139,8 +140,8 @@ func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	if e.helm.calls.Load() != 2 {
 		t.Errorf("Helm ran %d times", e.helm.calls.Load())
 	}
-	if len(e.svc.cpu) != 0 {
-		t.Errorf("%d CPU slots left taken", len(e.svc.cpu))
+	if e.svc.cpu.InUse() != 0 {
+		t.Errorf("%d CPU slots left taken", e.svc.cpu.InUse())
 	}
 }
 
