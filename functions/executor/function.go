@@ -91,6 +91,7 @@ func (f *Function) Start(ctx context.Context) error {
 	}, f.cfg.MaxParallel)
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone
+		f.metrics.Registry.MustRegister(newShares(f.svc))
 	}
 	f.events = function.EventHandler(function.Adapter{Status: statusOf}.Events(f.receive))
 	return nil
