@@ -52,7 +52,6 @@ func (e *env) restartNotifier() {
 // no later than the acceptance time submit signed in the stored event, which survives both.
 func TestRemadeReservationAcrossRestartsIsFailedAtTheDeadlineFromAcceptance(t *testing.T) {
 	e := newEnv(t)
-	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.Reserve("web", release.ActionInstall, 1)
 	e.clock.Add(time.Minute) // the first pass sees it after its creation, as always
@@ -76,7 +75,6 @@ func TestRemadeReservationAcrossRestartsIsFailedAtTheDeadlineFromAcceptance(t *t
 // submit's rate a read per accepted request was one more API call per 201).
 func TestAcceptedTimeIsReadOncePerKey(t *testing.T) {
 	e := newEnv(t)
-	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.Reserve("web", release.ActionInstall, 1)
 	gets := func() int {
@@ -110,7 +108,6 @@ func TestAcceptedTimeIsReadOncePerKey(t *testing.T) {
 // the write lands.
 func TestOverdueFailureLandsThoughTheRecordIsRewrittenOnEveryRead(t *testing.T) {
 	e := newEnv(t)
-	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.Reserve("web", release.ActionInstall, 1)
 	if _, err := e.sw.SweepOnce(ctx(t)); err != nil { // the acceptance time, read before the race

@@ -16,7 +16,6 @@ import (
 // a new Secret does not change.
 func TestRemadeReservationDoesNotOutliveTheDeadline(t *testing.T) {
 	e := newEnv(t)
-	e.sw.Config.Interval = 0
 	e.store.SealKey = signingKey
 	e.Reserve("web", release.ActionInstall, 1)
 	failedAt := failedUnderRewrites(t, e, func() { e.remake("web") }) // the Secret made again

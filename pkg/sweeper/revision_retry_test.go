@@ -18,7 +18,6 @@ import (
 // and sleeps for every namespace. A record unchanged since the read is not tried again.
 func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
 	e := newEnv(t)
-	e.sw.Config.Interval = 0
 	e.Reserve("web", release.ActionInstall, 1)
 	e.Set("web", 1, helmrelease.StatusDeployed, "done") // payload final, queued label off
 	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q}}}`, helmrelease.StatusPendingInstall.String()))
@@ -36,7 +35,6 @@ func TestFinalPayloadUnderPendingLabelsIsNotRetriedEveryPass(t *testing.T) {
 // path too is not tried again on a record unchanged since its last try.
 func TestFinalPayloadUnderAFutureMarkIsNotRetriedEveryPass(t *testing.T) {
 	e := deployedWeb(t)
-	e.sw.Config.Interval = 0
 	future := e.clock.Now().Add(time.Hour).Unix()
 	e.Patch("web", 1, fmt.Sprintf(`{"metadata":{"labels":{"status":%q,%q:%q,%q:"%d"}}}`,
 		release.StatusUninstalling, release.LabelAction, release.ActionUninstall, release.LabelModifiedAt, future))

@@ -114,7 +114,7 @@ type Sweeper struct {
 	// OnPass, when set, is told what each pass cost (metrics).
 	OnPass func(PassStats)
 
-	// pruned is when consumed records were last pruned (prune.go); once logs what a
+	// pruned is when consumed records were last pruned (redrive.go); once logs what a
 	// hostile record causes once; marks is when each sealed pending revision was first
 	// seen (markclock.go).
 	pruned time.Time
