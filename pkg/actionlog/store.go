@@ -1,6 +1,7 @@
 package actionlog
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -39,6 +41,9 @@ const (
 	namePrefix          = "actionlog-"
 	// DefaultKeep is how many logs a release keeps when none is configured.
 	DefaultKeep = 5
+	// DefaultNamespaceKeep is how many logs a namespace keeps, all its releases together,
+	// when the Store says none: new release names would grow them without bound.
+	DefaultNamespaceKeep = 100
 )
 
 // Record is one revision's log as stored.
@@ -65,6 +70,8 @@ type body struct {
 type Store struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// NamespaceKeep is how many logs one namespace keeps (DefaultNamespaceKeep when 0).
+	NamespaceKeep int
 }
 
 // ObjectName is the ConfigMap of a revision's log: a hash, as namespace and release
@@ -148,7 +155,29 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (
 	if err != nil {
 		return nil, fmt.Errorf("action log of %s/%s revision %d: %w", namespace, name, revision, err)
 	}
+	since, err := s.namespaceSince(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if started(cm).Before(since) {
+		return nil, fmt.Errorf("%w: no log of %s/%s revision %d", release.ErrNotFound, namespace, name, revision)
+	}
 	return decode(cm, namespace, name)
+}
+
+// namespaceSince is when the namespace named so now was created: a log started before it
+// belongs to an earlier namespace of that name (another owner's) and is never answered.
+// A namespace that is gone has no new owner: its logs stay readable until pruned.
+func (s *Store) namespaceSince(ctx context.Context, namespace string) (time.Time, error) {
+	ns, err := s.Client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("action logs of namespace %s: %w", namespace, err)
+	}
+	// creationTimestamp has whole seconds.
+	return ns.CreationTimestamp.Truncate(time.Second), nil
 }
 
 // Latest reads the most recently started log of a release.
@@ -157,7 +186,11 @@ func (s *Store) Latest(ctx context.Context, namespace, name string) (*Record, er
 	if err != nil {
 		return nil, err
 	}
-	if len(cms) == 0 {
+	since, err := s.namespaceSince(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if len(cms) == 0 || started(&cms[0]).Before(since) {
 		return nil, fmt.Errorf("%w: no log of %s/%s", release.ErrNotFound, namespace, name)
 	}
 	return decode(&cms[0], namespace, name)
@@ -198,6 +231,48 @@ func (s *Store) Prune(ctx context.Context, namespace, name string, keep int) err
 	var errs []error
 	for i := keep; i < len(cms); i++ {
 		errs = append(errs, s.delete(ctx, &cms[i]))
+	}
+	if len(cms) <= 1 {
+		// A release's first log: only a new release name grows the namespace's logs.
+		errs = append(errs, s.pruneNamespace(ctx, namespace))
+	}
+	return errors.Join(errs...)
+}
+
+// pruneNamespace deletes a namespace's logs beyond the NamespaceKeep most recently started.
+func (s *Store) pruneNamespace(ctx context.Context, namespace string) error {
+	keep := cmp.Or(s.NamespaceKeep, DefaultNamespaceKeep)
+	sel, err := labels.ValidatedSelectorFromSet(labels.Set{LabelNamespace: namespace})
+	if err != nil {
+		return nil
+	}
+	type kept struct {
+		name    string
+		uid     types.UID
+		started time.Time
+	}
+	var all []kept
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: maxListed}
+	for {
+		l, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("action logs of namespace %s: %w", namespace, err)
+		}
+		for i := range l.Items {
+			all = append(all, kept{l.Items[i].Name, l.Items[i].UID, started(&l.Items[i])})
+		}
+		if opts.Continue = l.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	if len(all) <= keep {
+		return nil
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].started.After(all[j].started) })
+	var errs []error
+	for _, k := range all[keep:] {
+		cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.name, UID: k.uid}}
+		errs = append(errs, s.delete(ctx, &cm))
 	}
 	return errors.Join(errs...)
 }
