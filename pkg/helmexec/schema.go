@@ -12,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"helm.sh/helm/v3/pkg/chart"
+
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
 
 // SchemaURL is the name Helm compiles a chart's schema under; its validation errors start
@@ -21,7 +23,7 @@ const SchemaURL = "file:///values.schema.json"
 // MaxPatternBytes bounds a regular expression a schema compiles ("pattern",
 // "patternProperties") or a value checked as "format": "regex": Go compiles one in time and
 // memory linear in its length but large (a 5 MB pattern took 10.9 s and 615 MiB).
-const MaxPatternBytes = 16 << 10
+const MaxPatternBytes = chartsource.MaxSchemaString
 
 // CompileSchema compiles a chart's values.schema.json as Helm's validation does, but fetches
 // nothing and bounds its patterns. A schema that could make a compiler fetch (ScanSchema)

@@ -49,41 +49,46 @@ func TestSlots(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := New(c.total, c.limit)
-				releases := make([]func(), len(c.holders))
-				for i, h := range c.holders {
-					r, ok := s.TryAcquire(h)
-					if !ok {
-						t.Fatalf("holder %d (%v) found no free slot", i, h)
-					}
-					releases[i] = r
-				}
-				granted := make(chan int, len(c.waiters))
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				for i, w := range c.waiters {
-					go func() {
-						if _, err := s.Acquire(ctx, w); err == nil {
-							granted <- i
-						}
-					}()
-					synctest.Wait() // queued, in this order
-				}
-				releases[c.release]()
-				synctest.Wait()
-				select {
-				case got := <-granted:
-					if got != c.want {
-						t.Errorf("waiter %d (%v) got the slot, want waiter %d (%v)", got, c.waiters[got], c.want, c.waiters[c.want])
-					}
-				default:
-					t.Errorf("no waiter got the freed slot, want waiter %d", c.want)
-				}
-				if len(granted) > 0 {
-					t.Errorf("%d more waiters got a slot, want one", len(granted))
+				if got := whoGetsTheFreedSlot(t, New(c.total, c.limit), c.holders, c.waiters, c.release); got != c.want {
+					t.Errorf("waiter %d got the slot, want waiter %d (%v)", got, c.want, c.waiters[c.want])
 				}
 			})
 		})
+	}
+}
+
+// whoGetsTheFreedSlot has holders take their slots, waiters queue in order, holder release
+// let go of its slot, and returns the one waiter that got it (-1: none).
+func whoGetsTheFreedSlot(t *testing.T, s *Slots, holders, waiters []Tenant, release int) int {
+	releases := make([]func(), len(holders))
+	for i, h := range holders {
+		r, ok := s.TryAcquire(h)
+		if !ok {
+			t.Fatalf("holder %d (%v) found no free slot", i, h)
+		}
+		releases[i] = r
+	}
+	granted := make(chan int, len(waiters))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, w := range waiters {
+		go func() {
+			if _, err := s.Acquire(ctx, w); err == nil {
+				granted <- i
+			}
+		}()
+		synctest.Wait() // queued, in this order
+	}
+	releases[release]()
+	synctest.Wait()
+	if len(granted) > 1 {
+		t.Errorf("%d waiters got a slot, want one", len(granted))
+	}
+	select {
+	case got := <-granted:
+		return got
+	default:
+		return -1
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -54,8 +53,8 @@ const (
 	KeyCABundle = "ca-bundle.crt"
 	KeyTLSCert  = "tls.crt"
 	KeyTLSKey   = "tls.key"
-	KeyUsername = "username"
-	KeyPassword = "password"
+	KeyUsername = chartsource.AuthSecretUsername
+	KeyPassword = chartsource.AuthSecretPassword
 )
 
 // Scope says where a repository comes from.
@@ -147,12 +146,6 @@ type Set struct {
 	creds map[string]credsEntry
 	// refreshes counts finished refreshes (tests wait on it).
 	refreshes int
-}
-
-type credsEntry struct {
-	value []byte
-	err   error
-	at    time.Time
 }
 
 // Start watches the repository objects and refreshes indexes until ctx ends. Resources the
@@ -431,115 +424,6 @@ func (s *Set) parseAll(ctx context.Context, objs []runtime.Object, scope Scope) 
 		return out[i].Name < out[j].Name
 	})
 	return out
-}
-
-// parse reads one repository object and its credentials. A repository whose configuration
-// is unusable keeps its name with Err set: the index lists it as invalid, an install from it
-// fails saying why.
-func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Scope) Repo {
-	r := Repo{Scope: scope, Repository: chartsource.Repository{Name: u.GetName()}}
-	if scope == ScopeProject {
-		r.Namespace = u.GetNamespace()
-	}
-	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	r.Disabled, _, _ = unstructured.NestedBool(spec, "disabled")
-	r.DisplayName, _, _ = unstructured.NestedString(spec, "name")
-	r.Description, _, _ = unstructured.NestedString(spec, "description")
-	r.URL, _, _ = unstructured.NestedString(spec, "connectionConfig", "url")
-	if r.URL == "" {
-		r.Err = errors.New("spec.connectionConfig.url is empty")
-		return r
-	}
-	credsNS := ConfigNamespace
-	if scope == ScopeProject {
-		credsNS = r.Namespace
-	}
-	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "ca", "name"); name != "" {
-		if r.CA, r.Err = s.configMapKey(ctx, credsNS, name, KeyCABundle); r.Err != nil {
-			return r
-		}
-	}
-	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "tlsClientConfig", "name"); name != "" {
-		if r.CertPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSCert); r.Err != nil {
-			return r
-		}
-		if r.KeyPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSKey); r.Err != nil {
-			return r
-		}
-	}
-	// basicAuthConfig is a field of project repositories only (openshift/api).
-	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "basicAuthConfig", "name"); name != "" && scope == ScopeProject {
-		if len(r.URL) < 8 || r.URL[:8] != "https://" {
-			r.Err = errors.New("basic authentication requires an https repository URL")
-			return r
-		}
-		var user, pass []byte
-		if user, r.Err = s.secretKey(ctx, credsNS, name, KeyUsername); r.Err != nil {
-			return r
-		}
-		if pass, r.Err = s.secretKey(ctx, credsNS, name, KeyPassword); r.Err != nil {
-			return r
-		}
-		r.Username, r.Password = string(user), string(pass)
-	}
-	return r
-}
-
-func (s *Set) configMapKey(ctx context.Context, ns, name, key string) ([]byte, error) {
-	return s.cached(ctx, "configmap", ns, name, key, func() ([]byte, bool, error) {
-		cm, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, false, err
-		}
-		v, ok := cm.Data[key]
-		return []byte(v), ok, nil
-	})
-}
-
-func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, error) {
-	return s.cached(ctx, "secret", ns, name, key, func() ([]byte, bool, error) {
-		sec, err := s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, false, err
-		}
-		v, ok := sec.Data[key]
-		return v, ok, nil
-	})
-}
-
-// cached reads one key of a ConfigMap or Secret, reusing what was read within
-// CredentialsTTL: index requests and installs do not each read the cluster.
-func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
-	ck := kind + "/" + ns + "/" + name + "/" + key
-	ttl := s.CredentialsTTL
-	if ttl <= 0 {
-		ttl = time.Minute
-	}
-	s.mu.RLock()
-	e, ok := s.creds[ck]
-	s.mu.RUnlock()
-	// A failed read is retried sooner: the Secret is often created just after the
-	// repository that names it.
-	if ok && e.err != nil && ttl > 5*time.Second {
-		ttl = 5 * time.Second
-	}
-	if ok && s.now().Sub(e.at) < ttl {
-		return e.value, e.err
-	}
-	v, found, err := read()
-	switch {
-	case err != nil:
-		err = fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
-	case !found:
-		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
-	}
-	s.mu.Lock()
-	if s.creds == nil {
-		s.creds = map[string]credsEntry{}
-	}
-	s.creds[ck] = credsEntry{value: v, err: err, at: s.now()}
-	s.mu.Unlock()
-	return v, err
 }
 
 // Index says whether a Set keeps the merged index of its repositories (submit serves it;

@@ -3,7 +3,11 @@ package repos
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sort"
 	"strings"
 
@@ -206,4 +210,177 @@ func (c CallerChecked) checkAdmin(ctx context.Context, namespace string, r chart
 	}
 	return fmt.Errorf("%w: chart repository %q of %s is not configured as it was resolved; nothing was sent",
 		chartsource.ErrCredentialsRefused, r.Name, namespace)
+}
+
+type credsEntry struct {
+	value []byte
+	err   error
+	at    time.Time
+}
+
+// parse reads one repository object and its credentials. A repository whose configuration
+// is unusable keeps its name with Err set: the index lists it as invalid, an install from it
+// fails saying why.
+func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Scope) Repo {
+	r := Repo{Scope: scope, Repository: chartsource.Repository{Name: u.GetName()}}
+	if scope == ScopeProject {
+		r.Namespace = u.GetNamespace()
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	r.Disabled, _, _ = unstructured.NestedBool(spec, "disabled")
+	r.DisplayName, _, _ = unstructured.NestedString(spec, "name")
+	r.Description, _, _ = unstructured.NestedString(spec, "description")
+	r.URL, _, _ = unstructured.NestedString(spec, "connectionConfig", "url")
+	if r.URL == "" {
+		r.Err = errors.New("spec.connectionConfig.url is empty")
+		return r
+	}
+	credsNS := ConfigNamespace
+	if scope == ScopeProject {
+		credsNS = r.Namespace
+	}
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "ca", "name"); name != "" {
+		if r.CA, r.Err = s.configMapKey(ctx, credsNS, name, KeyCABundle); r.Err != nil {
+			return r
+		}
+	}
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "tlsClientConfig", "name"); name != "" {
+		if r.CertPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSCert); r.Err != nil {
+			return r
+		}
+		if r.KeyPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSKey); r.Err != nil {
+			return r
+		}
+	}
+	// basicAuthConfig is a field of project repositories only (openshift/api).
+	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "basicAuthConfig", "name"); name != "" && scope == ScopeProject {
+		if len(r.URL) < 8 || r.URL[:8] != "https://" {
+			r.Err = errors.New("basic authentication requires an https repository URL")
+			return r
+		}
+		var user, pass []byte
+		if user, r.Err = s.secretKey(ctx, credsNS, name, KeyUsername); r.Err != nil {
+			return r
+		}
+		if pass, r.Err = s.secretKey(ctx, credsNS, name, KeyPassword); r.Err != nil {
+			return r
+		}
+		r.Username, r.Password = string(user), string(pass)
+	}
+	return r
+}
+
+func (s *Set) configMapKey(ctx context.Context, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, "configmap", ns, name, key, func() ([]byte, bool, error) {
+		cm, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		v, ok := cm.Data[key]
+		return []byte(v), ok, nil
+	})
+}
+
+func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, "secret", ns, name, key, func() ([]byte, bool, error) {
+		sec, err := s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		v, ok := sec.Data[key]
+		return v, ok, nil
+	})
+}
+
+// cached reads one key of a ConfigMap or Secret, reusing what was read within
+// CredentialsTTL: index requests and installs do not each read the cluster.
+func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
+	ck := kind + "/" + ns + "/" + name + "/" + key
+	ttl := s.CredentialsTTL
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	s.mu.RLock()
+	e, ok := s.creds[ck]
+	s.mu.RUnlock()
+	// A failed read is retried sooner: the Secret is often created just after the
+	// repository that names it.
+	if ok && e.err != nil && ttl > 5*time.Second {
+		ttl = 5 * time.Second
+	}
+	if ok && s.now().Sub(e.at) < ttl {
+		return e.value, e.err
+	}
+	v, found, err := read()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s %s/%s: %w", kind, ns, name, err)
+	case !found:
+		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
+	}
+	s.mu.Lock()
+	if s.creds == nil {
+		s.creds = map[string]credsEntry{}
+	}
+	s.creds[ck] = credsEntry{value: v, err: err, at: s.now()}
+	s.mu.Unlock()
+	return v, err
+}
+
+// ReviewedAuthSecrets read the basic auth Secret a chart by URL names (the console's
+// basic_auth_secret_name) for submit: the caller in the context must be allowed to get it
+// (MayGet, an access review) before submit reads it with its own rights, as submit does for
+// every Secret whose contents a fetch would send. A context without a caller is refused;
+// an empty caller (authentication off) reads as submit.
+type ReviewedAuthSecrets struct {
+	Client kubernetes.Interface
+	// MayGet answers whether the caller may get Secret name of namespace (nil: no reviews,
+	// authentication off).
+	MayGet func(ctx context.Context, c chartsource.Caller, namespace, name string) error
+}
+
+// ReadAuthSecret implements chartsource.AuthSecretReader.
+func (r ReviewedAuthSecrets) ReadAuthSecret(ctx context.Context, namespace, name string) (chartsource.Credentials, error) {
+	caller, ok := chartsource.CallerFrom(ctx)
+	if !ok {
+		return chartsource.Credentials{}, fmt.Errorf("%w: Secret %s/%s: no caller to read it for", chartsource.ErrCredentialsRefused, namespace, name)
+	}
+	if caller.User != "" && r.MayGet != nil {
+		if err := r.MayGet(ctx, caller, namespace, name); err != nil {
+			return chartsource.Credentials{}, fmt.Errorf("basic auth Secret %s/%s; nothing was fetched with it: %w", namespace, name, err)
+		}
+	}
+	return readAuthSecret(ctx, r.Client, namespace, name)
+}
+
+// ReadAuthSecret reads a chart's basic auth Secret impersonating the caller in the context
+// (the executor's fetch, long after submit's review): one who may not read it now gets
+// ErrCredentialsRefused and nothing is fetched with it.
+func (c CallerChecked) ReadAuthSecret(ctx context.Context, namespace, name string) (chartsource.Credentials, error) {
+	caller, ok := chartsource.CallerFrom(ctx)
+	if !ok {
+		return chartsource.Credentials{}, fmt.Errorf("%w: Secret %s/%s: no caller to read it as", chartsource.ErrCredentialsRefused, namespace, name)
+	}
+	client, err := c.AsCaller(caller)
+	if err != nil {
+		return chartsource.Credentials{}, fmt.Errorf("%w: Secret %s/%s: %w", chartsource.ErrCredentialsRefused, namespace, name, err)
+	}
+	creds, err := readAuthSecret(ctx, client, namespace, name)
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return creds, fmt.Errorf("%w: caller %q may not read basic auth Secret %s/%s; nothing was fetched with it: %w",
+			chartsource.ErrCredentialsRefused, caller.User, namespace, name, err)
+	}
+	return creds, err
+}
+
+// readAuthSecret reads the keys username and password of a Secret with client.
+func readAuthSecret(ctx context.Context, client kubernetes.Interface, namespace, name string) (chartsource.Credentials, error) {
+	sec, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return chartsource.Credentials{}, fmt.Errorf("%w: Secret %s/%s not found", chartsource.ErrAuthSecret, namespace, name)
+	case err != nil:
+		return chartsource.Credentials{}, fmt.Errorf("read basic auth Secret %s/%s: %w", namespace, name, err)
+	}
+	return chartsource.CredentialsFromSecret(namespace, name, sec.Data)
 }

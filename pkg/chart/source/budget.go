@@ -39,11 +39,6 @@ type Budget struct {
 	MaxSchemaNodes int64
 }
 
-// DefaultBudget is far above real charts (the largest common charts unpack to a few MiB;
-// GitLab 6.5.4's 42 loader files count 12,199 nodes) and far below submit's 512 Mi, which
-// also holds the parsed chart and requests in flight (100,000 nodes parse in at most ~45 MiB).
-var DefaultBudget = Budget{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 5, MaxNodes: 100_000, MaxSchemaNodes: 20_000}
-
 func (b Budget) withDefaults() Budget {
 	if b.MaxBytes <= 0 {
 		b.MaxBytes = DefaultBudget.MaxBytes
@@ -125,12 +120,6 @@ type charged struct {
 
 // memory is about what a loaded chart holds: its files and its parsed YAML.
 func (c charged) memory() int64 { return c.bytes + c.nodes*parsedNodeBytes }
-
-// parsedNodeBytes is what a parsed YAML node of a loaded chart holds in its values and
-// metadata (up to ~184 bytes per node counted, in the densest shape measured, "{a},"): the
-// cache counts it beside the files, or a chart of a few KiB of such values would hold
-// megabytes while counted as kilobytes.
-const parsedNodeBytes = 256
 
 type budgetScan struct {
 	b Budget
@@ -258,12 +247,6 @@ func readWhole(r io.Reader, size int64, what string) ([]byte, error) {
 	}
 	return data, nil
 }
-
-// MaxSchemaString bounds a string of a values.schema.json: a pattern is compiled as a
-// regular expression (by Helm in the executor too), in time and memory linear in its
-// length but large (a pattern of 5 MB, 5 KiB in an archive, took 10.9 s and 615 MiB).
-// Real schemas' strings are descriptions and patterns of a line or two.
-const MaxSchemaString = 16 << 10
 
 // longestString is the length of the longest JSON string in data, escapes included (an
 // upper bound on what it decodes to).

@@ -13,13 +13,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/registry"
 
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
@@ -128,10 +126,6 @@ type cached struct {
 	fetched time.Time
 	used    time.Time
 }
-
-// DefaultCacheBytes is the cache's bound when none is set: well under submit's memory
-// limit (512 MiB), which also holds requests in flight.
-const DefaultCacheBytes = 128 << 20
 
 type flight struct {
 	done chan struct{}
@@ -338,7 +332,7 @@ func (s *Source) maxBytes() int64 {
 	if s.MaxBytes > 0 {
 		return s.MaxBytes
 	}
-	return 20 << 20
+	return DefaultMaxBytes
 }
 
 func (s *Source) download(ctx context.Context, namespace, u string) ([]byte, error) {
@@ -429,100 +423,6 @@ func (s *Source) fetchEntryURL(ctx context.Context, ref Ref) ([]byte, error) {
 		return nil, err
 	}
 	return s.fetchWith(ctx, rc, ref.URL, s.maxBytes())
-}
-
-// fetchOCIWith pulls a chart with Helm's registry client (with creds' basic auth, for the
-// registry's host only, when set) under the same bounds as a
-// download: at most MaxBytes (counted on the wire, whatever the manifest claims), and
-// cancelled with ctx (Helm's Pull takes no context; the transport carries it).
-func (s *Source) fetchOCIWith(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
-	base := s.client()
-	next := base.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	// Manifests and the chart's config are small: 1 MiB on top of the chart itself.
-	bounded := &boundedTransport{ctx: ctx, next: next}
-	bounded.remaining.Store(s.maxBytes() + 1<<20)
-	hc := &http.Client{Transport: bounded, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect}
-	opts := []registry.ClientOption{registry.ClientOptHTTPClient(hc)}
-	host := strings.SplitN(strings.TrimPrefix(ref.URL, "oci://"), "/", 2)[0]
-	if creds != nil {
-		opts = append(opts, ociAuthorizer(hc, host, creds))
-	}
-	for _, h := range s.PlainHTTPRegistries {
-		if h == host {
-			opts = append(opts, registry.ClientOptPlainHTTP())
-		}
-	}
-	client, err := registry.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: registry client: %v", ErrUnreachable, err)
-	}
-	target := strings.TrimPrefix(ref.URL, "oci://")
-	if ref.Version != "" && !strings.Contains(target[strings.LastIndex(target, "/")+1:], ":") {
-		target += ":" + ref.Version
-	}
-	res, err := client.Pull(target, registry.PullOptWithChart(true))
-	switch {
-	case bounded.exceeded.Load() || (err == nil && int64(len(res.Chart.Data)) > s.maxBytes()):
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, ref, s.maxBytes())
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, ref, ctx.Err())
-	case errors.Is(err, ErrForbiddenHost):
-		return nil, fmt.Errorf("%w (%s)", ErrForbiddenHost, ref)
-	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
-	}
-	return res.Chart.Data, nil
-}
-
-func isOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
-
-// boundedTransport gives every request of one pull the pull's context (as well as its
-// own) and stops reading once the pull's responses exceed their byte budget.
-type boundedTransport struct {
-	ctx       context.Context
-	next      http.RoundTripper
-	remaining atomic.Int64
-	exceeded  atomic.Bool
-}
-
-func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := t.ctx.Err(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(req.Context())
-	stop := context.AfterFunc(t.ctx, cancel)
-	done := func() { stop(); cancel() }
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		done()
-		return nil, err
-	}
-	resp.Body = &boundedBody{ReadCloser: resp.Body, t: t, done: done}
-	return resp, nil
-}
-
-type boundedBody struct {
-	io.ReadCloser
-	t    *boundedTransport
-	done func()
-}
-
-func (b *boundedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if b.t.remaining.Add(-int64(n)) < 0 {
-		b.t.exceeded.Store(true)
-		return n, ErrTooLarge
-	}
-	return n, err
-}
-
-func (b *boundedBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.done()
-	return err
 }
 
 // ParseRepositories reads "name=url,name=url".

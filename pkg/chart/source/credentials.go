@@ -28,7 +28,7 @@ func LoadCredentials(ctx context.Context, client kubernetes.Interface, namespace
 		if err != nil {
 			return nil, fmt.Errorf("credentials of chart repository %q (secret %s/%s): %w", repo, namespace, name, err)
 		}
-		out[repo] = Credentials{Username: string(s.Data["username"]), Password: string(s.Data["password"]), CA: s.Data["ca.crt"]}
+		out[repo] = Credentials{Username: string(s.Data[AuthSecretUsername]), Password: string(s.Data[AuthSecretPassword]), CA: s.Data["ca.crt"]}
 	}
 	return out, nil
 }
@@ -151,4 +151,61 @@ func (c Settings) NewSource(ctx context.Context, client kubernetes.Interface, tt
 	return &Source{Repositories: repos, Credentials: creds, TTL: ttl, HTTP: policy.HTTPClient(timeout),
 		PlainHTTPRegistries: c.PlainHTTPRegistries, MaxCacheBytes: c.ChartCacheMiB << 20, Budget: budget,
 		MaxParallelLoads: c.ChartMaxParallelLoads}, nil
+}
+
+// ErrAuthSecret is a basic auth Secret (Ref.AuthSecret) that is missing or lacks its keys:
+// the request names something that cannot be used (400, as the console answers it).
+var ErrAuthSecret = fmt.Errorf("%w: basic auth secret", ErrInvalidRef)
+
+// Keys of a basic auth Secret, as the console reads them.
+const (
+	AuthSecretUsername = "username"
+	AuthSecretPassword = "password"
+)
+
+// AuthSecretReader reads the basic auth Secret a reference names (Ref.AuthSecret) for the
+// caller in ctx (CallerFrom) only: a caller who may not read it gets an error, and nothing
+// is fetched with it. Submit reviews the caller's access and reads with its own rights;
+// the executor reads impersonating the caller (package chartrepos).
+type AuthSecretReader interface {
+	ReadAuthSecret(ctx context.Context, namespace, name string) (Credentials, error)
+}
+
+// CredentialsFromSecret reads the keys username and password of a basic auth Secret.
+func CredentialsFromSecret(namespace, name string, data map[string][]byte) (Credentials, error) {
+	u, uok := data[AuthSecretUsername]
+	p, pok := data[AuthSecretPassword]
+	if !uok || !pok || len(u) == 0 {
+		return Credentials{}, fmt.Errorf("%w: Secret %s/%s needs the keys %q and %q", ErrAuthSecret, namespace, name,
+			AuthSecretUsername, AuthSecretPassword)
+	}
+	return Credentials{Username: string(u), Password: string(p)}, nil
+}
+
+func (s *Source) authSecrets() AuthSecretReader {
+	if s.AuthSecrets != nil {
+		return s.AuthSecrets
+	}
+	if r, ok := s.Repos.(AuthSecretReader); ok {
+		return r
+	}
+	return nil
+}
+
+// readAuthSecret reads the reference's basic auth, for the caller in ctx; every request
+// for such a chart reads it again (a cache hit too): the read is the access check.
+func (s *Source) readAuthSecret(ctx context.Context, ref Ref) (*Credentials, error) {
+	if ref.AuthSecret == "" {
+		return nil, nil
+	}
+	r := s.authSecrets()
+	if r == nil {
+		return nil, fmt.Errorf("%w: no reader of basic auth Secrets is configured; Secret %s/%s not used",
+			ErrCredentialsRefused, ref.Namespace, ref.AuthSecret)
+	}
+	c, err := r.ReadAuthSecret(ctx, ref.Namespace, ref.AuthSecret)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }

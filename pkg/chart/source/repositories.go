@@ -206,16 +206,6 @@ func (s *Source) tlsClientFor(r Repository) (*repoClient, error) {
 	return &repoClient{repo: &r, http: &http.Client{Transport: t, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}}, nil
 }
 
-// MaxIndexBytes bounds a repository's index.yaml (the console's bound).
-const MaxIndexBytes = 10 << 20
-
-// MaxIndexNodes bounds the YAML nodes of an index.yaml, with aliases written out
-// (yamlsize.Expanded): a real index counts about one node per 11 bytes (4.5 MiB of it
-// count 400,000); 3.5 MiB of "{name}," count a million and took ~700 MiB to parse
-// (ChartVersion and Metadata structs for each). It is also what the source parses at once,
-// across every index (parseIndex).
-const MaxIndexNodes = 400_000
-
 // FetchIndex downloads a repository's index.yaml with its credentials, through the address
 // policy, and makes every chart URL in it absolute. Its errors never show the credentials of
 // the repository's URL (they reach console-warning and logs).

@@ -6,12 +6,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/fairslots"
 )
 
-// MaxIndexFetches bounds the index fetches (download and parse) under way in the whole
-// service: one can hold a 10 MiB index.yaml and about 68 MiB once parsed, and submit's
-// memory is every namespace's. The console's index (pkg/chart/repos: its refresh, requests
-// and refetches) and the installs by index entry share it.
-const MaxIndexFetches = 4
-
 // FetchSlots bound index fetches, shared between tenants (package fairslots): a caller
 // with many namespaces and slow servers gets no more than its share while others wait. A
 // fetch may hold its slot for its whole timeout (30 s against a slow server), so no tenant

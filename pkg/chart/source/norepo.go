@@ -15,63 +15,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// ErrAuthSecret is a basic auth Secret (Ref.AuthSecret) that is missing or lacks its keys:
-// the request names something that cannot be used (400, as the console answers it).
-var ErrAuthSecret = fmt.Errorf("%w: basic auth secret", ErrInvalidRef)
-
-// Keys of a basic auth Secret, as the console reads them.
-const (
-	AuthSecretUsername = "username"
-	AuthSecretPassword = "password"
-)
-
-// AuthSecretReader reads the basic auth Secret a reference names (Ref.AuthSecret) for the
-// caller in ctx (CallerFrom) only: a caller who may not read it gets an error, and nothing
-// is fetched with it. Submit reviews the caller's access and reads with its own rights;
-// the executor reads impersonating the caller (package chartrepos).
-type AuthSecretReader interface {
-	ReadAuthSecret(ctx context.Context, namespace, name string) (Credentials, error)
-}
-
-// CredentialsFromSecret reads the keys username and password of a basic auth Secret.
-func CredentialsFromSecret(namespace, name string, data map[string][]byte) (Credentials, error) {
-	u, uok := data[AuthSecretUsername]
-	p, pok := data[AuthSecretPassword]
-	if !uok || !pok || len(u) == 0 {
-		return Credentials{}, fmt.Errorf("%w: Secret %s/%s needs the keys %q and %q", ErrAuthSecret, namespace, name,
-			AuthSecretUsername, AuthSecretPassword)
-	}
-	return Credentials{Username: string(u), Password: string(p)}, nil
-}
-
-func (s *Source) authSecrets() AuthSecretReader {
-	if s.AuthSecrets != nil {
-		return s.AuthSecrets
-	}
-	if r, ok := s.Repos.(AuthSecretReader); ok {
-		return r
-	}
-	return nil
-}
-
-// readAuthSecret reads the reference's basic auth, for the caller in ctx; every request
-// for such a chart reads it again (a cache hit too): the read is the access check.
-func (s *Source) readAuthSecret(ctx context.Context, ref Ref) (*Credentials, error) {
-	if ref.AuthSecret == "" {
-		return nil, nil
-	}
-	r := s.authSecrets()
-	if r == nil {
-		return nil, fmt.Errorf("%w: no reader of basic auth Secrets is configured; Secret %s/%s not used",
-			ErrCredentialsRefused, ref.Namespace, ref.AuthSecret)
-	}
-	c, err := r.ReadAuthSecret(ctx, ref.Namespace, ref.AuthSecret)
-	if err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
 // cacheKey keys a fetch: the namespace (its project repositories decide what a URL or an
 // index entry resolves with), and for a chart outside the repositories, whether it is one
 // and a digest of the credentials it was fetched with (a chart fetched with one Secret is
