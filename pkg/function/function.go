@@ -47,6 +47,9 @@ type server struct {
 	// CPUProfile, when set, is a file that gets a CPU profile (pprof) of the process's
 	// whole life, written at shutdown: `make bench` sets it under BENCH_PPROF_DIR.
 	CPUProfile string `envconfig:"CPU_PROFILE"`
+	// MetricsAuth: "on" serves /metrics only to a caller allowed "get" on it, "off" to
+	// anyone; empty is on in a pod and off for a local process (MetricsGuard).
+	MetricsAuth string `envconfig:"METRICS_AUTH"`
 }
 
 // Main parses cfg from the environment, builds the function and serves it until a
@@ -79,6 +82,11 @@ func run(name string, cfg any, build func(*Runtime) (Service, error), start time
 	defer func() { _ = log.Sync() }()
 	ctx := signals.NewContext()
 	metrics := newMetrics(name)
+	guard, err := metricsGuardFor(srvCfg.MetricsAuth)
+	if err != nil {
+		return err
+	}
+	metrics.guard = guard
 	svc, err := build(&Runtime{Log: log, Ctx: ctx, Metrics: metrics})
 	if err != nil {
 		return err

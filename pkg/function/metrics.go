@@ -21,6 +21,8 @@ type Metrics struct {
 	actions         *prometheus.CounterVec
 	actionDuration  *prometheus.HistogramVec
 	stepDuration    *prometheus.HistogramVec
+	// guard, when set, lets only an authorized scraper read /metrics.
+	guard *MetricsGuard
 }
 
 func newMetrics(name string) *Metrics {
@@ -70,7 +72,11 @@ func (m *Metrics) StepDone(step string, d time.Duration) {
 // instrument serves /metrics and counts every request of next by its route pattern.
 func (m *Metrics) instrument(next http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	var serve http.Handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	if m.guard != nil {
+		serve = m.guard.Wrap(serve)
+	}
+	mux.Handle("GET /metrics", serve)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
