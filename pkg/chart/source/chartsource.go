@@ -122,9 +122,10 @@ type Source struct {
 }
 
 type cached struct {
-	chart   *Chart
-	fetched time.Time
-	used    time.Time
+	chart *Chart
+	// namespace is the request's: the tenant the entry is charged to (evict).
+	namespace     string
+	fetched, used time.Time
 }
 
 type flight struct {
@@ -182,7 +183,7 @@ func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
 	s.mu.Lock()
 	delete(s.flights, key)
 	if f.err == nil && f.c.size <= s.maxCacheBytes() { // a chart bigger than the cache is not kept
-		s.byKey[key] = &cached{chart: s.dedupe(f.c), fetched: time.Now(), used: time.Now()}
+		s.byKey[key] = &cached{chart: s.dedupe(f.c), namespace: ref.Namespace, fetched: time.Now(), used: time.Now()}
 		f.c = s.byKey[key].chart
 		s.evict()
 	}
@@ -208,17 +209,36 @@ func (s *Source) maxCacheBytes() int64 {
 	return DefaultCacheBytes
 }
 
-// evict drops least recently used entries until the cache holds at most MaxCacheBytes.
+// evict drops entries until the cache holds at most MaxCacheBytes: the least recently used
+// of the namespace whose entries hold the most, so a namespace's many charts push out its
+// own before another's.
 func (s *Source) evict() {
 	for len(s.byKey) > 0 && s.cachedBytes() > s.maxCacheBytes() {
+		top := s.largestNamespace()
 		var oldest string
 		for k, e := range s.byKey {
-			if oldest == "" || e.used.Before(s.byKey[oldest].used) {
+			if e.namespace == top && (oldest == "" || e.used.Before(s.byKey[oldest].used)) {
 				oldest = k
 			}
 		}
 		delete(s.byKey, oldest)
 	}
+}
+
+// largestNamespace is the namespace whose entries hold the most (a chart shared between
+// namespaces counts for each), the first by name of equals.
+func (s *Source) largestNamespace() string {
+	held := map[string]int64{}
+	for _, e := range s.byKey {
+		held[e.namespace] += e.chart.size
+	}
+	top, most := "", int64(-1)
+	for ns, n := range held {
+		if n > most || (n == most && ns < top) {
+			top, most = ns, n
+		}
+	}
+	return top
 }
 
 // cachedBytes is the memory the cache holds, each digest once (keys may share a chart).
