@@ -65,7 +65,7 @@ func (p *cpuPhase) Waiting() {
 // without a slot: its fence refuses whatever Helm still tries, and it returns at once.
 func (p *cpuPhase) Working() {
 	if p.action != nil {
-		_ = p.action.Reclaim(p.ctx)
+		p.action.Reclaim()
 	}
 	_ = p.enter()
 }

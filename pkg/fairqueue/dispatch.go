@@ -53,23 +53,11 @@ func (q *Queue) shares() (ns, caller int) {
 	return max(1, q.slots/max(1, len(nss))), max(1, q.slots/max(1, len(callers)))
 }
 
-// enqueue adds work to f's queue: at the front (after other fronts) for a holder taking its
-// seat back, else at the back.
-func (q *Queue) enqueue(f Flow, reuse *Seat, front bool) *waiter {
+// enqueue adds work at the back of f's queue.
+func (q *Queue) enqueue(f Flow, reuse *Seat) *waiter {
 	q.seq++
 	w := &waiter{flow: f, since: wallclock.Or(q.opts.Clock).Now(), seq: q.seq, reuse: reuse, ready: make(chan struct{})}
-	ws := q.waiting[f]
-	i := len(ws)
-	if front {
-		i = 0
-		for i < len(ws) && ws[i].reuse != nil && ws[i].reuse.state == stateGiven {
-			i++
-		}
-	}
-	ws = append(ws, nil)
-	copy(ws[i+1:], ws[i:])
-	ws[i] = w
-	q.waiting[f] = ws
+	q.waiting[f] = append(q.waiting[f], w)
 	return w
 }
 
@@ -154,7 +142,7 @@ func (q *Queue) forget(f Flow) {
 	}
 }
 
-// grant gives w a seat (its own back, for a Reclaim or Requeue).
+// grant gives w a seat (its own back, for a Requeue).
 func (q *Queue) grant(w *waiter) {
 	q.remove(w)
 	seat := w.reuse

@@ -17,7 +17,7 @@ import (
 // tenant is bounded both ways: as a namespace and as a caller.
 type Flow struct{ Namespace, Caller string }
 
-// ErrReleased is a Reclaim or Requeue of a seat given up.
+// ErrReleased is a Requeue of a seat given up.
 var ErrReleased = errors.New("fairqueue: seat released")
 
 // Options configure a Queue.
@@ -80,7 +80,7 @@ type Seat struct {
 	state seatState
 }
 
-// waiter is work waiting for a seat; reuse is the seat a Reclaim or Requeue waits with.
+// waiter is work waiting for a seat; reuse is the seat a Requeue waits with.
 type waiter struct {
 	flow  Flow
 	since time.Time
@@ -94,7 +94,7 @@ type waiter struct {
 // ends is returned: the caller holds it.
 func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
 	q.mu.Lock()
-	w := q.enqueue(f, nil, false)
+	w := q.enqueue(f, nil)
 	q.dispatch()
 	q.mu.Unlock()
 	return q.wait(ctx, w)
@@ -133,30 +133,17 @@ func (s *Seat) Lend() {
 	q.dispatch()
 }
 
-// Reclaim ends a Lend: the seat if it is still lent, else a wait at the front of the
-// flow's queue for another.
-func (s *Seat) Reclaim(ctx context.Context) error {
+// Reclaim ends a Lend: the seat back if it is still lent. A holder whose seat was given
+// away finishes without one: it is alive already (counted among those without a seat), and
+// what it still does takes CPU slots; waiting for a seat here could outlast its deadline.
+func (s *Seat) Reclaim() {
 	q := s.q
 	q.mu.Lock()
-	switch s.state {
-	case stateHeld:
-		q.mu.Unlock()
-		return nil
-	case stateLent:
+	defer q.mu.Unlock()
+	if s.state == stateLent {
 		q.unlend(s)
 		s.state = stateHeld
-		q.mu.Unlock()
-		return nil
-	case stateGiven:
-	default:
-		q.mu.Unlock()
-		return ErrReleased
 	}
-	w := q.enqueue(s.flow, s, true)
-	q.dispatch()
-	q.mu.Unlock()
-	_, err := q.wait(ctx, w)
-	return err
 }
 
 // Requeue gives the seat back and waits at the back of the flow's queue for one again
@@ -176,7 +163,7 @@ func (s *Seat) Requeue(ctx context.Context) error {
 		return ErrReleased
 	}
 	s.state = stateQueued
-	w := q.enqueue(s.flow, s, false)
+	w := q.enqueue(s.flow, s)
 	q.dispatch()
 	q.mu.Unlock()
 	_, err := q.wait(ctx, w)
