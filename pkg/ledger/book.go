@@ -27,6 +27,7 @@ type Book struct {
 	total    int
 	active   int      // namespaces with entries counting
 	stale    []string // entry names to delete (consumed or expired), for the cleaner
+	held     holds    // admitted here, entry not added yet (hold.go)
 }
 
 type item struct {
@@ -179,20 +180,27 @@ func (b *Book) Expire() []string {
 	return stale
 }
 
-// Counts is what Decide needs for a request of caller (CallerKey) in namespace.
+// Counts is what Decide needs for a request of caller (CallerKey) in namespace, the
+// requests admitted here and not yet added included.
 func (b *Book) Counts(namespace, caller string) Counts {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	c := Counts{Total: b.total, Namespaces: b.active, Callers: len(b.callers)}
+	return b.counts(namespace, caller)
+}
+
+func (b *Book) counts(namespace, caller string) Counts {
+	c := Counts{Total: b.total + b.held.total, Namespaces: b.active, Callers: len(b.callers)}
 	if t, ok := b.ns[namespace]; ok && len(t.order.sorted) > 0 {
 		c.Namespace = len(t.order.sorted)
 	} else {
 		c.Namespaces++
 	}
+	c.Namespace += b.held.ns[namespace]
 	if caller != "" {
 		if c.Caller = b.callers[caller]; c.Caller == 0 {
 			c.Callers++
 		}
+		c.Caller += b.held.callers[caller]
 	}
 	return c
 }

@@ -41,6 +41,11 @@ func (l *Ledger) Add(ctx context.Context, e Entry) error {
 // Counts is Book.Counts.
 func (l *Ledger) Counts(namespace, caller string) Counts { return l.Book.Counts(namespace, caller) }
 
+// Admit is Book.Admit.
+func (l *Ledger) Admit(namespace, caller string, lim Limits) (func(), *Refusal) {
+	return l.Book.Admit(namespace, caller, lim)
+}
+
 // Pending is Book.Pending.
 func (l *Ledger) Pending(namespace, secretName string) (string, bool) {
 	return l.Book.Pending(namespace, secretName)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -160,5 +162,54 @@ func TestCancelBindsTheRequestTheLedgerNames(t *testing.T) {
 	r, err := e.svc.Bindings.Lookup(ctx(t), acc.RequestID)
 	if err != nil || r == nil || r.Outcome != consumed.OutcomeCancelled || r.SecretUID != acc.Secret.UID {
 		t.Errorf("the stripped request after the cancel: %+v, %v; want bound cancelled to its reservation", r, err)
+	}
+}
+
+// Concurrent installs of one tenant pass the per-namespace bound only as far as it goes:
+// admission and its count are one step, not a check before a chart fetch, a values check
+// and the reservation.
+func TestConcurrentSubmitsStayWithinTheNamespaceBound(t *testing.T) {
+	e, l := ledgerEnv(t, 1000, 2, "ns")
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn("ns", fmt.Sprint("r", i)), &auth.User{Name: "mallory"}); err == nil {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 2 || l.Counts("ns", "").Namespace != 2 {
+		t.Errorf("accepted %d of 40 concurrent installs, ledger counts %d; want 2 (MAX_QUEUED_PER_NAMESPACE)", ok.Load(), l.Counts("ns", "").Namespace)
+	}
+}
+
+// An uninstall is admitted like any other request: its ledger entry counts against
+// everyone, so uninstalls beyond the bound are refused, not accepted past it.
+func TestUninstallsAreAdmitted(t *testing.T) {
+	e, l := ledgerEnv(t, 2, 1, "ns", "b1") // MAX_QUEUED 2 (ceiling 4), 1 per namespace
+	mallory := &auth.User{Name: "mallory"}
+	for i := range 3 {
+		e.deploy(fmt.Sprint("r", i), 1, helmrelease.StatusDeployed)
+	}
+	var accepted int
+	for i := range 3 {
+		_, err := e.svc.Uninstall(ctx(t), "ns", fmt.Sprint("r", i), "", mallory)
+		var busy *BusyError
+		switch {
+		case err == nil:
+			accepted++
+		case !errors.As(err, &busy):
+			t.Fatalf("uninstall %d: %v", i, err)
+		}
+	}
+	if accepted != 1 || l.Counts("ns", "").Namespace != 1 {
+		t.Errorf("accepted %d uninstalls, ledger counts %d in the namespace; want 1 (its bound)", accepted, l.Counts("ns", "").Namespace)
+	}
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn("b1", "b0"), &auth.User{Name: "bob"}); err != nil {
+		t.Errorf("bob's first install in his own namespace: %v", err)
 	}
 }

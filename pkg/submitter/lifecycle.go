@@ -85,6 +85,12 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	if release.IsPending(latest.Status) {
 		return nil, &release.PendingError{Revision: latest.Version, Status: latest.Status}
 	}
+	// An uninstall's ledger entry counts like any other accepted request's.
+	admitted, err := s.admit(namespace, user)
+	if err != nil {
+		return nil, err
+	}
+	defer admitted()
 	id := s.newID()
 	act := events.Action{
 		Action: release.ActionUninstall, Namespace: namespace, Name: name, Revision: latest.Version,
@@ -126,9 +132,11 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 		}
 		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
 	}
-	if err := s.admit(req.Namespace, user); err != nil {
+	admitted, err := s.admit(req.Namespace, user)
+	if err != nil {
 		return nil, err
 	}
+	defer admitted()
 	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
 		return s.reserveRollback(ctx, req, caller, user, from)
 	})

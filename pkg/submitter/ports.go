@@ -75,8 +75,9 @@ type Bindings interface {
 
 // Ledger is admission's account of accepted, not yet consumed requests (ledger.Ledger).
 type Ledger interface {
-	// Counts is the ledger as it stands for a request of caller (ledger.CallerKey) in namespace.
-	Counts(namespace, caller string) ledger.Counts
+	// Admit decides a request of caller (ledger.CallerKey) in namespace and, admitted,
+	// holds its place until release is called (ledger.Book.Admit).
+	Admit(namespace, caller string, l ledger.Limits) (release func(), r *ledger.Refusal)
 	// Add records an accepted request before its 201.
 	Add(ctx context.Context, e ledger.Entry) error
 	// Pending is the request accepted last for a revision's Secret and not consumed yet.

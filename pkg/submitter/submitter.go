@@ -242,9 +242,11 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 		}
 		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
 	}
-	if err := s.admit(req.Namespace, user); err != nil {
+	admitted, err := s.admit(req.Namespace, user)
+	if err != nil {
 		return nil, err
 	}
+	defer admitted()
 	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
 		return s.reserveAndSend(ctx, action, req, user, caller, from)
 	})
@@ -353,19 +355,20 @@ func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest,
 }
 
 // admit applies the admission bound to the request of user in namespace, from the
-// ledger's counts (docs/design.md, "Tenants and shares").
-func (s *Service) admit(namespace string, user *auth.User) error {
+// ledger's counts (docs/design.md, "Tenants and shares"). Admitted, the request holds its
+// place until release is called: once its entry is added, or it failed.
+func (s *Service) admit(namespace string, user *auth.User) (release func(), err error) {
 	if s.Ledger == nil {
-		return nil
+		return func() {}, nil
 	}
-	c := s.Ledger.Counts(namespace, ledger.CallerKey(userName(user)))
-	r := ledger.Decide(c, ledger.Limits{Max: s.MaxQueued, PerNamespace: s.MaxQueuedPerNamespace})
+	release, r := s.Ledger.Admit(namespace, ledger.CallerKey(userName(user)),
+		ledger.Limits{Max: s.MaxQueued, PerNamespace: s.MaxQueuedPerNamespace})
 	if r == nil {
-		return nil
+		return release, nil
 	}
 	// About what an executor slot needs for a small chart; the client retries after it.
 	const retryAfter = 10 * time.Second
-	return &BusyError{Queued: r.Queued, Limit: r.Limit, Scope: r.Scope + " " + namespace, RetryAfter: retryAfter}
+	return nil, &BusyError{Queued: r.Queued, Limit: r.Limit, Scope: r.Scope + " " + namespace, RetryAfter: retryAfter}
 }
 
 func userName(u *auth.User) string {

@@ -75,7 +75,12 @@ func (a *authz) Check(_ context.Context, u *auth.User, needs ...auth.Need) error
 // counted is a ledger that always counts c and records nothing.
 type counted struct{ c ledger.Counts }
 
-func (l counted) Counts(string, string) ledger.Counts   { return l.c }
+func (l counted) Admit(_, _ string, lim ledger.Limits) (func(), *ledger.Refusal) {
+	if r := ledger.Decide(l.c, lim); r != nil {
+		return nil, r
+	}
+	return func() {}, nil
+}
 func (counted) Add(context.Context, ledger.Entry) error { return nil }
 func (counted) Pending(string, string) (string, bool)   { return "", false }
 
@@ -243,7 +248,7 @@ func TestAdmissionRefusal(t *testing.T) {
 			if tc.name != "namespace at its bound" {
 				e.svc.MaxQueuedPerNamespace = 0
 			}
-			err := e.svc.admit("ns", nil)
+			_, err := e.svc.admit("ns", nil)
 			var busy *BusyError
 			if got := errors.As(err, &busy); got != tc.busy {
 				t.Fatalf("admit: %v", err)
