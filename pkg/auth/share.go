@@ -18,6 +18,15 @@ func Share(user string) string {
 	return "user\x00" + user
 }
 
+// ShareName is Share as a name a person reads (a metric label, a log): the user, or
+// system:serviceaccounts:<namespace>, the group of every ServiceAccount of that namespace.
+func ShareName(user string) string {
+	if ns, ok := strings.CutPrefix(Share(user), "serviceaccounts\x00"); ok {
+		return "system:serviceaccounts:" + ns
+	}
+	return user
+}
+
 const (
 	// defaultPerCaller is each caller's share of a cache: its own answers past it push out
 	// only its own.

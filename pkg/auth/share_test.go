@@ -63,3 +63,17 @@ func (a *Authorizer) deniedCount(u *User) int {
 	defer a.mu.Unlock()
 	return a.caches().denied.count(Share(u.Name))
 }
+
+func TestShareName(t *testing.T) {
+	for _, tc := range []struct{ user, want string }{
+		{"alice", "alice"},
+		{"system:serviceaccount:team:deployer", "system:serviceaccounts:team"},
+		{"system:serviceaccount:team:builder", "system:serviceaccounts:team"},
+		{"system:serviceaccount:nocolon", "system:serviceaccount:nocolon"},
+		{"", ""},
+	} {
+		if got := ShareName(tc.user); got != tc.want {
+			t.Errorf("ShareName(%q) = %q, want %q", tc.user, got, tc.want)
+		}
+	}
+}

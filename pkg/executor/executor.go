@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -160,9 +161,10 @@ func (s *Service) Shares() (actions, cpu []fairqueue.FlowStats) {
 	return s.slots.Stats(), s.cpu.Stats()
 }
 
-// flowOf is what an action is accounted to: its namespace and the caller who asked.
+// flowOf is what an action is accounted to: its namespace and the caller who asked, the
+// ServiceAccounts of one namespace being one caller, as admission counts them (auth.Share).
 func flowOf(a events.Action) fairqueue.Flow {
-	return fairqueue.Flow{Namespace: a.Namespace, Caller: a.Caller.User}
+	return fairqueue.Flow{Namespace: a.Namespace, Caller: auth.ShareName(a.Caller.User)}
 }
 
 // Handle runs the action of one accepted event. shutdown ends in-flight actions (they are

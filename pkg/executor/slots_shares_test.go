@@ -89,3 +89,16 @@ func TestAnotherTenantStartsWhileOneHoldsEverySlot(t *testing.T) {
 		}
 	})
 }
+
+// The ServiceAccounts of one namespace are one caller in the executor's fair queue, as in
+// admission: many of them do not make a tenant many callers, each with a share.
+func TestFlowOfServiceAccountsIsTheirNamespace(t *testing.T) {
+	a := events.Action{Namespace: "team", Caller: events.Caller{User: "system:serviceaccount:team:sa1"}}
+	b := events.Action{Namespace: "team", Caller: events.Caller{User: "system:serviceaccount:team:sa2"}}
+	if fa, fb := flowOf(a), flowOf(b); fa != fb || fa.Caller != "system:serviceaccounts:team" {
+		t.Errorf("flows %+v and %+v, want one caller system:serviceaccounts:team", fa, fb)
+	}
+	if f := flowOf(events.Action{Namespace: "team", Caller: events.Caller{User: "alice"}}); f.Caller != "alice" {
+		t.Errorf("a user's flow %+v", f)
+	}
+}

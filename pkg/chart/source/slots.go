@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 
+	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/chart/fairslots"
 )
 
@@ -22,9 +23,10 @@ func NewFetchSlots(total int) *FetchSlots {
 	return fairslots.New(total, func(fairslots.Tenant) int { return total - 1 })
 }
 
-// TenantOf is whose share work for namespace takes (an index fetch, a render): the caller in ctx (CallerFrom;
-// none: the empty caller) and the namespace.
+// TenantOf is whose share work for namespace takes (an index fetch, a render): the caller in
+// ctx (CallerFrom; none: the empty caller), the ServiceAccounts of one namespace being one
+// caller (auth.Share), and the namespace.
 func TenantOf(ctx context.Context, namespace string) fairslots.Tenant {
 	c, _ := CallerFrom(ctx)
-	return fairslots.Tenant{Caller: c.User, Namespace: namespace}
+	return fairslots.Tenant{Caller: auth.ShareName(c.User), Namespace: namespace}
 }

@@ -69,3 +69,13 @@ func TestFetchSlotsRefreshKeepsOne(t *testing.T) {
 		t.Error("the slot kept free was refused to a tenant")
 	}
 }
+
+// The ServiceAccounts of one namespace take one caller's share of the chart pools.
+func TestTenantOfServiceAccountsIsTheirNamespace(t *testing.T) {
+	for _, sa := range []string{"system:serviceaccount:team:sa1", "system:serviceaccount:team:sa2"} {
+		ctx := WithCaller(context.Background(), Caller{User: sa})
+		if got := TenantOf(ctx, "team").Caller; got != "system:serviceaccounts:team" {
+			t.Errorf("TenantOf(%s) caller %q", sa, got)
+		}
+	}
+}
