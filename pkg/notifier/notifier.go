@@ -228,7 +228,7 @@ func (s *Service) processNext(ctx context.Context) bool {
 func (s *Service) syncGuarded(ctx context.Context, key string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.once.warn(s.Log, "panic/"+key, "recovered a panic while reporting", "key", key, "panic", r)
+			s.once.Warn(s.Log, "panic/"+key, "recovered a panic while reporting", "key", key, "panic", r)
 			err = fmt.Errorf("recovered panic: %v", r)
 		}
 	}()
@@ -320,7 +320,7 @@ func (s *Service) describe(ctx context.Context, rev release.Revision, status str
 	}
 	head, err := s.Store.Head(ctx, rev.Namespace, rev.SecretName, rev.ResourceVersion)
 	if errors.Is(err, release.ErrUndecodable) {
-		s.once.warn(s.Log, "undecodable/"+string(rev.UID),
+		s.once.Warn(s.Log, "undecodable/"+string(rev.UID),
 			"release record does not decode; reported from its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
 		return nil
 	}

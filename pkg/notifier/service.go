@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/logonce"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -98,7 +99,7 @@ type Service struct {
 	// (vanished.go) before anything is reported.
 	vanished map[string]bool
 	// once logs what a hostile record causes once, not once per retry.
-	once onceLog
+	once logonce.Set
 }
 
 // DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly

@@ -84,7 +84,7 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 		return err
 	}
 	if refusal != "" {
-		s.once.warn(s.Log, "tombstone/"+t.LeaseUID(), "tombstone not reported; deleted",
+		s.once.Warn(s.Log, "tombstone/"+t.LeaseUID(), "tombstone not reported; deleted",
 			"namespace", ns, "lease", name, "reason", refusal)
 		return s.Store.BuryTombstone(ctx, t)
 	}
@@ -144,7 +144,7 @@ func (s *Service) goneDone(ctx context.Context, t lease.Tombstone) (bool, error)
 	if done || err != nil {
 		return done, err
 	}
-	s.once.warn(s.Log, "tombstone/"+t.LeaseUID(), "tombstone not reported: its Secret is gone but the executor recorded no uninstall; deleted",
+	s.once.Warn(s.Log, "tombstone/"+t.LeaseUID(), "tombstone not reported: its Secret is gone but the executor recorded no uninstall; deleted",
 		"namespace", t.Namespace, "lease", t.Lease(), "requestId", t.RequestID)
 	return false, s.Store.BuryTombstone(ctx, t)
 }

@@ -23,7 +23,7 @@ func (s *Service) checkVanished(ctx context.Context, key string) error {
 	}
 	gone, err := s.namespaceGone(ctx, rev.Namespace)
 	if apierrors.IsForbidden(err) {
-		s.once.warn(s.Log, "ns-forbidden", "cannot read namespaces: pending work of a deleted namespace is not reported", "error", err)
+		s.once.Warn(s.Log, "ns-forbidden", "cannot read namespaces: pending work of a deleted namespace is not reported", "error", err)
 		err, gone = nil, false
 	}
 	if err != nil {

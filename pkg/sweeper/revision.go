@@ -54,7 +54,7 @@ func (s *Sweeper) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 		return err
 	})
 	if retriable(err) {
-		s.once.warn(s.Log, "rewritten/"+string(rev.UID), "release record rewritten on every read of the sweep; looked at again next pass",
+		s.once.Warn(s.Log, "rewritten/"+string(rev.UID), "release record rewritten on every read of the sweep; looked at again next pass",
 			"namespace", rev.Namespace, "secret", rev.SecretName, "tries", sweepRetry.Steps)
 		return nil
 	}
@@ -130,7 +130,7 @@ func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res 
 func (s *Sweeper) act(ctx context.Context, rev release.Revision, sr *release.StoredRequest, d due, res *SweepResult) error {
 	r := record{undecodable: sr.Undecodable != nil, hasEvent: len(sr.Event) > 0}
 	if r.undecodable {
-		s.once.warn(s.Log, "undecodable/"+string(sr.Revision.UID),
+		s.once.Warn(s.Log, "undecodable/"+string(sr.Revision.UID),
 			"release record does not decode; failed in its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", sr.Undecodable)
 	}
 	v := s.Config.decideRecord(rev, r, d, false)
@@ -142,7 +142,7 @@ func (s *Sweeper) act(ctx context.Context, rev release.Revision, sr *release.Sto
 		return err
 	}
 	if r.refusal = refusal; refusal != "" {
-		s.once.warn(s.Log, "refused/"+string(sr.Revision.UID),
+		s.once.Warn(s.Log, "refused/"+string(sr.Revision.UID),
 			"stored request not sent again", "namespace", rev.Namespace, "secret", rev.SecretName, "reason", refusal)
 	}
 	return s.apply(ctx, rev, s.Config.decideRecord(rev, r, d, true), &e, res)

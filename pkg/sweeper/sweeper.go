@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/logonce"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
@@ -118,7 +119,7 @@ type Sweeper struct {
 	// hostile record causes once; marks is when each sealed pending revision was first
 	// seen (markclock.go).
 	pruned time.Time
-	once   onceLog
+	once   logonce.Set
 	marks  markClock
 }
 
