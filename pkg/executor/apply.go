@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/async-helm/async-helm/pkg/release"
@@ -19,6 +20,7 @@ func (s *Service) apply(ctx context.Context, act *action, vd verdict) (Outcome, 
 	}
 	switch vd.do {
 	case deedGone:
+		s.bindGone(ctx, act)
 		return OutcomeGone, true, nil
 	case deedDuplicate:
 		return OutcomeDuplicate, true, nil
@@ -110,4 +112,25 @@ func (s *Service) markStarted(ctx context.Context, act *action) error {
 		return nil
 	}
 	return s.Consumed.MarkStarted(ctx, act.RequestID)
+}
+
+// bindGone binds a request whose reservation is gone (deleted, or made again with another
+// UID) to the Secret it was accepted for, with the outcome gone: that Secret never comes
+// back, so the request can never run, and its ledger entry stops counting now instead of
+// at its TTL.
+func (s *Service) bindGone(ctx context.Context, act *action) {
+	if s.Consumed == nil || act.BoundSecretUID == "" {
+		return
+	}
+	meta, err := s.Store.SecretMeta(ctx, act.Namespace, act.SecretName)
+	if err != nil || (meta != nil && meta.GetUID() == act.BoundSecretUID) {
+		return // not known, or the Secret it was accepted for is there: nothing to bind
+	}
+	first, err := s.Consumed.Consume(ctx, s.binding(act, act.BoundSecretUID))
+	if err == nil && first {
+		err = s.Consumed.MarkDone(ctx, act.RequestID, string(OutcomeGone))
+	}
+	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
+		act.log.Warnw("request of a gone reservation not bound; its ledger entry counts until it expires", "error", err)
+	}
 }

@@ -193,3 +193,29 @@ func TestUninstallCancelledBeforeTheRunLeavesNoTombstone(t *testing.T) {
 		t.Errorf("Leases left: %v, %v", l, err)
 	}
 }
+
+// A delivery whose reservation was deleted binds its request to the Secret it was accepted
+// for, with the outcome gone: the request can never run, and the ledger entry it holds
+// clears with the consumed record instead of counting until its TTL.
+func TestGoneReservationBindsItsRequest(t *testing.T) {
+	e := newEnv(t, 2)
+	a := e.reserve("web", "req-1")
+	sec, err := e.c.CoreV1().Secrets("ns").Get(ctx(t), a.SecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.BoundSecretUID = sec.UID
+	if err := e.c.CoreV1().Secrets("ns").Delete(ctx(t), a.SecretName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); got != OutcomeGone || err != nil {
+		t.Fatalf("Handle = %q, %v; want gone", got, err)
+	}
+	rec, err := e.consumed.Lookup(ctx(t), "req-1")
+	if err != nil || rec == nil || rec.SecretUID != sec.UID || rec.Outcome != string(OutcomeGone) {
+		t.Fatalf("consumed record %+v, %v; want bound to %s, outcome gone", rec, err, sec.UID)
+	}
+	if n := e.helm.calls.Load(); n != 0 {
+		t.Errorf("Helm ran %d times", n)
+	}
+}
