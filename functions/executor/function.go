@@ -71,10 +71,11 @@ func (f *Function) Start(ctx context.Context) error {
 		holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	f.svc = executor.New(executor.Service{
-		Store:              &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
-		Helm:               factory,
-		Charts:             charts,
-		Heartbeat:          executor.HeartbeatLeases(&lease.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration}),
+		Store:  &release.Store{Client: cl.Typed, Metadata: cl.Metadata},
+		Helm:   factory,
+		Charts: charts,
+		Heartbeat: executor.HeartbeatLeases(&lease.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration,
+			CancelKey: []byte(f.cfg.EventSigningKey)}), // honours only cancels submit signed
 		Consumed:           &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 		SealKey:            []byte(f.cfg.EventSigningKey), // submit seals with its signing key
 		RequireBinding:     f.cfg.EventSigningKey != "",

@@ -112,7 +112,7 @@ func (f *Function) Start(ctx context.Context) error {
 		SigningKey: []byte(f.cfg.EventSigningKey),
 		Ledger:     books, MaxQueued: f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
-		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour},
+		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour, CancelKey: []byte(f.cfg.EventSigningKey)},
 		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
 			return lease.Alive(ctx, cl.Typed, namespace, key, time.Now())
 		},

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -121,5 +122,38 @@ func TestCancelRequestByAnyUserName(t *testing.T) {
 	}
 	if got := lease(t, c).Annotations[AnnotationCancel]; got != by {
 		t.Fatalf("cancel annotation %q", got)
+	}
+}
+
+// With a CancelKey, a cancel is honoured only when submit signed it: anyone who may patch
+// Leases in the namespace can write the annotation and its text, not the signature.
+func TestOnlyASignedCancelIsHonoured(t *testing.T) {
+	a, _, c, clock := heartbeats(t)
+	key := storage.Key("web", 1)
+	a.CancelKey = []byte("0123456789abcdef0123456789abcdef")
+	held, err := a.Hold(ctx(t), "ns", key)
+	if err != nil || held == nil {
+		t.Fatal(held, err)
+	}
+	forged := annotationsPatch(map[string]string{AnnotationCancel: "the platform team (maintenance)",
+		AnnotationCancelSignature: "00"})
+	if _, err := c.CoordinationV1().Leases("ns").Patch(ctx(t), key, types.MergePatchType, forged, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Sync(ctx(t), AnnotationProgress, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if by := held.CancelledBy(); by != "" {
+		t.Fatalf("a Lease writer's unsigned cancel was honoured, by %q", by)
+	}
+	submit := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock, CancelKey: a.CancelKey}
+	if running, err := submit.RequestCancel(ctx(t), "ns", key, "alice"); err != nil || !running {
+		t.Fatalf("RequestCancel = %v, %v", running, err)
+	}
+	if _, err := held.Sync(ctx(t), AnnotationProgress, "y"); err != nil {
+		t.Fatal(err)
+	}
+	if by := held.CancelledBy(); by != "alice" {
+		t.Errorf("submit's signed cancel: CancelledBy %q, want alice", by)
 	}
 }

@@ -27,6 +27,9 @@ type Heartbeat struct {
 	// Clock dates the holds and renewals (nil: the wall clock). Keep's renewal ticks stay
 	// on the wall clock.
 	Clock clock.PassiveClock
+	// CancelKey signs the cancel requests RequestCancel writes and is the only authority a
+	// held Lease's cancel is honoured with (cancelsign.go; empty: unsigned, and any honoured).
+	CancelKey []byte
 }
 
 // ExpiresAt is when the lease lapses unless renewed (zero for a lease never renewed).
@@ -119,11 +122,12 @@ type Held struct {
 // Holder is the identity this action holds the lease under.
 func (l *Held) Holder() string { return l.holder }
 
-// CancelledBy is who asked to cancel the action ("" if nobody), as last seen on the Lease.
+// CancelledBy is who asked to cancel the action ("" if nobody, or if the request's
+// signature does not verify), as last seen on the Lease.
 func (l *Held) CancelledBy() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lease.Annotations[AnnotationCancel]
+	return l.h.cancelBy(l.namespace, l.lease.Name, l.lease.Annotations)
 }
 
 // Sync writes the annotation key=value if it changed, else re-reads the Lease, so that a
@@ -178,7 +182,8 @@ func (h *Heartbeat) RequestCancel(ctx context.Context, namespace, key, by string
 		if held != nil {
 			return false, nil
 		}
-		_, err = leases.Patch(ctx, key, types.MergePatchType, annotationPatch(AnnotationCancel, by), metav1.PatchOptions{})
+		patch := annotationsPatch(h.cancelAnnotations(namespace, key, by))
+		_, err = leases.Patch(ctx, key, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err == nil {
 			return true, nil
 		}

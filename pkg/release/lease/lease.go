@@ -29,6 +29,10 @@ const SelectorLeases = LabelManagedBy + "=" + ManagedByUs
 // annotationPatch is a JSON merge patch setting one annotation (of a Lease): marshalled,
 // so any value (a user name with any character) stays valid JSON.
 func annotationPatch(key, value string) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	return annotationsPatch(map[string]string{key: value})
+}
+
+func annotationsPatch(ann map[string]string) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
 	return b
 }
