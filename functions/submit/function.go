@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
@@ -66,32 +67,11 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Namespaces and release history are answered from informer caches: the path to 201
-	// makes one API call, the reservation's create.
-	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
-	nsLister := inf.Core().V1().Namespaces().Lister()
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey)})
+	c, err := f.openCaches(ctx, cl)
 	if err != nil {
 		return err
 	}
-	// Admission counts the ledger, in async-helm's namespace, per tenant.
-	books := &ledger.Ledger{Store: &ledger.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
-		Book: ledger.NewBook(f.cfg.QueueDeadline+f.cfg.LedgerGrace, nil)}
-	if err := books.ClearDeletedNamespaces(inf.Core().V1().Namespaces().Informer()); err != nil {
-		return err
-	}
-	inf.Start(ctx.Done())
-	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("cache of %v did not sync", typ)
-		}
-	}
-	if err := revisions.Run(ctx); err != nil {
-		return err
-	}
-	if err := books.Run(ctx); err != nil {
-		return err
-	}
+	nsLister, revisions, books := c.namespaces, c.revisions, c.ledger
 	if err := f.openAuth(cl); err != nil {
 		return err
 	}
@@ -125,17 +105,61 @@ func (f *Function) Start(ctx context.Context) error {
 		// bound to its reservation's UID where tenants cannot write.
 		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 	}
+	f.wireReads(helm, store, books.Book)
+	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
+	f.logs = f.newLogReader(cl.Typed)
+	return nil
+}
+
+// wireReads builds the read side beside the write side f.svc, and gives both the
+// authorizer and the metrics.
+func (f *Function) wireReads(helm *helmexec.Factory, store *release.Store, queue *ledger.Book) {
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store,
-		Queue: &reader.Queue{Index: books.Book}}
+		Queue: &reader.Queue{Index: queue}}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
 		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}
 	if f.metrics != nil {
 		submitter.ObserveSteps(f.svc, f.metrics.StepDone)
 	}
-	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
-	f.logs = f.newLogReader(cl.Typed)
-	return nil
+}
+
+// caches are the views submit answers from, fed by informers: the path to 201 makes one
+// API call, the reservation's create.
+type caches struct {
+	namespaces corelisters.NamespaceLister
+	revisions  *release.RevisionIndex
+	ledger     *ledger.Ledger
+}
+
+// openCaches starts the namespaces', the release history's and the ledger's informers and
+// waits until they are synced.
+func (f *Function) openCaches(ctx context.Context, cl *kube.Clients) (*caches, error) {
+	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
+	nsLister := inf.Core().V1().Namespaces().Lister()
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey)})
+	if err != nil {
+		return nil, err
+	}
+	// Admission counts the ledger, in async-helm's namespace, per tenant.
+	books := &ledger.Ledger{Store: &ledger.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
+		Book: ledger.NewBook(f.cfg.QueueDeadline+f.cfg.LedgerGrace, nil)}
+	if err := books.ClearDeletedNamespaces(inf.Core().V1().Namespaces().Informer()); err != nil {
+		return nil, err
+	}
+	inf.Start(ctx.Done())
+	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("cache of %v did not sync", typ)
+		}
+	}
+	if err := revisions.Run(ctx); err != nil {
+		return nil, err
+	}
+	if err := books.Run(ctx); err != nil {
+		return nil, err
+	}
+	return &caches{namespaces: nsLister, revisions: revisions, ledger: books}, nil
 }
 
 // openSender is the sender to K_SINK: behind the 201 while the sink answers when SEND_QUEUE

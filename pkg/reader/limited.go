@@ -75,35 +75,10 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 	out := make([]api.ReleaseInfo, 0, len(want))
 	byName := map[key]int{}
 	for _, m := range want {
-		h, cached := fresh[m.GetUID()]
-		if !cached {
-			body := bodies[m.GetUID()]
-			if body == nil {
-				continue // deleted since the index saw it
-			}
-			if err := release.DecodeInto(body.Data["release"], &h.info); err != nil {
-				if s.Log != nil {
-					s.Log.Warnw("release record not decoded; left out of the list", "namespace", body.Namespace, "secret", body.Name, "error", err)
-				}
-				continue
-			}
-			// The body's own resourceVersion: a body newer than the index is cached as such.
-			h.resourceVersion = body.ResourceVersion
-			fresh[m.GetUID()] = h
-		}
-		// The payload is the tenant's: bound to its Secret as Helm's reads bind it
-		// (release.GuardedSecrets), else one naming namespace victim stood for victim's
-		// release and showed victim's queue (hostile-tenant review). Its head stays cached,
-		// so it is not read again until it changes.
-		ns, bound := release.BoundToSecret(m, h.info.Namespace, h.info.Name, h.info.Version)
-		if !bound {
-			if !cached && s.Log != nil {
-				s.Log.Warnw("release record names another Secret than its own; left out of the list", "namespace", m.GetNamespace(),
-					"secret", m.GetName(), "names", h.info.Namespace+"/"+release.SecretName(h.info.Name, h.info.Version))
-			}
+		h, ok := s.headOf(m, fresh, bodies)
+		if !ok {
 			continue
 		}
-		h.info.Namespace = ns
 		// Records without Helm's labels: the latest revision of each, as Helm keeps.
 		k := key{h.info.Namespace, h.info.Name}
 		if i, seen := byName[k]; seen {
@@ -124,6 +99,40 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 		return out[i].Namespace < out[j].Namespace
 	})
 	return out, nil
+}
+
+// headOf is the list's head of record m: cached while its resourceVersion is unchanged,
+// else decoded from its body and kept in fresh. False leaves the record out.
+func (s *Service) headOf(m metav1.Object, fresh map[types.UID]head, bodies map[types.UID]*corev1.Secret) (head, bool) {
+	h, cached := fresh[m.GetUID()]
+	if !cached {
+		body := bodies[m.GetUID()]
+		if body == nil {
+			return head{}, false // deleted since the index saw it
+		}
+		if err := release.DecodeInto(body.Data["release"], &h.info); err != nil {
+			if s.Log != nil {
+				s.Log.Warnw("release record not decoded; left out of the list", "namespace", body.Namespace, "secret", body.Name, "error", err)
+			}
+			return head{}, false
+		}
+		// The body's own resourceVersion: a body newer than the index is cached as such.
+		h.resourceVersion = body.ResourceVersion
+		fresh[m.GetUID()] = h
+	}
+	// The payload is the tenant's: bound to its Secret as Helm's reads bind it
+	// (release.GuardedSecrets), else one naming namespace victim would stand for victim's
+	// release. Its head stays cached, so it is not read again until it changes.
+	ns, bound := release.BoundToSecret(m, h.info.Namespace, h.info.Name, h.info.Version)
+	if !bound {
+		if !cached && s.Log != nil {
+			s.Log.Warnw("release record names another Secret than its own; left out of the list", "namespace", m.GetNamespace(),
+				"secret", m.GetName(), "names", h.info.Namespace+"/"+release.SecretName(h.info.Name, h.info.Version))
+		}
+		return head{}, false
+	}
+	h.info.Namespace = ns
+	return h, true
 }
 
 // key names a release across namespaces.
