@@ -59,6 +59,10 @@ type options struct {
 	scaleReadable      int           // scale: namespaces the listing user may read
 	scaleRuns          int           // scale: admission requests per measurement
 	scaleListRuns      int           // scale: all-namespaces lists (and rounds of one-by-one lists)
+	repeats            int           // short rows measured this many times in the run (median and spread)
+	cpuRate            int           // cpu: open-loop rate of both sides
+	cpuFor             time.Duration // cpu: how long each side runs
+	gitlabRuns         int           // executor: GitLab installs per mode, each side
 }
 
 func defaults(quick bool) options {
@@ -67,16 +71,18 @@ func defaults(quick bool) options {
 			users: 20, perUser: 5, cacheRuns: 1, burst: 8, parallel: 4, consoleRuns: 1, listSizes: []int{100, 1000},
 			listRuns: 8, execRuns: 2, notifierReleases: 500, payloadKiB: 100, changeRate: 50, changes: 100, failedEvery: 5,
 			burstInstalls: 100, burstWaitInstalls: 40, burstClients: 50, probeRate: 20, finalTimeout: 10 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 24,
-			scaleNamespaces: 100, scalePending: 1000, scaleReadable: 10, scaleRuns: 50, scaleListRuns: 3}
+			scaleNamespaces: 100, scalePending: 1000, scaleReadable: 10, scaleRuns: 50, scaleListRuns: 3,
+			repeats: 3, cpuRate: 200, cpuFor: 3 * time.Second, gitlabRuns: 1}
 	}
 	return options{single: 300, concurrent: 2000, clients: 50, rates: []int{50, 200, 400}, openFor: 10 * time.Second,
 		users: 20, perUser: 25, cacheRuns: 3, burst: 40, parallel: 4, consoleRuns: 3, listSizes: []int{100, 1000, 10000},
 		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5,
 		burstInstalls: 1000, burstWaitInstalls: 150, burstClients: 50, probeRate: 20, finalTimeout: 15 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 50,
-		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5}
+		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5,
+		repeats: 3, cpuRate: 200, cpuFor: 10 * time.Second, gitlabRuns: 2}
 }
 
-const allSections = "submit,e2e,console,read,executor,notifier,burst,executors,scale"
+const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale"
 
 func main() {
 	serveHopFloorIfAsked()
@@ -124,6 +130,10 @@ func main() {
 	flag.IntVar(&o.scaleReadable, "scale-readable", o.scaleReadable, "scale: namespaces the listing user may read")
 	flag.IntVar(&o.scaleRuns, "scale-runs", o.scaleRuns, "scale: admission requests per measurement")
 	flag.IntVar(&o.scaleListRuns, "scale-list-runs", o.scaleListRuns, "scale: all-namespaces lists after the first, and rounds of one-by-one lists")
+	flag.IntVar(&o.repeats, "repeats", o.repeats, "short rows (open and closed loops, CPU, notifier, admission): repetitions in the run")
+	flag.IntVar(&o.cpuRate, "cpu-rate", o.cpuRate, "cpu: open-loop rate of raw creates and of submit")
+	flag.DurationVar(&o.cpuFor, "cpu-for", o.cpuFor, "cpu: duration of each side")
+	flag.IntVar(&o.gitlabRuns, "gitlab-runs", o.gitlabRuns, "executor: GitLab installs per mode (warm, cold), each side")
 	flag.Parse()
 	var err error
 	if o.rates, err = parseInts(*rates); err == nil {
@@ -151,7 +161,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer b.close()
 	sections := map[string]func(context.Context) error{
-		"submit": b.submitSection, "e2e": b.e2eSection, "console": b.consoleSection,
+		"submit": b.submitSection, "cpu": b.cpuSection, "e2e": b.e2eSection, "console": b.consoleSection,
 		"read": b.readSection, "executor": b.executorSection, "notifier": b.notifierSection,
 		"burst": b.burstSection, "executors": b.executorsSection, "scale": b.scaleSection,
 	}

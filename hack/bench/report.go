@@ -47,6 +47,8 @@ func (f figure) String() string {
 		return fmt.Sprintf("%.0f calls", f.v)
 	case f.unit == "MiB":
 		return fmt.Sprintf("%.0f MiB", f.v)
+	case f.unit == cpuMs:
+		return fmt.Sprintf("%.2f ms CPU", f.v)
 	case f.unit == "ms" && f.v >= 10000:
 		return fmt.Sprintf("%.1f s", f.v/1000)
 	case f.unit == "ms" && f.v >= 100:
