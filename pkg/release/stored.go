@@ -81,3 +81,22 @@ func (s *Store) KeptRequest(ctx context.Context, namespace, secretName string) (
 	}
 	return &KeptRequest{UID: sec.UID, Labels: sec.Labels, Event: sec.Data[DataEvent]}, nil
 }
+
+// SecretMeta reads the metadata of a release Secret from the API server, through the
+// metadata client when the Store has one (no payload); nil, nil when it is gone.
+func (s *Store) SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error) {
+	var m metav1.Object
+	var err error
+	if s.Metadata != nil {
+		m, err = s.Metadata.Resource(SecretsResource).Namespace(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	} else {
+		m, err = s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the metadata of %s/%s: %w", namespace, secretName, err)
+	}
+	return m, nil
+}

@@ -12,8 +12,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
-// The sweeper's queries (pkg/sweeper's Store and Index ports; the held slots are in
-// held.go). What it can, it reads from caches instead of the API server: at 10,000 pending
+// The sweeper's queries (pkg/sweeper's Store and Index ports). What it can, it reads from caches instead of the API server: at 10,000 pending
 // revisions a LIST per pass (or per namespace) and a Lease GET per revision were the
 // pass's whole cost (docs/design.md, "Notifier").
 

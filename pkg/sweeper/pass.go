@@ -72,8 +72,6 @@ func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
 			s.Log.Warnw("sweep of a revision failed", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
 		}
 	}
-	s.freeHeldSlots(ctx, &res)
-	s.forgetMarks(wallclock.Or(s.Clock).Now())
 	return res, ours, nil
 }
 

@@ -12,7 +12,6 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
-	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
@@ -101,24 +100,17 @@ func (s *Sweeper) sweepRead(ctx context.Context, rev release.Revision, listed bo
 }
 
 // dueOf gathers what decides whether rev needs its record read (a re-send or a failure
-// may be due), and sets rev's clock (markStart) and d. A mark dated in the future is
+// may be due) into d, from rev's clock (Revision.Created). A mark dated in the future is
 // failed here.
 func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res *SweepResult) (bool, error) {
 	now := wallclock.Or(s.Clock).Now()
 	if v, forged := futureMark(*rev, now); forged {
 		return false, s.apply(ctx, *rev, v, nil, res)
 	}
-	// Within the skew the label could still be moved ahead again and again, and a Secret
-	// made again has a new creationTimestamp: a sealed revision's clock is never later than
-	// the sweeper's first sight of it, nor than its signed acceptance (markclock.go).
-	start, err := s.markStart(ctx, *rev, now)
-	if err != nil {
-		return false, err
-	}
-	rev.Created = start
-	if *d = s.Config.clocked(*rev, now, start); s.Config.waiting(*rev, *d) {
+	if *d = s.Config.clocked(*rev, now, rev.Created); s.Config.waiting(*rev, *d) {
 		return false, nil
 	}
+	var err error
 	if d.since, d.alive, err = s.lastSignOfLife(ctx, *rev); err != nil {
 		return false, err
 	}
@@ -201,48 +193,4 @@ func (s *Sweeper) lastSignOfLife(ctx context.Context, rev release.Revision) (tim
 		return time.Time{}, true, nil
 	}
 	return s.Store.LastSignOfLife(ctx, rev)
-}
-
-// markStart is rev's clock for the sweeper (markClock.start): with a key, only revisions
-// sealed for their request are remembered. Once a sealed key has been pending
-// acceptedReadAfter by the other clocks, it reads the Secret once for the time submit
-// accepted the request (events.AcceptedAt, under
-// submit's signature): a tenant can neither move it nor have it forgotten, so deleting and
-// making the Secret again while the notifier restarts, or while its key falls out of the
-// bounded history, no longer restarts the clock. Without a verifiable stored event the
-// clock is as before.
-func (s *Sweeper) markStart(ctx context.Context, rev release.Revision, now time.Time) (time.Time, error) {
-	if len(s.SigningKey) == 0 {
-		return s.marks.start(rev, true, now), nil
-	}
-	if !release.SealedRevision(s.SigningKey, rev) {
-		return s.marks.start(rev, false, now), nil
-	}
-	clock := s.marks.start(rev, true, now)
-	if now.Sub(clock) >= acceptedReadAfter && s.marks.unread(rev) {
-		kept, err := s.Store.KeptRequest(ctx, rev.Namespace, rev.SecretName)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("read the acceptance time of %s/%s: %w", rev.Namespace, rev.SecretName, err)
-		}
-		var at time.Time
-		if kept != nil { // gone: nothing to read, the first sight decides
-			at, _ = events.AcceptedAt(kept.Event, s.SigningKey, rev.Namespace, rev.SecretName, rev.RequestID)
-		}
-		s.marks.accept(rev, at, now)
-		clock = s.marks.start(rev, true, now)
-	}
-	return clock, nil
-}
-
-// acceptedReadAfter is how long a sealed revision is pending by the other clocks before its
-// stored event is read: most reservations leave the queue sooner and never cost the GET
-// (at submit's rate, one per accepted request in the sweeper's client and the API server).
-// A tenant gains at most this much once per restart or forgotten key: the first sight
-// starts again then, and the read follows this long after.
-const acceptedReadAfter = time.Minute
-
-// forgetMarks ends the pass of the mark clock: it drops the revisions not seen pending for
-// markMemory (at least twice QUEUE_DEADLINE), and history past maxMarkHistory (forget).
-func (s *Sweeper) forgetMarks(now time.Time) {
-	s.marks.forget(now.Add(-max(markMemory, 2*s.Config.QueueDeadline)))
 }

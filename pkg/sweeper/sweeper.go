@@ -21,31 +21,23 @@ import (
 )
 
 // Store is the sweeper's door to release Secrets and their Leases (release.Store): the
-// queries it makes are grouped for it in pkg/release (sweep.go, held.go), which stays the
+// queries it makes are grouped for it in pkg/release (sweep.go), which stays the
 // one package that reads and patches a release Secret.
 type Store interface {
 	PendingRevisions(ctx context.Context, namespace string) ([]release.Revision, error)
 	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
-	// KeptRequest reads a Secret's stored event whatever its labels say (nil: gone); the
-	// mark clock takes the signed acceptance time from it.
-	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
 	ClaimRedrive(ctx context.Context, rev release.Revision, now time.Time) (bool, error)
 	MarkDeadLettered(ctx context.Context, namespace, secretName, requestID string, at time.Time) (bool, error)
 	// MarkFailedAt fails a pending revision only at the resourceVersion it was read at.
 	MarkFailedAt(ctx context.Context, rev release.Revision, reason string) (bool, error)
-	// HeldSlots lists queued records with a final status label (release.HeldSlot), and
-	// UnqueueHeld drops the queued label of one.
-	HeldSlots(ctx context.Context, namespace string) ([]release.HeldSlot, error)
-	UnqueueHeld(ctx context.Context, h release.HeldSlot) (bool, error)
 	// LastSignOfLife reads a revision's heartbeat Lease.
 	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
 }
 
-// Index answers the pending revisions and held slots from a cache of release Secret
-// metadata without an API call (*release.RevisionIndex, synced).
+// Index answers the pending revisions from a cache of release Secret metadata without an
+// API call (*release.RevisionIndex, synced).
 type Index interface {
 	PendingRevisions() []release.Revision
-	HeldSlots() []release.HeldSlot
 }
 
 // Reporter is what the sweeper asks of the notifier that reports status changes
@@ -89,7 +81,7 @@ type Config struct {
 // Sweeper is the leader's loop.
 type Sweeper struct {
 	Store Store
-	// Index, when set, lists pending revisions and held slots from its cache; nil: one
+	// Index, when set, lists pending revisions from its cache; nil: one
 	// LIST per watched namespace through Store.
 	Index Index
 	// Reporter, when set, is the notifier whose tombstones a pass queues and whose Lease
@@ -116,11 +108,9 @@ type Sweeper struct {
 	OnPass func(PassStats)
 
 	// pruned is when consumed records were last pruned (redrive.go); once logs what a
-	// hostile record causes once; marks is when each sealed pending revision was first
-	// seen (markclock.go).
+	// hostile record causes once.
 	pruned time.Time
 	once   logonce.Set
-	marks  markClock
 }
 
 func (s *Sweeper) namespaces() []string {
@@ -141,8 +131,6 @@ func (s *Sweeper) cachedLease(namespace, name string) *coordinationv1.Lease {
 // SweepResult counts what one pass did.
 type SweepResult struct {
 	Redriven, Failed int
-	// Unqueued counts the queued labels dropped from final records (freeHeldSlots).
-	Unqueued int
 }
 
 // PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
