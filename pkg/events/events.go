@@ -100,6 +100,11 @@ type Action struct {
 	// RollbackTo is the revision a rollback returns to (Helm's rollback version).
 	RollbackTo int `json:"rollbackTo,omitempty"`
 
+	// RollbackPin is the record a rollback of this request may restore (a rollback's
+	// RollbackTo; an atomic upgrade's or a rollback remediation's base), pinned by submit
+	// under this payload's signature. Absent in older events.
+	RollbackPin *release.Pin `json:"rollbackPin,omitempty"`
+
 	// Attempt is not part of the payload: the executor sets it ("2 of 4") on the action of
 	// each attempt of a request with retries, for its progress.
 	Attempt string `json:"-"`

@@ -285,11 +285,12 @@ func (c *chain) remediate(reqCtx, shutdown context.Context) {
 }
 
 // rollback reserves a pending-rollback revision after the failed attempt and runs Helm's
-// rollback to the last deployed revision (the one the upgrade started from).
+// rollback to the record submit pinned when it accepted the request (the revision the
+// upgrade started from), refused when that record was rewritten since.
 func (c *chain) rollback(reqCtx, shutdown context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
 	defer cancel()
-	target, err := c.deployed(ctx)
+	target, err := c.pinnedTarget(ctx)
 	if err != nil {
 		c.note(ctx, fmt.Sprintf("attempt %d of %d; no rollback: %v", c.cur.attempt, c.total, err))
 		return err
@@ -310,18 +311,36 @@ func (c *chain) rollback(reqCtx, shutdown context.Context) error {
 	return nil
 }
 
-// deployed is the release's latest deployed revision.
-func (c *chain) deployed(ctx context.Context) (*helmrelease.Release, error) {
-	revs, err := c.s.Store.LiveHistory(ctx, c.cur.Namespace, c.cur.Name)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range revs {
-		if r.Status == helmrelease.StatusDeployed.String() {
-			return c.s.Store.Get(ctx, c.cur.Namespace, c.cur.Name, r.Version)
+// pinnedTarget gathers the record the request pinned and decides whether it may be
+// restored (checkTarget).
+func (c *chain) pinnedTarget(ctx context.Context) (*helmrelease.Release, error) {
+	pin := c.cur.Action.RollbackPin
+	var target *helmrelease.Release
+	if pin != nil && pin.Revision > 0 {
+		var err error
+		if target, err = c.s.Store.Get(ctx, c.cur.Namespace, c.cur.Name, pin.Revision); err != nil {
+			return nil, fmt.Errorf("read revision %d, the rollback target: %w", pin.Revision, err)
 		}
 	}
-	return nil, errors.New("no deployed revision to roll back to")
+	if err := checkTarget(pin, target); err != nil {
+		return nil, err
+	}
+	return target, nil
+}
+
+// checkTarget decides whether target may be restored by a remediation: only the record
+// pinned at acceptance, unchanged (a Secret of the tenant's namespace, which a namespace
+// editor may rewrite into anything the caller may create).
+func checkTarget(pin *release.Pin, target *helmrelease.Release) error {
+	switch {
+	case pin == nil:
+		return errors.New("no rollback target was pinned when the request was accepted")
+	case pin.Revision == 0 || target == nil:
+		return errors.New("no revision was deployed when the request was accepted")
+	case target.Chart == nil || target.Chart.Metadata == nil:
+		return fmt.Errorf("revision %d records no chart", target.Version)
+	}
+	return pin.Check(target)
 }
 
 // uninstall runs Helm's uninstall of the release after its last failed attempt, under that

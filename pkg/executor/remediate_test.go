@@ -184,14 +184,7 @@ func TestClaimedRetryIsNotRunAgain(t *testing.T) {
 // again, as a new revision; history keeps the failed attempt.
 func TestUpgradeRemediatedByRollback(t *testing.T) {
 	e, vh := remEnv(t, 1)
-	e.deployRev("web", 1, helmrelease.StatusDeployed)
-	if _, err := e.store.Reserve(ctx(t), release.Reservation{Namespace: "ns", Name: "web", Action: release.ActionUpgrade,
-		Chart: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, RequestID: "req-u"}); err != nil {
-		t.Fatal(err)
-	}
-	a := events.Action{Action: release.ActionUpgrade, Namespace: "ns", Name: "web", Revision: 2, ReuseChart: true,
-		SecretName: release.SecretName("web", 2), RequestID: "req-u",
-		Options: events.Options{Timeout: time.Minute, Remediation: "rollback"}}
+	a := e.remediatedUpgrade()
 	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeFailed {
 		t.Fatalf("Handle = %s, %v", got, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
@@ -40,6 +41,9 @@ type Request struct {
 	ChartDigest string
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int
+	// RollbackPin, on a rollback or an atomic upgrade, is the only record its rollback may
+	// restore (withRollbackPin).
+	RollbackPin *release.Pin
 	// RenderTimeout bounds how long Helm may take to render the templates (0: no bound).
 	RenderTimeout time.Duration
 	// Replace (installs): install over a release whose latest revision failed, as

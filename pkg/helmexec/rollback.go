@@ -19,7 +19,7 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	// into the new one; every write of the reserved revision carries this request's.
 	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
 		return &relabel{Driver: d, key: release.SecretName(req.Name, req.Revision), labels: req.Labels}
-	}))
+	}), withRollbackPin(req))
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err

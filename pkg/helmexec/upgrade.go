@@ -12,6 +12,9 @@ import (
 
 // Upgrade runs `helm upgrade` for a reservation and returns the final release.
 func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	if req.Atomic {
+		opts = append(opts, withRollbackPin(req))
+	}
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err

@@ -169,11 +169,15 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err != nil {
 		return nil, err
 	}
+	pin, err := release.PinOf(target) // the executor restores only this record
+	if err != nil {
+		return nil, err
+	}
 	timeout, _ := (&api.ReleaseRequest{Timeout: req.Timeout}).ParsedTimeout() // validated above
 	id := s.newID()
 	act := events.Action{
 		Action: release.ActionRollback, Namespace: req.Namespace, Name: req.Name, Revision: rev,
-		SecretName: release.SecretName(req.Name, rev), RollbackTo: to,
+		SecretName: release.SecretName(req.Name, rev), RollbackTo: to, RollbackPin: pin,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs, Description: req.Description},
 		Caller:  caller, RequestID: id,
 	}

@@ -275,6 +275,10 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err := s.Schemas.validateValues(ch, digest, req.Values); err != nil {
 		return nil, err
 	}
+	pin, err := rollbackPin(req, base)
+	if err != nil {
+		return nil, err
+	}
 	id := s.newID()
 	timeout, _ := req.ParsedTimeout() // validated above
 	// The signed event is built first and stored in the reservation: the reservation is the
@@ -285,7 +289,7 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
 			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation},
-		Caller: caller, RequestID: id,
+		Caller: caller, RequestID: id, RollbackPin: pin,
 	}
 	ev, stored, err := s.signed(act)
 	if err != nil {
@@ -307,6 +311,21 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	sec.Data = nil // the release payload is Helm's business, not the client's
 	sec.APIVersion, sec.Kind = "v1", "Secret"
 	return &Accepted{Secret: sec, Revision: rev, RequestID: id}, nil
+}
+
+// rollbackPin pins the record an upgrade that may roll back (atomic, remediation
+// rollback) may restore: its base when deployed or superseded (what Helm's atomic rollback
+// and the remediation pick), else nothing (Revision 0: no rollback may run). Nil for
+// requests that never roll back.
+func rollbackPin(req api.ReleaseRequest, base *helmrelease.Release) (*release.Pin, error) {
+	if !req.Atomic && req.Remediation != api.RemediationRollback {
+		return nil, nil
+	}
+	if base == nil || base.Info == nil ||
+		(base.Info.Status != helmrelease.StatusDeployed && base.Info.Status != helmrelease.StatusSuperseded) {
+		return &release.Pin{}, nil
+	}
+	return release.PinOf(base)
 }
 
 // chart returns the requested chart (shared, read-only), or for an upgrade that names

@@ -1,0 +1,44 @@
+package helmexec
+
+import (
+	"fmt"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+// withRollbackPin makes the one read of a rollback's target (Helm's Get of that revision,
+// in `helm rollback` and in an atomic upgrade's rollback) answer only the record submit
+// pinned when it accepted the request: release records are the tenant's to rewrite, and the
+// executor would apply a rewritten one as the caller. Every engine's rollback and atomic
+// upgrade wraps its storage with it. A nil pin (an event of an older submit) checks nothing.
+func withRollbackPin(req Request) Option {
+	return WithStorageWrapper(func(d storage.Driver) storage.Driver {
+		if req.RollbackPin == nil {
+			return d
+		}
+		return &pinnedTarget{Driver: d, name: req.Name, reserved: req.Revision, pin: req.RollbackPin}
+	})
+}
+
+// pinnedTarget checks every Get of a revision of the release other than the reserved one.
+type pinnedTarget struct {
+	storage.Driver
+	name     string
+	reserved int
+	pin      *release.Pin
+}
+
+// Get answers the reserved revision as is, any other only if it is the pinned record.
+func (p *pinnedTarget) Get(key string) (*helmrelease.Release, error) {
+	rel, err := p.Driver.Get(key)
+	if err != nil || key == storage.Key(p.name, p.reserved) {
+		return rel, err
+	}
+	if err := p.pin.Check(rel); err != nil {
+		return nil, fmt.Errorf("roll back %s to revision %d: %w", p.name, rel.Version, err)
+	}
+	return rel, nil
+}

@@ -1,0 +1,96 @@
+package helmexec
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+const escalation = "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: mallory\n  namespace: prod\n"
+
+// deployedTwice installs web v1 and upgrades it to v2, and pins v1 as submit does.
+func deployedTwice(t *testing.T, f *Factory, mem *storage.Memory, opts []Option) *release.Pin {
+	t.Helper()
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	pin, err := release.PinOf(get(t, mem, "web", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
+	if _, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Chart: tiny("2.0.0")}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return pin
+}
+
+// rewrite is a namespace editor replacing revision v's manifest in place.
+func rewrite(t *testing.T, mem *storage.Memory, v int) {
+	t.Helper()
+	rel := get(t, mem, "web", v)
+	rel.Manifest = escalation
+	if err := mem.Update(release.SecretName("web", v), rel); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A rollback restores only the record pinned at acceptance: the pinned one as it was runs,
+// a rewritten one is refused at Helm's read of it, naming the revision.
+func TestRollbackRestoresOnlyThePinnedRecord(t *testing.T) {
+	for _, rewritten := range []bool{false, true} {
+		f, mem, opts := offline(t)
+		pin := deployedTwice(t, f, mem, opts)
+		if rewritten {
+			rewrite(t, mem, 1)
+		}
+		reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
+		rel, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1, RollbackPin: pin}, opts...)
+		if !rewritten {
+			if err != nil || rel.Info.Status != helmrelease.StatusDeployed {
+				t.Fatalf("rollback to the pinned record: %v", err)
+			}
+			continue
+		}
+		if !errors.Is(err, release.ErrTargetRewritten) || !strings.Contains(err.Error(), "revision 1 was rewritten") {
+			t.Fatalf("rollback to a rewritten record: %v", err)
+		}
+		if got := get(t, mem, "web", 3); got.Manifest == escalation || got.Info.Status == helmrelease.StatusDeployed {
+			t.Errorf("revision 3 is %s with manifest %q", got.Info.Status, got.Manifest)
+		}
+	}
+}
+
+// An atomic upgrade's own rollback (Helm picks the newest deployed or superseded record)
+// restores only the pinned record too.
+func TestAtomicUpgradeRestoresOnlyThePinnedRecord(t *testing.T) {
+	f, mem, opts := offline(t)
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	pin, err := release.PinOf(get(t, mem, "web", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, mem, 1)
+	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
+	failing := &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}, WaitError: errors.New("never ready")}
+	_, err = f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Chart: tiny("2.0.0"), Atomic: true, RollbackPin: pin},
+		append(opts, WithKubeClient(failing))...)
+	if err == nil || !strings.Contains(err.Error(), "revision 1 was rewritten") {
+		t.Fatalf("atomic upgrade: %v", err)
+	}
+	all, _ := mem.List(func(r *helmrelease.Release) bool { return r.Manifest == escalation && r.Version != 1 })
+	if len(all) != 0 {
+		t.Errorf("the rewritten manifest was restored as revision %d", all[0].Version)
+	}
+}

@@ -1,0 +1,90 @@
+package release
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+// ErrTargetRewritten: the record a rollback would restore is not the one pinned when the
+// request was accepted (records are the tenant's to rewrite; docs/design.md, "Retries and
+// remediation").
+var ErrTargetRewritten = errors.New("the rollback target changed since the request was accepted")
+
+// Pin is the record a rollback may restore, fixed when submit accepts the request: its
+// revision and the RecordDigest of what Helm's rollback takes from it. Revision 0 pins
+// nothing: no rollback may run.
+type Pin struct {
+	Revision int    `json:"revision"`
+	Digest   string `json:"digest,omitempty"`
+}
+
+// PinOf pins rel (nil: nothing to roll back to).
+func PinOf(rel *helmrelease.Release) (*Pin, error) {
+	if rel == nil {
+		return &Pin{}, nil
+	}
+	d, err := RecordDigest(rel)
+	if err != nil {
+		return nil, err
+	}
+	return &Pin{Revision: rel.Version, Digest: d}, nil
+}
+
+// Check refuses rel as the rollback target unless it is the pinned revision with the
+// pinned digest. The error names the revision.
+func (p *Pin) Check(rel *helmrelease.Release) error {
+	if p.Revision == 0 {
+		return fmt.Errorf("%w: no revision was deployed when it was accepted, so none may be rolled back to", ErrTargetRewritten)
+	}
+	if rel.Version != p.Revision {
+		return fmt.Errorf("%w: it pinned revision %d, not %d", ErrTargetRewritten, p.Revision, rel.Version)
+	}
+	got, err := RecordDigest(rel)
+	if err != nil {
+		return err
+	}
+	if got != p.Digest {
+		return fmt.Errorf("%w: revision %d was rewritten (its chart, values, manifest or hooks are %s, accepted %s)",
+			ErrTargetRewritten, rel.Version, got, p.Digest)
+	}
+	return nil
+}
+
+// pinned is what Helm's rollback copies from its target into the new revision.
+type pinned struct {
+	Chart    *chart.Chart        `json:"chart,omitempty"`
+	Config   map[string]any      `json:"config,omitempty"`
+	Manifest string              `json:"manifest"`
+	Hooks    []*helmrelease.Hook `json:"hooks,omitempty"`
+	Notes    string              `json:"notes,omitempty"`
+}
+
+// RecordDigest identifies what a rollback to rel applies: sha256 of its chart, values,
+// manifest, hooks (without their last run, which running them changes) and notes. Its
+// status and description are not part of it: async-helm's own actions move those.
+func RecordDigest(rel *helmrelease.Release) (string, error) {
+	p := pinned{Chart: rel.Chart, Config: rel.Config, Manifest: rel.Manifest}
+	if rel.Info != nil {
+		p.Notes = rel.Info.Notes
+	}
+	for _, h := range rel.Hooks {
+		if h == nil {
+			continue
+		}
+		c := *h
+		c.LastRun = helmrelease.HookExecution{}
+		p.Hooks = append(p.Hooks, &c)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode revision %d: %w", rel.Version, err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}

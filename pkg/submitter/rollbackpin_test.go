@@ -1,0 +1,63 @@
+package submitter
+
+import (
+	"testing"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// Every accepted request that may roll back carries, under submit's signature, the record
+// it may restore: a rollback its target, an atomic upgrade or one remediated by rollback
+// the deployed revision it starts from; nothing for one that never rolls back.
+func TestAcceptedRollbacksPinTheirTarget(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("web", 1, helmrelease.StatusSuperseded)
+	e.deploy("web", 2, helmrelease.StatusDeployed)
+	for _, name := range []string{"api", "db", "ui"} {
+		e.deploy(name, 1, helmrelease.StatusDeployed)
+	}
+	want := func(name string, v int) *release.Pin {
+		t.Helper()
+		p, err := release.PinOf(e.rev(name, v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pins := []*release.Pin{want("web", 1), want("api", 1), want("db", 1), nil}
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns", Version: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []api.ReleaseRequest{
+		{Name: "api", Namespace: "ns", Atomic: true},
+		{Name: "db", Namespace: "ns", Remediation: api.RemediationRollback},
+		{Name: "ui", Namespace: "ns"},
+	} {
+		if _, err := e.svc.Submit(ctx(t), release.ActionUpgrade, req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ev := range e.sender.sent {
+		a, err := events.ParseAccepted(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch got := a.RollbackPin; {
+		case pins[i] == nil && got != nil, pins[i] != nil && (got == nil || *got != *pins[i]):
+			t.Errorf("request %d (%s) pinned %+v, want %+v", i, a.Action, got, pins[i])
+		}
+	}
+}
+
+func (e *env) rev(name string, v int) *helmrelease.Release {
+	e.t.Helper()
+	rel, err := e.store.Get(ctx(e.t), "ns", name, v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rel
+}
