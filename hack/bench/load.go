@@ -75,27 +75,49 @@ func closedLoop(n, clients int, fn func(i int) error) result {
 	return summarize(closedLoopSamples(0, n, clients, fn))
 }
 
+// rounds is one side's closed loop: summarized over all its rounds, and round by round.
+type rounds struct {
+	all    result
+	rounds []result
+}
+
 // closedLoopRounds runs the closed loops of fns in rounds, the order rotated each round
-// (a b c, b c a, ...), and summarizes each over its rounds: a cluster whose load drifts
-// during the run (namespaces of an earlier run still being deleted, etcd compacting) then
-// weighs on every side alike, not on whichever ran last.
-func closedLoopRounds(n, clients, rounds int, fns ...func(i int) error) []result {
+// (a b c, b c a, ...), and summarizes each over its rounds and round by round: a cluster
+// whose load drifts during the run (namespaces of an earlier run still being deleted, etcd
+// compacting) then weighs on every side alike, not on whichever ran last.
+func closedLoopRounds(n, clients, nRounds int, fns ...func(i int) error) []rounds {
 	samples := make([][]sample, len(fns))
 	walls := make([]time.Duration, len(fns))
-	per := n / rounds
-	for r := 0; r < rounds; r++ {
+	out := make([]rounds, len(fns))
+	per := n / nRounds
+	for r := 0; r < nRounds; r++ {
 		for k := range fns {
 			j := (r + k) % len(fns)
 			s, w := closedLoopSamples(r*per, per, clients, fns[j])
 			samples[j], walls[j] = append(samples[j], s...), walls[j]+w
+			out[j].rounds = append(out[j].rounds, summarize(s, w))
 		}
 	}
-	out := make([]result, len(fns))
 	for j := range fns {
-		out[j] = summarize(samples[j], walls[j])
+		out[j].all = summarize(samples[j], walls[j])
 	}
 	return out
 }
+
+// repeatedOf pairs the rounds of a side with its floor's, by metric.
+func repeatedOf(side, floor rounds, metric func(result) float64) *repeated {
+	r := &repeated{}
+	for i := range side.rounds {
+		if i < len(floor.rounds) {
+			r.add(metric(side.rounds[i]), metric(floor.rounds[i]))
+		}
+	}
+	return r
+}
+
+func p99ms(r result) float64  { return float64(r.p99.Microseconds()) / 1000 }
+func p50ms(r result) float64  { return float64(r.p50.Microseconds()) / 1000 }
+func rateOf(r result) float64 { return r.rate }
 
 // closedLoopSamples is closedLoop of fn(from..from+n-1), with its samples and wall time.
 func closedLoopSamples(from, n, clients int, fn func(i int) error) ([]sample, time.Duration) {

@@ -17,7 +17,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/internal/localstack"
-	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -116,70 +115,26 @@ func (b *bench) notifierSection(ctx context.Context) error {
 		}
 	}()
 
-	// Pre-encode the rewrites, so the schedule times the write and not our encoding.
-	n := min(b.o.changes, b.o.notifierReleases)
-	rewrites := make([]*corev1.Secret, n)
-	for i := range rewrites {
-		name := fmt.Sprintf("r%d", i)
-		status, desc := "deployed", "Install complete"
-		if b.o.failedEvery > 0 && i%b.o.failedEvery == b.o.failedEvery-1 {
-			status, desc = "failed", fmt.Sprintf("bench failure %d", i)
-		}
-		if err := enc.Update(release.SecretName(name, 1), rec(name, status, desc)); err != nil {
+	// -repeats rounds, each rewriting records of its own; the p99 verdict is the median round's.
+	n := min(b.o.changes, b.o.notifierReleases/max(1, b.o.repeats))
+	var all, failed, floor, own []sample
+	p99s := &repeated{}
+	for rep := 0; rep < b.o.repeats; rep++ {
+		ra, rf, rfl, ro, err := b.notifierRound(ctx, notifierRound{enc: enc, capture: capture, rec: rec, secrets: secrets, ns: ns,
+			from: rep * n, n: n, mu: &mu, got: got, seen: seen})
+		if err != nil {
 			return err
 		}
-		rewrites[i] = capture.last
-	}
-	scheduled := make([]time.Time, n)
-	writes := openLoop(ctx, b.o.changeRate, time.Duration(n)*time.Second/time.Duration(b.o.changeRate), 100, func(i int) error {
-		mu.Lock()
-		scheduled[i] = time.Now()
-		mu.Unlock()
-		_, err := secrets.Update(ctx, rewrites[i], metav1.UpdateOptions{})
-		return err
-	})
-	if writes.ok != writes.n {
-		return fmt.Errorf("rewrites: %s", writes.note())
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	var all, failed, floor, own []sample
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("r%d", i)
-		status := rewrites[i].Labels[release.LabelStatus]
-		id := events.StatusEventID(ns, name, 1, status, "req-"+name)
-		var at time.Time
-		for {
-			mu.Lock()
-			at = got[id]
-			mu.Unlock()
-			if !at.IsZero() || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		mu.Lock()
-		sched, watched := scheduled[i], seen[name+"/"+status]
-		mu.Unlock()
-		smp := sample{d: at.Sub(sched)}
-		if at.IsZero() {
-			smp = sample{d: time.Since(sched), err: fmt.Errorf("no event %s within 30s", id)}
-		}
-		all = append(all, smp)
-		if status == "failed" {
-			failed = append(failed, smp)
-		}
-		if !watched.IsZero() {
-			floor = append(floor, sample{d: watched.Sub(sched)})
-			if !at.IsZero() {
-				own = append(own, sample{d: at.Sub(watched)})
-			}
-		}
+		all, failed, floor, own = append(all, ra...), append(failed, rf...), append(floor, rfl...), append(own, ro...)
+		x, y := summarize(ra, 0), summarize(rfl, 0)
+		p99s.add(p99ms(x), p99ms(y))
+		b.logf("  notifier round %d: p99 %s, watch p99 %s", rep+1, msF(x.p99), msF(y.p99))
 	}
 	rss, hwm := procMem(p.Pid())
 	a, f, fl := summarize(all, 0), summarize(failed, 0), summarize(floor, 0)
 	name := fmt.Sprintf("status event after a full-secret rewrite, %d/s", b.o.changeRate)
 	b.compare(sec, name+": p50", msF(a.p50), "watch p50", msF(fl.p50), "", nil, a.note())
-	b.compare(sec, name+": p99 (failed path included)", msF(a.p99), "watch p99", msF(fl.p99), "<= 1.2x", atMost(1.2), "")
+	b.compareRepeated(sec, name+": p99 (failed path included)", p99s, "ms", "watch p99", "<= 1.2x", atMost(1.2), "")
 	b.compare(sec, name+": p99 of the failed path", msF(f.p99), "watch p99", msF(fl.p99), "", nil, f.note())
 	o := summarize(own, 0)
 	b.info(sec, name+": the notifier's own part (event after the watch saw the rewrite) p50 / p99", msF(o.p50), fmt.Sprintf("p99 %s", msF(o.p99)))

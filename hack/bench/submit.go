@@ -78,73 +78,33 @@ func (b *bench) submitSection(ctx context.Context) error {
 		return func(i int) error { return hc.install(ctx, req(fmt.Sprintf("hop%s%d", prefix, i))) }
 	}
 	const sec = "submit"
-	// The closed loop at -clients rotates raw, hop and submit rounds (closedLoopRounds): one
-	// run after another, the raw floor moved by 25% between runs on the same cluster.
-	const closedRounds = 4
+	// The closed loops rotate raw, hop and submit rounds (closedLoopRounds): one run after
+	// another, the raw floor moved by 25% between runs on the same cluster.
 	floor := fmt.Sprintf("raw Secret create (%d B)", size)
 
-	// Closed loop, 1 client.
-	f1 := closedLoop(b.o.single, 1, raw("one"))
-	s1 := closedLoop(b.o.single, 1, sub("one"))
-	b.compare(sec, "time-to-201 p50, 1 client", msF(s1.p50), floor+" p50", msF(f1.p50), "", nil, s1.note())
-	b.compare(sec, "time-to-201 p99, 1 client", msF(s1.p99), floor+" p99", msF(f1.p99), "<= raw + 5 ms", plusAtMost(5), s1.note())
-	b.compare(sec, "accepted/s, 1 client", rateF(s1.rate), "raw creates/s", rateF(f1.rate), "", nil, "")
+	// Closed loop, 1 client, then many: -repeats rounds each side, the order rotated; the
+	// verdicts are the median round's.
+	oneRounds := closedLoopRounds(b.o.single*b.o.repeats, 1, b.o.repeats, raw("one"), sub("one"))
+	f1, s1 := oneRounds[0], oneRounds[1]
+	b.compare(sec, "time-to-201 p50, 1 client", msF(s1.all.p50), floor+" p50", msF(f1.all.p50), "", nil, s1.all.note())
+	b.compareRepeated(sec, "time-to-201 p99, 1 client", repeatedOf(s1, f1, p99ms), "ms", floor+" p99", "<= raw + 5 ms", plusAtMost(5), "")
+	b.compareRepeated(sec, "accepted/s, 1 client", repeatedOf(s1, f1, rateOf), "/s", "raw creates/s", "", nil, "")
 	b.purge(ns)
 
-	// Closed loop, many clients.
 	c.connsOpened()
-	rs := closedLoopRounds(b.o.concurrent, b.o.clients, closedRounds, raw("many"), hop("many"), sub("many"))
+	rs := closedLoopRounds(b.o.concurrent, b.o.clients, b.o.repeats, raw("many"), hop("many"), sub("many"))
 	fN, hN, sN := rs[0], rs[1], rs[2]
-	b.logf("  closed loop, %d clients, %d rounds each: %d connections opened", b.o.clients, closedRounds, c.connsOpened())
+	b.logf("  closed loop, %d clients, %d rounds each: %d connections opened", b.o.clients, b.o.repeats, c.connsOpened())
 	nc := fmt.Sprintf("%d clients", b.o.clients)
-	b.compare(sec, "time-to-201 p50, "+nc, msF(sN.p50), floor+" p50", msF(fN.p50), "", nil, sN.note())
-	b.compare(sec, "time-to-201 p99, "+nc, msF(sN.p99), floor+" p99", msF(fN.p99), "<= 1.3x", atMost(1.3), sN.note())
-	b.compare(sec, "accepted/s, "+nc, rateF(sN.rate), "raw creates/s", rateF(fN.rate), ">= 0.8x", atLeast(0.8), "")
-	b.compare(sec, "one-hop floor: answered/s, "+nc, rateF(hN.rate), "raw creates/s", rateF(fN.rate), "", nil,
-		fmt.Sprintf("submit at %.2fx of this floor", sN.rate/hN.rate))
-	b.compare(sec, "one-hop floor: time-to-201 p99, "+nc, msF(hN.p99), floor+" p99", msF(fN.p99), "", nil, hN.note())
+	b.compare(sec, "time-to-201 p50, "+nc, msF(sN.all.p50), floor+" p50", msF(fN.all.p50), "", nil, sN.all.note())
+	b.compareRepeated(sec, "time-to-201 p99, "+nc, repeatedOf(sN, fN, p99ms), "ms", floor+" p99", "<= 1.3x", atMost(1.3), "")
+	b.compareRepeated(sec, "accepted/s, "+nc, repeatedOf(sN, fN, rateOf), "/s", "raw creates/s", ">= 0.8x", atLeast(0.8), "")
+	b.compare(sec, "one-hop floor: answered/s, "+nc, rateF(hN.all.rate), "raw creates/s", rateF(fN.all.rate), "", nil,
+		fmt.Sprintf("submit at %.2fx of this floor", sN.all.rate/hN.all.rate))
+	b.compare(sec, "one-hop floor: time-to-201 p99, "+nc, msF(hN.all.p99), floor+" p99", msF(fN.all.p99), "", nil, hN.all.note())
 	b.purge(ns)
-
-	// Open loop: latency from the scheduled send time, at fixed offered rates. Its client
-	// keeps as many idle connections as it may have requests in flight, as the raw creates'
-	// HTTP/2 connection carries them all: with 50, a moment's queue at 400/s made it close
-	// and open a connection per request (1,020 in 10 s), and p99 went from 97 ms to 3.2 s.
-	const inFlight = 1000
-	oc := newSubmitClient(p.URL, b.token, inFlight)
-	hoc := newSubmitClient(hopURL, b.token, inFlight)
-	for _, rate := range b.o.rates {
-		// Each side's share of the machine's CPU says how near this machine is to its
-		// limit at this rate: queues grow without bound as it nears 100%.
-		c0 := readCPUTimes()
-		fo := openLoop(ctx, rate, b.o.openFor, inFlight, raw(fmt.Sprintf("open%d-", rate)))
-		fBusy, c0 := busySince(c0), readCPUTimes()
-		ho := openLoop(ctx, rate, b.o.openFor, inFlight, func(i int) error {
-			return hoc.install(ctx, req(fmt.Sprintf("hopopen%d-%d", rate, i)))
-		})
-		hBusy, c0 := busySince(c0), readCPUTimes()
-		before := stepTimes{}
-		_ = scrapeInstance(ctx, p.URL+"/metrics", before)
-		so := openLoop(ctx, rate, b.o.openFor, inFlight, func(i int) error {
-			return oc.install(ctx, req(fmt.Sprintf("open%d-%d", rate, i)))
-		})
-		sBusy := busySince(c0)
-		b.logf("  open loop %d/s: machine CPU busy %.0f%% during raw creates, %.0f%% one-hop floor, %.0f%% submit", rate, 100*fBusy, 100*hBusy, 100*sBusy)
-		after := stepTimes{}
-		if err := scrapeInstance(ctx, p.URL+"/metrics", after); err == nil {
-			b.logf("  open loop %d/s: %s", rate, after.note(before))
-		}
-		name := fmt.Sprintf("open loop %d/s for %s", rate, b.o.openFor)
-		b.compare(sec, name+": time-to-201 p50", msF(so.p50), "raw p50 at the same rate", msF(fo.p50), "", nil,
-			fmt.Sprintf("%s, %d connections opened", so.note(), oc.connsOpened()))
-		target, check := "", (func(v, base float64) bool)(nil)
-		if rate >= 400 {
-			target, check = "<= 2x", atMost(2) // issue 28: submit must not queue where raw creates do not
-		}
-		b.compare(sec, name+": time-to-201 p99", msF(so.p99), "raw p99 at the same rate", msF(fo.p99), target, check,
-			fmt.Sprintf("machine CPU busy %.0f%% (raw: %.0f%%)", 100*sBusy, 100*fBusy))
-		b.compare(sec, name+": one-hop floor p99", msF(ho.p99), "raw p99 at the same rate", msF(fo.p99), "", nil,
-			fmt.Sprintf("%s, machine CPU busy %.0f%%; submit at %.2fx of this floor", ho.note(), 100*hBusy, float64(so.p99)/float64(ho.p99)))
-		b.purge(ns)
+	if err := b.openLoops(ctx, p.URL, hopURL, ns, raw, req); err != nil {
+		return err
 	}
 	if err := b.distinctUsers(ctx, p.URL, tiny); err != nil {
 		return err
