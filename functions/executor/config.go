@@ -6,6 +6,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/actionlog"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
 // Config is the executor's environment, read once at start.
@@ -43,10 +44,16 @@ type Config struct {
 	// MaxOrphanedRenders renders past their bound (which Go cannot stop) make the executor
 	// refuse new work and exit once drained, so that its platform restarts it.
 	MaxOrphanedRenders int `envconfig:"MAX_ORPHANED_RENDERS" default:"4"`
+	// HelmEngine is the Helm SDK actions run on: v3 (default) or v4 (docs/deploy.md,
+	// "Helm v4").
+	HelmEngine string `envconfig:"HELM_ENGINE" default:"v3"`
 }
 
 // Validate refuses a configuration the function must not start with: a signing key that
 // others could know or guess would let anyone sign events.
 func (c Config) Validate() error {
+	if _, err := helmexec.ParseEngine(c.HelmEngine); err != nil {
+		return err
+	}
 	return events.CheckSigningKey([]byte(c.EventSigningKey))
 }

@@ -35,6 +35,8 @@ type Function struct {
 	events   http.Handler
 	// exit ends the process (os.Exit; tests replace it).
 	exit func(code int)
+	// helmOpts are given to the Helm factory after the engine (tests count its requests).
+	helmOpts []helmexec.FactoryOption
 }
 
 // New builds the executor; Start opens its clients.
@@ -61,7 +63,11 @@ func (f *Function) Start(ctx context.Context) error {
 	// A project repository's Secrets go out only for a caller who may read them (receive
 	// puts the caller into the context): one may appear under a chart URL while it queues.
 	charts.Repos = chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}
-	factory, err := helmexec.NewFactory(cl.Config)
+	engine, err := helmexec.ParseEngine(f.cfg.HelmEngine)
+	if err != nil {
+		return err
+	}
+	factory, err := helmexec.NewFactory(cl.Config, append([]helmexec.FactoryOption{helmexec.WithEngine(engine)}, f.helmOpts...)...)
 	if err != nil {
 		return err
 	}

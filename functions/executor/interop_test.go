@@ -26,6 +26,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
@@ -52,13 +53,13 @@ func (s *sentEvents) Send(_ context.Context, e cloudevents.Event) error {
 	return nil
 }
 
-func newInterop(t *testing.T, cfg Config) *interop {
+func newInterop(t *testing.T, cfg Config, helmOpts ...helmexec.FactoryOption) *interop {
 	t.Helper()
 	helm, err := testcluster.HelmCLI()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRig(t, cfg)
+	r := newRig(t, cfg, helmOpts...)
 	charts, err := chartsource.Settings{ChartRepositories: "test=" + r.charts.URL, AllowLoopbackCharts: true}.
 		NewSource(context.Background(), cluster.Client, time.Hour, time.Minute)
 	if err != nil {
@@ -75,13 +76,17 @@ type request struct {
 	values map[string]any
 	wait   bool
 	atomic bool
+	// serverSide and forceConflicts: the apply method (the v4 engine's).
+	serverSide     api.ServerSide
+	forceConflicts bool
 }
 
 // accept runs submit's use case and returns the accepted event it would emit.
 func (x *interop) accept(t *testing.T, action release.Action, ns, name string, req request) cloudevents.Event {
 	t.Helper()
 	_ = x.nsIdx.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	r := api.ReleaseRequest{Name: name, Namespace: ns, Values: req.values, Timeout: "2m", Wait: req.wait, Atomic: req.atomic}
+	r := api.ReleaseRequest{Name: name, Namespace: ns, Values: req.values, Timeout: "2m", Wait: req.wait, Atomic: req.atomic,
+		ServerSide: req.serverSide, ForceConflicts: req.forceConflicts}
 	if req.chart != "" {
 		r.ChartURL = x.charts.ChartURL(req.chart, "0.1.0")
 	}
@@ -216,52 +221,56 @@ func manifestResources(manifest string) []string {
 }
 
 func TestAtomicUpgradeRollsBackAsHelmDoes(t *testing.T) {
-	x := newInterop(t, Config{})
-	ours, theirs := cluster.Namespace(t), cluster.Namespace(t)
-	ctx := context.Background()
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		x := newInterop(t, Config{HelmEngine: string(engine)})
+		ours, theirs := cluster.Namespace(t), cluster.Namespace(t)
+		ctx := context.Background()
 
-	x.do(t, release.ActionInstall, ours, "web", request{chart: "tiny", values: map[string]any{"message": "one"}, wait: true})
-	x.do(t, release.ActionUpgrade, ours, "web", request{chart: "posthookfail", atomic: true})
-	tiny, post := x.charts.ChartURL("tiny", "0.1.0"), x.charts.ChartURL("posthookfail", "0.1.0")
-	x.helmOK(t, theirs, "install", "web", tiny, "--set", "message=one", "--wait")
-	if out, code := x.run(t, theirs, "upgrade", "web", post, "--atomic", "--timeout", "2m"); code == 0 || !strings.Contains(out, "has been rolled back due to atomic being set") {
-		t.Fatalf("helm upgrade --atomic: exit %d\n%s", code, out)
-	}
+		x.do(t, release.ActionInstall, ours, "web", request{chart: "tiny", values: map[string]any{"message": "one"}, wait: true})
+		x.do(t, release.ActionUpgrade, ours, "web", request{chart: "posthookfail", atomic: true})
+		tiny, post := x.charts.ChartURL("tiny", "0.1.0"), x.charts.ChartURL("posthookfail", "0.1.0")
+		x.helmOK(t, theirs, "install", "web", tiny, "--set", "message=one", "--wait")
+		if out, code := x.run(t, theirs, "upgrade", "web", post, "--atomic", "--timeout", "2m"); code == 0 || !strings.Contains(out, "has been rolled back due to atomic being set") {
+			t.Fatalf("helm upgrade --atomic: exit %d\n%s", code, out)
+		}
 
-	want := x.history(t, theirs, "web")
-	if got := x.history(t, ours, "web"); got != want {
-		t.Errorf("history: async-helm %q, helm %q", got, want)
-	}
-	if want != "1:superseded:tiny-0.1.0 2:failed:posthookfail-0.1.0 3:deployed:tiny-0.1.0" {
-		t.Errorf("helm's own history is %q", want)
-	}
-	for _, ns := range []string{ours, theirs} {
-		cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "web-config", metav1.GetOptions{})
-		if err != nil || cm.Data["message"] != "one" {
-			t.Errorf("%s: web-config after the rollback: %v %v, want message one", ns, cm.Data, err)
+		want := x.history(t, theirs, "web")
+		if got := x.history(t, ours, "web"); got != want {
+			t.Errorf("history: async-helm %q, helm %q", got, want)
 		}
-		v3, err := x.store.Get(ctx, ns, "web", 3)
-		if err != nil {
-			t.Fatal(err)
+		if want != "1:superseded:tiny-0.1.0 2:failed:posthookfail-0.1.0 3:deployed:tiny-0.1.0" {
+			t.Errorf("helm's own history is %q", want)
 		}
-		if got, want := resources(t, ns), manifestResources(v3.Manifest); strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Errorf("%s: resources %v, revision 3's manifest names %v", ns, got, want)
+		for _, ns := range []string{ours, theirs} {
+			cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "web-config", metav1.GetOptions{})
+			if err != nil || cm.Data["message"] != "one" {
+				t.Errorf("%s: web-config after the rollback: %v %v, want message one", ns, cm.Data, err)
+			}
+			v3, err := x.store.Get(ctx, ns, "web", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := resources(t, ns), manifestResources(v3.Manifest); strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%s: resources %v, revision 3's manifest names %v", ns, got, want)
+			}
 		}
-	}
+	})
 }
 
 func TestAtomicInstallUninstallsAsHelmDoes(t *testing.T) {
-	x := newInterop(t, Config{})
-	ours, theirs := cluster.Namespace(t), cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ours, "web", request{chart: "hookfail", atomic: true})
-	if out, code := x.run(t, theirs, "install", "web", x.charts.ChartURL("hookfail", "0.1.0"), "--atomic", "--timeout", "2m"); code == 0 || !strings.Contains(out, "uninstalled due to atomic being set") {
-		t.Fatalf("helm install --atomic: exit %d\n%s", code, out)
-	}
-	for _, ns := range []string{ours, theirs} {
-		if out := x.helmOK(t, ns, "list", "-a", "-q"); strings.TrimSpace(out) != "" {
-			t.Errorf("%s: helm list -a after a failed atomic install: %q", ns, out)
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		x := newInterop(t, Config{HelmEngine: string(engine)})
+		ours, theirs := cluster.Namespace(t), cluster.Namespace(t)
+		x.do(t, release.ActionInstall, ours, "web", request{chart: "hookfail", atomic: true})
+		if out, code := x.run(t, theirs, "install", "web", x.charts.ChartURL("hookfail", "0.1.0"), "--atomic", "--timeout", "2m"); code == 0 || !strings.Contains(out, "uninstalled due to atomic being set") {
+			t.Fatalf("helm install --atomic: exit %d\n%s", code, out)
 		}
-	}
+		for _, ns := range []string{ours, theirs} {
+			if out := x.helmOK(t, ns, "list", "-a", "-q"); strings.TrimSpace(out) != "" {
+				t.Errorf("%s: helm list -a after a failed atomic install: %q", ns, out)
+			}
+		}
+	})
 }
 
 func TestFifteenUpgradesLeaveTenRecords(t *testing.T) {
@@ -322,29 +331,31 @@ func TestFailureBeforeAdoptionRecordsTheRevisionItStartedFrom(t *testing.T) {
 }
 
 func TestChartlessUpgradeRunsTheDeployedChart(t *testing.T) {
-	x := newInterop(t, Config{})
-	ns := cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]any{"message": "one"}})
-	x.do(t, release.ActionUpgrade, ns, "web", request{chart: "hookfail"}) // v2 failed after adoption, chart hookfail
-	if st := x.get(t, ns, "web", 2).Info.Status; st != helmrelease.StatusFailed {
-		t.Fatalf("v2 is %s", st)
-	}
-	e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "three"}})
-	a, err := events.ParseAccepted(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := x.get(t, ns, "web", 1)
-	if want, _ := release.ChartDigest(v1.Chart); a.ChartDigest != want {
-		t.Errorf("event's chart digest %s, want the deployed v1's %s", a.ChartDigest, want)
-	}
-	if code := x.send(t, e); code != http.StatusOK {
-		t.Fatalf("deliver: %d", code)
-	}
-	v3 := x.get(t, ns, "web", 3)
-	if v3.Info.Status != helmrelease.StatusDeployed || v3.Chart.Metadata.Name != "tiny" || v3.Labels[release.LabelChart] != "tiny-0.1.0" {
-		t.Fatalf("v3: %s, chart %s, labels %v", v3.Info.Status, v3.Chart.Metadata.Name, v3.Labels)
-	}
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		x := newInterop(t, Config{HelmEngine: string(engine)})
+		ns := cluster.Namespace(t)
+		x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]any{"message": "one"}})
+		x.do(t, release.ActionUpgrade, ns, "web", request{chart: "hookfail"}) // v2 failed after adoption, chart hookfail
+		if st := x.get(t, ns, "web", 2).Info.Status; st != helmrelease.StatusFailed {
+			t.Fatalf("v2 is %s", st)
+		}
+		e := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "three"}})
+		a, err := events.ParseAccepted(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v1 := x.get(t, ns, "web", 1)
+		if want, _ := release.ChartDigest(v1.Chart); a.ChartDigest != want {
+			t.Errorf("event's chart digest %s, want the deployed v1's %s", a.ChartDigest, want)
+		}
+		if code := x.send(t, e); code != http.StatusOK {
+			t.Fatalf("deliver: %d", code)
+		}
+		v3 := x.get(t, ns, "web", 3)
+		if v3.Info.Status != helmrelease.StatusDeployed || v3.Chart.Metadata.Name != "tiny" || v3.Labels[release.LabelChart] != "tiny-0.1.0" {
+			t.Fatalf("v3: %s, chart %s, labels %v", v3.Info.Status, v3.Chart.Metadata.Name, v3.Labels)
+		}
+	})
 }
 
 func TestTheExecutorRunsOnlyTheChartSubmitValidated(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testcluster"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -48,7 +49,7 @@ type rig struct {
 	fn       *Function
 }
 
-func newRig(t *testing.T, cfg Config) *rig {
+func newRig(t *testing.T, cfg Config, helmOpts ...helmexec.FactoryOption) *rig {
 	t.Helper()
 	charts := testcharts.Start(t)
 	cl, err := kube.Open(cluster.Kubeconfig)
@@ -56,6 +57,9 @@ func newRig(t *testing.T, cfg Config) *rig {
 		t.Fatal(err)
 	}
 	cfg.Kubeconfig = cluster.Kubeconfig
+	if cfg.HelmEngine == "" {
+		cfg.HelmEngine = defaultTestEngine()
+	}
 	cfg.ChartRepositories = "test=" + charts.URL
 	cfg.AllowLoopbackCharts = true
 	if cfg.MaxParallel == 0 {
@@ -73,6 +77,7 @@ func newRig(t *testing.T, cfg Config) *rig {
 	shutdown, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := New(cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Sugar(), shutdown, nil)
+	f.helmOpts = helmOpts
 	if err := f.Start(shutdown); err != nil {
 		t.Fatal(err)
 	}

@@ -15,51 +15,54 @@ import (
 	"github.com/async-helm/async-helm/internal/operator"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // The executor acts as the caller: dev, admin of its namespace only, cannot have a chart
 // create a ClusterRole; a cluster admin (by RBAC) can.
 func TestActionsRunAsTheCaller(t *testing.T) {
-	r := newRig(t, Config{})
-	ctx := context.Background()
-	chart := chartsource.Ref{URL: r.charts.ChartURL("clusterrole", "0.1.0")}
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		r := newRig(t, Config{HelmEngine: string(engine)})
+		ctx := context.Background()
+		chart := chartsource.Ref{URL: r.charts.ChartURL("clusterrole", "0.1.0")}
 
-	devNS := cluster.Namespace(t)
-	_, err := cluster.Client.RbacV1().RoleBindings(devNS).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "dev-admin"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "admin"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "dev", APIGroup: "rbac.authorization.k8s.io"}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := r.reserve(t, release.ActionInstall, devNS, "cr", chart, nil, events.Options{})
-	a.Caller = events.Caller{User: "dev", UID: "dev-uid", Groups: []string{"developers", "system:authenticated"}}
-	if code := r.deliver(t, a); code != http.StatusOK {
-		t.Fatalf("deliver: %d", code)
-	}
-	rel := r.get(t, devNS, "cr", 1)
-	if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "forbidden") ||
-		!strings.Contains(rel.Info.Description, `User "dev"`) {
-		t.Fatalf("dev's install: %s %q, want failed by RBAC", rel.Info.Status, rel.Info.Description)
-	}
-	if _, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, devNS+"-cr", metav1.GetOptions{}); err == nil {
-		t.Fatal("dev's chart created a ClusterRole")
-	}
+		devNS := cluster.Namespace(t)
+		_, err := cluster.Client.RbacV1().RoleBindings(devNS).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "dev-admin"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "admin"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", Name: "dev", APIGroup: "rbac.authorization.k8s.io"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := r.reserve(t, release.ActionInstall, devNS, "cr", chart, nil, events.Options{})
+		a.Caller = events.Caller{User: "dev", UID: "dev-uid", Groups: []string{"developers", "system:authenticated"}}
+		if code := r.deliver(t, a); code != http.StatusOK {
+			t.Fatalf("deliver: %d", code)
+		}
+		rel := r.get(t, devNS, "cr", 1)
+		if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "forbidden") ||
+			!strings.Contains(rel.Info.Description, `User "dev"`) {
+			t.Fatalf("dev's install: %s %q, want failed by RBAC", rel.Info.Status, rel.Info.Description)
+		}
+		if _, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, devNS+"-cr", metav1.GetOptions{}); err == nil {
+			t.Fatal("dev's chart created a ClusterRole")
+		}
 
-	adminNS := cluster.Namespace(t)
-	b := r.reserve(t, release.ActionInstall, adminNS, "cr", chart, nil, events.Options{})
-	// An identity whose rights come from RBAC (a ServiceAccount bound to cluster-admin): the
-	// executor never impersonates system:masters.
-	b.Caller = events.Caller{User: operator.User, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operator.Namespace, "system:authenticated"}}
-	if code := r.deliver(t, b); code != http.StatusOK {
-		t.Fatalf("deliver: %d", code)
-	}
-	if st := r.get(t, adminNS, "cr", 1).Info.Status; st != helmrelease.StatusDeployed {
-		t.Fatalf("admin's install: %s", st)
-	}
-	t.Cleanup(func() { _ = cluster.Client.RbacV1().ClusterRoles().Delete(ctx, adminNS+"-cr", metav1.DeleteOptions{}) })
+		adminNS := cluster.Namespace(t)
+		b := r.reserve(t, release.ActionInstall, adminNS, "cr", chart, nil, events.Options{})
+		// An identity whose rights come from RBAC (a ServiceAccount bound to cluster-admin): the
+		// executor never impersonates system:masters.
+		b.Caller = events.Caller{User: operator.User, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operator.Namespace, "system:authenticated"}}
+		if code := r.deliver(t, b); code != http.StatusOK {
+			t.Fatalf("deliver: %d", code)
+		}
+		if st := r.get(t, adminNS, "cr", 1).Info.Status; st != helmrelease.StatusDeployed {
+			t.Fatalf("admin's install: %s", st)
+		}
+		t.Cleanup(func() { _ = cluster.Client.RbacV1().ClusterRoles().Delete(ctx, adminNS+"-cr", metav1.DeleteOptions{}) })
+	})
 }
 
 func TestUnsignedAlteredForeignAndReplayedEventsAreRejected(t *testing.T) {

@@ -90,6 +90,10 @@ type ReleaseRequest struct {
 	// none) after a failed install or upgrade (docs/design.md, "Retries and remediation").
 	Retries     int    `json:"retries,omitempty"`
 	Remediation string `json:"remediation,omitempty"`
+	// ServerSide and ForceConflicts: the apply method under the Helm v4 engine
+	// (applymethod.go).
+	ServerSide     ServerSide `json:"server_side,omitempty"`
+	ForceConflicts bool       `json:"force_conflicts,omitempty"`
 }
 
 // Chart is the chart reference the request names. The basic auth Secret goes with a noRepo

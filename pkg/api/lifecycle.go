@@ -21,6 +21,9 @@ type RollbackRequest struct {
 	Description string `json:"description,omitempty"`
 	// Supersede: a pending revision is cancelled and the rollback runs after it.
 	Supersede bool `json:"supersede,omitempty"`
+	// ServerSide and ForceConflicts: as ReleaseRequest's.
+	ServerSide     ServerSide `json:"server_side,omitempty"`
+	ForceConflicts bool       `json:"force_conflicts,omitempty"`
 }
 
 // Validate checks what can be checked without the cluster.

@@ -68,6 +68,10 @@ type Options struct {
 	// upgrade, and what runs after the last one. Absent in older events: 0 and none.
 	Retries     int    `json:"retries,omitempty"`
 	Remediation string `json:"remediation,omitempty"`
+	// ServerSide ("", "true", "false", "auto") and ForceConflicts: the apply method under
+	// the executor's Helm v4 engine (api.ServerSide). Absent in older events: client-side.
+	ServerSide     string `json:"serverSide,omitempty"`
+	ForceConflicts bool   `json:"forceConflicts,omitempty"`
 }
 
 // Caller is who asked; the executor acts as this identity once impersonation is on.

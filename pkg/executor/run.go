@@ -98,6 +98,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
 		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo, RollbackPin: a.RollbackPin,
 		RenderTimeout: s.RenderTimeout, Replace: act.attempt > 1, // a retry installs over the failed attempt
+		ServerSide: a.Options.ServerSide, ForceConflicts: a.Options.ForceConflicts,
 	}
 	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {

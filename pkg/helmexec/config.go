@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	helmstorage "helm.sh/helm/v3/pkg/storage"
+	kube4 "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +33,8 @@ type Factory struct {
 	shared *sharedDiscovery
 	// values checks values against chart schemas, in a child when they may not end.
 	values *Renderer
+	// engine runs install, upgrade, rollback and uninstall (v4config.go).
+	engine Engine
 }
 
 // NewFactory prepares a factory for the cluster of cfg.
@@ -40,11 +43,15 @@ func NewFactory(cfg *rest.Config, opts ...FactoryOption) (*Factory, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.transport != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(o.transport)
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), values: &Renderer{Limits: DefaultValuesLimits}}, nil
+	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), values: &Renderer{Limits: DefaultValuesLimits}, engine: o.engine}, nil
 }
 
 // Option changes a configuration before it is used.
@@ -59,7 +66,8 @@ type configOptions struct {
 	log         func(string, ...any)
 	impersonate *rest.ImpersonationConfig
 	fence       *Fence
-	gate        WaitGate // slots.go
+	gate        WaitGate        // slots.go
+	kube4       kube4.Interface // v4config.go
 }
 
 // WithFence closes the action off from the cluster once f.End is called (its storage
@@ -132,6 +140,26 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		c.Log = o.log
 		kc = sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
 	}
+	d, err := f.driverChain(cfg, namespace, &o)
+	if err != nil {
+		return nil, err
+	}
+	if o.fence != nil {
+		kc = o.gated(fencedKube{Interface: kc, f: o.fence})
+	}
+	return &action.Configuration{
+		RESTClientGetter: getter,
+		KubeClient:       kc,
+		Releases:         helmstorage.Init(d),
+		Capabilities:     o.caps,
+		Log:              o.log,
+	}, nil
+}
+
+// driverChain is the storage an action's Helm stores through: the namespace's Secrets
+// (the guarded driver) or the options' driver, the options' wrappers around it, and the
+// fence's seal outermost. Both engines store through it.
+func (f *Factory) driverChain(cfg *rest.Config, namespace string, o *configOptions) (storage.Driver, error) {
 	d := o.driver
 	if m, ok := d.(*storage.Memory); ok {
 		// As Helm's own Configuration.Init does for its memory driver: the configuration's
@@ -158,15 +186,8 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	}
 	if o.fence != nil { // outermost: refused before any wrapper acts
 		d = o.fence.storage(d)
-		kc = o.gated(fencedKube{Interface: kc, f: o.fence})
 	}
-	return &action.Configuration{
-		RESTClientGetter: getter,
-		KubeClient:       kc,
-		Releases:         helmstorage.Init(d),
-		Capabilities:     o.caps,
-		Log:              o.log,
-	}, nil
+	return d, nil
 }
 
 // restGetter hands Helm's kube client the factory's shared discovery and mapper; the

@@ -2,6 +2,7 @@ package helmexec
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ type FactoryOption func(*factoryOptions)
 type factoryOptions struct {
 	clock  clock.PassiveClock
 	maxAge time.Duration
+	engine Engine // v4config.go
+	// transport wraps every request's transport (WithTransport).
+	transport func(http.RoundTripper) http.RoundTripper
 }
 
 // WithClock gives the factory its clock (the discovery cache's age).

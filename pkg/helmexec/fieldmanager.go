@@ -8,7 +8,7 @@ import "helm.sh/helm/v3/pkg/kube"
 // converting the managed fields of its own manager, "helm", and only of it: under any other
 // name, the fields an async-helm upgrade changed would make a later
 // `helm upgrade --server-side=true` fail with a conflict naming that manager
-// (docs/design.md, "Moving to Helm v4").
+// (docs/design.md, "Two engines").
 const FieldManager = "helm"
 
 // Helm v3 reads the manager from a package variable only; set once, before any action runs.

@@ -49,6 +49,12 @@ type Request struct {
 	// Replace (installs): install over a release whose latest revision failed, as
 	// `helm install --replace` (a retry, docs/design.md "Retries and remediation").
 	Replace bool
+	// ServerSide is the apply method under the v4 engine (api.ApplyMethod*): "" and
+	// "false" apply client-side, "true" server-side, "auto" as the release being replaced
+	// was applied. The v3 engine applies client-side whatever it says.
+	ServerSide string
+	// ForceConflicts (server-side apply) takes over the fields another manager owns.
+	ForceConflicts bool
 }
 
 // ErrChartChanged means the chart to run is not the one submit validated.
@@ -56,6 +62,9 @@ var ErrChartChanged = errors.New("the chart changed since the request was accept
 
 // Install runs `helm install` for a reservation and returns the final release.
 func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	if f.v4() {
+		return f.installV4(ctx, req, opts)
+	}
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err

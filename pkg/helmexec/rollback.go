@@ -20,6 +20,9 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
 		return &relabel{Driver: d, key: release.SecretName(req.Name, req.Revision), labels: req.Labels}
 	}), withRollbackPin(req))
+	if f.v4() {
+		return f.rollbackV4(ctx, req, opts)
+	}
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err

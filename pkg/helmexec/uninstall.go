@@ -13,6 +13,9 @@ import (
 // purged). Helm's Uninstall takes no context: ctx is checked before it starts, and Helm's
 // timeout bounds its waits once it runs.
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	if f.v4() {
+		return f.uninstallV4(ctx, req, opts)
+	}
 	cfg, err := f.Configuration(req.Namespace, opts...)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,9 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 	if req.Atomic {
 		opts = append(opts, withRollbackPin(req))
 	}
+	if f.v4() {
+		return f.upgradeV4(ctx, req, opts)
+	}
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err

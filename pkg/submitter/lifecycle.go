@@ -178,8 +178,9 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	act := events.Action{
 		Action: release.ActionRollback, Namespace: req.Namespace, Name: req.Name, Revision: rev,
 		SecretName: release.SecretName(req.Name, rev), RollbackTo: to, RollbackPin: pin,
-		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs, Description: req.Description},
-		Caller:  caller, RequestID: id,
+		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs, Description: req.Description,
+			ServerSide: string(req.ServerSide), ForceConflicts: req.ForceConflicts},
+		Caller: caller, RequestID: id,
 	}
 	ev, stored, err := s.signed(act)
 	if err != nil {

@@ -288,7 +288,8 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values,
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
-			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation},
+			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation,
+			ServerSide: string(req.ServerSide), ForceConflicts: req.ForceConflicts},
 		Caller: caller, RequestID: id, RollbackPin: pin,
 	}
 	ev, stored, err := s.signed(act)

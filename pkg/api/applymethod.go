@@ -1,0 +1,52 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ServerSide is a request's apply method under the executor's Helm v4 engine
+// (docs/api.md): JSON true, false or "auto" ("true" and "false" as strings too). Absent is
+// client-side, as the console applies. The Helm v3 engine applies client-side whatever it
+// says.
+type ServerSide string
+
+// The apply methods a request may ask for.
+const (
+	ServerSideDefault ServerSide = ""
+	ServerSideTrue    ServerSide = "true"
+	ServerSideFalse   ServerSide = "false"
+	// ServerSideAuto applies as the release being replaced was applied (Flux's "auto").
+	ServerSideAuto ServerSide = "auto"
+)
+
+// ErrServerSide is a server_side value that is none of true, false and "auto".
+var ErrServerSide = errors.New(`server_side: want true, false or "auto"`)
+
+// UnmarshalJSON takes a boolean or one of the strings.
+func (s *ServerSide) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case nil:
+		*s = ServerSideDefault
+	case bool:
+		*s = ServerSideFalse
+		if v {
+			*s = ServerSideTrue
+		}
+	case string:
+		switch ServerSide(v) {
+		case ServerSideTrue, ServerSideFalse, ServerSideAuto, ServerSideDefault:
+			*s = ServerSide(v)
+		default:
+			return fmt.Errorf("%w, not %q", ErrServerSide, v)
+		}
+	default:
+		return fmt.Errorf("%w, not %s", ErrServerSide, b)
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package helmexec
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	action4 "helm.sh/helm/v4/pkg/action"
+	chart4 "helm.sh/helm/v4/pkg/chart/v2"
+	kube4 "helm.sh/helm/v4/pkg/kube"
+	releasei4 "helm.sh/helm/v4/pkg/release"
+	common4 "helm.sh/helm/v4/pkg/release/common"
+	release4 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+// The v4 engine's verbs: the same reservation, fence, values check and bounds as the v3
+// engine's (install.go, upgrade.go, rollback.go, uninstall.go), on Helm v4's actions.
+
+// adoptingV4 is adoptingConfiguration for a Helm v4 action.
+func (f *Factory) adoptingV4(ctx context.Context, req Request, opts []Option) (*action4.Configuration, *storage.AdoptingDriver, *Fence, error) {
+	var adopter *storage.AdoptingDriver
+	fence := FenceOf(opts...)
+	if fence == nil {
+		fence = &Fence{}
+		opts = append(opts, WithFence(fence))
+	}
+	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
+		adopter = storage.NewAdoptingDriver(d, req.Name, req.Revision)
+		return adopter
+	}))
+	cfg, err := f.configurationV4(ctx, req.Namespace, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Releases.MaxHistory = req.MaxHistory
+	if req.Atomic {
+		adopter.AllowAtomicRollback()
+	}
+	return cfg, adopter, fence, nil
+}
+
+// waitStrategy: `wait` is kstatus's watcher; without it Helm v4 waits for hooks only, as
+// Helm v3 (and the console) do.
+func waitStrategy(req Request) kube4.WaitStrategy {
+	if req.Wait || req.WaitForJobs || req.Atomic {
+		return kube4.StatusWatcherStrategy
+	}
+	return kube4.HookOnlyStrategy
+}
+
+// v4Out is Helm v4's answer as the executor's type.
+func v4Out(rel releasei4.Releaser, err error) (*helmrelease.Release, error) {
+	err = applyConflict(err)
+	if rel == nil {
+		return nil, err
+	}
+	r4, cerr := asV4(rel)
+	if cerr != nil {
+		return nil, cerr
+	}
+	r3, cerr := releaseV3(r4)
+	if cerr != nil {
+		return nil, cerr
+	}
+	return r3, err
+}
+
+func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
+	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkValues(ctx, req.Chart, req.Values); err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
+	ch, err := chartV4(req.Chart)
+	if err != nil {
+		return nil, err
+	}
+	i := action4.NewInstall(cfg)
+	i.ReleaseName, i.Namespace = req.Name, req.Namespace
+	i.Timeout, i.WaitStrategy, i.WaitForJobs = req.Timeout, waitStrategy(req), req.WaitForJobs
+	i.RollbackOnFailure = req.Atomic
+	i.Description, i.Labels, i.Replace = req.Description, req.Labels, req.Replace
+	i.ServerSideApply = req.ServerSide == "true" || (req.ServerSide == "auto" && req.Replace && lastApplyMethod(cfg, req.Name) == "ssa")
+	i.ForceConflicts = req.ForceConflicts && i.ServerSideApply
+	i.SkipSchemaValidation = true // checked above, within bounds
+	i.PostRenderer = renderSignal{fence}
+	// Helm v4's install goes on in the background when its context ends: it gets one that
+	// does not end, its waits end with ctx (v4Kube), and the fence stops the rest.
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+		return v4Out(i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values))
+	})
+	return rel, checkAdopted(adopter, err)
+}
+
+func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
+	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	ch3, ch, err := upgradeChartV4(cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	values := upgradeValuesV4(cfg, req.Name, req.Values)
+	if err := f.checkValues(ctx, ch3, values); err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
+	u := action4.NewUpgrade(cfg)
+	u.Namespace, u.Timeout, u.WaitStrategy, u.WaitForJobs = req.Namespace, req.Timeout, waitStrategy(req), req.WaitForJobs
+	u.RollbackOnFailure = req.Atomic
+	u.Description, u.Labels, u.MaxHistory = req.Description, req.Labels, req.MaxHistory
+	u.ServerSideApply = serverSideOf(req)
+	u.ForceConflicts = req.ForceConflicts && u.ServerSideApply != "false"
+	u.SkipSchemaValidation = true // checked above, within bounds
+	u.PostRenderer = renderSignal{fence}
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+		return v4Out(u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values))
+	})
+	return rel, checkAdopted(adopter, err)
+}
+
+// serverSideOf is Helm v4's ServerSideApply of an upgrade or rollback: client-side unless
+// the request says otherwise.
+func serverSideOf(req Request) string {
+	switch req.ServerSide {
+	case "true", "auto":
+		return req.ServerSide
+	}
+	return "false"
+}
+
+// upgradeChartV4 is the chart an upgrade runs (the request's, or the deployed one's when
+// it names none, checked against the digest submit validated), as Helm v3's and v4's.
+func upgradeChartV4(cfg *action4.Configuration, req Request) (*chart.Chart, *chart4.Chart, error) {
+	if req.Chart != nil {
+		ch, err := chartV4(req.Chart)
+		return req.Chart, ch, err
+	}
+	got, err := cfg.Releases.Deployed(req.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
+	}
+	cur, err := asV4(got)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur3, err := releaseV3(cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.ChartDigest != "" {
+		digest, err := release.ChartDigest(cur3.Chart)
+		if err != nil {
+			return nil, nil, err
+		}
+		if digest != req.ChartDigest {
+			return nil, nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
+				ErrChartChanged, cur.Version, digest, req.ChartDigest)
+		}
+	}
+	return cur3.Chart, cur.Chart, nil
+}
+
+// upgradeValuesV4 is upgradeValues on Helm v4's storage.
+func upgradeValuesV4(cfg *action4.Configuration, name string, values map[string]any) map[string]any {
+	if len(values) > 0 {
+		return values
+	}
+	last, err := latestV4(cfg.Releases.Last(name))
+	if err != nil || last.Info == nil {
+		return values // Helm fails the same way
+	}
+	current := last
+	if last.Info.Status != common4.StatusDeployed {
+		if current, err = latestV4(cfg.Releases.Deployed(name)); err != nil {
+			if last.Info.Status != common4.StatusFailed && last.Info.Status != common4.StatusSuperseded {
+				return values
+			}
+			current = last
+		}
+	}
+	if len(current.Config) > 0 {
+		return current.Config
+	}
+	return values
+}
+
+func latestV4(rel releasei4.Releaser, err error) (*release4.Release, error) {
+	if err != nil {
+		return nil, err
+	}
+	return asV4(rel)
+}
+
+// lastApplyMethod is the apply method of the release's latest record ("" without one).
+func lastApplyMethod(cfg *action4.Configuration, name string) string {
+	last, err := latestV4(cfg.Releases.Last(name))
+	if err != nil || last == nil {
+		return ""
+	}
+	return last.ApplyMethod
+}
+
+// rollbackV4 runs with Rollback's relabel and pin wrappers in opts.
+func (f *Factory) rollbackV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
+	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := action4.NewRollback(cfg)
+	r.Version, r.Timeout, r.WaitStrategy, r.WaitForJobs = req.RollbackTo, req.Timeout, waitStrategy(req), req.WaitForJobs
+	r.MaxHistory = req.MaxHistory
+	r.ServerSideApply = serverSideOf(req)
+	r.ForceConflicts = req.ForceConflicts && r.ServerSideApply != "false"
+	// Helm v4's rollback takes no context either: its waits end with ctx, the fence stops the rest.
+	_, err = runBounded(ctx, runOptions{fence: fence}, func() (*helmrelease.Release, error) {
+		return nil, applyConflict(r.Run(req.Name))
+	})
+	if err = checkAdopted(adopter, err); err != nil {
+		return nil, err
+	}
+	return v4Out(cfg.Releases.Get(req.Name, req.Revision))
+}
+
+func (f *Factory) uninstallV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
+	cfg, err := f.configurationV4(ctx, req.Namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	u := action4.NewUninstall(cfg)
+	u.Timeout, u.Description = req.Timeout, req.Description
+	// Wait until every deleted resource is gone: "uninstalled" then means nothing is left.
+	u.WaitStrategy = kube4.StatusWatcherStrategy
+	u.DeletionPropagation = "background"
+	rel, err := guarded(func() (*helmrelease.Release, error) {
+		res, err := u.Run(req.Name)
+		if res != nil && res.Release != nil {
+			return v4Out(res.Release, err)
+		}
+		return nil, err
+	})
+	if err != nil {
+		return rel, fmt.Errorf("uninstall %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	return rel, nil
+}

@@ -1,0 +1,172 @@
+package helmexec
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	action4 "helm.sh/helm/v4/pkg/action"
+	common4 "helm.sh/helm/v4/pkg/chart/common"
+	kube4 "helm.sh/helm/v4/pkg/kube"
+	storage4 "helm.sh/helm/v4/pkg/storage"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+)
+
+// Engine is the Helm SDK a factory's actions run on (docs/design.md, "Two engines").
+type Engine string
+
+const (
+	// EngineV3 is helm.sh/helm/v3, the default.
+	EngineV3 Engine = "v3"
+	// EngineV4 is helm.sh/helm/v4.
+	EngineV4 Engine = "v4"
+)
+
+// ParseEngine reads HELM_ENGINE ("" is v3).
+func ParseEngine(s string) (Engine, error) {
+	switch Engine(s) {
+	case "", EngineV3:
+		return EngineV3, nil
+	case EngineV4:
+		return EngineV4, nil
+	}
+	return "", fmt.Errorf("unknown helm engine %q (v3 or v4)", s)
+}
+
+// WithEngine runs the factory's install, upgrade, rollback and uninstall on e. Reads
+// (List, History, Latest) and renders stay on Helm v3's types: the records are one format.
+func WithEngine(e Engine) FactoryOption {
+	return func(o *factoryOptions) { o.engine = e }
+}
+
+// Engine is the engine the factory's actions run on.
+func (f *Factory) Engine() Engine {
+	if f.engine == "" {
+		return EngineV3
+	}
+	return f.engine
+}
+
+// WithTransport wraps the transport of every request the factory's actions and clients
+// send (a test's count of the API watches an action opens).
+func WithTransport(wrap func(http.RoundTripper) http.RoundTripper) FactoryOption {
+	return func(o *factoryOptions) { o.transport = wrap }
+}
+
+func (f *Factory) v4() bool { return f.engine == EngineV4 }
+
+// WithV4KubeClient applies a v4 action's manifests through kc instead of the cluster
+// (Helm v4's kube/fake in unit tests); WithKubeClient's is the v3 engine's.
+func WithV4KubeClient(kc kube4.Interface) Option {
+	return func(o *configOptions) { o.kube4 = kc }
+}
+
+// FieldManager for Helm v4 too: its default is the binary's name.
+func init() { kube4.ManagedFieldsManager = FieldManager }
+
+// configurationV4 is a Helm v4 action configuration on the same storage chain, discovery
+// and identity as Configuration's; ctx ends its waits.
+func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, error) {
+	o := configOptions{log: func(string, ...any) {}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg := rest.CopyConfig(f.rest)
+	if o.impersonate != nil {
+		cfg.Impersonate = *o.impersonate
+	}
+	extras := &extrasByKey{}
+	o.secrets = append(o.secrets, func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+		return extrasSecrets{SecretInterface: si, extras: extras}
+	})
+	d, err := f.driverChain(cfg, namespace, &o)
+	if err != nil {
+		return nil, err
+	}
+	h := logHandler{log: o.log}
+	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
+	c := kube4.New(getter)
+	c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
+	c.Namespace = namespace
+	c.SetLogger(h)
+	store := storage4.Init(&v4Driver{d: d, extras: extras})
+	store.SetLogger(h)
+	ac := action4.NewConfiguration(action4.ConfigurationSetLogger(h))
+	ac.RESTClientGetter = getter
+	var kc kube4.Interface = v4Reachability{Interface: c, s: f.shared}
+	if o.kube4 != nil {
+		kc = o.kube4
+	}
+	if o.caps != nil { // tests without a cluster
+		ac.Capabilities = common4.DefaultCapabilities.Copy()
+	}
+	ac.KubeClient = v4Kube{Interface: kc, f: o.fence, gate: o.gate, log: o.log, ctx: ctx}
+	ac.Releases = store
+	return ac, nil
+}
+
+// v4Reachability answers IsReachable from the shared server version, as sharedReachability.
+type v4Reachability struct {
+	kube4.Interface
+	s *sharedDiscovery
+}
+
+func (c v4Reachability) IsReachable() error {
+	if _, err := c.s.serverVersion(); err != nil {
+		return fmt.Errorf("Kubernetes cluster unreachable: %w", err)
+	}
+	return nil
+}
+
+// GetWaiterWithOptions passes through (the embedded interface hides it).
+func (c v4Reachability) GetWaiterWithOptions(ws kube4.WaitStrategy, o ...kube4.WaitOption) (kube4.Waiter, error) {
+	if w, ok := c.Interface.(kube4.InterfaceWaitOptions); ok {
+		return w.GetWaiterWithOptions(ws, o...)
+	}
+	return c.Interface.GetWaiter(ws)
+}
+
+// logHandler is Helm v4's slog log as the debug log the executor keeps: "message key=value".
+type logHandler struct {
+	log   func(string, ...any)
+	attrs []slog.Attr
+	group string
+}
+
+func (h logHandler) Enabled(context.Context, slog.Level) bool { return h.log != nil }
+
+func (h logHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	add := func(a slog.Attr) bool {
+		key := a.Key
+		if h.group != "" {
+			key = h.group + "." + key
+		}
+		fmt.Fprintf(&b, " %s=%v", key, a.Value)
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	h.log("%s", b.String())
+	return nil
+}
+
+func (h logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	h.attrs = append(append([]slog.Attr(nil), h.attrs...), attrs...)
+	return h
+}
+
+func (h logHandler) WithGroup(name string) slog.Handler {
+	if h.group != "" {
+		name = h.group + "." + name
+	}
+	h.group = name
+	return h
+}

@@ -1,0 +1,167 @@
+package helmexec
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"helm.sh/helm/v3/pkg/kube"
+	kube4 "helm.sh/helm/v4/pkg/kube"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/async-helm/async-helm/pkg/progress"
+)
+
+// v4Kube is a v4 action's kube client: behind the action's fence (every call refused once
+// the action ended), its waits telling the gate and ending with the action's context
+// (Helm v4's wait contexts), and its creates and waits logged in the lines
+// progress.Phases reads, as hookAwareClient and Helm v3 log them.
+type v4Kube struct {
+	kube4.Interface
+	f    *Fence
+	gate WaitGate
+	log  func(string, ...any)
+	// ctx ends the action's waits (a cancel, the deadline, the fence).
+	ctx context.Context
+}
+
+var _ kube4.InterfaceWaitOptions = v4Kube{}
+
+func (k v4Kube) call(fn func() error) error {
+	if k.f == nil {
+		return fn()
+	}
+	if err := k.f.enter(); err != nil {
+		return err
+	}
+	defer k.f.leave()
+	return fn()
+}
+
+func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res *kube4.Result, err error) {
+	if isHook4(r) {
+		k.log(progress.LogCreateHook, len(r))
+	} else {
+		k.log(progress.LogCreateRelease, len(r))
+	}
+	err = k.call(func() error { res, err = k.Interface.Create(r, o...); return err })
+	return res, err
+}
+
+func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpdateOption) (res *kube4.Result, err error) {
+	k.log("checking %d resources for changes", len(target))
+	err = k.call(func() error { res, err = k.Interface.Update(original, target, o...); return err })
+	return res, err
+}
+
+func (k v4Kube) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (res *kube4.Result, errs []error) {
+	if err := k.call(func() error { res, errs = k.Interface.Delete(r, p); return nil }); err != nil {
+		return nil, []error{err}
+	}
+	return res, errs
+}
+
+func (k v4Kube) Get(r kube4.ResourceList, related bool) (m map[string][]runtime.Object, err error) {
+	err = k.call(func() error { m, err = k.Interface.Get(r, related); return err })
+	return m, err
+}
+
+func (k v4Kube) Build(reader io.Reader, validate bool) (l kube4.ResourceList, err error) {
+	err = k.call(func() error { l, err = k.Interface.Build(reader, validate); return err })
+	return l, err
+}
+
+func (k v4Kube) BuildTable(reader io.Reader, validate bool) (l kube4.ResourceList, err error) {
+	err = k.call(func() error { l, err = k.Interface.BuildTable(reader, validate); return err })
+	return l, err
+}
+
+func (k v4Kube) IsReachable() error { return k.call(k.Interface.IsReachable) }
+
+func (k v4Kube) GetPodList(namespace string, o metav1.ListOptions) (l *v1.PodList, err error) {
+	err = k.call(func() error { l, err = k.Interface.GetPodList(namespace, o); return err })
+	return l, err
+}
+
+func (k v4Kube) OutputContainerLogsForPodList(l *v1.PodList, namespace string, w func(namespace, pod, container string) io.Writer) error {
+	return k.call(func() error { return k.Interface.OutputContainerLogsForPodList(l, namespace, w) })
+}
+
+func (k v4Kube) GetWaiter(ws kube4.WaitStrategy) (kube4.Waiter, error) {
+	return k.GetWaiterWithOptions(ws)
+}
+
+// GetWaiterWithOptions hands out a waiter whose every wait ends with the action's context.
+func (k v4Kube) GetWaiterWithOptions(ws kube4.WaitStrategy, o ...kube4.WaitOption) (kube4.Waiter, error) {
+	o = append(o, kube4.WithWaitContext(k.ctx), kube4.WithWaitMethodContext(k.ctx),
+		kube4.WithWaitWithJobsMethodContext(k.ctx), kube4.WithWatchUntilReadyMethodContext(k.ctx),
+		kube4.WithWaitForDeleteMethodContext(k.ctx))
+	var w kube4.Waiter
+	err := k.call(func() (err error) {
+		if c, ok := k.Interface.(kube4.InterfaceWaitOptions); ok {
+			w, err = c.GetWaiterWithOptions(ws, o...)
+			return err
+		}
+		w, err = k.Interface.GetWaiter(ws)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v4Waiter{w: w, k: k}, nil
+}
+
+// v4Waiter is a waiter behind the fence that tells the gate while it waits.
+type v4Waiter struct {
+	w kube4.Waiter
+	k v4Kube
+}
+
+func (w v4Waiter) waiting(fn func() error) error {
+	return w.k.call(func() error {
+		if w.k.gate != nil {
+			w.k.gate.Waiting()
+			defer w.k.gate.Working()
+		}
+		return fn()
+	})
+}
+
+func (w v4Waiter) Wait(r kube4.ResourceList, timeout time.Duration) error {
+	return w.resources(r, timeout, w.w.Wait)
+}
+
+func (w v4Waiter) WaitWithJobs(r kube4.ResourceList, timeout time.Duration) error {
+	return w.resources(r, timeout, w.w.WaitWithJobs)
+}
+
+// resources is a wait for the release's resources, logged as Helm v3 logs it.
+func (w v4Waiter) resources(r kube4.ResourceList, timeout time.Duration, fn func(kube4.ResourceList, time.Duration) error) error {
+	start := time.Now()
+	w.k.log("beginning wait for %d resources with timeout of %v", len(r), timeout)
+	err := w.waiting(func() error { return fn(r, timeout) })
+	if err == nil {
+		w.k.log("wait for resources succeeded within %s", time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+func (w v4Waiter) WaitForDelete(r kube4.ResourceList, timeout time.Duration) error {
+	return w.waiting(func() error { return w.w.WaitForDelete(r, timeout) })
+}
+
+// WatchUntilReady is a hook's wait: logged with the hook's kind and name, as Helm v3 does.
+func (w v4Waiter) WatchUntilReady(r kube4.ResourceList, timeout time.Duration) error {
+	for _, info := range r {
+		if info != nil && info.Mapping != nil {
+			w.k.log("Watching for changes to %s %s with timeout of %v", info.Mapping.GroupVersionKind.Kind, info.Name, timeout)
+			break
+		}
+	}
+	return w.waiting(func() error { return w.w.WatchUntilReady(r, timeout) })
+}
+
+// isHook4: a v4 resource list is the same list of cli-runtime infos as a v3 one.
+func isHook4(r kube4.ResourceList) bool { return isHook(kube.ResourceList(r)) }

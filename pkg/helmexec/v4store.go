@@ -1,0 +1,334 @@
+package helmexec
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	driver3 "helm.sh/helm/v3/pkg/storage/driver"
+	releasei4 "helm.sh/helm/v4/pkg/release"
+	release4 "helm.sh/helm/v4/pkg/release/v1"
+	driver4 "helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+// The v4 engine stores through the same drivers as the v3 one (the guarded decode, the
+// adopter, the seal, the relabel): v4Driver converts each release at their top. The
+// fields Helm v4 adds to a record (apply_method, info.rollback_revision) do not survive
+// Helm v3's types; v4Extras carries them around those types, from the payload read to the
+// release handed to Helm v4 and back into the payload written, so a record keeps one
+// format whichever engine or CLI wrote it (docs/design.md, "Two engines").
+
+// v4Extras are the fields of a Helm v4 record that Helm v3's release has not.
+type v4Extras struct {
+	ApplyMethod string `json:"apply_method,omitempty"`
+	Info        struct {
+		RollbackRevision int `json:"rollback_revision,omitempty"`
+	} `json:"info"`
+}
+
+func (e v4Extras) empty() bool { return e.ApplyMethod == "" && e.Info.RollbackRevision == 0 }
+
+// extrasByKey is what one action's storage knows of the v4 fields, per record key.
+type extrasByKey struct {
+	mu sync.Mutex
+	m  map[string]v4Extras
+}
+
+func (x *extrasByKey) set(key string, e v4Extras) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[string]v4Extras{}
+	}
+	x.m[key] = e
+}
+
+func (x *extrasByKey) get(key string) v4Extras {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.m[key]
+}
+
+// v4Driver is Helm v4's storage driver over a Helm v3 one.
+type v4Driver struct {
+	d      storage.Driver
+	extras *extrasByKey
+}
+
+var _ driver4.Driver = (*v4Driver)(nil)
+
+func (v *v4Driver) Name() string { return v.d.Name() }
+
+func (v *v4Driver) Create(key string, rls releasei4.Releaser) error {
+	r3, err := v.down(key, rls)
+	if err != nil {
+		return err
+	}
+	return v4Err(v.d.Create(key, r3))
+}
+
+func (v *v4Driver) Update(key string, rls releasei4.Releaser) error {
+	r3, err := v.down(key, rls)
+	if err != nil {
+		return err
+	}
+	return v4Err(v.d.Update(key, r3))
+}
+
+func (v *v4Driver) Delete(key string) (releasei4.Releaser, error) {
+	r3, err := v.d.Delete(key)
+	if err != nil {
+		return nil, v4Err(err)
+	}
+	return v.up(r3)
+}
+
+func (v *v4Driver) Get(key string) (releasei4.Releaser, error) {
+	r3, err := v.d.Get(key)
+	if err != nil {
+		return nil, v4Err(err)
+	}
+	return v.up(r3)
+}
+
+func (v *v4Driver) List(filter func(releasei4.Releaser) bool) ([]releasei4.Releaser, error) {
+	// The drivers under may filter further (the adopter hides the reservation): keep what
+	// they return, each converted once.
+	seen := map[*helmrelease.Release]*release4.Release{}
+	var convErr error
+	rels, err := v.d.List(func(r3 *helmrelease.Release) bool {
+		r4, err := v.up(r3)
+		if err != nil {
+			convErr = cmpErr(convErr, err)
+			return false
+		}
+		seen[r3] = r4
+		return filter(r4)
+	})
+	if err != nil {
+		return nil, v4Err(err)
+	}
+	out := make([]releasei4.Releaser, 0, len(rels))
+	for _, r3 := range rels {
+		r4, ok := seen[r3]
+		if !ok {
+			if r4, err = v.up(r3); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, r4)
+	}
+	return out, convErr
+}
+
+func (v *v4Driver) Query(labels map[string]string) ([]releasei4.Releaser, error) {
+	rels, err := v.d.Query(labels)
+	if err != nil {
+		return nil, v4Err(err)
+	}
+	out := make([]releasei4.Releaser, 0, len(rels))
+	for _, r3 := range rels {
+		r4, err := v.up(r3)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r4)
+	}
+	return out, nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// down is a v4 release as Helm v3's, its v4 fields kept aside for the payload's write.
+func (v *v4Driver) down(key string, rls releasei4.Releaser) (*helmrelease.Release, error) {
+	r4, err := asV4(rls)
+	if err != nil {
+		return nil, err
+	}
+	var e v4Extras
+	e.ApplyMethod = r4.ApplyMethod
+	if r4.Info != nil {
+		e.Info.RollbackRevision = r4.Info.RollbackRevision
+	}
+	v.extras.set(key, e)
+	return releaseV3(r4)
+}
+
+// up is a v3 release as Helm v4's, with the v4 fields its payload held.
+func (v *v4Driver) up(r3 *helmrelease.Release) (*release4.Release, error) {
+	if r3 == nil {
+		return nil, nil
+	}
+	r4, err := releaseV4(r3)
+	if err != nil {
+		return nil, err
+	}
+	e := v.extras.get(storage.Key(r3.Name, r3.Version))
+	r4.ApplyMethod = e.ApplyMethod
+	if r4.Info != nil {
+		r4.Info.RollbackRevision = e.Info.RollbackRevision
+	}
+	return r4, nil
+}
+
+func asV4(rls releasei4.Releaser) (*release4.Release, error) {
+	switch r := rls.(type) {
+	case *release4.Release:
+		return r, nil
+	case release4.Release:
+		return &r, nil
+	}
+	return nil, fmt.Errorf("unsupported release type %T", rls)
+}
+
+// v4StorageError is an error of the v3 drivers that Helm v4's errors.Is recognises too.
+type v4StorageError struct{ err, v4 error }
+
+func (e *v4StorageError) Error() string   { return e.err.Error() }
+func (e *v4StorageError) Unwrap() []error { return []error{e.err, e.v4} }
+
+func v4Err(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, driver3.ErrReleaseNotFound):
+		return &v4StorageError{err, driver4.ErrReleaseNotFound}
+	case errors.Is(err, driver3.ErrReleaseExists):
+		return &v4StorageError{err, driver4.ErrReleaseExists}
+	case errors.Is(err, driver3.ErrNoDeployedReleases):
+		return &v4StorageError{err, driver4.ErrNoDeployedReleases}
+	case errors.Is(err, driver3.ErrInvalidKey):
+		return &v4StorageError{err, driver4.ErrInvalidKey}
+	}
+	return err
+}
+
+// extrasSecrets is the Secrets client under the v3 driver of a v4 action: it reads the v4
+// fields of every payload it returns (the guarded decode) and writes those of the release
+// being stored into its payload.
+type extrasSecrets struct {
+	typedcorev1.SecretInterface
+	extras *extrasByKey
+}
+
+func (s extrasSecrets) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
+	sec, err := s.SecretInterface.Get(ctx, name, o)
+	if err == nil {
+		s.peek(sec)
+	}
+	return sec, err
+}
+
+func (s extrasSecrets) List(ctx context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
+	l, err := s.SecretInterface.List(ctx, o)
+	if err == nil {
+		for i := range l.Items {
+			s.peek(&l.Items[i])
+		}
+	}
+	return l, err
+}
+
+func (s extrasSecrets) Create(ctx context.Context, sec *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	if err := s.write(sec); err != nil {
+		return nil, err
+	}
+	return s.SecretInterface.Create(ctx, sec, o)
+}
+
+func (s extrasSecrets) Update(ctx context.Context, sec *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	if err := s.write(sec); err != nil {
+		return nil, err
+	}
+	return s.SecretInterface.Update(ctx, sec, o)
+}
+
+// peek keeps the v4 fields of a record; one that does not decode has none (the guarded
+// driver above refuses it anyway).
+func (s extrasSecrets) peek(sec *corev1.Secret) {
+	if sec == nil || sec.Data["release"] == nil {
+		return
+	}
+	var e v4Extras
+	if release.DecodeInto(sec.Data["release"], &e) == nil {
+		s.extras.set(sec.Name, e)
+	}
+}
+
+func (s extrasSecrets) write(sec *corev1.Secret) error {
+	e := s.extras.get(sec.Name)
+	if sec == nil || sec.Data["release"] == nil || e.empty() {
+		return nil
+	}
+	data, err := withExtras(sec.Data["release"], e)
+	if err != nil {
+		return fmt.Errorf("write the helm v4 fields of %s: %w", sec.Name, err)
+	}
+	sec.Data["release"] = data
+	return nil
+}
+
+// withExtras is a payload Helm v3's driver encoded (base64 of gzipped JSON), with the v4
+// fields added as Helm v4's driver writes them.
+func withExtras(payload []byte, e v4Extras) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := release.DecodeInto(payload, &doc); err != nil {
+		return nil, err
+	}
+	if e.ApplyMethod != "" {
+		doc["apply_method"], _ = json.Marshal(e.ApplyMethod)
+	}
+	if e.Info.RollbackRevision != 0 && doc["info"] != nil {
+		var info map[string]json.RawMessage
+		if err := json.Unmarshal(doc["info"], &info); err != nil {
+			return nil, err
+		}
+		info["rollback_revision"], _ = json.Marshal(e.Info.RollbackRevision)
+		raw, err := json.Marshal(info)
+		if err != nil {
+			return nil, err
+		}
+		doc["info"] = raw
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	return encodePayload(raw)
+}
+
+// encodePayload is Helm's storage encoding: base64 of the gzipped JSON.
+func encodePayload(raw []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(w, bytes.NewReader(raw)); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	out := make([]byte, base64.StdEncoding.EncodedLen(buf.Len()))
+	base64.StdEncoding.Encode(out, buf.Bytes())
+	return out, nil
+}
