@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
@@ -135,13 +134,9 @@ func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// The caller travels with the index's fetches: they take the caller's share of the slots.
-	idx, err := f.charts.repos.Index(asCaller(r.Context()), ns, onlyCompatible)
+	out, err := f.charts.repos.IndexYAML(asCaller(r.Context()), ns, onlyCompatible)
 	if err != nil {
 		return err
-	}
-	out, err := yaml.Marshal(idx)
-	if err != nil {
-		return fmt.Errorf("encode index: %w", err)
 	}
 	w.Header().Set("Content-Type", "application/yaml")
 	w.Header().Set("Cache-Control", "no-store, must-revalidate")

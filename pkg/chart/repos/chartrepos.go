@@ -141,6 +141,9 @@ type Set struct {
 	slots *chartsource.FetchSlots
 	// refetching are the cache keys of project repositories being fetched again.
 	refetching sync.Map
+	// encoded are the merged indexes encoded for the index.yaml route (indexyaml.go).
+	encoded     *encodings
+	encodedOnce sync.Once
 
 	mu    sync.RWMutex
 	creds map[string]credsEntry

@@ -33,14 +33,28 @@ var overwrites = map[string]string{"openshift-helm-charts": "redhat-helm-repo"}
 // with onlyCompatible, versions whose kubeVersion excludes the cluster's. It is answered from
 // the background cache; a repository not fetched yet (just created) is fetched once now.
 func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) (*repo.IndexFile, error) {
+	parts, err := s.parts(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return s.merge(parts, onlyCompatible)
+}
+
+// part is one enabled repository of a namespace and its cached index.
+type part struct {
+	r Repo
+	f *fetched
+}
+
+// parts are namespace's enabled repositories with their indexes (from the cache, or
+// fetched now on a miss).
+func (s *Set) parts(ctx context.Context, namespace string) ([]part, error) {
 	select {
 	case <-s.refreshed:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	out := repo.NewIndexFile()
-	var invalid []InvalidRepo
-	var hidden []string
+	var out []part
 	for _, r := range s.Repos(ctx, namespace) {
 		if r.Disabled {
 			continue
@@ -49,6 +63,18 @@ func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("index of namespace %q: %w", namespace, err) // the caller left
 		}
+		out = append(out, part{r: r, f: f})
+	}
+	return out, nil
+}
+
+// merge builds the merged index of parts (Index).
+func (s *Set) merge(parts []part, onlyCompatible bool) (*repo.IndexFile, error) {
+	out := repo.NewIndexFile()
+	var invalid []InvalidRepo
+	var hidden []string
+	for _, p := range parts {
+		r, f := p.r, p.f
 		if f.err != nil {
 			invalid = append(invalid, InvalidRepo{Name: r.Name, Error: f.err.Error()})
 			continue

@@ -1,0 +1,174 @@
+package repos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+	"sigs.k8s.io/yaml"
+
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+)
+
+// ErrIndexTooLarge is a merged index over the bounds of its encoding (422 at the edge:
+// errors.Is(err, chartsource.ErrTooLarge) holds too).
+var ErrIndexTooLarge = errors.New("the merged chart index is too large to serve")
+
+// Bounds of the encoded merged index (the console's index.yaml route). Encoding takes
+// several times the output's size while it runs; one runs at a time.
+const (
+	// DefaultMaxMergedIndexCost bounds what one encoding reads: the estimated live bytes
+	// of the indexes merged (indexCost), checked before anything is encoded.
+	DefaultMaxMergedIndexCost = 48 << 20
+	// DefaultMaxIndexYAMLBytes bounds one encoded index.
+	DefaultMaxIndexYAMLBytes = 16 << 20
+	// DefaultIndexYAMLCacheBytes bounds the encoded indexes kept, oldest out.
+	DefaultIndexYAMLCacheBytes = 32 << 20
+)
+
+// encodings are the merged indexes encoded, by version: a version names every repository
+// merged and the very index cached for it, so namespaces that see the same repositories
+// share one encoding, and a GET re-encodes only after an index changed.
+type encodings struct {
+	maxCost, maxBytes, budget int64
+
+	flights singleflight.Group
+	slot    chan struct{} // one encoding at a time
+	mu      sync.Mutex
+	byKey   map[string]encoded
+	order   []string // oldest first
+	bytes   int64
+	// encodes counts the encodings run (tests).
+	encodes int
+}
+
+type encoded struct {
+	yaml []byte
+	err  error
+}
+
+func newEncodings() *encodings {
+	return &encodings{maxCost: DefaultMaxMergedIndexCost, maxBytes: DefaultMaxIndexYAMLBytes,
+		budget: DefaultIndexYAMLCacheBytes, slot: make(chan struct{}, 1), byKey: map[string]encoded{}}
+}
+
+// IndexYAML is Index encoded as the console's index.yaml route answers it: encoded once
+// per version of the merged index and answered from the bytes kept; ErrIndexTooLarge past
+// DefaultMaxMergedIndexCost (before encoding) or DefaultMaxIndexYAMLBytes.
+func (s *Set) IndexYAML(ctx context.Context, namespace string, onlyCompatible bool) ([]byte, error) {
+	parts, err := s.parts(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	e := s.yamlCache()
+	key := versionOf(parts, onlyCompatible)
+	if got, ok := e.get(key); ok {
+		return got.yaml, got.err
+	}
+	ch := e.flights.DoChan(key, func() (any, error) {
+		got := e.tooCostly(parts)
+		if got == nil {
+			got = e.encode(func() *encoded { return s.encodeMerged(e, parts, onlyCompatible) })
+		}
+		e.put(key, *got)
+		return *got, nil
+	})
+	select {
+	case res := <-ch:
+		got := res.Val.(encoded)
+		return got.yaml, got.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// tooCostly refuses parts whose indexes hold more than e.maxCost, before anything is
+// merged or encoded (nil: within the bound).
+func (e *encodings) tooCostly(parts []part) *encoded {
+	var cost int64
+	for _, p := range parts {
+		if p.f.err == nil {
+			cost += p.f.cost
+		}
+	}
+	if cost <= e.maxCost {
+		return nil
+	}
+	return &encoded{err: fmt.Errorf("%w: its indexes hold about %d MiB parsed, over %d MiB (%w)",
+		ErrIndexTooLarge, cost>>20, e.maxCost>>20, chartsource.ErrTooLarge)}
+}
+
+// encodeMerged merges and encodes parts within e.maxBytes.
+func (s *Set) encodeMerged(e *encodings, parts []part, onlyCompatible bool) *encoded {
+	idx, err := s.merge(parts, onlyCompatible)
+	if err != nil {
+		return &encoded{err: err}
+	}
+	b, err := yaml.Marshal(idx)
+	switch {
+	case err != nil:
+		return &encoded{err: fmt.Errorf("encode index: %w", err)}
+	case int64(len(b)) > e.maxBytes:
+		return &encoded{err: fmt.Errorf("%w: it encodes to %d MiB, over %d MiB (%w)",
+			ErrIndexTooLarge, len(b)>>20, e.maxBytes>>20, chartsource.ErrTooLarge)}
+	}
+	return &encoded{yaml: b}
+}
+
+// versionOf names the merged index of parts: each repository (name and cache key) and the
+// index cached for it (a new fetch is a new *fetched).
+func versionOf(parts []part, onlyCompatible bool) string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatBool(onlyCompatible))
+	for _, p := range parts {
+		fmt.Fprintf(&b, "|%s|%s|%p", p.r.Name, p.r.cacheKey(), p.f)
+	}
+	return b.String()
+}
+
+// encode runs fn in e's one encoding slot (the flight waits for it; its callers leave with
+// their contexts).
+func (e *encodings) encode(fn func() *encoded) *encoded {
+	e.slot <- struct{}{}
+	defer func() { <-e.slot }()
+	e.mu.Lock()
+	e.encodes++
+	e.mu.Unlock()
+	return fn()
+}
+
+func (e *encodings) get(key string) (encoded, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	got, ok := e.byKey[key]
+	return got, ok
+}
+
+// put keeps got under key within the budget, oldest out; a version whose indexes changed
+// is never asked again and ages out.
+func (e *encodings) put(key string, got encoded) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.byKey[key]; ok || int64(len(got.yaml)) > e.budget {
+		return
+	}
+	for e.bytes+int64(len(got.yaml)) > e.budget || len(e.order) >= 1024 {
+		old := e.order[0]
+		e.order = e.order[1:]
+		e.bytes -= int64(len(e.byKey[old].yaml))
+		delete(e.byKey, old)
+	}
+	e.byKey[key] = got
+	e.order = append(e.order, key)
+	e.bytes += int64(len(got.yaml))
+}
+
+// yamlCache is the Set's encodings, made on first use.
+func (s *Set) yamlCache() *encodings {
+	s.encodedOnce.Do(func() { s.encoded = newEncodings() })
+	return s.encoded
+}
