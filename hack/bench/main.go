@@ -12,7 +12,8 @@
 // working: time-to-201 beside raw creates probed during the burst, completion vs the helm
 // CLI with and without wait), executors (completion with 1, 2, 3 executors), scale (10,000
 // pending revisions in 1,000 namespaces: admission, a sweeper pass, notifier RSS, the
-// all-namespaces list). -quick sizes everything down for a run of a few minutes.
+// all-namespaces list), fairness (one tenant's burst beside another's installs, fairness.go).
+// -quick sizes everything down for a run of a few minutes.
 package main
 
 import (
@@ -59,6 +60,7 @@ type options struct {
 	scaleReadable      int           // scale: namespaces the listing user may read
 	scaleRuns          int           // scale: admission requests per measurement
 	scaleListRuns      int           // scale: all-namespaces lists (and rounds of one-by-one lists)
+	fairInstalls       int           // fairness: tenant A's burst (fairness.go)
 	repeats            int           // short rows measured this many times in the run (median and spread)
 	cpuRate            int           // cpu: open-loop rate of both sides
 	cpuFor             time.Duration // cpu: how long each side runs
@@ -72,17 +74,17 @@ func defaults(quick bool) options {
 			listRuns: 8, execRuns: 2, notifierReleases: 500, payloadKiB: 100, changeRate: 50, changes: 100, failedEvery: 5,
 			burstInstalls: 100, burstWaitInstalls: 40, burstClients: 50, probeRate: 20, finalTimeout: 10 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 24,
 			scaleNamespaces: 100, scalePending: 1000, scaleReadable: 10, scaleRuns: 50, scaleListRuns: 3,
-			repeats: 3, cpuRate: 200, cpuFor: 3 * time.Second, gitlabRuns: 1}
+			repeats: 3, cpuRate: 200, cpuFor: 3 * time.Second, gitlabRuns: 1, fairInstalls: 100}
 	}
 	return options{single: 300, concurrent: 2000, clients: 50, rates: []int{50, 200, 400}, openFor: 10 * time.Second,
 		users: 20, perUser: 25, cacheRuns: 3, burst: 40, parallel: 4, consoleRuns: 3, listSizes: []int{100, 1000, 10000},
 		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5,
 		burstInstalls: 1000, burstWaitInstalls: 150, burstClients: 50, probeRate: 20, finalTimeout: 15 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 50,
 		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5,
-		repeats: 3, cpuRate: 200, cpuFor: 10 * time.Second, gitlabRuns: 2}
+		repeats: 3, cpuRate: 200, cpuFor: 10 * time.Second, gitlabRuns: 2, fairInstalls: 1000}
 }
 
-const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale"
+const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale,fairness"
 
 func main() {
 	serveHopFloorIfAsked()
@@ -134,6 +136,7 @@ func main() {
 	flag.IntVar(&o.cpuRate, "cpu-rate", o.cpuRate, "cpu: open-loop rate of raw creates and of submit")
 	flag.DurationVar(&o.cpuFor, "cpu-for", o.cpuFor, "cpu: duration of each side")
 	flag.IntVar(&o.gitlabRuns, "gitlab-runs", o.gitlabRuns, "executor: GitLab installs per mode (warm, cold), each side")
+	flag.IntVar(&o.fairInstalls, "fair-installs", o.fairInstalls, "fairness: tenant A's burst of installs")
 	flag.Parse()
 	var err error
 	if o.rates, err = parseInts(*rates); err == nil {
@@ -164,6 +167,7 @@ func run(ctx context.Context, o options) error {
 		"submit": b.submitSection, "cpu": b.cpuSection, "e2e": b.e2eSection, "console": b.consoleSection,
 		"read": b.readSection, "executor": b.executorSection, "notifier": b.notifierSection,
 		"burst": b.burstSection, "executors": b.executorsSection, "scale": b.scaleSection,
+		"fairness": b.fairnessSection,
 	}
 	for _, name := range strings.Split(o.sections, ",") {
 		fn, ok := sections[strings.TrimSpace(name)]
