@@ -161,17 +161,12 @@ func TestEachFunctionCanMakeItsCallsAndNoMore(t *testing.T) {
 	_, err = estore.MarkFailed(ctx, ns, "e", 1, "rbac test", false)
 	must(t, "executor updates a release", err)
 	must(t, "executor releases the lease", held.Release(ctx))
-	// executor: drops the queued label of a record whose payload was rewritten final
-	// (Store.UnqueueFinal, a label patch), and records a request's start and outcome on its
-	// consumed record in async-helm's namespace (merge patches).
-	_, err = executor.Metadata.Resource(release.SecretsResource).Namespace(ns).Patch(ctx, release.SecretName("e", 1), types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{})
-	must(t, "executor drops a queued label", err)
+	// executor: records a request's binding and outcome on its consumed record in
+	// async-helm's namespace (merge patches).
 	cstore := &consumed.Store{Client: executor.Typed, Namespace: "async-helm"}
 	reqID := "rbac-" + ns
 	_, err = cstore.Consume(ctx, consumed.Record{RequestID: reqID, Namespace: ns, Name: "e", Action: "install", Revision: 1, SecretUID: "uid-rbac", At: time.Now()})
 	must(t, "executor binds a request", err)
-	must(t, "executor records a request's start", cstore.MarkStarted(ctx, reqID))
 	must(t, "executor records a request's outcome", cstore.MarkDone(ctx, reqID, "failed"))
 	must(t, "executor deletes the test's consumed record",
 		executor.Typed.CoordinationV1().Leases("async-helm").Delete(ctx, consumed.LeaseName(reqID), metav1.DeleteOptions{}))

@@ -28,8 +28,6 @@ func (s *Service) apply(ctx context.Context, act *action, vd verdict) (Outcome, 
 		return OutcomeStale, true, nil
 	case deedHeldElsewhere:
 		return "", true, fmt.Errorf("%w: %s/%s", ErrHeldElsewhere, act.Namespace, act.SecretName)
-	case deedUnqueueFinal:
-		return s.unqueueFinal(ctx, act, vd)
 	case deedRefuse:
 		return OutcomeRefused, true, nil
 	case deedFailRefused:
@@ -39,7 +37,7 @@ func (s *Service) apply(ctx context.Context, act *action, vd verdict) (Outcome, 
 		}
 		act.log.Infow("refused revision marked failed; it no longer counts toward admission", "why", vd.why)
 		return OutcomeRefused, true, nil
-	case deedFailUnqueued, deedFailNotLatest, deedCancelled:
+	case deedFailNotLatest, deedCancelled:
 		return s.failUnrun(ctx, act, vd)
 	case deedFailResumes:
 		if _, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, vd.reason, release.ReplaceFailed); err != nil {
@@ -49,18 +47,6 @@ func (s *Service) apply(ctx context.Context, act *action, vd verdict) (Outcome, 
 		return OutcomeFailed, true, nil
 	}
 	return s.prepare(ctx, act)
-}
-
-// unqueueFinal drops the queued label of a final record never started and refuses the event
-// (a genuine redelivery after the end is a duplicate, decide.go).
-func (s *Service) unqueueFinal(ctx context.Context, act *action, vd verdict) (Outcome, bool, error) {
-	dropped, err := s.Store.UnqueueFinal(ctx, act.Namespace, act.Name, act.Revision)
-	if err != nil {
-		return "", true, err // redelivered: the label is dropped on a later try
-	}
-	act.log.Warnw("event refused: its never-started reservation was rewritten final; queued label dropped",
-		append(vd.kv, "dropped", dropped)...)
-	return OutcomeRefused, true, nil
 }
 
 // failUnrun fails a record Helm never ran for. With markDone the request's outcome is
@@ -82,8 +68,8 @@ func (s *Service) failUnrun(ctx context.Context, act *action, vd verdict) (Outco
 	return OutcomeFailed, true, nil
 }
 
-// prepare makes the writes before Helm runs: an uninstall's tombstone, the running action
-// on the Lease, the start on the consumed request.
+// prepare makes the writes before Helm runs: an uninstall's tombstone and the running
+// action on the Lease.
 func (s *Service) prepare(ctx context.Context, act *action) (Outcome, bool, error) {
 	if act.resumed {
 		act.log.Infow("request already bound to this record; resuming")
@@ -98,20 +84,7 @@ func (s *Service) prepare(ctx context.Context, act *action) (Outcome, bool, erro
 	if _, err := act.held.Sync(ctx, AnnotationAction, string(act.Action.Action)); err != nil {
 		act.log.Warnw("running action not written on the lease", "error", err)
 	}
-	if err := s.markStarted(ctx, act); err != nil {
-		return "", true, err // redelivered; Helm has not run
-	}
 	return "", false, nil
-}
-
-// markStarted records on the consumed request that Helm is about to run (once per request):
-// from then on Helm's own writes may drop the queued label, and a resume must not take
-// that for a tenant's relabel (decideResume).
-func (s *Service) markStarted(ctx context.Context, act *action) error {
-	if s.Consumed == nil || act.started {
-		return nil
-	}
-	return s.Consumed.MarkStarted(ctx, act.RequestID)
 }
 
 // bindGone binds a request whose reservation is gone (deleted, or made again with another

@@ -59,14 +59,10 @@ const (
 	deedStale
 	// deedHeldElsewhere asks for a redelivery: a live executor holds the revision.
 	deedHeldElsewhere
-	// deedUnqueueFinal drops the queued label of a final record never started, refused.
-	deedUnqueueFinal
 	// deedRefuse acknowledges, nothing run, nothing written.
 	deedRefuse
 	// deedFailRefused fails the record a refused event lands on: ours, queued, this revision.
 	deedFailRefused
-	// deedFailUnqueued fails, unrun, a reservation admission stopped counting.
-	deedFailUnqueued
 	// deedFailResumes fails a request whose executor was lost too often.
 	deedFailResumes
 	// deedFailNotLatest fails an uninstall of a revision that is no longer the latest.
@@ -119,11 +115,7 @@ type (
 	}
 	leaseRead struct{ held bool }
 	// metaRead is the Secret's metadata: uid "" when it is gone.
-	metaRead struct {
-		uid    types.UID
-		counts bool // release.CountsAsQueued
-		queued bool // its queued label is still "true"
-	}
+	metaRead struct{ uid types.UID }
 	bindRead struct {
 		first     bool
 		elsewhere error // consumed.ErrConsumedElsewhere: bound to another Secret
@@ -168,14 +160,9 @@ func beforeLease(v *view) verdict {
 	switch {
 	case rel == nil:
 		return verdict{do: deedGone, note: "reservation is gone; nothing to do"}
-	case !release.IsPending(rel.Info.Status.String()) && rel.Labels[release.LabelQueued] != "true":
+	case !release.IsPending(rel.Info.Status.String()):
 		return verdict{do: deedDuplicate, note: "revision already final; duplicate delivery acknowledged",
 			kv: []any{"status", rel.Info.Status.String()}}
-	case !release.IsPending(rel.Info.Status.String()):
-		// The executor's own adoption drops the queued label, so a final record that still
-		// carries it was never started: a namespace editor rewrote its reservation's
-		// payload final, which admission would count for ever.
-		return verdict{do: deedUnqueueFinal, kv: []any{"status", rel.Info.Status.String()}}
 	case rel.Labels[release.LabelRequestID] != v.a.RequestID:
 		return verdict{do: deedStale, note: "event is for another request of this revision; acknowledged and ignored",
 			kv: []any{"reservedFor", rel.Labels[release.LabelRequestID]}}
@@ -207,9 +194,6 @@ func decideConsumed(v *view) verdict {
 		return refuse(v, "its request was consumed for another release record",
 			"event refused: its request was consumed for another release record (a replay?)",
 			"secretUID", v.meta.uid, "error", v.bind.elsewhere)
-	case v.bind.first && !v.meta.counts:
-		// The verdict was bound with the request, in the one create (qBind).
-		return failUnqueued(v, false)
 	case v.bind.first:
 		return verdict{}
 	}
@@ -218,19 +202,14 @@ func decideConsumed(v *view) verdict {
 
 // decideResume lets a delivery bound to a consumed request resume its action, unless the
 // request already ran to its end: a namespace editor who rewrites the finished record in
-// place (same UID) back to pending and posts the kept event must not get it run again. A
-// request no executor started Helm for (consumed.Record.Started) runs only if its
-// reservation still counts as queued: the tenant may have relabelled it since.
+// place (same UID) back to pending and posts the kept event must not get it run again.
 func decideResume(v *view) verdict {
 	if v.consumed == nil {
 		return verdict{ask: qConsumed}
 	}
 	rec := v.consumed.rec
 	switch {
-	case !v.started() && !v.meta.counts:
-		return failUnqueued(v, rec == nil || rec.Outcome == "")
 	case rec != nil && rec.Outcome != "":
-		// Sealed and queued again (its labels put back), it would hold a slot: failed.
 		return refuse(v, "its request already ran ("+rec.Outcome+")",
 			"event refused: its request already ran (a rewound record?)", "outcome", rec.Outcome)
 	case v.steps == nil:
@@ -270,15 +249,9 @@ func decideRun(v *view) verdict {
 	return verdict{do: deedRun}
 }
 
-// started: the request's consumed record says an executor started Helm for it.
-func (v *view) started() bool {
-	return v.consumed != nil && v.consumed.rec != nil && v.consumed.rec.Started
-}
-
 // refuse acknowledges an event refused on the record it lands on. A record submit sealed
-// for this request and still queued counts toward MAX_QUEUED until QUEUE_DEADLINE, and
-// every re-send is refused the same way, so it is failed now; one without our seal is not
-// ours to touch.
+// for this request and still queued would wait for QUEUE_DEADLINE, every re-send refused
+// the same way, so it is failed now; one without our seal is not ours to touch.
 func refuse(v *view, why, note string, kv ...any) verdict {
 	vd := verdict{do: deedRefuse, why: why, note: note, warn: true, kv: kv}
 	if v.rec.sealedQueued {
@@ -286,23 +259,6 @@ func refuse(v *view, why, note string, kv ...any) verdict {
 		vd.reason = failed(v.a.Name, fmt.Sprintf("revision %d was refused by the executor: %s; nothing ran", v.a.Revision, why))
 	}
 	return vd
-}
-
-// failUnqueued fails, unrun, a reservation that admission stopped counting before any
-// executor started it (release.CountsAsQueued): only Helm's adoption drops the queued
-// label, after this point. A namespace editor who drops it, or rewrites another label the
-// count reads, frees a MAX_QUEUED slot; the work must not then run. markDone: "failed" is
-// recorded on the request before the record is failed, unless it has an outcome.
-func failUnqueued(v *view, markDone bool) verdict {
-	what := fmt.Sprintf("lost its %s label", release.LabelQueued)
-	if v.meta.queued {
-		what = "was relabelled out of the queued count (its owner, seal, status or revision label)"
-	}
-	return verdict{do: deedFailUnqueued, markDone: markDone, warn: true,
-		note: "event refused: its reservation stopped counting as queued before any executor started it",
-		kv:   []any{"how", what},
-		reason: failed(v.a.Name, fmt.Sprintf("revision %d %s before an executor started it (admission counts queued revisions by these labels); nothing ran",
-			v.a.Revision, what))}
 }
 
 // failed is the description of a failed action, in Helm's words.

@@ -25,7 +25,7 @@ func admitted() *view {
 	pending := &recordRead{rel: rec(helmrelease.StatusPendingInstall)}
 	return &view{a: events.Action{Action: release.ActionInstall, Namespace: "ns", Name: "r", Revision: 1, RequestID: "id"},
 		checked: true, look: pending, lease: &leaseRead{held: true}, rec: pending,
-		meta: &metaRead{uid: "u1", counts: true, queued: true}}
+		meta: &metaRead{uid: "u1"}}
 }
 
 // with returns admitted() changed by f.
@@ -35,11 +35,11 @@ func with(f func(v *view)) *view {
 	return v
 }
 
-// resumed is a redelivery bound to its record by an earlier one that started Helm.
+// resumed is a redelivery bound to its record by an earlier one.
 func resumed(f func(v *view)) *view {
 	return with(func(v *view) {
 		v.bind = &bindRead{}
-		v.consumed = &consumedRead{rec: &consumed.Record{RequestID: "id", SecretUID: "u1", Started: true}}
+		v.consumed = &consumedRead{rec: &consumed.Record{RequestID: "id", SecretUID: "u1"}}
 		f(v)
 	})
 }
@@ -58,7 +58,7 @@ func TestDecideDelivery(t *testing.T) {
 		{"final, not queued", with(func(v *view) { v.look, v.lease = &recordRead{rel: rec(helmrelease.StatusDeployed)}, nil }), qNone, deedDuplicate},
 		{"final, still queued", with(func(v *view) {
 			v.look, v.lease = &recordRead{rel: rec(helmrelease.StatusDeployed, release.LabelQueued, "true")}, nil
-		}), qNone, deedUnqueueFinal},
+		}), qNone, deedDuplicate},
 		{"another request's", with(func(v *view) {
 			v.look, v.lease = &recordRead{rel: rec(helmrelease.StatusPendingInstall, release.LabelRequestID, "other")}, nil
 		}), qNone, deedStale},
@@ -77,13 +77,11 @@ func TestDecideDelivery(t *testing.T) {
 		{"swapped, bound", with(func(v *view) { v.a.BoundSecretUID, v.boundAccepted = "u0", true }), qNone, deedRefuse},
 		{"bound to its Secret: bind", with(func(v *view) { v.a.BoundSecretUID = "u1" }), qBind, deedNone},
 		{"consumed elsewhere", with(func(v *view) { v.bind = &bindRead{elsewhere: consumed.ErrConsumedElsewhere} }), qNone, deedRefuse},
-		{"first, no longer counted", with(func(v *view) { v.bind, v.meta.counts = &bindRead{first: true}, false }), qNone, deedFailUnqueued},
 		{"first: cancel read", with(func(v *view) { v.bind = &bindRead{first: true} }), qCancel, deedNone},
 		{"first, cancelled", with(func(v *view) { v.bind, v.cancel = &bindRead{first: true}, &cancelRead{by: "bob"} }), qNone, deedCancelled},
 		{"first runs", with(func(v *view) { v.bind, v.cancel = &bindRead{first: true}, &cancelRead{} }), qNone, deedRun},
 		{"bound before: look it up", with(func(v *view) { v.bind = &bindRead{} }), qConsumed, deedNone},
-		{"never started, no longer counted", resumed(func(v *view) { v.consumed.rec.Started, v.meta.counts = false, false }), qNone, deedFailUnqueued},
-		{"started, no longer counted: steps", resumed(func(v *view) { v.meta.counts = false }), qSteps, deedNone},
+		{"resumed: steps", resumed(func(v *view) {}), qSteps, deedNone},
 		{"already ran", resumed(func(v *view) { v.consumed.rec.Outcome = "deployed" }), qNone, deedRefuse},
 		{"went on as a retry", resumed(func(v *view) { v.steps = &consumed.Steps{Attempt: 2} }), qNone, deedRefuse},
 		{"went on as a remediation", resumed(func(v *view) { v.steps = &consumed.Steps{Attempt: 1, Remediation: "rollback"} }), qNone, deedRefuse},
@@ -122,18 +120,15 @@ func uninstall(v *view) {
 	v.look, v.rec = marked, marked
 }
 
-// What a verdict records: the outcome first when no record of the request has one.
+// What a verdict records: the outcome first, so that a redelivery is refused whatever the
+// tenant makes of the record meanwhile.
 func TestDecideRecordsTheOutcomeFirst(t *testing.T) {
-	first := decide(with(func(v *view) { v.bind, v.meta.counts = &bindRead{first: true}, false }))
-	if first.markDone {
-		t.Error("a first bind carries its verdict already; no second write")
+	cancelled := decide(with(func(v *view) { v.bind, v.cancel = &bindRead{first: true}, &cancelRead{by: "bob"} }))
+	if cancelled.do != deedCancelled || !cancelled.markDone {
+		t.Errorf("a cancel found on the lease: got do %d markDone %v", cancelled.do, cancelled.markDone)
 	}
-	unrun := decide(resumed(func(v *view) { v.consumed.rec.Started, v.meta.counts = false, false }))
-	if !unrun.markDone {
-		t.Error("a resume of a request without an outcome must record it before the record is failed")
-	}
-	ran := decide(resumed(func(v *view) { v.consumed.rec.Started, v.consumed.rec.Outcome, v.meta.counts = false, "failed", false }))
-	if ran.do != deedFailUnqueued || ran.markDone {
-		t.Errorf("an outcome is kept: got do %d markDone %v", ran.do, ran.markDone)
+	lost := decide(resumed(func(v *view) { v.steps, v.resume = &consumed.Steps{Attempt: 1}, &resumeRead{tooMany: errors.New("5")} }))
+	if lost.do != deedFailResumes || !lost.markDone {
+		t.Errorf("lost too often: got do %d markDone %v", lost.do, lost.markDone)
 	}
 }

@@ -26,8 +26,6 @@ type action struct {
 	grave  lease.Tombstone // an uninstall's tombstone
 	// attempt is the request's attempt this action is (remediate.go): 1, or a retry's.
 	attempt int
-	// started: the consumed request records that an executor started Helm for it.
-	started bool
 	// resumed: the request was bound to this record by an earlier delivery.
 	resumed bool
 	// seat is the handling's action slot (every attempt's).

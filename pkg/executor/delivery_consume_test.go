@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -91,7 +90,7 @@ func TestFirstRunConsumesTheRequest(t *testing.T) {
 		t.Fatalf("no consumed record: %v", err)
 	}
 	want := consumed.Record{RequestID: "req-1", Namespace: "ns", Name: "web", Action: "install", Revision: 1,
-		SecretUID: e.secretUID("web"), At: rec.At, Outcome: string(OutcomeDeployed), Started: true}
+		SecretUID: e.secretUID("web"), At: rec.At, Outcome: string(OutcomeDeployed)}
 	if *rec != want {
 		t.Errorf("record %+v, want %+v", *rec, want)
 	}
@@ -262,26 +261,5 @@ func TestUnboundDeliveryIsRefusedWhereBindingIsRequired(t *testing.T) {
 	a.BoundSecretUID = e.secretUID("web")
 	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeDeployed {
 		t.Fatalf("bound: %s, %v", got, err)
-	}
-}
-
-// A namespace editor drops the queued label of its own reservation (admission counts
-// queued revisions by it, so the next request is admitted past MAX_QUEUED_PER_NAMESPACE):
-// the first executor to see it fails it unrun, so escaping the count gets no work done.
-func TestReservationThatLostItsQueuedLabelIsFailedUnrun(t *testing.T) {
-	e := newEnv(t, 1)
-	a := e.reserve("web", "req-1")
-	if _, err := e.c.CoreV1().Secrets("ns").Patch(ctx(t), a.SecretName, types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"`+release.LabelQueued+`":null}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := e.svc.Handle(ctx(t), context.Background(), a, nil); err != nil || got != OutcomeFailed {
-		t.Fatalf("%s, %v; want %s", got, err, OutcomeFailed)
-	}
-	if n := e.helm.calls.Load(); n != 0 {
-		t.Errorf("Helm ran %d times", n)
-	}
-	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.Contains(desc, "queued label") {
-		t.Errorf("%s %q", st, desc)
 	}
 }

@@ -73,7 +73,6 @@ func (s *Service) gatherConsumed(ctx context.Context, act *action, v *view, q qu
 		var rec *consumed.Record
 		if rec, err = s.Consumed.Lookup(ctx, act.RequestID); err == nil {
 			v.consumed = &consumedRead{rec: rec}
-			act.started = rec != nil && rec.Started
 		}
 	case qSteps:
 		var st consumed.Steps
@@ -110,26 +109,18 @@ func (s *Service) sealedQueued(act *action, rel *helmrelease.Release) bool {
 		secret.Labels[release.LabelRevision] == strconv.Itoa(act.Revision) && release.Sealed(s.SealKey, secret)
 }
 
-// readMeta reads the Secret's metadata: its UID (the identity a request is consumed for)
-// and whether admission still counts it as queued.
+// readMeta reads the Secret's metadata: its UID, the identity a request is consumed for.
 func (s *Service) readMeta(ctx context.Context, act *action) (*metaRead, error) {
 	meta, err := s.Store.SecretMeta(ctx, act.Namespace, act.SecretName)
 	if err != nil || meta == nil {
 		return &metaRead{}, err
 	}
-	return &metaRead{uid: meta.GetUID(), counts: release.CountsAsQueued(s.SealKey, meta),
-		queued: meta.GetLabels()[release.LabelQueued] == "true"}, nil
+	return &metaRead{uid: meta.GetUID()}, nil
 }
 
-// bind consumes the request for this Secret. A reservation that no longer counts as
-// queued is bound with its verdict, "failed", in the one create: no later delivery resumes
-// it, whatever the labels say by then, even if failing the record fails.
+// bind consumes the request for this Secret.
 func (s *Service) bind(ctx context.Context, act *action, meta *metaRead) (*bindRead, error) {
-	r := s.binding(act, meta.uid)
-	if !meta.counts {
-		r.Outcome = string(OutcomeFailed)
-	}
-	first, err := s.Consumed.Consume(ctx, r)
+	first, err := s.Consumed.Consume(ctx, s.binding(act, meta.uid))
 	if errors.Is(err, consumed.ErrConsumedElsewhere) {
 		return &bindRead{elsewhere: err}, nil
 	}

@@ -24,8 +24,6 @@ import (
 type Store interface {
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
-	// UnqueueFinal drops the queued label of a revision whose payload is final.
-	UnqueueFinal(ctx context.Context, namespace, name string, revision int) (bool, error)
 	// LiveHistory lists the release's revisions from the API server, newest first (an
 	// uninstall checks its revision is still the latest).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)
@@ -35,7 +33,7 @@ type Store interface {
 	FinishTombstone(ctx context.Context, t lease.Tombstone) error
 	BuryTombstone(ctx context.Context, t lease.Tombstone) error
 	// SecretMeta is the metadata of the revision's Secret now (nil when it is gone): its UID
-	// is the identity an accepted event is consumed for, its labels what admission counts.
+	// is the identity an accepted event is consumed for.
 	SecretMeta(ctx context.Context, namespace, secretName string) (metav1.Object, error)
 	// Reserve reserves a revision as submit does: a retry's or a remediation's, when the
 	// action has no caller to reserve it as (remediate.go).
@@ -48,8 +46,6 @@ type Consumed interface {
 	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
 	// Lookup reads a request's record (nil when there is none): its Outcome says it ran.
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
-	// MarkStarted records that Helm is about to run for the request (Record.Started).
-	MarkStarted(ctx context.Context, requestID string) error
 	// MarkDone records the request's outcome: no later delivery resumes it.
 	MarkDone(ctx context.Context, requestID, outcome string) error
 	// ClaimResume counts one more resume of the request (consumed.ErrTooManyResumes past

@@ -131,37 +131,3 @@ func TestEndedRevisionsDoNotCount(t *testing.T) {
 		t.Errorf("queued = %d, %d; want 1, 1 (only the one still queued)", inNS, total)
 	}
 }
-
-// A namespace editor rewrites the payload of its own sealed reservation to a final status
-// (its event is then refused): nothing will run it, and MarkFailed, which the executor's
-// refusal and the sweeper's deadline call, left the queued label on it because its payload
-// was not pending, so it held a MAX_QUEUED slot for ever. MarkFailed now drops the label.
-func TestMarkFailedUnqueuesARecordWhosePayloadIsFinal(t *testing.T) {
-	s, c, _ := newStore(t)
-	sec := sealedReservation(t, s, "web")
-	rel, err := DecodeRelease(sec.Data["release"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Info.Status = helmrelease.StatusDeployed
-	if sec.Data["release"], err = EncodeRelease(rel); err != nil {
-		t.Fatal(err)
-	}
-	sec.Labels[LabelStatus] = "deployed" // or left pending-install: the same
-	if _, err := c.CoreV1().Secrets("ns").Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if done, err := s.MarkFailed(ctx(t), "ns", "web", 1, "refused", KeepFailed); done || err != nil {
-		t.Fatalf("MarkFailed of a final payload: %v, %v; want false, nil", done, err)
-	}
-	got, err := c.CoreV1().Secrets("ns").Get(ctx(t), SecretName("web", 1), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if CountsAsQueued(sealKey, got) {
-		t.Errorf("a record whose payload is final still counts as queued: %v", got.Labels)
-	}
-	if got.Labels[LabelStatus] != "deployed" {
-		t.Errorf("status label %q: only the queued label is ours to drop", got.Labels[LabelStatus])
-	}
-}

@@ -80,7 +80,7 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 	}
 	st := rel.Info.Status
 	if !IsPending(st.String()) && !(ifFailed == ReplaceFailed && st == helmrelease.StatusFailed) {
-		return false, s.unqueueFinal(ctx, secrets.ReadObj)
+		return false, nil
 	}
 	if err := s.failRecord(ctx, rel, reason); err != nil {
 		return false, err
@@ -130,63 +130,6 @@ func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason
 		delete(rel.Labels, LabelQueued) // a failed revision is no longer waiting
 	}
 	return nil
-}
-
-// unqueueFinal drops the queued label of a record whose payload is final. No write of
-// async-helm or Helm leaves one (docs/design.md): a namespace editor rewrote the payload of
-// its own reservation, which then never runs, and admission would count it (CountsAsQueued)
-// for ever. The patch carries the resourceVersion read: a record changed since is left to
-// the next look.
-func (s *Store) unqueueFinal(ctx context.Context, sec *corev1.Secret) error {
-	if sec == nil || sec.Labels[LabelQueued] != "true" {
-		return nil
-	}
-	_, err := s.dropQueued(ctx, sec.Namespace, sec.Name, sec.ResourceVersion, "drop the queued label of a final record")
-	return err
-}
-
-// dropQueued removes the queued label of a Secret still at resourceVersion, in its labels
-// only; false when it changed since or is gone.
-func (s *Store) dropQueued(ctx context.Context, namespace, secretName, resourceVersion, what string) (bool, error) {
-	return s.patchSecret(ctx, namespace, secretName, secretPatch{ResourceVersion: resourceVersion,
-		Labels: map[string]*string{LabelQueued: nil}}, what)
-}
-
-// UnqueueFinal drops the queued label of the revision if its payload is final (see
-// unqueueFinal), and reports whether it did; a pending, undecodable or unqueued record, or
-// none, is left alone. The patch carries the resourceVersion read; a write in between
-// (a tenant racing it) makes it read again, up to retry.DefaultRetry, then answer an error
-// (the executor's event is then redelivered, not acknowledged with the label still on).
-func (s *Store) UnqueueFinal(ctx context.Context, namespace, name string, revision int) (bool, error) {
-	var dropped bool
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		dropped = false
-		secrets := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx}
-		rel, err := GuardedSecrets(secrets).Get(SecretName(name, revision))
-		if errors.Is(err, driver.ErrReleaseNotFound) || errors.Is(err, ErrUndecodable) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s/%s v%d: %w", namespace, name, revision, err)
-		}
-		sec := secrets.ReadObj
-		if IsPending(rel.Info.Status.String()) || sec == nil || sec.Labels[LabelQueued] != "true" {
-			return nil
-		}
-		ok, err := s.dropQueued(ctx, sec.Namespace, sec.Name, sec.ResourceVersion, "drop the queued label of a final record")
-		if err != nil {
-			return err
-		}
-		if !ok { // changed since read, or gone: read again
-			return apierrors.NewConflict(SecretsResource.GroupResource(), sec.Name, errors.New("changed since read"))
-		}
-		dropped = true
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("unqueue final record %s/%s v%d: %w", namespace, name, revision, err)
-	}
-	return dropped, nil
 }
 
 // MarkUndecodable fails a pending revision of ours whose record does not decode, in its

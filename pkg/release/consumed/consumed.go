@@ -39,7 +39,6 @@ const (
 	annSecretUID = "async-helm.io/secret-uid"
 	annAt        = "async-helm.io/consumed-at"
 	annOutcome   = "async-helm.io/outcome"
-	annStarted   = "async-helm.io/started"
 )
 
 // OutcomeUninstalled (Record.Outcome): Helm's uninstall of the request returned without
@@ -73,11 +72,6 @@ type Record struct {
 	At                                 time.Time
 	// Outcome is what the executor recorded the action did (MarkDone); "" until then.
 	Outcome string
-	// Started: an executor passed every check and was about to run Helm (MarkStarted).
-	// Before that, a resumed delivery must find the reservation still counted as queued;
-	// after it, Helm's own writes may have dropped the label (the payload that tells
-	// adopted from not is the tenant's to write, this is not).
-	Started bool
 }
 
 // Store keeps the records as Leases in Namespace (DefaultNamespace when empty).
@@ -144,11 +138,6 @@ func (s *Store) retryCreate(ctx context.Context, r Record) (bool, error) {
 // get and update Leases, not patch them.
 func (s *Store) MarkDone(ctx context.Context, requestID, outcome string) error {
 	return s.annotate(ctx, requestID, annOutcome, outcome, "record the outcome of")
-}
-
-// MarkStarted records that an executor is about to run Helm for the request (Started).
-func (s *Store) MarkStarted(ctx context.Context, requestID string) error {
-	return s.annotate(ctx, requestID, annStarted, "true", "record the start of")
 }
 
 // annotate sets one annotation of the request's record in one merge patch (no read
@@ -240,7 +229,6 @@ func fromLease(l *coordinationv1.Lease) (Record, bool) {
 	return Record{
 		RequestID: a[annRequestID], Namespace: a[annNamespace], Name: a[annName], Action: a[annAction],
 		Revision: rev, SecretUID: types.UID(a[annSecretUID]), At: at, Outcome: a[annOutcome],
-		Started: a[annStarted] == "true",
 	}, true
 }
 

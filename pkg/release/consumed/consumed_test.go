@@ -137,25 +137,3 @@ func TestMarkDoneRecordsTheOutcome(t *testing.T) {
 		t.Fatal("MarkDone of a request never consumed succeeded")
 	}
 }
-
-// The start an executor records is read back with the record, apart from the outcome; a
-// record that was never consumed cannot take one.
-func TestMarkStartedRecordsTheStart(t *testing.T) {
-	s, _, _ := newStore(t)
-	ctx := context.Background()
-	if _, err := s.Consume(ctx, rec("req-s", "a")); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.Lookup(ctx, "req-s"); err != nil || got.Started {
-		t.Fatalf("before MarkStarted: %+v, %v", got, err)
-	}
-	if err := s.MarkStarted(ctx, "req-s"); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.Lookup(ctx, "req-s"); err != nil || !got.Started || got.Outcome != "" {
-		t.Fatalf("after MarkStarted: %+v, %v", got, err)
-	}
-	if err := s.MarkStarted(ctx, "never-consumed"); err == nil {
-		t.Fatal("MarkStarted of a request never consumed succeeded")
-	}
-}
