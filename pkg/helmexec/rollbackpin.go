@@ -13,7 +13,8 @@ import (
 // in `helm rollback` and in an atomic upgrade's rollback) answer only the record submit
 // pinned when it accepted the request: release records are the tenant's to rewrite, and the
 // executor would apply a rewritten one as the caller. Every engine's rollback and atomic
-// upgrade wraps its storage with it. A nil pin (an event of an older submit) checks nothing.
+// upgrade wraps its storage with it (Rollback and Upgrade add it before they choose the
+// engine). A nil pin (an event of an older submit) checks nothing.
 func withRollbackPin(req Request) Option {
 	return WithStorageWrapper(func(d storage.Driver) storage.Driver {
 		if req.RollbackPin == nil {

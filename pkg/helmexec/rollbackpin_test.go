@@ -46,26 +46,33 @@ func rewrite(t *testing.T, mem *storage.Memory, v int) {
 // A rollback restores only the record pinned at acceptance: the pinned one as it was runs,
 // a rewritten one is refused at Helm's read of it, naming the revision.
 func TestRollbackRestoresOnlyThePinnedRecord(t *testing.T) {
-	for _, rewritten := range []bool{false, true} {
-		f, mem, opts := offline(t)
-		pin := deployedTwice(t, f, mem, opts)
-		if rewritten {
-			rewrite(t, mem, 1)
+	for _, engine := range []func(*testing.T) (*Factory, *storage.Memory, []Option){offline, offlineV4} {
+		for _, rewritten := range []bool{false, true} {
+			rollbackOnce(t, engine, rewritten)
 		}
-		reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
-		rel, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1, RollbackPin: pin}, opts...)
-		if !rewritten {
-			if err != nil || rel.Info.Status != helmrelease.StatusDeployed {
-				t.Fatalf("rollback to the pinned record: %v", err)
-			}
-			continue
+	}
+}
+
+func rollbackOnce(t *testing.T, engine func(*testing.T) (*Factory, *storage.Memory, []Option), rewritten bool) {
+	t.Helper()
+	f, mem, opts := engine(t)
+	pin := deployedTwice(t, f, mem, opts)
+	if rewritten {
+		rewrite(t, mem, 1)
+	}
+	reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
+	rel, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1, RollbackPin: pin}, opts...)
+	if !rewritten {
+		if err != nil || rel.Info.Status != helmrelease.StatusDeployed {
+			t.Fatalf("rollback to the pinned record: %v", err)
 		}
-		if !errors.Is(err, release.ErrTargetRewritten) || !strings.Contains(err.Error(), "revision 1 was rewritten") {
-			t.Fatalf("rollback to a rewritten record: %v", err)
-		}
-		if got := get(t, mem, "web", 3); got.Manifest == escalation || got.Info.Status == helmrelease.StatusDeployed {
-			t.Errorf("revision 3 is %s with manifest %q", got.Info.Status, got.Manifest)
-		}
+		return
+	}
+	if !errors.Is(err, release.ErrTargetRewritten) || !strings.Contains(err.Error(), "revision 1 was rewritten") {
+		t.Fatalf("rollback to a rewritten record: %v", err)
+	}
+	if got := get(t, mem, "web", 3); got.Manifest == escalation || got.Info.Status == helmrelease.StatusDeployed {
+		t.Errorf("revision 3 is %s with manifest %q", got.Info.Status, got.Manifest)
 	}
 }
 

@@ -275,7 +275,7 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err := s.Schemas.validateValues(ch, digest, req.Values); err != nil {
 		return nil, err
 	}
-	pin, err := rollbackPin(req, base)
+	pin, err := rollbackPin(action, req, base)
 	if err != nil {
 		return nil, err
 	}
@@ -318,8 +318,8 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 // rollback) may restore: its base when deployed or superseded (what Helm's atomic rollback
 // and the remediation pick), else nothing (Revision 0: no rollback may run). Nil for
 // requests that never roll back.
-func rollbackPin(req api.ReleaseRequest, base *helmrelease.Release) (*release.Pin, error) {
-	if !req.Atomic && req.Remediation != api.RemediationRollback {
+func rollbackPin(action release.Action, req api.ReleaseRequest, base *helmrelease.Release) (*release.Pin, error) {
+	if action != release.ActionUpgrade || (!req.Atomic && req.Remediation != api.RemediationRollback) {
 		return nil, nil
 	}
 	if base == nil || base.Info == nil ||
