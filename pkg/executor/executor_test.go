@@ -24,6 +24,7 @@ import (
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -87,6 +88,8 @@ func (h *fakeHelm) Rollback(ctx context.Context, req helmexec.Request, opts ...h
 
 // deployed is a fake Helm that only says it deployed; newEnv's default also writes it.
 // Client has no cluster behind it: the progress reads are skipped.
+func (h *fakeHelm) Readiness() progress.ReadyFunc { return nil }
+
 func (h *fakeHelm) Client(...helmexec.Option) (kubernetes.Interface, error) {
 	return nil, errors.New("no cluster in unit tests")
 }

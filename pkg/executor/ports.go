@@ -12,6 +12,7 @@ import (
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
@@ -66,6 +67,8 @@ type Helm interface {
 	Uninstall(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
 	Rollback(ctx context.Context, req helmexec.Request, opts ...helmexec.Option) (*helmrelease.Release, error)
 	Client(opts ...helmexec.Option) (kubernetes.Interface, error)
+	// Readiness is how progress judges a workload ready: as the engine's wait does.
+	Readiness() progress.ReadyFunc
 }
 
 // Charts fetches the chart a request names (chartsource.Source).

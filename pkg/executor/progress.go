@@ -20,7 +20,7 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 	}
 	var collector *progress.Collector
 	if client, err := s.Helm.Client(s.callerOptions(a)...); err == nil {
-		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Since: start}
+		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Since: start, Ready: s.Helm.Readiness()}
 	}
 	// A retry's progress says which attempt it is (remediate.go).
 	last := progress.Progress{Attempt: a.Attempt}

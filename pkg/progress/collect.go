@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -26,6 +27,20 @@ type Collector struct {
 	Release   string
 	// Since drops Warning events older than the action.
 	Since time.Time
+	// Ready, when set, judges a workload as the engine's wait does (Helm v4's kstatus);
+	// nil keeps the rules below.
+	Ready ReadyFunc
+}
+
+// ReadyFunc says whether a workload (its kind, the typed object) is ready.
+type ReadyFunc func(kind string, obj runtime.Object) bool
+
+// ready is c.Ready's answer, or rule without one.
+func (c *Collector) ready(kind string, obj runtime.Object, rule func() bool) bool {
+	if c.Ready != nil {
+		return c.Ready(kind, obj)
+	}
+	return rule()
 }
 
 // Workloads fills Ready, Total and WaitingFor from the release's Deployments,
@@ -38,7 +53,7 @@ func (c *Collector) Workloads(ctx context.Context, p *Progress) error {
 	}
 	for i := range deps.Items {
 		if d := &deps.Items[i]; c.ours(d.ObjectMeta) {
-			states = append(states, state{"Deployment/" + d.Name, d.Name, deploymentReady(d)})
+			states = append(states, state{"Deployment/" + d.Name, d.Name, c.ready("Deployment", d, func() bool { return deploymentReady(d) })})
 		}
 	}
 	sts, err := c.Client.AppsV1().StatefulSets(c.Namespace).List(ctx, metav1.ListOptions{})
@@ -47,7 +62,7 @@ func (c *Collector) Workloads(ctx context.Context, p *Progress) error {
 	}
 	for i := range sts.Items {
 		if s := &sts.Items[i]; c.ours(s.ObjectMeta) {
-			states = append(states, state{"StatefulSet/" + s.Name, s.Name, statefulSetReady(s)})
+			states = append(states, state{"StatefulSet/" + s.Name, s.Name, c.ready("StatefulSet", s, func() bool { return statefulSetReady(s) })})
 		}
 	}
 	dss, err := c.Client.AppsV1().DaemonSets(c.Namespace).List(ctx, metav1.ListOptions{})
@@ -56,7 +71,7 @@ func (c *Collector) Workloads(ctx context.Context, p *Progress) error {
 	}
 	for i := range dss.Items {
 		if d := &dss.Items[i]; c.ours(d.ObjectMeta) {
-			states = append(states, state{"DaemonSet/" + d.Name, d.Name, daemonSetReady(d)})
+			states = append(states, state{"DaemonSet/" + d.Name, d.Name, c.ready("DaemonSet", d, func() bool { return daemonSetReady(d) })})
 		}
 	}
 	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, metav1.ListOptions{})
@@ -65,7 +80,7 @@ func (c *Collector) Workloads(ctx context.Context, p *Progress) error {
 	}
 	for i := range jobs.Items {
 		if j := &jobs.Items[i]; c.ours(j.ObjectMeta) {
-			states = append(states, state{"Job/" + j.Name, j.Name, jobDone(j)})
+			states = append(states, state{"Job/" + j.Name, j.Name, c.ready("Job", j, func() bool { return jobDone(j) })})
 		}
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].id < states[j].id })
