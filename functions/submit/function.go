@@ -106,6 +106,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 	}
 	f.wireReads(helm, store, books.Book)
+	f.reads.Namespaces = revisions // the all-namespaces list reviews and lists only the caller's namespaces
 	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
 	f.logs = f.newLogReader(cl.Typed)
 	return nil

@@ -65,6 +65,11 @@ type options struct {
 	cpuRate            int           // cpu: open-loop rate of both sides
 	cpuFor             time.Duration // cpu: how long each side runs
 	gitlabRuns         int           // executor: GitLab installs per mode, each side
+	bigDir             string        // bigcluster: state directory of the second local cluster
+	bigReleases        int           // bigcluster: releases written with Helm's driver
+	bigRevisions       int           // bigcluster: revisions of each
+	bigNamespaces      int           // bigcluster: namespaces they are spread over
+	bigPending         int           // bigcluster: pending reservations of ours
 }
 
 func defaults(quick bool) options {
@@ -74,17 +79,19 @@ func defaults(quick bool) options {
 			listRuns: 8, execRuns: 2, notifierReleases: 500, payloadKiB: 100, changeRate: 50, changes: 100, failedEvery: 5,
 			burstInstalls: 100, burstWaitInstalls: 40, burstClients: 50, probeRate: 20, finalTimeout: 10 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 24,
 			scaleNamespaces: 100, scalePending: 1000, scaleReadable: 10, scaleRuns: 50, scaleListRuns: 3,
-			repeats: 3, cpuRate: 200, cpuFor: 3 * time.Second, gitlabRuns: 1, fairInstalls: 100}
+			repeats: 3, cpuRate: 200, cpuFor: 3 * time.Second, gitlabRuns: 1, fairInstalls: 100,
+			bigReleases: 500, bigRevisions: 10, bigNamespaces: 50, bigPending: 500}
 	}
 	return options{single: 300, concurrent: 2000, clients: 50, rates: []int{50, 200, 400}, openFor: 10 * time.Second,
 		users: 20, perUser: 25, cacheRuns: 3, burst: 40, parallel: 4, consoleRuns: 3, listSizes: []int{100, 1000, 10000},
 		listRuns: 20, execRuns: 10, notifierReleases: 5000, payloadKiB: 100, changeRate: 50, changes: 500, failedEvery: 5,
 		burstInstalls: 1000, burstWaitInstalls: 150, burstClients: 50, probeRate: 20, finalTimeout: 15 * time.Minute, executorCounts: []int{1, 2, 3}, executorInstalls: 50,
 		scaleNamespaces: 1000, scalePending: 10000, scaleReadable: 10, scaleRuns: 200, scaleListRuns: 5,
-		repeats: 3, cpuRate: 200, cpuFor: 10 * time.Second, gitlabRuns: 2, fairInstalls: 1000}
+		repeats: 3, cpuRate: 200, cpuFor: 10 * time.Second, gitlabRuns: 2, fairInstalls: 1000,
+		bigReleases: 10000, bigRevisions: 10, bigNamespaces: 1000, bigPending: 10000}
 }
 
-const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale,fairness"
+const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale,fairness,bigcluster"
 
 func main() {
 	serveHopFloorIfAsked()
@@ -137,6 +144,11 @@ func main() {
 	flag.DurationVar(&o.cpuFor, "cpu-for", o.cpuFor, "cpu: duration of each side")
 	flag.IntVar(&o.gitlabRuns, "gitlab-runs", o.gitlabRuns, "executor: GitLab installs per mode (warm, cold), each side")
 	flag.IntVar(&o.fairInstalls, "fair-installs", o.fairInstalls, "fairness: tenant A's burst of installs")
+	flag.StringVar(&o.bigDir, "big-dir", ".bigcluster", "bigcluster: state directory of the second local cluster (removed afterwards)")
+	flag.IntVar(&o.bigReleases, "big-releases", o.bigReleases, "bigcluster: releases written with Helm's driver")
+	flag.IntVar(&o.bigRevisions, "big-revisions", o.bigRevisions, "bigcluster: revisions of each release")
+	flag.IntVar(&o.bigNamespaces, "big-namespaces", o.bigNamespaces, "bigcluster: namespaces the releases are spread over")
+	flag.IntVar(&o.bigPending, "big-pending", o.bigPending, "bigcluster: pending reservations of ours")
 	flag.Parse()
 	var err error
 	if o.rates, err = parseInts(*rates); err == nil {
@@ -167,7 +179,7 @@ func run(ctx context.Context, o options) error {
 		"submit": b.submitSection, "cpu": b.cpuSection, "e2e": b.e2eSection, "console": b.consoleSection,
 		"read": b.readSection, "executor": b.executorSection, "notifier": b.notifierSection,
 		"burst": b.burstSection, "executors": b.executorsSection, "scale": b.scaleSection,
-		"fairness": b.fairnessSection,
+		"fairness": b.fairnessSection, "bigcluster": b.bigClusterSection,
 	}
 	for _, name := range strings.Split(o.sections, ",") {
 		fn, ok := sections[strings.TrimSpace(name)]

@@ -35,6 +35,11 @@ type Progress interface {
 	Progress(ctx context.Context, namespace, secretName string) (*progress.Progress, error)
 }
 
+// RecordNamespaces names the namespaces that hold release records (release.RevisionIndex).
+type RecordNamespaces interface {
+	RecordNamespaces() []string
+}
+
 // Service answers reads. With a nil Authorizer or a nil user (authentication off) every
 // namespace is readable.
 type Service struct {
@@ -52,6 +57,10 @@ type Service struct {
 	// Index, with Secrets, says which records exist (a metadata-only list): only records
 	// that changed since the last list are read whole.
 	Index Index
+	// Namespaces, when set, says from a cache which namespaces hold records: the
+	// all-namespaces list of a caller who may not read every namespace then lists only the
+	// ones the caller may read (namespacesScope).
+	Namespaces RecordNamespaces
 	// Queue, when set, adds `queue` to pending revisions no executor has started (queue.go).
 	Queue *Queue
 

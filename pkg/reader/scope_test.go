@@ -3,6 +3,8 @@ package reader
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +177,63 @@ func TestAllNamespacesReviewsRunTogetherBounded(t *testing.T) {
 	sc, err = s.readScope(ctx, &auth.User{Name: "root"}, "")
 	if err != nil || len(sc.allowed) != 200 || !sc.every || a.reviews != 1 {
 		t.Errorf("root: %d namespaces (every %v) after %d reviews, %v; want 200 after 1", len(sc.allowed), sc.every, a.reviews, err)
+	}
+}
+
+// staticNamespaces is a cache's answer of which namespaces hold records.
+type staticNamespaces []string
+
+func (s staticNamespaces) RecordNamespaces() []string { return s }
+
+// countingIndex records the namespaces whose metadata was listed.
+type countingIndex struct {
+	metaIndex
+	mu     sync.Mutex
+	listed []string
+}
+
+func (c *countingIndex) ReleaseMetas(ctx context.Context, ns string) ([]*metav1.PartialObjectMetadata, error) {
+	c.mu.Lock()
+	c.listed = append(c.listed, ns)
+	c.mu.Unlock()
+	return c.metaIndex.ReleaseMetas(ctx, ns)
+}
+
+// With the namespaces holding records known from a cache, the all-namespaces list of a
+// caller who may read 2 of 50 lists the metadata of those 2 only, never of the whole
+// cluster; a caller who may read everything still gets one list of every record.
+func TestAllNamespacesListListsOnlyReadableNamespacesMetadata(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, idx := fiftyNamespaces(t)
+	var names staticNamespaces
+	for i := 0; i < 50; i++ {
+		names = append(names, fmt.Sprintf("ns-%02d", i))
+	}
+	counting := &countingIndex{metaIndex: idx}
+	a := &authz{may: map[string]map[string]bool{"alice": {"ns-07": true, "ns-31": true}, "root": {"": true}}}
+	s := &Service{Secrets: &release.Store{Client: cl.Typed()}, Index: counting, Namespaces: names, Authorizer: a}
+	out, err := s.List(ctx, &auth.User{Name: "alice"}, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := out.([]api.ReleaseInfo)
+	if len(infos) != 4 {
+		t.Errorf("alice's list %+v, want the 4 releases of ns-07 and ns-31", infos)
+	}
+	sort.Strings(counting.listed)
+	if len(counting.listed) != 2 || counting.listed[0] != "ns-07" || counting.listed[1] != "ns-31" {
+		t.Errorf("metadata listed for %q, want ns-07 and ns-31 only", counting.listed)
+	}
+	if a.reviews != 51 {
+		t.Errorf("%d reviews, want one cluster-wide and one per namespace (50)", a.reviews)
+	}
+	counting.listed = nil
+	out, err = s.List(ctx, &auth.User{Name: "root"}, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.([]api.ReleaseInfo)); n != 100 || len(counting.listed) != 1 || counting.listed[0] != "" {
+		t.Errorf("root's list: %d releases after metadata lists of %q, want 100 after one list of every namespace", n, counting.listed)
 	}
 }

@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
@@ -214,4 +215,21 @@ func (x *RevisionIndex) IndexKeys(indexName, indexedValue string) ([]string, err
 		out = append(out, keys...)
 	}
 	return out, nil
+}
+
+// RecordNamespaces names the namespaces holding release secrets the index has seen, each
+// once (from the release index's values, "<namespace>/<release>": no index of its own).
+func (x *RevisionIndex) RecordNamespaces() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, inf := range x.informers {
+		for _, v := range inf.GetIndexer().ListIndexFuncValues(ReleaseIndex) {
+			ns, _, _ := strings.Cut(v, "/")
+			if !seen[ns] {
+				seen[ns] = true
+				out = append(out, ns)
+			}
+		}
+	}
+	return out
 }

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	helmtime "helm.sh/helm/v3/pkg/time"
+
+	"github.com/async-helm/async-helm/internal/operator"
+	"github.com/async-helm/async-helm/internal/proc"
+	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+// bigClusterSection (issue 45): the memory of a big cluster. A second local cluster of its
+// own (tools/localcluster under -big-dir, stopped and removed afterwards: the shared
+// cluster's other users would list every Secret written here) gets -big-releases releases
+// of -big-revisions revisions in -big-namespaces namespaces, written directly with Helm's
+// Secrets driver (nine in ten as the helm CLI labels them, one in ten with async-helm's
+// labels), and -big-pending pending reservations of ours. Then a fresh submit, one executor
+// and 2 notifiers with NAMESPACES unset, as shipped: each one's peak RSS against 0.8x its
+// memory limit in config/knative; submit's time-to-201 against the same on the empty
+// cluster; the all-namespaces list of a user who may read -scale-readable namespaces.
+func (b *bench) bigClusterSection(ctx context.Context) error {
+	kubeconfig, down, err := b.startBigCluster(ctx)
+	if err != nil {
+		return err
+	}
+	defer down()
+	big, err := b.onCluster(ctx, kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer func() { b.rows = append(b.rows, big.rows[len(b.rows):]...) }()
+	return big.bigCluster(ctx)
+}
+
+// startBigCluster starts a second local cluster with the shared cluster's binaries.
+func (b *bench) startBigCluster(ctx context.Context) (string, func(), error) {
+	bin := filepath.Join(filepath.Dir(b.kubeconfig), "bin")
+	dir, err := filepath.Abs(b.o.bigDir)
+	if err != nil {
+		return "", nil, err
+	}
+	run := func(verb string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "localcluster"), verb, "-dir", dir, "-bin", bin)
+		cmd.Dir = dir
+		return cmd.CombinedOutput()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	t0 := time.Now()
+	if out, err := run("up"); err != nil {
+		_, _ = run("down")
+		return "", nil, fmt.Errorf("second local cluster under %s: %v: %s", dir, err, out)
+	}
+	b.logf("  second local cluster up under %s in %s", dir, time.Since(t0).Round(time.Second))
+	return filepath.Join(dir, "kubeconfig"), func() {
+		if out, err := run("down"); err != nil {
+			b.logf("  second local cluster down: %v: %s", err, out)
+		}
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// onCluster is a copy of b that works against another cluster: its clients, kubeconfig
+// and operator token; rows it adds follow b's.
+func (b *bench) onCluster(ctx context.Context, kubeconfig string) (*bench, error) {
+	cl, err := kube.OpenWithLimits(kubeconfig, kube.Unlimited)
+	if err != nil {
+		return nil, err
+	}
+	big := *b
+	big.cl, big.kubeconfig = cl, kubeconfig
+	big.rows = append([]row(nil), b.rows...)
+	if big.token, err = operator.Token(ctx, cl.Typed, 6*time.Hour); err != nil {
+		return nil, err
+	}
+	return &big, big.ownNamespace(ctx)
+}
+
+func (b *bench) bigCluster(ctx context.Context) error {
+	const sec = "bigcluster"
+	var events atomic.Int64
+	first, _, stopFirst, err := b.submitWithSink(func(*http.Request, []byte) { events.Add(1) })
+	if err != nil {
+		return err
+	}
+	defer stopFirst()
+	probeNS, cleanup, err := b.namespace(ctx, "bigprobe")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	empty, _, err := b.admission(ctx, newSubmitClient(first.URL, b.token, 1), probeNS, "empty")
+	if err != nil {
+		return err
+	}
+	nss, _, err := b.manyNamespaces(ctx, b.o.bigNamespaces)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := b.writeHelmRecords(ctx, nss); err != nil {
+		return err
+	}
+	b.logf("  %d release Secrets written in %s", b.o.bigReleases*b.o.bigRevisions, time.Since(t0).Round(time.Second))
+	t0 = time.Now()
+	if err := b.reserveAcross(ctx, newSubmitClient(first.URL, b.token, b.o.clients), nss, 0, b.o.bigPending); err != nil {
+		return err
+	}
+	b.logf("  %d pending reserved in %s", b.o.bigPending, time.Since(t0).Round(time.Second))
+	stopFirst()
+
+	// The processes as shipped, started on the full cluster: their first list is of everything.
+	var statuses atomic.Int64
+	sink, err := newSink(func(*http.Request, []byte) { statuses.Add(1) })
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	procs := map[string]*proc.Process{}
+	defer func() {
+		for _, p := range procs {
+			p.Stop()
+		}
+	}()
+	if procs["submit"], err = b.submitProc(sink.url); err != nil {
+		return err
+	}
+	if procs["executor"], err = b.start("executor", 0, "K_SINK="+sink.url); err != nil {
+		return err
+	}
+	for i := 0; i < 2; i++ {
+		name := fmt.Sprintf("notifier-%d", i)
+		if procs[name], err = b.startAs("notifier", "big-"+name, 0, "K_SINK="+sink.url, "POD_NAME="+name, "HOSTNAME="+name); err != nil {
+			return err
+		}
+	}
+	b.logf("  submit, executor, 2 notifiers started; notifiers quiet after %s (%d events)", b.settle(ctx, &statuses).Round(time.Second), statuses.Load())
+	sc := newSubmitClient(procs["submit"].URL, b.token, 1)
+	full, _, err := b.admission(ctx, sc, probeNS, "full")
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("%d release Secrets in %d namespaces and %d pending", b.o.bigReleases*b.o.bigRevisions, len(nss), b.o.bigPending)
+	b.compare(sec, "time-to-201 p50 with "+where, msF(full.all.p50), "the same on the empty cluster", msF(empty.all.p50), "", nil, full.all.note())
+	b.compareRepeated(sec, "time-to-201 p99 with "+where, repeatedOf(full, empty, p99ms), "ms", "the same on the empty cluster", "<= 1.2x", atMost(1.2), "1 client")
+	if err := b.scaleList(ctx, procs["submit"].URL, probeNS, nss); err != nil {
+		return err
+	}
+	return b.peakRSS(sec, procs, where)
+}
+
+// writeHelmRecords writes -big-releases releases of -big-revisions revisions across nss
+// with Helm's Secrets driver: nine in ten as the helm CLI labels them, one in ten with
+// async-helm's labels besides.
+func (b *bench) writeHelmRecords(ctx context.Context, nss []string) error {
+	manifest := strings.Repeat("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bench\ndata:\n  key: value\n", 40)
+	var written atomic.Int64
+	return parallel(b.o.bigReleases, 64, func(i int) error {
+		ns := nss[i%len(nss)]
+		d := storage.NewSecrets(b.cl.Typed.CoreV1().Secrets(ns))
+		name := fmt.Sprintf("r%d", i)
+		for v := 1; v <= b.o.bigRevisions; v++ {
+			status := helmrelease.StatusSuperseded
+			if v == b.o.bigRevisions {
+				status = helmrelease.StatusDeployed
+			}
+			now := helmtime.Now()
+			rel := &helmrelease.Release{Name: name, Namespace: ns, Version: v, Manifest: manifest, Config: map[string]any{"message": "bench"},
+				Info: &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: status, Description: "Upgrade complete"}}
+			if i%10 == 0 {
+				rel.Labels = release.Labels(fmt.Sprintf("req-%d-%d", i, v), v, "tiny", "0.1.0")
+			}
+			if err := d.Create(release.SecretName(name, v), rel); err != nil {
+				return fmt.Errorf("write %s/%s v%d: %w", ns, name, v, err)
+			}
+			if n := written.Add(1); n%10000 == 0 {
+				b.logf("  %d release Secrets written", n)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+}
+
+// peakRSS adds each process's peak RSS against 0.8x its memory limit in config/knative.
+func (b *bench) peakRSS(sec string, procs map[string]*proc.Process, where string) error {
+	for _, name := range []string{"submit", "executor", "notifier-0", "notifier-1"} {
+		fn, _, _ := strings.Cut(name, "-")
+		limit, err := knativeMemoryLimit(fn)
+		if err != nil {
+			return err
+		}
+		rss, hwm := procMem(procs[name].Pid())
+		b.compare(sec, fmt.Sprintf("peak RSS of %s with %s", name, where), mibF(hwm), fmt.Sprintf("0.8x its limit of %d MiB", limit>>20),
+			mibF(limit*8/10), "<= 1x", atMost(1), fmt.Sprintf("now %d MiB; NAMESPACES unset", rss>>20))
+	}
+	return nil
+}
+
+var memoryLimit = regexp.MustCompile(`limits:\s*\{[^}]*memory:\s*(\d+)(Mi|Gi)`)
+
+// knativeMemoryLimit reads fn's memory limit from config/knative's manifest of it.
+func knativeMemoryLimit(fn string) (int64, error) {
+	files, err := filepath.Glob(filepath.Join("config", "knative", "5*-"+fn+".yaml"))
+	if err != nil || len(files) != 1 {
+		return 0, fmt.Errorf("config/knative has no single manifest of %s (%v)", fn, err)
+	}
+	text, err := os.ReadFile(files[0])
+	if err != nil {
+		return 0, err
+	}
+	m := memoryLimit.FindSubmatch(text)
+	if m == nil {
+		return 0, fmt.Errorf("%s: no memory limit", files[0])
+	}
+	v, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	if string(m[2]) == "Gi" {
+		return v << 30, nil
+	}
+	return v << 20, nil
+}
