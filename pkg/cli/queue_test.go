@@ -21,7 +21,9 @@ var queueAccepted = time.Date(2026, 12, 2, 9, 58, 0, 0, time.UTC)
 // queuedStep is a pending revision no executor has started, at position of total.
 func queuedStep(position, total int, age int64) *api.Release {
 	r := step(helmrelease.StatusPendingInstall, "", nil)
-	r.Queue = &api.Queue{State: api.QueueStateQueued, Position: position, Total: total, AcceptedAt: queueAccepted, AgeSeconds: age}
+	start := queueAccepted.Add(5 * time.Minute)
+	r.Queue = &api.Queue{State: api.QueueStateQueued, Position: position, Total: total, AcceptedAt: queueAccepted, AgeSeconds: age,
+		ExpectedStart: &start}
 	return r
 }
 
