@@ -12,8 +12,9 @@
 // working: time-to-201 beside raw creates probed during the burst, completion vs the helm
 // CLI with and without wait), executors (completion with 1, 2, 3 executors), scale (10,000
 // pending revisions in 1,000 namespaces: admission, a sweeper pass, notifier RSS, the
-// all-namespaces list), fairness (one tenant's burst beside another's installs, fairness.go).
-// -quick sizes everything down for a run of a few minutes.
+// all-namespaces list), fairness (one tenant's burst beside another's installs, fairness.go),
+// v4 (the Helm v4 engine's completion vs the helm v4 CLI, v4.go). -quick sizes everything
+// down for a run of a few minutes.
 package main
 
 import (
@@ -91,7 +92,7 @@ func defaults(quick bool) options {
 		bigReleases: 10000, bigRevisions: 10, bigNamespaces: 1000, bigPending: 10000}
 }
 
-const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale,fairness,bigcluster"
+const allSections = "submit,cpu,e2e,console,read,executor,notifier,burst,executors,scale,fairness,bigcluster,v4"
 
 func main() {
 	serveHopFloorIfAsked()
@@ -179,7 +180,7 @@ func run(ctx context.Context, o options) error {
 		"submit": b.submitSection, "cpu": b.cpuSection, "e2e": b.e2eSection, "console": b.consoleSection,
 		"read": b.readSection, "executor": b.executorSection, "notifier": b.notifierSection,
 		"burst": b.burstSection, "executors": b.executorsSection, "scale": b.scaleSection,
-		"fairness": b.fairnessSection, "bigcluster": b.bigClusterSection,
+		"fairness": b.fairnessSection, "bigcluster": b.bigClusterSection, "v4": b.v4Section,
 	}
 	for _, name := range strings.Split(o.sections, ",") {
 		fn, ok := sections[strings.TrimSpace(name)]

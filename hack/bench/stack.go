@@ -260,6 +260,8 @@ type stackOptions struct {
 	// executors run behind the executor's load balancer (internal/loadbalance), as a
 	// Knative Service spreads deliveries over its pods; 0 means one.
 	executors int
+	// engine is the executors' HELM_ENGINE ("": the default, v3).
+	engine string
 }
 
 // stackIn creates a namespace (prefix) and starts make run's stack in it, the Broker's
@@ -304,6 +306,9 @@ func (b *bench) knativeStack(ctx context.Context, ns, statusSink string, o stack
 	}
 	if o.slots > 0 {
 		fenv[localstack.Executor] = []string{fmt.Sprintf("MAX_PARALLEL=%d", o.slots)}
+	}
+	if o.engine != "" {
+		fenv[localstack.Executor] = append(fenv[localstack.Executor], "HELM_ENGINE="+o.engine)
 	}
 	t0 := time.Now()
 	st, err := localstack.Start(ctx, localstack.Config{Knative: local, Rest: b.cl.Config, Namespace: ns,
