@@ -117,15 +117,15 @@ func (s *stack) queuePositions(t *testing.T, ctx context.Context, ns1, ns2 strin
 		time.Sleep(time.Second)
 	}
 	if !metricsSeen {
-		t.Error("the notifier's metrics never showed both namespaces' queues")
+		t.Error("submit's metrics never showed both namespaces' queues")
 	}
 	return positions, cliSeen
 }
 
-// checkQueueMetrics reports whether the notifier shows a queue in both namespaces, with an
-// oldest age.
+// checkQueueMetrics reports whether submit (from its ledger) shows a queue in both
+// namespaces, with an oldest age.
 func (s *stack) checkQueueMetrics(t *testing.T, ns1, ns2 string) bool {
-	m := metrics(t, s.notifier.URL)
+	m := metrics(t, s.submit.URL)
 	var found []string
 	for _, ns := range []string{ns1, ns2} {
 		for _, name := range []string{"asynchelm_queue_revisions", "asynchelm_queue_oldest_age_seconds"} {
@@ -135,7 +135,7 @@ func (s *stack) checkQueueMetrics(t *testing.T, ns1, ns2 string) bool {
 		}
 	}
 	if len(found) == 4 {
-		t.Logf("notifier metrics:\n%s", strings.Join(found, "\n"))
+		t.Logf("submit's metrics:\n%s", strings.Join(found, "\n"))
 	}
 	return len(found) == 4
 }

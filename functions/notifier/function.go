@@ -55,15 +55,12 @@ func (f *Function) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	// The same index of release secret metadata as submit's, over the watched namespaces;
-	// only revisions submit sealed count as queued (the queue metrics).
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata,
-		release.IndexOptions{Namespaces: f.cfg.Namespaces, SealKey: []byte(f.cfg.EventSigningKey)})
+	// The same index of release secret metadata as submit's, over the watched namespaces.
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{Namespaces: f.cfg.Namespaces})
 	if err != nil {
 		return err
 	}
-	registerQueueMetrics(f.metrics, revisions)
-	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, SealKey: []byte(f.cfg.EventSigningKey)}
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata}
 	records := &consumed.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace}
 	logs := &actionlog.Store{Client: cl.Typed, Namespace: f.cfg.OwnNamespace}
 	f.svc = &notifier.Service{

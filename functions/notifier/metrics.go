@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/async-helm/async-helm/pkg/function"
-	"github.com/async-helm/async-helm/pkg/notifier"
 	"github.com/async-helm/async-helm/pkg/sweeper"
 )
 
@@ -36,13 +35,6 @@ func newPassMetrics(m *function.Metrics) *passMetrics {
 	}
 	m.Registry.MustRegister(p.passes, p.redriven, p.failed, p.seconds, p.calls, p.pending, p.ld)
 	return p
-}
-
-// registerQueueMetrics exposes the queue of each namespace (notifier.QueueMetrics).
-func registerQueueMetrics(m *function.Metrics, src notifier.QueueSource) {
-	if m != nil {
-		m.Registry.MustRegister(notifier.NewQueueMetrics(src))
-	}
 }
 
 func (p *passMetrics) observe(st sweeper.PassStats) {

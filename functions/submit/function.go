@@ -122,6 +122,7 @@ func (f *Function) wireReads(helm *helmexec.Factory, store *release.Store, queue
 	}
 	if f.metrics != nil {
 		submitter.ObserveSteps(f.svc, f.metrics.StepDone)
+		f.metrics.Registry.MustRegister(ledger.NewQueueMetrics(queue))
 	}
 }
 
@@ -138,7 +139,7 @@ type caches struct {
 func (f *Function) openCaches(ctx context.Context, cl *kube.Clients) (*caches, error) {
 	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
 	nsLister := inf.Core().V1().Namespaces().Lister()
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{SealKey: []byte(f.cfg.EventSigningKey)})
+	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{})
 	if err != nil {
 		return nil, err
 	}

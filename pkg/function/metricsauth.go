@@ -21,7 +21,7 @@ import (
 
 // MetricsGuard serves /metrics only to a caller the API server authenticates (TokenReview)
 // and allows "get" on the non-resource URL /metrics (SubjectAccessReview), as
-// kube-rbac-proxy does: the notifier's metrics name every namespace's queue, and a
+// kube-rbac-proxy does: submit's metrics name every namespace's queue, and a
 // tenant's pod reaches every function's port.
 type MetricsGuard struct {
 	Authn  *auth.Authenticator

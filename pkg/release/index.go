@@ -18,38 +18,23 @@ type Indexer interface {
 	IndexKeys(indexName, indexedValue string) ([]string, error)
 }
 
-// Indexes of RevisionIndex.
-const (
-	// ReleaseIndex indexes release secrets by "<namespace>/<release>".
-	ReleaseIndex = "release"
-	// QueuedIndex indexes queued reservations by namespace, and all of them under queuedAll.
-	QueuedIndex = "queued"
-)
-
-const queuedAll = "*"
+// ReleaseIndex indexes release secrets by "<namespace>/<release>" (RevisionIndex).
+const ReleaseIndex = "release"
 
 // RevisionIndex is the one cache of release secret metadata (the labels and annotations
 // async-helm reads, no payloads, no managedFields) that submit and the notifier share: one metadata
-// informer per watched namespace (one for all when none is named), indexed by release and
-// by queued reservation.
+// informer per watched namespace (one for all when none is named), indexed by release.
 type RevisionIndex struct {
 	informers []cache.SharedIndexInformer
-	queued    *queuedCounts
-	// counted: the queued counts have seen every informer's initial list.
-	counted []cache.InformerSynced
 }
 
 // IndexOptions configure a RevisionIndex.
 type IndexOptions struct {
 	// Namespaces to watch (none: every namespace).
 	Namespaces []string
-	// SealKey, when set, makes only revisions sealed with it (LabelSeal) count as queued:
-	// submit passes EVENT_SIGNING_KEY, so hand-made Secrets never fill the admission bound.
-	SealKey []byte
 }
 
-// NewRevisionIndex builds the index over namespaces (none: every namespace), counting every
-// queued revision of ours, sealed or not. Run starts it.
+// NewRevisionIndex builds the index over namespaces (none: every namespace). Run starts it.
 func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionIndex, error) {
 	return NewRevisionIndexWith(md, IndexOptions{Namespaces: namespaces})
 }
@@ -60,8 +45,7 @@ func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	rule := queuedRule{sealKey: o.SealKey}
-	x := &RevisionIndex{queued: newQueuedCounts(rule)}
+	x := &RevisionIndex{}
 	for _, ns := range namespaces {
 		f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = SelectorReleaseSecrets
@@ -72,14 +56,9 @@ func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, err
 		}
-		if err := inf.AddIndexers(cache.Indexers{ReleaseIndex: byRelease, QueuedIndex: rule.index}); err != nil {
+		if err := inf.AddIndexers(cache.Indexers{ReleaseIndex: byRelease}); err != nil {
 			return nil, err
 		}
-		reg, err := inf.AddEventHandler(x.queued.handler())
-		if err != nil {
-			return nil, err
-		}
-		x.counted = append(x.counted, reg.HasSynced)
 		x.informers = append(x.informers, inf)
 	}
 	return x, nil
@@ -95,10 +74,10 @@ const (
 )
 
 // indexedLabels and indexedAnnotations are the keys the index's readers use
-// (RevisionFromMeta, byRelease, the queued rule, the sweeper, the notifier).
+// (RevisionFromMeta, byRelease, the sweeper, the notifier).
 var (
 	indexedLabels = []string{LabelOwner, LabelName, LabelVersion, LabelStatus, LabelRequestID,
-		LabelRevision, LabelQueued, LabelSeal, LabelAction, LabelChart, LabelModifiedAt, "createdAt"}
+		LabelRevision, LabelQueued, LabelAction, LabelChart, LabelModifiedAt, "createdAt"}
 	indexedAnnotations = []string{AnnotationNotified, AnnotationFailure, AnnotationDeadLettered,
 		AnnotationSent, AnnotationSentAt}
 )
@@ -160,7 +139,7 @@ func (x *RevisionIndex) Run(ctx context.Context) error {
 		go inf.RunWithContext(ctx)
 		synced = append(synced, inf.HasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), append(synced, x.counted...)...) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("cache of release secrets did not sync")
 	}
 	return nil

@@ -156,8 +156,6 @@ type Revision struct {
 	// UID is the Secret's; Failure is AnnotationFailure (MarkUndecodable's reason).
 	UID     types.UID
 	Failure string
-	// Seal is the LabelSeal submit wrote (SealedRevision checks it).
-	Seal string
 }
 
 // RevisionFromMeta reads a release secret's labels; ok is false for other secrets.
@@ -182,7 +180,7 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 		Queued:       l[LabelQueued] == "true",
 		DeadLettered: a[AnnotationDeadLettered] != "",
 		Created:      m.GetCreationTimestamp().Time,
-		UID:          m.GetUID(), Failure: a[AnnotationFailure], Seal: l[LabelSeal],
+		UID:          m.GetUID(), Failure: a[AnnotationFailure],
 	}
 	if r.Status == StatusUninstalling {
 		// The revision was created long before its uninstall was accepted: the sweeper's

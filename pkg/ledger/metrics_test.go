@@ -1,18 +1,14 @@
-package notifier
+package ledger
 
 import (
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/async-helm/async-helm/internal/fakekube"
-	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
-
-type fixedQueue []release.NamespaceQueue
-
-func (f *fixedQueue) QueueByNamespace() []release.NamespaceQueue { return *f }
 
 // gathered is every sample of reg as "name{namespace}" -> value.
 func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
@@ -30,15 +26,17 @@ func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return out
 }
 
-// Each scrape says the queue as it is now: a count and the oldest's age per namespace, and
-// no series for a namespace whose queue emptied.
+// Each scrape says the ledger's queues as they are now: a count and the oldest's age per
+// namespace, and no series for a namespace whose queue emptied.
 func TestQueueMetrics(t *testing.T) {
-	now := time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC)
-	src := &fixedQueue{{Namespace: "team-a", Count: 3, Oldest: now.Add(-90 * time.Second)}, {Namespace: "team-b", Count: 1, Oldest: now.Add(-5 * time.Second)}}
-	m := NewQueueMetrics(src)
-	m.Clock = fakekube.NewClock(now)
+	c := testingclock.NewFakeClock(t0.Add(100 * time.Second))
+	b := NewBook(time.Hour, c)
+	for _, e := range []Entry{entry("a1", "team-a", "u", 10), entry("a2", "team-a", "u", 20), entry("a3", "team-a", "v", 30),
+		entry("b1", "team-b", "u", 95)} {
+		b.Added(e)
+	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	reg.MustRegister(NewQueueMetrics(b))
 	want := map[string]float64{
 		"asynchelm_queue_revisions{team-a}": 3, "asynchelm_queue_oldest_age_seconds{team-a}": 90,
 		"asynchelm_queue_revisions{team-b}": 1, "asynchelm_queue_oldest_age_seconds{team-b}": 5,
@@ -52,8 +50,10 @@ func TestQueueMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	*src = (*src)[:1]
-	if got := gathered(t, reg); len(got) != 2 || got["asynchelm_queue_revisions{team-a}"] != 3 {
-		t.Fatalf("after team-b's queue emptied: %v", got)
+	b.Consumed(consumed.LeaseName("b1"))
+	b.Consumed(consumed.LeaseName("a1"))
+	got = gathered(t, reg)
+	if len(got) != 2 || got["asynchelm_queue_revisions{team-a}"] != 2 || got["asynchelm_queue_oldest_age_seconds{team-a}"] != 80 {
+		t.Fatalf("after b1 and a1 were consumed: %v", got)
 	}
 }
