@@ -10,6 +10,21 @@ import (
 
 var sealKey = []byte("0123456789abcdef0123456789abcdef")
 
+// forgeQueued writes what a namespace editor can: a Secret with every label of a queued
+// reservation of ours, and optionally a seal copied from another revision.
+func forgeQueued(t *testing.T, s *Store, ns, name, seal string) {
+	t.Helper()
+	l := map[string]string{LabelOwner: OwnerHelm, LabelName: name, LabelStatus: "pending-install",
+		LabelVersion: "1", LabelRevision: "1", LabelQueued: "true", LabelRequestID: "r"}
+	if seal != "" {
+		l[LabelSeal] = seal
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName(name, 1), Namespace: ns, Labels: l}, Type: SecretType}
+	if _, err := s.Client.CoreV1().Secrets(ns).Create(ctx(t), sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A reservation carries the seal of its own namespace, Secret and request id: a copy on
 // another Secret does not verify.
 func TestReservationIsSealed(t *testing.T) {
