@@ -134,7 +134,9 @@ func (b *bench) bigCluster(ctx context.Context) error {
 	procs := map[string]*proc.Process{}
 	defer func() {
 		for _, p := range procs {
-			p.Stop()
+			if p != nil { // a start that failed left nil in its place
+				p.Stop()
+			}
 		}
 	}()
 	gomem := map[string]string{}
