@@ -95,6 +95,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Orphans:            &helmexec.Orphans{OnChange: f.orphansChanged},
 		ActionLogs: &executor.ActionLogs{Store: &actionlog.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 			Bytes: f.cfg.ActionLogBytes, Keep: f.cfg.ActionLogKeep, FlushEvery: f.cfg.ActionLogFlush},
+		ValuesAs: executor.ValuesReaderAs(cl.Config), // values_from, read as the caller
 	}, f.cfg.MaxParallel)
 	if f.metrics != nil {
 		f.svc.Observe = f.metrics.ActionDone

@@ -10,6 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // errTooLarge is a body over api.MaxBodyBytes.
@@ -35,7 +36,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized
-	case errors.Is(err, auth.ErrForbidden):
+	case errors.Is(err, auth.ErrForbidden), errors.Is(err, valuesfrom.ErrForbidden):
 		return http.StatusForbidden
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge

@@ -30,6 +30,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/submitter"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // Function is submit: the write side (install, upgrade) and the read side (list, get).
@@ -104,6 +105,8 @@ func (f *Function) Start(ctx context.Context) error {
 		// A request that will not run from its delivery (unsent, cancelled while queued) is
 		// bound to its reservation's UID where tenants cannot write.
 		Bindings: &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
+		// values_from is read with submit's rights after the caller's access review.
+		ValuesObjects: valuesfrom.KubeReader{Client: cl.Typed},
 	}
 	f.wireReads(helm, store, books.Book)
 	f.reads.Namespaces = revisions // the all-namespaces list reviews and lists only the caller's namespaces

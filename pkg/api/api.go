@@ -13,6 +13,7 @@ import (
 
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/progress"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // Routes served by submit.
@@ -94,6 +95,12 @@ type ReleaseRequest struct {
 	// (applymethod.go).
 	ServerSide     ServerSide `json:"server_side,omitempty"`
 	ForceConflicts bool       `json:"force_conflicts,omitempty"`
+	// ValuesFrom (install, upgrade) takes values from Secrets and ConfigMaps of Namespace,
+	// merged in order before Values (valuesfrom.go).
+	ValuesFrom []valuesfrom.Ref `json:"values_from,omitempty"`
+	// ReuseValues (upgrades): the last release's values, with this request's over them, and
+	// its values_from references when the request names none.
+	ReuseValues bool `json:"reuse_values,omitempty"`
 }
 
 // Chart is the chart reference the request names. The basic auth Secret goes with a noRepo
@@ -140,6 +147,9 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 		return err
 	}
 	if err := r.validateRemediation(needChart); err != nil {
+		return err
+	}
+	if err := r.validateValuesFrom(needChart); err != nil {
 		return err
 	}
 	if r.ChartURL != "" || r.IndexEntry != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // ActionOptions are install's and upgrade's flags and what Complete derives from them.
@@ -34,8 +35,13 @@ type ActionOptions struct {
 	Retries     int
 	Remediation string
 	Supersede   bool
+	// ValuesFrom are --values-from references (secret/NAME[:key], configmap/NAME[:key]),
+	// sent as references: the values stay in the cluster. ReuseValues: --reuse-values.
+	ValuesFrom  []string
+	ReuseValues bool
 
 	target
+	refs []valuesfrom.Ref
 	// vals are the merged --values, --set and the like.
 	vals map[string]any
 }
@@ -71,6 +77,7 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Supersede, "supersede", o.Supersede, supersedeUsage)
+	cmd.Flags().BoolVar(&o.ReuseValues, "reuse-values", o.ReuseValues, "reuse the last release's values and values-from references, with this upgrade's over them")
 	return cmd
 }
 
@@ -82,6 +89,7 @@ func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 	f.StringArrayVar(&o.Values.StringValues, "set-string", nil, "set STRING values on the command line")
 	f.StringArrayVar(&o.Values.FileValues, "set-file", nil, "set values from files (key=path)")
 	f.StringArrayVar(&o.Values.JSONValues, "set-json", nil, "set JSON values on the command line")
+	f.StringArrayVar(&o.ValuesFrom, "values-from", nil, "values from a key of a Secret or ConfigMap of the release's namespace, read in the cluster: secret/NAME[:key] or configmap/NAME[:key] (key: values.yaml; can repeat, merged in order before the other values)")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "time to wait for any individual Kubernetes operation (like Jobs for hooks)")
 	f.BoolVar(&o.Atomic, "atomic", o.Atomic, "roll back (uninstall on install) if the action fails; implies the release waits for its resources")
 	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
@@ -104,8 +112,24 @@ func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("values: %w", err)
 	}
 	o.vals = vals
+	if o.refs, err = parseValuesFrom(o.ValuesFrom); err != nil {
+		return err
+	}
 	o.target, err = o.findTarget()
 	return err
+}
+
+// parseValuesFrom reads --values-from flags (syntax only; submit checks the objects).
+func parseValuesFrom(flags []string) ([]valuesfrom.Ref, error) {
+	var refs []valuesfrom.Ref
+	for _, f := range flags {
+		r, err := valuesfrom.Parse(f)
+		if err != nil {
+			return nil, fmt.Errorf("--values-from: %w", err)
+		}
+		refs = append(refs, r)
+	}
+	return refs, nil
 }
 
 // Validate checks the options before anything is sent: submit checks the rest (how
@@ -141,7 +165,8 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 		ChartVersion: o.Version, Values: o.vals, Timeout: o.Timeout.String(),
 		// The release itself waits for its resources when the user asks to wait for it.
 		Wait: o.Wait || o.Atomic, WaitForJobs: o.WaitForJobs, Atomic: o.Atomic, Description: o.Description,
-		Retries: o.Retries, Remediation: o.Remediation, Supersede: o.Supersede}
+		Retries: o.Retries, Remediation: o.Remediation, Supersede: o.Supersede,
+		ValuesFrom: o.refs, ReuseValues: o.ReuseValues}
 	send := o.submit.Upgrade
 	if o.action == release.ActionInstall {
 		send = o.submit.Install

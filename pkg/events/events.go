@@ -13,6 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // Event types. Reverse-DNS; see docs/design.md.
@@ -72,6 +73,8 @@ type Options struct {
 	// the executor's Helm v4 engine (api.ServerSide). Absent in older events: client-side.
 	ServerSide     string `json:"serverSide,omitempty"`
 	ForceConflicts bool   `json:"forceConflicts,omitempty"`
+	// ReuseValues (upgrades): the last release's values under this action's.
+	ReuseValues bool `json:"reuseValues,omitempty"`
 }
 
 // Caller is who asked; the executor acts as this identity once impersonation is on.
@@ -91,6 +94,9 @@ type Action struct {
 	SecretName string         `json:"secretName"`
 	Chart      chartref.Ref   `json:"chart"`
 	Values     map[string]any `json:"values,omitempty"`
+	// ValuesFrom are references only, never values: the executor reads them as the caller
+	// when it runs and merges them, in order, before Values.
+	ValuesFrom []valuesfrom.Ref `json:"valuesFrom,omitempty"`
 	// ReuseChart: upgrade with the chart of the current revision (no chart named).
 	ReuseChart bool    `json:"reuseChart,omitempty"`
 	Options    Options `json:"options"`

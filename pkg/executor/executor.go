@@ -19,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // ErrBusy means every slot runs an action; the event should be redelivered later.
@@ -100,6 +101,9 @@ type Service struct {
 	RequireBinding bool
 	// ActionLogs, when set, keeps each action's Helm log (actionlog.go).
 	ActionLogs *ActionLogs
+	// ValuesAs reads an action's values_from as its caller (ValuesReaderAs); nil: an action
+	// with values_from fails.
+	ValuesAs func(events.Caller) (valuesfrom.Reader, error)
 
 	slots         *fairqueue.Queue
 	cpu           *fairqueue.Queue

@@ -82,6 +82,10 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	if err != nil {
 		return nil, err
 	}
+	values, err := s.actionValues(ctx, act.Action)
+	if err != nil {
+		return nil, err
+	}
 	phase := &cpuPhase{cpu: s.cpu, flow: flowOf(act.Action), action: act.seat, ctx: ctx}
 	if err := phase.enter(); err != nil {
 		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
@@ -93,7 +97,8 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	timeout, logf := o.timeout, o.logf
 	a := act.Action
 	req := helmexec.Request{
-		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: a.Values,
+		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: values,
+		ReuseValues: a.Options.ReuseValues, Annotate: recordValuesFrom(a),
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
 		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo, RollbackPin: a.RollbackPin,
@@ -160,5 +165,5 @@ func (s *Service) prepareChart(ctx context.Context, act *action, c *chartsource.
 	if err != nil {
 		return err
 	}
-	return helmexec.CheckDependencies(check, a.Values)
+	return helmexec.CheckDependencies(check, req.Values)
 }

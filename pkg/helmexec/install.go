@@ -55,6 +55,18 @@ type Request struct {
 	ServerSide string
 	// ForceConflicts (server-side apply) takes over the fields another manager owns.
 	ForceConflicts bool
+	// ReuseValues (upgrades): the last release's values under Values, as --reuse-values.
+	ReuseValues bool
+	// Annotate, when set, writes the record's own annotations into the chart Helm runs
+	// (a reused one too), before it runs.
+	Annotate func(*chart.Chart) error
+}
+
+func annotate(req Request, ch *chart.Chart) error {
+	if req.Annotate == nil {
+		return nil
+	}
+	return req.Annotate(ch)
 }
 
 // ErrChartChanged means the chart to run is not the one submit validated.
@@ -68,6 +80,9 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := annotate(req, req.Chart); err != nil {
+		return nil, checkAdopted(adopter, err)
 	}
 	i := newInstall(cfg, req)
 	if err := f.checkValues(ctx, req.Chart, req.Values); err != nil {

@@ -43,8 +43,11 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		}
 		ch = cur.Chart
 	}
+	if err := annotate(req, ch); err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
 	u := newUpgrade(cfg, req)
-	values := upgradeValues(cfg, req.Name, req.Values)
+	values := upgradeValues(cfg, req.Name, req.Values, req.ReuseValues)
 	if err := f.checkValues(ctx, ch, values); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}

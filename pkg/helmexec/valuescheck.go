@@ -187,28 +187,38 @@ func (f *Factory) checkValues(ctx context.Context, ch *chart.Chart, values map[s
 	return f.values.CheckValues(ctx, checks)
 }
 
-// upgradeValues are the values Helm's upgrade (no reuse or reset flag) runs with: the
-// request's, or when it has none, those of the release it upgrades, found as Helm finds it.
-// Handing them to Helm makes the values checked the values run.
-func upgradeValues(cfg *action.Configuration, name string, values map[string]any) map[string]any {
-	if len(values) > 0 {
+// upgradeValues are the values Helm's upgrade runs with: the request's, or when it has none,
+// those of the release it upgrades, found as Helm finds it; with reuse, those under the
+// request's (as `helm upgrade --reuse-values`). Handing them to Helm makes the values
+// checked the values run.
+func upgradeValues(cfg *action.Configuration, name string, values map[string]any, reuse bool) map[string]any {
+	if len(values) > 0 && !reuse {
 		return values
 	}
+	current := lastValuesOf(cfg, name)
+	switch {
+	case current == nil || len(current.Config) == 0:
+		return values
+	case len(values) == 0:
+		return current.Config
+	}
+	return chartutil.CoalesceTables(values, current.Config)
+}
+
+// lastValuesOf is the release whose values an upgrade without values reuses (nil: none).
+func lastValuesOf(cfg *action.Configuration, name string) *helmrelease.Release {
 	last, err := cfg.Releases.Last(name)
 	if err != nil || last.Info == nil {
-		return values // Helm fails the same way
+		return nil // Helm fails the same way
 	}
 	current := last
 	if last.Info.Status != helmrelease.StatusDeployed {
 		if current, err = cfg.Releases.Deployed(name); err != nil {
 			if last.Info.Status != helmrelease.StatusFailed && last.Info.Status != helmrelease.StatusSuperseded {
-				return values
+				return nil
 			}
 			current = last
 		}
 	}
-	if len(current.Config) > 0 {
-		return current.Config
-	}
-	return values
+	return current
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
 // Sentinel errors of submit; the HTTP edge maps them (and those of release and
@@ -96,6 +97,9 @@ type Service struct {
 	// will not run from its delivery: a send that failed, a cancel before any executor ran
 	// it (docs/design.md, "Consumed requests"). Delivered events carry their binding.
 	Bindings Bindings
+	// ValuesObjects reads the objects of values_from with submit's rights, after the
+	// caller's access review (valuesfrom.KubeReader); nil: values_from is refused.
+	ValuesObjects valuesfrom.Reader
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.
@@ -267,12 +271,16 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 			return nil, err
 		}
 	}
+	vals, err := s.resolveValues(ctx, action, req, base, user)
+	if err != nil {
+		return nil, err
+	}
 	ref := chartRef(req, base)
 	ch, digest, err := s.chart(withCaller(ctx, caller), req, ref, base, user)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Schemas.validateValues(ch, digest, req.Values); err != nil {
+	if err := s.Schemas.validateValues(ch, digest, vals.checked); err != nil {
 		return nil, err
 	}
 	pin, err := rollbackPin(action, req, base)
@@ -285,11 +293,11 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	// durable record of the work, the event only its wake-up call (docs/design.md).
 	act := events.Action{
 		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
-		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values,
+		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values, ValuesFrom: vals.refs,
 		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
 		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
 			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation,
-			ServerSide: string(req.ServerSide), ForceConflicts: req.ForceConflicts},
+			ServerSide: string(req.ServerSide), ForceConflicts: req.ForceConflicts, ReuseValues: vals.reuse},
 		Caller: caller, RequestID: id, RollbackPin: pin,
 	}
 	ev, stored, err := s.signed(act)
