@@ -23,6 +23,7 @@ func (s *Service) apply(ctx context.Context, act *action, vd verdict) (Outcome, 
 		s.bindGone(ctx, act)
 		return OutcomeGone, true, nil
 	case deedDuplicate:
+		s.bindFinal(ctx, act)
 		return OutcomeDuplicate, true, nil
 	case deedStale:
 		return OutcomeStale, true, nil
@@ -99,11 +100,31 @@ func (s *Service) bindGone(ctx context.Context, act *action) {
 	if err != nil || (meta != nil && meta.GetUID() == act.BoundSecretUID) {
 		return // not known, or the Secret it was accepted for is there: nothing to bind
 	}
+	s.bindUnrun(ctx, act, string(OutcomeGone))
+}
+
+// outcomeRewritten is the consumed record's outcome of a request whose reservation was
+// final before it was consumed (a tenant rewrote its status): it never runs.
+const outcomeRewritten = "refused: reservation rewritten"
+
+// bindFinal binds the request of a final record to the Secret it was accepted for: a
+// request run here is bound already (nothing changes); one never consumed was made final
+// by someone else and can never run, so its ledger entry stops counting now.
+func (s *Service) bindFinal(ctx context.Context, act *action) {
+	if s.Consumed == nil || act.BoundSecretUID == "" {
+		return
+	}
+	s.bindUnrun(ctx, act, outcomeRewritten)
+}
+
+// bindUnrun binds act's request to its accepted Secret with outcome, unless it was bound.
+func (s *Service) bindUnrun(ctx context.Context, act *action, outcome string) {
 	first, err := s.Consumed.Consume(ctx, s.binding(act, act.BoundSecretUID))
 	if err == nil && first {
-		err = s.Consumed.MarkDone(ctx, act.RequestID, string(OutcomeGone))
+		err = s.Consumed.MarkDone(ctx, act.RequestID, outcome)
 	}
 	if err != nil && !errors.Is(err, consumed.ErrConsumedElsewhere) {
-		act.log.Warnw("request of a gone reservation not bound; its ledger entry counts until it expires", "error", err)
+		act.log.Warnw("request that can no longer run not bound; its ledger entry counts until it expires",
+			"outcome", outcome, "error", err)
 	}
 }
