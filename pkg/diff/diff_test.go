@@ -1,0 +1,180 @@
+package diff
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+const before = `---
+# Source: tiny/templates/all.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  message: "hello"
+  other: "same"
+---
+# Source: tiny/templates/all.yaml
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: web-migrate-1
+spec:
+  backoffLimit: 0
+---
+# Source: tiny/templates/secret.yaml
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-db
+data:
+  password: aHVudGVyMg==
+  user: YXBw
+  gone: eA==
+---
+# Source: tiny/templates/all.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+`
+
+const after = `---
+# Source: tiny/templates/all.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  message: "changed"
+  other: "same"
+---
+# Source: tiny/templates/all.yaml
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: web-migrate-2
+spec:
+  backoffLimit: 0
+---
+# Source: tiny/templates/secret.yaml
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-db
+stringData:
+  token: s3cr3t-token
+data:
+  password: bmV3LXBhc3N3b3Jk
+  user: YXBw
+---
+# Source: tiny/templates/all.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+`
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./pkg/diff -update):\n%s", name, got)
+	}
+}
+
+// An upgrade that adds, changes and removes objects, as text and as JSON; a Secret's values
+// never show, only whether each changed and its size.
+func TestComputeGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		context int
+	}{{"upgrade", -1}, {"upgrade-context1", 1}} {
+		changes, err := Compute(before, after, "team", Options{Context: tc.context})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, changes); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tc.name+".txt", text.Bytes())
+		js, _ := json.MarshalIndent(changes, "", "  ")
+		golden(t, tc.name+".json", append(js, '\n'))
+		for _, secret := range []string{"aHVudGVyMg", "bmV3LXBhc3N3b3Jk", "YXBw", "s3cr3t-token", "hunter2"} {
+			if strings.Contains(text.String()+string(js), secret) {
+				t.Errorf("%s shows Secret data %q", tc.name, secret)
+			}
+		}
+	}
+}
+
+func TestCompute(t *testing.T) {
+	for _, tc := range []struct {
+		name, before, after string
+		want                []string // change and key
+	}{
+		{"same", before, before, nil},
+		{"install", "", after, []string{
+			"ADD team, web, Deployment (apps/v1)", "ADD team, web-config, ConfigMap (v1)",
+			"ADD team, web-db, Secret (v1)", "ADD team, web-migrate-2, Job (batch/v1)"}},
+		{"uninstall", before, "", []string{
+			"REMOVE team, web, Deployment (apps/v1)", "REMOVE team, web-config, ConfigMap (v1)",
+			"REMOVE team, web-db, Secret (v1)", "REMOVE team, web-migrate-1, Job (batch/v1)"}},
+		{"namespace given", "kind: A\napiVersion: v1\nmetadata: {name: x, namespace: other}\n", "", []string{"REMOVE other, x, A (v1)"}},
+		{"comments and empty documents", "---\n# only a comment\n---\n\n---\nkind: A\napiVersion: v1\nmetadata: {name: x}\n", "", []string{"REMOVE team, x, A (v1)"}},
+		{"a Secret only re-encoded is unchanged", "kind: Secret\napiVersion: v1\nmetadata: {name: s}\ndata: {a: eA==}\n",
+			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  a: eA==\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changes, err := Compute(tc.before, tc.after, "team", Options{Context: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range changes {
+				got = append(got, c.Change+" "+c.Key())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// A document that does not parse is an error, not a guess.
+func TestComputeRefusesBadYAML(t *testing.T) {
+	if _, err := Compute("kind: [\n", "", "team", Options{}); err == nil {
+		t.Fatal("no error for a manifest that does not parse")
+	}
+}
+
+// A huge object is reported changed without a line-by-line diff.
+func TestHugeObjectIsNotComparedLineByLine(t *testing.T) {
+	big := "kind: ConfigMap\napiVersion: v1\nmetadata: {name: big}\ndata:\n" + strings.Repeat("  k: v\n", MaxObjectLines)
+	changes, err := Compute(big, big+"  z: w\n", "team", Options{Context: 3})
+	if err != nil || len(changes) != 1 || !strings.Contains(changes[0].Diff, "not compared line by line") {
+		t.Fatalf("changes %v, %v", changes, err)
+	}
+}

@@ -1,0 +1,80 @@
+package diff
+
+import (
+	"encoding/base64"
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+)
+
+// maskSecrets replaces the values of a Secret's data and stringData as helm-diff does: a
+// value that differs shows as "-------- # (N bytes)" before and "++++++++ # (N bytes)"
+// after, an equal one as "REDACTED # (N bytes)" on both sides; nothing else of the values
+// shows. Either may be nil (added, removed). Documents that do not parse are replaced
+// whole: their text might hold the values.
+func maskSecrets(before, after *Object) {
+	b, bok := secretOf(before)
+	a, aok := secretOf(after)
+	for _, field := range []string{"data", "stringData"} {
+		bm, _ := b[field].(map[string]any)
+		am, _ := a[field].(map[string]any)
+		size := func(v any) int { return valueSize(field, v) }
+		for k, v := range bm {
+			bs := fmt.Sprint(v)
+			if av, ok := am[k]; ok && fmt.Sprint(av) == bs {
+				bm[k] = fmt.Sprintf("REDACTED # (%d bytes)", size(v))
+				am[k] = bm[k]
+				continue
+			}
+			bm[k] = fmt.Sprintf("-------- # (%d bytes)", size(v))
+			if av, ok := am[k]; ok {
+				am[k] = fmt.Sprintf("++++++++ # (%d bytes)", size(av))
+			}
+		}
+		for k, v := range am {
+			if _, ok := bm[k]; !ok {
+				am[k] = fmt.Sprintf("++++++++ # (%d bytes)", size(v))
+			}
+		}
+	}
+	rewrite(before, b, bok)
+	rewrite(after, a, aok)
+}
+
+// valueSize is a value's size in bytes: data's decoded from base64, as the Secret holds it.
+func valueSize(field string, v any) int {
+	s := fmt.Sprint(v)
+	if field == "data" {
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			return len(b)
+		}
+	}
+	return len(s)
+}
+
+func secretOf(o *Object) (map[string]any, bool) {
+	if o == nil {
+		return nil, false
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(o.Text), &m); err != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+func rewrite(o *Object, m map[string]any, ok bool) {
+	if o == nil {
+		return
+	}
+	if !ok {
+		o.Text = "# a Secret that does not parse: not shown\n"
+		return
+	}
+	b, err := yaml.Marshal(m)
+	if err != nil {
+		o.Text = "# a Secret that does not print: not shown\n"
+		return
+	}
+	o.Text = string(b)
+}

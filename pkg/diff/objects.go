@@ -1,0 +1,78 @@
+// Package diff is what an action would change: the objects of two manifests (what a release
+// has now, what the action would apply) compared object by object as helm-diff compares
+// them, Secrets' data masked, each change a unified diff.
+package diff
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Object is one document of a manifest.
+type Object struct {
+	API, Kind, Namespace, Name string
+	// Text is the document as rendered (a Secret's: normalised and masked by Compute).
+	Text string
+}
+
+// Key names an object as helm-diff does: "namespace, name, Kind (apiVersion)".
+func (o Object) Key() string {
+	return fmt.Sprintf("%s, %s, %s (%s)", o.Namespace, o.Name, o.Kind, o.API)
+}
+
+type head struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
+
+// Parse splits a manifest (Helm's: documents after "---", "# Source:" comments) into its
+// objects, those without a namespace in namespace. Documents with no kind (comments only,
+// empty) are skipped; two documents naming one object keep the last, as an apply would.
+func Parse(manifest, namespace string) (map[string]Object, error) {
+	out := map[string]Object{}
+	for _, doc := range separator.Split(manifest, -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var h head
+		if err := yaml.Unmarshal([]byte(doc), &h); err != nil {
+			return nil, fmt.Errorf("parse a manifest document: %w", err)
+		}
+		if h.Kind == "" {
+			continue
+		}
+		o := Object{API: h.APIVersion, Kind: h.Kind, Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
+			Text: strings.Trim(doc, "\n") + "\n"}
+		if o.Namespace == "" {
+			o.Namespace = namespace
+		}
+		out[o.Key()] = o
+	}
+	return out, nil
+}
+
+// sortedKeys are the keys of both sets, in order.
+func sortedKeys(a, b map[string]Object) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range []map[string]Object{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
