@@ -18,6 +18,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/registry"
+
+	"github.com/async-helm/async-helm/internal/testwait"
 )
 
 // oci:// references, from a real OCI registry (distribution, in process, on loopback) to
@@ -88,15 +90,11 @@ func push(t *testing.T, data []byte, ref string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ { // the registry starts in the background
-		if _, err = pusher.Push(data, ref); err == nil || i == 50 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("push: %v", err)
-	}
+	// The registry starts in the background: the push is tried until it answers.
+	testwait.Within(t, 10*time.Second, "the chart pushed", func() bool {
+		_, err = pusher.Push(data, ref)
+		return err == nil
+	})
 }
 
 // An oci:// pull goes through the unpack budget like a download.
