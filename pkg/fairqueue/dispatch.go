@@ -93,13 +93,24 @@ func (q *Queue) dispatch() {
 	}
 }
 
+// mayTake says whether f's tenant is below Options.Limit.
+func (q *Queue) mayTake(f Flow) bool {
+	if q.opts.Limit == nil {
+		return true
+	}
+	return q.score(f) < min(max(q.opts.Limit(f), 1), q.slots)
+}
+
 // next is the waiting work to serve first: the head of the flow whose tenant holds the
-// fewest seats; among equals, the tenant served least recently (round robin), then the
-// longest waiting.
+// fewest seats (of those below their limit); among equals, the tenant served least
+// recently (round robin), then the longest waiting.
 func (q *Queue) next() *waiter {
 	var best *waiter
 	var bestScore, bestServed uint64
 	for f, ws := range q.waiting {
+		if !q.mayTake(f) {
+			continue
+		}
 		w, s, served := ws[0], uint64(q.score(f)), q.lastServed(f)
 		if best == nil || s < bestScore || (s == bestScore && (served < bestServed || served == bestServed && w.seq < best.seq)) {
 			best, bestScore, bestServed = w, s, served

@@ -1,7 +1,9 @@
 // Package fairqueue hands out a pool of slots fairly between tenants (docs/design.md,
 // "Tenants and shares"): work waits in its flow's queue, a free slot goes to the waiting
 // work whose tenant holds the fewest slots, and a slot lent by work that only waits may go
-// to a tenant below its share. It is work-conserving: no slot stays free while work waits.
+// to a tenant below its share. It is work-conserving: no slot stays free while work waits
+// that may take it (Options.Limit). The executor's action and CPU slots and the chart
+// routes' index fetch and render slots are such pools.
 package fairqueue
 
 import (
@@ -26,6 +28,11 @@ type Options struct {
 	Lending bool
 	// Clock dates the waits (nil: the wall clock).
 	Clock clock.PassiveClock
+	// Limit, when set, is the most one tenant (its namespace or its caller, whichever holds
+	// more) may hold even when nobody else waits, clamped to 1..slots; nil: a tenant alone
+	// may hold every slot. A slot that must stay free for whoever comes next (an index fetch
+	// may hold its slot for its whole timeout) is a limit of slots-1.
+	Limit func(Flow) int
 }
 
 // Queue is a pool of slots handed out fairly.
@@ -100,7 +107,30 @@ func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
 	return q.wait(ctx, w)
 }
 
-// Release gives the seat back (or, for a holder without one, ends its account).
+// TryAcquire takes a seat only if one is free for f now. It never jumps the queue: a free
+// seat is one no waiter may take (dispatch hands every other to a waiter).
+func (q *Queue) TryAcquire(f Flow) (*Seat, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.free == 0 || !q.mayTake(f) {
+		return nil, false
+	}
+	q.free--
+	seat := &Seat{q: q, flow: f, state: stateHeld}
+	q.held.add(f, 1)
+	q.served.mark(f)
+	return seat, true
+}
+
+// Held is what f's caller and namespace hold now.
+func (q *Queue) Held(f Flow) (caller, namespace int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held.caller[f.Caller], q.held.ns[f.Namespace]
+}
+
+// Release gives the seat back (or, for a holder without one, ends its account); a second
+// Release does nothing.
 func (s *Seat) Release() {
 	q := s.q
 	q.mu.Lock()

@@ -33,7 +33,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/async-helm/async-helm/pkg/chart/fairslots"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -93,7 +92,7 @@ func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
 
 // tenant is whose share of the index fetches r's take (chartsource.FetchSlots): the caller's
 // in ctx and its namespace's for a project repository, the administrators' otherwise.
-func (r Repo) tenant(ctx context.Context) fairslots.Tenant {
+func (r Repo) tenant(ctx context.Context) chartsource.Tenant {
 	if r.Scope != ScopeProject {
 		return chartsource.RefreshTenant
 	}

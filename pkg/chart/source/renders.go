@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/async-helm/async-helm/pkg/chart/fairslots"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 // ErrRendersBusy is a render that found no slot of its tenant's share in time (429 at the
@@ -14,11 +14,11 @@ import (
 var ErrRendersBusy = errors.New("too many renders at once")
 
 // RenderSlots are the template route's renders at once (TEMPLATE_RENDER_MAX_PARALLEL),
-// shared between tenants (package fairslots). They are work-conserving: a caller alone
+// shared between tenants (pkg/fairqueue). They are work-conserving: a caller alone
 // renders in every slot; a caller whose slow templates fill them at its allowed rate keeps
 // them only until another caller waits, who gets the next one that frees.
 type RenderSlots struct {
-	slots *fairslots.Slots
+	slots *fairqueue.Queue
 	// wait bounds the wait for a slot: a render holds its slot at most the render timeout,
 	// so one frees within it.
 	wait time.Duration
@@ -26,7 +26,7 @@ type RenderSlots struct {
 
 // NewRenderSlots is total renders at once, each waited for at most wait.
 func NewRenderSlots(total int, wait time.Duration) *RenderSlots {
-	return &RenderSlots{slots: fairslots.New(total, nil), wait: wait}
+	return &RenderSlots{slots: fairqueue.New(total, fairqueue.Options{}), wait: wait}
 }
 
 // RenderSlots are the settings' render slots (defaults: 2 slots, waited for 10 s).
@@ -43,12 +43,15 @@ func (c RouteSettings) RenderSlots() *RenderSlots {
 
 // Take waits for a slot of t's share until ctx ends or the wait bound passes
 // (ErrRendersBusy).
-func (r *RenderSlots) Take(ctx context.Context, t fairslots.Tenant) (release func(), err error) {
+func (r *RenderSlots) Take(ctx context.Context, t Tenant) (release func(), err error) {
 	wait, cancel := context.WithTimeout(ctx, r.wait)
 	defer cancel()
-	release, err = r.slots.Acquire(wait, t)
-	if err != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("%w: %d renders run, none freed for caller %q within %s", ErrRendersBusy, r.slots.Total(), t.Caller, r.wait)
+	seat, err := r.slots.Acquire(wait, t)
+	switch {
+	case err == nil:
+		return seat.Release, nil
+	case ctx.Err() == nil:
+		return nil, fmt.Errorf("%w: %d renders run, none freed for caller %q within %s", ErrRendersBusy, r.slots.Slots(), t.Caller, r.wait)
 	}
-	return release, err
+	return nil, fmt.Errorf("wait for one of %d render slots: %w", r.slots.Slots(), err)
 }

@@ -2,31 +2,53 @@ package source
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/async-helm/async-helm/pkg/auth"
-	"github.com/async-helm/async-helm/pkg/chart/fairslots"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
-// FetchSlots bound index fetches, shared between tenants (package fairslots): a caller
-// with many namespaces and slow servers gets no more than its share while others wait. A
-// fetch may hold its slot for its whole timeout (30 s against a slow server), so no tenant
-// takes the last free slot: whoever comes next finds one at once, and a freed slot goes to
+// Tenant is whose share work takes: its namespace and its caller (pkg/fairqueue's Flow).
+type Tenant = fairqueue.Flow
+
+// FetchSlots bound index fetches, shared between tenants (pkg/fairqueue): a caller with
+// many namespaces and slow servers gets no more than its share while others wait. A fetch
+// may hold its slot for its whole timeout (30 s against a slow server), so no tenant takes
+// the last free slot: whoever comes next finds one at once, and a freed slot goes to
 // whichever waiting caller and namespace hold the fewest.
-type FetchSlots = fairslots.Slots
+type FetchSlots struct{ q *fairqueue.Queue }
 
 // RefreshTenant is who fetches the administrators' repositories (cluster and
 // CHART_REPOSITORIES), in the background refresh or on a miss.
-var RefreshTenant = fairslots.Tenant{Caller: "system:async-helm:refresh"}
+var RefreshTenant = Tenant{Caller: "system:async-helm:refresh"}
 
 // NewFetchSlots is total fetches at once, shared as FetchSlots says.
 func NewFetchSlots(total int) *FetchSlots {
-	return fairslots.New(total, func(fairslots.Tenant) int { return total - 1 })
+	return &FetchSlots{q: fairqueue.New(total, fairqueue.Options{Limit: func(Tenant) int { return total - 1 }})}
+}
+
+// Acquire waits until ctx ends for a slot of t's share.
+func (f *FetchSlots) Acquire(ctx context.Context, t Tenant) (release func(), err error) {
+	seat, err := f.q.Acquire(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("wait for one of %d index fetch slots: %w", f.q.Slots(), err)
+	}
+	return seat.Release, nil
+}
+
+// TryAcquire takes a slot only if one is free for t now.
+func (f *FetchSlots) TryAcquire(t Tenant) (release func(), ok bool) {
+	seat, ok := f.q.TryAcquire(t)
+	if !ok {
+		return nil, false
+	}
+	return seat.Release, true
 }
 
 // TenantOf is whose share work for namespace takes (an index fetch, a render): the caller in
 // ctx (CallerFrom; none: the empty caller), the ServiceAccounts of one namespace being one
 // caller (auth.Share), and the namespace.
-func TenantOf(ctx context.Context, namespace string) fairslots.Tenant {
+func TenantOf(ctx context.Context, namespace string) Tenant {
 	c, _ := CallerFrom(ctx)
-	return fairslots.Tenant{Caller: auth.ShareName(c.User), Namespace: namespace}
+	return Tenant{Caller: auth.ShareName(c.User), Namespace: namespace}
 }
