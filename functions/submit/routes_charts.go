@@ -120,6 +120,9 @@ func (f *Function) mayUseRepositoriesOf(ctx context.Context, namespace string) e
 // chartIndex answers the merged index.yaml of the cluster's, the namespace's and
 // CHART_REPOSITORIES' repositories, from the background cache.
 func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) error {
+	if err := f.admit(r); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	ns := q.Get("namespace")
 	onlyCompatible := true // the console's default

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 // ErrIndexTooLarge is a merged index over the bounds of its encoding (422 at the edge:
@@ -19,14 +20,16 @@ import (
 var ErrIndexTooLarge = errors.New("the merged chart index is too large to serve")
 
 // Bounds of the encoded merged index (the console's index.yaml route). Encoding takes
-// several times the output's size while it runs; one runs at a time.
+// several times the output's size while it runs; one runs at a time, the slot shared
+// fairly between tenants (package fairqueue).
 const (
 	// DefaultMaxMergedIndexCost bounds what one encoding reads: the estimated live bytes
 	// of the indexes merged (indexCost), checked before anything is encoded.
 	DefaultMaxMergedIndexCost = 48 << 20
 	// DefaultMaxIndexYAMLBytes bounds one encoded index.
 	DefaultMaxIndexYAMLBytes = 16 << 20
-	// DefaultIndexYAMLCacheBytes bounds the encoded indexes kept, oldest out.
+	// DefaultIndexYAMLCacheBytes bounds the encoded indexes kept; a tenant keeps at most
+	// half (answers).
 	DefaultIndexYAMLCacheBytes = 32 << 20
 )
 
@@ -34,16 +37,15 @@ const (
 // merged and the very index cached for it, so namespaces that see the same repositories
 // share one encoding, and a GET re-encodes only after an index changed.
 type encodings struct {
-	maxCost, maxBytes, budget int64
+	maxCost, maxBytes int64
 
 	flights singleflight.Group
-	slot    chan struct{} // one encoding at a time
-	mu      sync.Mutex
-	byKey   map[string]encoded
-	order   []string // oldest first
-	bytes   int64
-	// encodes counts the encodings run (tests).
+	slot    *fairqueue.Queue // one encoding at a time, fairly between tenants
+	*answers
+	mu sync.Mutex
+	// encodes counts the encodings run; during, when set, runs in the slot (tests).
 	encodes int
+	during  func(fairqueue.Flow)
 }
 
 type encoded struct {
@@ -53,12 +55,14 @@ type encoded struct {
 
 func newEncodings() *encodings {
 	return &encodings{maxCost: DefaultMaxMergedIndexCost, maxBytes: DefaultMaxIndexYAMLBytes,
-		budget: DefaultIndexYAMLCacheBytes, slot: make(chan struct{}, 1), byKey: map[string]encoded{}}
+		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(DefaultIndexYAMLCacheBytes)}
 }
 
 // IndexYAML is Index encoded as the console's index.yaml route answers it: encoded once
 // per version of the merged index and answered from the bytes kept; ErrIndexTooLarge past
-// DefaultMaxMergedIndexCost (before encoding) or DefaultMaxIndexYAMLBytes.
+// DefaultMaxMergedIndexCost (before encoding) or DefaultMaxIndexYAMLBytes. The encoding
+// and the answer kept are the tenant's of the request that started it (the caller in ctx,
+// namespace).
 func (s *Set) IndexYAML(ctx context.Context, namespace string, onlyCompatible bool) ([]byte, error) {
 	parts, err := s.parts(ctx, namespace)
 	if err != nil {
@@ -69,12 +73,15 @@ func (s *Set) IndexYAML(ctx context.Context, namespace string, onlyCompatible bo
 	if got, ok := e.get(key); ok {
 		return got.yaml, got.err
 	}
+	t := chartsource.TenantOf(ctx, namespace)
+	flow := fairqueue.Flow{Namespace: t.Namespace, Caller: t.Caller}
+	flight := context.WithoutCancel(ctx) // the flight's, not the first request's
 	ch := e.flights.DoChan(key, func() (any, error) {
 		got := e.tooCostly(parts)
 		if got == nil {
-			got = e.encode(func() *encoded { return s.encodeMerged(e, parts, onlyCompatible) })
+			got = e.encode(flight, flow, func() *encoded { return s.encodeMerged(e, parts, onlyCompatible) })
 		}
-		e.put(key, *got)
+		e.put(key, *got, flow)
 		return *got, nil
 	})
 	select {
@@ -130,41 +137,22 @@ func versionOf(parts []part, onlyCompatible bool) string {
 	return b.String()
 }
 
-// encode runs fn in e's one encoding slot (the flight waits for it; its callers leave with
-// their contexts).
-func (e *encodings) encode(fn func() *encoded) *encoded {
-	e.slot <- struct{}{}
-	defer func() { <-e.slot }()
+// encode runs fn in e's one encoding slot, taken in flow's turn (the flight waits for it;
+// its callers leave with their contexts).
+func (e *encodings) encode(ctx context.Context, flow fairqueue.Flow, fn func() *encoded) *encoded {
+	seat, err := e.slot.Acquire(ctx, flow)
+	if err != nil {
+		return &encoded{err: fmt.Errorf("encode index: no encoding slot: %w", err)}
+	}
+	defer seat.Release()
 	e.mu.Lock()
 	e.encodes++
+	during := e.during
 	e.mu.Unlock()
+	if during != nil {
+		during(flow)
+	}
 	return fn()
-}
-
-func (e *encodings) get(key string) (encoded, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	got, ok := e.byKey[key]
-	return got, ok
-}
-
-// put keeps got under key within the budget, oldest out; a version whose indexes changed
-// is never asked again and ages out.
-func (e *encodings) put(key string, got encoded) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.byKey[key]; ok || int64(len(got.yaml)) > e.budget {
-		return
-	}
-	for e.bytes+int64(len(got.yaml)) > e.budget || len(e.order) >= 1024 {
-		old := e.order[0]
-		e.order = e.order[1:]
-		e.bytes -= int64(len(e.byKey[old].yaml))
-		delete(e.byKey, old)
-	}
-	e.byKey[key] = got
-	e.order = append(e.order, key)
-	e.bytes += int64(len(got.yaml))
 }
 
 // yamlCache is the Set's encodings, made on first use.

@@ -3,6 +3,9 @@ package repos
 import (
 	"context"
 	"errors"
+	"fmt"
+	goruntime "runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 func indexYAML(t *testing.T, s *Set, ns string) ([]byte, error) {
@@ -74,4 +78,113 @@ func TestIndexYAMLOverItsBoundsIsRefused(t *testing.T) {
 	if e.encodes != 1 {
 		t.Errorf("%d encodings of an index over the bytes bound, want 1", e.encodes)
 	}
+}
+
+// evilYAML asks namespace's index.yaml as the caller evil, who works in several namespaces.
+func evilYAML(s *Set, namespace string) error {
+	ctx, cancel := context.WithTimeout(chartsource.WithCaller(context.Background(), chartsource.Caller{User: "evil"}), 20*time.Second)
+	defer cancel()
+	_, err := s.IndexYAML(ctx, namespace, true)
+	return err
+}
+
+// evilAndTeam is a Set where evil has 4 namespaces, each with a repository of its own, and
+// team one.
+func evilAndTeam(t *testing.T) *Set {
+	srv := newSlowRepo(t, false)
+	objs := []runtime.Object{project("team", "fast", srv.URL)}
+	for i := 1; i <= 4; i++ {
+		objs = append(objs, project(fmt.Sprintf("evil-%d", i), "r", fmt.Sprintf("%s/r%d", srv.URL, i)))
+	}
+	return startSetWith(t, objs, nil)
+}
+
+// A tenant asking its namespaces' index.yaml in rotation evicts its own answers, not
+// another tenant's: team's answer is still kept after evil's 12 GETs over 4 namespaces.
+func TestIndexYAMLRotationEvictsOnlyItsOwnAnswers(t *testing.T) {
+	s := evilAndTeam(t)
+	ctx, cancel := context.WithTimeout(userOf("team"), 20*time.Second)
+	defer cancel()
+	b, err := s.IndexYAML(ctx, "team", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.yamlCache()
+	e.budget = int64(len(b)) * 7 / 2 // three answers of this size
+	for i := 0; i < 12; i++ {
+		if err := evilYAML(s, fmt.Sprintf("evil-%d", i%4+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := e.encodes
+	if _, err := s.IndexYAML(ctx, "team", true); err != nil {
+		t.Fatal(err)
+	}
+	if e.encodes != before {
+		t.Errorf("team's index.yaml was encoded again after evil's rotation: its answer was evicted")
+	}
+	if before != 13 {
+		t.Errorf("%d encodings for team's 1 and evil's 12 GETs, want 13 (evil's rotation evicts its own)", before)
+	}
+}
+
+// The encoding slot is taken in turns between tenants: with evil's encoding running and
+// three more of evil's waiting, team's waits for the one running only.
+func TestIndexYAMLEncodingsTakeTurnsBetweenTenants(t *testing.T) {
+	s := evilAndTeam(t)
+	e := s.yamlCache()
+	gate, entered := make(chan struct{}), make(chan string, 10)
+	e.during = func(f fairqueue.Flow) {
+		entered <- f.Caller
+		if f.Caller == "evil" {
+			<-gate
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i <= 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := evilYAML(s, fmt.Sprintf("evil-%d", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	if got := <-entered; got != "evil" {
+		t.Fatalf("first encoding by %q", got)
+	}
+	waitQueued(t, e.slot, "evil", 3)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := indexYAML(t, s, "team"); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitQueued(t, e.slot, "team", 1)
+	gate <- struct{}{}
+	if got := <-entered; got != "" {
+		t.Errorf("after evil's first encoding the slot went to %q, want team's (the empty caller)", got)
+	}
+	close(gate)
+	wg.Wait()
+}
+
+// waitQueued waits until n of namespace's work waits for a slot of q.
+func waitQueued(t *testing.T, q *fairqueue.Queue, caller string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		queued := 0
+		for _, st := range q.Stats() {
+			if st.Caller == caller || (caller == "team" && st.Namespace == "team") {
+				queued += st.Queued
+			}
+		}
+		if queued == n {
+			return
+		}
+		goruntime.Gosched()
+	}
+	t.Fatalf("%s never had %d encodings waiting", caller, n)
 }
