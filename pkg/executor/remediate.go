@@ -118,7 +118,8 @@ func afterFailure(cur *action, res result, shutdown context.Context, total int) 
 	case kind == endCancel || kind == endLost || kind == endShutdown || shutdown.Err() != nil:
 		return stepStop
 	case cur.attempt >= total, errors.Is(res.err, helmexec.ErrRenderTimeout),
-		errors.Is(res.err, helmexec.ErrChartChanged), errors.Is(res.err, helmexec.ErrMissingDependency):
+		errors.Is(res.err, helmexec.ErrChartChanged), errors.Is(res.err, helmexec.ErrMissingDependency),
+		errors.Is(res.err, helmexec.ErrNoRollbackPin):
 		return stepRemediate
 	}
 	return stepRetry

@@ -241,6 +241,7 @@ func TestDecide(t *testing.T) {
 		{"the last attempt", notEnded, errors.New("hook failed"), 3, live, stepRemediate},
 		{"the render bound", notEnded, helmexec.ErrRenderTimeout, 1, live, stepRemediate},
 		{"the chart changed", notEnded, helmexec.ErrChartChanged, 1, live, stepRemediate},
+		{"no rollback pin", notEnded, helmexec.ErrNoRollbackPin, 1, live, stepRemediate},
 		{"cancelled", endCancel, errors.New("x"), 1, live, stepStop},
 		{"lease lost", endLost, errors.New("x"), 1, live, stepStop},
 		{"executor shut down", endShutdown, errors.New("x"), 1, live, stepStop},

@@ -174,7 +174,7 @@ func TestEndedRollbackReturnsAtOnce(t *testing.T) {
 		fence.End()
 		cancel()
 	}()
-	_, err := f.Rollback(c, Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1, Wait: true,
+	_, err := f.Rollback(c, Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1, Wait: true, RollbackPin: pinOf(t, mem, 1),
 		Timeout: time.Minute, Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("rollback = %v, want context.Canceled", err)

@@ -32,7 +32,7 @@ func TestRollbackAdoptsTheReservation(t *testing.T) {
 	installTwice(t, f, mem, opts)
 	reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
 	rel, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1,
-		Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...)
+		RollbackPin: pinOf(t, mem, 1), Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestRollbackRefusesAnotherKey(t *testing.T) {
 	f, mem, opts := offline(t)
 	installTwice(t, f, mem, opts)
 	reserve(t, mem, "web", 4, helmrelease.StatusPendingRollback) // Helm computes 3
-	if _, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 4, RollbackTo: 1}, opts...); err == nil {
+	if _, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 4, RollbackTo: 1, RollbackPin: pinOf(t, mem, 1)}, opts...); err == nil {
 		t.Fatal("rollback onto another key succeeded")
 	}
 	if _, err := mem.Get(release.SecretName("web", 3)); err == nil {

@@ -23,7 +23,7 @@ func TestRollbackOntoARecordWithANullHookFailsTheActionNotTheProcess(t *testing.
 	}
 	reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
 	_, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1,
-		Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...)
+		RollbackPin: pinOf(t, mem, 1), Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...)
 	if !errors.Is(err, ErrHelmPanicked) || !strings.Contains(err.Error(), "nil pointer") {
 		t.Fatalf("rollback onto a null hook answered %v, want ErrHelmPanicked with the panic's reason", err)
 	}

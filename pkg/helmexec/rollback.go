@@ -15,6 +15,9 @@ import (
 // returns the final release. Helm computes its new revision as Last()+1 with the
 // reservation hidden, which is the reserved one; its Create becomes the adoption.
 func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	if err := requirePin(req, "rollback"); err != nil {
+		return nil, err
+	}
 	// Innermost of the wrappers the adopter sees: Helm copies the target revision's labels
 	// into the new one; every write of the reserved revision carries this request's.
 	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {

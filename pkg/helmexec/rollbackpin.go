@@ -1,6 +1,7 @@
 package helmexec
 
 import (
+	"errors"
 	"fmt"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -14,14 +15,23 @@ import (
 // pinned when it accepted the request: release records are the tenant's to rewrite, and the
 // executor would apply a rewritten one as the caller. Every engine's rollback and atomic
 // upgrade wraps its storage with it (Rollback and Upgrade add it before they choose the
-// engine). A nil pin (an event of an older submit) checks nothing.
+// engine). Both refuse a request without a pin first (requirePin).
 func withRollbackPin(req Request) Option {
 	return WithStorageWrapper(func(d storage.Driver) storage.Driver {
-		if req.RollbackPin == nil {
-			return d
-		}
 		return &pinnedTarget{Driver: d, name: req.Name, reserved: req.Revision, pin: req.RollbackPin}
 	})
+}
+
+// ErrNoRollbackPin: a rollback or an atomic upgrade came without the pin submit always
+// gives them; with none, any record, as the tenant left it, could be restored as the caller.
+var ErrNoRollbackPin = errors.New("the request pins no record its rollback may restore")
+
+// requirePin refuses a rollback or an atomic upgrade (what) without a pin, before anything runs.
+func requirePin(req Request, what string) error {
+	if req.RollbackPin != nil {
+		return nil
+	}
+	return fmt.Errorf("%s %s/%s revision %d refused: %w", what, req.Namespace, req.Name, req.Revision, ErrNoRollbackPin)
 }
 
 // pinnedTarget checks every Get of a revision of the release other than the reserved one.
@@ -37,6 +47,9 @@ func (p *pinnedTarget) Get(key string) (*helmrelease.Release, error) {
 	rel, err := p.Driver.Get(key)
 	if err != nil || key == storage.Key(p.name, p.reserved) {
 		return rel, err
+	}
+	if p.pin == nil {
+		return nil, fmt.Errorf("roll back %s to revision %d: %w", p.name, rel.Version, ErrNoRollbackPin)
 	}
 	if err := p.pin.Check(rel); err != nil {
 		return nil, fmt.Errorf("roll back %s to revision %d: %w", p.name, rel.Version, err)

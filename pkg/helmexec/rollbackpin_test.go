@@ -101,3 +101,37 @@ func TestAtomicUpgradeRestoresOnlyThePinnedRecord(t *testing.T) {
 		t.Errorf("the rewritten manifest was restored as revision %d", all[0].Version)
 	}
 }
+
+// pinOf pins revision v of web as submit does.
+func pinOf(t *testing.T, mem *storage.Memory, v int) *release.Pin {
+	t.Helper()
+	pin, err := release.PinOf(get(t, mem, "web", v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pin
+}
+
+// A rollback or an atomic upgrade without a pin is refused before Helm runs, on both engines.
+func TestUnpinnedRollbacksAreRefused(t *testing.T) {
+	for _, engine := range []func(*testing.T) (*Factory, *storage.Memory, []Option){offline, offlineV4} {
+		f, mem, opts := engine(t)
+		deployedTwice(t, f, mem, opts)
+		reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
+		_, err := f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1}, opts...)
+		if !errors.Is(err, ErrNoRollbackPin) || !strings.Contains(err.Error(), "rollback ns/web revision 3 refused") {
+			t.Errorf("unpinned rollback: %v", err)
+		}
+		if got := get(t, mem, "web", 3); got.Info.Status != helmrelease.StatusPendingRollback {
+			t.Errorf("revision 3 is %s after the refused rollback", got.Info.Status)
+		}
+		reserve(t, mem, "web", 4, helmrelease.StatusPendingUpgrade)
+		_, err = f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 4, Chart: tiny("3.0.0"), Atomic: true}, opts...)
+		if !errors.Is(err, ErrNoRollbackPin) || !strings.Contains(err.Error(), "atomic upgrade ns/web revision 4 refused") {
+			t.Errorf("unpinned atomic upgrade: %v", err)
+		}
+		if got := get(t, mem, "web", 4); got.Info.Status != helmrelease.StatusPendingUpgrade {
+			t.Errorf("revision 4 is %s after the refused upgrade", got.Info.Status)
+		}
+	}
+}

@@ -13,6 +13,9 @@ import (
 // Upgrade runs `helm upgrade` for a reservation and returns the final release.
 func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
 	if req.Atomic {
+		if err := requirePin(req, "atomic upgrade"); err != nil {
+			return nil, err
+		}
 		opts = append(opts, withRollbackPin(req))
 	}
 	if f.v4() {

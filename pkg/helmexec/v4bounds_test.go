@@ -50,7 +50,7 @@ func TestV4EngineVerbsAdoptTheirReservations(t *testing.T) {
 	}
 	reserve(t, mem, "web", 3, helmrelease.StatusPendingRollback)
 	if rel, err = f.Rollback(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 3, RollbackTo: 1,
-		Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...); err != nil || rel.Info.Status != helmrelease.StatusDeployed {
+		RollbackPin: pinOf(t, mem, 1), Labels: release.Labels("r3", 3, "tiny", "1.0.0")}, opts...); err != nil || rel.Info.Status != helmrelease.StatusDeployed {
 		t.Fatalf("rollback: %v %v", describeRel(rel), err)
 	}
 	if got := get(t, mem, "web", 3); got.Config["v"] != "one" || got.Labels[release.LabelRequestID] != "r3" {
