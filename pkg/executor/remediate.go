@@ -119,7 +119,8 @@ func afterFailure(cur *action, res result, shutdown context.Context, total int) 
 		return stepStop
 	case cur.attempt >= total, errors.Is(res.err, helmexec.ErrRenderTimeout),
 		errors.Is(res.err, helmexec.ErrChartChanged), errors.Is(res.err, helmexec.ErrMissingDependency),
-		errors.Is(res.err, helmexec.ErrNoRollbackPin):
+		errors.Is(res.err, helmexec.ErrNoRollbackPin),
+		errors.Is(res.err, helmexec.ErrManifestsTooLarge):
 		return stepRemediate
 	}
 	return stepRetry

@@ -85,7 +85,7 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, checkAdopted(adopter, err)
 	}
 	i := newInstall(cfg, req)
-	if err := f.checkValues(ctx, req.Chart, req.Values); err != nil {
+	if err := f.preflight(ctx, req, fence, req.Chart, req.Values, false); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	i.SkipSchemaValidation = true // checked above, within bounds

@@ -51,7 +51,7 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 	}
 	u := newUpgrade(cfg, req)
 	values := upgradeValues(cfg, req.Name, req.Values, req.ReuseValues)
-	if err := f.checkValues(ctx, ch, values); err != nil {
+	if err := f.preflight(ctx, req, fence, ch, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	u.SkipSchemaValidation = true // checked above, within bounds

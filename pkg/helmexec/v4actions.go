@@ -74,7 +74,7 @@ func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, err
 	}
-	if err := f.checkValues(ctx, req.Chart, req.Values); err != nil {
+	if err := f.preflight(ctx, req, fence, req.Chart, req.Values, false); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	ch, err := chartV4(req.Chart)
@@ -108,7 +108,7 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 		return nil, err
 	}
 	values := upgradeValuesV4(cfg, req.Name, req.Values)
-	if err := f.checkValues(ctx, ch3, values); err != nil {
+	if err := f.preflight(ctx, req, fence, ch3, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	u := action4.NewUpgrade(cfg)

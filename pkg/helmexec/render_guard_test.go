@@ -1,0 +1,57 @@
+package helmexec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
+
+// aliasBomb renders a manifest of ~20 KiB whose one anchored 16 KiB string is aliased 1,200
+// times (19 MiB once Helm's parser writes the aliases out), padded with plain nodes so that
+// the parser's own alias ratio guard lets it through.
+func aliasBomb() *chart.Chart {
+	ch := tiny("1.0.0")
+	ch.Templates = []*chart.File{{Name: "templates/bomb.yaml", Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+pad: [{{ range until 1300 }}0,{{ end }}0]
+s: &s "{{ repeat 16384 "x" }}"
+list: [{{ range until 1200 }}*s,{{ end }}*s]
+`)}}
+	return ch
+}
+
+// Aliases that templates generate are measured before Helm parses the rendered manifests:
+// an install of such a chart fails naming the bound, on both engines; a real chart installs.
+func TestGeneratedAliasesAreBoundedBeforeHelmParsesThem(t *testing.T) {
+	f, mem, opts := offline(t)
+	reserve(t, mem, "bomb", 1, helmrelease.StatusPendingInstall)
+	_, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "bomb", Revision: 1, Chart: aliasBomb()}, opts...)
+	if !errors.Is(err, ErrRenderFailed) || !strings.Contains(err.Error(), ErrManifestsTooLarge.Error()) {
+		t.Fatalf("install of a chart whose manifests alias 19 MiB: %v, want %v", err, ErrManifestsTooLarge)
+	}
+	f4, mem4, opts4 := offlineV4(t)
+	reserve(t, mem4, "bomb", 1, helmrelease.StatusPendingInstall)
+	if _, err := f4.Install(ctx(t), Request{Namespace: "ns", Name: "bomb", Revision: 1, Chart: aliasBomb()}, opts4...); !errors.Is(err, ErrRenderFailed) {
+		t.Fatalf("v4 install of the alias bomb: %v, want %v", err, ErrManifestsTooLarge)
+	}
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
+		t.Fatalf("install of a tiny chart: %v", err)
+	}
+}
+
+// BenchmarkGuardRenderTiny is the CPU the render guard adds to a tiny install.
+func BenchmarkGuardRenderTiny(b *testing.B) {
+	f := &Factory{}
+	req := Request{Namespace: "ns", Name: "web", Revision: 1}
+	for i := 0; i < b.N; i++ {
+		if err := f.preflight(b.Context(), req, &Fence{}, tiny("1.0.0"), nil, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
