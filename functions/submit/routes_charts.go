@@ -120,9 +120,6 @@ func (f *Function) mayUseRepositoriesOf(ctx context.Context, namespace string) e
 // chartIndex answers the merged index.yaml of the cluster's, the namespace's and
 // CHART_REPOSITORIES' repositories, from the background cache.
 func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) error {
-	if err := f.admit(r); err != nil {
-		return err
-	}
 	q := r.URL.Query()
 	ns := q.Get("namespace")
 	onlyCompatible := true // the console's default
@@ -137,7 +134,8 @@ func (f *Function) chartIndex(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// The caller travels with the index's fetches: they take the caller's share of the slots.
-	out, err := f.charts.repos.IndexYAML(asCaller(r.Context()), ns, onlyCompatible)
+	out, err := f.charts.repos.IndexYAML(asCaller(r.Context()), ns, chartrepos.IndexOptions{
+		OnlyCompatible: onlyCompatible, Admit: func() error { return f.admit(r) }})
 	if err != nil {
 		return err
 	}

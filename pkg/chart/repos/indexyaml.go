@@ -58,21 +58,35 @@ func newEncodings() *encodings {
 		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(DefaultIndexYAMLCacheBytes)}
 }
 
+// IndexOptions are one request of the merged index.yaml.
+type IndexOptions struct {
+	OnlyCompatible bool // leave out charts whose kubeVersion the cluster does not meet
+	// Admit is asked only when no answer is kept for the request's version (an encoding may
+	// follow): the caller pays its rate for what costs, not for a kept answer.
+	Admit func() error
+}
+
 // IndexYAML is Index encoded as the console's index.yaml route answers it: encoded once
 // per version of the merged index and answered from the bytes kept; ErrIndexTooLarge past
 // DefaultMaxMergedIndexCost (before encoding) or DefaultMaxIndexYAMLBytes. The encoding
 // and the answer kept are the tenant's of the request that started it (the caller in ctx,
 // namespace).
-func (s *Set) IndexYAML(ctx context.Context, namespace string, onlyCompatible bool) ([]byte, error) {
+func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions) ([]byte, error) {
 	parts, err := s.parts(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
 	e := s.yamlCache()
-	key := versionOf(parts, onlyCompatible)
+	key := versionOf(parts, opts.OnlyCompatible)
 	if got, ok := e.get(key); ok {
 		return got.yaml, got.err
 	}
+	if opts.Admit != nil {
+		if err := opts.Admit(); err != nil {
+			return nil, err
+		}
+	}
+	onlyCompatible := opts.OnlyCompatible
 	t := chartsource.TenantOf(ctx, namespace)
 	flow := fairqueue.Flow{Namespace: t.Namespace, Caller: t.Caller}
 	flight := context.WithoutCancel(ctx) // the flight's, not the first request's

@@ -21,7 +21,7 @@ func indexYAML(t *testing.T, s *Set, ns string) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return s.IndexYAML(ctx, ns, true)
+	return s.IndexYAML(ctx, ns, IndexOptions{OnlyCompatible: true})
 }
 
 // The index.yaml route's answer is encoded once per version of the merged index, shared by
@@ -49,6 +49,33 @@ func TestIndexYAMLIsEncodedOncePerVersion(t *testing.T) {
 	}
 	if n := s.yamlCache().encodes; n != 2 {
 		t.Errorf("after a refresh: %d encodings, want 2", n)
+	}
+}
+
+// The caller's rate (Admit) is asked only when no answer is kept: a refusal stops the
+// encoding, and kept answers are served without asking it.
+func TestIndexYAMLAdmitsOnlyWhatItEncodes(t *testing.T) {
+	srv := newRepoServer(t, "", "", cv("tiny", "0.1.0", ""))
+	s := startSet(t, nil, nil, []runtime.Object{repoObject("HelmChartRepository", "", "acme", srv.URL, false, map[string]string{"ca": "ca"})},
+		cm(ConfigNamespace, "ca", KeyCABundle, string(srv.ca)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	busy := errors.New("too many chart requests")
+	if _, err := s.IndexYAML(ctx, "a", IndexOptions{OnlyCompatible: true, Admit: func() error { return busy }}); !errors.Is(err, busy) {
+		t.Fatalf("a refused caller with nothing kept: %v, want its refusal", err)
+	}
+	if n := s.yamlCache().encodes; n != 0 {
+		t.Fatalf("%d encodings for a refused caller, want none", n)
+	}
+	asked := 0
+	admit := func() error { asked++; return nil }
+	for i := 0; i < 20; i++ {
+		if _, err := s.IndexYAML(ctx, "a", IndexOptions{OnlyCompatible: true, Admit: admit}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("20 GETs, one encoding: the rate was asked %d times, want 1", asked)
 	}
 }
 
@@ -84,7 +111,7 @@ func TestIndexYAMLOverItsBoundsIsRefused(t *testing.T) {
 func evilYAML(s *Set, namespace string) error {
 	ctx, cancel := context.WithTimeout(chartsource.WithCaller(context.Background(), chartsource.Caller{User: "evil"}), 20*time.Second)
 	defer cancel()
-	_, err := s.IndexYAML(ctx, namespace, true)
+	_, err := s.IndexYAML(ctx, namespace, IndexOptions{OnlyCompatible: true})
 	return err
 }
 
@@ -105,7 +132,7 @@ func TestIndexYAMLRotationEvictsOnlyItsOwnAnswers(t *testing.T) {
 	s := evilAndTeam(t)
 	ctx, cancel := context.WithTimeout(userOf("team"), 20*time.Second)
 	defer cancel()
-	b, err := s.IndexYAML(ctx, "team", true)
+	b, err := s.IndexYAML(ctx, "team", IndexOptions{OnlyCompatible: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +144,7 @@ func TestIndexYAMLRotationEvictsOnlyItsOwnAnswers(t *testing.T) {
 		}
 	}
 	before := e.encodes
-	if _, err := s.IndexYAML(ctx, "team", true); err != nil {
+	if _, err := s.IndexYAML(ctx, "team", IndexOptions{OnlyCompatible: true}); err != nil {
 		t.Fatal(err)
 	}
 	if e.encodes != before {
