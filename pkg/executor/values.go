@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
@@ -18,13 +18,9 @@ import (
 // trusted local run) reads with cfg's own identity, as the executor's Helm actions do.
 func ValuesReaderAs(cfg *rest.Config) func(events.Caller) (valuesfrom.Reader, error) {
 	return func(c events.Caller) (valuesfrom.Reader, error) {
-		cc := rest.CopyConfig(cfg)
-		if c.User != "" {
-			cc.Impersonate = rest.ImpersonationConfig{UserName: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
-		}
-		cs, err := kubernetes.NewForConfig(cc)
+		cs, err := kube.Impersonating(cfg, rest.ImpersonationConfig{UserName: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra})
 		if err != nil {
-			return nil, fmt.Errorf("client impersonating %q: %w", c.User, err)
+			return nil, err
 		}
 		return valuesfrom.KubeReader{Client: cs}, nil
 	}

@@ -73,3 +73,17 @@ func FromConfigWithLimits(cfg *rest.Config, l Limits) (*Clients, error) {
 	}
 	return &Clients{Config: cfg, Typed: typed, Metadata: md}, nil
 }
+
+// Impersonating is a client of cfg acting as as; an empty UserName (a trusted local run)
+// keeps cfg's own identity.
+func Impersonating(cfg *rest.Config, as rest.ImpersonationConfig) (kubernetes.Interface, error) {
+	cc := rest.CopyConfig(cfg)
+	if as.UserName != "" {
+		cc.Impersonate = as
+	}
+	cs, err := kubernetes.NewForConfig(cc)
+	if err != nil {
+		return nil, fmt.Errorf("client impersonating %q: %w", as.UserName, err)
+	}
+	return cs, nil
+}

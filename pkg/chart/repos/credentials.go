@@ -20,6 +20,7 @@ import (
 
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/kube"
 )
 
 // CredentialSecrets names the Secrets of namespace whose contents a fetch would send: those
@@ -117,15 +118,7 @@ type CallerChecked struct {
 // run) gets cfg's own identity, as the executor's Helm actions do.
 func Impersonating(cfg *rest.Config) func(chartsource.Caller) (kubernetes.Interface, error) {
 	return func(c chartsource.Caller) (kubernetes.Interface, error) {
-		cc := rest.CopyConfig(cfg)
-		if c.User != "" {
-			cc.Impersonate = rest.ImpersonationConfig{UserName: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
-		}
-		cs, err := kubernetes.NewForConfig(cc)
-		if err != nil {
-			return nil, fmt.Errorf("client impersonating %q: %w", c.User, err)
-		}
-		return cs, nil
+		return kube.Impersonating(cfg, rest.ImpersonationConfig{UserName: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra})
 	}
 }
 
