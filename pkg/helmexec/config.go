@@ -68,6 +68,8 @@ type configOptions struct {
 	fence       *Fence
 	gate        WaitGate        // slots.go
 	kube4       kube4.Interface // v4config.go
+	owner       *owner          // owned.go: deletes only what this release owns
+	live        liveGetter      // owned.go (tests)
 }
 
 // WithFence closes the action off from the cluster once f.End is called (its storage
@@ -139,6 +141,9 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		c.Namespace = namespace
 		c.Log = o.log
 		kc = sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
+	}
+	if o.owner != nil {
+		kc = ownedKube{Interface: kc, owner: *o.owner, live: o.liveGetter(), log: o.log}
 	}
 	d, err := f.driverChain(cfg, namespace, &o)
 	if err != nil {

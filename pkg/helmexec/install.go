@@ -74,6 +74,7 @@ var ErrChartChanged = errors.New("the chart changed since the request was accept
 
 // Install runs `helm install` for a reservation and returns the final release.
 func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
+	opts = append(opts, ownedBy(req)) // records are the tenant's: delete only what the release owns
 	if f.v4() {
 		return f.installV4(ctx, req, opts)
 	}

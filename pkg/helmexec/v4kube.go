@@ -25,6 +25,9 @@ type v4Kube struct {
 	log  func(string, ...any)
 	// ctx ends the action's waits (a cancel, the deadline, the fence).
 	ctx context.Context
+	// owner, when set, limits deletions to what the release owns (owned.go).
+	owner *owner
+	live  liveGetter
 }
 
 var _ kube4.InterfaceWaitOptions = v4Kube{}
@@ -52,12 +55,27 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 
 func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpdateOption) (res *kube4.Result, err error) {
 	k.log("checking %d resources for changes", len(target))
-	err = k.call(func() error { res, err = k.Interface.Update(original, target, o...); return err })
+	err = k.call(func() error {
+		if k.owner != nil {
+			original = k.owner.deletable(original, target, k.live, k.log)
+		}
+		res, err = k.Interface.Update(original, target, o...)
+		return err
+	})
 	return res, err
 }
 
 func (k v4Kube) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (res *kube4.Result, errs []error) {
-	if err := k.call(func() error { res, errs = k.Interface.Delete(r, p); return nil }); err != nil {
+	if err := k.call(func() error {
+		if k.owner != nil {
+			if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
+				res = &kube4.Result{}
+				return nil
+			}
+		}
+		res, errs = k.Interface.Delete(r, p)
+		return nil
+	}); err != nil {
 		return nil, []error{err}
 	}
 	return res, errs

@@ -1,0 +1,192 @@
+package helmexec
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"helm.sh/helm/v3/pkg/kube"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// Helm deletes, as the caller, the objects of the release's current record that the new
+// one lacks (upgrade, rollback) and every object of the record on uninstall. Records are
+// the tenant's to rewrite, so those lists are hostile: only an object that is live and
+// carries Helm's ownership annotations for this release is deleted; any other is kept and
+// named in the action's log (Helm v4's uninstall keeps objects it does not own the same
+// way). Both engines' kube clients filter through owner.deletable.
+
+// Helm's ownership annotations (install, upgrade and rollback write them on every object).
+const (
+	annoReleaseName      = "meta.helm.sh/release-name"
+	annoReleaseNamespace = "meta.helm.sh/release-namespace"
+)
+
+// LogKeptUnowned is the action log's line for an object Helm would have deleted.
+const LogKeptUnowned = "kept %s %q in namespace %q: %s"
+
+// owner is the release an action acts on.
+type owner struct{ name, namespace string }
+
+// ownedBy makes the action's kube client delete only what the release owns.
+func ownedBy(req Request) Option {
+	return func(o *configOptions) { o.owner = &owner{name: req.Name, namespace: req.Namespace} }
+}
+
+// liveGetter reads an object as it is now, with the action's identity.
+type liveGetter func(*resource.Info) (runtime.Object, error)
+
+// liveObject is the default liveGetter: a GET through the info's client.
+func liveObject(info *resource.Info) (runtime.Object, error) {
+	if info.Client == nil || info.Mapping == nil {
+		return nil, errors.New("no client to read it with")
+	}
+	return resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+}
+
+func (o *configOptions) liveGetter() liveGetter {
+	if o.live != nil {
+		return o.live
+	}
+	return liveObject
+}
+
+type verdict int
+
+const (
+	deleteIt verdict = iota
+	gone             // not found: nothing to delete
+	keep
+)
+
+// judge decides one object from its live annotations (or the error reading it).
+func (w owner) judge(annotations map[string]string, err error) (verdict, string) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return gone, ""
+	case err != nil:
+		return keep, fmt.Sprintf("its ownership could not be read: %v", err)
+	case annotations[annoReleaseName] != w.name || annotations[annoReleaseNamespace] != w.namespace:
+		return keep, fmt.Sprintf("not owned by release %s/%s (%s=%q, %s=%q)", w.namespace, w.name,
+			annoReleaseName, annotations[annoReleaseName], annoReleaseNamespace, annotations[annoReleaseNamespace])
+	}
+	return deleteIt, ""
+}
+
+// ownedOf is what of infos may be deleted; the rest is logged as kept. A hook's objects
+// pass when hooks may (their manifest is the chart's or the pinned record's).
+func (w owner) ownedOf(infos []*resource.Info, hooks bool, get liveGetter, log func(string, ...any)) []*resource.Info {
+	var out []*resource.Info
+	for _, info := range infos {
+		if info == nil {
+			continue
+		}
+		if hooks && isHook(kube.ResourceList{info}) {
+			out = append(out, info)
+			continue
+		}
+		live, err := get(info)
+		var annotations map[string]string
+		if err == nil {
+			var m metav1.Object
+			if m, err = meta.Accessor(live); err == nil {
+				annotations = m.GetAnnotations()
+			}
+		}
+		switch v, why := w.judge(annotations, err); v {
+		case deleteIt:
+			out = append(out, info)
+		case keep:
+			log(LogKeptUnowned, kindOf(info), info.Name, info.Namespace, why)
+		}
+	}
+	return out
+}
+
+// deletable is original without the objects an update would delete (those target lacks)
+// that the release does not own: Helm's update deletes original minus target.
+func (w owner) deletable(original, target []*resource.Info, get liveGetter, log func(string, ...any)) []*resource.Info {
+	candidates := kube.ResourceList(original).Difference(target)
+	if len(candidates) == 0 {
+		return original
+	}
+	allowed := map[*resource.Info]bool{}
+	for _, info := range w.ownedOf(candidates, false, get, log) {
+		allowed[info] = true
+	}
+	out := make([]*resource.Info, 0, len(original))
+	for _, info := range original {
+		if kube.ResourceList(target).Contains(info) || allowed[info] {
+			out = append(out, info)
+		}
+	}
+	return out
+}
+
+func kindOf(info *resource.Info) string {
+	if info.Mapping == nil {
+		return "object"
+	}
+	return info.Mapping.GroupVersionKind.Kind
+}
+
+// ownedKube is a v3 action's kube client that deletes only what the release owns. It
+// passes through the optional interfaces Helm asserts (fencedKube wraps it).
+type ownedKube struct {
+	kube.Interface
+	owner owner
+	live  liveGetter
+	log   func(string, ...any)
+}
+
+func (k ownedKube) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	return k.Interface.Update(k.owner.deletable(original, target, k.live, k.log), target, force)
+}
+
+func (k ownedKube) Delete(r kube.ResourceList) (*kube.Result, []error) {
+	if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
+		return &kube.Result{}, nil
+	}
+	return k.Interface.Delete(r)
+}
+
+func (k ownedKube) DeleteWithPropagationPolicy(r kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	dp, ok := k.Interface.(kube.InterfaceDeletionPropagation)
+	if !ok {
+		return k.Delete(r)
+	}
+	if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
+		return &kube.Result{}, nil
+	}
+	return dp.DeleteWithPropagationPolicy(r, policy)
+}
+
+// WaitForDelete is kube.InterfaceExt, passed through.
+func (k ownedKube) WaitForDelete(r kube.ResourceList, timeout time.Duration) error {
+	if ext, ok := k.Interface.(kube.InterfaceExt); ok {
+		return ext.WaitForDelete(r, timeout)
+	}
+	return nil
+}
+
+// GetPodList is kube.InterfaceLogs, passed through.
+func (k ownedKube) GetPodList(namespace string, o metav1.ListOptions) (*v1.PodList, error) {
+	if lg, ok := k.Interface.(kube.InterfaceLogs); ok {
+		return lg.GetPodList(namespace, o)
+	}
+	return &v1.PodList{}, nil
+}
+
+// OutputContainerLogsForPodList is kube.InterfaceLogs, passed through.
+func (k ownedKube) OutputContainerLogsForPodList(l *v1.PodList, namespace string, w func(namespace, pod, container string) io.Writer) error {
+	if lg, ok := k.Interface.(kube.InterfaceLogs); ok {
+		return lg.OutputContainerLogsForPodList(l, namespace, w)
+	}
+	return nil
+}
