@@ -1,9 +1,10 @@
 // Command oc-helm is the oc/kubectl plugin of async-helm:
-// `oc helm install|upgrade|rollback|uninstall|cancel|list|status|history|logs` (pkg/cli).
+// `oc helm install|upgrade|rollback|uninstall|cancel|list|status|history|logs|diff` (pkg/cli).
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,6 +19,10 @@ func main() {
 	defer stop()
 	cmd := cli.NewRootCmd(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.ExecuteContext(ctx); err != nil {
+		var exit *cli.ExitError
+		if errors.As(err, &exit) { // diff --detailed-exitcode: changes
+			os.Exit(exit.Code)
+		}
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}

@@ -49,7 +49,7 @@ func statusOf(err error) int {
 		errors.Is(err, submitter.ErrNotPending), errors.Is(err, submitter.ErrNotCancellable),
 		errors.Is(err, release.ErrRevisionRange): // the release's history, not the request, is at fault
 		return http.StatusConflict
-	case errors.Is(err, submitter.ErrValues), errors.Is(err, chartsource.ErrNotFound),
+	case errors.Is(err, submitter.ErrValues), errors.Is(err, submitter.ErrRender), errors.Is(err, chartsource.ErrNotFound),
 		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),
 		errors.Is(err, chartsource.ErrTooLarge), errors.Is(err, release.ErrUndecodable):
 		return http.StatusUnprocessableEntity

@@ -108,6 +108,7 @@ func (f *Function) Start(ctx context.Context) error {
 		// values_from is read with submit's rights after the caller's access review.
 		ValuesObjects: valuesfrom.KubeReader{Client: cl.Typed},
 	}
+	f.svc.Render = diffRenderer{f.charts} // a diff renders under the template route's bounds
 	f.wireReads(helm, store, books.Book)
 	f.reads.Namespaces = revisions // the all-namespaces list reviews and lists only the caller's namespaces
 	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
@@ -229,6 +230,7 @@ func (f *Function) Handler() http.Handler {
 	})
 	f.routeCharts(route)
 	f.routeLog(route)
+	f.routeDiff(route)
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))
 	return mux
 }

@@ -82,14 +82,8 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
 }
 
 func (o *ActionOptions) addFlags(cmd *cobra.Command) {
+	o.addChartFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&o.Version, "version", o.Version, "chart version (default: latest)")
-	f.StringSliceVarP(&o.Values.ValueFiles, "values", "f", nil, "values from a YAML file or URL (can repeat)")
-	f.StringArrayVar(&o.Values.Values, "set", nil, "set values on the command line (key1=val1,key2=val2)")
-	f.StringArrayVar(&o.Values.StringValues, "set-string", nil, "set STRING values on the command line")
-	f.StringArrayVar(&o.Values.FileValues, "set-file", nil, "set values from files (key=path)")
-	f.StringArrayVar(&o.Values.JSONValues, "set-json", nil, "set JSON values on the command line")
-	f.StringArrayVar(&o.ValuesFrom, "values-from", nil, "values from a key of a Secret or ConfigMap of the release's namespace, read in the cluster: secret/NAME[:key] or configmap/NAME[:key] (key: values.yaml; can repeat, merged in order before the other values)")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "time to wait for any individual Kubernetes operation (like Jobs for hooks)")
 	f.BoolVar(&o.Atomic, "atomic", o.Atomic, "roll back (uninstall on install) if the action fails; implies the release waits for its resources")
 	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
@@ -98,6 +92,18 @@ func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
 	f.IntVar(&o.Retries, "retries", o.Retries, "attempts after a failed action, each a new revision (0 to 10)")
 	f.StringVar(&o.Remediation, "remediation", o.Remediation, "after the last failed attempt: rollback (upgrade) or uninstall")
+}
+
+// addChartFlags are the chart's version and the values (install, upgrade, diff).
+func (o *ActionOptions) addChartFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.Version, "version", o.Version, "chart version (default: latest)")
+	f.StringSliceVarP(&o.Values.ValueFiles, "values", "f", nil, "values from a YAML file or URL (can repeat)")
+	f.StringArrayVar(&o.Values.Values, "set", nil, "set values on the command line (key1=val1,key2=val2)")
+	f.StringArrayVar(&o.Values.StringValues, "set-string", nil, "set STRING values on the command line")
+	f.StringArrayVar(&o.Values.FileValues, "set-file", nil, "set values from files (key=path)")
+	f.StringArrayVar(&o.Values.JSONValues, "set-json", nil, "set JSON values on the command line")
+	f.StringArrayVar(&o.ValuesFrom, "values-from", nil, "values from a key of a Secret or ConfigMap of the release's namespace, read in the cluster: secret/NAME[:key] or configmap/NAME[:key] (key: values.yaml; can repeat, merged in order before the other values)")
 }
 
 // Complete takes NAME and CHART, merges the values (reading --values files and URLs) and

@@ -71,6 +71,7 @@ func newRootCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(NewCmdCancel(g))
 	cmd.AddCommand(NewCmdLogs(g))
 	cmd.AddCommand(NewCmdUninstall(g), NewCmdRollback(g))
+	cmd.AddCommand(NewCmdDiff(g))
 	return cmd
 }
 

@@ -41,6 +41,10 @@ type Options struct {
 // shown as such, without its lines (the diff's cost grows with the square of its lines).
 const MaxObjectLines = 20_000
 
+// MaxLines bounds the lines compared line by line in one comparison; the objects past it
+// that changed are shown as such, without their lines.
+const MaxLines = 200_000
+
 // Compute compares the objects of two manifests of a release in namespace: what it has
 // (before) and what an action would apply (after). Objects equal on both sides are left out.
 func Compute(before, after, namespace string, o Options) ([]Change, error) {
@@ -53,6 +57,7 @@ func Compute(before, after, namespace string, o Options) ([]Change, error) {
 		return nil, fmt.Errorf("the manifest to apply: %w", err)
 	}
 	var out []Change
+	budget := MaxLines
 	for _, k := range sortedKeys(b, a) {
 		bo, inB := b[k]
 		ao, inA := a[k]
@@ -66,7 +71,7 @@ func Compute(before, after, namespace string, o Options) ([]Change, error) {
 		if (inB && bo.Kind == "Secret") || (inA && ao.Kind == "Secret") {
 			maskSecrets(bp, ap)
 		}
-		c, changed := compare(bp, ap, o)
+		c, changed := compare(bp, ap, o, &budget)
 		if changed {
 			out = append(out, c)
 		}
@@ -74,8 +79,8 @@ func Compute(before, after, namespace string, o Options) ([]Change, error) {
 	return out, nil
 }
 
-// compare diffs one object present on at least one side.
-func compare(b, a *Object, o Options) (Change, bool) {
+// compare diffs one object present on at least one side, its lines taken from budget.
+func compare(b, a *Object, o Options, budget *int) (Change, bool) {
 	var c Change
 	var from, to string
 	switch {
@@ -89,7 +94,7 @@ func compare(b, a *Object, o Options) (Change, bool) {
 		}
 		c, from, to = changeOf(*a, Modify), b.Text, a.Text
 	}
-	c.Diff = unified(from, to, o.Context)
+	c.Diff = unified(from, to, o.Context, budget)
 	return c, true
 }
 
@@ -97,7 +102,7 @@ func changeOf(o Object, change string) Change {
 	return Change{API: o.API, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Change: change}
 }
 
-func unified(from, to string, context int) string {
+func unified(from, to string, context int, budget *int) string {
 	a, b := difflib.SplitLines(strings.TrimSuffix(from, "\n")), difflib.SplitLines(strings.TrimSuffix(to, "\n"))
 	if from == "" {
 		a = nil
@@ -108,6 +113,10 @@ func unified(from, to string, context int) string {
 	if len(a) > MaxObjectLines || len(b) > MaxObjectLines {
 		return fmt.Sprintf("# changed: %d lines before, %d after (over %d lines: not compared line by line)\n", len(a), len(b), MaxObjectLines)
 	}
+	if *budget < len(a)+len(b) {
+		return fmt.Sprintf("# changed: %d lines before, %d after (past %d lines in this diff: not compared line by line)\n", len(a), len(b), MaxLines)
+	}
+	*budget -= len(a) + len(b)
 	if context < 0 {
 		context = max(len(a), len(b))
 	}

@@ -10,35 +10,63 @@ import (
 // maskSecrets replaces the values of a Secret's data and stringData as helm-diff does: a
 // value that differs shows as "-------- # (N bytes)" before and "++++++++ # (N bytes)"
 // after, an equal one as "REDACTED # (N bytes)" on both sides; nothing else of the values
-// shows. Either may be nil (added, removed). Documents that do not parse are replaced
-// whole: their text might hold the values.
+// shows. Either may be nil (added, removed). Documents that do not parse (or are over
+// MaxDocumentNodes) are replaced whole: their text might hold the values.
 func maskSecrets(before, after *Object) {
 	b, bok := secretOf(before)
 	a, aok := secretOf(after)
+	if (before != nil && !bok) || (after != nil && !aok) {
+		hideWhole(before, after)
+		return
+	}
 	for _, field := range []string{"data", "stringData"} {
-		bm, _ := b[field].(map[string]any)
-		am, _ := a[field].(map[string]any)
-		size := func(v any) int { return valueSize(field, v) }
-		for k, v := range bm {
-			bs := fmt.Sprint(v)
-			if av, ok := am[k]; ok && fmt.Sprint(av) == bs {
-				bm[k] = fmt.Sprintf("REDACTED # (%d bytes)", size(v))
-				am[k] = bm[k]
-				continue
-			}
-			bm[k] = fmt.Sprintf("-------- # (%d bytes)", size(v))
-			if av, ok := am[k]; ok {
-				am[k] = fmt.Sprintf("++++++++ # (%d bytes)", size(av))
-			}
+		maskField(field, b, a)
+	}
+	rewrite(before, b)
+	rewrite(after, a)
+}
+
+// maskField masks the values of one field of a Secret on both sides.
+func maskField(field string, b, a map[string]any) {
+	bm, _ := b[field].(map[string]any)
+	am, _ := a[field].(map[string]any)
+	size := func(v any) int { return valueSize(field, v) }
+	for k, v := range bm {
+		bs := fmt.Sprint(v)
+		if av, ok := am[k]; ok && fmt.Sprint(av) == bs {
+			bm[k] = fmt.Sprintf("REDACTED # (%d bytes)", size(v))
+			am[k] = bm[k]
+			continue
 		}
-		for k, v := range am {
-			if _, ok := bm[k]; !ok {
-				am[k] = fmt.Sprintf("++++++++ # (%d bytes)", size(v))
-			}
+		bm[k] = fmt.Sprintf("-------- # (%d bytes)", size(v))
+		if av, ok := am[k]; ok {
+			am[k] = fmt.Sprintf("++++++++ # (%d bytes)", size(av))
 		}
 	}
-	rewrite(before, b, bok)
-	rewrite(after, a, aok)
+	for k, v := range am {
+		if _, ok := bm[k]; !ok {
+			am[k] = fmt.Sprintf("++++++++ # (%d bytes)", size(v))
+		}
+	}
+}
+
+// hideWhole replaces Secrets that do not parse by a line with their size, marked as a
+// changed value is when the texts differ.
+func hideWhole(before, after *Object) {
+	changed := before == nil || after == nil || before.Text != after.Text
+	for _, side := range []struct {
+		o    *Object
+		mark string
+	}{{before, "--------"}, {after, "++++++++"}} {
+		if side.o == nil {
+			continue
+		}
+		mark := "REDACTED"
+		if changed {
+			mark = side.mark
+		}
+		side.o.Text = fmt.Sprintf("# %s a Secret that does not parse (%d bytes): not shown\n", mark, len(side.o.Text))
+	}
 }
 
 // valueSize is a value's size in bytes: data's decoded from base64, as the Secret holds it.
@@ -57,18 +85,14 @@ func secretOf(o *Object) (map[string]any, bool) {
 		return nil, false
 	}
 	var m map[string]any
-	if err := yaml.Unmarshal([]byte(o.Text), &m); err != nil {
+	if err := parseBounded(o.Text, MaxDocumentNodes, &m); err != nil {
 		return nil, false
 	}
 	return m, true
 }
 
-func rewrite(o *Object, m map[string]any, ok bool) {
+func rewrite(o *Object, m map[string]any) {
 	if o == nil {
-		return
-	}
-	if !ok {
-		o.Text = "# a Secret that does not parse: not shown\n"
 		return
 	}
 	b, err := yaml.Marshal(m)

@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Object is one document of a manifest.
@@ -36,7 +34,7 @@ type head struct {
 var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
 // Parse splits a manifest (Helm's: documents after "---", "# Source:" comments) into its
-// objects, those without a namespace in namespace. Documents with no kind (comments only,
+// objects, those without a namespace in namespace, parsing only what names each (headOf). Documents with no kind (comments only,
 // empty) are skipped; two documents naming one object keep the last, as an apply would.
 func Parse(manifest, namespace string) (map[string]Object, error) {
 	out := map[string]Object{}
@@ -44,9 +42,9 @@ func Parse(manifest, namespace string) (map[string]Object, error) {
 		if strings.TrimSpace(doc) == "" {
 			continue
 		}
-		var h head
-		if err := yaml.Unmarshal([]byte(doc), &h); err != nil {
-			return nil, fmt.Errorf("parse a manifest document: %w", err)
+		h, err := headOf(doc)
+		if err != nil {
+			return nil, err
 		}
 		if h.Kind == "" {
 			continue

@@ -100,6 +100,8 @@ type Service struct {
 	// ValuesObjects reads the objects of values_from with submit's rights, after the
 	// caller's access review (valuesfrom.KubeReader); nil: values_from is refused.
 	ValuesObjects valuesfrom.Reader
+	// Render renders a diff's chart under the template route's bounds (nil: no diffs).
+	Render DiffRenderer
 }
 
 // ErrNotPending is a cancel of a release whose latest revision is final.

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/function"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/submitter"
+)
+
+// routeDiff serves POST /api/helm/release/diff: the chart routes' rate per caller, then
+// the submitter's diff.
+func (f *Function) routeDiff(route routeFunc) {
+	route("POST "+api.PathDiff, func(w http.ResponseWriter, r *http.Request) error {
+		if err := f.admit(r); err != nil {
+			return err
+		}
+		var req api.DiffRequest
+		if err := decode(w, r, &req); err != nil {
+			return err
+		}
+		out, err := f.svc.Diff(r.Context(), req, userFrom(r.Context()))
+		if err != nil {
+			return err
+		}
+		function.WriteJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// diffRenderer is submitter.DiffRenderer on the template route's render slots and child.
+type diffRenderer struct{ charts *chartRoutes }
+
+// Slot takes a render slot of the caller's tenant (429 without one in time).
+func (d diffRenderer) Slot(ctx context.Context, user *auth.User, namespace string) (func(), error) {
+	var c chartsource.Caller
+	if user != nil {
+		c = chartsource.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}
+	}
+	release, err := d.charts.renders.Take(ctx, chartsource.TenantOf(chartsource.WithCaller(ctx, c), namespace))
+	if errors.Is(err, chartsource.ErrRendersBusy) {
+		return nil, &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
+	}
+	return release, err
+}
+
+// Render renders in a child killed at its deadline: past it, or failing, 422 (the chart
+// and values decide it); no child free, 429.
+func (d diffRenderer) Render(ctx context.Context, job helmexec.ChartRender) (string, error) {
+	job.KubeVersion, job.Budget = d.charts.repos.KubeVersion, d.charts.source.Budget
+	out, err := d.charts.renderer.Render(ctx, job)
+	if errors.Is(err, helmexec.ErrRenderBusy) {
+		return "", &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", submitter.ErrRender, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,69 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/async-helm/async-helm/pkg/diff"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// PathDiff is POST: what an install, upgrade or rollback would change (DiffRequest, Diff).
+const PathDiff = "/api/helm/release/diff"
+
+// DiffRequest is an install or upgrade body (a rollback's: name, namespace, version) and
+// what to compare.
+type DiffRequest struct {
+	ReleaseRequest
+	// Action is "upgrade" (default), "install" or "rollback".
+	Action string `json:"action,omitempty"`
+	// Version (rollback) is the revision to return to; 0: the one before the latest.
+	Version int `json:"version,omitempty"`
+	// Context is the lines shown around each change; nil or negative: whole objects
+	// (helm-diff's --context).
+	Context *int `json:"context,omitempty"`
+}
+
+// ParsedAction is the action the diff previews.
+func (r *DiffRequest) ParsedAction() (release.Action, error) {
+	switch r.Action {
+	case "", string(release.ActionUpgrade):
+		return release.ActionUpgrade, nil
+	case string(release.ActionInstall):
+		return release.ActionInstall, nil
+	case string(release.ActionRollback):
+		return release.ActionRollback, nil
+	}
+	return "", fmt.Errorf("action %q: want install, upgrade or rollback", r.Action)
+}
+
+// Validate checks the request as the action it previews would be checked.
+func (r *DiffRequest) Validate() (release.Action, error) {
+	a, err := r.ParsedAction()
+	if err != nil {
+		return a, err
+	}
+	if a == release.ActionRollback {
+		rb := RollbackRequest{Name: r.Name, Namespace: r.Namespace, Version: r.Version, Timeout: r.Timeout}
+		return a, rb.Validate()
+	}
+	return a, r.ReleaseRequest.Validate(a == release.ActionInstall)
+}
+
+// ContextLines is Context, -1 when none was asked.
+func (r *DiffRequest) ContextLines() int {
+	if r.Context == nil {
+		return -1
+	}
+	return *r.Context
+}
+
+// Diff answers a DiffRequest: the objects the action would add, modify and remove, against
+// revision From (0: none, an install), the action making revision To.
+type Diff struct {
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	Action    string        `json:"action"`
+	From      int           `json:"from"`
+	To        int           `json:"to"`
+	Changes   []diff.Change `json:"changes"`
+}

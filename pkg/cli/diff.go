@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/diff"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// ExitError ends oc-helm with Code and no message (diff's --detailed-exitcode).
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// DiffOptions are `diff install|upgrade|rollback`'s: the action's chart and values flags and
+// how to show the changes, as helm-diff shows them.
+type DiffOptions struct {
+	*ActionOptions
+	Revision         int
+	Context          int
+	DetailedExitCode bool
+	Output           string
+}
+
+// NewCmdDiff is `diff install|upgrade|rollback`.
+func NewCmdDiff(g *Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "diff",
+		Short: "Show what an install, upgrade or rollback would change, as helm-diff does; nothing is applied",
+	}
+	for _, sub := range []struct {
+		action     release.Action
+		use, short string
+		args       cobra.PositionalArgs
+	}{
+		{release.ActionUpgrade, "upgrade NAME [CHART]", "Show what an upgrade would change; without CHART the release's chart", cobra.RangeArgs(1, 2)},
+		{release.ActionInstall, "install NAME CHART", "Show what an install would create", cobra.ExactArgs(2)},
+		{release.ActionRollback, "rollback NAME [REVISION]", "Show what a rollback would change (default: to the previous revision)", cobra.RangeArgs(1, 2)},
+	} {
+		o := &DiffOptions{ActionOptions: NewActionOptions(g, sub.action), Context: -1, Output: "diff"}
+		c := &cobra.Command{Use: sub.use, Short: sub.short, Args: sub.args, RunE: runE(o)}
+		if sub.action != release.ActionRollback {
+			o.addChartFlags(c)
+		}
+		if sub.action == release.ActionUpgrade {
+			c.Flags().BoolVar(&o.ReuseValues, "reuse-values", false, "reuse the last release's values and values-from references, with this upgrade's over them")
+		}
+		c.Flags().IntVar(&o.Context, "context", o.Context, "lines of context around each change (-1: whole objects)")
+		c.Flags().BoolVar(&o.DetailedExitCode, "detailed-exitcode", false, "exit 2 when there are changes, 0 when none")
+		c.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: diff, json or yaml")
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+// Complete takes NAME and CHART (install, upgrade) or REVISION (rollback).
+func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
+	if o.action != release.ActionRollback {
+		return o.ActionOptions.Complete(cmd, args)
+	}
+	o.Name = args[0]
+	if len(args) == 2 {
+		v, err := strconv.Atoi(args[1])
+		if err != nil || v < 1 {
+			return fmt.Errorf("REVISION %q: want a revision number", args[1])
+		}
+		o.Revision = v
+	}
+	var err error
+	o.target, err = o.findTarget()
+	return err
+}
+
+// Validate checks the name, the chart of an install and the output format.
+func (o *DiffOptions) Validate() error {
+	if err := requireName(o.Name); err != nil {
+		return err
+	}
+	if o.action == release.ActionInstall && o.Chart == "" {
+		return fmt.Errorf("CHART is required")
+	}
+	switch o.Output {
+	case "diff", "json", "yaml":
+	default:
+		return fmt.Errorf("output format %q: want diff, json or yaml", o.Output)
+	}
+	return o.validateSubmit()
+}
+
+// Run asks submit for the diff and prints it; with --detailed-exitcode, changes exit 2.
+func (o *DiffOptions) Run(ctx context.Context) error {
+	if err := o.connect(ctx); err != nil {
+		return err
+	}
+	url, entry := chartRef(o.Chart)
+	req := api.DiffRequest{Action: string(o.action), Version: o.Revision, Context: &o.Context,
+		ReleaseRequest: api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
+			ChartVersion: o.ActionOptions.Version, Values: o.vals, ValuesFrom: o.refs, ReuseValues: o.ReuseValues}}
+	out, err := o.submit.Diff(ctx, req)
+	if err != nil {
+		return err
+	}
+	if o.Output != "diff" {
+		err = encode(o.Out, o.Output, out)
+	} else {
+		err = diff.WriteText(o.Out, out.Changes)
+	}
+	if err != nil {
+		return err
+	}
+	if o.DetailedExitCode && len(out.Changes) > 0 {
+		return &ExitError{Code: 2}
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+)
+
+// renderer is a DiffRenderer answering manifest (or err), recording its jobs and slots.
+type renderer struct {
+	manifest string
+	err      error
+	slotErr  error
+	jobs     []helmexec.ChartRender
+	slots    int
+	held     int
+}
+
+func (r *renderer) Slot(context.Context, *auth.User, string) (func(), error) {
+	if r.slotErr != nil {
+		return nil, r.slotErr
+	}
+	r.slots++
+	r.held++
+	return func() { r.held-- }, nil
+}
+
+func (r *renderer) Render(_ context.Context, job helmexec.ChartRender) (string, error) {
+	if r.held == 0 {
+		return "", errors.New("rendered without a slot")
+	}
+	r.jobs = append(r.jobs, job)
+	return r.manifest, r.err
+}
+
+const diffBefore = `---
+# Source: tiny/templates/cm.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+data:
+  message: hello
+---
+# Source: tiny/templates/job.yaml
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: old
+`
+
+const diffAfter = `---
+# Source: crds/crd.yaml
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.com
+---
+# Source: tiny/templates/cm.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+data:
+  message: changed
+---
+# Source: tiny/templates/svc.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: new
+`
+
+// diffEnv is newEnv with a deployed revision 1 of "web" (manifest diffBefore), a renderer
+// answering diffAfter and an authorizer allowing alice what a diff needs in "ns".
+func diffEnv(t *testing.T) (*env, *renderer, *authz) {
+	e := newEnv(t)
+	r := &renderer{manifest: diffAfter}
+	az := &authz{allow: map[auth.Need]bool{
+		{Verb: "list", Resource: "secrets", Namespace: "ns"}:   true,
+		{Verb: "create", Resource: "secrets", Namespace: "ns"}: true,
+		{Verb: "update", Resource: "secrets", Namespace: "ns"}: true,
+	}}
+	e.svc.Render, e.svc.Authorizer = r, az
+	e.deployManifest("web", 1, diffBefore)
+	return e, r, az
+}
+
+func (e *env) deployManifest(name string, v int, manifest string) {
+	e.t.Helper()
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
+		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}}
+	rel := &helmrelease.Release{Name: name, Namespace: "ns", Version: v, Chart: ch, Config: map[string]any{"replicas": 1},
+		Manifest: manifest, Info: &helmrelease.Info{Status: helmrelease.StatusDeployed}}
+	if err := storage.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName(name, v), rel); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func upgradeDiff(name string) api.DiffRequest {
+	return api.DiffRequest{ReleaseRequest: api.ReleaseRequest{Name: name, Namespace: "ns", ChartURL: "https://charts.example/tiny.tgz"}}
+}
+
+// An upgrade's diff shows what it adds, changes and removes, the chart's CRDs left out,
+// rendered in a slot with the last values (none given); nothing is reserved or sent.
+func TestDiffOfAnUpgrade(t *testing.T) {
+	e, r, _ := diffEnv(t)
+	out, err := e.svc.Diff(ctx(t), upgradeDiff("web"), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range out.Changes {
+		got = append(got, c.Change+" "+c.Key())
+	}
+	want := "ADD ns, new, Service (v1)|REMOVE ns, old, Job (batch/v1)|MODIFY ns, web, ConfigMap (v1)"
+	if strings.Join(got, "|") != want {
+		t.Errorf("changes %v, want %s", got, want)
+	}
+	if out.From != 1 || out.To != 2 || out.Action != "upgrade" {
+		t.Errorf("diff %+v", out)
+	}
+	if len(r.jobs) != 1 || fmt.Sprint(r.jobs[0].Values["replicas"]) != "1" || r.held != 0 || r.slots != 1 {
+		t.Errorf("jobs %+v, slots %d, held %d", r.jobs, r.slots, r.held)
+	}
+	if len(e.secrets()) != 1 || len(e.sender.sent) != 0 {
+		t.Errorf("a diff wrote: %d records, %d events", len(e.secrets()), len(e.sender.sent))
+	}
+}
+
+// A rollback's diff compares with the target's stored manifest, without a render.
+func TestDiffOfARollback(t *testing.T) {
+	e, r, _ := diffEnv(t)
+	e.deployManifest("web", 2, strings.Replace(diffBefore, "hello", "two", 1))
+	out, err := e.svc.Diff(ctx(t), api.DiffRequest{Action: "rollback", ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "ns"}}, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Changes) != 1 || out.Changes[0].Name != "web" || !strings.Contains(out.Changes[0].Diff, "+  message: hello") || len(r.jobs) != 0 {
+		t.Errorf("changes %+v, renders %d", out.Changes, len(r.jobs))
+	}
+}
+
+func TestDiffRefusals(t *testing.T) {
+	busy := errors.New("no render slot")
+	for _, tc := range []struct {
+		name   string
+		req    api.DiffRequest
+		change func(*env, *renderer, *authz)
+		want   error
+	}{
+		{"bad name", api.DiffRequest{ReleaseRequest: api.ReleaseRequest{Name: "Bad_Name", Namespace: "ns"}}, nil, ErrInvalid},
+		{"bad action", api.DiffRequest{Action: "delete", ReleaseRequest: upgradeDiff("web").ReleaseRequest}, nil, ErrInvalid},
+		{"may not read the releases", upgradeDiff("web"), func(_ *env, _ *renderer, az *authz) {
+			delete(az.allow, auth.Need{Verb: "list", Resource: "secrets", Namespace: "ns"})
+		}, auth.ErrForbidden},
+		{"may not upgrade", upgradeDiff("web"), func(_ *env, _ *renderer, az *authz) {
+			delete(az.allow, auth.Need{Verb: "update", Resource: "secrets", Namespace: "ns"})
+		}, auth.ErrForbidden},
+		{"no namespace", api.DiffRequest{ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "gone", ChartURL: "https://charts.example/tiny.tgz"}},
+			func(_ *env, _ *renderer, az *authz) {
+				for _, v := range []string{"list", "create", "update"} {
+					az.allow[auth.Need{Verb: v, Resource: "secrets", Namespace: "gone"}] = true
+				}
+			}, ErrNamespaceNotFound},
+		{"upgrade of no release", upgradeDiff("ghost"), nil, release.ErrNotFound},
+		{"install of a name in use", api.DiffRequest{Action: "install", ReleaseRequest: upgradeDiff("web").ReleaseRequest}, nil, release.ErrNameInUse},
+		{"rollback to no revision", api.DiffRequest{Action: "rollback", Version: 7, ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "ns"}}, nil, ErrRevisionNotFound},
+		{"chart not found", api.DiffRequest{ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "ns", ChartURL: "https://charts.example/nope.tgz"}}, nil, chartsource.ErrNotFound},
+		{"values against the schema", api.DiffRequest{ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "ns", ChartURL: "https://charts.example/tiny.tgz",
+			Values: map[string]any{"replicas": "many"}}}, nil, ErrValues},
+		{"render fails", upgradeDiff("web"), func(_ *env, r *renderer, _ *authz) { r.err = ErrRender }, ErrRender},
+		{"rendered manifest does not parse", upgradeDiff("web"), func(_ *env, r *renderer, _ *authz) { r.manifest = "kind: [\n" }, ErrRender},
+		{"no render slot", upgradeDiff("web"), func(_ *env, r *renderer, _ *authz) { r.slotErr = busy }, busy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, r, az := diffEnv(t)
+			if tc.change != nil {
+				tc.change(e, r, az)
+			}
+			_, err := e.svc.Diff(ctx(t), tc.req, alice)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Diff: %v, want %v", err, tc.want)
+			}
+			if r.held != 0 || len(e.secrets()) != 1 || len(e.sender.sent) != 0 {
+				t.Errorf("refused, yet %d slots held, %d records, %d events", r.held, len(e.secrets()), len(e.sender.sent))
+			}
+		})
+	}
+}
+
+func TestWithoutCRDs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"---\n# Source: crds/a.yaml\nkind: A\n---\nkind: B\n---\n# Source: tiny/templates/x.yaml\nkind: X\n", "---\n# Source: tiny/templates/x.yaml\nkind: X\n"},
+		{"---\n# Source: tiny/templates/x.yaml\nkind: X\n", "---\n# Source: tiny/templates/x.yaml\nkind: X\n"},
+		{"---\n# Source: crds/a.yaml\nkind: A\n", ""},
+		{"kind: X\n", "kind: X\n"},
+	} {
+		if got := withoutCRDs(tc.in); got != tc.want {
+			t.Errorf("withoutCRDs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
