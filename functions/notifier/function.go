@@ -11,6 +11,9 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
@@ -70,6 +73,9 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	f.sweeper = f.newSweeper(cl, store, records, redrive, revisions)
 	go logs.PruneEvery(ctx, time.Hour, f.cfg.ActionLogMaxAge, f.log)
+	if f.svc.Since, err = f.since(ctx, cl.Typed); err != nil {
+		return err
+	}
 	f.svc.Init()
 	answers := function.Adapter{Status: statusOf}
 	f.source = function.EventHandler(answers.Events(f.receive))
@@ -98,6 +104,24 @@ func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *c
 		sw.Election = f.election(cl, pm)
 	}
 	return sw
+}
+
+// since is when the notifiers first ran (notifier.Service.Since): the creation of their
+// election Lease, which the first leader creates and a leader gives up without deleting;
+// now when there is none yet (this pod is the first). Without an election, zero: every
+// record not marked is reported.
+func (f *Function) since(ctx context.Context, client kubernetes.Interface) (time.Time, error) {
+	if !f.cfg.LeaderElection {
+		return time.Time{}, nil
+	}
+	l, err := client.CoordinationV1().Leases(f.cfg.OwnNamespace).Get(ctx, f.cfg.ElectionName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return time.Now(), nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("read the election Lease %s/%s: %w", f.cfg.OwnNamespace, f.cfg.ElectionName(), err)
+	}
+	return l.CreationTimestamp.Time, nil
 }
 
 // clients are the Kubernetes clients, their requests counted per sweeper pass

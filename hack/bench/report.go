@@ -43,8 +43,8 @@ func (f figure) String() string {
 		return fmt.Sprintf("%.2f/s", f.v)
 	case f.unit == "/s":
 		return fmt.Sprintf("%.0f/s", f.v)
-	case f.unit == "calls":
-		return fmt.Sprintf("%.0f calls", f.v)
+	case f.unit == "calls" || f.unit == "events":
+		return fmt.Sprintf("%.0f %s", f.v, f.unit)
 	case f.unit == "MiB":
 		return fmt.Sprintf("%.0f MiB", f.v)
 	case f.unit == cpuMs:

@@ -45,6 +45,8 @@ type bench struct {
 	// gitlabCold are the cold time-to-201 samples of GitLab (submit section), which the
 	// console section compares with Helm's time-to-pending.
 	gitlabCold []sample
+	// startLimit bounds each start's wait for a healthy /healthz (proc's default when 0).
+	startLimit time.Duration
 }
 
 func newBench(ctx context.Context, o options) (*bench, error) {
@@ -182,7 +184,7 @@ func (b *bench) start(fn string, port int, env ...string) (*proc.Process, error)
 func (b *bench) startAs(fn, name string, port int, env ...string) (*proc.Process, error) {
 	log := filepath.Join(b.logDir, name+".log")
 	env = append(append(b.baseEnv(), b.profileEnv(name)...), env...)
-	p, err := proc.Start(filepath.Join(b.o.bin, fn), port, log, env...)
+	p, err := proc.StartWithin(b.startLimit, filepath.Join(b.o.bin, fn), port, log, env...)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", fn, err)
 	}

@@ -23,7 +23,12 @@ type Process struct {
 	done chan struct{}
 	// Started is how long the last start took from exec to a healthy /healthz.
 	Started time.Duration
+	// StartupLimit bounds a start's wait for a healthy /healthz (DefaultStartupLimit when 0).
+	StartupLimit time.Duration
 }
+
+// DefaultStartupLimit is how long a start waits for a healthy /healthz unless told otherwise.
+const DefaultStartupLimit = 30 * time.Second
 
 // FreePort asks the kernel for an unused loopback port.
 func FreePort() (int, error) {
@@ -37,13 +42,19 @@ func FreePort() (int, error) {
 
 // Start runs bin with env plus PORT (0 picks a free port), logging to logPath.
 func Start(bin string, port int, logPath string, env ...string) (*Process, error) {
+	return StartWithin(DefaultStartupLimit, bin, port, logPath, env...)
+}
+
+// StartWithin is Start with its own bound on the wait for a healthy /healthz: a process
+// whose start-up is itself measured (a first list of a big cluster) may take longer.
+func StartWithin(limit time.Duration, bin string, port int, logPath string, env ...string) (*Process, error) {
 	if port == 0 {
 		var err error
 		if port, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
-	p := &Process{Bin: bin, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Env: env, Log: logPath}
+	p := &Process{Bin: bin, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Env: env, Log: logPath, StartupLimit: limit}
 	return p, p.start()
 }
 
@@ -64,7 +75,11 @@ func (p *Process) start() error {
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	client := &http.Client{Timeout: time.Second}
-	for time.Since(t0) < 30*time.Second {
+	limit := p.StartupLimit
+	if limit <= 0 {
+		limit = DefaultStartupLimit
+	}
+	for time.Since(t0) < limit {
 		if resp, err := client.Get(p.URL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -80,7 +95,7 @@ func (p *Process) start() error {
 		}
 	}
 	p.Kill()
-	return fmt.Errorf("%s not healthy after 30s (log %s)", p.Bin, p.Log)
+	return fmt.Errorf("%s not healthy after %s (log %s)", p.Bin, limit, p.Log)
 }
 
 // Exited reports whether the process has ended (crashed, or stopped and not restarted).

@@ -51,7 +51,7 @@ func (s *Service) markReported(ctx context.Context, key string) error {
 func (s *Service) reportedAll(key, status string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.backlog[key]) == 0 && s.observed[key] == status
+	return len(s.backlog[key]) == 0 && s.observed[key] == status && !s.history[key]
 }
 
 // markNotified records the reported status on the secret, as a compare-and-swap

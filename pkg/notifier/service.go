@@ -68,6 +68,9 @@ type Service struct {
 	Workers int
 	// ProgressInterval rate-limits progress events per revision; 0 sends none.
 	ProgressInterval time.Duration
+	// Since is when the notifiers first ran (history.go): a record never reported that last
+	// changed before it is history, not reported. Zero reports every record not marked.
+	Since time.Time
 	// Clock dates ages and ticks the progress events (nil: the wall clock; tests move a
 	// fake one).
 	Clock clock.WithTicker
@@ -90,6 +93,9 @@ type Service struct {
 	// is down. A rewrite with the same status (adoption) adds nothing.
 	observed map[string]string
 	backlog  map[string][]string
+	// history holds the secrets first seen as history (history.go) and unchanged since:
+	// neither reported nor marked.
+	history map[string]bool
 	// watching: lookups are answered by Revisions (watch mode) rather than by a GET.
 	watching bool
 	// gone holds the last labels of deleted secrets whose backlog is still to be reported
@@ -116,7 +122,7 @@ func (s *Service) Init() {
 	defer s.mu.Unlock()
 	if s.observed == nil {
 		s.observed, s.backlog, s.gone = map[string]string{}, map[string][]string{}, map[string]release.Revision{}
-		s.vanished = map[string]bool{}
+		s.vanished, s.history = map[string]bool{}, map[string]bool{}
 	}
 	if s.queue == nil {
 		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(

@@ -1,0 +1,57 @@
+package notifier
+
+import (
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// History: a record the notifiers never reported and that last changed before they first
+// ran (Service.Since) is the cluster's past, not a change: a notifier seeing it for the
+// first time reports nothing of it and records nothing on it. Without this, the first
+// notifier on a cluster reported (and then rewrote, to mark it) every release Secret the
+// helm CLI ever wrote: one event per revision and per pod, a Get of each payload without a
+// chart label, a compare-and-swap of each Secret. Records that change later are reported
+// as always; so is everything that changes while a notifier is down, since Since is when
+// the notifiers first ran, not when this one started.
+
+// HistoryMargin is how much before Since a change still counts as news: the helm CLI dates
+// its writes (modifiedAt) with its own clock, and a deployment starts submit before the
+// notifiers.
+const HistoryMargin = 2 * time.Minute
+
+// isNews decides whether a record seen for the first time, last changed at changed and not
+// marked as reported in its current status, is reported: always without a Since, else when
+// it changed no earlier than HistoryMargin before Since. A record that cannot be dated
+// (changed is zero) is news.
+func isNews(changed, since time.Time) bool {
+	return since.IsZero() || changed.IsZero() || !changed.Before(since.Add(-HistoryMargin))
+}
+
+// lastChange is when a record was last written: the latest of its Secret's creation (the
+// API server's clock) and Helm's createdAt and modifiedAt labels (unix seconds; modifiedAt
+// is set by every update).
+func lastChange(m *metav1.PartialObjectMetadata) time.Time {
+	t := m.CreationTimestamp.Time
+	for _, label := range []string{labelCreatedAt, release.LabelModifiedAt} {
+		if at, err := strconv.ParseInt(m.Labels[label], 10, 64); err == nil {
+			if at := time.Unix(at, 0); at.After(t) {
+				t = at
+			}
+		}
+	}
+	return t
+}
+
+// labelCreatedAt is Helm's label of a record's creation (unix seconds).
+const labelCreatedAt = "createdAt"
+
+// isHistory: key was first seen as history and has not changed since.
+func (s *Service) isHistory(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.history[key]
+}
