@@ -54,6 +54,12 @@ func EventHandler(fn EventFunc) http.Handler {
 			}
 			return
 		}
+		if status < 300 {
+			// An acknowledgement has no body: a Broker's filter takes a non-empty answer that
+			// is not a CloudEvent for a failed delivery (502), and the channel redelivers it.
+			w.WriteHeader(status)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(msg))

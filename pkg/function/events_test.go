@@ -69,6 +69,9 @@ func TestEventHandlerAnswers(t *testing.T) {
 			r.SetType("reply.done")
 			return &r, cloudevents.NewHTTPResult(http.StatusCreated, "made")
 		}
+		if e.Type() == "ack" {
+			return nil, cloudevents.NewHTTPResult(http.StatusOK, "deployed")
+		}
 		return nil, cloudevents.NewHTTPResult(http.StatusTooManyRequests, "busy")
 	})
 	post := func(typ string, body string) *httptest.ResponseRecorder {
@@ -86,6 +89,9 @@ func TestEventHandlerAnswers(t *testing.T) {
 	}
 	if rec := post("x", ""); rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "busy") {
 		t.Errorf("nack: %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := post("ack", ""); rec.Code != http.StatusOK || rec.Body.Len() != 0 {
+		t.Errorf("an acknowledgement with a message must have no body (a Broker's filter redelivers otherwise): %d %q", rec.Code, rec.Body.String())
 	}
 	if rec := post("x", strings.Repeat("x", api.MaxEventBytes+1)); rec.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized event: %d", rec.Code)
