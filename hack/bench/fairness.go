@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,13 +20,20 @@ import (
 // fairnessEvery is how often tenant B installs while A's burst drains (issue 43).
 const fairnessEvery = 5 * time.Second
 
+// fairnessRounds split A's burst in two, so that each side runs twice in the order alone,
+// beside, beside, alone: the machine's load drifts during a section (other users of a shared
+// machine, namespaces of earlier sections being deleted), and then falls on both sides alike.
+const fairnessRounds = 2
+
 // fairnessSection (issue 43): tenant A (the bench's operator, one namespace) sends
 // -fair-installs tiny installs from -burst-clients clients through make run's stack
-// (default executor slots); tenant B (a ServiceAccount with edit in another namespace)
-// installs one tiny release every 5 s while A drains. Beside their floors from the same run:
-// B's 201-to-deployed under A's burst against B alone (floor 1 s; targets 3x at the median,
-// 6x at the worst), A's completed installs/s with B against A alone (work-conserving:
-// >= 0.9x), and B's time-to-201 during the burst against B alone.
+// (default executor slots), in halves alone and beside tenant B (a ServiceAccount with edit
+// in another namespace), who installs one tiny release every 5 s while A drains. B also
+// installs alone before each round. Beside their floors from the same run: B's
+// 201-to-deployed under A's burst against B alone (floor 1 s; targets 3x at the median, 6x
+// at the worst), A's completed installs/s with B against A alone (work-conserving:
+// >= 0.9x), A's and B's together against A alone (shown: whether capacity was lost or
+// went to B), and B's time-to-201 during the burst against B alone.
 func (b *bench) fairnessSection(ctx context.Context) error {
 	nsA, st, done, err := b.stackIn(ctx, "fair", stackOptions{})
 	if err != nil {
@@ -42,7 +50,7 @@ func (b *bench) fairnessSection(ctx context.Context) error {
 		return err
 	}
 	t := &fairTenants{b: b, a: newSubmitClient(st.Submit.URL, b.token, b.o.burstClients+1), bc: newSubmitClient(st.Submit.URL, tokenB, 4),
-		nsA: nsA, nsB: nsB, chart: b.charts.ChartURL("tiny", "0.1.0")}
+		nsA: nsA, nsB: nsB, chart: b.charts.ChartURL("tiny", "0.1.0"), have: 1}
 	// Warm-ups: each tenant's first install (chart cache, access reviews, discovery).
 	for _, w := range []struct {
 		c  *submitClient
@@ -55,22 +63,48 @@ func (b *bench) fairnessSection(ctx context.Context) error {
 			return err
 		}
 	}
-	alone, err := t.bAlone(ctx, 5)
+	r, err := t.rounds(ctx)
 	if err != nil {
 		return err
 	}
-	aAlone, err := t.aBurst(ctx, "alone", 1, nil)
-	if err != nil {
-		return err
-	}
-	b.clearWorkloads(ctx, nsA)
-	var beside []bSample
-	aWithB, err := t.aBurst(ctx, "beside", 1+b.o.fairInstalls, &beside)
-	if err != nil {
-		return err
-	}
-	t.report(alone, beside, aAlone, aWithB)
+	t.report(r)
 	return nil
+}
+
+// fairRuns are the section's measurements, summed over its rounds.
+type fairRuns struct {
+	bAlone, beside []bSample
+	aAlone, aWithB aRun
+}
+
+// rounds runs B alone and then A's two halves in each round, alone first in even rounds
+// and beside first in odd ones.
+func (t *fairTenants) rounds(ctx context.Context) (fairRuns, error) {
+	var r fairRuns
+	per := max(1, t.b.o.fairInstalls/fairnessRounds)
+	for round := range fairnessRounds {
+		alone, err := t.bAlone(ctx, fmt.Sprintf("alone%d-", round), 3)
+		if err != nil {
+			return r, err
+		}
+		r.bAlone = append(r.bAlone, alone...)
+		for k := range 2 {
+			if (round+k)%2 == 0 {
+				run, err := t.aBurst(ctx, fmt.Sprintf("a%d-", round), per, nil)
+				if err != nil {
+					return r, err
+				}
+				r.aAlone = r.aAlone.plus(run)
+				continue
+			}
+			run, err := t.aBurst(ctx, fmt.Sprintf("b%d-", round), per, &r.beside)
+			if err != nil {
+				return r, err
+			}
+			r.aWithB = r.aWithB.plus(run)
+		}
+	}
+	return r, nil
 }
 
 // fairTenants are the two tenants of the section: A's and B's clients and namespaces.
@@ -79,6 +113,8 @@ type fairTenants struct {
 	a, bc    *submitClient
 	nsA, nsB string
 	chart    string
+	// have is how many revisions nsA holds (the warm-up's and earlier bursts').
+	have int
 }
 
 func (t *fairTenants) request(ns, name string) api.ReleaseRequest {
@@ -105,44 +141,67 @@ func (t *fairTenants) bInstall(ctx context.Context, name string) bSample {
 }
 
 // bAlone is n installs of B one after the other, nothing else running.
-func (t *fairTenants) bAlone(ctx context.Context, n int) ([]bSample, error) {
+func (t *fairTenants) bAlone(ctx context.Context, prefix string, n int) ([]bSample, error) {
 	out := make([]bSample, n)
 	for i := range out {
-		if out[i] = t.bInstall(ctx, fmt.Sprintf("alone%d", i)); out[i].err != nil {
+		if out[i] = t.bInstall(ctx, fmt.Sprintf("%s%d", prefix, i)); out[i].err != nil {
 			return nil, fmt.Errorf("B alone: %w", out[i].err)
 		}
 	}
 	return out, nil
 }
 
-// aRun is one burst of A: how many of its installs were deployed and in what time (first
-// request to the last final), with a note when it did not finish.
+// aRun is A's bursts of one side: how many of its installs were deployed and in what time
+// (first request to the last final, summed over the bursts), how many of B's deployed
+// meanwhile, the load average at each start, and a note when one did not finish.
 type aRun struct {
-	deployed int
-	wall     time.Duration
-	note     string
+	sent, deployed, bDeployed int
+	wall                      time.Duration
+	loads, notes              []string
 }
 
-// aBurst sends A's -fair-installs installs (names prefix<i>) into nsA, which already holds
-// have revisions; with beside set, B installs every fairnessEvery until A's are final and
-// its samples go there.
-func (t *fairTenants) aBurst(ctx context.Context, prefix string, have int, beside *[]bSample) (aRun, error) {
-	n, b := t.b.o.fairInstalls, t.b
+// plus is r and o summed.
+func (r aRun) plus(o aRun) aRun {
+	return aRun{sent: r.sent + o.sent, deployed: r.deployed + o.deployed, bDeployed: r.bDeployed + o.bDeployed, wall: r.wall + o.wall,
+		loads: append(r.loads, o.loads...), notes: append(r.notes, o.notes...)}
+}
+
+// note says what was deployed of what was sent, and the loads the bursts started at.
+func (r aRun) note() string {
+	return fmt.Sprintf("%d of %d deployed in %s (load at the starts: %s)%s", r.deployed, r.sent, r.wall.Round(time.Millisecond),
+		strings.Join(r.loads, "; "), strings.Join(r.notes, ""))
+}
+
+// aBurst sends n installs of A (names prefix<i>) into nsA; with beside set, B installs
+// every fairnessEvery until A's are final and its samples go there.
+func (t *fairTenants) aBurst(ctx context.Context, prefix string, n int, beside *[]bSample) (aRun, error) {
+	b := t.b
+	b.clearWorkloads(ctx, t.nsA)
 	stopB, bDone := make(chan struct{}), make(chan []bSample, 1)
 	if beside != nil {
 		go func() { bDone <- t.bEvery(ctx, prefix, stopB) }()
 	}
-	t0 := time.Now()
+	load, t0 := loadAvg(), time.Now()
 	sent := closedLoop(n, b.o.burstClients, func(i int) error {
 		return t.a.install(ctx, t.request(t.nsA, fmt.Sprintf("%s%d", prefix, i)))
 	})
-	deployed, unfinished, err := b.waitBurst(ctx, t.nsA, have+sent.ok)
-	run := aRun{deployed: deployed - have, wall: time.Since(t0), note: fmt.Sprintf("%d of %d deployed; sent %s%s", deployed-have, n, sent.note(), unfinished)}
+	deployed, unfinished, err := b.waitBurst(ctx, t.nsA, t.have+sent.ok)
+	run := aRun{sent: n, deployed: deployed - t.have, wall: time.Since(t0), loads: []string{load}}
+	if sent.ok < n || unfinished != "" {
+		run.notes = append(run.notes, fmt.Sprintf("; %s: sent %s%s", prefix, sent.note(), unfinished))
+	}
+	t.have += sent.ok
 	close(stopB)
 	if beside != nil {
-		*beside = <-bDone
+		samples := <-bDone
+		for _, s := range samples {
+			if s.err == nil {
+				run.bDeployed++
+			}
+		}
+		*beside = append(*beside, samples...)
 	}
-	b.logf("  A's burst of %d (%s) final in %s: %s", n, prefix, run.wall.Round(time.Millisecond), run.note)
+	b.logf("  A's burst of %d (%s, beside B: %t) final in %s: %d deployed", n, prefix, beside != nil, run.wall.Round(time.Millisecond), run.deployed)
 	return run, err
 }
 
@@ -172,14 +231,14 @@ func (t *fairTenants) bEvery(ctx context.Context, prefix string, stop <-chan str
 }
 
 // report adds the section's rows.
-func (t *fairTenants) report(alone, beside []bSample, aAlone, aWithB aRun) {
+func (t *fairTenants) report(r fairRuns) {
 	const sec = "fairness"
 	b := t.b
-	idle201, idleDeployed := medians(alone)
+	idle201, idleDeployed := medians(r.bAlone)
 	floor := max(idleDeployed, time.Second)
 	var deployed, to201 []time.Duration
 	failed := 0
-	for _, s := range beside {
+	for _, s := range r.beside {
 		if s.err != nil {
 			failed++
 			continue
@@ -193,15 +252,19 @@ func (t *fairTenants) report(alone, beside []bSample, aAlone, aWithB aRun) {
 		return
 	}
 	name := fmt.Sprintf("B every %s beside A's burst of %d, %d clients", fairnessEvery, b.o.fairInstalls, b.o.burstClients)
-	base := fmt.Sprintf("B alone, p50 (floor 1 s; %s)", idleDeployed.Round(time.Millisecond))
-	note := fmt.Sprintf("n=%d, %d failed", len(beside), failed)
+	base := fmt.Sprintf("B alone, p50 (floor 1 s; %s, n=%d)", idleDeployed.Round(time.Millisecond), len(r.bAlone))
+	note := fmt.Sprintf("n=%d, %d failed", len(r.beside), failed)
 	b.compare(sec, name+": 201 to deployed p50", msF(deployed[len(deployed)/2]), base, msF(floor), "<= 3x", atMost(3), note)
 	b.compare(sec, name+": 201 to deployed, worst", msF(deployed[len(deployed)-1]), base, msF(floor), "<= 6x", atMost(6), note)
 	b.compare(sec, name+": time-to-201 p50", msF(to201[len(to201)/2]), "B alone p50", msF(idle201), "", nil, note)
 	b.compare(sec, name+": time-to-201, worst", msF(to201[len(to201)-1]), "B alone p50", msF(idle201), "", nil, note)
+	alone := rateF(float64(r.aAlone.deployed) / r.aAlone.wall.Seconds())
+	notes := fmt.Sprintf("%d rounds, alone and beside alternating; beside: %s; alone: %s", fairnessRounds, r.aWithB.note(), r.aAlone.note())
 	b.compare(sec, fmt.Sprintf("A's burst of %d beside B: completed installs/s", b.o.fairInstalls),
-		rateF(float64(aWithB.deployed)/aWithB.wall.Seconds()), "A alone", rateF(float64(aAlone.deployed)/aAlone.wall.Seconds()),
-		">= 0.9x", atLeast(0.9), "beside: "+aWithB.note+"; alone: "+aAlone.note)
+		rateF(float64(r.aWithB.deployed)/r.aWithB.wall.Seconds()), "A alone", alone, ">= 0.9x", atLeast(0.9), notes)
+	b.compare(sec, fmt.Sprintf("A's burst of %d beside B: A's and B's completed installs/s", b.o.fairInstalls),
+		rateF(float64(r.aWithB.deployed+r.aWithB.bDeployed)/r.aWithB.wall.Seconds()), "A alone", alone, "", nil,
+		fmt.Sprintf("%d of B's deployed beside", r.aWithB.bDeployed))
 }
 
 // medians are the median time-to-201 and 201-to-deployed of samples.
