@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
@@ -188,11 +189,36 @@ func (s *Service) archiveOf(ctx context.Context, req api.ReleaseRequest, ref cha
 		return nil, fmt.Errorf("package the release's chart: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	path, err := chartutil.Save(ch, dir)
+	withValues, err := withValuesFiles(ch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: package the release's chart: %w", ErrRender, err)
+	}
+	path, err := chartutil.Save(withValues, dir)
 	if err != nil { // the record is the tenant's: its chart may not be one Helm saves
 		return nil, fmt.Errorf("%w: package the release's chart: %w", ErrRender, err)
 	}
 	return os.ReadFile(path)
+}
+
+// withValuesFiles is a copy of a stored chart whose charts have their values.yaml again:
+// chartutil.Save writes it from Raw, which a release record does not keep.
+func withValuesFiles(ch *chart.Chart) (*chart.Chart, error) {
+	c := *ch
+	raw, err := yaml.Marshal(ch.Values)
+	if err != nil {
+		return nil, fmt.Errorf("values of %s: %w", ch.Name(), err)
+	}
+	c.Raw = []*chart.File{{Name: chartutil.ValuesfileName, Data: raw}}
+	deps := make([]*chart.Chart, 0, len(ch.Dependencies()))
+	for _, d := range ch.Dependencies() {
+		dc, err := withValuesFiles(d)
+		if err != nil {
+			return nil, err
+		}
+		deps = append(deps, dc)
+	}
+	c.SetDependencies(deps...)
+	return &c, nil
 }
 
 func callerOf(u *auth.User) events.Caller {

@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -211,5 +214,29 @@ func TestWithoutCRDs(t *testing.T) {
 		if got := withoutCRDs(tc.in); got != tc.want {
 			t.Errorf("withoutCRDs(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// A chart-less upgrade renders the release's stored chart: packaged with its values (and
+// its subcharts'), which Helm's record keeps outside the files chartutil.Save writes.
+func TestStoredChartIsPackagedWithItsValues(t *testing.T) {
+	e, _, _ := diffEnv(t)
+	sub := &chart.Chart{Metadata: &chart.Metadata{Name: "sub", Version: "1.0.0", APIVersion: "v2"}, Values: map[string]any{"port": 80}}
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"}, Values: map[string]any{"message": "hello"},
+		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}}
+	ch.SetDependencies(sub)
+	archive, err := e.svc.archiveOf(ctx(t), api.ReleaseRequest{Name: "web", Namespace: "ns"}, chartref.Ref{}, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.Values["message"] != "hello" || len(loaded.Dependencies()) != 1 || fmt.Sprint(loaded.Dependencies()[0].Values["port"]) != "80" {
+		t.Errorf("packaged values %v, subcharts %d", loaded.Values, len(loaded.Dependencies()))
+	}
+	if ch.Raw != nil || sub.Parent() != ch {
+		t.Errorf("the stored chart was changed")
 	}
 }
