@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Every function that signs or verifies events refuses to start with a key others could
@@ -16,7 +16,7 @@ import (
 func TestFunctionsRefuseToStartWithoutAStrongSigningKey(t *testing.T) {
 	t.Parallel()
 	for _, fn := range []string{"submit", "executor", "notifier"} {
-		for _, key := range []string{"", "e2e-signing-key", events.PlaceholderSigningKey} {
+		for _, key := range []string{"", "e2e-signing-key", signing.PlaceholderKey} {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			cmd := exec.CommandContext(ctx, bins[fn])
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "K_SINK=http://127.0.0.1:9", "PORT=0",

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/internal/satoken"
-	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // executor and notifier take events only from the Broker: Knative must not expose them
@@ -50,7 +50,7 @@ func TestNoSigningKeyShipsAndEveryFunctionReadsTheSecret(t *testing.T) {
 					t.Errorf("Secret %s ships an EVENT_SIGNING_KEY", u.GetName())
 				}
 				for _, v := range m {
-					if strings.Contains(v, events.PlaceholderSigningKey) {
+					if strings.Contains(v, signing.PlaceholderKey) {
 						t.Errorf("Secret %s holds the placeholder key", u.GetName())
 					}
 				}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
-	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Config is the executor's environment, read once at start.
@@ -55,5 +55,5 @@ func (c Config) Validate() error {
 	if _, err := helmexec.ParseEngine(c.HelmEngine); err != nil {
 		return err
 	}
-	return events.CheckSigningKey([]byte(c.EventSigningKey))
+	return signing.Key(c.EventSigningKey).Check()
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Function is the executor: a CloudEvents receiver that holds each delivery open while
@@ -81,9 +82,9 @@ func (f *Function) Start(ctx context.Context) error {
 		Helm:   factory,
 		Charts: charts,
 		Heartbeat: executor.HeartbeatLeases(&lease.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration,
-			CancelKey: []byte(f.cfg.EventSigningKey)}), // honours only cancels submit signed
+			CancelKey: signing.Key(f.cfg.EventSigningKey)}), // honours only cancels submit signed
 		Consumed:           &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
-		SealKey:            []byte(f.cfg.EventSigningKey), // submit seals with its signing key
+		SealKey:            signing.Key(f.cfg.EventSigningKey), // submit seals with its signing key
 		RequireBinding:     f.cfg.EventSigningKey != "",
 		Log:                f.log,
 		MaxActionTime:      f.cfg.MaxActionTime,
@@ -133,7 +134,7 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.E
 // admitEvent checks the event's signature and binding and parses it: 401 for what submit
 // did not sign, 400 for a malformed event (redelivering it cannot help).
 func (f *Function) admitEvent(e cloudevents.Event) (events.Action, []byte, error) {
-	key := []byte(f.cfg.EventSigningKey)
+	key := signing.Key(f.cfg.EventSigningKey)
 	if len(key) > 0 {
 		if err := events.Verify(e, key, time.Now(), f.cfg.EventMaxAge); err != nil {
 			f.log.Warnw("event rejected", "id", e.ID(), "type", e.Type(), "error", err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Config is the notifier's environment, read once at start.
@@ -51,7 +52,7 @@ type Config struct {
 // Validate refuses a configuration the function must not start with: a signing key that
 // others could know or guess would let anyone sign events.
 func (c Config) Validate() error {
-	return events.CheckSigningKey([]byte(c.EventSigningKey))
+	return signing.Key(c.EventSigningKey).Check()
 }
 
 // ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME,

@@ -23,6 +23,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/notifier"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/signing"
 	"github.com/async-helm/async-helm/pkg/sweeper"
 )
 
@@ -91,7 +92,7 @@ func (f *Function) Start(ctx context.Context) error {
 func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *consumed.Store,
 	redrive sweeper.EventSender, revisions *release.RevisionIndex) *sweeper.Sweeper {
 	sw := &sweeper.Sweeper{Store: store, Reporter: f.svc, Redrive: redrive, Log: f.log,
-		Namespaces: f.cfg.Namespaces, SigningKey: []byte(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
+		Namespaces: f.cfg.Namespaces, SigningKey: signing.Key(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
 		Consumed: records,
 		Config: sweeper.Config{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
 			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline}}
@@ -174,7 +175,7 @@ func (f *Function) receive(_ context.Context, e cloudevents.Event) (function.Eve
 // receiveDeadLetter takes the events the Broker gave up delivering to the executor. Only
 // what submit signed is acted on: anyone else posting here changes nothing.
 func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
-	if err := events.Verify(e, []byte(f.cfg.EventSigningKey), time.Now(), f.cfg.EventMaxAge); err != nil {
+	if err := events.Verify(e, signing.Key(f.cfg.EventSigningKey), time.Now(), f.cfg.EventMaxAge); err != nil {
 		f.log.Warnw("dead letter rejected", "id", e.ID(), "type", e.Type(), "error", err)
 		return function.EventReply{}, function.WithStatus(http.StatusUnauthorized, err)
 	}

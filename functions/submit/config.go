@@ -5,6 +5,7 @@ import (
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Config is submit's environment, read once at start.
@@ -47,5 +48,5 @@ type Config struct {
 // Validate refuses a configuration the function must not start with: a signing key that
 // others could know or guess would let anyone sign events.
 func (c Config) Validate() error {
-	return events.CheckSigningKey([]byte(c.EventSigningKey))
+	return signing.Key(c.EventSigningKey).Check()
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/signing"
 	"github.com/async-helm/async-helm/pkg/submitter"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
@@ -84,16 +85,16 @@ func (f *Function) Start(ctx context.Context) error {
 		return err
 	}
 	f.charts.repos.SetIndexBudget(f.cfg.ChartIndexCacheBytes, f.cfg.ChartIndexMaxBytes)
-	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions, SealKey: []byte(f.cfg.EventSigningKey)}
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions, SealKey: signing.Key(f.cfg.EventSigningKey)}
 	f.svc = &submitter.Service{
 		Store:      store,
 		Charts:     charts,
 		Sender:     sender,
 		Namespaces: nsLister,
-		SigningKey: []byte(f.cfg.EventSigningKey),
+		SigningKey: signing.Key(f.cfg.EventSigningKey),
 		Ledger:     books, MaxQueued: f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
-		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour, CancelKey: []byte(f.cfg.EventSigningKey)},
+		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour, CancelKey: signing.Key(f.cfg.EventSigningKey)},
 		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
 			return lease.Alive(ctx, cl.Typed, namespace, key, time.Now())
 		},

@@ -1,14 +1,13 @@
 package events
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // ExtSecretUID and ExtBinding bind a delivered accepted event to the reservation Secret
@@ -22,34 +21,28 @@ const (
 	ExtBinding   = "asynchelmbinding"
 )
 
-// bindingText is what the binding's HMAC covers: the request, where it lands, and the UID.
-// The "binding" prefix keeps it apart from Sign's canonical form under the same key.
+// bindingText is what the binding's signature (signing.Binding) covers: the request, where
+// it lands, and the UID.
 func bindingText(e cloudevents.Event, uid types.UID) string {
 	rev := ""
 	if v, ok := e.Extensions()[ExtRevision]; ok {
 		rev = fmt.Sprint(v)
 	}
-	return strings.Join([]string{"binding", e.ID(), e.Type(), e.Subject(), rev, string(uid)}, "\n")
-}
-
-func bindingMAC(e cloudevents.Event, key []byte, uid types.UID) []byte {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(bindingText(e, uid)))
-	return mac.Sum(nil)
+	return strings.Join([]string{e.ID(), e.Type(), e.Subject(), rev, string(uid)}, "\n")
 }
 
 // BindSecret stamps e with the UID of the Secret it was accepted for and the binding's
 // HMAC. Sign first: the signature does not cover these two extensions, so binding does not
 // change it, and the stored (unbound) copy keeps verifying.
-func BindSecret(e *cloudevents.Event, key []byte, uid types.UID) {
+func BindSecret(e *cloudevents.Event, key signing.Key, uid types.UID) {
 	e.SetExtension(ExtSecretUID, string(uid))
-	e.SetExtension(ExtBinding, base64.RawURLEncoding.EncodeToString(bindingMAC(*e, key, uid)))
+	e.SetExtension(ExtBinding, key.Sign(signing.Binding, bindingText(*e, uid)))
 }
 
 // BoundSecret returns the Secret UID a delivered event is bound to, "" for an event that
 // carries no binding (the stored copy a sweeper re-sends), and ErrSignature for a binding
 // that is malformed or not made with key. Verify the event's signature first.
-func BoundSecret(e cloudevents.Event, key []byte) (types.UID, error) {
+func BoundSecret(e cloudevents.Event, key signing.Key) (types.UID, error) {
 	uid, _ := e.Extensions()[ExtSecretUID].(string)
 	sig, _ := e.Extensions()[ExtBinding].(string)
 	switch {
@@ -58,11 +51,7 @@ func BoundSecret(e cloudevents.Event, key []byte) (types.UID, error) {
 	case uid == "" || sig == "":
 		return "", fmt.Errorf("%w: half a secret binding", ErrSignature)
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return "", fmt.Errorf("%w: malformed secret binding", ErrSignature)
-	}
-	if !hmac.Equal(got, bindingMAC(e, key, types.UID(uid))) {
+	if !key.Verify(signing.Binding, bindingText(e, types.UID(uid)), sig) {
 		return "", fmt.Errorf("%w: secret binding does not match", ErrSignature)
 	}
 	return types.UID(uid), nil

@@ -8,28 +8,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-func TestCheckSigningKey(t *testing.T) {
-	for _, c := range []struct {
-		key  string
-		want string // "" = accepted
-	}{
-		{"", "not set"},
-		{"e2e-signing-key", "at least 32"},
-		{strings.Repeat("k", 31), "at least 32"},
-		{PlaceholderSigningKey, "placeholder"},
-		{strings.Repeat("k", 32), ""},
-		{"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", ""},
-	} {
-		err := CheckSigningKey([]byte(c.key))
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("key %q refused: %v", c.key, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("key %q: %v, want an error with %q", c.key, err, c.want)
-		}
-	}
-}
-
 func accepted(t *testing.T, c Caller) Action {
 	t.Helper()
 	a := Action{Action: release.ActionInstall, Namespace: "team", Name: "web", Revision: 1,

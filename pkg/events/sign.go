@@ -1,9 +1,7 @@
 package events
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,34 +9,13 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
-// ExtSignature carries the HMAC-SHA256 of an accepted event, keyed with the secret that
-// submit and executor share.
+// ExtSignature carries the signature of an accepted event (signing.Event), keyed with the
+// secret that submit and executor share.
 const ExtSignature = "asynchelmsig"
-
-// MinSigningKeyBytes is the shortest signing key accepted: HMAC-SHA256 wants a key as long
-// as its output, and shorter ones can be searched.
-const MinSigningKeyBytes = 32
-
-// PlaceholderSigningKey is the value an earlier manifest shipped. Everyone can read it, so
-// it signs nothing.
-const PlaceholderSigningKey = "replace-me-with-32-random-bytes"
-
-// CheckSigningKey refuses a key that would let others sign events: empty, shorter than
-// MinSigningKeyBytes, or the published placeholder. Every function that signs or verifies
-// events calls it before it starts.
-func CheckSigningKey(key []byte) error {
-	switch {
-	case len(key) == 0:
-		return fmt.Errorf("EVENT_SIGNING_KEY is not set: without it anyone could sign events (make deploy creates the Secret)")
-	case string(key) == PlaceholderSigningKey:
-		return fmt.Errorf("EVENT_SIGNING_KEY is the published placeholder %q: create a random key (make deploy does)", PlaceholderSigningKey)
-	case len(key) < MinSigningKeyBytes:
-		return fmt.Errorf("EVENT_SIGNING_KEY has %d bytes, want at least %d (e.g. openssl rand -hex 32)", len(key), MinSigningKeyBytes)
-	}
-	return nil
-}
 
 // ErrSignature is an event that is unsigned, altered, signed with another key, or too old
 // (a replay).
@@ -58,19 +35,17 @@ func canonical(e cloudevents.Event) string {
 }
 
 // Sign stamps e with the current time (if unset) and its signature.
-func Sign(e *cloudevents.Event, key []byte, now time.Time) {
+func Sign(e *cloudevents.Event, key signing.Key, now time.Time) {
 	if e.Time().IsZero() {
 		e.SetTime(now)
 	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(canonical(*e)))
-	e.SetExtension(ExtSignature, base64.RawURLEncoding.EncodeToString(mac.Sum(nil)))
+	e.SetExtension(ExtSignature, key.Sign(signing.Event, canonical(*e)))
 }
 
 // Verify checks the signature and that the event is not older than maxAge, which bounds
 // replays to the window in which a broker may still redeliver (and the executor's
 // per-revision check makes a redelivery harmless).
-func Verify(e cloudevents.Event, key []byte, now time.Time, maxAge time.Duration) error {
+func Verify(e cloudevents.Event, key signing.Key, now time.Time, maxAge time.Duration) error {
 	if err := verifyMAC(e, key); err != nil {
 		return err
 	}
@@ -81,18 +56,12 @@ func Verify(e cloudevents.Event, key []byte, now time.Time, maxAge time.Duration
 }
 
 // verifyMAC checks e's signature alone, whatever its age.
-func verifyMAC(e cloudevents.Event, key []byte) error {
+func verifyMAC(e cloudevents.Event, key signing.Key) error {
 	sig, _ := e.Extensions()[ExtSignature].(string)
 	if sig == "" {
 		return fmt.Errorf("%w: unsigned", ErrSignature)
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return fmt.Errorf("%w: malformed signature", ErrSignature)
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(canonical(e)))
-	if !hmac.Equal(got, mac.Sum(nil)) {
+	if !key.Verify(signing.Event, canonical(e), sig) {
 		return fmt.Errorf("%w: signature does not match", ErrSignature)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/signing"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
@@ -88,7 +89,7 @@ type Service struct {
 	Consumed Consumed
 	// SealKey is submit's seal key (LabelSeal): a refused event fails the record it lands
 	// on only when submit sealed that record for the request (none without a key).
-	SealKey []byte
+	SealKey signing.Key
 	// RenderTimeout bounds the rendering of a chart's templates (0: unbounded).
 	RenderTimeout time.Duration
 	// MaxOrphanedRenders is how many renders past their bound may go on before the

@@ -1,11 +1,9 @@
 package release
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // LabelSeal proves that async-helm itself reserved (or marked for uninstall) a queued
@@ -14,28 +12,26 @@ import (
 // hostile input").
 const LabelSeal = "async-helm.io/seal"
 
-// sealHexChars keeps the label value within 63 characters (160 bits of the HMAC).
-const sealHexChars = 40
+// sealText is what the seal of the queued revision secretName of namespace for requestID
+// signs (signing.Record).
+func sealText(namespace, secretName, requestID string) string {
+	return namespace + "/" + secretName + "/" + requestID
+}
 
-// Seal is the LabelSeal value of the queued revision secretName of namespace for
-// requestID: hex(HMAC-SHA256(key, "async-helm seal\n" namespace/secret/request))[:40].
-// The prefix keeps it distinct from an event signature made with the same key.
-func Seal(key []byte, namespace, secretName, requestID string) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("async-helm seal\n" + namespace + "/" + secretName + "/" + requestID))
-	return hex.EncodeToString(mac.Sum(nil))[:sealHexChars]
+// Seal is the LabelSeal value of the queued revision secretName of namespace for requestID.
+func Seal(key signing.Key, namespace, secretName, requestID string) string {
+	return key.Sign(signing.Record, sealText(namespace, secretName, requestID))
 }
 
 // Sealed reports whether m carries the seal of its own namespace, name and request id.
-func Sealed(key []byte, m metav1.Object) bool {
+func Sealed(key signing.Key, m metav1.Object) bool {
 	l := m.GetLabels()
-	want := Seal(key, m.GetNamespace(), m.GetName(), l[LabelRequestID])
-	return hmac.Equal([]byte(l[LabelSeal]), []byte(want))
+	return key.Verify(signing.Record, sealText(m.GetNamespace(), m.GetName(), l[LabelRequestID]), l[LabelSeal])
 }
 
 // sealLabels are the labels that seal a queued revision (none without a key).
 func (s *Store) sealLabels(namespace, secretName, requestID string, into map[string]string) {
-	if len(s.SealKey) > 0 {
+	if s.SealKey.Set() {
 		into[LabelSeal] = Seal(s.SealKey, namespace, secretName, requestID)
 	}
 }

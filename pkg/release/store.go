@@ -17,6 +17,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/release/storage"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Store reads and reserves release revisions in one cluster.
@@ -32,7 +33,7 @@ type Store struct {
 	Clock clock.PassiveClock
 	// SealKey seals the queued revisions this Store writes (LabelSeal): submit's
 	// EVENT_SIGNING_KEY, the key its RevisionIndex verifies them with.
-	SealKey []byte
+	SealKey signing.Key
 }
 
 // Progress is what the action of a pending revision is doing, from its Lease (nil when

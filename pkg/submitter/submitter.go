@@ -25,6 +25,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/signing"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
@@ -69,7 +70,7 @@ type Service struct {
 	// namespace before anything is reserved.
 	Authorizer Authorizer
 	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
-	SigningKey []byte
+	SigningKey signing.Key
 	NewID      func() string
 	// Ledger counts the requests accepted and not consumed yet, per tenant, where tenants
 	// cannot write; nil: no admission bound.

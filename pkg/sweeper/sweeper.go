@@ -18,6 +18,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/logonce"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // Store is the sweeper's door to release Secrets and their Leases (release.Store): the
@@ -97,7 +98,7 @@ type Sweeper struct {
 	Clock clock.WithTicker
 	// SigningKey and EventMaxAge verify a stored event before it is sent again
 	// (events.Verify); without a key nothing is re-sent.
-	SigningKey  []byte
+	SigningKey  signing.Key
 	EventMaxAge time.Duration
 	// Consumed, when set, is the executor's record of consumed requests (redrive.go).
 	Consumed ConsumedRecords

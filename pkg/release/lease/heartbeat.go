@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/signing"
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
@@ -29,7 +30,7 @@ type Heartbeat struct {
 	Clock clock.PassiveClock
 	// CancelKey signs the cancel requests RequestCancel writes and is the only authority a
 	// held Lease's cancel is honoured with (cancelsign.go; empty: unsigned, and any honoured).
-	CancelKey []byte
+	CancelKey signing.Key
 }
 
 // ExpiresAt is when the lease lapses unless renewed (zero for a lease never renewed).

@@ -1,0 +1,81 @@
+// Package signing is async-helm's one HMAC: the key submit, the executor and the notifier
+// share, and the purposes it signs, each kept apart from the others by its own prefix so
+// that no signature made for one verifies as another.
+package signing
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+)
+
+// Key is the event signing key (EVENT_SIGNING_KEY). An empty Key signs nothing: callers
+// check Set before they sign or require a signature.
+type Key []byte
+
+// Set reports whether k can sign.
+func (k Key) Set() bool { return len(k) > 0 }
+
+// Purpose is what a signature is for: the prefix of the text its HMAC covers, how many bytes
+// of the HMAC it keeps, and how they are written.
+type Purpose struct {
+	prefix string
+	bytes  int
+	hex    bool
+}
+
+// The purposes, as their signatures are written (old records and events keep verifying).
+// Event has no prefix: its text starts with the event's id, a request id submit makes,
+// never one of the other prefixes.
+var (
+	// Event signs an accepted event's canonical form (events.ExtSignature).
+	Event = Purpose{prefix: "", bytes: sha256.Size}
+	// Binding binds a delivered event to the Secret submit accepted it for (events.ExtBinding).
+	Binding = Purpose{prefix: "binding\n", bytes: sha256.Size}
+	// Record seals a queued release record for the request it was reserved for (the
+	// async-helm.io/seal label: 40 hex characters, within a label value's 63).
+	Record = Purpose{prefix: "async-helm seal\n", bytes: 20, hex: true}
+	// Cancel signs a cancel request on a running revision's Lease.
+	Cancel = Purpose{prefix: "async-helm cancel v1\x00", bytes: sha256.Size, hex: true}
+)
+
+// Sign is k's signature of text for p.
+func (k Key) Sign(p Purpose, text string) string {
+	m := hmac.New(sha256.New, k)
+	m.Write([]byte(p.prefix + text))
+	sum := m.Sum(nil)[:p.bytes]
+	if p.hex {
+		return hex.EncodeToString(sum)
+	}
+	return base64.RawURLEncoding.EncodeToString(sum)
+}
+
+// Verify reports, in constant time, whether sig is k's signature of text for p. An empty
+// key verifies nothing.
+func (k Key) Verify(p Purpose, text, sig string) bool {
+	return k.Set() && hmac.Equal([]byte(sig), []byte(k.Sign(p, text)))
+}
+
+// MinKeyBytes is the shortest key accepted: HMAC-SHA256 wants a key as long as its output,
+// and shorter ones can be searched.
+const MinKeyBytes = 32
+
+// PlaceholderKey is the value an earlier manifest shipped. Everyone can read it, so it
+// signs nothing.
+const PlaceholderKey = "replace-me-with-32-random-bytes"
+
+// Check refuses a key that would let others sign: empty, shorter than MinKeyBytes, or the
+// published placeholder. Every function that signs or verifies calls it before it starts.
+func (k Key) Check() error {
+	switch {
+	case len(k) == 0:
+		return fmt.Errorf("EVENT_SIGNING_KEY is not set: without it anyone could sign events (make deploy creates the Secret)")
+	case string(k) == PlaceholderKey:
+		return fmt.Errorf("EVENT_SIGNING_KEY is the published placeholder %q: create a random key (make deploy does)", PlaceholderKey)
+	case len(k) < MinKeyBytes:
+		return fmt.Errorf("EVENT_SIGNING_KEY has %d bytes, want at least %d (e.g. openssl rand -hex 32)", len(k), MinKeyBytes)
+	}
+	return nil
+}
