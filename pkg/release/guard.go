@@ -119,36 +119,42 @@ func (d *SecretsDriver) decodeAll(selector string) ([]*helmrelease.Release, erro
 	return d.decodeWithin(selector, MaxReadBytes)
 }
 
-// decodeWithin decodes the records selector lists until their decoded sizes add up to
-// budget; it skips the rest and logs that once.
+// decodeWithin decodes the records selector lists, read in pages, until their decoded
+// sizes add up to budget; it skips the rest and logs that once.
 func (d *SecretsDriver) decodeWithin(selector string, budget int) ([]*helmrelease.Release, error) {
-	list, err := d.impl.List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	var out []*helmrelease.Release
+	left, over := budget, 0
+	err := eachPage(selector, func(opts metav1.ListOptions) (string, error) {
+		list, err := d.impl.List(context.Background(), opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			if left <= 0 {
+				over++
+				continue
+			}
+			rls, size, err := decodeRelease(item.Data["release"], min(MaxRecordBytes, left))
+			if errors.Is(err, errTooLarge) && left < MaxRecordBytes {
+				left, over = 0, over+1 // over the read's budget, not necessarily the record's
+				continue
+			}
+			if err == nil {
+				err = bindToSecret(rls, item)
+			}
+			if err != nil {
+				d.Log("skipping release record %s/%s: %v", item.Namespace, item.Name, err)
+				continue
+			}
+			left -= size
+			rls.Labels = item.Labels // as Helm's List and Query keep them
+			out = append(out, rls)
+		}
+		return list.Continue, nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	out := make([]*helmrelease.Release, 0, len(list.Items))
-	left, over := budget, 0
-	for i := range list.Items {
-		item := &list.Items[i]
-		if left <= 0 {
-			over++
-			continue
-		}
-		rls, size, err := decodeRelease(item.Data["release"], min(MaxRecordBytes, left))
-		if errors.Is(err, errTooLarge) && left < MaxRecordBytes {
-			left, over = 0, over+1 // over the read's budget, not necessarily the record's
-			continue
-		}
-		if err == nil {
-			err = bindToSecret(rls, item)
-		}
-		if err != nil {
-			d.Log("skipping release record %s/%s: %v", item.Namespace, item.Name, err)
-			continue
-		}
-		left -= size
-		rls.Labels = item.Labels // as Helm's List and Query keep them
-		out = append(out, rls)
 	}
 	if over > 0 {
 		d.Log("skipping %d release records of %q: the read passed its budget of %d decoded bytes", over, selector, budget)

@@ -90,13 +90,20 @@ func dropManagedFields(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	m.ObjectMeta = keptMeta(m.ObjectMeta)
+	return m, nil
+}
+
+// keptMeta is what async-helm keeps of a release Secret's metadata, in the index and in
+// every list of them: its identity, and the labels and annotations its readers use, within
+// maxIndexedBytes.
+func keptMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	budget := maxIndexedBytes
-	m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
 		ResourceVersion: m.ResourceVersion, CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
 		Labels:            keepIndexed(m.Labels, indexedLabels, &budget),
 		Annotations:       keepIndexed(m.Annotations, indexedAnnotations, &budget)}
-	return m, nil
 }
 
 // keepIndexed is the entries of in whose key is in keep, values cut at maxIndexedValue,

@@ -10,13 +10,44 @@ import (
 )
 
 // ReleaseSecrets lists the release secrets of namespace ("" = all) as the store's own
-// identity (callers check access first).
+// identity (callers check access first), in pages; of each it keeps only its payload and
+// the metadata the index keeps (keptMeta).
 func (s *Store) ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
-	list, err := s.Client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorReleaseSecrets})
+	var out []corev1.Secret
+	err := eachPage(SelectorReleaseSecrets, func(opts metav1.ListOptions) (string, error) {
+		list, err := s.Client.CoreV1().Secrets(namespace).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			sec := &list.Items[i]
+			out = append(out, corev1.Secret{ObjectMeta: keptMeta(sec.ObjectMeta), Type: sec.Type,
+				Data: map[string][]byte{"release": sec.Data["release"]}})
+		}
+		return list.Continue, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list release secrets of %q: %w", namespace, err)
 	}
-	return list.Items, nil
+	return out, nil
+}
+
+// listPage is how many release Secrets one request of a list reads. Each is the tenant's
+// and may be near etcd's 1.5 MiB of metadata and payload: a namespace read in one request
+// held all of them at once, twice (the answer and its decode), in every concurrent list.
+const listPage = 50
+
+// eachPage calls list with selector and a page's options until list answers no continue
+// token. The pages are one consistent list, as a single read is.
+func eachPage(selector string, list func(metav1.ListOptions) (string, error)) error {
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: listPage}
+	for {
+		next, err := list(opts)
+		if err != nil || next == "" {
+			return err
+		}
+		opts.Continue = next
+	}
 }
 
 // ReleaseSecret reads one release secret as the store's own identity (nil when it is gone).
@@ -32,15 +63,22 @@ func (s *Store) ReleaseSecret(ctx context.Context, namespace, name string) (*cor
 }
 
 // ReleaseMetas lists the metadata only (no payloads) of the release secrets of namespace
-// ("" = all), from the API server: a list that must see what was just written.
+// ("" = all), from the API server: a list that must see what was just written. It reads in
+// pages and keeps of each only what the index keeps (keptMeta).
 func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error) {
-	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorReleaseSecrets})
+	var out []*metav1.PartialObjectMetadata
+	err := eachPage(SelectorReleaseSecrets, func(opts metav1.ListOptions) (string, error) {
+		list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			out = append(out, &metav1.PartialObjectMetadata{TypeMeta: list.Items[i].TypeMeta, ObjectMeta: keptMeta(list.Items[i].ObjectMeta)})
+		}
+		return list.Continue, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list release secrets of %q: %w", namespace, err)
-	}
-	out := make([]*metav1.PartialObjectMetadata, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
