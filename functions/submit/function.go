@@ -73,7 +73,6 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nsLister, revisions, books := c.namespaces, c.revisions, c.ledger
 	if err := f.openAuth(cl); err != nil {
 		return err
 	}
@@ -85,14 +84,14 @@ func (f *Function) Start(ctx context.Context) error {
 		return err
 	}
 	f.charts.repos.SetIndexBudget(f.cfg.ChartIndexCacheBytes, f.cfg.ChartIndexMaxBytes)
-	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: revisions, SealKey: signing.Key(f.cfg.EventSigningKey)}
+	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: c.revisions, SealKey: signing.Key(f.cfg.EventSigningKey)}
 	f.svc = &submitter.Service{
 		Store:      store,
 		Charts:     charts,
 		Sender:     sender,
-		Namespaces: nsLister,
+		Namespaces: c.namespaces,
 		SigningKey: signing.Key(f.cfg.EventSigningKey),
-		Ledger:     books, MaxQueued: f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
+		Ledger:     c.ledger, MaxQueued: f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour, CancelKey: signing.Key(f.cfg.EventSigningKey)},
 		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
@@ -110,8 +109,8 @@ func (f *Function) Start(ctx context.Context) error {
 		ValuesObjects: valuesfrom.KubeReader{Client: cl.Typed},
 	}
 	f.svc.Render = diffRenderer{f.charts} // a diff renders under the template route's bounds
-	f.wireReads(helm, store, books.Book)
-	f.reads.Namespaces = revisions // the all-namespaces list reviews and lists only the caller's namespaces
+	f.wireReads(helm, store, c.ledger.Book)
+	f.reads.Namespaces = c.revisions // the all-namespaces list reviews and lists only the caller's namespaces
 	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
 	f.logs = f.newLogReader(cl.Typed)
 	return nil

@@ -10,7 +10,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -47,11 +46,8 @@ func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User
 	if _, err := s.authorize(ctx, user, req.Namespace, "list", "create", "update"); err != nil {
 		return nil, err
 	}
-	if _, err := s.Namespaces.Get(req.Namespace); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s", ErrNamespaceNotFound, req.Namespace)
-		}
-		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
+	if err := s.namespaceExists(req.Namespace); err != nil {
+		return nil, err
 	}
 	if s.Render == nil {
 		return nil, fmt.Errorf("%w: this submit renders no diffs", ErrInvalid)

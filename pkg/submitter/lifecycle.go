@@ -10,7 +10,6 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -126,11 +125,8 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.Namespaces.Get(req.Namespace); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s", ErrNamespaceNotFound, req.Namespace)
-		}
-		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
+	if err := s.namespaceExists(req.Namespace); err != nil {
+		return nil, err
 	}
 	admitted, err := s.admit(req.Namespace, user)
 	if err != nil {

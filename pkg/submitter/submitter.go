@@ -230,24 +230,14 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err := req.Validate(action == release.ActionInstall); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	var caller events.Caller
-	if user != nil {
-		// Helm run as the user writes the release secrets itself: create, and update when
-		// the executor adopts the reservation and when an upgrade supersedes a revision.
-		if s.Authorizer != nil {
-			if err := s.Authorizer.Check(ctx, user,
-				auth.Need{Verb: "create", Resource: "secrets", Namespace: req.Namespace},
-				auth.Need{Verb: "update", Resource: "secrets", Namespace: req.Namespace}); err != nil {
-				return nil, err
-			}
-		}
-		caller = events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}
+	// Helm run as the user writes the release secrets itself: create, and update when the
+	// executor adopts the reservation and when an upgrade supersedes a revision.
+	caller, err := s.authorize(ctx, user, req.Namespace, "create", "update")
+	if err != nil {
+		return nil, err
 	}
-	if _, err := s.Namespaces.Get(req.Namespace); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s", ErrNamespaceNotFound, req.Namespace)
-		}
-		return nil, fmt.Errorf("look up namespace %s: %w", req.Namespace, err)
+	if err := s.namespaceExists(req.Namespace); err != nil {
+		return nil, err
 	}
 	admitted, err := s.admit(req.Namespace, user)
 	if err != nil {
@@ -291,18 +281,10 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 		return nil, err
 	}
 	id := s.newID()
-	timeout, _ := req.ParsedTimeout() // validated above
 	// The signed event is built first and stored in the reservation: the reservation is the
 	// durable record of the work, the event only its wake-up call (docs/design.md).
-	act := events.Action{
-		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
-		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values, ValuesFrom: vals.refs,
-		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
-		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
-			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation,
-			ServerSide: string(req.ServerSide), ForceConflicts: req.ForceConflicts, ReuseValues: vals.reuse},
-		Caller: caller, RequestID: id, RollbackPin: pin,
-	}
+	act := acceptedAction(action, req, rev, ref, vals, digest)
+	act.Caller, act.RequestID, act.RollbackPin = caller, id, pin
 	ev, stored, err := s.signed(act)
 	if err != nil {
 		return nil, err
@@ -323,6 +305,31 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	sec.Data = nil // the release payload is Helm's business, not the client's
 	sec.APIVersion, sec.Kind = "v1", "Secret"
 	return &Accepted{Secret: sec, Revision: rev, RequestID: id}, nil
+}
+
+// acceptedAction is the accepted event's action of a validated install or upgrade request
+// for revision rev, without its caller, request id and rollback pin.
+func acceptedAction(action release.Action, req api.ReleaseRequest, rev int, ref chartref.Ref, vals requestValues, digest string) events.Action {
+	timeout, _ := req.ParsedTimeout() // validated by Submit
+	return events.Action{
+		Action: action, Namespace: req.Namespace, Name: req.Name, Revision: rev,
+		SecretName: release.SecretName(req.Name, rev), Chart: ref, Values: req.Values, ValuesFrom: vals.refs,
+		ReuseChart: req.ChartURL == "" && req.IndexEntry == "", ChartDigest: digest,
+		Options: events.Options{Timeout: timeout, Wait: req.Wait, WaitForJobs: req.WaitForJobs,
+			Atomic: req.Atomic, Description: req.Description, Retries: req.Retries, Remediation: req.Remediation,
+			ServerSide: string(req.ServerSide), ForceConflicts: req.ForceConflicts, ReuseValues: vals.reuse},
+	}
+}
+
+// namespaceExists is ErrNamespaceNotFound for a namespace that does not exist.
+func (s *Service) namespaceExists(namespace string) error {
+	if _, err := s.Namespaces.Get(namespace); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %s", ErrNamespaceNotFound, namespace)
+		}
+		return fmt.Errorf("look up namespace %s: %w", namespace, err)
+	}
+	return nil
 }
 
 // rollbackPin pins the record an upgrade that may roll back (atomic, remediation
