@@ -181,14 +181,20 @@ func (b *bench) bigCluster(ctx context.Context) error {
 const bigStartLimit = 10 * time.Minute
 
 // startupRows adds each fresh process's start-up (exec to a healthy /healthz, its first
-// list of the whole cluster included) against proc's default bound, and the status events
-// the two notifiers sent once started.
+// list of the whole cluster included) beside proc's default bound, and the status events
+// the two notifiers sent once started. Only submit's is held to the bound: it scales to
+// zero, so a request waits for its start; the others always run (docs/deploy.md).
 func (b *bench) startupRows(sec string, procs map[string]*proc.Process, events int64) {
 	for _, name := range []string{"submit", "executor", "notifier-0", "notifier-1"} {
 		started := procs[name].Started
 		b.logf("  %s healthy %s after exec", name, started.Round(time.Millisecond))
+		var target string
+		var check func(v, base float64) bool // none: shown beside the bound, not held to it
+		if name == "submit" {
+			target, check = "<= 1x", atMost(1)
+		}
 		b.compare(sec, "start-up of a fresh "+name+" (exec to healthy)", msF(started), "the bench's default start-up bound",
-			msF(proc.DefaultStartupLimit), "<= 1x", atMost(1), "")
+			msF(proc.DefaultStartupLimit), target, check, "")
 	}
 	b.info(sec, "status events sent by 2 fresh notifiers", figure{float64(events), "events"},
 		"of the records written while no notifier ran; docs/deploy.md says which a fresh notifier reports")
