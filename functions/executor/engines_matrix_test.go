@@ -30,7 +30,8 @@ type matrixOp struct {
 	cancelled string
 	// methods is the apply_method of revisions 1-4 before the uninstall, given revision 1's
 	// as written ("-" for none): Helm v3 (engine or CLI) rewrites revision 1 (superseded)
-	// without it; a revision the executor or submit failed has none.
+	// without it; a revision the executor failed keeps what Helm v4 wrote, one submit
+	// failed before Helm ran has none.
 	methods func(written string) string
 }
 
@@ -39,7 +40,7 @@ func helmV3Methods(string) string { return "1:- 2:- 3:- 4:-" }
 func engineOp(name string, x *interopV4) matrixOp {
 	methods := helmV3Methods
 	if x.fn.cfg.HelmEngine == string(helmexec.EngineV4) {
-		methods = func(w string) string { return "1:" + w + " 2:csa 3:csa 4:-" }
+		methods = func(w string) string { return "1:" + w + " 2:csa 3:csa 4:csa" }
 	}
 	return matrixOp{
 		name: name, cancelled: "four", methods: methods,

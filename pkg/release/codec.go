@@ -297,15 +297,24 @@ func EncodeRelease(rls *helmrelease.Release) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode release %s: %w", rls.Name, err)
 	}
+	out, err := encodePayload(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode release %s: %w", rls.Name, err)
+	}
+	return out, nil
+}
+
+// encodePayload is a record's JSON as Helm stores it: gzipped at BestCompression, base64.
+func encodePayload(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
 	zw.Reset(&buf)
 	if _, err := zw.Write(b); err != nil {
-		return nil, fmt.Errorf("encode release %s: %w", rls.Name, err)
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, fmt.Errorf("encode release %s: %w", rls.Name, err)
+		return nil, err
 	}
 	out := make([]byte, base64.StdEncoding.EncodedLen(buf.Len()))
 	base64.StdEncoding.Encode(out, buf.Bytes())

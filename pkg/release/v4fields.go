@@ -1,0 +1,82 @@
+package release
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// v4Fields are the fields of a Helm v4 record that Helm v3's release type has not
+// (docs/design.md, "Two engines"). A record async-helm rewrites through v3's types
+// (MarkFailed) keeps them: Helm v4's `auto` apply reads apply_method of the record an
+// upgrade or rollback replaces.
+type v4Fields struct {
+	ApplyMethod string `json:"apply_method,omitempty"`
+	Info        struct {
+		RollbackRevision int `json:"rollback_revision,omitempty"`
+	} `json:"info"`
+}
+
+func (f v4Fields) empty() bool { return f.ApplyMethod == "" && f.Info.RollbackRevision == 0 }
+
+// keepingV4Fields writes into each payload it updates the v4 fields of the payload it last
+// read (of the same Secret).
+type keepingV4Fields struct {
+	typedcorev1.SecretInterface
+	read   string
+	fields v4Fields
+}
+
+func (k *keepingV4Fields) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
+	sec, err := k.SecretInterface.Get(ctx, name, o)
+	k.read, k.fields = name, v4Fields{}
+	if err == nil && sec.Data["release"] != nil {
+		// Through the guarded decode; a payload that does not decode has none to keep.
+		_ = decodeInto(sec.Data["release"], &k.fields, MaxRecordBytes)
+	}
+	return sec, err
+}
+
+func (k *keepingV4Fields) Update(ctx context.Context, sec *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	if sec.Name == k.read && !k.fields.empty() && sec.Data["release"] != nil {
+		data, err := withV4Fields(sec.Data["release"], k.fields)
+		if err != nil {
+			return nil, fmt.Errorf("keep the helm v4 fields of %s: %w", sec.Name, err)
+		}
+		sec.Data["release"] = data
+	}
+	return k.SecretInterface.Update(ctx, sec, o)
+}
+
+// withV4Fields is payload (one Helm v3's driver just encoded) with f written as Helm v4's
+// driver writes them.
+func withV4Fields(payload []byte, f v4Fields) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := decodeInto(payload, &doc, MaxRecordBytes); err != nil {
+		return nil, err
+	}
+	if f.ApplyMethod != "" {
+		doc["apply_method"], _ = json.Marshal(f.ApplyMethod)
+	}
+	if f.Info.RollbackRevision != 0 && doc["info"] != nil {
+		var info map[string]json.RawMessage
+		if err := json.Unmarshal(doc["info"], &info); err != nil {
+			return nil, err
+		}
+		info["rollback_revision"], _ = json.Marshal(f.Info.RollbackRevision)
+		raw, err := json.Marshal(info)
+		if err != nil {
+			return nil, err
+		}
+		doc["info"] = raw
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	return encodePayload(b)
+}
