@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
@@ -64,9 +66,14 @@ func TestFairShareBurst(t *testing.T) {
 
 	a := startTenantA(t, ctx, s, chart, nsA1, nsA2)
 	var windows []fairWindow
+	sharesSeen := false
 	for i := 0; w.count(nsA1)+w.count(nsA2) < fairBurst && ctx.Err() == nil; i++ {
 		windows = append(windows, b.installAsync(t, ctx, fmt.Sprintf("b-%02d", i)))
+		sharesSeen = sharesSeen || sharesShown(t, s, "dev", nsA1, nsA2)
 		time.Sleep(5 * time.Second)
+	}
+	if !sharesSeen {
+		t.Error("submit's and the executor's metrics never showed A's queue and slots (sharesShown)")
 	}
 	a.wait()
 	if !w.waitCount(ctx, fairBurst, nsA1, nsA2) {
@@ -116,6 +123,26 @@ func checkFairWindows(t *testing.T, windows []fairWindow, a *tenantA, w *deployW
 	slices.Sort(ratios)
 	t.Logf("B under A's burst, 201 to deployed against B alone (%s, floor 1 s): median %.1fx, worst %.1fx over %d installs (%d behind a backlog)",
 		idle.Round(time.Millisecond), ratios[len(ratios)/2], ratios[len(ratios)-1], len(ratios), measured)
+}
+
+// sharesShown reports whether the metrics show tenant user's share while its burst drains:
+// submit's queue of the caller over its namespaces (the ledger's caller key) and the
+// executor's action slots held by the caller in one of them.
+func sharesShown(t *testing.T, s *stack, user string, namespaces ...string) bool {
+	t.Helper()
+	queued := regexp.MustCompile(`asynchelm_queue_caller_revisions\{caller="` + ledger.CallerKey(user) + `"\} ([1-9]\d*)`).FindString(metrics(t, s.submit.URL))
+	held := ""
+	for _, ns := range namespaces {
+		if held == "" {
+			held = regexp.MustCompile(`asynchelm_executor_slots_held\{caller="` + user + `",namespace="` + ns + `",pool="action"\} [1-9]`).
+				FindString(metrics(t, s.executor.URL))
+		}
+	}
+	if queued == "" || held == "" {
+		return false
+	}
+	t.Logf("submit: %s; executor: %s", queued, held)
+	return true
 }
 
 // ownNamespaceEnv gives every function of the stack async-helm's own namespace own: the

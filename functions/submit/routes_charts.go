@@ -49,6 +49,7 @@ func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chart
 	f.charts = &chartRoutes{repos: set, source: src, limits: rs.Limits(), renders: rs.RenderSlots(),
 		renderer: &helmexec.Renderer{Limits: helmexec.RenderLimits{Timeout: rs.TemplateRenderTimeout,
 			MaxMemoryBytes: rs.TemplateRenderMaxMiB << 20, MaxParallel: rs.TemplateRenderMaxParallel}}}
+	f.registerShares(f.charts.renders, src)
 	return nil
 }
 

@@ -30,11 +30,51 @@ func (b *Book) Queues() []NamespaceQueue {
 	return out
 }
 
+// CallerQueue is one caller's queue over every namespace: how many of its accepted requests
+// wait, and since when the oldest. Caller is the ledger's key of the caller (CallerKey),
+// the only name of it the ledger keeps.
+type CallerQueue struct {
+	Caller string
+	Count  int
+	Oldest time.Time
+}
+
+// CallerQueues is every caller's queue, sorted by caller: a caller with many namespaces is
+// one tenant (docs/design.md, "Tenants and shares"). Entries without a caller (no
+// authentication) are not counted.
+func (b *Book) CallerQueues() []CallerQueue {
+	by := map[string]*CallerQueue{}
+	b.mu.Lock()
+	for _, it := range b.entries {
+		c := it.e.Caller
+		if !it.counted || c == "" {
+			continue
+		}
+		q := by[c]
+		if q == nil {
+			q = &CallerQueue{Caller: c, Oldest: it.e.At}
+			by[c] = q
+		}
+		q.Count++
+		if it.e.At.Before(q.Oldest) {
+			q.Oldest = it.e.At
+		}
+	}
+	b.mu.Unlock()
+	out := make([]CallerQueue, 0, len(by))
+	for _, q := range by {
+		out = append(out, *q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Caller < out[j].Caller })
+	return out
+}
+
 // QueueMetrics exposes each namespace's queue (docs/design.md, "Queue visibility"): a
 // collector, so a namespace whose queue emptied leaves no series behind.
 type QueueMetrics struct {
-	Book           *Book
-	queued, oldest *prometheus.Desc
+	Book                       *Book
+	queued, oldest             *prometheus.Desc
+	callerQueued, callerOldest *prometheus.Desc
 }
 
 // NewQueueMetrics describes the metrics of b.
@@ -44,6 +84,11 @@ func NewQueueMetrics(b *Book) *QueueMetrics {
 			[]string{"namespace"}, nil),
 		oldest: prometheus.NewDesc("asynchelm_queue_oldest_age_seconds", "How long the oldest queued request of the namespace has waited.",
 			[]string{"namespace"}, nil),
+		callerQueued: prometheus.NewDesc("asynchelm_queue_caller_revisions",
+			"Requests accepted and not started by an executor, per caller over all its namespaces (caller: the ledger's caller key).",
+			[]string{"caller"}, nil),
+		callerOldest: prometheus.NewDesc("asynchelm_queue_caller_oldest_age_seconds", "How long the oldest queued request of the caller has waited.",
+			[]string{"caller"}, nil),
 	}
 }
 
@@ -51,6 +96,8 @@ func NewQueueMetrics(b *Book) *QueueMetrics {
 func (m *QueueMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.queued
 	ch <- m.oldest
+	ch <- m.callerQueued
+	ch <- m.callerOldest
 }
 
 // Collect implements prometheus.Collector.
@@ -59,5 +106,9 @@ func (m *QueueMetrics) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range m.Book.Queues() {
 		ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(q.Count), q.Namespace)
 		ch <- prometheus.MustNewConstMetric(m.oldest, prometheus.GaugeValue, max(now.Sub(q.Oldest).Seconds(), 0), q.Namespace)
+	}
+	for _, q := range m.Book.CallerQueues() {
+		ch <- prometheus.MustNewConstMetric(m.callerQueued, prometheus.GaugeValue, float64(q.Count), q.Caller)
+		ch <- prometheus.MustNewConstMetric(m.callerOldest, prometheus.GaugeValue, max(now.Sub(q.Oldest).Seconds(), 0), q.Caller)
 	}
 }

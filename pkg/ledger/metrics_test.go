@@ -27,7 +27,8 @@ func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 // Each scrape says the ledger's queues as they are now: a count and the oldest's age per
-// namespace, and no series for a namespace whose queue emptied.
+// namespace and per caller (over all its namespaces), and no series for a namespace or a
+// caller whose queue emptied.
 func TestQueueMetrics(t *testing.T) {
 	c := testingclock.NewFakeClock(t0.Add(100 * time.Second))
 	b := NewBook(time.Hour, c)
@@ -40,6 +41,8 @@ func TestQueueMetrics(t *testing.T) {
 	want := map[string]float64{
 		"asynchelm_queue_revisions{team-a}": 3, "asynchelm_queue_oldest_age_seconds{team-a}": 90,
 		"asynchelm_queue_revisions{team-b}": 1, "asynchelm_queue_oldest_age_seconds{team-b}": 5,
+		"asynchelm_queue_caller_revisions{u}": 3, "asynchelm_queue_caller_oldest_age_seconds{u}": 90,
+		"asynchelm_queue_caller_revisions{v}": 1, "asynchelm_queue_caller_oldest_age_seconds{v}": 70,
 	}
 	got := gathered(t, reg)
 	if len(got) != len(want) {
@@ -52,8 +55,10 @@ func TestQueueMetrics(t *testing.T) {
 	}
 	b.Consumed(consumed.LeaseName("b1"))
 	b.Consumed(consumed.LeaseName("a1"))
+	b.Consumed(consumed.LeaseName("a3"))
 	got = gathered(t, reg)
-	if len(got) != 2 || got["asynchelm_queue_revisions{team-a}"] != 2 || got["asynchelm_queue_oldest_age_seconds{team-a}"] != 80 {
-		t.Fatalf("after b1 and a1 were consumed: %v", got)
+	if len(got) != 4 || got["asynchelm_queue_revisions{team-a}"] != 1 || got["asynchelm_queue_oldest_age_seconds{team-a}"] != 80 ||
+		got["asynchelm_queue_caller_revisions{u}"] != 1 || got["asynchelm_queue_caller_oldest_age_seconds{u}"] != 80 {
+		t.Fatalf("after b1, a1 and a3 were consumed: %v", got)
 	}
 }

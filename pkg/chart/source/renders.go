@@ -41,6 +41,9 @@ func (c RouteSettings) RenderSlots() *RenderSlots {
 	return NewRenderSlots(n, wait)
 }
 
+// Stats are what each tenant holds of the render slots and waits for (submit's metrics).
+func (r *RenderSlots) Stats() []fairqueue.FlowStats { return r.slots.Stats() }
+
 // Take waits for a slot of t's share until ctx ends or the wait bound passes
 // (ErrRendersBusy).
 func (r *RenderSlots) Take(ctx context.Context, t Tenant) (release func(), err error) {

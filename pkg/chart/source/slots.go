@@ -27,6 +27,9 @@ func NewFetchSlots(total int) *FetchSlots {
 	return &FetchSlots{q: fairqueue.New(total, fairqueue.Options{Limit: func(Tenant) int { return total - 1 }})}
 }
 
+// Stats are what each tenant holds of the fetch slots and waits for (submit's metrics).
+func (f *FetchSlots) Stats() []fairqueue.FlowStats { return f.q.Stats() }
+
 // Acquire waits until ctx ends for a slot of t's share.
 func (f *FetchSlots) Acquire(ctx context.Context, t Tenant) (release func(), err error) {
 	seat, err := f.q.Acquire(ctx, t)

@@ -1,0 +1,52 @@
+package fairqueue
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Pool names a pool whose flows Metrics exports; Stats is read at each scrape (a Queue's
+// Stats, or a wrapper's).
+type Pool struct {
+	Name  string
+	Stats func() []FlowStats
+}
+
+// Metrics exports what each tenant has of some pools (docs/design.md, "Tenants and shares"):
+// per pool, namespace and caller, the work waiting, the longest wait and the slots held.
+// It is a collector read at each scrape, so a tenant that neither holds nor waits leaves no
+// series behind. The callers and namespaces it names are every tenant's: serve it only to
+// an authorized scraper (pkg/function's MetricsGuard).
+type Metrics struct {
+	pools                []Pool
+	queued, oldest, held *prometheus.Desc
+}
+
+// NewMetrics describes the metrics <prefix>_queued, <prefix>_oldest_wait_seconds and
+// <prefix>_held of pools, labelled pool, namespace and caller.
+func NewMetrics(prefix string, pools ...Pool) *Metrics {
+	labels := []string{"pool", "namespace", "caller"}
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prefix+"_"+name, help, labels, nil)
+	}
+	return &Metrics{pools: pools,
+		queued: desc("queued", "Work waiting for a slot of the pool, per tenant."),
+		oldest: desc("oldest_wait_seconds", "How long the tenant's longest waiting work has waited for a slot of the pool."),
+		held:   desc("held", "Slots of the pool the tenant holds."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.queued
+	ch <- m.oldest
+	ch <- m.held
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range m.pools {
+		for _, f := range p.Stats() {
+			ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(f.Queued), p.Name, f.Namespace, f.Caller)
+			ch <- prometheus.MustNewConstMetric(m.oldest, prometheus.GaugeValue, f.OldestWait.Seconds(), p.Name, f.Namespace, f.Caller)
+			ch <- prometheus.MustNewConstMetric(m.held, prometheus.GaugeValue, float64(f.Held), p.Name, f.Namespace, f.Caller)
+		}
+	}
+}
