@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/satoken"
+	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
 // fairnessEvery is how often tenant B installs while A's burst drains (issue 43).
@@ -35,6 +37,8 @@ const fairnessRounds = 2
 // >= 0.9x), A's and B's together against A alone (shown: whether capacity was lost or
 // went to B), and B's time-to-201 during the burst against B alone.
 func (b *bench) fairnessSection(ctx context.Context) error {
+	var tenants []string
+	defer func() { b.forgetConsumed(tenants...) }() // last: once the stack has stopped
 	nsA, st, done, err := b.stackIn(ctx, "fair", stackOptions{})
 	if err != nil {
 		return err
@@ -45,6 +49,7 @@ func (b *bench) fairnessSection(ctx context.Context) error {
 		return err
 	}
 	defer cleanupB()
+	tenants = []string{nsA, nsB}
 	tokenB, err := b.editorToken(ctx, nsB, "tenant-b")
 	if err != nil {
 		return err
@@ -320,4 +325,28 @@ func (b *bench) editorToken(ctx context.Context, ns, sa string) (string, error) 
 		return "", err
 	}
 	return token, b.waitAllowed(ctx, ns, fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa))
+}
+
+// forgetConsumed deletes the consumed records (Leases in async-helm's own namespace) of the
+// requests made in namespaces: nothing prunes them once the section's notifier is stopped,
+// and the shared cluster keeps them otherwise.
+func (b *bench) forgetConsumed(namespaces ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leases := b.cl.Typed.CoordinationV1().Leases(testcluster.OwnNamespace)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: consumed.Label})
+	if err != nil {
+		b.logf("  consumed records not deleted: %v", err)
+		return
+	}
+	deleted := 0
+	for _, l := range list.Items {
+		// The record's namespace annotation (pkg/release/consumed).
+		if slices.Contains(namespaces, l.Annotations["async-helm.io/namespace"]) {
+			if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err == nil {
+				deleted++
+			}
+		}
+	}
+	b.logf("  deleted %d consumed records of %s", deleted, strings.Join(namespaces, ", "))
 }
