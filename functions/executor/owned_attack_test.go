@@ -30,7 +30,7 @@ func TestRewrittenRecordDeletesOnlyWhatTheReleaseOwns(t *testing.T) {
 		r := newRig(t, Config{HelmEngine: string(engine)})
 		ns, other := cluster.Namespace(t), cluster.Namespace(t)
 		victims := plantVictims(t, ns, other)
-		admin := events.Caller{User: operator.User, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operator.Namespace, "system:authenticated"}}
+		admin := operatorCaller()
 		run := func(a events.Action, want helmrelease.Status) {
 			t.Helper()
 			a.Caller = admin
@@ -78,6 +78,12 @@ func TestRewrittenRecordDeletesOnlyWhatTheReleaseOwns(t *testing.T) {
 			t.Errorf("the uninstall kept the release's own Deployment: %v", err)
 		}
 	})
+}
+
+// operatorCaller is an identity whose rights come from RBAC (cluster-admin), as an admin's
+// request carries it.
+func operatorCaller() events.Caller {
+	return events.Caller{User: operator.User, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operator.Namespace, "system:authenticated"}}
 }
 
 // victims are objects a tenant of ns may not edit.
@@ -133,6 +139,17 @@ func ownedConfigMap(t *testing.T, ns, name string) string {
 // the named ConfigMaps of ns).
 func listVictims(t *testing.T, ns, name string, rev int, v victims, configMaps ...string) {
 	t.Helper()
+	rewriteRecord(t, ns, name, rev, func(rel *helmrelease.Release) {
+		rel.Manifest += v.manifest()
+		for _, cm := range configMaps {
+			rel.Manifest += "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + cm + "\n"
+		}
+	})
+}
+
+// rewriteRecord is a namespace editor changing revision rev of ns/name in place.
+func rewriteRecord(t *testing.T, ns, name string, rev int, change func(*helmrelease.Release)) {
+	t.Helper()
 	ctx := context.Background()
 	secrets := cluster.Client.CoreV1().Secrets(ns)
 	sec, err := secrets.Get(ctx, release.SecretName(name, rev), metav1.GetOptions{})
@@ -143,10 +160,7 @@ func listVictims(t *testing.T, ns, name string, rev int, v victims, configMaps .
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel.Manifest += v.manifest()
-	for _, cm := range configMaps {
-		rel.Manifest += "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + cm + "\n"
-	}
+	change(rel)
 	if sec.Data["release"], err = release.EncodeRelease(rel); err != nil {
 		t.Fatal(err)
 	}

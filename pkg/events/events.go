@@ -115,6 +115,11 @@ type Action struct {
 	// under this payload's signature. Absent in older events.
 	RollbackPin *release.Pin `json:"rollbackPin,omitempty"`
 
+	// ValuesPin is the record an upgrade that reuses values takes them from (its revision
+	// and release.ConfigDigest), pinned by submit under this payload's signature: the
+	// executor runs the upgrade only with those values. Absent in older events.
+	ValuesPin *release.Pin `json:"valuesPin,omitempty"`
+
 	// Attempt is not part of the payload: the executor sets it ("2 of 4") on the action of
 	// each attempt of a request with retries, for its progress.
 	Attempt string `json:"-"`

@@ -101,7 +101,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		ReuseValues: a.Options.ReuseValues, Annotate: recordValuesFrom(a),
 		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
 		Atomic: a.Options.Atomic, Description: a.Options.Description,
-		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo, RollbackPin: a.RollbackPin,
+		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo, RollbackPin: a.RollbackPin, ValuesPin: a.ValuesPin,
 		RenderTimeout: s.RenderTimeout, Replace: act.attempt > 1, // a retry installs over the failed attempt
 		ServerSide: a.Options.ServerSide, ForceConflicts: a.Options.ForceConflicts,
 	}

@@ -44,6 +44,9 @@ type Request struct {
 	// RollbackPin, on a rollback or an atomic upgrade, is the only record its rollback may
 	// restore (withRollbackPin).
 	RollbackPin *release.Pin
+	// ValuesPin, on an upgrade, pins the values it may reuse (release.Pin.CheckValues):
+	// nil runs with whatever the record holds (events of an older submit).
+	ValuesPin *release.Pin
 	// RenderTimeout bounds how long Helm may take to render the templates (0: no bound).
 	RenderTimeout time.Duration
 	// Replace (installs): install over a release whose latest revision failed, as

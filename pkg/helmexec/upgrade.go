@@ -51,7 +51,10 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, checkAdopted(adopter, err)
 	}
 	u := newUpgrade(cfg, req)
-	values := upgradeValues(cfg, req.Name, req.Values, req.ReuseValues)
+	values, err := upgradeValues(cfg, req)
+	if err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
 	if err := f.preflight(ctx, req, fence, ch, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
@@ -73,5 +76,8 @@ func newUpgrade(cfg *action.Configuration, req Request) *action.Upgrade {
 	u.Description = req.Description
 	u.Labels = req.Labels
 	u.MaxHistory = req.MaxHistory
+	// upgradeValues gave Helm the values to run, reused ones included: Helm must not read
+	// the record again for values of its own.
+	u.ResetValues = true
 	return u
 }

@@ -107,7 +107,10 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, err
 	}
-	values := upgradeValuesV4(cfg, req.Name, req.Values)
+	values, err := upgradeValuesV4(cfg, req)
+	if err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
 	if err := f.preflight(ctx, req, fence, ch3, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
@@ -115,6 +118,7 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	u.Namespace, u.Timeout, u.WaitStrategy, u.WaitForJobs = req.Namespace, req.Timeout, waitStrategy(req), req.WaitForJobs
 	u.RollbackOnFailure = req.Atomic
 	u.Description, u.Labels, u.MaxHistory = req.Description, req.Labels, req.MaxHistory
+	u.ResetValues = true // values holds the reused ones (upgradeValuesV4)
 	u.ServerSideApply = serverSideOf(req)
 	u.ForceConflicts = req.ForceConflicts && u.ServerSideApply != "false"
 	u.SkipSchemaValidation = true // checked above, within bounds
@@ -168,27 +172,33 @@ func upgradeChartV4(cfg *action4.Configuration, req Request) (*chart.Chart, *cha
 }
 
 // upgradeValuesV4 is upgradeValues on Helm v4's storage.
-func upgradeValuesV4(cfg *action4.Configuration, name string, values map[string]any) map[string]any {
-	if len(values) > 0 {
-		return values
+func upgradeValuesV4(cfg *action4.Configuration, req Request) (map[string]any, error) {
+	if len(req.Values) > 0 && !req.ReuseValues {
+		return req.Values, nil
 	}
+	current, err := lastValuesOfV4(cfg, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return reusedValues(req, current)
+}
+
+// lastValuesOfV4 is lastValuesOf on Helm v4's storage, as Helm v3's release (nil: none).
+func lastValuesOfV4(cfg *action4.Configuration, name string) (*helmrelease.Release, error) {
 	last, err := latestV4(cfg.Releases.Last(name))
 	if err != nil || last.Info == nil {
-		return values // Helm fails the same way
+		return nil, nil // Helm fails the same way
 	}
 	current := last
 	if last.Info.Status != common4.StatusDeployed {
 		if current, err = latestV4(cfg.Releases.Deployed(name)); err != nil {
 			if last.Info.Status != common4.StatusFailed && last.Info.Status != common4.StatusSuperseded {
-				return values
+				return nil, nil
 			}
 			current = last
 		}
 	}
-	if len(current.Config) > 0 {
-		return current.Config
-	}
-	return values
+	return releaseV3(current)
 }
 
 func latestV4(rel releasei4.Releaser, err error) (*release4.Release, error) {

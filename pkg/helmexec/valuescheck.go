@@ -189,20 +189,31 @@ func (f *Factory) checkValues(ctx context.Context, ch *chart.Chart, values map[s
 
 // upgradeValues are the values Helm's upgrade runs with: the request's, or when it has none,
 // those of the release it upgrades, found as Helm finds it; with reuse, those under the
-// request's (as `helm upgrade --reuse-values`). Handing them to Helm makes the values
-// checked the values run.
-func upgradeValues(cfg *action.Configuration, name string, values map[string]any, reuse bool) map[string]any {
-	if len(values) > 0 && !reuse {
-		return values
+// request's (as `helm upgrade --reuse-values`). Handing them to Helm (with its own reuse
+// off) makes the values checked the values run, and the record read once, against the
+// request's ValuesPin.
+func upgradeValues(cfg *action.Configuration, req Request) (map[string]any, error) {
+	if len(req.Values) > 0 && !req.ReuseValues {
+		return req.Values, nil
 	}
-	current := lastValuesOf(cfg, name)
+	return reusedValues(req, lastValuesOf(cfg, req.Name))
+}
+
+// reusedValues are the request's values over current's, once current is checked against
+// the pin submit took of them.
+func reusedValues(req Request, current *helmrelease.Release) (map[string]any, error) {
+	if req.ValuesPin != nil {
+		if err := req.ValuesPin.CheckValues(current); err != nil {
+			return nil, fmt.Errorf("upgrade %s/%s revision %d refused: %w", req.Namespace, req.Name, req.Revision, err)
+		}
+	}
 	switch {
 	case current == nil || len(current.Config) == 0:
-		return values
-	case len(values) == 0:
-		return current.Config
+		return req.Values, nil
+	case len(req.Values) == 0:
+		return current.Config, nil
 	}
-	return chartutil.CoalesceTables(values, current.Config)
+	return chartutil.CoalesceTables(req.Values, current.Config), nil
 }
 
 // lastValuesOf is the release whose values an upgrade without values reuses (nil: none).

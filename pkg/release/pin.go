@@ -88,3 +88,50 @@ func RecordDigest(rel *helmrelease.Release) (string, error) {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
+
+// ErrValuesRewritten: the values an upgrade would reuse are not those of the record submit
+// read when it accepted the upgrade (records are the tenant's to rewrite).
+var ErrValuesRewritten = errors.New("the values the upgrade reuses changed since the request was accepted")
+
+// ValuesPinOf pins the values an upgrade that reuses them takes from base (nil: none):
+// its revision and ConfigDigest. Pin.CheckValues checks them.
+func ValuesPinOf(base *helmrelease.Release) (*Pin, error) {
+	d, err := ConfigDigest(base)
+	if err != nil || base == nil {
+		return &Pin{}, err
+	}
+	return &Pin{Revision: base.Version, Digest: d}, nil
+}
+
+// CheckValues refuses rel as the record whose values an upgrade reuses unless they are
+// the pinned ones: only the values count, so no record and a record without values are
+// alike (nothing is reused), and so are two revisions with the same values.
+func (p *Pin) CheckValues(rel *helmrelease.Release) error {
+	got, err := ConfigDigest(rel)
+	if err != nil || got == p.Digest {
+		return err
+	}
+	what := "no revision holds values"
+	if rel != nil {
+		what = fmt.Sprintf("revision %d holds values %s", rel.Version, got)
+	}
+	want := "none"
+	if p.Digest != "" {
+		want = fmt.Sprintf("%s of revision %d", p.Digest, p.Revision)
+	}
+	return fmt.Errorf("%w: %s, accepted %s", ErrValuesRewritten, what, want)
+}
+
+// ConfigDigest identifies the values an upgrade reuses from rel: sha256 of its config, ""
+// when it holds none (nil rel too).
+func ConfigDigest(rel *helmrelease.Release) (string, error) {
+	if rel == nil || len(rel.Config) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(rel.Config)
+	if err != nil {
+		return "", fmt.Errorf("encode the values of revision %d: %w", rel.Version, err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}

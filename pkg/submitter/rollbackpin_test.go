@@ -41,11 +41,7 @@ func TestAcceptedRollbacksPinTheirTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, ev := range e.sender.sent {
-		a, err := events.ParseAccepted(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, a := range e.sentActions() {
 		switch got := a.RollbackPin; {
 		case pins[i] == nil && got != nil, pins[i] != nil && (got == nil || *got != *pins[i]):
 			t.Errorf("request %d (%s) pinned %+v, want %+v", i, a.Action, got, pins[i])
@@ -60,4 +56,50 @@ func (e *env) rev(name string, v int) *helmrelease.Release {
 		e.t.Fatal(err)
 	}
 	return rel
+}
+
+// An accepted upgrade that may reuse values carries, under submit's signature, the digest
+// of the values of the revision it starts from (the executor reuses only those); one that
+// gives its own values without reuse carries none, and a first install's none.
+func TestAcceptedUpgradesPinTheValuesTheyReuse(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("web", 1, helmrelease.StatusSuperseded)
+	e.deploy("web", 2, helmrelease.StatusDeployed)
+	e.deploy("api", 1, helmrelease.StatusDeployed)
+	e.deploy("db", 1, helmrelease.StatusDeployed)
+	base, err := release.ValuesPinOf(e.rev("web", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api1, _ := release.ValuesPinOf(e.rev("api", 1))
+	pins := []*release.Pin{base, api1, nil}
+	for _, req := range []api.ReleaseRequest{
+		{Name: "web", Namespace: "ns"},
+		{Name: "api", Namespace: "ns", ReuseValues: true, Values: map[string]any{"a": 1}},
+		{Name: "db", Namespace: "ns", Values: map[string]any{"a": 1}},
+	} {
+		if _, err := e.svc.Submit(ctx(t), release.ActionUpgrade, req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, a := range e.sentActions() {
+		switch got := a.ValuesPin; {
+		case pins[i] == nil && got != nil, pins[i] != nil && (got == nil || *got != *pins[i] || got.Digest == ""):
+			t.Errorf("request %d (%s) pinned values %+v, want %+v", i, a.Name, got, pins[i])
+		}
+	}
+}
+
+// sentActions are the payloads of the events sent so far.
+func (e *env) sentActions() []events.Action {
+	e.t.Helper()
+	var out []events.Action
+	for _, ev := range e.sender.sent {
+		a, err := events.ParseAccepted(ev)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
 }

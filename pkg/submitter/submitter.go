@@ -280,11 +280,15 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err != nil {
 		return nil, err
 	}
+	valuesPin, err := reusedValuesPin(action, req, vals, base)
+	if err != nil {
+		return nil, err
+	}
 	id := s.newID()
 	// The signed event is built first and stored in the reservation: the reservation is the
 	// durable record of the work, the event only its wake-up call (docs/design.md).
 	act := acceptedAction(action, req, rev, ref, vals, digest)
-	act.Caller, act.RequestID, act.RollbackPin = caller, id, pin
+	act.Caller, act.RequestID, act.RollbackPin, act.ValuesPin = caller, id, pin, valuesPin
 	ev, stored, err := s.signed(act)
 	if err != nil {
 		return nil, err
@@ -308,7 +312,7 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 }
 
 // acceptedAction is the accepted event's action of a validated install or upgrade request
-// for revision rev, without its caller, request id and rollback pin.
+// for revision rev, without its caller, request id and pins.
 func acceptedAction(action release.Action, req api.ReleaseRequest, rev int, ref chartref.Ref, vals requestValues, digest string) events.Action {
 	timeout, _ := req.ParsedTimeout() // validated by Submit
 	return events.Action{
@@ -345,6 +349,16 @@ func rollbackPin(action release.Action, req api.ReleaseRequest, base *helmreleas
 		return &release.Pin{}, nil
 	}
 	return release.PinOf(base)
+}
+
+// reusedValuesPin pins the values an upgrade may reuse (none given, reuse_values, or the
+// values_from its base recorded): those of base, the record the executor takes them from.
+// Nil for requests that reuse none.
+func reusedValuesPin(action release.Action, req api.ReleaseRequest, vals requestValues, base *helmrelease.Release) (*release.Pin, error) {
+	if action != release.ActionUpgrade || (len(req.Values) > 0 && !vals.reuse) {
+		return nil, nil
+	}
+	return release.ValuesPinOf(base)
 }
 
 // chart returns the requested chart (shared, read-only), or for an upgrade that names
