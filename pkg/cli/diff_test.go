@@ -83,7 +83,7 @@ func diffSubmit(t *testing.T, last *api.DiffRequest) *httptest.Server {
 }
 
 // runDiff runs oc-helm with args against srv and returns its output and error.
-func runDiff(srv *httptest.Server, args string) (string, error) {
+func runOcHelm(srv *httptest.Server, args string) (string, error) {
 	var out bytes.Buffer
 	root := NewRootCmd(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	root.SetArgs(append(strings.Fields(args), "--server", srv.URL, "-n", "team", "--kubeconfig", os.DevNull))
@@ -103,7 +103,7 @@ func TestDiffOutput(t *testing.T) {
 		{"no changes", "diff upgrade same", "diff-none.txt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := runDiff(srv, tc.args)
+			out, err := runOcHelm(srv, tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 	if err := os.WriteFile(values, []byte("replicas: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runDiff(srv, "diff upgrade web openshift/tiny --version 0.2.0 -f "+values+
+	if _, err := runOcHelm(srv, "diff upgrade web openshift/tiny --version 0.2.0 -f "+values+
 		" --set image=web:2 --values-from secret/db:pw.yaml --reuse-values --context 2"); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 	if !reflect.DeepEqual(last, want) {
 		t.Errorf("request %+v\nwant %+v", last, want)
 	}
-	if _, err := runDiff(srv, "diff rollback web 3"); err != nil || last.Action != "rollback" || last.Version != 3 {
+	if _, err := runOcHelm(srv, "diff rollback web 3"); err != nil || last.Action != "rollback" || last.Version != 3 {
 		t.Errorf("rollback: %v, request %+v", err, last)
 	}
 }
@@ -147,18 +147,18 @@ func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 func TestDiffDetailedExitCode(t *testing.T) {
 	var last api.DiffRequest
 	srv := diffSubmit(t, &last)
-	out, err := runDiff(srv, "diff upgrade web --detailed-exitcode")
+	out, err := runOcHelm(srv, "diff upgrade web --detailed-exitcode")
 	var exit *ExitError
 	if !errors.As(err, &exit) || exit.Code != 2 || !strings.Contains(out, "has changed") {
 		t.Errorf("changes: %v, output %q", err, out)
 	}
-	if _, err := runDiff(srv, "diff upgrade same --detailed-exitcode"); err != nil {
+	if _, err := runOcHelm(srv, "diff upgrade same --detailed-exitcode"); err != nil {
 		t.Errorf("no changes: %v", err)
 	}
-	if _, err := runDiff(srv, "diff upgrade ghost --detailed-exitcode"); err == nil || errors.As(err, &exit) || !strings.Contains(err.Error(), "not found") {
+	if _, err := runOcHelm(srv, "diff upgrade ghost --detailed-exitcode"); err == nil || errors.As(err, &exit) || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("no release: %v", err)
 	}
-	if _, err := runDiff(srv, "diff upgrade web -o table"); err == nil || !strings.Contains(err.Error(), "want diff, json or yaml") {
+	if _, err := runOcHelm(srv, "diff upgrade web -o table"); err == nil || !strings.Contains(err.Error(), "want diff, json or yaml") {
 		t.Errorf("bad output: %v", err)
 	}
 }

@@ -39,6 +39,7 @@ type ActionOptions struct {
 	// sent as references: the values stay in the cluster. ReuseValues: --reuse-values.
 	ValuesFrom  []string
 	ReuseValues bool
+	ApplyFlags
 
 	target
 	refs []valuesfrom.Ref
@@ -92,6 +93,7 @@ func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
 	f.IntVar(&o.Retries, "retries", o.Retries, "attempts after a failed action, each a new revision (0 to 10)")
 	f.StringVar(&o.Remediation, "remediation", o.Remediation, "after the last failed attempt: rollback (upgrade) or uninstall")
+	o.addApplyFlags(cmd)
 }
 
 // addChartFlags are the chart's version and the values (install, upgrade, diff).
@@ -158,6 +160,9 @@ func (o *ActionOptions) Validate() error {
 	if err := checkOutput(o.Output); err != nil {
 		return err
 	}
+	if err := o.validateApply(); err != nil {
+		return err
+	}
 	return o.validateSubmit()
 }
 
@@ -172,7 +177,8 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 		// The release itself waits for its resources when the user asks to wait for it.
 		Wait: o.Wait || o.Atomic, WaitForJobs: o.WaitForJobs, Atomic: o.Atomic, Description: o.Description,
 		Retries: o.Retries, Remediation: o.Remediation, Supersede: o.Supersede,
-		ValuesFrom: o.refs, ReuseValues: o.ReuseValues}
+		ValuesFrom: o.refs, ReuseValues: o.ReuseValues,
+		ServerSide: api.ServerSide(o.ServerSide), ForceConflicts: o.ForceConflicts}
 	send := o.submit.Upgrade
 	if o.action == release.ActionInstall {
 		send = o.submit.Install

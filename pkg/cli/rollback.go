@@ -25,6 +25,7 @@ type RollbackOptions struct {
 	Description string
 	Output      string
 	Supersede   bool
+	ApplyFlags
 
 	target
 }
@@ -50,6 +51,7 @@ func NewCmdRollback(g *Globals) *cobra.Command {
 	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
 	f.BoolVar(&o.Supersede, "supersede", o.Supersede, supersedeUsage)
+	o.addApplyFlags(cmd)
 	return cmd
 }
 
@@ -79,6 +81,9 @@ func (o *RollbackOptions) Validate() error {
 	if err := checkOutput(o.Output); err != nil {
 		return err
 	}
+	if err := o.validateApply(); err != nil {
+		return err
+	}
 	return o.validateSubmit()
 }
 
@@ -89,7 +94,7 @@ func (o *RollbackOptions) Run(ctx context.Context) error {
 	}
 	req := api.RollbackRequest{Name: o.Name, Namespace: o.ns, Version: o.Revision,
 		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description,
-		Supersede: o.Supersede}
+		Supersede: o.Supersede, ServerSide: api.ServerSide(o.ServerSide), ForceConflicts: o.ForceConflicts}
 	sec, err := o.submit.Rollback(ctx, req)
 	if err != nil {
 		return err
