@@ -88,17 +88,19 @@ func operatorCaller() events.Caller {
 
 // victims are objects a tenant of ns may not edit.
 type victims struct {
-	clusterRole, otherNS string
+	clusterRole, hidden, otherNS string
 }
 
 func plantVictims(t *testing.T, ns, other string) victims {
 	t.Helper()
 	ctx := context.Background()
-	v := victims{clusterRole: ns + "-victim", otherNS: other}
-	if _, err := cluster.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: v.clusterRole}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	v := victims{clusterRole: ns + "-victim", hidden: ns + "-hidden", otherNS: other}
+	for _, name := range []string{v.clusterRole, v.hidden} {
+		if _, err := cluster.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cluster.Client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{}) })
 	}
-	t.Cleanup(func() { _ = cluster.Client.RbacV1().ClusterRoles().Delete(ctx, v.clusterRole, metav1.DeleteOptions{}) })
 	// Owned by the release of the same name in the other namespace.
 	if _, err := cluster.Client.CoreV1().ConfigMaps(other).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "victim",
 		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
@@ -108,16 +110,23 @@ func plantVictims(t *testing.T, ns, other string) victims {
 	return v
 }
 
+// manifest lists the victims; hidden as a hook whose annotation Helm's sorter does not see
+// (annotationſ folds onto annotations there and its null comes last) but the built
+// object carries.
 func (v victims) manifest() string {
 	return "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + v.clusterRole +
+		"\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + v.hidden +
+		"\n  annotations:\n    helm.sh/hook: pre-install\n  annotation\u017f: null" +
 		"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: victim\n  namespace: " + v.otherNS + "\n"
 }
 
 func (v victims) stillThere(t *testing.T, after string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, v.clusterRole, metav1.GetOptions{}); err != nil {
-		t.Errorf("after %s, ClusterRole %s: %v", after, v.clusterRole, err)
+	for _, name := range []string{v.clusterRole, v.hidden} {
+		if _, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("after %s, ClusterRole %s: %v", after, name, err)
+		}
 	}
 	if _, err := cluster.Client.CoreV1().ConfigMaps(v.otherNS).Get(ctx, "victim", metav1.GetOptions{}); err != nil {
 		t.Errorf("after %s, ConfigMap %s/victim: %v", after, v.otherNS, err)

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,11 +34,26 @@ const (
 const LogKeptUnowned = "kept %s %q in namespace %q: %s"
 
 // owner is the release an action acts on.
-type owner struct{ name, namespace string }
+type owner struct {
+	name, namespace string
+	// recordHooks: the action's hooks come from the release's record (an uninstall), not
+	// from the requested chart or the pinned record.
+	recordHooks bool
+	created     *createdObjects
+}
 
 // ownedBy makes the action's kube client delete only what the release owns.
 func ownedBy(req Request) Option {
-	return func(o *configOptions) { o.owner = &owner{name: req.Name, namespace: req.Namespace} }
+	return func(o *configOptions) {
+		o.owner = &owner{name: req.Name, namespace: req.Namespace, created: &createdObjects{}}
+	}
+}
+
+// ownedByRecordHooks is ownedBy for an action whose hooks come from the release's record.
+func ownedByRecordHooks(req Request) Option {
+	return func(o *configOptions) {
+		o.owner = &owner{name: req.Name, namespace: req.Namespace, recordHooks: true, created: &createdObjects{}}
+	}
 }
 
 // liveGetter reads an object as it is now, with the action's identity.
@@ -79,27 +96,28 @@ func (w owner) judge(annotations map[string]string, err error) (verdict, string)
 	return deleteIt, ""
 }
 
-// ownedOf is what of infos may be deleted; the rest is logged as kept. A hook's objects
-// pass when hooks may (their manifest is the chart's or the pinned record's).
+// ownedOf is what of infos may be deleted; the rest is logged as kept. With hooks (a
+// delete, not an update), an object the release does not own may still go as a hook.
 func (w owner) ownedOf(infos []*resource.Info, hooks bool, get liveGetter, log func(string, ...any)) []*resource.Info {
 	var out []*resource.Info
 	for _, info := range infos {
 		if info == nil {
 			continue
 		}
-		if hooks && isHook(kube.ResourceList{info}) {
-			out = append(out, info)
-			continue
-		}
 		live, err := get(info)
+		var m metav1.Object
+		if err == nil {
+			m, err = meta.Accessor(live)
+		}
 		var annotations map[string]string
 		if err == nil {
-			var m metav1.Object
-			if m, err = meta.Accessor(live); err == nil {
-				annotations = m.GetAnnotations()
-			}
+			annotations = m.GetAnnotations()
 		}
-		switch v, why := w.judge(annotations, err); v {
+		v, why := w.judge(annotations, err)
+		if v == keep && err == nil && hooks {
+			v, why = w.judgeHook(info, m, why)
+		}
+		switch v {
 		case deleteIt:
 			out = append(out, info)
 		case keep:
@@ -107,6 +125,64 @@ func (w owner) ownedOf(infos []*resource.Info, hooks bool, get liveGetter, log f
 		}
 	}
 	return out
+}
+
+// judgeHook decides an object the release does not own that Helm deletes as a hook (a
+// delete policy). The manifest cannot vouch for it: Helm's sorter reads annotations
+// case-insensitively and the built object exactly, so a record can hide the hook
+// annotation from the sorter yet carry it into the delete. Only the live object counts,
+// and Helm writes helm.sh/hook on every hook it creates. An uninstall's hooks come from a
+// record: there a hook outside the release's namespace goes only if this action created
+// it, since such a leftover may be another release's (in the namespace, the tenant could
+// delete it anyway).
+func (w owner) judgeHook(info *resource.Info, live metav1.Object, why string) (verdict, string) {
+	if _, ok := live.GetAnnotations()[helmrelease.HookAnnotation]; !ok {
+		return keep, why
+	}
+	if !w.recordHooks || live.GetNamespace() == w.namespace || w.created.has(info) {
+		return deleteIt, ""
+	}
+	return keep, fmt.Sprintf("a hook outside namespace %s this uninstall did not create", w.namespace)
+}
+
+// createdObjects are the objects an action created (its hooks), by group, kind, namespace
+// and name.
+type createdObjects struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func objectKey(info *resource.Info) string {
+	gk := ""
+	if info.Mapping != nil {
+		gk = info.Mapping.GroupVersionKind.GroupKind().String()
+	}
+	return gk + "/" + info.Namespace + "/" + info.Name
+}
+
+func (c *createdObjects) add(infos []*resource.Info) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys = map[string]bool{}
+	}
+	for _, info := range infos {
+		if info != nil {
+			c.keys[objectKey(info)] = true
+		}
+	}
+}
+
+func (c *createdObjects) has(info *resource.Info) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keys[objectKey(info)]
 }
 
 // deletable is original without the objects an update would delete (those target lacks)
@@ -143,6 +219,12 @@ type ownedKube struct {
 	owner owner
 	live  liveGetter
 	log   func(string, ...any)
+}
+
+// Create remembers what the action created: its hooks may be deleted (judgeHook).
+func (k ownedKube) Create(r kube.ResourceList) (*kube.Result, error) {
+	k.owner.created.add(r)
+	return k.Interface.Create(r)
 }
 
 func (k ownedKube) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {

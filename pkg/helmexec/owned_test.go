@@ -83,15 +83,37 @@ kind: ConfigMap
 metadata:
   name: gone
   namespace: ns
+` + smuggledHooks
+
+// smuggledHooks hide the hook annotation from Helm's sorter (annotationſ folds onto
+// annotations there, and its null comes last) while the built objects carry it.
+const smuggledHooks = `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: hidden
+  annotations:
+    helm.sh/hook: pre-install
+  annotationſ: null
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: leftover
+  annotations:
+    helm.sh/hook: pre-install
+  annotationſ: null
 `
 
 // liveObjects is the cluster the test's kube clients see: web and old owned by ns/web,
-// the ClusterRole unannotated, coredns owned by another release, gone absent.
+// the ClusterRoles victim and hidden unannotated, leftover a hook another action left,
+// coredns owned by another release, gone absent.
 func liveObjects(info *resource.Info) (runtime.Object, error) {
 	owned := map[string]string{annoReleaseName: "web", annoReleaseNamespace: "ns"}
 	annos := map[string]map[string]string{
-		"ConfigMap/web": owned, "ConfigMap/old": owned, "ClusterRole/victim": nil,
-		"Deployment/coredns": {annoReleaseName: "dns", annoReleaseNamespace: "kube-system"},
+		"ConfigMap/web": owned, "ConfigMap/old": owned, "ClusterRole/victim": nil, "ClusterRole/hidden": nil,
+		"ClusterRole/leftover": {helmrelease.HookAnnotation: "pre-install"},
+		"Deployment/coredns":   {annoReleaseName: "dns", annoReleaseNamespace: "kube-system"},
 	}
 	a, ok := annos[info.Mapping.GroupVersionKind.Kind+"/"+info.Name]
 	if !ok {
@@ -99,6 +121,7 @@ func liveObjects(info *resource.Info) (runtime.Object, error) {
 	}
 	u := &unstructured.Unstructured{}
 	u.SetAnnotations(a)
+	u.SetNamespace(info.Namespace)
 	return u, nil
 }
 
@@ -244,5 +267,49 @@ func TestDeletesOnlyWhatTheReleaseOwns(t *testing.T) {
 			_, err := f.Uninstall(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Timeout: time.Minute}, opts...)
 			return err
 		}, owned)
+	}
+}
+
+// A delete passes an object the release does not own only if its live copy is a hook;
+// an uninstall's (hooks from the record) only in the release's namespace or if it created it.
+func TestHooksAreJudgedLive(t *testing.T) {
+	hook := map[string]string{helmrelease.HookAnnotation: "pre-delete"}
+	for _, tc := range []struct {
+		name              string
+		namespace         string
+		manifest, live    map[string]string
+		recordHooks, made bool
+		want              bool
+	}{
+		{"manifest says hook, live copy not", "", hook, nil, false, false, false},
+		{"manifest says hook, live copy not, uninstall", "ns", hook, nil, true, false, false},
+		{"live hook, cluster-scoped, chart's hooks", "", nil, hook, false, false, true},
+		{"live hook, cluster-scoped, record's hooks", "", hook, hook, true, false, false},
+		{"live hook, cluster-scoped, created by this uninstall", "", hook, hook, true, true, true},
+		{"live hook, another namespace, record's hooks", "victim", hook, hook, true, false, false},
+		{"live hook, the release's namespace, record's hooks", "ns", hook, hook, true, false, true},
+	} {
+		w := owner{name: "web", namespace: "ns", recordHooks: tc.recordHooks, created: &createdObjects{}}
+		gvk := schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}
+		manifest := &unstructured.Unstructured{}
+		manifest.SetAnnotations(tc.manifest)
+		info := &resource.Info{Name: "x", Namespace: tc.namespace, Object: manifest, Mapping: &meta.RESTMapping{GroupVersionKind: gvk}}
+		if tc.made {
+			w.created.add([]*resource.Info{info})
+		}
+		get := func(*resource.Info) (runtime.Object, error) {
+			u := &unstructured.Unstructured{}
+			u.SetAnnotations(tc.live)
+			u.SetNamespace(tc.namespace)
+			return u, nil
+		}
+		var kept []string
+		got := w.ownedOf([]*resource.Info{info}, true, get, func(f string, a ...any) { kept = append(kept, f) })
+		if (len(got) == 1) != tc.want || (len(kept) == 1) == tc.want {
+			t.Errorf("%s: deleted %v (kept %d), want %v", tc.name, len(got) == 1, len(kept), tc.want)
+		}
+		if got := w.ownedOf([]*resource.Info{info}, false, get, func(string, ...any) {}); len(got) != 0 {
+			t.Errorf("%s: an update deletes an unowned hook", tc.name)
+		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 // purged). Helm's Uninstall takes no context: ctx is checked before it starts, and Helm's
 // timeout bounds its waits once it runs.
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	opts = append(opts, ownedBy(req)) // records are the tenant's: delete only what the release owns
+	// Records are the tenant's: delete only what the release owns; the hooks are the record's.
+	opts = append(opts, ownedByRecordHooks(req))
 	if f.v4() {
 		return f.uninstallV4(ctx, req, opts)
 	}

@@ -49,6 +49,9 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 	} else {
 		k.log(progress.LogCreateRelease, len(r))
 	}
+	if k.owner != nil {
+		k.owner.created.add(r) // its hooks may be deleted (judgeHook)
+	}
 	err = k.call(func() error { res, err = k.Interface.Create(r, o...); return err })
 	return res, err
 }
