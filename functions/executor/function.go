@@ -63,7 +63,8 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	// A project repository's Secrets go out only for a caller who may read them (receive
 	// puts the caller into the context): one may appear under a chart URL while it queues.
-	charts.Repos = chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}
+	checked := chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}
+	charts.Repos, charts.Checker, charts.AuthSecrets = checked, checked, checked
 	engine, err := helmexec.ParseEngine(f.cfg.HelmEngine)
 	if err != nil {
 		return err
@@ -107,6 +108,9 @@ func (f *Function) Start(ctx context.Context) error {
 }
 
 // Handler serves CloudEvents on / and health on /healthz.
+// Drain has nothing to send once the server has stopped (function.Service).
+func (f *Function) Drain(context.Context) {}
+
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))

@@ -148,6 +148,9 @@ func (f *Function) election(cl *kube.Clients, pm *passMetrics) *sweeper.Election
 }
 
 // Handler serves health, and ApiServerSource events when not watching itself.
+// Drain has nothing to send once the server has stopped (function.Service).
+func (f *Function) Drain(context.Context) {}
+
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", function.Healthz(f.source))

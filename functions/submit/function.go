@@ -198,7 +198,7 @@ func (f *Function) openAuth(cl *kube.Clients) error {
 	return nil
 }
 
-// Drain sends the events queued behind their 201 before submit exits (function.Drainer).
+// Drain sends the events queued behind their 201 before submit exits (function.Service).
 func (f *Function) Drain(ctx context.Context) {
 	if f.handoff != nil {
 		f.handoff.Drain(ctx)

@@ -19,15 +19,12 @@ import (
 	"knative.dev/pkg/signals"
 )
 
-// Service is one function: Start opens its clients, Handler serves it.
+// Service is one function: Start opens its clients, Handler serves it, Drain finishes the
+// work left once it takes no more requests (submit's events sent behind their answers),
+// within what is left of SHUTDOWN_TIMEOUT.
 type Service interface {
 	Start(ctx context.Context) error
 	Handler() http.Handler
-}
-
-// Drainer is a Service with work to finish once it takes no more requests (submit's events
-// sent behind their answers); it gets what is left of SHUTDOWN_TIMEOUT.
-type Drainer interface {
 	Drain(ctx context.Context)
 }
 
@@ -113,9 +110,7 @@ func run(name string, cfg any, build func(*Runtime) (Service, error), start time
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	if d, ok := svc.(Drainer); ok {
-		d.Drain(shutdownCtx)
-	}
+	svc.Drain(shutdownCtx)
 	return nil
 }
 

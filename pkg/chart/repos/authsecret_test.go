@@ -96,5 +96,5 @@ func TestCallerCheckedReadsAuthSecretsAsTheCaller(t *testing.T) {
 	if len(as) != 2 || as[0] != "alice" || as[1] != "mallory" {
 		t.Errorf("impersonated %q", as)
 	}
-	var _ chartsource.AuthSecretReader = c // the executor's Source finds it through Repos
+	var _ chartsource.AuthSecretReader = c // the executor's Source.AuthSecrets
 }

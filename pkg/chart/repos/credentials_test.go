@@ -36,10 +36,11 @@ func callerSet(t *testing.T, callerKube *fake.Clientset) (*authServer, *chartsou
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: exfil.Certificate().Raw})
 	var asked []chartsource.Caller
 	s := startSetAnd(t, nil, nil, objs, []runtime.Object{cm("team", "ca", KeyCABundle, string(ca)), secretX("hunter2")}, func(s *Set) {
-		s.Source.Repos = CallerChecked{Set: s, AsCaller: func(c chartsource.Caller) (kubernetes.Interface, error) {
+		checked := CallerChecked{Set: s, AsCaller: func(c chartsource.Caller) (kubernetes.Interface, error) {
 			asked = append(asked, c)
 			return callerKube, nil
 		}}
+		s.Source.Repos, s.Source.Checker, s.Source.AuthSecrets = checked, checked, checked
 	})
 	return exfil, s.Source, &asked
 }
@@ -112,10 +113,11 @@ func TestExecutorFetchSendsAdministratorCredentials(t *testing.T) {
 	s := startSetAnd(t, map[string]string{"admin": srv.URL},
 		map[string]chartsource.Credentials{"admin": {Username: "ops", Password: "pw"}}, nil, nil, func(s *Set) {
 			s.Source.HTTP = srv.Client()
-			s.Source.Repos = CallerChecked{Set: s, AsCaller: func(chartsource.Caller) (kubernetes.Interface, error) {
+			checked := CallerChecked{Set: s, AsCaller: func(chartsource.Caller) (kubernetes.Interface, error) {
 				t.Error("an administrator's credentials were read as the caller")
 				return fake.NewSimpleClientset(), nil
 			}}
+			s.Source.Repos, s.Source.Checker = checked, checked
 		})
 	ctx := chartsource.WithCaller(context.Background(), alice)
 	if _, err := s.Source.Get(ctx, chartsource.Ref{URL: srv.URL + "/x.tgz", Namespace: "team"}); !errors.Is(err, chartsource.ErrNotFound) {

@@ -105,9 +105,11 @@ type Source struct {
 	// a flight of its own. Nil: MaxIndexFetches, made on first use (Slots).
 	IndexSlots *FetchSlots
 	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
-	// caller; when nil, Repos does if it is an AuthSecretReader; otherwise such a chart is
-	// refused.
+	// caller; when nil, such a chart is refused.
 	AuthSecrets AuthSecretReader
+	// Checker, when set, is asked before every request that carries a repository's
+	// credentials (CredentialChecker).
+	Checker CredentialChecker
 
 	loadsOnce sync.Once
 	loads     chan struct{}

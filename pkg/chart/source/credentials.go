@@ -182,23 +182,13 @@ func CredentialsFromSecret(namespace, name string, data map[string][]byte) (Cred
 	return Credentials{Username: string(u), Password: string(p)}, nil
 }
 
-func (s *Source) authSecrets() AuthSecretReader {
-	if s.AuthSecrets != nil {
-		return s.AuthSecrets
-	}
-	if r, ok := s.Repos.(AuthSecretReader); ok {
-		return r
-	}
-	return nil
-}
-
 // readAuthSecret reads the reference's basic auth, for the caller in ctx; every request
 // for such a chart reads it again (a cache hit too): the read is the access check.
 func (s *Source) readAuthSecret(ctx context.Context, ref Ref) (*Credentials, error) {
 	if ref.AuthSecret == "" {
 		return nil, nil
 	}
-	r := s.authSecrets()
+	r := s.AuthSecrets
 	if r == nil {
 		return nil, fmt.Errorf("%w: no reader of basic auth Secrets is configured; Secret %s/%s not used",
 			ErrCredentialsRefused, ref.Namespace, ref.AuthSecret)

@@ -33,7 +33,7 @@ type Repository struct {
 	namespace string
 }
 
-// CredentialChecker, when Source.Repos implements it, is asked before every request that
+// CredentialChecker, when set as Source.Checker, is asked before every request that
 // carries a repository's credentials (basic auth, TLS client certificate): a project
 // repository's Secrets are the tenant's, and a repository created while a request waits
 // must not make the fetcher send Secrets its caller may not read (docs/design.md). A
@@ -141,8 +141,8 @@ func (s *Source) clientFor(r Repository) (*repoClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc, ok := s.Repos.(CredentialChecker)
-	if !ok || (r.Username == "" && len(r.CertPEM) == 0) {
+	cc := s.Checker
+	if cc == nil || (r.Username == "" && len(r.CertPEM) == 0) {
 		return rc, nil
 	}
 	next := rc.http.Transport
