@@ -51,7 +51,7 @@ func TestRewrittenRecordDeletesOnlyWhatTheReleaseOwns(t *testing.T) {
 		listVictims(t, ns, "web", 2, victims, owned)
 		rb := r.reserve(t, release.ActionRollback, ns, "web", chartsource.Ref{}, nil, events.Options{})
 		rb.RollbackTo, rb.ReuseChart = 1, false
-		pin, err := release.PinOf(r.get(t, ns, "web", 1))
+		pin, err := release.PinOf(r.get(t, ns, "web", 1), applyMethod(t, r, ns, "web", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,4 +176,14 @@ func rewriteRecord(t *testing.T, ns, name string, rev int, change func(*helmrele
 	if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// applyMethod is the apply method a rollback pin covers, as submit reads it.
+func applyMethod(t *testing.T, r *rig, ns, name string, rev int) string {
+	t.Helper()
+	m, err := r.store.ApplyMethod(context.Background(), ns, name, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

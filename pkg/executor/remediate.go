@@ -318,13 +318,17 @@ func (c *chain) rollback(reqCtx, shutdown context.Context) error {
 func (c *chain) pinnedTarget(ctx context.Context) (*helmrelease.Release, error) {
 	pin := c.cur.Action.RollbackPin
 	var target *helmrelease.Release
+	var method string
 	if pin != nil && pin.Revision > 0 {
 		var err error
 		if target, err = c.s.Store.Get(ctx, c.cur.Namespace, c.cur.Name, pin.Revision); err != nil {
 			return nil, fmt.Errorf("read revision %d, the rollback target: %w", pin.Revision, err)
 		}
+		if method, err = c.s.Store.ApplyMethod(ctx, c.cur.Namespace, c.cur.Name, pin.Revision); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkTarget(pin, target); err != nil {
+	if err := checkTarget(pin, target, method); err != nil {
 		return nil, err
 	}
 	return target, nil
@@ -333,7 +337,7 @@ func (c *chain) pinnedTarget(ctx context.Context) (*helmrelease.Release, error) 
 // checkTarget decides whether target may be restored by a remediation: only the record
 // pinned at acceptance, unchanged (a Secret of the tenant's namespace, which a namespace
 // editor may rewrite into anything the caller may create).
-func checkTarget(pin *release.Pin, target *helmrelease.Release) error {
+func checkTarget(pin *release.Pin, target *helmrelease.Release, applyMethod string) error {
 	switch {
 	case pin == nil:
 		return errors.New("no rollback target was pinned when the request was accepted")
@@ -342,7 +346,7 @@ func checkTarget(pin *release.Pin, target *helmrelease.Release) error {
 	case target.Chart == nil || target.Chart.Metadata == nil:
 		return fmt.Errorf("revision %d records no chart", target.Version)
 	}
-	return pin.Check(target)
+	return pin.Check(target, applyMethod)
 }
 
 // uninstall runs Helm's uninstall of the release after its last failed attempt, under that

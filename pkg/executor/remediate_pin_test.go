@@ -23,7 +23,7 @@ func (e *env) remediatedUpgrade() events.Action {
 		Chart: &chart.Metadata{Name: "tiny", Version: "1.0.0"}, RequestID: "req-u"}); err != nil {
 		e.t.Fatal(err)
 	}
-	pin, err := release.PinOf(e.rev("web", 1))
+	pin, err := release.PinOf(e.rev("web", 1), "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestRemediationRefusesARewrittenTarget(t *testing.T) {
 func TestCheckTarget(t *testing.T) {
 	v1 := &helmrelease.Release{Name: "web", Version: 1, Manifest: "kind: ConfigMap",
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny"}}, Info: &helmrelease.Info{Status: helmrelease.StatusDeployed}}
-	pin, err := release.PinOf(v1)
+	pin, err := release.PinOf(v1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCheckTarget(t *testing.T) {
 		{"nothing deployed at acceptance", &release.Pin{}, nil, "no revision was deployed"},
 		{"an event without a pin", nil, v1, "no rollback target was pinned"},
 	} {
-		err := checkTarget(c.pin, c.target)
+		err := checkTarget(c.pin, c.target, "")
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}

@@ -1,10 +1,14 @@
 package helmexec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -17,9 +21,29 @@ import (
 // upgrade wraps its storage with it (Rollback and Upgrade add it before they choose the
 // engine). Both refuse a request without a pin first (requirePin).
 func withRollbackPin(req Request) Option {
-	return WithStorageWrapper(func(d storage.Driver) storage.Driver {
-		return &pinnedTarget{Driver: d, name: req.Name, reserved: req.Revision, pin: req.RollbackPin}
-	})
+	applied := &extrasByKey{} // the apply method of each record read, which the pin covers
+	return func(o *configOptions) {
+		WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+			return peekingSecrets{SecretInterface: si, extras: applied}
+		})(o)
+		WithStorageWrapper(func(d storage.Driver) storage.Driver {
+			return &pinnedTarget{Driver: d, name: req.Name, reserved: req.Revision, pin: req.RollbackPin, applied: applied}
+		})(o)
+	}
+}
+
+// peekingSecrets keeps the Helm v4 fields of the records it reads (extrasSecrets' read side).
+type peekingSecrets struct {
+	typedcorev1.SecretInterface
+	extras *extrasByKey
+}
+
+func (s peekingSecrets) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
+	sec, err := s.SecretInterface.Get(ctx, name, o)
+	if err == nil {
+		extrasSecrets{extras: s.extras}.peek(sec)
+	}
+	return sec, err
 }
 
 // ErrNoRollbackPin: a rollback or an atomic upgrade came without the pin submit always
@@ -40,6 +64,7 @@ type pinnedTarget struct {
 	name     string
 	reserved int
 	pin      *release.Pin
+	applied  *extrasByKey
 }
 
 // Get answers the reserved revision as is, any other only if it is the pinned record.
@@ -51,7 +76,7 @@ func (p *pinnedTarget) Get(key string) (*helmrelease.Release, error) {
 	if p.pin == nil {
 		return nil, fmt.Errorf("roll back %s to revision %d: %w", p.name, rel.Version, ErrNoRollbackPin)
 	}
-	if err := p.pin.Check(rel); err != nil {
+	if err := p.pin.Check(rel, p.applied.get(key).ApplyMethod); err != nil {
 		return nil, fmt.Errorf("roll back %s to revision %d: %w", p.name, rel.Version, err)
 	}
 	return rel, nil

@@ -8,6 +8,8 @@ import (
 
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -22,7 +24,7 @@ func deployedTwice(t *testing.T, f *Factory, mem *storage.Memory, opts []Option)
 	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
 		t.Fatal(err)
 	}
-	pin, err := release.PinOf(get(t, mem, "web", 1))
+	pin, err := release.PinOf(get(t, mem, "web", 1), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestAtomicUpgradeRestoresOnlyThePinnedRecord(t *testing.T) {
 	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
 		t.Fatal(err)
 	}
-	pin, err := release.PinOf(get(t, mem, "web", 1))
+	pin, err := release.PinOf(get(t, mem, "web", 1), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestAtomicUpgradeRestoresOnlyThePinnedRecord(t *testing.T) {
 // pinOf pins revision v of web as submit does.
 func pinOf(t *testing.T, mem *storage.Memory, v int) *release.Pin {
 	t.Helper()
-	pin, err := release.PinOf(get(t, mem, "web", v))
+	pin, err := release.PinOf(get(t, mem, "web", v), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,5 +135,45 @@ func TestUnpinnedRollbacksAreRefused(t *testing.T) {
 		if got := get(t, mem, "web", 4); got.Info.Status != helmrelease.StatusPendingUpgrade {
 			t.Errorf("revision 4 is %s after the refused upgrade", got.Info.Status)
 		}
+	}
+}
+
+// The rollback target's apply method is read from its Secret with the record and checked
+// against the pin: a tenant switching it (Helm v4's server_side=auto follows it) is refused.
+func TestRollbackPinCoversTheTargetsApplyMethod(t *testing.T) {
+	si := fake.NewClientset().CoreV1().Secrets("ns")
+	key := release.SecretName("web", 1)
+	rel := &helmrelease.Release{Name: "web", Namespace: "ns", Version: 1, Chart: tiny("1.0.0"), Manifest: "kind: ConfigMap\n",
+		Info: &helmrelease.Info{Status: helmrelease.StatusSuperseded}}
+	if err := storage.NewSecrets(si).Create(key, rel); err != nil {
+		t.Fatal(err)
+	}
+	setMethod := func(m string) {
+		sec, err := si.Get(ctx(t), key, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sec.Data["release"], err = withExtras(sec.Data["release"], v4Extras{ApplyMethod: m}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := si.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMethod("csa")
+	pin, err := release.PinOf(rel, "csa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o configOptions
+	withRollbackPin(Request{Name: "web", Revision: 2, RollbackPin: pin})(&o)
+	var d storage.Driver = release.GuardedSecrets(o.secrets[0](si))
+	d = o.wraps[0](d)
+	if _, err := d.Get(key); err != nil {
+		t.Fatalf("the pinned record: %v", err)
+	}
+	setMethod("ssa")
+	if _, err := d.Get(key); !errors.Is(err, release.ErrTargetRewritten) {
+		t.Fatalf("apply method rewritten: %v", err)
 	}
 }

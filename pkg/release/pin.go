@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ErrTargetRewritten: the record a rollback would restore is not the one pinned when the
@@ -24,33 +26,34 @@ type Pin struct {
 	Digest   string `json:"digest,omitempty"`
 }
 
-// PinOf pins rel (nil: nothing to roll back to).
-func PinOf(rel *helmrelease.Release) (*Pin, error) {
+// PinOf pins rel (nil: nothing to roll back to), whose Secret holds applyMethod (Helm v4's
+// apply_method, "" for a record without one: Store.ApplyMethod).
+func PinOf(rel *helmrelease.Release, applyMethod string) (*Pin, error) {
 	if rel == nil {
 		return &Pin{}, nil
 	}
-	d, err := RecordDigest(rel)
+	d, err := RecordDigest(rel, applyMethod)
 	if err != nil {
 		return nil, err
 	}
 	return &Pin{Revision: rel.Version, Digest: d}, nil
 }
 
-// Check refuses rel as the rollback target unless it is the pinned revision with the
-// pinned digest. The error names the revision.
-func (p *Pin) Check(rel *helmrelease.Release) error {
+// Check refuses rel (its Secret holding applyMethod) as the rollback target unless it is
+// the pinned revision with the pinned digest. The error names the revision.
+func (p *Pin) Check(rel *helmrelease.Release, applyMethod string) error {
 	if p.Revision == 0 {
 		return fmt.Errorf("%w: no revision was deployed when it was accepted, so none may be rolled back to", ErrTargetRewritten)
 	}
 	if rel.Version != p.Revision {
 		return fmt.Errorf("%w: it pinned revision %d, not %d", ErrTargetRewritten, p.Revision, rel.Version)
 	}
-	got, err := RecordDigest(rel)
+	got, err := RecordDigest(rel, applyMethod)
 	if err != nil {
 		return err
 	}
 	if got != p.Digest {
-		return fmt.Errorf("%w: revision %d was rewritten (its chart, values, manifest or hooks are %s, accepted %s)",
+		return fmt.Errorf("%w: revision %d was rewritten (its chart, values, manifest, hooks or apply method are %s, accepted %s)",
 			ErrTargetRewritten, rel.Version, got, p.Digest)
 	}
 	return nil
@@ -63,13 +66,17 @@ type pinned struct {
 	Manifest string              `json:"manifest"`
 	Hooks    []*helmrelease.Hook `json:"hooks,omitempty"`
 	Notes    string              `json:"notes,omitempty"`
+	// ApplyMethod is Helm v4's apply_method (its rollback with server-side "auto" applies as
+	// the target was applied); omitted when empty, so a record without one digests as before.
+	ApplyMethod string `json:"applyMethod,omitempty"`
 }
 
 // RecordDigest identifies what a rollback to rel applies: sha256 of its chart, values,
-// manifest, hooks (without their last run, which running them changes) and notes. Its
-// status and description are not part of it: async-helm's own actions move those.
-func RecordDigest(rel *helmrelease.Release) (string, error) {
-	p := pinned{Chart: rel.Chart, Config: rel.Config, Manifest: rel.Manifest}
+// manifest, hooks (without their last run, which running them changes), notes and apply
+// method (its Secret's, beside Helm v3's fields). Its status and description are not part
+// of it: async-helm's own actions move those.
+func RecordDigest(rel *helmrelease.Release, applyMethod string) (string, error) {
+	p := pinned{Chart: rel.Chart, Config: rel.Config, Manifest: rel.Manifest, ApplyMethod: applyMethod}
 	if rel.Info != nil {
 		p.Notes = rel.Info.Notes
 	}
@@ -134,4 +141,25 @@ func ConfigDigest(rel *helmrelease.Release) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// ApplyMethod is the apply_method Helm v4 keeps in revision's record beside Helm v3's
+// fields ("" when it has none), as a rollback pin digests it.
+func (s *Store) ApplyMethod(ctx context.Context, namespace, name string, revision int) (string, error) {
+	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, SecretName(name, revision), metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read the apply method of %s/%s revision %d: %w", namespace, name, revision, err)
+	}
+	return ApplyMethodOf(sec.Data["release"])
+}
+
+// ApplyMethodOf is the apply_method of a record's payload (the guarded decode).
+func ApplyMethodOf(payload []byte) (string, error) {
+	var v struct {
+		ApplyMethod string `json:"apply_method"`
+	}
+	if err := DecodeInto(payload, &v); err != nil {
+		return "", err
+	}
+	return v.ApplyMethod, nil
 }

@@ -165,7 +165,7 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err != nil {
 		return nil, err
 	}
-	pin, err := release.PinOf(target) // the executor restores only this record
+	pin, err := s.pinOf(ctx, req.Namespace, target) // the executor restores only this record
 	if err != nil {
 		return nil, err
 	}

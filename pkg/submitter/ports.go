@@ -28,6 +28,8 @@ type Store interface {
 	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
 	Undo(ctx context.Context, sec *corev1.Secret) error
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
+	// ApplyMethod is the apply_method Helm v4 keeps in a revision's record ("" for none).
+	ApplyMethod(ctx context.Context, namespace, name string, revision int) (string, error)
 	// Current is the revision an upgrade starts from: the latest below revision below.
 	Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error)
 	// History is the release's revisions, newest first (from the cache when there is one).

@@ -22,7 +22,7 @@ func TestAcceptedRollbacksPinTheirTarget(t *testing.T) {
 	}
 	want := func(name string, v int) *release.Pin {
 		t.Helper()
-		p, err := release.PinOf(e.rev(name, v))
+		p, err := release.PinOf(e.rev(name, v), "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -276,7 +276,7 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err := s.Schemas.validateValues(ch, digest, vals.checked); err != nil {
 		return nil, err
 	}
-	pin, err := rollbackPin(action, req, base)
+	pin, err := s.rollbackPin(ctx, action, req, base)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func (s *Service) namespaceExists(namespace string) error {
 // rollback) may restore: its base when deployed or superseded (what Helm's atomic rollback
 // and the remediation pick), else nothing (Revision 0: no rollback may run). Nil for
 // requests that never roll back.
-func rollbackPin(action release.Action, req api.ReleaseRequest, base *helmrelease.Release) (*release.Pin, error) {
+func (s *Service) rollbackPin(ctx context.Context, action release.Action, req api.ReleaseRequest, base *helmrelease.Release) (*release.Pin, error) {
 	if action != release.ActionUpgrade || (!req.Atomic && req.Remediation != api.RemediationRollback) {
 		return nil, nil
 	}
@@ -348,7 +348,16 @@ func rollbackPin(action release.Action, req api.ReleaseRequest, base *helmreleas
 		(base.Info.Status != helmrelease.StatusDeployed && base.Info.Status != helmrelease.StatusSuperseded) {
 		return &release.Pin{}, nil
 	}
-	return release.PinOf(base)
+	return s.pinOf(ctx, req.Namespace, base)
+}
+
+// pinOf pins rel with the apply method its Secret holds (Helm v4's, beside Helm v3's fields).
+func (s *Service) pinOf(ctx context.Context, namespace string, rel *helmrelease.Release) (*release.Pin, error) {
+	method, err := s.Store.ApplyMethod(ctx, namespace, rel.Name, rel.Version)
+	if err != nil {
+		return nil, err
+	}
+	return release.PinOf(rel, method)
 }
 
 // reusedValuesPin pins the values an upgrade may reuse (none given, reuse_values, or the
