@@ -2,6 +2,7 @@ package notifier
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,31 +10,57 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// History: a record the notifiers never reported and that last changed before they first
-// ran (Service.Since) is the cluster's past, not a change: a notifier seeing it for the
-// first time reports nothing of it and records nothing on it. Without this, the first
-// notifier on a cluster reported (and then rewrote, to mark it) every release Secret the
-// helm CLI ever wrote: one event per revision and per pod, a Get of each payload without a
-// chart label, a compare-and-swap of each Secret. Records that change later are reported
-// as always; so is everything that changes while a notifier is down, since Since is when
-// the notifiers first ran, not when this one started.
+// History: a record the notifiers never reported, that async-helm never touched and that
+// was last written before they first ran (Service.Since) is the cluster's past (the helm
+// CLI's), not a change: a notifier seeing it for the first time reports nothing of it and
+// records nothing on it. Without this, the first notifier on a cluster reported (and then
+// rewrote, to mark it) every release Secret the helm CLI ever wrote: one event per revision
+// and per pod, a Get of each payload without a chart label, a compare-and-swap of each
+// Secret. Records that change later are reported as always; so is everything that changes
+// while a notifier is down, since Since is when the notifiers first ran, not when this one
+// started.
+//
+// A record carrying any async-helm label or annotation (a reservation, an uninstall mark, a
+// seal, a request id) is always news: an update of an old Secret has no date the tenant
+// cannot rewrite (Helm's modifiedAt is a label), so dating async-helm's own writes (an
+// accepted uninstall, its outcome) would let a tenant turn them into "history". A tenant
+// adding our labels only makes a record news, which it can do anyway by changing it.
 
 // HistoryMargin is how much before Since a change still counts as news: the helm CLI dates
 // its writes (modifiedAt) with its own clock, and a deployment starts submit before the
 // notifiers.
 const HistoryMargin = 2 * time.Minute
 
-// isNews decides whether a record seen for the first time, last changed at changed and not
-// marked as reported in its current status, is reported: always without a Since, else when
-// it changed no earlier than HistoryMargin before Since. A record that cannot be dated
-// (changed is zero) is news.
-func isNews(changed, since time.Time) bool {
-	return since.IsZero() || changed.IsZero() || !changed.Before(since.Add(-HistoryMargin))
+// isNews decides whether a record seen for the first time, not marked as reported in its
+// current status, is reported: always without a Since or when async-helm touched it (ours),
+// else when it last changed no earlier than HistoryMargin before Since. A record that cannot
+// be dated (changed is zero) is news.
+func isNews(m *metav1.PartialObjectMetadata, since time.Time) bool {
+	if since.IsZero() || ours(m) {
+		return true
+	}
+	changed := lastChange(m)
+	return changed.IsZero() || !changed.Before(since.Add(-HistoryMargin))
 }
 
-// lastChange is when a record was last written: the latest of its Secret's creation (the
-// API server's clock) and Helm's createdAt and modifiedAt labels (unix seconds; modifiedAt
-// is set by every update).
+// ours reports whether m carries any async-helm label or annotation.
+func ours(m *metav1.PartialObjectMetadata) bool {
+	for _, keys := range []map[string]string{m.Labels, m.Annotations} {
+		for k := range keys {
+			if strings.HasPrefix(k, ourPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ourPrefix starts the key of every label and annotation async-helm writes on a record.
+const ourPrefix = "async-helm.io/"
+
+// lastChange is when a record of the helm CLI was last written: the latest of its Secret's
+// creation (the API server's clock) and Helm's createdAt and modifiedAt labels (unix
+// seconds; modifiedAt is set by every update). The labels only ever make it later.
 func lastChange(m *metav1.PartialObjectMetadata) time.Time {
 	t := m.CreationTimestamp.Time
 	for _, label := range []string{labelCreatedAt, release.LabelModifiedAt} {

@@ -125,7 +125,7 @@ func (s *Service) observe(key string, m *metav1.PartialObjectMetadata) bool {
 	last, seen := s.observed[key]
 	s.observed[key] = rev.Status
 	switch {
-	case !seen && rev.Status != rev.Notified && !isNews(lastChange(m), s.Since):
+	case !seen && rev.Status != rev.Notified && !isNews(m, s.Since):
 		// First sight of the cluster's past (history.go): neither reported nor marked.
 		s.history[key] = true
 	case !seen && rev.Status != rev.Notified:
