@@ -10,6 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/diff"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/submitter"
@@ -38,17 +39,27 @@ func (f *Function) routeDiff(route routeFunc) {
 // diffRenderer is submitter.DiffRenderer on the template route's render slots and child.
 type diffRenderer struct{ charts *chartRoutes }
 
-// Slot takes a render slot of the caller's tenant (429 without one in time).
-func (d diffRenderer) Slot(ctx context.Context, user *auth.User, namespace string) (func(), error) {
+// Slot takes a render slot of the caller's tenant (429 without one in time), its work
+// bounded by the render timeout (the render child's own bound) plus diff.MaxTime (the
+// comparison's): the slots' wait assumes a slot is held no longer than a render.
+func (d diffRenderer) Slot(ctx context.Context, user *auth.User, namespace string) (context.Context, func(), error) {
 	var c chartsource.Caller
 	if user != nil {
 		c = chartsource.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}
 	}
 	release, err := d.charts.renders.Take(ctx, chartsource.TenantOf(chartsource.WithCaller(ctx, c), namespace))
 	if errors.Is(err, chartsource.ErrRendersBusy) {
-		return nil, &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
+		return nil, nil, &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
 	}
-	return release, err
+	if err != nil {
+		return nil, nil, err
+	}
+	bound := d.charts.renderer.Limits.Timeout
+	if bound <= 0 {
+		bound = helmexec.DefaultRenderLimits.Timeout
+	}
+	bounded, cancel := context.WithTimeout(ctx, bound+diff.MaxTime)
+	return bounded, func() { cancel(); release() }, nil
 }
 
 // Render renders in a child killed at its deadline: past it, or failing, 422 (the chart

@@ -64,7 +64,7 @@ func diffSubmit(t *testing.T, last *api.DiffRequest) *httptest.Server {
 		out := api.Diff{Namespace: last.Namespace, Name: last.Name, Action: last.Action, From: 1, To: 2, Changes: []diff.Change{}}
 		switch last.Name {
 		case "web":
-			c, err := diff.Compute(diffHas, diffWould, last.Namespace, diff.Options{Context: last.ContextLines()})
+			c, err := diff.Compute(t.Context(), diffHas, diffWould, last.Namespace, diff.Options{Context: last.ContextLines()})
 			if err != nil {
 				t.Error(err)
 			}

@@ -1,10 +1,9 @@
 package diff
 
 import (
+	"context"
 	"fmt"
-	"strings"
-
-	"github.com/pmezard/go-difflib/difflib"
+	"time"
 )
 
 // Change kinds, as helm-diff's JSON output names them.
@@ -45,9 +44,26 @@ const MaxObjectLines = 20_000
 // that changed are shown as such, without their lines.
 const MaxLines = 200_000
 
+// The cost of comparing an object line by line is the product of its differing lines
+// before and after (what lies between their common first and last lines): the matcher's
+// work grows with it. Past MaxObjectCost an object, past MaxCost a comparison's objects,
+// are shown as changed without their lines.
+const (
+	MaxObjectCost = 2_000_000
+	MaxCost       = 8_000_000
+)
+
+// MaxTime bounds a comparison: the objects not compared by then are shown as changed
+// without their lines. Its caller holds a render slot, so this is also what a diff adds
+// to a slot's hold.
+const MaxTime = 2 * time.Second
+
 // Compute compares the objects of two manifests of a release in namespace: what it has
 // (before) and what an action would apply (after). Objects equal on both sides are left out.
-func Compute(before, after, namespace string, o Options) ([]Change, error) {
+// Past ctx's end or MaxTime, the objects left are shown as changed without their lines.
+func Compute(ctx context.Context, before, after, namespace string, o Options) ([]Change, error) {
+	ctx, cancel := context.WithTimeout(ctx, MaxTime)
+	defer cancel()
 	b, err := Parse(before, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("the release's manifest: %w", err)
@@ -57,7 +73,7 @@ func Compute(before, after, namespace string, o Options) ([]Change, error) {
 		return nil, fmt.Errorf("the manifest to apply: %w", err)
 	}
 	var out []Change
-	budget := MaxLines
+	left := budget{lines: MaxLines, cost: MaxCost, ctx: ctx}
 	for _, k := range sortedKeys(b, a) {
 		bo, inB := b[k]
 		ao, inA := a[k]
@@ -71,7 +87,7 @@ func Compute(before, after, namespace string, o Options) ([]Change, error) {
 		if (inB && bo.Kind == "Secret") || (inA && ao.Kind == "Secret") {
 			maskSecrets(bp, ap)
 		}
-		c, changed := compare(bp, ap, o, &budget)
+		c, changed := compare(bp, ap, o, &left)
 		if changed {
 			out = append(out, c)
 		}
@@ -79,8 +95,8 @@ func Compute(before, after, namespace string, o Options) ([]Change, error) {
 	return out, nil
 }
 
-// compare diffs one object present on at least one side, its lines taken from budget.
-func compare(b, a *Object, o Options, budget *int) (Change, bool) {
+// compare diffs one object present on at least one side, its lines and cost taken from left.
+func compare(b, a *Object, o Options, left *budget) (Change, bool) {
 	var c Change
 	var from, to string
 	switch {
@@ -94,35 +110,10 @@ func compare(b, a *Object, o Options, budget *int) (Change, bool) {
 		}
 		c, from, to = changeOf(*a, Modify), b.Text, a.Text
 	}
-	c.Diff = unified(from, to, o.Context, budget)
+	c.Diff = unified(from, to, o.Context, left)
 	return c, true
 }
 
 func changeOf(o Object, change string) Change {
 	return Change{API: o.API, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Change: change}
-}
-
-func unified(from, to string, context int, budget *int) string {
-	a, b := difflib.SplitLines(strings.TrimSuffix(from, "\n")), difflib.SplitLines(strings.TrimSuffix(to, "\n"))
-	if from == "" {
-		a = nil
-	}
-	if to == "" {
-		b = nil
-	}
-	if len(a) > MaxObjectLines || len(b) > MaxObjectLines {
-		return fmt.Sprintf("# changed: %d lines before, %d after (over %d lines: not compared line by line)\n", len(a), len(b), MaxObjectLines)
-	}
-	if *budget < len(a)+len(b) {
-		return fmt.Sprintf("# changed: %d lines before, %d after (past %d lines in this diff: not compared line by line)\n", len(a), len(b), MaxLines)
-	}
-	*budget -= len(a) + len(b)
-	if context < 0 {
-		context = max(len(a), len(b))
-	}
-	text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: a, B: b, Context: context})
-	if err != nil {
-		return fmt.Sprintf("# not compared: %v\n", err)
-	}
-	return strings.TrimPrefix(text, "--- \n+++ \n")
 }

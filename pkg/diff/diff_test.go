@@ -111,7 +111,7 @@ func TestComputeGolden(t *testing.T) {
 		name    string
 		context int
 	}{{"upgrade", -1}, {"upgrade-context1", 1}} {
-		changes, err := Compute(before, after, "team", Options{Context: tc.context})
+		changes, err := Compute(t.Context(), before, after, "team", Options{Context: tc.context})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestCompute(t *testing.T) {
 			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  a: eA==\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			changes, err := Compute(tc.before, tc.after, "team", Options{Context: 3})
+			changes, err := Compute(t.Context(), tc.before, tc.after, "team", Options{Context: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestCompute(t *testing.T) {
 
 // A document that does not parse is an error, not a guess.
 func TestComputeRefusesBadYAML(t *testing.T) {
-	if _, err := Compute("kind: [\n", "", "team", Options{}); err == nil {
+	if _, err := Compute(t.Context(), "kind: [\n", "", "team", Options{}); err == nil {
 		t.Fatal("no error for a manifest that does not parse")
 	}
 }
@@ -173,7 +173,7 @@ func TestComputeRefusesBadYAML(t *testing.T) {
 // A huge object is reported changed without a line-by-line diff.
 func TestHugeObjectIsNotComparedLineByLine(t *testing.T) {
 	big := "kind: ConfigMap\napiVersion: v1\nmetadata: {name: big}\ndata:\n" + strings.Repeat("  k: v\n", MaxObjectLines)
-	changes, err := Compute(big, big+"  z: w\n", "team", Options{Context: 3})
+	changes, err := Compute(t.Context(), big, big+"  z: w\n", "team", Options{Context: 3})
 	if err != nil || len(changes) != 1 || !strings.Contains(changes[0].Diff, "not compared line by line") {
 		t.Fatalf("changes %v, %v", changes, err)
 	}

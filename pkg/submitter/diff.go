@@ -24,8 +24,9 @@ import (
 // DiffRenderer is what a diff renders with: the template route's render slots and child.
 type DiffRenderer interface {
 	// Slot takes a render slot of the caller's tenant in namespace (a *function.StatusError
-	// 429 when none comes in time); release gives it back.
-	Slot(ctx context.Context, user *auth.User, namespace string) (release func(), err error)
+	// 429 when none comes in time); release gives it back. The work done in the slot uses
+	// bounded, which ends when the slot's hold reaches the render bound.
+	Slot(ctx context.Context, user *auth.User, namespace string) (bounded context.Context, release func(), err error)
 	// Render renders job in a child process killed at its deadline (ErrRender when the
 	// chart and values do not render).
 	Render(ctx context.Context, job helmexec.ChartRender) (string, error)
@@ -64,7 +65,7 @@ func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.Render.Slot(ctx, user, req.Namespace)
+	ctx, release, err := s.Render.Slot(ctx, user, req.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User
 		}
 		after.manifest = withoutCRDs(after.manifest)
 	}
-	if out.Changes, err = diff.Compute(manifestOf(base), after.manifest, req.Namespace, diff.Options{Context: req.ContextLines()}); err != nil {
+	if out.Changes, err = diff.Compute(ctx, manifestOf(base), after.manifest, req.Namespace, diff.Options{Context: req.ContextLines()}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRender, err)
 	}
 	return out, nil

@@ -31,13 +31,13 @@ type renderer struct {
 	held     int
 }
 
-func (r *renderer) Slot(context.Context, *auth.User, string) (func(), error) {
+func (r *renderer) Slot(ctx context.Context, _ *auth.User, _ string) (context.Context, func(), error) {
 	if r.slotErr != nil {
-		return nil, r.slotErr
+		return nil, nil, r.slotErr
 	}
 	r.slots++
 	r.held++
-	return func() { r.held-- }, nil
+	return ctx, func() { r.held-- }, nil
 }
 
 func (r *renderer) Render(_ context.Context, job helmexec.ChartRender) (string, error) {
