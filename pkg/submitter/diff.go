@@ -188,18 +188,36 @@ func (s *Service) archiveOf(ctx context.Context, req api.ReleaseRequest, ref cha
 	defer os.RemoveAll(dir)
 	withValues, err := withValuesFiles(ch)
 	if err != nil {
-		return nil, fmt.Errorf("%w: package the release's chart: %w", ErrRender, err)
+		return nil, fmt.Errorf("%w: the release record's chart is malformed: %w", ErrRender, err)
 	}
-	path, err := chartutil.Save(withValues, dir)
+	path, err := saveChart(withValues, dir)
 	if err != nil { // the record is the tenant's: its chart may not be one Helm saves
 		return nil, fmt.Errorf("%w: package the release's chart: %w", ErrRender, err)
 	}
 	return os.ReadFile(path)
 }
 
+// saveChart is chartutil.Save answering an error for a chart it panics on: the chart is a
+// tenant's record, checked by withValuesFiles only for what is known to panic.
+func saveChart(ch *chart.Chart, dir string) (path string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			path, err = "", fmt.Errorf("the release record's chart is malformed: %v", r)
+		}
+	}()
+	return chartutil.Save(ch, dir)
+}
+
 // withValuesFiles is a copy of a stored chart whose charts have their values.yaml again:
 // chartutil.Save writes it from Raw, which a release record does not keep.
 func withValuesFiles(ch *chart.Chart) (*chart.Chart, error) {
+	for _, files := range [][]*chart.File{ch.Templates, ch.Files} {
+		for _, f := range files {
+			if f == nil {
+				return nil, fmt.Errorf("a null file in chart %s", ch.Name())
+			}
+		}
+	}
 	c := *ch
 	raw, err := yaml.Marshal(ch.Values)
 	if err != nil {

@@ -240,3 +240,13 @@ func TestStoredChartIsPackagedWithItsValues(t *testing.T) {
 		t.Errorf("the stored chart was changed")
 	}
 }
+
+// A stored chart listing a null template is refused as malformed, not packaged (Save
+// dereferences every template).
+func TestDiffRefusesANullTemplate(t *testing.T) {
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "web", Version: "0.1.0", APIVersion: "v2"}, Templates: []*chart.File{nil}}
+	_, err := (&Service{}).archiveOf(t.Context(), api.ReleaseRequest{}, chartref.Ref{}, ch)
+	if !errors.Is(err, ErrRender) || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("err %v", err)
+	}
+}
