@@ -2,6 +2,7 @@ package diff
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -16,26 +17,42 @@ const (
 	// and namespace), the only part of most documents that is parsed.
 	MaxHeadNodes = 10_000
 	// MaxDocumentNodes bounds a document parsed whole: a Secret (to mask it), or a document
-	// whose head is not in block style.
+	// whose head is not plain block style.
 	MaxDocumentNodes = 100_000
 	// maxParsedBytes bounds what a parsed text may expand to with its YAML aliases written out.
 	maxParsedBytes = 16 << 20
 )
 
-// headOf parses what names the object of doc: its top-level apiVersion, kind and
-// metadata's name and namespace lines when doc is in block style, else the whole document,
-// each bounded.
+// head is what names an object, read with exact keys from the document decoded as the apply
+// decodes it (YAML to JSON to a map): "Kind" is not "kind", and a later key wins.
+type head struct {
+	APIVersion, Kind, Name, Namespace string
+}
+
+// headOf parses what names the object of doc: only its head lines when doc is plain block
+// style (headLines), else the whole document, each bounded.
 func headOf(doc string) (head, error) {
-	text, ok := headLines(doc)
-	limit := int64(MaxHeadNodes)
-	if !ok {
-		text, limit = doc, MaxDocumentNodes
+	if text, ok := headLines(doc); ok {
+		if h, err := parseHead(text, MaxHeadNodes); err == nil {
+			return h, nil
+		}
 	}
-	var h head
-	if err := parseBounded(text, limit, &h); err != nil {
+	h, err := parseHead(doc, MaxDocumentNodes)
+	if err != nil {
 		return h, fmt.Errorf("parse a manifest document: %w", err)
 	}
 	return h, nil
+}
+
+func parseHead(text string, maxNodes int64) (head, error) {
+	var m map[string]any
+	if err := parseBounded(text, maxNodes, &m); err != nil {
+		return head{}, err
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	str := func(v any) string { s, _ := v.(string); return s }
+	return head{APIVersion: str(m["apiVersion"]), Kind: str(m["kind"]),
+		Name: str(meta["name"]), Namespace: str(meta["namespace"])}, nil
 }
 
 // parseBounded unmarshals text into v once its nodes and expanded size are within bounds.
@@ -49,40 +66,67 @@ func parseBounded(text string, maxNodes int64, v any) error {
 	return yaml.Unmarshal([]byte(text), v)
 }
 
+// plainKey is a key line a YAML parser reads as written: unquoted, no merge, no complex key.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*:( |$)`)
+
 // headLines are doc's top-level apiVersion, kind and metadata lines, and of metadata's
-// block only its name and namespace; ok is false when doc has no top-level "kind:" line
-// (flow style, quoted keys: parsed whole).
+// block only its name and namespace. ok is false (parse it whole) unless every key line of
+// the top level and of metadata's block is plainKey and no value of the head is a block
+// scalar or goes on past its line: anything else could name the object otherwise than the
+// lines kept say.
 func headLines(doc string) (string, bool) {
 	var b strings.Builder
 	inMeta, child, hasKind := false, "", false
+	valueIndent := -1 // the indent of the last head value's line, while it may go on
 	for _, line := range strings.Split(doc, "\n") {
 		trimmed := strings.TrimLeft(line, " \t")
 		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
 			continue
 		}
-		if len(trimmed) == len(line) { // top level
+		indent := line[:len(line)-len(trimmed)]
+		if valueIndent >= 0 && len(indent) > valueIndent {
+			return "", false
+		}
+		valueIndent = -1
+		if indent == "" {
+			if !plainKey.MatchString(line) {
+				return "", false
+			}
 			inMeta, child = false, ""
-			switch {
-			case strings.HasPrefix(line, "kind:"):
-				hasKind = true
-			case strings.HasPrefix(line, "metadata:"):
+			switch key := line[:strings.Index(line, ":")]; key {
+			case "kind", "apiVersion":
+				if blockScalar(line) {
+					return "", false
+				}
+				hasKind, valueIndent = hasKind || key == "kind", 0
+			case "metadata":
 				inMeta = true
-			case !strings.HasPrefix(line, "apiVersion:"):
+			default:
 				continue
 			}
 			b.WriteString(line + "\n")
 			continue
 		}
-		if !inMeta {
+		if !inMeta || (child != "" && indent != child) {
 			continue
 		}
-		indent := line[:len(line)-len(trimmed)]
-		if child == "" {
-			child = indent
+		child = indent
+		if !plainKey.MatchString(trimmed) {
+			return "", false
 		}
-		if indent == child && (strings.HasPrefix(trimmed, "name:") || strings.HasPrefix(trimmed, "namespace:")) {
+		if strings.HasPrefix(trimmed, "name:") || strings.HasPrefix(trimmed, "namespace:") {
+			if blockScalar(trimmed) {
+				return "", false
+			}
 			b.WriteString(line + "\n")
+			valueIndent = len(indent)
 		}
 	}
 	return b.String(), hasKind
+}
+
+// blockScalar reports a key line whose value is a block scalar (| or >).
+func blockScalar(line string) bool {
+	v := strings.TrimSpace(line[strings.Index(line, ":")+1:])
+	return strings.HasPrefix(v, "|") || strings.HasPrefix(v, ">")
 }

@@ -22,15 +22,6 @@ func (o Object) Key() string {
 	return fmt.Sprintf("%s, %s, %s (%s)", o.Namespace, o.Name, o.Kind, o.API)
 }
 
-type head struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-}
-
 var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
 // Parse splits a manifest (Helm's: documents after "---", "# Source:" comments) into its
@@ -49,7 +40,7 @@ func Parse(manifest, namespace string) (map[string]Object, error) {
 		if h.Kind == "" {
 			continue
 		}
-		o := Object{API: h.APIVersion, Kind: h.Kind, Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
+		o := Object{API: h.APIVersion, Kind: h.Kind, Namespace: h.Namespace, Name: h.Name,
 			Text: strings.Trim(doc, "\n") + "\n"}
 		if o.Namespace == "" {
 			o.Namespace = namespace
