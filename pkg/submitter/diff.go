@@ -38,7 +38,8 @@ var ErrRender = errors.New("the chart does not render")
 
 // Diff answers what the action of req would change in its release (docs/design.md, "The
 // diff of an action"): checked with the rights of that action and of reading the release,
-// rendered and compared in a render slot of the caller's tenant; nothing is reserved or sent.
+// read, rendered and compared in a render slot of the caller's tenant; nothing is reserved
+// or sent.
 func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User) (*api.Diff, error) {
 	action, err := req.Validate()
 	if err != nil {
@@ -53,6 +54,13 @@ func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User
 	if s.Render == nil {
 		return nil, fmt.Errorf("%w: this submit renders no diffs", ErrInvalid)
 	}
+	// The slot comes before the records are decoded and the chart packaged: that work is the
+	// tenant's too, and bounded by the slot's hold.
+	ctx, release, err := s.Render.Slot(ctx, user, req.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	latest, base, err := s.diffBase(ctx, req.Namespace, req.Name, action)
 	if err != nil {
 		return nil, err
@@ -65,11 +73,6 @@ func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User
 	if err != nil {
 		return nil, err
 	}
-	ctx, release, err := s.Render.Slot(ctx, user, req.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	if after.job != nil {
 		if after.manifest, err = s.Render.Render(ctx, *after.job); err != nil {
 			return nil, err

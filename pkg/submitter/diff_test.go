@@ -250,3 +250,19 @@ func TestDiffRefusesANullTemplate(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// The records are read and decoded in the tenant's render slot, not before: a caller with
+// no slot gets its 429 before any record of the release is read.
+func TestDiffReadsRecordsOnlyInASlot(t *testing.T) {
+	e, r, _ := diffEnv(t)
+	r.slotErr = errors.New("no render slot")
+	e.c.ClearActions()
+	if _, err := e.svc.Diff(ctx(t), upgradeDiff("web"), alice); !errors.Is(err, r.slotErr) {
+		t.Fatalf("Diff: %v", err)
+	}
+	for _, a := range e.c.Actions() {
+		if a.GetResource().Resource == "secrets" {
+			t.Errorf("read %s %s before a render slot", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
