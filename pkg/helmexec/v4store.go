@@ -1,14 +1,9 @@
 package helmexec
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -32,14 +27,7 @@ import (
 // format whichever engine or CLI wrote it (docs/design.md, "Two engines").
 
 // v4Extras are the fields of a Helm v4 record that Helm v3's release has not.
-type v4Extras struct {
-	ApplyMethod string `json:"apply_method,omitempty"`
-	Info        struct {
-		RollbackRevision int `json:"rollback_revision,omitempty"`
-	} `json:"info"`
-}
-
-func (e v4Extras) empty() bool { return e.ApplyMethod == "" && e.Info.RollbackRevision == 0 }
+type v4Extras = release.V4Fields
 
 // extrasByKey is what one action's storage knows of the v4 fields, per record key.
 type extrasByKey struct {
@@ -275,60 +263,13 @@ func (s extrasSecrets) peek(sec *corev1.Secret) {
 
 func (s extrasSecrets) write(sec *corev1.Secret) error {
 	e := s.extras.get(sec.Name)
-	if sec == nil || sec.Data["release"] == nil || e.empty() {
+	if sec == nil || sec.Data["release"] == nil || e.Empty() {
 		return nil
 	}
-	data, err := withExtras(sec.Data["release"], e)
+	data, err := release.WithV4Fields(sec.Data["release"], e)
 	if err != nil {
 		return fmt.Errorf("write the helm v4 fields of %s: %w", sec.Name, err)
 	}
 	sec.Data["release"] = data
 	return nil
-}
-
-// withExtras is a payload Helm v3's driver encoded (base64 of gzipped JSON), with the v4
-// fields added as Helm v4's driver writes them.
-func withExtras(payload []byte, e v4Extras) ([]byte, error) {
-	var doc map[string]json.RawMessage
-	if err := release.DecodeInto(payload, &doc); err != nil {
-		return nil, err
-	}
-	if e.ApplyMethod != "" {
-		doc["apply_method"], _ = json.Marshal(e.ApplyMethod)
-	}
-	if e.Info.RollbackRevision != 0 && doc["info"] != nil {
-		var info map[string]json.RawMessage
-		if err := json.Unmarshal(doc["info"], &info); err != nil {
-			return nil, err
-		}
-		info["rollback_revision"], _ = json.Marshal(e.Info.RollbackRevision)
-		raw, err := json.Marshal(info)
-		if err != nil {
-			return nil, err
-		}
-		doc["info"] = raw
-	}
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	return encodePayload(raw)
-}
-
-// encodePayload is Helm's storage encoding: base64 of the gzipped JSON.
-func encodePayload(raw []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	w, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.Copy(w, bytes.NewReader(raw)); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	out := make([]byte, base64.StdEncoding.EncodedLen(buf.Len()))
-	base64.StdEncoding.Encode(out, buf.Bytes())
-	return out, nil
 }

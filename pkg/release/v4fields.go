@@ -10,30 +10,31 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// v4Fields are the fields of a Helm v4 record that Helm v3's release type has not
+// V4Fields are the fields of a Helm v4 record that Helm v3's release type has not
 // (docs/design.md, "Two engines"). A record async-helm rewrites through v3's types
 // (MarkFailed) keeps them: Helm v4's `auto` apply reads apply_method of the record an
 // upgrade or rollback replaces.
-type v4Fields struct {
+type V4Fields struct {
 	ApplyMethod string `json:"apply_method,omitempty"`
 	Info        struct {
 		RollbackRevision int `json:"rollback_revision,omitempty"`
 	} `json:"info"`
 }
 
-func (f v4Fields) empty() bool { return f.ApplyMethod == "" && f.Info.RollbackRevision == 0 }
+// Empty reports a record with none of them.
+func (f V4Fields) Empty() bool { return f.ApplyMethod == "" && f.Info.RollbackRevision == 0 }
 
 // keepingV4Fields writes into each payload it updates the v4 fields of the payload it last
 // read (of the same Secret).
 type keepingV4Fields struct {
 	typedcorev1.SecretInterface
 	read   string
-	fields v4Fields
+	fields V4Fields
 }
 
 func (k *keepingV4Fields) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
 	sec, err := k.SecretInterface.Get(ctx, name, o)
-	k.read, k.fields = name, v4Fields{}
+	k.read, k.fields = name, V4Fields{}
 	if err == nil && sec.Data["release"] != nil {
 		// Through the guarded decode; a payload that does not decode has none to keep.
 		_ = decodeInto(sec.Data["release"], &k.fields, MaxRecordBytes)
@@ -42,8 +43,8 @@ func (k *keepingV4Fields) Get(ctx context.Context, name string, o metav1.GetOpti
 }
 
 func (k *keepingV4Fields) Update(ctx context.Context, sec *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
-	if sec.Name == k.read && !k.fields.empty() && sec.Data["release"] != nil {
-		data, err := withV4Fields(sec.Data["release"], k.fields)
+	if sec.Name == k.read && !k.fields.Empty() && sec.Data["release"] != nil {
+		data, err := WithV4Fields(sec.Data["release"], k.fields)
 		if err != nil {
 			return nil, fmt.Errorf("keep the helm v4 fields of %s: %w", sec.Name, err)
 		}
@@ -52,9 +53,9 @@ func (k *keepingV4Fields) Update(ctx context.Context, sec *corev1.Secret, o meta
 	return k.SecretInterface.Update(ctx, sec, o)
 }
 
-// withV4Fields is payload (one Helm v3's driver just encoded) with f written as Helm v4's
+// WithV4Fields is payload (one Helm v3's driver just encoded) with f written as Helm v4's
 // driver writes them.
-func withV4Fields(payload []byte, f v4Fields) ([]byte, error) {
+func WithV4Fields(payload []byte, f V4Fields) ([]byte, error) {
 	var doc map[string]json.RawMessage
 	if err := decodeInto(payload, &doc, MaxRecordBytes); err != nil {
 		return nil, err

@@ -15,10 +15,10 @@ func TestMarkFailedKeepsHelmV4Fields(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		fields string // added to the payload's JSON
-		want   v4Fields
+		want   V4Fields
 	}{
-		{"server-side", `"apply_method":"ssa"`, v4Fields{ApplyMethod: "ssa"}},
-		{"a v3 record", ``, v4Fields{}},
+		{"server-side", `"apply_method":"ssa"`, V4Fields{ApplyMethod: "ssa"}},
+		{"a v3 record", ``, V4Fields{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c, _ := newStore(t)
@@ -53,7 +53,7 @@ func TestMarkFailedKeepsHelmV4Fields(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got struct {
-				v4Fields
+				V4Fields
 				Info struct {
 					Status      string `json:"status"`
 					Description string `json:"description"`
@@ -69,19 +69,19 @@ func TestMarkFailedKeepsHelmV4Fields(t *testing.T) {
 	}
 }
 
-// withV4Fields writes info.rollback_revision into info beside what is there.
+// WithV4Fields writes info.rollback_revision into info beside what is there.
 func TestWithV4FieldsKeepsRollbackRevision(t *testing.T) {
 	payload, err := encodePayload([]byte(`{"name":"web","info":{"status":"failed"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := v4Fields{ApplyMethod: "csa"}
+	f := V4Fields{ApplyMethod: "csa"}
 	f.Info.RollbackRevision = 3
-	out, err := withV4Fields(payload, f)
+	out, err := WithV4Fields(payload, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got v4Fields
+	var got V4Fields
 	var info struct {
 		Info struct {
 			Status string `json:"status"`
