@@ -60,11 +60,13 @@ const maxChartAnswerBytes = 16 << 20
 // maxRefChars bounds each part of a chart reference in a query (real ones are far shorter).
 const maxRefChars = 2048
 
-// admit takes a token of the caller's bucket; without one it is a 429 with Retry-After.
+// admit takes a token of the caller's bucket, one per tenant share (the ServiceAccounts of
+// a namespace share one, as they share the render slots); without one it is a 429 with
+// Retry-After.
 func (f *Function) admit(r *http.Request) error {
 	caller := ""
 	if u := userFrom(r.Context()); u != nil {
-		caller = u.Name
+		caller = auth.ShareName(u.Name)
 	}
 	if ok, retry := f.charts.limits.Allow(caller); !ok {
 		return &function.StatusError{Code: http.StatusTooManyRequests, RetryAfter: retry,

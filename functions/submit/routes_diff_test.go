@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/internal/satoken"
 	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -90,5 +96,36 @@ func TestDiffRouteIsLimitedPerCaller(t *testing.T) {
 	}
 	if code, h := s.call(t, http.MethodPost, api.PathDiff, s.diffOf("ghost", ns, nil), nil); code != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
 		t.Errorf("past the burst: %d Retry-After %q, want 429 with Retry-After", code, h.Get("Retry-After"))
+	}
+}
+
+// The rate is the tenant's: the ServiceAccounts of one namespace share one bucket, as they
+// share the render slots (auth.ShareName), so a tenant does not multiply its diffs by
+// creating ServiceAccounts.
+func TestDiffRouteIsLimitedPerTenant(t *testing.T) {
+	s := newStackWith(t, func(c *Config) { c.ChartRoutesRate, c.ChartRoutesBurst = 0.01, 1 })
+	ns := cluster.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var tokens []string
+	for _, name := range []string{"pipeline-a", "pipeline-b"} {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := cluster.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		token, err := satoken.Request(ctx, cluster.Client, ns, name, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, token)
+	}
+	// Neither may read releases: within the bucket a 403, past it a 429.
+	s.token = tokens[0]
+	if code, _ := s.call(t, http.MethodPost, api.PathDiff, s.diffOf("ghost", ns, nil), nil); code != http.StatusForbidden {
+		t.Fatalf("the first ServiceAccount within the burst: %d, want 403", code)
+	}
+	s.token = tokens[1]
+	if code, h := s.call(t, http.MethodPost, api.PathDiff, s.diffOf("ghost", ns, nil), nil); code != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+		t.Errorf("another ServiceAccount of the namespace: %d Retry-After %q, want 429 with Retry-After", code, h.Get("Retry-After"))
 	}
 }
