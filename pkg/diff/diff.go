@@ -15,6 +15,7 @@ const (
 
 // Change is one object the action adds, modifies or removes.
 type Change struct {
+	// API is the object's API group as helm-diff names it ("apps"; "v1" for the core API).
 	API       string `json:"api"`
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
@@ -115,5 +116,5 @@ func compare(b, a *Object, o Options, left *budget) (Change, bool) {
 }
 
 func changeOf(o Object, change string) Change {
-	return Change{API: o.API, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Change: change}
+	return Change{API: APIBase(o.API), Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Change: change}
 }

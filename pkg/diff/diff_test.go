@@ -137,13 +137,18 @@ func TestCompute(t *testing.T) {
 	}{
 		{"same", before, before, nil},
 		{"install", "", after, []string{
-			"ADD team, web, Deployment (apps/v1)", "ADD team, web-config, ConfigMap (v1)",
-			"ADD team, web-db, Secret (v1)", "ADD team, web-migrate-2, Job (batch/v1)"}},
+			"ADD team, web, Deployment (apps)", "ADD team, web-config, ConfigMap (v1)",
+			"ADD team, web-db, Secret (v1)", "ADD team, web-migrate-2, Job (batch)"}},
 		{"uninstall", before, "", []string{
-			"REMOVE team, web, Deployment (apps/v1)", "REMOVE team, web-config, ConfigMap (v1)",
-			"REMOVE team, web-db, Secret (v1)", "REMOVE team, web-migrate-1, Job (batch/v1)"}},
+			"REMOVE team, web, Deployment (apps)", "REMOVE team, web-config, ConfigMap (v1)",
+			"REMOVE team, web-db, Secret (v1)", "REMOVE team, web-migrate-1, Job (batch)"}},
 		{"namespace given", "kind: A\napiVersion: v1\nmetadata: {name: x, namespace: other}\n", "", []string{"REMOVE other, x, A (v1)"}},
 		{"comments and empty documents", "---\n# only a comment\n---\n\n---\nkind: A\napiVersion: v1\nmetadata: {name: x}\n", "", []string{"REMOVE team, x, A (v1)"}},
+		// Helm matches an object by group, kind, namespace and name: a new version of its API
+		// patches it, as helm-diff shows.
+		{"an apiVersion bump changes the object", "apiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec: {maxReplicas: 2}\n",
+			"apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec: {maxReplicas: 2}\n",
+			[]string{"MODIFY team, web, HorizontalPodAutoscaler (autoscaling)"}},
 		{"a Secret only re-encoded is unchanged", "kind: Secret\napiVersion: v1\nmetadata: {name: s}\ndata: {a: eA==}\n",
 			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  a: eA==\n", nil},
 	} {

@@ -11,7 +11,7 @@ import (
 func TestObjectsAreNamedAsTheApplyReadsThem(t *testing.T) {
 	for _, tc := range []struct{ name, doc, want string }{
 		{"quoted kind after a plain one", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: creds\n\"kind\": Secret\n", "team, creds, Secret (v1)"},
-		{"single-quoted apiVersion", "apiVersion: v1\nkind: Role\n'apiVersion': rbac.authorization.k8s.io/v1\nmetadata:\n  name: r\n", "team, r, Role (rbac.authorization.k8s.io/v1)"},
+		{"single-quoted apiVersion", "apiVersion: v1\nkind: Role\n'apiVersion': rbac.authorization.k8s.io/v1\nmetadata:\n  name: r\n", "team, r, Role (rbac.authorization.k8s.io)"},
 		{"a key of another case is another key", "{apiVersion: v1, kind: ConfigMap, Kind: Secret, metadata: {name: x}}\n", "team, x, ConfigMap (v1)"},
 		{"quoted name in metadata", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  \"name\": b\n", "team, b, ConfigMap (v1)"},
 		{"folded name", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: >-\n    real\n", "team, real, ConfigMap (v1)"},

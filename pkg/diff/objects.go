@@ -17,9 +17,20 @@ type Object struct {
 	Text string
 }
 
-// Key names an object as helm-diff does: "namespace, name, Kind (apiVersion)".
+// Key names an object as helm-diff does: "namespace, name, Kind (group)", the group being
+// its apiVersion without the version ("v1" for the core API). Helm matches an object by
+// group, kind, namespace and name, so a new version of its API changes it.
 func (o Object) Key() string {
-	return fmt.Sprintf("%s, %s, %s (%s)", o.Namespace, o.Name, o.Kind, o.API)
+	return fmt.Sprintf("%s, %s, %s (%s)", o.Namespace, o.Name, o.Kind, APIBase(o.API))
+}
+
+// APIBase is apiVersion without its version, as helm-diff names an object's API: "apps"
+// for apps/v1, "v1" (no group) for the core API.
+func APIBase(apiVersion string) string {
+	if i := strings.LastIndex(apiVersion, "/"); i >= 0 {
+		return apiVersion[:i]
+	}
+	return apiVersion
 }
 
 var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)

@@ -128,7 +128,7 @@ func TestDiffOfAnUpgrade(t *testing.T) {
 	for _, c := range out.Changes {
 		got = append(got, c.Change+" "+c.Key())
 	}
-	want := "ADD ns, new, Service (v1)|REMOVE ns, old, Job (batch/v1)|MODIFY ns, web, ConfigMap (v1)"
+	want := "ADD ns, new, Service (v1)|REMOVE ns, old, Job (batch)|MODIFY ns, web, ConfigMap (v1)"
 	if strings.Join(got, "|") != want {
 		t.Errorf("changes %v, want %s", got, want)
 	}
