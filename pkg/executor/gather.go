@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -20,8 +21,8 @@ import (
 func (s *Service) gather(ctx context.Context, act *action, v *view, q question) error {
 	switch q {
 	case qLook, qRecord:
-		read, err := s.readRecord(ctx, act)
-		if err != nil {
+		var read *recordRead
+		if err := s.decoding(ctx, act, func() (err error) { read, err = s.readRecord(ctx, act); return err }); err != nil {
 			return err
 		}
 		if q == qLook {
@@ -41,8 +42,8 @@ func (s *Service) gather(ctx context.Context, act *action, v *view, q question) 
 	case qCancel:
 		v.cancel = &cancelRead{by: act.held.CancelledBy()}
 	case qLatest:
-		revs, err := s.Store.LiveHistory(ctx, act.Namespace, act.Name)
-		if err != nil {
+		var revs []release.Revision
+		if err := s.decoding(ctx, act, func() (err error) { revs, err = s.Store.LiveHistory(ctx, act.Namespace, act.Name); return err }); err != nil {
 			return err
 		}
 		v.latest = &latestRead{}
@@ -53,6 +54,19 @@ func (s *Service) gather(ctx context.Context, act *action, v *view, q question) 
 		return s.gatherConsumed(ctx, act, v, q)
 	}
 	return nil
+}
+
+// decoding runs read, which decodes records a tenant can write (the release's, in its
+// namespace), holding a CPU slot in the action's flow: it is CPU-bound work like Helm's
+// render, and so is accounted to the tenant in the same pool (docs/design.md, "Tenants and
+// shares"). The slot is held for the read alone, not across the admission's writes.
+func (s *Service) decoding(ctx context.Context, act *action, read func() error) error {
+	seat, err := s.cpu.Acquire(ctx, flowOf(act.Action))
+	if err != nil {
+		return fmt.Errorf("waiting for a CPU slot to read the record: %w", err)
+	}
+	defer seat.Release()
+	return read()
 }
 
 // gatherConsumed asks what the consumed records say of the request.

@@ -12,6 +12,8 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/internal/testwait"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -102,47 +104,57 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 }
 
 // An action's timeout runs from Helm's start: one that waits for a CPU slot longer than its
-// timeout (a burst, the executor's own queue) still runs and deploys; a cancel ends the
-// wait without running Helm, and nothing is given back that was not taken.
+// timeout (a burst, the executor's own queue) still runs and deploys, and nothing is given
+// back that was not taken. The slot is taken, by another tenant's render, once the action
+// was admitted (its admission's record reads take the slot too) and is fetching its chart.
 func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	e := newEnv(t, 4)
 	e.svc.cpu = fairqueue.New(1, fairqueue.Options{})
 	e.svc.Clock = e.clock
-	hold := make(chan struct{})
-	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-		if req.Name == "a" {
-			<-hold
-		}
-		return e.writes(ctx, req)
-	}
-	first := make(chan Outcome)
-	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), e.reserve("a", "r1"), nil); first <- o }()
-	testwait.For(t, func() bool { return e.helm.calls.Load() == 1 })
+	fetching, fetched := make(chan struct{}), make(chan struct{})
+	e.svc.Charts = gatedCharts{charts: charts{packaged(t)}, started: fetching, release: fetched}
 	b := e.reserve("b", "r2")
 	b.Options.Timeout = 50 * time.Millisecond
-	second := make(chan Outcome)
-	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), b, nil); second <- o }()
-	// On the clock: a's deadline and progress ticker, and b's progress ticker once b runs
-	// and waits for the slot. b's deadline is not armed: 4x its timeout ends nothing.
-	testwait.For(t, func() bool { return e.clock.Waiters() == 3 })
+	done := make(chan Outcome)
+	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), b, nil); done <- o }()
+	<-fetching
+	other, err := e.svc.cpu.Acquire(ctx(t), fairqueue.Flow{Namespace: "other", Caller: "carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(fetched)
+	testwait.For(t, func() bool { _, cpu := e.svc.Shares(); return queuedIn(cpu, "ns") })
+	// On the clock: b's progress ticker. b's deadline is not armed: 4x its timeout ends nothing.
+	if n := e.clock.Waiters(); n != 1 {
+		t.Errorf("%d timers and tickers while b waits for the slot, want 1", n)
+	}
 	e.clock.Add(4 * b.Options.Timeout)
-	if n := e.clock.Waiters(); n != 3 {
-		t.Errorf("%d timers and tickers while b waits for the slot, want 3 (b's deadline armed?)", n)
+	if n := e.clock.Waiters(); n != 1 {
+		t.Errorf("%d timers and tickers while b waits for the slot, want 1 (b's deadline armed?)", n)
 	}
-	close(hold)
-	if o := <-first; o != OutcomeDeployed {
-		t.Errorf("first: %s", o)
-	}
-	if o := <-second; o != OutcomeDeployed {
+	other.Release()
+	if o := <-done; o != OutcomeDeployed {
 		st, desc := e.status("b")
 		t.Errorf("an action that waited for a CPU slot past its timeout: %s (%s %q)", o, st, desc)
 	}
-	if e.helm.calls.Load() != 2 {
+	if e.helm.calls.Load() != 1 {
 		t.Errorf("Helm ran %d times", e.helm.calls.Load())
 	}
 	if e.svc.cpu.InUse() != 0 {
 		t.Errorf("%d CPU slots left taken", e.svc.cpu.InUse())
 	}
+}
+
+// gatedCharts says when a fetch starts and answers once release is closed.
+type gatedCharts struct {
+	charts
+	started, release chan struct{}
+}
+
+func (g gatedCharts) Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error) {
+	close(g.started)
+	<-g.release
+	return g.charts.Get(ctx, ref)
 }
 
 // Progress reads the namespace's workloads only while Helm waits for them, and no more
