@@ -21,6 +21,9 @@ type DiffRequest struct {
 	// Context is the lines shown around each change; nil or negative: whole objects
 	// (helm-diff's --context).
 	Context *int `json:"context,omitempty"`
+	// IncludeCRDs (install, upgrade) compares the chart's crds/ too, as helm-diff's
+	// --include-crds does: a release's manifest never holds them, so they show as added.
+	IncludeCRDs bool `json:"include_crds,omitempty"`
 }
 
 // ParsedAction is the action the diff previews.

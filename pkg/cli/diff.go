@@ -24,7 +24,9 @@ type DiffOptions struct {
 	Revision         int
 	Context          int
 	DetailedExitCode bool
-	Output           string
+	// IncludeCRDs compares the chart's crds/ too (helm-diff's --include-crds).
+	IncludeCRDs bool
+	Output      string
 }
 
 // NewCmdDiff is `diff install|upgrade|rollback`.
@@ -46,6 +48,7 @@ func NewCmdDiff(g *Globals) *cobra.Command {
 		c := &cobra.Command{Use: sub.use, Short: sub.short, Args: sub.args, RunE: runE(o)}
 		if sub.action != release.ActionRollback {
 			o.addChartFlags(c)
+			c.Flags().BoolVar(&o.IncludeCRDs, "include-crds", false, "include the chart's CRDs in the diffing")
 		}
 		if sub.action == release.ActionUpgrade {
 			c.Flags().BoolVar(&o.ReuseValues, "reuse-values", false, "reuse the last release's values and values-from references, with this upgrade's over them")
@@ -98,7 +101,7 @@ func (o *DiffOptions) Run(ctx context.Context) error {
 		return err
 	}
 	url, entry := chartRef(o.Chart)
-	req := api.DiffRequest{Action: string(o.action), Version: o.Revision, Context: &o.Context,
+	req := api.DiffRequest{Action: string(o.action), Version: o.Revision, Context: &o.Context, IncludeCRDs: o.IncludeCRDs,
 		ReleaseRequest: api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
 			ChartVersion: o.ActionOptions.Version, Values: o.vals, ValuesFrom: o.refs, ReuseValues: o.ReuseValues}}
 	out, err := o.submit.Diff(ctx, req)

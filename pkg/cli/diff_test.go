@@ -115,8 +115,8 @@ func TestDiffOutput(t *testing.T) {
 	}
 }
 
-// The flags say what upgrade's say: chart, version, values, values-from, reuse; --context
-// and the action go along.
+// The flags say what upgrade's say: chart, version, values, values-from, reuse; --context,
+// --include-crds and the action go along.
 func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 	var last api.DiffRequest
 	srv := diffSubmit(t, &last)
@@ -125,12 +125,12 @@ func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := runOcHelm(srv, "diff upgrade web openshift/tiny --version 0.2.0 -f "+values+
-		" --set image=web:2 --values-from secret/db:pw.yaml --reuse-values --context 2"); err != nil {
+		" --set image=web:2 --values-from secret/db:pw.yaml --reuse-values --context 2 --include-crds"); err != nil {
 		t.Fatal(err)
 	}
 	want := api.DiffRequest{Action: "upgrade", ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "team",
 		IndexEntry: "tiny--openshift", ChartVersion: "0.2.0", Values: map[string]any{"replicas": float64(3), "image": "web:2"},
-		ReuseValues: true}}
+		ReuseValues: true}, IncludeCRDs: true}
 	if last.ContextLines() != 2 || len(last.ValuesFrom) != 1 || last.ValuesFrom[0].Name != "db" || last.ValuesFrom[0].Key != "pw.yaml" {
 		t.Errorf("context %d, values_from %+v", last.ContextLines(), last.ValuesFrom)
 	}

@@ -77,7 +77,9 @@ func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User
 		if after.manifest, err = s.Render.Render(ctx, *after.job); err != nil {
 			return nil, err
 		}
-		after.manifest = withoutCRDs(after.manifest)
+		if !req.IncludeCRDs {
+			after.manifest = withoutCRDs(after.manifest)
+		}
 	}
 	if out.Changes, err = diff.Compute(ctx, manifestOf(base), after.manifest, req.Namespace, diff.Options{Context: req.ContextLines()}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRender, err)
@@ -262,7 +264,8 @@ func manifestOf(rel *helmrelease.Release) string {
 }
 
 // withoutCRDs drops the chart's crds/ files the template render prints first: Helm
-// installs them once and never upgrades them, and a release's manifest never holds them.
+// installs them once and never upgrades them, and a release's manifest never holds them
+// (helm-diff leaves them out too, unless --include-crds).
 func withoutCRDs(rendered string) string {
 	lines := strings.SplitAfter(rendered, "\n")
 	start, sawCRD := 0, false

@@ -143,6 +143,25 @@ func TestDiffOfAnUpgrade(t *testing.T) {
 	}
 }
 
+// With include_crds the chart's CRDs show as added, as helm-diff's --include-crds shows them.
+func TestDiffIncludesCRDsWhenAsked(t *testing.T) {
+	e, _, _ := diffEnv(t)
+	req := upgradeDiff("web")
+	req.IncludeCRDs = true
+	out, err := e.svc.Diff(ctx(t), req, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range out.Changes {
+		got = append(got, c.Change+" "+c.Key())
+	}
+	want := "ADD ns, new, Service (v1)|REMOVE ns, old, Job (batch)|ADD ns, things.example.com, CustomResourceDefinition (apiextensions.k8s.io)|MODIFY ns, web, ConfigMap (v1)"
+	if strings.Join(got, "|") != want {
+		t.Errorf("changes %v, want %s", got, want)
+	}
+}
+
 // A rollback's diff compares with the target's stored manifest, without a render.
 func TestDiffOfARollback(t *testing.T) {
 	e, r, _ := diffEnv(t)
