@@ -108,7 +108,7 @@ func observed(t *testing.T, x *interop, ns string) string {
 // cancelled and uninstalled by the other engine and by both CLIs: every cell shows what the
 // writer's own engine would, step by step (docs/design.md, "Two engines").
 func TestRecordsCrossEngines(t *testing.T) {
-	x3 := newInteropV4(t)
+	x3 := newInteropV4(t, helmexec.EngineV3)
 	x4 := &interopV4{interop: newInterop(t, Config{HelmEngine: string(helmexec.EngineV4), MaxParallel: matrixActions})}
 	for _, x := range []*interopV4{x3, x4} {
 		x.submit.Heartbeat = &lease.Heartbeat{Client: cluster.Client, Holder: "submit", Duration: time.Hour,

@@ -94,7 +94,7 @@ func TestFailuresEndFailedWithTheReason(t *testing.T) {
 		cases := []struct {
 			name   string
 			chart  string
-			slow   bool
+			slow   bool // pods Ready after 60 s
 			opts   events.Options
 			values map[string]any
 			reason string
@@ -105,9 +105,6 @@ func TestFailuresEndFailedWithTheReason(t *testing.T) {
 			{name: "timeout", chart: "tiny", slow: true, opts: events.Options{Wait: true, Timeout: 3 * time.Second}, reason: "timed out after 3s"},
 		}
 		for _, c := range cases {
-			if c.slow && engine != helmexec.EngineV3 {
-				continue // the slow waits run once; the v4 engine's deadline is the cancel test's
-			}
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				ns := cluster.Namespace(t)
@@ -161,31 +158,33 @@ func TestLiveLeaseIsLeftAloneAndExpiredLeaseIsTakenOver(t *testing.T) {
 }
 
 func TestBusyIsRetryableAndShutdownFailsActionsInFlight(t *testing.T) {
-	r := newRig(t, Config{MaxParallel: 1})
-	slow := cluster.SlowNamespace(t)
-	ns := cluster.Namespace(t)
-	tiny := chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}
-	long := r.reserve(t, release.ActionInstall, slow, "long", tiny, nil, events.Options{Wait: true, Timeout: 10 * time.Minute})
-	done := make(chan int, 1)
-	go func() {
-		done <- r.deliver(t, long)
-	}()
-	waitLease(t, slow, long.SecretName)
-	next := r.reserve(t, release.ActionInstall, ns, "next", tiny, nil, events.Options{})
-	if code := r.deliver(t, next); code != http.StatusTooManyRequests {
-		t.Fatalf("second event while full: %d, want 429", code)
-	}
-	// SIGTERM: the action in flight ends failed with the reason, not pending.
-	r.shutdown()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("the action did not end after shutdown")
-	}
-	rel := r.get(t, slow, "long", 1)
-	if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "executor shut down") {
-		t.Fatalf("after shutdown: %s %q", rel.Info.Status, rel.Info.Description)
-	}
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		r := newRig(t, Config{HelmEngine: string(engine), MaxParallel: 1})
+		slow := cluster.SlowNamespace(t)
+		ns := cluster.Namespace(t)
+		tiny := chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}
+		long := r.reserve(t, release.ActionInstall, slow, "long", tiny, nil, events.Options{Wait: true, Timeout: 10 * time.Minute})
+		done := make(chan int, 1)
+		go func() {
+			done <- r.deliver(t, long)
+		}()
+		waitLease(t, slow, long.SecretName)
+		next := r.reserve(t, release.ActionInstall, ns, "next", tiny, nil, events.Options{})
+		if code := r.deliver(t, next); code != http.StatusTooManyRequests {
+			t.Fatalf("second event while full: %d, want 429", code)
+		}
+		// SIGTERM: the action in flight ends failed with the reason, not pending.
+		r.shutdown()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("the action did not end after shutdown")
+		}
+		rel := r.get(t, slow, "long", 1)
+		if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "executor shut down") {
+			t.Fatalf("after shutdown: %s %q", rel.Info.Status, rel.Info.Description)
+		}
+	})
 }
 
 func waitLease(t *testing.T, ns, name string) {
@@ -227,45 +226,47 @@ func TestMalformedEventsAreRefused(t *testing.T) {
 // back: all three are applied while every one of them still waits. Held through the wait,
 // the first would have ended (timed out) before the second was applied.
 func TestWaitingInstallsGiveTheCPUSlotBack(t *testing.T) {
-	r := newRig(t, Config{MaxParallel: 4, CPUSlots: 1})
-	ns := cluster.SlowNamespace(t)
-	ctx := context.Background()
-	tiny := chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}
-	names := []string{"a", "b", "c"}
-	codes := make(chan int, len(names))
-	for _, n := range names {
-		a := r.reserve(t, release.ActionInstall, ns, n, tiny, nil, events.Options{Wait: true, Timeout: 80 * time.Second})
-		go func() { codes <- r.deliver(t, a) }()
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		deps, err := cluster.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pending := 0
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		r := newRig(t, Config{HelmEngine: string(engine), MaxParallel: 4, CPUSlots: 1})
+		ns := cluster.SlowNamespace(t)
+		ctx := context.Background()
+		tiny := chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}
+		names := []string{"a", "b", "c"}
+		codes := make(chan int, len(names))
 		for _, n := range names {
-			rel, err := r.store.Get(ctx, ns, n, 1)
+			a := r.reserve(t, release.ActionInstall, ns, n, tiny, nil, events.Options{Wait: true, Timeout: 80 * time.Second})
+			go func() { codes <- r.deliver(t, a) }()
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			deps, err := cluster.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !release.IsPending(rel.Info.Status.String()) {
-				t.Fatalf("%s ended (%s) before the three were applied: a waiting install held the CPU slot", n, rel.Info.Status)
+			pending := 0
+			for _, n := range names {
+				rel, err := r.store.Get(ctx, ns, n, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !release.IsPending(rel.Info.Status.String()) {
+					t.Fatalf("%s ended (%s) before the three were applied: a waiting install held the CPU slot", n, rel.Info.Status)
+				}
+				pending++
 			}
-			pending++
+			if len(deps.Items) == len(names) && pending == len(names) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d applied after 2 minutes", len(deps.Items), len(names))
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if len(deps.Items) == len(names) && pending == len(names) {
-			break
+		r.shutdown() // the waits would last until their timeout; the actions end failed
+		for range names {
+			if code := <-codes; code != http.StatusOK {
+				t.Errorf("delivery answered %d", code)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d applied after 2 minutes", len(deps.Items), len(names))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	r.shutdown() // the waits would last until their timeout; the actions end failed
-	for range names {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("delivery answered %d", code)
-		}
-	}
+	})
 }

@@ -274,60 +274,65 @@ func TestAtomicInstallUninstallsAsHelmDoes(t *testing.T) {
 }
 
 func TestFifteenUpgradesLeaveTenRecords(t *testing.T) {
-	var cfg Config // the executor's defaults, as its environment gives them
-	if err := envconfig.Process("", &cfg); err != nil {
-		t.Fatal(err)
-	}
-	x := newInterop(t, cfg)
-	ns := cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny"})
-	for i := 0; i < 15; i++ {
-		x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": fmt.Sprint(i)}})
-	}
-	secrets, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var versions []string
-	for _, s := range secrets.Items {
-		versions = append(versions, s.Labels["version"]+":"+s.Labels["status"])
-	}
-	sort.Strings(versions)
-	t.Logf("%d records after 1 install and 15 upgrades: %v", len(secrets.Items), versions)
-	if len(secrets.Items) != 10 {
-		t.Fatalf("%d records, want 10", len(secrets.Items))
-	}
-	if rel := x.get(t, ns, "web", 16); rel.Info.Status != helmrelease.StatusDeployed {
-		t.Fatalf("v16 is %s", rel.Info.Status)
-	}
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		var cfg Config // the executor's defaults, as its environment gives them
+		if err := envconfig.Process("", &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg.HelmEngine = string(engine)
+		x := newInterop(t, cfg)
+		ns := cluster.Namespace(t)
+		x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny"})
+		for i := 0; i < 15; i++ {
+			x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": fmt.Sprint(i)}})
+		}
+		secrets, err := cluster.Client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var versions []string
+		for _, s := range secrets.Items {
+			versions = append(versions, s.Labels["version"]+":"+s.Labels["status"])
+		}
+		sort.Strings(versions)
+		t.Logf("%d records after 1 install and 15 upgrades: %v", len(secrets.Items), versions)
+		if len(secrets.Items) != 10 {
+			t.Fatalf("%d records, want 10", len(secrets.Items))
+		}
+		if rel := x.get(t, ns, "web", 16); rel.Info.Status != helmrelease.StatusDeployed {
+			t.Fatalf("v16 is %s", rel.Info.Status)
+		}
+	})
 }
 
 func TestFailureBeforeAdoptionRecordsTheRevisionItStartedFrom(t *testing.T) {
-	x := newInterop(t, Config{})
-	ns := cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]any{"message": "one"}})
-	x.do(t, release.ActionUpgrade, ns, "web", request{chart: "badtemplate"})
-	v1, v2 := x.get(t, ns, "web", 1), x.get(t, ns, "web", 2)
-	if v2.Info.Status != helmrelease.StatusFailed || !strings.Contains(v2.Info.Description, "value is required") {
-		t.Fatalf("v2: %s %q", v2.Info.Status, v2.Info.Description)
-	}
-	if v2.Manifest != v1.Manifest || v2.Chart.Metadata.Name != "tiny" || len(v2.Chart.Templates) == 0 ||
-		v2.Config["message"] != "one" || v1.Info.Status != helmrelease.StatusDeployed {
-		t.Fatalf("v2 does not record v1: manifest %d/%d bytes, chart %s with %d templates, config %v; v1 %s",
-			len(v2.Manifest), len(v1.Manifest), v2.Chart.Metadata.Name, len(v2.Chart.Templates), v2.Config, v1.Info.Status)
-	}
-	sec, err := cluster.Client.CoreV1().Secrets(ns).Get(context.Background(), release.SecretName("web", 2), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := sec.Labels[release.LabelQueued]; ok || sec.Labels[release.LabelChart] != "tiny-0.1.0" {
-		t.Errorf("v2 labels %v", sec.Labels)
-	}
-	// An install that fails before adoption created nothing: its record says so.
-	x.do(t, release.ActionInstall, ns, "dep", request{chart: "needsdep"})
-	if d := x.get(t, ns, "dep", 1); d.Info.Status != helmrelease.StatusFailed || d.Manifest != "" {
-		t.Fatalf("dep v1: %s, manifest %q", d.Info.Status, d.Manifest)
-	}
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		x := newInterop(t, Config{HelmEngine: string(engine)})
+		ns := cluster.Namespace(t)
+		x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny", values: map[string]any{"message": "one"}})
+		x.do(t, release.ActionUpgrade, ns, "web", request{chart: "badtemplate"})
+		v1, v2 := x.get(t, ns, "web", 1), x.get(t, ns, "web", 2)
+		if v2.Info.Status != helmrelease.StatusFailed || !strings.Contains(v2.Info.Description, "value is required") {
+			t.Fatalf("v2: %s %q", v2.Info.Status, v2.Info.Description)
+		}
+		if v2.Manifest != v1.Manifest || v2.Chart.Metadata.Name != "tiny" || len(v2.Chart.Templates) == 0 ||
+			v2.Config["message"] != "one" || v1.Info.Status != helmrelease.StatusDeployed {
+			t.Fatalf("v2 does not record v1: manifest %d/%d bytes, chart %s with %d templates, config %v; v1 %s",
+				len(v2.Manifest), len(v1.Manifest), v2.Chart.Metadata.Name, len(v2.Chart.Templates), v2.Config, v1.Info.Status)
+		}
+		sec, err := cluster.Client.CoreV1().Secrets(ns).Get(context.Background(), release.SecretName("web", 2), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := sec.Labels[release.LabelQueued]; ok || sec.Labels[release.LabelChart] != "tiny-0.1.0" {
+			t.Errorf("v2 labels %v", sec.Labels)
+		}
+		// An install that fails before adoption created nothing: its record says so.
+		x.do(t, release.ActionInstall, ns, "dep", request{chart: "needsdep"})
+		if d := x.get(t, ns, "dep", 1); d.Info.Status != helmrelease.StatusFailed || d.Manifest != "" {
+			t.Fatalf("dep v1: %s, manifest %q", d.Info.Status, d.Manifest)
+		}
+	})
 }
 
 func TestChartlessUpgradeRunsTheDeployedChart(t *testing.T) {
@@ -359,29 +364,31 @@ func TestChartlessUpgradeRunsTheDeployedChart(t *testing.T) {
 }
 
 func TestTheExecutorRunsOnlyTheChartSubmitValidated(t *testing.T) {
-	x := newInterop(t, Config{})
-	ns := cluster.Namespace(t)
-	x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny"})
-	for i, reuse := range []bool{false, true} {
-		req := request{chart: "tiny"}
-		if reuse {
-			req.chart = ""
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		x := newInterop(t, Config{HelmEngine: string(engine)})
+		ns := cluster.Namespace(t)
+		x.do(t, release.ActionInstall, ns, "web", request{chart: "tiny"})
+		for i, reuse := range []bool{false, true} {
+			req := request{chart: "tiny"}
+			if reuse {
+				req.chart = ""
+			}
+			e := x.accept(t, release.ActionUpgrade, ns, "web", req)
+			a, err := events.ParseAccepted(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.ChartDigest == "" {
+				t.Fatal("the accepted event carries no chart digest")
+			}
+			a.ChartDigest = "sha256:0000" // another chart than the one validated
+			if code := x.deliver(t, a); code != http.StatusOK {
+				t.Fatalf("deliver: %d", code)
+			}
+			rel := x.get(t, ns, "web", 2+i)
+			if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "the chart changed since the request was accepted") {
+				t.Errorf("reuse=%v: %s %q", reuse, rel.Info.Status, rel.Info.Description)
+			}
 		}
-		e := x.accept(t, release.ActionUpgrade, ns, "web", req)
-		a, err := events.ParseAccepted(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.ChartDigest == "" {
-			t.Fatal("the accepted event carries no chart digest")
-		}
-		a.ChartDigest = "sha256:0000" // another chart than the one validated
-		if code := x.deliver(t, a); code != http.StatusOK {
-			t.Fatalf("deliver: %d", code)
-		}
-		rel := x.get(t, ns, "web", 2+i)
-		if rel.Info.Status != helmrelease.StatusFailed || !strings.Contains(rel.Info.Description, "the chart changed since the request was accepted") {
-			t.Errorf("reuse=%v: %s %q", reuse, rel.Info.Status, rel.Info.Description)
-		}
-	}
+	})
 }

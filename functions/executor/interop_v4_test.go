@@ -33,13 +33,13 @@ type interopV4 struct {
 	read *reader.Service
 }
 
-func newInteropV4(t *testing.T) *interopV4 {
+func newInteropV4(t *testing.T, engine helmexec.Engine) *interopV4 {
 	t.Helper()
 	helm4, err := testcluster.HelmV4CLI()
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newInterop(t, Config{MaxParallel: matrixActions})
+	x := newInterop(t, Config{HelmEngine: string(engine), MaxParallel: matrixActions})
 	x.submit.Heartbeat = &lease.Heartbeat{Client: cluster.Client, Holder: "submit", Duration: time.Hour}
 	v4 := *x
 	v4.helm, v4.home = helm4, t.TempDir()
@@ -53,10 +53,17 @@ func newInteropV4(t *testing.T) *interopV4 {
 // rollback and uninstall run submit's use case and deliver its event: the action has ended.
 func (x *interopV4) rollback(t *testing.T, ns string, to int) {
 	t.Helper()
+	x.rollbackAs(t, ns, to, api.ServerSideDefault)
+}
+
+// rollbackAs is rollback with an apply method.
+func (x *interopV4) rollbackAs(t *testing.T, ns string, to int, serverSide api.ServerSide) {
+	t.Helper()
 	sent := &sentEvents{}
 	svc := *x.submit
 	svc.Sender = sent
-	if _, err := svc.Rollback(context.Background(), api.RollbackRequest{Namespace: ns, Name: "web", Version: to, Timeout: "2m"}, nil); err != nil {
+	req := api.RollbackRequest{Namespace: ns, Name: "web", Version: to, Timeout: "2m", ServerSide: serverSide}
+	if _, err := svc.Rollback(context.Background(), req, nil); err != nil {
 		t.Fatalf("rollback %s/web: %v", ns, err)
 	}
 	if code := x.send(t, sent.last); code != http.StatusOK {
@@ -162,80 +169,89 @@ func managers(t *testing.T, ns string) string {
 
 // A release installed by helm v3, by helm v4 with server-side apply (its default) and by
 // helm v4 with client-side apply (as the console installs), then listed, upgraded, rolled
-// back, cancelled and uninstalled through async-helm, with a helm v4 upgrade in between:
+// back, cancelled and uninstalled through async-helm on each engine, with a helm v4 upgrade in between:
 // each step must show the same on the three, the v3 one being the release async-helm was
 // built for.
 func TestHelmV4ReleasesWorkThroughAsyncHelm(t *testing.T) {
-	x := newInteropV4(t)
-	tiny := x.charts.ChartURL("tiny", "0.1.0")
-	writers := []struct {
-		name    string
-		install func(t *testing.T, ns string)
-		// methods is applyMethods after the install, after async-helm's upgrade and after
-		// helm v4's upgrade.
-		methods []string
-	}{
-		{"helm v3", func(t *testing.T, ns string) { x.helmOK(t, ns, "install", "web", tiny, "--set", "message=one") },
-			[]string{"1:-", "1:- 2:-", "1:- 2:- 3:- 4:- 5:csa"}},
-		{"helm v4 ssa", func(t *testing.T, ns string) { x.v4.helmOK(t, ns, "install", "web", tiny, "--set", "message=one") },
-			// Helm v3 rewrites revision 1 (superseded) in its own format: the field goes.
-			[]string{"1:ssa", "1:- 2:-", "1:- 2:- 3:- 4:- 5:csa"}},
-		{"helm v4 csa", func(t *testing.T, ns string) {
-			x.v4.helmOK(t, ns, "install", "web", tiny, "--set", "message=one", "--server-side=false")
-		}, []string{"1:csa", "1:- 2:-", "1:- 2:- 3:- 4:- 5:csa"}},
-	}
-	steps := []string{"list", "upgrade", "rollback", "cancel", "helm v4 upgrade", "uninstall"}
-	var mu sync.Mutex
-	seen := map[string]map[string]string{}
-	t.Run("writers", func(t *testing.T) {
-		for _, w := range writers {
-			t.Run(w.name, func(t *testing.T) {
-				t.Parallel()
-				ns := cluster.Namespace(t)
-				got := map[string]string{}
-				w.install(t, ns)
-				methods := []string{applyMethods(t, ns)}
-				got["list"] = x.listed(t, ns)
-				x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
-				methods = append(methods, applyMethods(t, ns))
-				got["upgrade"] = x.applied(t, ns)
-				x.rollback(t, ns, 1)
-				got["rollback"] = x.applied(t, ns)
-				x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "four"}})
-				c, err := x.submit.Cancel(context.Background(), ns, "web", nil)
-				if err != nil {
-					t.Fatalf("cancel: %v", err)
-				}
-				got["cancel"] = fmt.Sprintf("%s v%d; %s", c.Status, c.Revision, x.applied(t, ns))
-				// Helm v4's next upgrade, with its default --server-side=auto.
-				x.v4.helmOK(t, ns, "upgrade", "web", tiny, "--reuse-values", "--set", "message=five")
-				methods = append(methods, applyMethods(t, ns))
-				got["helm v4 upgrade"] = x.applied(t, ns)
-				x.uninstall(t, ns)
-				got["uninstall"] = x.applied(t, ns)
-				if strings.Join(methods, ", ") != strings.Join(w.methods, ", ") {
-					t.Errorf("apply_method of the records after install, upgrade, helm v4's upgrade: %q, want %q", methods, w.methods)
-				}
-				mu.Lock()
-				seen[w.name] = got
-				mu.Unlock()
-			})
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		x := newInteropV4(t, engine)
+		tiny := x.charts.ChartURL("tiny", "0.1.0")
+		writers := []struct {
+			name    string
+			install func(t *testing.T, ns string)
+			method  string // revision 1's apply_method ("-": none)
+		}{
+			{"helm v3", func(t *testing.T, ns string) { x.helmOK(t, ns, "install", "web", tiny, "--set", "message=one") }, "-"},
+			{"helm v4 ssa", func(t *testing.T, ns string) { x.v4.helmOK(t, ns, "install", "web", tiny, "--set", "message=one") }, "ssa"},
+			{"helm v4 csa", func(t *testing.T, ns string) {
+				x.v4.helmOK(t, ns, "install", "web", tiny, "--set", "message=one", "--server-side=false")
+			}, "csa"},
 		}
-	})
-	var b strings.Builder
-	for _, s := range steps {
-		want := seen["helm v3"][s]
-		fmt.Fprintf(&b, "\n%-16s %s", s, want)
-		for _, w := range writers[1:] {
-			if got := seen[w.name][s]; got != want {
-				t.Errorf("%s on the release %s installed: %q; on helm v3's: %q", s, w.name, got, want)
+		steps := []string{"list", "upgrade", "rollback", "cancel", "helm v4 upgrade", "uninstall"}
+		var mu sync.Mutex
+		seen := map[string]map[string]string{}
+		t.Run("writers", func(t *testing.T) {
+			for _, w := range writers {
+				t.Run(w.name, func(t *testing.T) {
+					t.Parallel()
+					ns := cluster.Namespace(t)
+					got := map[string]string{}
+					w.install(t, ns)
+					methods := []string{applyMethods(t, ns)}
+					got["list"] = x.listed(t, ns)
+					x.do(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "two"}})
+					methods = append(methods, applyMethods(t, ns))
+					got["upgrade"] = x.applied(t, ns)
+					x.rollback(t, ns, 1)
+					got["rollback"] = x.applied(t, ns)
+					x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "four"}})
+					c, err := x.submit.Cancel(context.Background(), ns, "web", nil)
+					if err != nil {
+						t.Fatalf("cancel: %v", err)
+					}
+					got["cancel"] = fmt.Sprintf("%s v%d; %s", c.Status, c.Revision, x.applied(t, ns))
+					// Helm v4's next upgrade, with its default --server-side=auto.
+					x.v4.helmOK(t, ns, "upgrade", "web", tiny, "--reuse-values", "--set", "message=five")
+					methods = append(methods, applyMethods(t, ns))
+					got["helm v4 upgrade"] = x.applied(t, ns)
+					x.uninstall(t, ns)
+					got["uninstall"] = x.applied(t, ns)
+					if want := throughAsyncHelmMethods(engine, w.method); strings.Join(methods, ", ") != strings.Join(want, ", ") {
+						t.Errorf("apply_method of the records after install, upgrade, helm v4's upgrade: %q, want %q", methods, want)
+					}
+					mu.Lock()
+					seen[w.name] = got
+					mu.Unlock()
+				})
+			}
+		})
+		var b strings.Builder
+		for _, s := range steps {
+			want := seen["helm v3"][s]
+			fmt.Fprintf(&b, "\n%-16s %s", s, want)
+			for _, w := range writers[1:] {
+				if got := seen[w.name][s]; got != want {
+					t.Errorf("%s on the release %s installed: %q; on helm v3's: %q", s, w.name, got, want)
+				}
 			}
 		}
+		t.Logf("the same on every writer:%s", b.String())
+		if want := "web deployed v1 tiny-0.1.0; limitInfo: web deployed v1 tiny-0.1.0; history 1:deployed"; seen["helm v3"]["list"] != want {
+			t.Errorf("list: %q, want %q", seen["helm v3"]["list"], want)
+		}
+	})
+}
+
+// throughAsyncHelmMethods is applyMethods after the install (revision 1 written with
+// method), async-helm's upgrade and helm v4's upgrade in TestHelmV4ReleasesWorkThroughAsyncHelm.
+// Helm v3 rewrites revision 1 (superseded) in its own format, without the field; the v4
+// engine keeps it and applies client-side. Revision 4 was cancelled before Helm ran (no
+// method), so helm v4's --server-side=auto applies client-side after it.
+func throughAsyncHelmMethods(engine helmexec.Engine, method string) []string {
+	if engine == helmexec.EngineV4 {
+		return []string{"1:" + method, "1:" + method + " 2:csa", "1:" + method + " 2:csa 3:csa 4:- 5:csa"}
 	}
-	t.Logf("the same on every writer:%s", b.String())
-	if want := "web deployed v1 tiny-0.1.0; limitInfo: web deployed v1 tiny-0.1.0; history 1:deployed"; seen["helm v3"]["list"] != want {
-		t.Errorf("list: %q, want %q", seen["helm v3"]["list"], want)
-	}
+	return []string{"1:" + method, "1:- 2:-", "1:- 2:- 3:- 4:- 5:csa"}
 }
 
 // Helm v3 applies client-side: a strategic merge patch, which the API server never refuses
@@ -244,7 +260,7 @@ func TestHelmV4ReleasesWorkThroughAsyncHelm(t *testing.T) {
 // It applies as field manager "helm": helm v4 then moves them back to server-side apply
 // (`--server-side=true`) as on a release the helm v3 CLI upgraded, without a conflict.
 func TestServerSideFieldsMeetAsyncHelmsClientSideApply(t *testing.T) {
-	x := newInteropV4(t)
+	x := newInteropV4(t, helmexec.EngineV3)
 	ns := cluster.Namespace(t)
 	ctx := context.Background()
 	tiny := x.charts.ChartURL("tiny", "0.1.0")
@@ -302,7 +318,7 @@ type v4State struct {
 // Helm v3, and its records must be to helm v4 what the helm v3 CLI's are.
 func TestHelmV4HandlesAsyncHelmsRecords(t *testing.T) {
 	t.Parallel()
-	x := newInteropV4(t)
+	x := newInteropV4(t, helmexec.EngineV3)
 	states := v4States(x)
 	groups := [][]string{{"list -a", "history", "status", "get values", "get manifest", "uninstall"}, {"upgrade"}, {"rollback"}}
 	var tmu sync.Mutex

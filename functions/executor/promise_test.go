@@ -15,6 +15,7 @@ import (
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -125,39 +126,41 @@ func TestCancelledDeliveriesDoNotStallTheEndpoint(t *testing.T) {
 // A lease taken over by another executor (ours lapsed) cancels the running action, and the
 // revision is left to the new holder: not marked failed by the loser.
 func TestLostLeaseCancelsTheAction(t *testing.T) {
-	r := newRig(t, Config{LeaseDuration: 3 * time.Second})
-	ns := cluster.SlowNamespace(t)
-	a := r.reserve(t, release.ActionInstall, ns, "lost", chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}, nil,
-		events.Options{Wait: true, Timeout: 5 * time.Minute})
-	done := make(chan int, 1)
-	go func() { done <- r.deliver(t, a) }()
-	waitLease(t, ns, a.SecretName)
-	ctx := context.Background()
-	thief := "another-executor/after-expiry"
-	for i := 0; ; i++ { // the executor renews concurrently: retry on conflict
+	engines(t, func(t *testing.T, engine helmexec.Engine) {
+		r := newRig(t, Config{HelmEngine: string(engine), LeaseDuration: 3 * time.Second})
+		ns := cluster.SlowNamespace(t)
+		a := r.reserve(t, release.ActionInstall, ns, "lost", chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}, nil,
+			events.Options{Wait: true, Timeout: 5 * time.Minute})
+		done := make(chan int, 1)
+		go func() { done <- r.deliver(t, a) }()
+		waitLease(t, ns, a.SecretName)
+		ctx := context.Background()
+		thief := "another-executor/after-expiry"
+		for i := 0; ; i++ { // the executor renews concurrently: retry on conflict
+			l, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, a.SecretName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := metav1.NewMicroTime(time.Now())
+			l.Spec.HolderIdentity, l.Spec.RenewTime = &thief, &now
+			if _, err = cluster.Client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+				break
+			}
+			if i > 20 {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the action went on after its lease was taken over")
+		}
+		if st := r.get(t, ns, "lost", 1).Info.Status; st == helmrelease.StatusFailed {
+			t.Errorf("the executor that lost the lease marked the revision failed")
+		}
 		l, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, a.SecretName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || *l.Spec.HolderIdentity != thief {
+			t.Errorf("the new holder's lease was touched: %v %v", l, err)
 		}
-		now := metav1.NewMicroTime(time.Now())
-		l.Spec.HolderIdentity, l.Spec.RenewTime = &thief, &now
-		if _, err = cluster.Client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}); err == nil {
-			break
-		}
-		if i > 20 {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the action went on after its lease was taken over")
-	}
-	if st := r.get(t, ns, "lost", 1).Info.Status; st == helmrelease.StatusFailed {
-		t.Errorf("the executor that lost the lease marked the revision failed")
-	}
-	l, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, a.SecretName, metav1.GetOptions{})
-	if err != nil || *l.Spec.HolderIdentity != thief {
-		t.Errorf("the new holder's lease was touched: %v %v", l, err)
-	}
+	})
 }
