@@ -19,15 +19,28 @@ import (
 )
 
 // The second install of an executor's factory asks the API server nothing about
-// discovery or OpenAPI, though it runs as another identity (impersonation).
+// discovery or OpenAPI, though it runs as another identity (impersonation), on either engine.
 func TestSecondInstallMakesNoDiscoveryRequests(t *testing.T) {
+	for _, engine := range []helmexec.Engine{helmexec.EngineV3, helmexec.EngineV4} {
+		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
+			secondInstallMakesNoDiscoveryRequests(t, engine)
+		})
+	}
+}
+
+func secondInstallMakesNoDiscoveryRequests(t *testing.T, engine helmexec.Engine) {
 	ns := cluster.Namespace(t)
 	var log requestLog
-	f, err := helmexec.NewFactory(log.config(), helmexec.WithClock(clocktesting.NewFakePassiveClock(time.Now())))
+	f, err := helmexec.NewFactory(log.config(), helmexec.WithClock(clocktesting.NewFakePassiveClock(time.Now())), helmexec.WithEngine(engine))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := install(t, f, ns, "first", tinyChart(t)); err != nil {
+	run := install
+	if engine == helmexec.EngineV4 {
+		run = installReserved
+	}
+	if err := run(t, f, ns, "first", tinyChart(t)); err != nil {
 		t.Fatal(err)
 	}
 	disc, oapi, other := log.counts()
@@ -36,7 +49,7 @@ func TestSecondInstallMakesNoDiscoveryRequests(t *testing.T) {
 	}
 	t.Logf("first install: %d discovery, %d OpenAPI, %d other requests", len(disc), len(oapi), other)
 	as := helmexec.WithImpersonation("ops-alice", "", []string{"system:masters", "system:authenticated"}, nil)
-	if err := install(t, f, ns, "second", tinyChart(t), as); err != nil {
+	if err := run(t, f, ns, "second", tinyChart(t), as); err != nil {
 		t.Fatal(err)
 	}
 	disc2, oapi2, other2 := log.counts()
@@ -53,15 +66,24 @@ func TestSecondInstallMakesNoDiscoveryRequests(t *testing.T) {
 // the second finds the kind though the shared discovery was filled before the CRD existed
 // (and Helm's per-action invalidation is not due: the clock stands).
 func TestAKindFromAnEarlierChartIsFound(t *testing.T) {
-	t.Run("templates", func(t *testing.T) { kindFromAnEarlierChart(t, false) })
-	t.Run("crds", func(t *testing.T) { kindFromAnEarlierChart(t, true) })
+	for _, engine := range []helmexec.Engine{helmexec.EngineV3, helmexec.EngineV4} {
+		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
+			t.Run("templates", func(t *testing.T) { kindFromAnEarlierChart(t, engine, false) })
+			t.Run("crds", func(t *testing.T) { kindFromAnEarlierChart(t, engine, true) })
+		})
+	}
 }
 
-func kindFromAnEarlierChart(t *testing.T, inCRDsDir bool) {
+func kindFromAnEarlierChart(t *testing.T, engine helmexec.Engine, inCRDsDir bool) {
 	ns := cluster.Namespace(t)
-	f, err := helmexec.NewFactory(cluster.Admin, helmexec.WithClock(clocktesting.NewFakePassiveClock(time.Now())))
+	f, err := helmexec.NewFactory(cluster.Admin, helmexec.WithClock(clocktesting.NewFakePassiveClock(time.Now())), helmexec.WithEngine(engine))
 	if err != nil {
 		t.Fatal(err)
+	}
+	install := install
+	if engine == helmexec.EngineV4 {
+		install = installReserved
 	}
 	if err := install(t, f, ns, "warm", tinyChart(t)); err != nil { // fills the caches
 		t.Fatal(err)

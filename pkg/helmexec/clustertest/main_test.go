@@ -1,11 +1,13 @@
 package clustertest
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
 )
 
 var cluster *testcluster.Env
@@ -96,6 +99,22 @@ func install(t testing.TB, f *helmexec.Factory, ns, name string, ch *chart.Chart
 	i := action.NewInstall(cfg)
 	i.ReleaseName, i.Namespace = name, ns
 	_, err = i.Run(ch, nil)
+	return err
+}
+
+// installReserved reserves revision 1 as submit does and runs the factory's install of it
+// (the engine's own path, no wait).
+func installReserved(t testing.TB, f *helmexec.Factory, ns, name string, ch *chart.Chart, opts ...helmexec.Option) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store := &release.Store{Client: cluster.Client}
+	if _, err := store.Reserve(ctx, release.Reservation{Namespace: ns, Name: name, Action: release.ActionInstall,
+		Revision: 1, Chart: ch.Metadata, RequestID: name}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Install(ctx, helmexec.Request{Namespace: ns, Name: name, Revision: 1, Chart: ch, Timeout: time.Minute,
+		Labels: release.Labels(name, 1, ch.Metadata.Name, ch.Metadata.Version)}, opts...)
 	return err
 }
 
