@@ -75,6 +75,8 @@ type Options struct {
 	ForceConflicts bool   `json:"forceConflicts,omitempty"`
 	// ReuseValues (upgrades): the last release's values under this action's.
 	ReuseValues bool `json:"reuseValues,omitempty"`
+	// NoHooks (uninstalls): run no delete hook (Helm's --no-hooks).
+	NoHooks bool `json:"noHooks,omitempty"`
 }
 
 // Caller is who asked; the executor acts as this identity once impersonation is on.

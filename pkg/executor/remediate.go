@@ -368,7 +368,7 @@ func (c *chain) uninstall(reqCtx context.Context) error {
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(reqCtx), timeout+setupTimeout)
 	defer ucancel()
 	req := helmexec.Request{Namespace: cur.Namespace, Name: cur.Name, Revision: cur.Revision, Timeout: timeout,
-		Description: "Uninstalled as the remediation of request " + cur.RequestID}
+		Description: "Uninstalled as the remediation of request " + cur.RequestID, DeleteHooks: helmexec.DeleteHooks{Key: c.s.SealKey}}
 	opts := append(append([]helmexec.Option{}, c.s.HelmOptions...), c.s.callerOptions(cur.Action)...)
 	if _, err := c.s.Helm.Uninstall(uctx, req, opts...); err != nil {
 		return err

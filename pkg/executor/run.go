@@ -111,12 +111,18 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		}),
 	}, s.HelmOptions...)
 	opts = append(opts, s.callerOptions(a)...)
+	if a.Action != release.ActionUninstall {
+		// Who wrote the record's hooks, for the uninstall that runs its delete hooks (an
+		// uninstall writes none of its own: sealing there would vouch for the tenant's).
+		opts = append(opts, helmexec.WithDeployerSeal(helmexec.SealFor(s.SealKey, a.Namespace, a.Name, a.Revision, a.BoundSecretUID)))
+	}
 	// The record's chart label stays, unless a chart is fetched (its own then): a rollback
 	// runs the target's chart, a reused chart the deployed one.
 	meta := act.rec.Chart.Metadata
 	req.Labels = release.Labels(a.RequestID, a.Revision, meta.Name, meta.Version)
 	switch {
 	case a.Action == release.ActionUninstall:
+		req.DeleteHooks = helmexec.DeleteHooks{Key: s.SealKey, Disabled: a.Options.NoHooks}
 		return s.Helm.Uninstall(ctx, req, opts...)
 	case a.Action == release.ActionRollback:
 		return s.Helm.Rollback(ctx, req, opts...)

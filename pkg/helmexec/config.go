@@ -66,10 +66,19 @@ type configOptions struct {
 	log         func(string, ...any)
 	impersonate *rest.ImpersonationConfig
 	fence       *Fence
-	gate        WaitGate        // slots.go
-	kube4       kube4.Interface // v4config.go
-	owner       *owner          // owned.go: deletes only what this release owns
-	live        liveGetter      // owned.go (tests)
+	gate        WaitGate         // slots.go
+	kube4       kube4.Interface  // v4config.go
+	owner       *owner           // owned.go: deletes only what this release owns
+	live        liveGetter       // owned.go (tests)
+	hooks       *hookGate        // uninstallhooks.go: as whom an uninstall's hooks run
+	hookKube    deployerKubeFunc // uninstallgate.go (tests): the deployer's kube client
+	secretsAPI  typedcorev1.SecretInterface
+}
+
+// WithSecrets stores releases through si instead of the namespace's Secrets from the
+// action's identity (unit tests: a fake clientset's); the Secrets client wrappers apply.
+func WithSecrets(si typedcorev1.SecretInterface) Option {
+	return func(o *configOptions) { o.secretsAPI = si }
 }
 
 // WithFence closes the action off from the cluster once f.End is called (its storage
@@ -136,11 +145,10 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
 	kc := o.kube
 	if kc == nil {
-		c := kube.New(getter)
-		c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
-		c.Namespace = namespace
-		c.Log = o.log
-		kc = sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
+		kc = f.kubeClient(getter, namespace, o.log)
+	}
+	if o.hooks != nil {
+		kc = o.hooks.router(kc, o.hookKube, f.deployerKube, namespace, o.log)
 	}
 	if o.owner != nil {
 		kc = ownedKube{Interface: kc, owner: *o.owner, live: o.liveGetter(), log: o.log}
@@ -161,6 +169,15 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	}, nil
 }
 
+// kubeClient is Helm's kube client with getter's identity, on the shared discovery.
+func (f *Factory) kubeClient(getter *restGetter, namespace string, log func(string, ...any)) kube.Interface {
+	c := kube.New(getter)
+	c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
+	c.Namespace = namespace
+	c.Log = log
+	return sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
+}
+
 // driverChain is the storage an action's Helm stores through: the namespace's Secrets
 // (the guarded driver) or the options' driver, the options' wrappers around it, and the
 // fence's seal outermost. Both engines store through it.
@@ -172,11 +189,14 @@ func (f *Factory) driverChain(cfg *rest.Config, namespace string, o *configOptio
 		m.SetNamespace(namespace)
 	}
 	if d == nil {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+		si := o.secretsAPI
+		if si == nil {
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes client: %w", err)
+			}
+			si = cs.CoreV1().Secrets(namespace)
 		}
-		var si typedcorev1.SecretInterface = cs.CoreV1().Secrets(namespace)
 		for _, w := range o.secrets {
 			si = w(si)
 		}

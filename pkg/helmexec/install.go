@@ -33,6 +33,9 @@ type Request struct {
 	WaitForJobs bool
 	Atomic      bool
 	Description string
+	// DeleteHooks (uninstalls): whether the record's delete hooks may run, and the key that
+	// proves who wrote them (uninstallhooks.go).
+	DeleteHooks DeleteHooks
 	// MaxHistory is the number of revisions kept per release (0: all, as Helm's
 	// --history-max 0); older ones are pruned when Helm writes a new one.
 	MaxHistory int

@@ -13,8 +13,18 @@ import (
 // purged). Helm's Uninstall takes no context: ctx is checked before it starts, and Helm's
 // timeout bounds its waits once it runs.
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	// Records are the tenant's: delete only what the release owns; the hooks are the record's.
-	opts = append(opts, ownedByRecordHooks(req))
+	// Records are the tenant's: delete only what the release owns; run the record's delete
+	// hooks only as whoever wrote them, if async-helm did (uninstallhooks.go).
+	gate := newHookGate(req, f.v4())
+	rel, err := f.uninstallGated(ctx, req, append(opts, ownedByRecordHooks(req), gate.option()))
+	if rel != nil && rel.Info != nil {
+		rel.Info.Description += gate.note()
+	}
+	return rel, err
+}
+
+// uninstallGated runs the uninstall with opts, withDeleteHooks among them.
+func (f *Factory) uninstallGated(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
 	if f.v4() {
 		return f.uninstallV4(ctx, req, opts)
 	}
@@ -47,5 +57,6 @@ func newUninstall(cfg *action.Configuration, req Request) *action.Uninstall {
 	// Wait until every deleted resource is gone: "uninstalled" then means nothing is left.
 	u.Wait = true
 	u.Description = req.Description
+	u.DisableHooks = req.DeleteHooks.Disabled
 	return u
 }

@@ -64,7 +64,7 @@ func (s *Store) markFailedRetrying(ctx context.Context, namespace, name string, 
 func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string) (bool, error) {
 	// Rewritten through Helm v3's types, a Helm v4 record keeps its v4 fields.
 	secrets := &storage.CapturingSecrets{SecretInterface: &keepingV4Fields{SecretInterface: s.Client.CoreV1().Secrets(namespace)},
-		Ctx: ctx, Conditional: true}
+		Ctx: ctx, Conditional: true, Carry: []string{DataDeployer}}
 	d := GuardedSecrets(secrets)
 	rel, err := d.Get(SecretName(name, revision))
 	if errors.Is(err, driver.ErrReleaseNotFound) {

@@ -80,14 +80,7 @@ func RecordDigest(rel *helmrelease.Release, applyMethod string) (string, error) 
 	if rel.Info != nil {
 		p.Notes = rel.Info.Notes
 	}
-	for _, h := range rel.Hooks {
-		if h == nil {
-			continue
-		}
-		c := *h
-		c.LastRun = helmrelease.HookExecution{}
-		p.Hooks = append(p.Hooks, &c)
-	}
+	p.Hooks = digestedHooks(rel.Hooks)
 	b, err := json.Marshal(p)
 	if err != nil {
 		return "", fmt.Errorf("encode revision %d: %w", rel.Version, err)

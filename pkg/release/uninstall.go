@@ -48,7 +48,9 @@ type Marked struct {
 func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
 	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
 	capture := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), Ctx: ctx, Conditional: true,
-		AddLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(wallclock.Or(s.Clock).Now().Unix(), 10)}}
+		AddLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(wallclock.Or(s.Clock).Now().Unix(), 10)},
+		// The uninstall runs the record's delete hooks as the seal of who wrote them says.
+		Carry: []string{DataDeployer}}
 	s.sealLabels(m.Namespace, SecretName(m.Name, m.Revision), m.RequestID, capture.AddLabels)
 	if len(m.Event) > 0 {
 		capture.AddData = map[string][]byte{DataEvent: m.Event}

@@ -39,6 +39,8 @@ var (
 	Record = Purpose{prefix: "async-helm seal\n", bytes: 20, hex: true}
 	// Cancel signs a cancel request on a running revision's Lease.
 	Cancel = Purpose{prefix: "async-helm cancel v1\x00", bytes: sha256.Size, hex: true}
+	// Deployer seals who wrote a release record's hooks (release.DataDeployer).
+	Deployer = Purpose{prefix: "async-helm deployer v1\x00", bytes: sha256.Size, hex: true}
 )
 
 // Sign is k's signature of text for p.

@@ -22,7 +22,10 @@ type CapturingSecrets struct {
 	// Conditional makes Update carry the resourceVersion of the last Get: Helm's driver
 	// writes whole objects without one, which would overwrite a concurrent write.
 	Conditional bool
-	read        string
+	// Carry are data entries an Update keeps from the Secret as last read (Helm's driver
+	// writes only its own).
+	Carry []string
+	read  string
 	// ReadObj and Updated are the secret as last read and as last written (an uninstall
 	// mark keeps both, to put the secret back when nobody will act on it).
 	ReadObj, Updated *corev1.Secret
@@ -35,6 +38,21 @@ func (c *CapturingSecrets) decorate(s *corev1.Secret) {
 	}
 	for k, v := range c.AddData {
 		s.Data[k] = v
+	}
+}
+
+// carry copies the Carry entries of the Secret as last read into s, if it is the same one.
+func (c *CapturingSecrets) carry(s *corev1.Secret) {
+	if c.ReadObj == nil || c.ReadObj.Name != s.Name {
+		return
+	}
+	for _, k := range c.Carry {
+		if v, ok := c.ReadObj.Data[k]; ok {
+			if s.Data == nil {
+				s.Data = map[string][]byte{}
+			}
+			s.Data[k] = v
+		}
 	}
 }
 
@@ -58,6 +76,7 @@ func (c *CapturingSecrets) Update(_ context.Context, s *corev1.Secret, o metav1.
 	if c.Conditional {
 		s.ResourceVersion = c.read
 	}
+	c.carry(s)
 	c.decorate(s)
 	out, err := c.SecretInterface.Update(c.Ctx, s, o)
 	c.Updated = out

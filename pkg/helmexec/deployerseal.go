@@ -1,0 +1,140 @@
+package helmexec
+
+import (
+	"context"
+	"sync"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
+	"github.com/async-helm/async-helm/pkg/signing"
+)
+
+// DeployerSeal seals, in each write of the action's own revision, who the action runs as
+// and the hooks its Helm wrote (release.DataDeployer): what a later uninstall runs that
+// record's delete hooks as (uninstallhooks.go).
+type DeployerSeal struct {
+	Key signing.Key
+	// Secret is the revision's Secret: the reservation the action adopts (its UID is the one
+	// the request was accepted for; a write of another Secret is not sealed).
+	Secret release.SecretRef
+}
+
+// WithDeployerSeal seals the action's writes of s.Secret with the identity it impersonates
+// (none without impersonation: the executor's own identity is no one's to run hooks as).
+func WithDeployerSeal(s DeployerSeal) Option {
+	cell := &sealCell{}
+	return func(o *configOptions) {
+		if !s.Key.Set() || s.Secret.UID == "" {
+			return
+		}
+		WithStorageWrapper(func(d storage.Driver) storage.Driver {
+			return &sealingDriver{Driver: d, seal: s, o: o, cell: cell}
+		})(o)
+		WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+			return sealingSecrets{SecretInterface: si, name: s.Secret.Name, cell: cell}
+		})(o)
+	}
+}
+
+// sealCell hands the seal of a record from the driver (which has the release) to the
+// Secrets client (which writes it), within one write.
+type sealCell struct {
+	mu    sync.Mutex
+	entry []byte
+}
+
+func (c *sealCell) set(b []byte) {
+	c.mu.Lock()
+	c.entry = b
+	c.mu.Unlock()
+}
+
+func (c *sealCell) get() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entry
+}
+
+// sealingDriver computes the seal of each write of the sealed Secret's record.
+type sealingDriver struct {
+	storage.Driver
+	seal DeployerSeal
+	o    *configOptions
+	cell *sealCell
+}
+
+func (d *sealingDriver) prepare(key string, rls *helmrelease.Release) {
+	if key != d.seal.Secret.Name {
+		return
+	}
+	d.cell.set(nil)
+	id := d.o.impersonate
+	if id == nil || id.UserName == "" || rls == nil {
+		return
+	}
+	digest, err := release.HooksDigest(rls.Hooks)
+	if err != nil {
+		d.o.log("hooks of %s not sealed: %v", key, err)
+		return
+	}
+	entry, err := release.SealDeployer(d.seal.Key, d.seal.Secret, release.Deployer{
+		User: id.UserName, UID: id.UID, Groups: id.Groups, Extra: id.Extra, Hooks: digest})
+	if err != nil {
+		d.o.log("hooks of %s not sealed: %v", key, err)
+		return
+	}
+	d.cell.set(entry)
+}
+
+func (d *sealingDriver) Create(key string, rls *helmrelease.Release) error {
+	d.prepare(key, rls)
+	return d.Driver.Create(key, rls)
+}
+
+func (d *sealingDriver) Update(key string, rls *helmrelease.Release) error {
+	d.prepare(key, rls)
+	return d.Driver.Update(key, rls)
+}
+
+// sealingSecrets writes the prepared seal into the sealed Secret.
+type sealingSecrets struct {
+	typedcorev1.SecretInterface
+	name string
+	cell *sealCell
+}
+
+func (s sealingSecrets) stamp(sec *corev1.Secret) {
+	if sec.Name != s.name {
+		return
+	}
+	entry := s.cell.get()
+	if len(entry) == 0 {
+		delete(sec.Data, release.DataDeployer)
+		return
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	sec.Data[release.DataDeployer] = entry
+}
+
+func (s sealingSecrets) Create(ctx context.Context, sec *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	s.stamp(sec)
+	return s.SecretInterface.Create(ctx, sec, o)
+}
+
+func (s sealingSecrets) Update(ctx context.Context, sec *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	s.stamp(sec)
+	return s.SecretInterface.Update(ctx, sec, o)
+}
+
+// SealFor is the DeployerSeal of revision of release name in namespace, whose Secret has uid.
+func SealFor(key signing.Key, namespace, name string, revision int, uid types.UID) DeployerSeal {
+	return DeployerSeal{Key: key, Secret: release.SecretRef{Namespace: namespace, Name: release.SecretName(name, revision), UID: uid}}
+}

@@ -1,0 +1,216 @@
+package helmexec
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"k8s.io/client-go/rest"
+
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/signing"
+)
+
+// An uninstall runs the delete hooks of the release's latest record, and records are the
+// tenant's to rewrite, while the executor may act as anyone. So a hook runs with no more
+// authority than the record earned: as the identity whose async-helm action wrote it
+// (release.DataDeployer, sealed with the signing key for the Secret), and only while the
+// record's hooks are the ones sealed. Any other hook is not run, and the action's log says
+// why. The uninstaller still deletes the release's objects (owned.go bounds what).
+// Helm's own CLI runs delete hooks as whoever uninstalls (docs/security.md).
+
+// DeleteHooks is how an uninstall treats the record's delete hooks.
+type DeleteHooks struct {
+	// Key verifies the record's seal of who wrote its hooks (without one, none verifies).
+	Key signing.Key
+	// Disabled: the request asked for none (Helm's --no-hooks).
+	Disabled bool
+}
+
+// hookRun is as whom an uninstall runs the record's delete hooks, or that it runs none.
+type hookRun int
+
+const (
+	hooksNone       hookRun = iota // the record has no delete hooks
+	hooksSkipped                   // not run: why says
+	hooksAsCaller                  // the uninstaller wrote them
+	hooksAsDeployer                // as the identity that wrote them
+)
+
+// hookEvidence is what the decision reads, gathered from the record Helm acts on.
+type hookEvidence struct {
+	disabled bool
+	// deleteHooks is how many pre- or post-delete hooks the record holds.
+	deleteHooks int
+	// digest is release.HooksDigest of the record's hooks, as Helm read them.
+	digest string
+	// sealed is who wrote the hooks, from a seal that verified (nil: sealErr says why not).
+	sealed  *release.Deployer
+	sealErr error
+	// caller is the uninstaller (nil: the executor's own identity).
+	caller *rest.ImpersonationConfig
+	// noRouting: the engine cannot create hooks as another identity than the caller.
+	noRouting bool
+}
+
+// hookPlan is the decision: as whom (sealed, for hooksAsDeployer) or why not.
+type hookPlan struct {
+	run    hookRun
+	sealed *release.Deployer
+	why    string
+}
+
+// decideDeleteHooks decides as whom the record's delete hooks run, or that they do not.
+func decideDeleteHooks(e hookEvidence) hookPlan {
+	switch {
+	case e.deleteHooks == 0:
+		return hookPlan{run: hooksNone}
+	case e.disabled:
+		return hookPlan{run: hooksSkipped, why: "the request asked for none (no_hooks)"}
+	case e.sealed == nil:
+		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("async-helm did not write them: %v", e.sealErr)}
+	case e.sealed.Hooks != e.digest:
+		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("they changed after async-helm wrote them as %s (sealed %s, now %s)",
+			e.sealed.User, e.sealed.Hooks, e.digest)}
+	case sameIdentity(e.caller, e.sealed):
+		return hookPlan{run: hooksAsCaller, sealed: e.sealed}
+	case e.noRouting:
+		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("%s wrote them, and this engine runs hooks only as the uninstaller", e.sealed.User)}
+	}
+	return hookPlan{run: hooksAsDeployer, sealed: e.sealed}
+}
+
+// sameIdentity: the uninstaller is exactly who wrote the hooks (groups and extra too).
+func sameIdentity(c *rest.ImpersonationConfig, d *release.Deployer) bool {
+	if c == nil || c.UserName != d.User || c.UID != d.UID {
+		return false
+	}
+	if !slices.Equal(sorted(c.Groups), sorted(d.Groups)) || len(c.Extra) != len(d.Extra) {
+		return false
+	}
+	for k, v := range c.Extra {
+		if w, ok := d.Extra[k]; !ok || !slices.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// countDeleteHooks is how many hooks of hooks run on a delete.
+func countDeleteHooks(hooks []*helmrelease.Hook) int {
+	n := 0
+	for _, h := range hooks {
+		if h != nil && (slices.Contains(h.Events, helmrelease.HookPreDelete) || slices.Contains(h.Events, helmrelease.HookPostDelete)) {
+			n++
+		}
+	}
+	return n
+}
+
+// hookGate holds one uninstall's decision, made when Helm reads the record it acts on
+// (hookStorage) and applied there (hooks not run are taken out of the record) and by the
+// kube client (hookRouter: creates go to the identity decided, or nowhere).
+type hookGate struct {
+	name string
+	opts DeleteHooks
+	o    *configOptions // the action's identity (impersonate) and log, read when deciding
+	// noRouting: the v4 engine, whose kube client is not routed.
+	noRouting bool
+	// deployerKube builds the kube client of the sealed identity (router sets it).
+	deployerKube deployerKubeFunc
+
+	mu sync.Mutex
+	// seal is the newest revision's of the Secrets Helm read (sealPeek).
+	seal      peekedSeal
+	peekedRev int
+	plan      *hookPlan
+	cached    cachedKube
+}
+
+// peekedSeal is what a release Secret Helm read holds of its seal.
+type peekedSeal struct {
+	ref release.SecretRef
+	raw []byte
+	big bool // over release.MaxDeployerBytes: not kept
+}
+
+// newHookGate is req's gate; noRouting for an engine whose kube client it cannot route.
+func newHookGate(req Request, noRouting bool) *hookGate {
+	return &hookGate{name: req.Name, opts: req.DeleteHooks, noRouting: noRouting}
+}
+
+// option makes an uninstall run the record's delete hooks as decideDeleteHooks says.
+func (g *hookGate) option() Option {
+	return func(o *configOptions) {
+		g.o, o.hooks = o, g
+		WithSecretsClient(func(si secretsAPI) secretsAPI { return sealPeek{SecretInterface: si, g: g} })(o)
+		WithStorageWrapper(func(d storageDriver) storageDriver { return &hookStorage{Driver: d, g: g} })(o)
+	}
+}
+
+// decide judges rel, the latest record Helm read, and takes out the hooks it may not run.
+func (g *hookGate) decide(rel *helmrelease.Release) hookPlan {
+	e := hookEvidence{disabled: g.opts.Disabled, deleteHooks: countDeleteHooks(rel.Hooks), caller: g.o.impersonate, noRouting: g.noRouting}
+	if e.deleteHooks > 0 && !e.disabled {
+		e.sealed, e.sealErr = g.open(rel)
+		if e.sealErr == nil {
+			e.digest, e.sealErr = release.HooksDigest(rel.Hooks)
+			if e.sealErr != nil {
+				e.sealed = nil
+			}
+		}
+	}
+	plan := decideDeleteHooks(e)
+	g.mu.Lock()
+	g.plan = &plan
+	g.mu.Unlock()
+	switch plan.run {
+	case hooksSkipped:
+		rel.Hooks = nil
+		g.o.log(LogHooksNotRun, e.deleteHooks, plan.why)
+	case hooksAsDeployer:
+		g.o.log(LogHooksAsDeployer, e.deleteHooks, plan.sealed.User)
+	}
+	return plan
+}
+
+// LogHooksNotRun and LogHooksAsDeployer are the action log's lines for the decision.
+const (
+	LogHooksNotRun     = "delete hooks not run (%d): %s"
+	LogHooksAsDeployer = "delete hooks (%d) run as %s, who wrote them"
+)
+
+// open verifies the seal of rel's Secret, as Helm read it.
+func (g *hookGate) open(rel *helmrelease.Release) (*release.Deployer, error) {
+	g.mu.Lock()
+	p := g.seal
+	g.mu.Unlock()
+	switch {
+	case p.ref.Name != release.SecretName(rel.Name, rel.Version):
+		return nil, fmt.Errorf("%w: its Secret was not read", release.ErrDeployerSeal)
+	case p.big:
+		return nil, fmt.Errorf("%w: its %s entry is over %d bytes", release.ErrDeployerSeal, release.DataDeployer, release.MaxDeployerBytes)
+	}
+	return release.OpenDeployer(g.opts.Key, p.ref, p.raw)
+}
+
+func (g *hookGate) decided() *hookPlan {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.plan
+}
+
+// note is what the uninstall's result says of its hooks ("" when they ran or there were none).
+func (g *hookGate) note() string {
+	if p := g.decided(); p != nil && p.run == hooksSkipped {
+		return fmt.Sprintf("; delete hooks not run: %s", p.why)
+	}
+	return ""
+}

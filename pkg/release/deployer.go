@@ -1,0 +1,117 @@
+package release
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/async-helm/async-helm/pkg/signing"
+)
+
+// DataDeployer is the data entry of a release Secret that says who wrote its hooks: the
+// identity an async-helm action ran as when its Helm wrote the record, and the digest of
+// the hooks it wrote, sealed with the signing key for this Secret (its namespace, name and
+// UID). The record is the tenant's to rewrite; the seal is not: an uninstall runs the
+// record's delete hooks as that identity only while the hooks are the ones sealed
+// (docs/design.md, "Uninstall and rollback").
+const DataDeployer = "async-helm.io.deployer"
+
+// MaxDeployerBytes bounds the entry read back (it is tenant input until it verifies).
+const MaxDeployerBytes = 64 << 10
+
+// ErrDeployerSeal: the entry does not verify (absent, malformed, for another Secret, or
+// not sealed with this key).
+var ErrDeployerSeal = errors.New("the record's hooks are not sealed by async-helm")
+
+// Deployer is who an action ran as, and the HooksDigest of the hooks its Helm wrote.
+type Deployer struct {
+	User   string              `json:"user"`
+	UID    string              `json:"uid,omitempty"`
+	Groups []string            `json:"groups,omitempty"`
+	Extra  map[string][]string `json:"extra,omitempty"`
+	Hooks  string              `json:"hooks"`
+	Sig    string              `json:"sig,omitempty"`
+}
+
+// SecretRef names the Secret a Deployer entry is sealed for.
+type SecretRef struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+func (r SecretRef) text(body []byte) string {
+	return r.Namespace + "\x00" + r.Name + "\x00" + string(r.UID) + "\x00" + string(body)
+}
+
+// SealDeployer is the DataDeployer entry of d for the Secret ref.
+func SealDeployer(key signing.Key, ref SecretRef, d Deployer) ([]byte, error) {
+	if !key.Set() || d.User == "" || ref.UID == "" {
+		return nil, fmt.Errorf("%w: no key, user or secret uid to seal with", ErrDeployerSeal)
+	}
+	d.Sig = ""
+	body, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode the deployer of %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	d.Sig = key.Sign(signing.Deployer, ref.text(body))
+	return json.Marshal(d)
+}
+
+// OpenDeployer verifies raw, read from the Secret ref, and answers what it seals.
+func OpenDeployer(key signing.Key, ref SecretRef, raw []byte) (*Deployer, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("%w: the record has no %s entry", ErrDeployerSeal, DataDeployer)
+	}
+	if len(raw) > MaxDeployerBytes {
+		return nil, fmt.Errorf("%w: its %s entry has %d bytes, over %d", ErrDeployerSeal, DataDeployer, len(raw), MaxDeployerBytes)
+	}
+	var d Deployer
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("%w: its %s entry does not decode: %v", ErrDeployerSeal, DataDeployer, err)
+	}
+	sig := d.Sig
+	d.Sig = ""
+	body, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDeployerSeal, err)
+	}
+	if d.User == "" || !key.Verify(signing.Deployer, ref.text(body), sig) {
+		return nil, fmt.Errorf("%w: its %s entry does not verify for %s/%s", ErrDeployerSeal, DataDeployer, ref.Namespace, ref.Name)
+	}
+	d.Sig = sig
+	return &d, nil
+}
+
+// HooksDigest identifies a record's hooks: sha256 of them without their last run (which
+// running them changes); "" when there are none.
+func HooksDigest(hooks []*helmrelease.Hook) (string, error) {
+	kept := digestedHooks(hooks)
+	if len(kept) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return "", fmt.Errorf("encode hooks: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// digestedHooks are hooks as a digest covers them: no nil entries, no last run.
+func digestedHooks(hooks []*helmrelease.Hook) []*helmrelease.Hook {
+	var out []*helmrelease.Hook
+	for _, h := range hooks {
+		if h == nil {
+			continue
+		}
+		c := *h
+		c.LastRun = helmrelease.HookExecution{}
+		out = append(out, &c)
+	}
+	return out
+}
