@@ -53,9 +53,9 @@ func NewCmdDiff(g *Globals) *cobra.Command {
 		if sub.action == release.ActionUpgrade {
 			c.Flags().BoolVar(&o.ReuseValues, "reuse-values", false, "reuse the last release's values and values-from references, with this upgrade's over them")
 		}
-		c.Flags().IntVar(&o.Context, "context", o.Context, "lines of context around each change (-1: whole objects)")
+		c.Flags().IntVarP(&o.Context, "context", "C", o.Context, "output NUM lines of context around changes (-1: whole objects)")
 		c.Flags().BoolVar(&o.DetailedExitCode, "detailed-exitcode", false, "exit 2 when there are changes, 0 when none")
-		c.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: diff, json or yaml")
+		c.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: diff (helm-diff's), json or yaml (helm-diff's JSON array, each change with its unified diff)")
 		cmd.AddCommand(c)
 	}
 	return cmd
@@ -95,23 +95,33 @@ func (o *DiffOptions) Validate() error {
 	return o.validateSubmit()
 }
 
-// Run asks submit for the diff and prints it; with --detailed-exitcode, changes exit 2.
+// Run asks submit for the diff and prints it as helm-diff does: the text from whole objects
+// with --context applied here (helm-diff's "..." where lines are left out), json and yaml the
+// array of changes with --context's hunks; with --detailed-exitcode, changes exit 2.
 func (o *DiffOptions) Run(ctx context.Context) error {
 	if err := o.connect(ctx); err != nil {
 		return err
 	}
 	url, entry := chartRef(o.Chart)
-	req := api.DiffRequest{Action: string(o.action), Version: o.Revision, Context: &o.Context, IncludeCRDs: o.IncludeCRDs,
+	lines := o.Context
+	if o.Output == "diff" {
+		lines = -1
+	}
+	req := api.DiffRequest{Action: string(o.action), Version: o.Revision, Context: &lines, IncludeCRDs: o.IncludeCRDs,
 		ReleaseRequest: api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
 			ChartVersion: o.ActionOptions.Version, Values: o.vals, ValuesFrom: o.refs, ReuseValues: o.ReuseValues}}
 	out, err := o.submit.Diff(ctx, req)
 	if err != nil {
 		return err
 	}
+	changes := out.Changes
+	if changes == nil {
+		changes = []diff.Change{} // helm-diff's "[]"
+	}
 	if o.Output != "diff" {
-		err = encode(o.Out, o.Output, out)
+		err = encode(o.Out, o.Output, changes)
 	} else {
-		err = diff.WriteText(o.Out, out.Changes)
+		err = diff.WriteText(o.Out, changes, o.Context)
 	}
 	if err != nil {
 		return err

@@ -91,7 +91,8 @@ func runOcHelm(srv *httptest.Server, args string) (string, error) {
 	return out.String(), err
 }
 
-// The text is helm-diff's, the JSON and YAML are api.Diff; a Secret's value never shows.
+// The text is helm-diff's, the JSON and YAML helm-diff's array of changes with each one's
+// unified diff; a Secret's value never shows.
 func TestDiffOutput(t *testing.T) {
 	var last api.DiffRequest
 	srv := diffSubmit(t, &last)
@@ -101,6 +102,7 @@ func TestDiffOutput(t *testing.T) {
 		{"json", "diff upgrade web https://charts.example.com/tiny-0.2.0.tgz -o json", "diff-upgrade.json"},
 		{"yaml", "diff upgrade web https://charts.example.com/tiny-0.2.0.tgz -o yaml", "diff-upgrade.yaml"},
 		{"no changes", "diff upgrade same", "diff-none.txt"},
+		{"no changes as json", "diff upgrade same -o json", "diff-none.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runOcHelm(srv, tc.args)
@@ -125,7 +127,7 @@ func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := runOcHelm(srv, "diff upgrade web openshift/tiny --version 0.2.0 -f "+values+
-		" --set image=web:2 --values-from secret/db:pw.yaml --reuse-values --context 2 --include-crds"); err != nil {
+		" --set image=web:2 --values-from secret/db:pw.yaml --reuse-values -C 2 --include-crds -o json"); err != nil {
 		t.Fatal(err)
 	}
 	want := api.DiffRequest{Action: "upgrade", ReleaseRequest: api.ReleaseRequest{Name: "web", Namespace: "team",
@@ -138,8 +140,11 @@ func TestDiffSendsTheUpgradeItPreviews(t *testing.T) {
 	if !reflect.DeepEqual(last, want) {
 		t.Errorf("request %+v\nwant %+v", last, want)
 	}
-	if _, err := runOcHelm(srv, "diff rollback web 3"); err != nil || last.Action != "rollback" || last.Version != 3 {
+	if _, err := runOcHelm(srv, "diff rollback web 3 --context 2"); err != nil || last.Action != "rollback" || last.Version != 3 {
 		t.Errorf("rollback: %v, request %+v", err, last)
+	}
+	if last.ContextLines() != -1 {
+		t.Errorf("the text asked for %d lines of context, want whole objects (the context is applied as helm-diff applies it)", last.ContextLines())
 	}
 }
 

@@ -115,8 +115,12 @@ func TestComputeGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		whole, err := Compute(t.Context(), before, after, "team", Options{Context: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var text bytes.Buffer
-		if err := WriteText(&text, changes); err != nil {
+		if err := WriteText(&text, whole, tc.context); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, tc.name+".txt", text.Bytes())

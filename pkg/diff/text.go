@@ -3,23 +3,122 @@ package diff
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
 var verbs = map[string]string{Add: "has been added", Modify: "has changed", Remove: "has been removed"}
 
-// WriteText prints changes as helm-diff does: a line naming each object and what happens to
-// it, then its unified diff. No changes print nothing.
-func WriteText(w io.Writer, changes []Change) error {
+// WriteText prints changes as helm-diff's default output does: a line naming each object and
+// what happens to it, then its lines marked "- ", "+ " or "  " (unchanged), only those
+// within context lines of a change (negative: all) and "..." for each run left out. Pass
+// diffs of whole objects (Options.Context negative) for helm-diff's output; hunks of fewer
+// lines print with "..." between them. No changes print nothing.
+func WriteText(w io.Writer, changes []Change, context int) error {
+	var b strings.Builder
 	for _, c := range changes {
-		if _, err := fmt.Fprintf(w, "%s %s:\n%s", c.Key(), verbs[c.Change], c.Diff); err != nil {
-			return err
-		}
-		if !strings.HasSuffix(c.Diff, "\n") {
-			if _, err := fmt.Fprintln(w); err != nil {
-				return err
+		fmt.Fprintf(&b, "%s %s:\n", c.Key(), verbs[c.Change])
+		recs, ok := recordsOf(c.Diff)
+		if !ok { // a line saying why the object is not compared line by line
+			b.WriteString(c.Diff)
+			if !strings.HasSuffix(c.Diff, "\n") {
+				b.WriteString("\n")
 			}
+			continue
+		}
+		writeRecords(&b, recs, context)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// record is one line of an object's diff: delta is ' ' (unchanged), '-', '+', or '.' for
+// lines the diff does not hold.
+type record struct {
+	delta byte
+	text  string
+}
+
+// recordsOf reads a unified diff's hunks as lines; ok is false for a text without hunks.
+// As helm-diff splits an object's text at its last newline too, the object ends with an
+// unchanged empty line.
+func recordsOf(unified string) (recs []record, ok bool) {
+	if !strings.HasPrefix(unified, "@@ ") {
+		return nil, false
+	}
+	for i, l := range strings.Split(strings.TrimSuffix(unified, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(l, "@@ "):
+			if i > 0 || !startsAtFirstLine(l) {
+				recs = append(recs, record{delta: '.'})
+			}
+		case l != "":
+			recs = append(recs, record{delta: l[0], text: l[1:]})
 		}
 	}
-	return nil
+	return append(recs, record{delta: ' '}), true
+}
+
+// startsAtFirstLine reports a hunk header ("@@ -a,b +c,d @@") starting at both texts' first line.
+func startsAtFirstLine(header string) bool {
+	var a, c int
+	for _, f := range strings.Fields(header) {
+		start, _, _ := strings.Cut(f[min(1, len(f)):], ",")
+		switch {
+		case strings.HasPrefix(f, "-"):
+			_, _ = fmt.Sscanf(start, "%d", &a)
+		case strings.HasPrefix(f, "+"):
+			_, _ = fmt.Sscanf(start, "%d", &c)
+		}
+	}
+	return a <= 1 && c <= 1
+}
+
+// writeRecords prints recs as helm-diff's printDiffRecords does.
+func writeRecords(b *strings.Builder, recs []record, context int) {
+	dist := distances(recs)
+	omitting := false
+	for i, r := range recs {
+		if r.delta == '.' || (context >= 0 && dist[i] > context) {
+			if !omitting {
+				b.WriteString("...\n")
+				omitting = true
+			}
+			continue
+		}
+		omitting = false
+		switch {
+		case r.delta == '-' || r.delta == '+':
+			fmt.Fprintf(b, "%c %s\n", r.delta, r.text)
+		case r.text == "":
+			b.WriteString("\n")
+		default:
+			fmt.Fprintf(b, "  %s\n", r.text)
+		}
+	}
+}
+
+// distances are each line's distance from the nearest change (helm-diff's calculateDistances).
+func distances(recs []record) []int {
+	out := make([]int, len(recs))
+	change := -1
+	for i, r := range recs {
+		if r.delta == '-' || r.delta == '+' {
+			change = i
+		}
+		out[i] = math.MaxInt32
+		if change >= 0 {
+			out[i] = i - change
+		}
+	}
+	change = -1
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].delta == '-' || recs[i].delta == '+' {
+			change = i
+		}
+		if change >= 0 {
+			out[i] = min(out[i], change-i)
+		}
+	}
+	return out
 }
