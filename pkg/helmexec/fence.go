@@ -160,8 +160,12 @@ func (k fencedKube) Create(r kube.ResourceList) (res *kube.Result, err error) {
 	return res, err
 }
 
+// Update answers a refusal with an empty Result, as Helm's client answers every error:
+// Helm's upgrade reads the Result of a failed Update.
 func (k fencedKube) Update(original, target kube.ResourceList, force bool) (res *kube.Result, err error) {
-	err = k.call(func() error { res, err = k.Interface.Update(original, target, force); return err })
+	if err = k.call(func() error { res, err = k.Interface.Update(original, target, force); return err }); res == nil {
+		res = &kube.Result{}
+	}
 	return res, err
 }
 

@@ -56,6 +56,8 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 	return res, err
 }
 
+// Update answers a refusal with an empty Result, as Helm's client answers every error:
+// Helm's upgrade reads the Result of a failed Update.
 func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpdateOption) (res *kube4.Result, err error) {
 	k.log("checking %d resources for changes", len(target))
 	err = k.call(func() error {
@@ -65,6 +67,9 @@ func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpd
 		res, err = k.Interface.Update(original, target, o...)
 		return err
 	})
+	if res == nil {
+		res = &kube4.Result{}
+	}
 	return res, err
 }
 
