@@ -19,7 +19,7 @@ import (
 // that manager (the record keeps Helm's description, in the API server's words) and leaves
 // the field; force_conflicts takes it over; "auto" applies as the
 // record being replaced (an upgrade: the latest; a rollback: its target) was applied, and
-// a new release client-side.
+// a new release client-side; with force_conflicts it forces only where that is server-side.
 func TestV4ApplyMethodsConflictsAndAuto(t *testing.T) {
 	x := &interopV4{interop: newInterop(t, Config{HelmEngine: string(helmexec.EngineV4)})}
 	ns := cluster.Namespace(t)
@@ -46,10 +46,14 @@ func TestV4ApplyMethodsConflictsAndAuto(t *testing.T) {
 		t.Fatalf("managers after the server-side install: %q", got)
 	}
 	// Another server-side manager (Flux's helm-controller, a GitOps tool) takes a field.
-	cm := corev1apply.ConfigMap("web-config", ns).WithData(map[string]string{"message": "flux"})
-	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "helm-controller", Force: true}); err != nil {
-		t.Fatal(err)
+	takeField := func() {
+		t.Helper()
+		cm := corev1apply.ConfigMap("web-config", ns).WithData(map[string]string{"message": "flux"})
+		if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "helm-controller", Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	takeField()
 	if rel := upgrade("two", api.ServerSideTrue, false); rel.Info.Status != helmrelease.StatusFailed ||
 		!strings.Contains(rel.Info.Description, `conflict with "helm-controller"`) {
 		t.Fatalf("a server-side upgrade over helm-controller's field: %s %q, want failed naming helm-controller", rel.Info.Status, rel.Info.Description)
@@ -63,10 +67,17 @@ func TestV4ApplyMethodsConflictsAndAuto(t *testing.T) {
 	if got, ms := message(), managers(t, ns); got != "three" || strings.Contains(ms, "helm-controller") {
 		t.Errorf("after force_conflicts: message %q, managers %q; want three, helm-controller's field taken", got, ms)
 	}
-	upgrade("four", api.ServerSideAuto, false)  // revision 3 was server-side
+	// auto after a server-side revision forces: helm-controller's field again.
+	takeField()
+	if rel := upgrade("four", api.ServerSideAuto, true); rel.Info.Status != helmrelease.StatusDeployed || message() != "four" {
+		t.Fatalf("auto and force_conflicts after a server-side revision: %s %q, message %q", rel.Info.Status, rel.Info.Description, message())
+	}
 	upgrade("five", api.ServerSideFalse, false) // client-side
-	upgrade("six", api.ServerSideAuto, false)   // revision 5 was client-side
-	x.rollbackAs(t, ns, 3, api.ServerSideAuto)  // revision 3 was server-side
+	// auto after a client-side revision applies client-side, where a force means nothing.
+	if rel := upgrade("six", api.ServerSideAuto, true); rel.Info.Status != helmrelease.StatusDeployed {
+		t.Fatalf("auto and force_conflicts after a client-side revision: %s %q", rel.Info.Status, rel.Info.Description)
+	}
+	x.rollbackAs(t, ns, 3, api.ServerSideAuto) // revision 3 was server-side
 	if rel := x.get(t, ns, "web", 7); rel.Info.Status != helmrelease.StatusDeployed || message() != "three" {
 		t.Fatalf("rollback to 3: %s %q, message %q", rel.Info.Status, rel.Info.Description, message())
 	}

@@ -120,7 +120,7 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	u.Description, u.Labels, u.MaxHistory = req.Description, req.Labels, req.MaxHistory
 	u.ResetValues = true // values holds the reused ones (upgradeValuesV4)
 	u.ServerSideApply = serverSideOf(req)
-	u.ForceConflicts = req.ForceConflicts && u.ServerSideApply != "false"
+	u.ForceConflicts = forceOf(req, func() string { return lastApplyMethod(cfg, req.Name) })
 	u.SkipSchemaValidation = true // checked above, within bounds
 	u.PostRenderer = renderSignal{fence}
 	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
@@ -137,6 +137,20 @@ func serverSideOf(req Request) string {
 		return req.ServerSide
 	}
 	return "false"
+}
+
+// forceOf is Helm v4's ForceConflicts of an upgrade or rollback: a force only where the
+// apply is server-side, "auto" resolved as Helm v4 resolves it, from replaced (the apply
+// method of the record Helm takes it from: an upgrade's latest, a rollback's target). Helm
+// v4 refuses a force with a client-side apply, also when "auto" came out client-side.
+func forceOf(req Request, replaced func() string) bool {
+	switch req.ServerSide {
+	case "true":
+		return req.ForceConflicts
+	case "auto":
+		return req.ForceConflicts && replaced() == string(release4.ApplyMethodServerSideApply)
+	}
+	return false
 }
 
 // upgradeChartV4 is the chart an upgrade runs (the request's, or the deployed one's when
@@ -217,6 +231,15 @@ func lastApplyMethod(cfg *action4.Configuration, name string) string {
 	return last.ApplyMethod
 }
 
+// applyMethodOf is the apply method of a revision of the release ("" without one).
+func applyMethodOf(cfg *action4.Configuration, name string, version int) string {
+	rel, err := latestV4(cfg.Releases.Get(name, version))
+	if err != nil || rel == nil {
+		return ""
+	}
+	return rel.ApplyMethod
+}
+
 // rollbackV4 runs with Rollback's relabel and pin wrappers in opts.
 func (f *Factory) rollbackV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
 	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
@@ -230,7 +253,7 @@ func (f *Factory) rollbackV4(ctx context.Context, req Request, opts []Option) (*
 	r.Version, r.Timeout, r.WaitStrategy, r.WaitForJobs = req.RollbackTo, req.Timeout, waitStrategy(req), req.WaitForJobs
 	r.MaxHistory = req.MaxHistory
 	r.ServerSideApply = serverSideOf(req)
-	r.ForceConflicts = req.ForceConflicts && r.ServerSideApply != "false"
+	r.ForceConflicts = forceOf(req, func() string { return applyMethodOf(cfg, req.Name, req.RollbackTo) })
 	// Helm v4's rollback takes no context either: its waits end with ctx, the fence stops the rest.
 	_, err = runBounded(ctx, runOptions{fence: fence}, func() (*helmrelease.Release, error) {
 		return nil, applyConflict(r.Run(req.Name))
