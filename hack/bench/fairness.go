@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"github.com/async-helm/async-helm/internal/satoken"
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
@@ -27,8 +30,9 @@ const fairnessEvery = 5 * time.Second
 // machine, namespaces of earlier sections being deleted), and then falls on both sides alike.
 const fairnessRounds = 2
 
-// fairnessSection (issue 43): tenant A (the bench's operator, one namespace) sends
-// -fair-installs tiny installs from -burst-clients clients through make run's stack
+// fairnessSection (issue 43): tenant A (the bench's operator, one caller over two
+// namespaces, alternately) sends -fair-installs tiny installs from -burst-clients clients
+// through make run's stack
 // (default executor slots), in halves alone and beside tenant B (a ServiceAccount with edit
 // in another namespace), who installs one tiny release every 5 s while A drains. B also
 // installs alone before each round. Beside their floors from the same run: B's
@@ -44,29 +48,35 @@ func (b *bench) fairnessSection(ctx context.Context) error {
 		return err
 	}
 	defer done()
+	nsA2, cleanupA2, err := b.namespace(ctx, "faira")
+	if err != nil {
+		return err
+	}
+	defer cleanupA2()
 	nsB, cleanupB, err := b.namespace(ctx, "fairb")
 	if err != nil {
 		return err
 	}
 	defer cleanupB()
-	tenants = []string{nsA, nsB}
+	tenants = []string{nsA, nsA2, nsB}
 	tokenB, err := b.editorToken(ctx, nsB, "tenant-b")
 	if err != nil {
 		return err
 	}
 	t := &fairTenants{b: b, a: newSubmitClient(st.Submit.URL, b.token, b.o.burstClients+1), bc: newSubmitClient(st.Submit.URL, tokenB, 4),
-		nsA: nsA, nsB: nsB, chart: b.charts.ChartURL("tiny", "0.1.0"), have: 1}
+		nsA: []string{nsA, nsA2}, nsB: nsB, chart: b.charts.ChartURL("tiny", "0.1.0"), have: map[string]int{}}
 	// Warm-ups: each tenant's first install (chart cache, access reviews, discovery).
 	for _, w := range []struct {
 		c  *submitClient
 		ns string
-	}{{t.a, nsA}, {t.bc, nsB}} {
+	}{{t.a, nsA}, {t.a, nsA2}, {t.bc, nsB}} {
 		if err := b.retryNamespace(ctx, func() error { return w.c.install(ctx, t.request(w.ns, "warm")) }); err != nil {
 			return fmt.Errorf("warm-up install in %s: %w", w.ns, err)
 		}
 		if _, err := b.waitFinal(ctx, w.ns, 1, 5*time.Minute); err != nil {
 			return err
 		}
+		t.have[w.ns] = 1
 	}
 	r, err := t.rounds(ctx)
 	if err != nil {
@@ -114,12 +124,14 @@ func (t *fairTenants) rounds(ctx context.Context) (fairRuns, error) {
 
 // fairTenants are the two tenants of the section: A's and B's clients and namespaces.
 type fairTenants struct {
-	b        *bench
-	a, bc    *submitClient
-	nsA, nsB string
-	chart    string
-	// have is how many revisions nsA holds (the warm-up's and earlier bursts').
-	have int
+	b     *bench
+	a, bc *submitClient
+	nsA   []string // A's two namespaces: one caller, its installs alternate between them
+	nsB   string
+	chart string
+	// have is how many revisions each of A's namespaces holds (the warm-ups' and earlier
+	// bursts').
+	have map[string]int
 }
 
 func (t *fairTenants) request(ns, name string) api.ReleaseRequest {
@@ -181,21 +193,40 @@ func (r aRun) note() string {
 // every fairnessEvery until A's are final and its samples go there.
 func (t *fairTenants) aBurst(ctx context.Context, prefix string, n int, beside *[]bSample) (aRun, error) {
 	b := t.b
-	b.clearWorkloads(ctx, t.nsA)
+	b.clearWorkloads(ctx, t.nsA...)
 	stopB, bDone := make(chan struct{}), make(chan []bSample, 1)
 	if beside != nil {
 		go func() { bDone <- t.bEvery(ctx, prefix, stopB) }()
 	}
 	load, t0 := loadAvg(), time.Now()
-	sent := closedLoop(n, b.o.burstClients, func(i int) error {
-		return t.a.install(ctx, t.request(t.nsA, fmt.Sprintf("%s%d", prefix, i)))
-	})
-	deployed, unfinished, err := b.waitBurst(ctx, t.nsA, t.have+sent.ok)
-	run := aRun{sent: n, deployed: deployed - t.have, wall: time.Since(t0), loads: []string{load}}
-	if sent.ok < n || unfinished != "" {
-		run.notes = append(run.notes, fmt.Sprintf("; %s: sent %s%s", prefix, sent.note(), unfinished))
+	accepted := map[string]*atomic.Int64{} // per namespace; only read while the loop runs
+	for _, ns := range t.nsA {
+		accepted[ns] = &atomic.Int64{}
 	}
-	t.have += sent.ok
+	sent := closedLoop(n, b.o.burstClients, func(i int) error {
+		ns := t.nsA[i%len(t.nsA)]
+		if err := t.a.install(ctx, t.request(ns, fmt.Sprintf("%s%d", prefix, i))); err != nil {
+			return err
+		}
+		accepted[ns].Add(1)
+		return nil
+	})
+	run := aRun{sent: n, loads: []string{load}}
+	var err error
+	for _, ns := range t.nsA {
+		want := t.have[ns] + int(accepted[ns].Load())
+		deployed, unfinished, werr := b.waitBurst(ctx, ns, want)
+		run.deployed += deployed - t.have[ns]
+		if unfinished != "" {
+			run.notes = append(run.notes, fmt.Sprintf("; %s in %s%s", prefix, ns, unfinished))
+		}
+		err = errors.Join(err, werr)
+		t.have[ns] = want
+	}
+	run.wall = time.Since(t0)
+	if sent.ok < n {
+		run.notes = append(run.notes, fmt.Sprintf("; %s: sent %s", prefix, sent.note()))
+	}
 	close(stopB)
 	if beside != nil {
 		samples := <-bDone
@@ -256,7 +287,7 @@ func (t *fairTenants) report(r fairRuns) {
 		b.info(sec, "B beside A's burst", msF(0), fmt.Sprintf("no install of B deployed (%d failed)", failed))
 		return
 	}
-	name := fmt.Sprintf("B every %s beside A's burst of %d, %d clients", fairnessEvery, b.o.fairInstalls, b.o.burstClients)
+	name := fmt.Sprintf("B every %s beside A's burst of %d, %d clients, 2 namespaces", fairnessEvery, b.o.fairInstalls, b.o.burstClients)
 	base := fmt.Sprintf("B alone, p50 (floor 1 s; %s, n=%d)", idleDeployed.Round(time.Millisecond), len(r.bAlone))
 	note := fmt.Sprintf("n=%d, %d failed", len(r.beside), failed)
 	b.compare(sec, name+": 201 to deployed p50", msF(deployed[len(deployed)/2]), base, msF(floor), "<= 3x", atMost(3), note)
@@ -327,26 +358,28 @@ func (b *bench) editorToken(ctx context.Context, ns, sa string) (string, error) 
 	return token, b.waitAllowed(ctx, ns, fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa))
 }
 
-// forgetConsumed deletes the consumed records (Leases in async-helm's own namespace) of the
-// requests made in namespaces: nothing prunes them once the section's notifier is stopped,
-// and the shared cluster keeps them otherwise.
+// forgetConsumed deletes the consumed records and the ledger entries (Leases in
+// async-helm's own namespace) of the requests made in namespaces: nothing prunes them once
+// the section's stack is stopped, and the shared cluster keeps them otherwise.
 func (b *bench) forgetConsumed(namespaces ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	leases := b.cl.Typed.CoordinationV1().Leases(testcluster.OwnNamespace)
-	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: consumed.Label})
-	if err != nil {
-		b.logf("  consumed records not deleted: %v", err)
-		return
-	}
-	deleted := 0
-	for _, l := range list.Items {
-		// The record's namespace annotation (pkg/release/consumed).
-		if slices.Contains(namespaces, l.Annotations["async-helm.io/namespace"]) {
-			if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err == nil {
-				deleted++
+	for _, label := range []string{consumed.Label, ledger.Label} {
+		list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: label})
+		if err != nil {
+			b.logf("  %s Leases not deleted: %v", label, err)
+			continue
+		}
+		deleted := 0
+		for _, l := range list.Items {
+			// The namespace annotation of both (pkg/release/consumed, pkg/ledger).
+			if slices.Contains(namespaces, l.Annotations["async-helm.io/namespace"]) {
+				if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err == nil {
+					deleted++
+				}
 			}
 		}
+		b.logf("  deleted %d %s Leases of %s", deleted, label, strings.Join(namespaces, ", "))
 	}
-	b.logf("  deleted %d consumed records of %s", deleted, strings.Join(namespaces, ", "))
 }
