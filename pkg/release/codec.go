@@ -146,18 +146,29 @@ func DecodeRelease(data []byte) (*helmrelease.Release, error) {
 
 // decodeRelease is DecodeRelease under limit; it returns the decoded size too.
 func decodeRelease(data []byte, limit int) (*helmrelease.Release, int, error) {
-	var rls helmrelease.Release
-	size, err := decode(data, &rls, limit, nil)
+	rls, _, size, err := decodeRecord(data, limit)
+	return rls, size, err
+}
+
+// decodeRecord is decodeRelease with the apply_method Helm v4 keeps beside v3's fields,
+// from the same decode.
+func decodeRecord(data []byte, limit int) (*helmrelease.Release, string, int, error) {
+	var rec struct {
+		helmrelease.Release
+		ApplyMethod string `json:"apply_method"`
+	}
+	size, err := decode(data, &rec, limit, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, "", 0, err
 	}
+	rls := &rec.Release
 	if rls.Info == nil || rls.Chart == nil || rls.Chart.Metadata == nil {
-		return nil, 0, fmt.Errorf("%w: no info or chart metadata", ErrUndecodable)
+		return nil, "", 0, fmt.Errorf("%w: no info or chart metadata", ErrUndecodable)
 	}
-	if what := nullEntry(&rls); what != "" {
-		return nil, 0, fmt.Errorf("%w: a null entry in %s", ErrUndecodable, what)
+	if what := nullEntry(rls); what != "" {
+		return nil, "", 0, fmt.Errorf("%w: a null entry in %s", ErrUndecodable, what)
 	}
-	return &rls, size, nil
+	return rls, rec.ApplyMethod, size, nil
 }
 
 // nullEntry names the first list of rls holding a null entry ("" when none). Valid JSON

@@ -33,22 +33,28 @@ func GuardedSecrets(si typedcorev1.SecretInterface) *SecretsDriver {
 
 // Get reads and decodes one record.
 func (d *SecretsDriver) Get(key string) (*helmrelease.Release, error) {
+	rls, _, err := d.getRecord(key)
+	return rls, err
+}
+
+// getRecord is Get with the record's apply_method (Helm v4's), from the same read.
+func (d *SecretsDriver) getRecord(key string) (*helmrelease.Release, string, error) {
 	obj, err := d.impl.Get(context.Background(), key, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, driver.ErrReleaseNotFound
+		return nil, "", driver.ErrReleaseNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
+		return nil, "", fmt.Errorf("get: failed to get %q: %w", key, err)
 	}
-	rls, err := DecodeRelease(obj.Data["release"])
+	rls, method, _, err := decodeRecord(obj.Data["release"], MaxRecordBytes)
 	if err == nil {
 		err = bindToSecret(rls, obj)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %q: %w", key, err)
+		return nil, "", fmt.Errorf("get %q: %w", key, err)
 	}
 	rls.Labels = withoutSystemLabels(obj.Labels)
-	return rls, nil
+	return rls, method, nil
 }
 
 // bindToSecret refuses, as undecodable, a payload that names another namespace, release

@@ -92,10 +92,18 @@ func (s *Store) history(ctx context.Context, namespace, name string, cached bool
 // Get decodes one revision through the guarded decode (never Helm's Secrets.Get, which
 // panics on a record that does not decode): ErrUndecodable for such a record.
 func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error) {
-	d := GuardedSecrets(&storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx})
-	rel, err := d.Get(SecretName(name, revision))
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
-	}
+	rel, _, err := s.GetWithApplyMethod(ctx, namespace, name, revision)
 	return rel, err
+}
+
+// GetWithApplyMethod is Get with the record's apply_method (ApplyMethod's answer), both
+// from one read of its Secret: a rollback pin of two reads could digest one record's
+// chart and manifest with the apply method of another written in between.
+func (s *Store) GetWithApplyMethod(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, string, error) {
+	d := GuardedSecrets(&storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(namespace), Ctx: ctx})
+	rel, method, err := d.getRecord(SecretName(name, revision))
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, "", fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, namespace, name, revision)
+	}
+	return rel, method, err
 }

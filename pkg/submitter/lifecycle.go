@@ -151,7 +151,8 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err := refuseTarget(old, to); err != nil {
 		return nil, err
 	}
-	target, err := s.Store.Get(ctx, req.Namespace, req.Name, to)
+	// One read: the pin digests the record and the apply method it holds together.
+	target, method, err := s.Store.GetWithApplyMethod(ctx, req.Namespace, req.Name, to)
 	if to < 1 || errors.Is(err, release.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s/%s has no revision %d", ErrRevisionNotFound, req.Namespace, req.Name, to)
 	}
@@ -165,7 +166,7 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err != nil {
 		return nil, err
 	}
-	pin, err := s.pinOf(ctx, req.Namespace, target) // the executor restores only this record
+	pin, err := release.PinOf(target, method) // the executor restores only this record
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,8 @@ type Store interface {
 	Reserve(ctx context.Context, r release.Reservation) (*corev1.Secret, error)
 	Undo(ctx context.Context, sec *corev1.Secret) error
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
+	// GetWithApplyMethod is Get with the record's apply method, from the same read.
+	GetWithApplyMethod(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, string, error)
 	// ApplyMethod is the apply_method Helm v4 keeps in a revision's record ("" for none).
 	ApplyMethod(ctx context.Context, namespace, name string, revision int) (string, error)
 	// Current is the revision an upgrade starts from: the latest below revision below.

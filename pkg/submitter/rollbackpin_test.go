@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -102,4 +104,45 @@ func (e *env) sentActions() []events.Action {
 		out = append(out, a)
 	}
 	return out
+}
+
+// A rollback reads its target's Secret once: the pin digests the record and the apply
+// method of that one read. Reading the apply method again cost a second API read per
+// rollback, and a record rewritten in between gave a pin of neither record.
+func TestRollbackReadsItsTargetOnce(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("web", 1, helmrelease.StatusSuperseded)
+	e.deploy("web", 2, helmrelease.StatusDeployed)
+	target := release.SecretName("web", 1)
+	secs := e.c.CoreV1().Secrets("ns")
+	sec, err := secs.Get(ctx(t), target, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Data["release"], err = release.WithV4Fields(sec.Data["release"], release.V4Fields{ApplyMethod: "ssa"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := secs.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := release.PinOf(e.rev("web", 1), "ssa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c.ClearActions()
+	if _, err := e.svc.Rollback(ctx(t), api.RollbackRequest{Name: "web", Namespace: "ns", Version: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	for _, a := range e.c.Actions() {
+		if g, ok := a.(k8stesting.GetAction); ok && a.GetVerb() == "get" && a.GetResource().Resource == "secrets" && g.GetName() == target {
+			reads++
+		}
+	}
+	if reads != 1 {
+		t.Errorf("the rollback read its target %s %d times, want once", target, reads)
+	}
+	if got := e.sentActions()[0].RollbackPin; got == nil || *got != *want {
+		t.Errorf("pinned %+v, want %+v (revision 1 with apply method ssa)", got, want)
+	}
 }
