@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/async-helm/async-helm/internal/testchartrepo"
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/kube"
+	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -171,6 +173,44 @@ func (b *bench) purge(ns string) {
 	err := b.cl.Typed.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: queued})
 	if err != nil {
 		b.logf("  purge release records of %s: %v (the namespace's deletion removes them)", ns, err)
+	}
+	b.forgetLedger(ctx, ns)
+}
+
+// forgetLedger deletes the ledger entries (Leases in async-helm's own namespace) of the
+// requests accepted in ns: no executor consumes a bench's requests, and every submit of the
+// shared cluster counts each entry against MAX_QUEUED until its TTL (70 min) and a running
+// submit deletes it. One cpu section left 6,000, which refused everyone's installs (429).
+func (b *bench) forgetLedger(ctx context.Context, ns string) {
+	leases := b.cl.Typed.CoordinationV1().Leases(testcluster.OwnNamespace)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: ledger.Label + "=true"})
+	if err != nil {
+		b.logf("  ledger entries of %s not deleted: %v", ns, err)
+		return
+	}
+	names := make(chan string)
+	var deleted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
+					deleted.Add(1)
+				}
+			}
+		}()
+	}
+	for _, l := range list.Items {
+		if l.Annotations[ledger.AnnNamespace] == ns {
+			names <- l.Name
+		}
+	}
+	close(names)
+	wg.Wait()
+	if n := deleted.Load(); n > 0 {
+		b.logf("  deleted %d ledger entries of %s", n, ns)
 	}
 }
 

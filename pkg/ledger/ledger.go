@@ -25,6 +25,9 @@ import (
 // Label marks a ledger entry (the Book watches by it).
 const Label = "async-helm.io/ledger"
 
+// AnnNamespace is the annotation of an entry naming the tenant namespace its request acts in.
+const AnnNamespace = annNamespace
+
 const (
 	annRequestID = "async-helm.io/request-id"
 	annNamespace = "async-helm.io/namespace"
