@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,8 +25,9 @@ import (
 // instances), with one executor SIGKILLed and restarted during it (Knative restarts a
 // killed container) and one notifier SIGKILLed for good (the others must do its work).
 // Every 201 ends deployed; each revision's Helm action runs to its end once (the executors'
-// "action finished" lines; a run the SIGKILL cut is counted apart); the status sink sees
-// every revision's deployed event.
+// "action finished" lines, read once every executor has stopped; a revision the killed
+// executor held may have none: the SIGKILL can cut its run after Helm's last write); the
+// status sink sees every revision's deployed event.
 func (r *run) scale(ctx context.Context) error {
 	if r.cfg.Scale == 0 {
 		return nil
@@ -50,9 +52,14 @@ func (r *run) scale(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	watched, err := watchHolders(ctx, r.cl.Typed, ns)
+	if err != nil {
+		return err
+	}
+	defer watched.stop()
 	start := time.Now()
 	killed := make(chan scaleKills, 1)
-	go func() { killed <- r.killScale(ctx, st, ns) }()
+	go func() { killed <- r.killScale(ctx, st, ns, watched) }()
 	res := r.send(ctx, ns, "s", r.cfg.Scale, cmp.Or(r.cfg.ScaleWait, 10*time.Minute))
 	revs, err := r.waitFinal(ctx, ns)
 	if err != nil {
@@ -61,11 +68,12 @@ func (r *run) scale(ctx context.Context) error {
 	last := time.Since(start)
 	k := <-killed
 	deployed, failed, pending := r.tally(ctx, ns, revs, res.accepted)
+	stopExecutors(st)
 	runs, err := finishedRuns(r.cfg.LogDir, ns)
 	if err != nil {
 		return err
 	}
-	once, maxRuns := r.checkRuns(revs, res.accepted, runs.finished, k.cut)
+	once, maxRuns := r.checkRuns(revs, res.accepted, runs.finished, k.held)
 	lost := r.waitReported(sink, ns, revs, res.accepted)
 	r.rep.count("%d submits, %d executors (%d slots each), %d notifiers: burst of %d installs from %d clients, %s: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; "+
 		"Helm runs finished: %d of %d accepted revisions once, at most %d per revision; %d runs cut by the SIGKILL and run again; "+
@@ -78,17 +86,18 @@ func (r *run) scale(ctx context.Context) error {
 	return nil
 }
 
-// scaleKills is what killScale did: which instances, and the revisions whose Helm run the
-// executor's SIGKILL cut (their Leases still named it).
+// scaleKills is what killScale did: which instances, the revisions whose Helm run the
+// executor's SIGKILL cut (their Leases still named it), and every revision it held before
+// it died (those, and those whose Lease another executor took over meanwhile).
 type scaleKills struct {
-	what string
-	cut  map[string]bool
+	what      string
+	cut, held map[string]bool
 }
 
 // killScale SIGKILLs one executor a few seconds into the burst, while it runs Helm, and
 // restarts it, then SIGKILLs a notifier (the leader when one holds the election Lease) for good.
-func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string) scaleKills {
-	k := scaleKills{cut: map[string]bool{}}
+func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string, watched *holders) scaleKills {
+	k := scaleKills{cut: map[string]bool{}, held: map[string]bool{}}
 	if !pause(ctx, randomDuration(3*time.Second, 8*time.Second)) {
 		return k
 	}
@@ -97,8 +106,9 @@ func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string) sc
 	executor.Kill()
 	// The executor holds a revision's Lease while Helm runs and deletes it after: those
 	// still naming it were cut (they expire, and another executor runs them again).
-	k.cut = r.heldBy(ctx, ns, name)
-	r.cfg.Logf("%s killed during the burst, %d Helm runs cut", name, len(k.cut))
+	// Before the restart: what its next life holds is not what the SIGKILL cut.
+	k.cut, k.held = r.killedRuns(ctx, ns, name, watched)
+	r.cfg.Logf("%s killed during the burst, %d Helm runs cut, %d revisions held before", name, len(k.cut), len(k.held))
 	time.Sleep(randomDuration(200*time.Millisecond, time.Second))
 	if err := executor.Restart(); err != nil {
 		r.rep.violate("%s restart: %v", name, err)
@@ -116,6 +126,17 @@ func (r *run) killScale(ctx context.Context, st *localstack.Stack, ns string) sc
 		k.what += r.takeover(ctx, st, j, killedAt)
 	}
 	return k
+}
+
+// killedRuns says, right after the instance name was SIGKILLed, which revisions' Leases
+// still name it (cut: their runs end nowhere) and which it held at any time (held).
+func (r *run) killedRuns(ctx context.Context, ns, name string, watched *holders) (cut, held map[string]bool) {
+	cut = r.heldBy(ctx, ns, name)
+	held = watched.heldBy(name)
+	for lease := range cut {
+		held[lease] = true
+	}
+	return cut, held
 }
 
 // takeover waits until another notifier holds the election Lease and says after how long
@@ -166,8 +187,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// heldBy lists the Leases of ns that the instance name holds: its holder identity is the
-// name, or the name and a suffix of its own (an action's "/<random>", an elector's "_<id>").
+// heldBy lists the Leases of ns that the instance name holds (holdsAs).
 func (r *run) heldBy(ctx context.Context, ns, name string) map[string]bool {
 	out := map[string]bool{}
 	leases, err := r.cl.Typed.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
@@ -176,7 +196,7 @@ func (r *run) heldBy(ctx context.Context, ns, name string) map[string]bool {
 		return out
 	}
 	for _, l := range leases.Items {
-		if h := l.Spec.HolderIdentity; h != nil && (*h == name || strings.HasPrefix(*h, name+"/") || strings.HasPrefix(*h, name+"_")) {
+		if h := l.Spec.HolderIdentity; h != nil && holdsAs(*h, name) {
 			out[l.Name] = true
 		}
 	}
@@ -269,8 +289,9 @@ func (c *runCount) read(path, ns string) error {
 }
 
 // checkRuns wants one finished run per accepted revision: never two; none only for a
-// revision the SIGKILL cut (its executor may have finished Helm and died before its line).
-func (r *run) checkRuns(revs map[string][]release.Revision, accepted []string, runs map[string]int, cut map[string]bool) (once, maxRuns int) {
+// revision the killed executor held (its run may have finished Helm and died before its
+// line). The executors that lived were stopped first: each logged the end of its runs.
+func (r *run) checkRuns(revs map[string][]release.Revision, accepted []string, runs map[string]int, killed map[string]bool) (once, maxRuns int) {
 	for _, name := range accepted {
 		for _, rev := range revs[name] {
 			n := runs[rev.SecretName]
@@ -280,7 +301,7 @@ func (r *run) checkRuns(revs map[string][]release.Revision, accepted []string, r
 				once++
 			case n > 1:
 				r.rep.violate("%s revision %d: Helm ran %d times to its end", name, rev.Version, n)
-			case !cut[rev.SecretName]:
+			case !killed[rev.SecretName]:
 				r.rep.violate("%s revision %d is %s with no Helm run logged", name, rev.Version, rev.Status)
 			}
 		}
@@ -308,4 +329,18 @@ func (r *run) waitReported(s *sink, ns string, revs map[string][]release.Revisio
 		r.rep.violate("%d of %d deployed revisions never reported to the sink", lost, len(want))
 	}
 	return lost
+}
+
+// stopExecutors stops every executor (SIGTERM; each waits for its handlers), so that
+// each run not cut by a SIGKILL has logged its end before the logs are read.
+func stopExecutors(st *localstack.Stack) {
+	var wg sync.WaitGroup
+	for _, p := range st.Executor.Instances {
+		if p.Exited() {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop() }()
+	}
+	wg.Wait()
 }
