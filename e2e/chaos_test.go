@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestChaosShort(t *testing.T) {
 		Knative:    local,
 		ConfigDir:  filepath.Join(root, "config", "knative"),
 		ChartURL:   charts.ChartURL("tiny", "0.1.0"),
-		LogDir:     t.TempDir(),
+		LogDir:     chaosLogDir(t),
 		Installs:   10, Kills: 3, Upgrades: 15, Releases: 3,
 		Outage: 3 * time.Second, Timeout: 5 * time.Minute,
 		Burst: 80, BurstClients: 16, BurstKills: 1, OverBound: 120, Bound: 15,
@@ -42,4 +43,18 @@ func TestChaosShort(t *testing.T) {
 	if len(rep.Lines) != 7 {
 		t.Errorf("%d scenarios ran, want 7", len(rep.Lines))
 	}
+}
+
+// chaosLogDir is where the stacks' processes log: CHAOS_LOG_DIR when set (kept after the
+// test, to read a failure's executor logs), else the test's temporary directory.
+func chaosLogDir(t *testing.T) string {
+	dir := os.Getenv("CHAOS_LOG_DIR")
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("process logs in %s", dir)
+	return dir
 }
