@@ -27,7 +27,8 @@ import (
 // Every 201 ends deployed; each revision's Helm action runs to its end once (the executors'
 // "action finished" lines, read once every executor has stopped; a revision the killed
 // executor held may have none: the SIGKILL can cut its run after Helm's last write); the
-// status sink sees every revision's deployed event.
+// status sink sees every revision's deployed event. Each revision's request is bound to it
+// on its consumed record, in async-helm's namespace (checkConsumed).
 func (r *run) scale(ctx context.Context) error {
 	if r.cfg.Scale == 0 {
 		return nil
@@ -74,14 +75,15 @@ func (r *run) scale(ctx context.Context) error {
 		return err
 	}
 	once, maxRuns := r.checkRuns(revs, res.accepted, runs.finished, k.held)
+	bound := r.checkConsumed(ctx, revs, res.accepted)
 	lost := r.waitReported(sink, ns, revs, res.accepted)
 	r.rep.count("%d submits, %d executors (%d slots each), %d notifiers: burst of %d installs from %d clients, %s: %d accepted (%.0f/s), %d deployed, %d failed, %d pending; "+
-		"Helm runs finished: %d of %d accepted revisions once, at most %d per revision; %d runs cut by the SIGKILL and run again; "+
+		"Helm runs finished: %d of %d accepted revisions once, at most %d per revision; %d bound to their run on a consumed record; %d runs cut by the SIGKILL and run again; "+
 		"%d runs abandoned after another executor took their expired Lease (%d still waiting for a CPU slot); "+
 		"deployed reported for %d of %d (%d lost); last final after %s (%.2f completed/s); %s",
 		len(st.Submit.Instances), len(st.Executor.Instances), slots, len(st.Notifier.Instances), r.cfg.Scale, r.cfg.BurstClients, k.what,
 		len(res.accepted), float64(len(res.accepted))/res.took.Seconds(), deployed, failed, pending,
-		once, len(res.accepted), maxRuns, len(k.cut), runs.abandoned, runs.early, deployed-lost, deployed, lost,
+		once, len(res.accepted), maxRuns, bound, len(k.cut), runs.abandoned, runs.early, deployed-lost, deployed, lost,
 		last.Round(time.Second), float64(deployed)/last.Seconds(), spread(st))
 	return nil
 }
