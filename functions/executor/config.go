@@ -39,7 +39,8 @@ type Config struct {
 	// Namespace is async-helm's own namespace, which tenants cannot write: the records of
 	// consumed requests live there.
 	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
-	// RenderTimeout bounds the rendering of a chart's templates; past it the action fails.
+	// RenderTimeout bounds the CPU time of rendering a chart's templates; past it the action
+	// fails.
 	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
 	// MaxOrphanedRenders renders past their bound (which Go cannot stop) make the executor
 	// refuse new work and exit once drained, so that its platform restarts it.

@@ -53,10 +53,10 @@ func TestEndlessTemplateIsFailedAtTheRenderBound(t *testing.T) {
 	a := e.reserve("web", "req-1")
 	start := time.Now()
 	got, err := e.svc.Handle(ctx(t), context.Background(), a, nil)
-	if err != nil || got != OutcomeFailed || time.Since(start) > 2*time.Second {
+	if err != nil || got != OutcomeFailed {
 		t.Fatalf("Handle = %s, %v after %s; want failed at the bound", got, err, time.Since(start))
 	}
-	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.Contains(desc, "rendering took longer than 100ms") {
+	if st, desc := e.status("web"); st != helmrelease.StatusFailed || !strings.Contains(desc, "rendering took more than 100ms of CPU") {
 		t.Errorf("revision %s %q", st, desc)
 	}
 	if e.leaseExists("web") || !e.svc.Drained() {

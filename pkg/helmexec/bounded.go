@@ -25,9 +25,21 @@ func (r renderSignal) Run(b *bytes.Buffer) (*bytes.Buffer, error) {
 // runOptions say how one Helm action is bounded.
 type runOptions struct {
 	fence *Fence
-	// renderTimeout bounds the time until Helm's post-renderer runs (0: no bound); zero
-	// for actions that render nothing (rollback).
+	// renderTimeout bounds the CPU time Helm's goroutine spends until Helm's post-renderer
+	// runs (0: no bound); zero for actions that render nothing (rollback).
 	renderTimeout time.Duration
+	// lock and after are the thread meter and the timers (tests replace them).
+	lock  func() threadMeter
+	after func(time.Duration) <-chan time.Time
+}
+
+// threadMeter is the CPU time of the goroutine running Helm, locked to its OS thread.
+type threadMeter interface {
+	// CPU is the CPU time used so far; false when it cannot be read (then the bound is
+	// wall time).
+	CPU() (time.Duration, bool)
+	// release unlocks the thread; the goroutine calls it before it returns.
+	release()
 }
 
 type result struct {
@@ -43,20 +55,20 @@ type result struct {
 // leave their work to a goroutine of their own that nobody can see end; this way all of
 // Helm's work is in this goroutine, and the fence is what stops it.
 func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.Release, error)) (*helmrelease.Release, error) {
+	o = o.withDefaults()
 	f := o.fence
 	done := make(chan result, 1)
+	meters := make(chan threadMeter, 1)
 	f.started()
 	go func() {
 		defer f.returned()
+		m := o.lock()
+		defer m.release()
+		meters <- m
 		rel, err := guarded(action)
 		done <- result{rel, err}
 	}()
-	var bound <-chan time.Time
-	if o.renderTimeout > 0 {
-		t := time.NewTimer(o.renderTimeout)
-		defer t.Stop()
-		bound = t.C
-	}
+	bound := newRenderBound(o, meters)
 	for {
 		select {
 		case r := <-done:
@@ -69,15 +81,68 @@ func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.R
 			}
 			f.End() // for a caller that did not: nothing may land after ctx ended
 			return nil, ctx.Err()
-		case <-bound:
+		case <-bound.c:
 			if f.isRendered() {
-				bound = nil
+				bound.c = nil
+				continue
+			}
+			if !bound.passed() {
 				continue
 			}
 			f.End()
-			return nil, fmt.Errorf("%w: rendering took longer than %s", ErrRenderTimeout, o.renderTimeout)
+			return nil, fmt.Errorf("%w: rendering took more than %s of CPU", ErrRenderTimeout, o.renderTimeout)
 		}
 	}
+}
+
+func (o runOptions) withDefaults() runOptions {
+	if o.lock == nil {
+		o.lock = lockThread
+	}
+	if o.after == nil {
+		o.after = time.After
+	}
+	return o
+}
+
+// renderBound is the render bound of one action, counted in the CPU time of Helm's own
+// goroutine: waiting on the API server, or for a core while other tenants' work runs, does
+// not use it up. The wall clock only says when to look: CPU time never runs ahead of it.
+type renderBound struct {
+	limit  time.Duration
+	after  func(time.Duration) <-chan time.Time
+	meters <-chan threadMeter
+	meter  threadMeter
+	c      <-chan time.Time // nil: no bound (or no longer)
+}
+
+// minRenderCheck keeps the last checks before the bound from waking for a few ns each.
+const minRenderCheck = 10 * time.Millisecond
+
+func newRenderBound(o runOptions, meters <-chan threadMeter) *renderBound {
+	b := &renderBound{limit: o.renderTimeout, after: o.after, meters: meters}
+	if b.limit > 0 {
+		b.c = b.after(b.limit)
+	}
+	return b
+}
+
+// passed reports whether the render used up its bound; if not, it waits for the rest.
+func (b *renderBound) passed() bool {
+	if b.meter == nil {
+		select {
+		case b.meter = <-b.meters:
+		default: // Helm's goroutine has not run yet: it used nothing
+			b.c = b.after(b.limit)
+			return false
+		}
+	}
+	used, ok := b.meter.CPU()
+	if !ok || used >= b.limit {
+		return true
+	}
+	b.c = b.after(max(b.limit-used, minRenderCheck))
+	return false
 }
 
 // ErrHelmPanicked is a Helm action that panicked: guarded turned the panic into this error.
