@@ -43,8 +43,9 @@ func TestDiffRoute(t *testing.T) {
 	for _, c := range d.Changes {
 		got = append(got, c.Change+" "+c.Key())
 	}
-	// The reservation's record has no manifest: everything the chart renders is added.
-	want := "ADD " + ns + ", web, Deployment (apps)|ADD " + ns + ", web-config, ConfigMap (v1)|ADD " + ns + ", web-migrate-1, Job (batch)"
+	// The reservation's record has no manifest: everything the chart renders is added, as
+	// the upgrade renders it (its Job is named after .Release.Revision, 2).
+	want := "ADD " + ns + ", web, Deployment (apps)|ADD " + ns + ", web-config, ConfigMap (v1)|ADD " + ns + ", web-migrate-2, Job (batch)"
 	if strings.Join(got, "|") != want || d.From != 1 || d.To != 2 || !strings.Contains(d.Changes[1].Diff, `+  message: "new"`) {
 		t.Errorf("diff %+v\nchanges %s\nwant %s", d, strings.Join(got, "|"), want)
 	}

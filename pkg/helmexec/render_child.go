@@ -32,6 +32,10 @@ type ChartRender struct {
 	KubeVersion string         `json:"kubeVersion,omitempty"`
 	// Budget is what the archive may unpack to (the child checks it again before loading).
 	Budget chartsource.Budget `json:"budget"`
+	// Revision, when set, renders what an install (1) or an upgrade (Upgrade) to that
+	// revision applies (RenderRevision) instead of the template route's dry-run install.
+	Revision int  `json:"revision,omitempty"`
+	Upgrade  bool `json:"upgrade,omitempty"`
 }
 
 // childJob is what a child is asked on stdin: a render or checks of values.
@@ -101,6 +105,14 @@ func renderArchive(job ChartRender) (string, string) {
 	}
 	if err := CheckDependencies(check, job.Values); err != nil {
 		return "", err.Error()
+	}
+	if job.Revision > 0 {
+		out, err := RenderRevision(RevisionRender{Namespace: job.Namespace, Name: job.Name, Revision: job.Revision,
+			Upgrade: job.Upgrade, Chart: ch, Values: job.Values, KubeVersion: job.KubeVersion})
+		if err != nil {
+			return "", err.Error()
+		}
+		return out, ""
 	}
 	// The parent kills the child at its deadline: the context has nothing to add.
 	out, err := Render(context.Background(), RenderRequest{Namespace: job.Namespace, Name: job.Name, Chart: ch,

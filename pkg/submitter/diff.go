@@ -99,6 +99,9 @@ func (s *Service) proposed(ctx context.Context, action release.Action, req api.D
 		return proposal{manifest: m}, err
 	}
 	job, err := s.renderJob(ctx, action, req.ReleaseRequest, base, user)
+	if job != nil { // rendered as the action renders: the revision it makes, an upgrade or not
+		job.Revision, job.Upgrade = latest+1, action == release.ActionUpgrade
+	}
 	return proposal{job: job}, err
 }
 
@@ -248,7 +251,8 @@ func callerOf(u *auth.User) events.Caller {
 	return events.Caller{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
 }
 
-// manifestOf is what a stored release applied: its manifest, then its hooks (nil: nothing).
+// manifestOf is what a stored release applied: its manifest, then its hooks but the test
+// hooks, which only `helm test` runs (nil: nothing).
 func manifestOf(rel *helmrelease.Release) string {
 	if rel == nil {
 		return ""
@@ -256,7 +260,7 @@ func manifestOf(rel *helmrelease.Release) string {
 	var b strings.Builder
 	b.WriteString(rel.Manifest)
 	for _, h := range rel.Hooks {
-		if h != nil {
+		if h != nil && !helmexec.IsTestHook(h) {
 			fmt.Fprintf(&b, "\n---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 		}
 	}

@@ -138,8 +138,42 @@ func TestDiffOfAnUpgrade(t *testing.T) {
 	if len(r.jobs) != 1 || fmt.Sprint(r.jobs[0].Values["replicas"]) != "1" || r.held != 0 || r.slots != 1 {
 		t.Errorf("jobs %+v, slots %d, held %d", r.jobs, r.slots, r.held)
 	}
+	if len(r.jobs) == 1 && (r.jobs[0].Revision != 2 || !r.jobs[0].Upgrade) {
+		t.Errorf("rendered revision %d, upgrade %t; want what the upgrade renders: revision 2, an upgrade", r.jobs[0].Revision, r.jobs[0].Upgrade)
+	}
 	if len(e.secrets()) != 1 || len(e.sender.sent) != 0 {
 		t.Errorf("a diff wrote: %d records, %d events", len(e.secrets()), len(e.sender.sent))
+	}
+}
+
+// A rollback and an upgrade never run test hooks: a stored one is not shown removed.
+func TestDiffLeavesOutTestHooks(t *testing.T) {
+	e, _, _ := diffEnv(t)
+	rel, err := e.svc.Store.Get(ctx(t), "ns", "web", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Version = 2
+	rel.Hooks = []*helmrelease.Hook{
+		{Name: "smoke", Kind: "Pod", Path: "tiny/templates/test.yaml", Events: []helmrelease.HookEvent{helmrelease.HookTest},
+			Manifest: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n  annotations:\n    helm.sh/hook: test\n"},
+		{Name: "migrate", Kind: "Job", Path: "tiny/templates/hook.yaml", Events: []helmrelease.HookEvent{helmrelease.HookPreUpgrade},
+			Manifest: "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\n"},
+	}
+	if err := storage.NewSecrets(e.c.CoreV1().Secrets("ns")).Create(release.SecretName("web", 2), rel); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.svc.Diff(ctx(t), upgradeDiff("web"), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range out.Changes {
+		got = append(got, c.Change+" "+c.Key())
+	}
+	want := "REMOVE ns, migrate, Job (batch)|ADD ns, new, Service (v1)|REMOVE ns, old, Job (batch)|MODIFY ns, web, ConfigMap (v1)"
+	if strings.Join(got, "|") != want {
+		t.Errorf("changes %v, want %s", got, want)
 	}
 }
 
