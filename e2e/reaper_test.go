@@ -32,7 +32,7 @@ func TestLostWorkIsDrivenAgainAfterTheExecutorIsKilled(t *testing.T) {
 	// Knative would redeliver the killed delivery to the restarted executor 2 s later (the
 	// Trigger's backoff); this test makes the first failure final, so the event is
 	// dead-lettered to the notifier at once.
-	ports, w := wire(t, sink.URL, map[string]map[string]any{"executor-install": {"retry": int64(0)}})
+	ports, w := wire(t, sink.URL, map[string]map[string]any{"executor": {"retry": int64(0)}})
 	executor := teststack.RunPort(t, bins["executor"], ports.Executor, common)
 	with := func(extra map[string]string) map[string]string {
 		out := map[string]string{}

@@ -186,7 +186,7 @@ Ctrl-C stops everything.
 func printRunning(o options, st *localstack.Stack, local *eventing.Local, chartsURL string) {
 	rss, _ := local.RSS()
 	n := func(f *localstack.Function) string { return fmt.Sprintf("%s (%d instances)", f.URL, len(f.Instances)) }
-	fmt.Printf("\nasync-helm is running (logs in %s/<function>-<i>.log, Knative's in %s/logs):\n  submit   %s -> Broker %s/async-helm\n  executor %s <- Trigger executor-install/-upgrade\n  notifier %s -> Broker -> Trigger event-log -> events printed below\n  charts   %s\n  Knative Eventing: %d processes, RSS %d MB; broker ingress %s\n\n",
+	fmt.Printf("\nasync-helm is running (logs in %s/<function>-<i>.log, Knative's in %s/logs):\n  submit   %s -> Broker %s/async-helm\n  executor %s <- Trigger executor\n  notifier %s -> Broker -> Trigger event-log -> events printed below\n  charts   %s\n  Knative Eventing: %d processes, RSS %d MB; broker ingress %s\n\n",
 		o.logs, eventing.Dir(mustGetwd()), n(st.Submit), brokerNamespace, n(st.Executor), n(st.Notifier), chartsURL, len(local.Pids), rss, st.Wiring.BrokerURL)
 }
 

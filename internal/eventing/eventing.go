@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -249,6 +250,12 @@ func (w *Wiring) applyTriggers(ctx context.Context, triggers []*unstructured.Uns
 			return err
 		}
 		w.Triggers = append(w.Triggers, t.GetName())
+	}
+	// An override for a Trigger the manifests do not have would be lost without a word.
+	for name := range delivery {
+		if !slices.Contains(w.Triggers, name) {
+			return fmt.Errorf("delivery override for Trigger %q: no such Trigger (have %v)", name, w.Triggers)
+		}
 	}
 	return nil
 }

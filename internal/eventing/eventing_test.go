@@ -181,7 +181,7 @@ func checkGaps(t *testing.T, at []time.Time, want ...time.Duration) {
 }
 
 // Submit -> broker ingress -> channel -> filter -> executor, all Knative, with
-// config/knative's executor-install Trigger as it is (exponential backoff from PT2S): the
+// config/knative's executor Trigger as it is (exponential backoff from PT2S): the
 // executor's 429 and 503 answers are retried 2 s and then 4 s later. The notifier's status
 // events reach the event log through the Broker and a Trigger.
 func TestExecutorRefusalsAreRetriedAsTheTriggerSays(t *testing.T) {
@@ -215,7 +215,7 @@ func TestExhaustedRetriesAreDeadLetteredToTheNotifier(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	unavailable := http.StatusServiceUnavailable
-	th := wireThrough(ctx, t, map[string]map[string]any{"executor-install": {"retry": int64(2), "backoffDelay": "PT0.2S"}},
+	th := wireThrough(ctx, t, map[string]map[string]any{"executor": {"retry": int64(2), "backoffDelay": "PT0.2S"}},
 		map[string][]int{"exhausted": {unavailable, unavailable, unavailable}})
 	th.install(ctx, t, "exhausted")
 	if !testwait.Until(60*time.Second, func() bool { return len(th.seen.of("exhausted")) >= 4 }) {
