@@ -36,7 +36,11 @@ func (f *Function) acceptUninstall(r *http.Request) (pending, *submitter.Uninsta
 	if err != nil {
 		return pending{}, nil, err
 	}
-	acc, err := f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()))
+	opts, err := api.ParseUninstallQuery(r.URL.Query())
+	if err != nil {
+		return pending{}, nil, fmt.Errorf("%w: %w", submitter.ErrInvalid, err)
+	}
+	acc, err := f.svc.Uninstall(r.Context(), ns, name, r.URL.Query().Get("version"), userFrom(r.Context()), opts)
 	if err != nil {
 		return pending{}, nil, err
 	}

@@ -77,6 +77,9 @@ func TestUninstallAndRollbackCommands(t *testing.T) {
 	if q != "name=gone&ns=team&version=2" {
 		t.Errorf("uninstall query %q", q)
 	}
+	if _, err := runLifecycle(t, srv, "uninstall gone --no-hooks"); err != nil || q != "name=gone&no_hooks=true&ns=team" {
+		t.Errorf("uninstall --no-hooks: %v, query %q", err, q)
+	}
 	// An uninstall that failed exits non-zero with the reason.
 	out, err = runLifecycle(t, srv, "uninstall stuck --wait")
 	if err == nil || !strings.Contains(err.Error(), "pre-delete hook failed") {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitclient"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -23,6 +24,8 @@ type UninstallOptions struct {
 	// Version, when set, must name an existing revision (the console's check).
 	Version int
 	Wait    bool
+	// NoHooks runs none of the release's delete hooks (helm uninstall --no-hooks).
+	NoHooks bool
 
 	target
 }
@@ -43,6 +46,7 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.Version, "version", o.Version, "refuse unless the release has this revision")
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "follow the release until it is gone (exit 1 if the uninstall failed)")
+	cmd.Flags().BoolVar(&o.NoHooks, "no-hooks", o.NoHooks, "run none of the release's delete hooks")
 	return cmd
 }
 
@@ -70,7 +74,7 @@ func (o *UninstallOptions) Run(ctx context.Context) error {
 	if err := o.connect(ctx); err != nil {
 		return err
 	}
-	if err := o.submit.Uninstall(ctx, o.ns, o.Name, o.Version); err != nil {
+	if err := o.submit.Uninstall(ctx, o.ns, o.Name, o.Version, api.UninstallOptions{NoHooks: o.NoHooks}); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Out, "release %q uninstall requested in %s: %s\n", o.Name, o.ns, release.StatusUninstalling)

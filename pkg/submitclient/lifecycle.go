@@ -14,10 +14,13 @@ import (
 // Uninstall asks for an uninstall of release name (the console's async route, 204): the
 // latest revision is marked uninstalling, and the release is gone when the executor is done.
 // version, when above 0, must name an existing revision.
-func (c *Client) Uninstall(ctx context.Context, ns, name string, version int) error {
+func (c *Client) Uninstall(ctx context.Context, ns, name string, version int, opts ...api.UninstallOptions) error {
 	q := url.Values{"ns": {ns}, "name": {name}}
 	if version > 0 {
 		q.Set("version", strconv.Itoa(version))
+	}
+	for _, o := range opts {
+		o.Query(q)
 	}
 	return c.do(ctx, http.MethodDelete, api.PathAsync, q, nil, nil)
 }

@@ -56,7 +56,7 @@ type UninstallAccepted struct {
 // release's records, marks the latest revision uninstalling (with the signed event stored
 // in it) and hands the work to the executor. version, when not empty, must name an existing
 // revision (the console's check); the uninstall is of the release as a whole.
-func (s *Service) Uninstall(ctx context.Context, namespace, name, version string, user *auth.User) (*UninstallAccepted, error) {
+func (s *Service) Uninstall(ctx context.Context, namespace, name, version string, user *auth.User, opts ...api.UninstallOptions) (*UninstallAccepted, error) {
 	if err := api.ValidateRelease(namespace, name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -93,7 +93,7 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	id := s.newID()
 	act := events.Action{
 		Action: release.ActionUninstall, Namespace: namespace, Name: name, Revision: latest.Version,
-		SecretName: latest.SecretName, Options: events.Options{Timeout: api.DefaultTimeout},
+		SecretName: latest.SecretName, Options: events.Options{Timeout: api.DefaultTimeout, NoHooks: noHooks(opts)},
 		Caller: caller, RequestID: id,
 	}
 	ev, stored, err := s.signed(act)
@@ -112,6 +112,16 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	sec.Data = nil
 	sec.APIVersion, sec.Kind = "v1", "Secret"
 	return &UninstallAccepted{Revision: latest.Version, RequestID: id, Secret: sec, Release: marked.Release}, nil
+}
+
+// noHooks: any of opts (at most one is given) asks for no delete hook.
+func noHooks(opts []api.UninstallOptions) bool {
+	for _, o := range opts {
+		if o.NoHooks {
+			return true
+		}
+	}
+	return false
 }
 
 // Rollback accepts a rollback of a release to revision req.Version: it reserves the next
