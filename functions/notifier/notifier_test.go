@@ -330,6 +330,7 @@ func TestDeadLettersMustBeSignedAndAreDrivenAgain(t *testing.T) {
 	}
 	unsigned := e.Clone()
 	unsigned.SetExtension(events.ExtSignature, nil)
+	unsigned.SetExtension(events.ExtSignatureV2, nil)
 	forged := e.Clone()
 	events.Sign(&forged, []byte("another-key-another-key-another-key!"), time.Now())
 	for what, ev := range map[string]cloudevents.Event{"unsigned": unsigned, "signed with another key": forged} {

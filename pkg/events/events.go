@@ -9,6 +9,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
@@ -202,6 +203,9 @@ func ParseAccepted(e cloudevents.Event) (Action, error) {
 		return a, fmt.Errorf("secret name %q does not match revision %d of %s", a.SecretName, a.Revision, a.Name)
 	case e.Subject() != Subject(a.Namespace, a.Name):
 		return a, fmt.Errorf("subject %q does not match payload", e.Subject())
+	case !IsRequestID(a.RequestID) || e.ID() != a.RequestID || fmt.Sprint(e.Extensions()[ExtRequestID]) != a.RequestID:
+		return a, fmt.Errorf("event id %.64q, request id extension %.64q and payload request id %.64q are not one request id",
+			e.ID(), fmt.Sprint(e.Extensions()[ExtRequestID]), a.RequestID)
 	case a.Action == release.ActionRollback && a.RollbackTo < 0:
 		return a, fmt.Errorf("rollback to revision %d", a.RollbackTo)
 	}
@@ -209,6 +213,12 @@ func ParseAccepted(e cloudevents.Event) (Action, error) {
 		return a, err
 	}
 	return a, nil
+}
+
+// IsRequestID reports whether id has the form of a request id: what submit mints is a label
+// value (it labels the release record), so never empty, at most 63 characters, no newline.
+func IsRequestID(id string) bool {
+	return id != "" && len(validation.IsValidLabelValue(id)) == 0
 }
 
 // ForbiddenGroup is the group that bypasses every authorization check of the API server.

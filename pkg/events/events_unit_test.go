@@ -59,8 +59,13 @@ func TestSignVerify(t *testing.T) {
 		{"from the future", func(*cloudevents.Event) {}, key, t0.Add(-2 * time.Minute), false},
 		{"small clock skew", func(*cloudevents.Event) {}, key, t0.Add(-30 * time.Second), true},
 		{"another key", func(*cloudevents.Event) {}, []byte("another-key-another-key-another-k"), t0, false},
-		{"unsigned", func(e *cloudevents.Event) { e.SetExtension(ExtSignature, nil) }, key, t0, false},
-		{"malformed signature", func(e *cloudevents.Event) { e.SetExtension(ExtSignature, "%%%") }, key, t0, false},
+		{"unsigned", func(e *cloudevents.Event) { e.SetExtension(ExtSignature, nil); e.SetExtension(ExtSignatureV2, nil) }, key, t0, false},
+		{"malformed signature", func(e *cloudevents.Event) { e.SetExtension(ExtSignatureV2, "%%%") }, key, t0, false},
+		// An event signed before v2 carries only v1: accepted in the same window.
+		{"signed before v2", func(e *cloudevents.Event) { e.SetExtension(ExtSignatureV2, nil) }, key, t0.Add(time.Minute), true},
+		{"v1 only, replayed later", func(e *cloudevents.Event) { e.SetExtension(ExtSignatureV2, nil) }, key, t0.Add(3*time.Hour + time.Second), false},
+		// A v2 signature that does not match is not rescued by the v1 one beside it.
+		{"v2 altered, v1 kept", func(e *cloudevents.Event) { e.SetExtension(ExtSignatureV2, e.Extensions()[ExtSignature]) }, key, t0, false},
 		{"payload altered", func(e *cloudevents.Event) {
 			a := action()
 			a.Caller.User = "system:admin"

@@ -1,8 +1,16 @@
 package events
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/async-helm/async-helm/pkg/signing"
 
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -63,5 +71,69 @@ func TestStatusEventIDsDifferPerIncarnation(t *testing.T) {
 	}
 	if want := "team/web/v1/deployed/req-a"; first.ID() != want {
 		t.Errorf("id %s, want %s", first.ID(), want)
+	}
+}
+
+// An accepted event is one request: its id, its requestid extension and its payload's
+// requestId are the same request id, or the event is refused, however it is signed.
+func TestParseAcceptedBindsTheEventToItsRequest(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(e *cloudevents.Event)
+	}{
+		{"id of another request", func(e *cloudevents.Event) { e.SetID("req-2") }},
+		{"request id extension of another request", func(e *cloudevents.Event) { e.SetExtension(ExtRequestID, "req-2") }},
+		{"no request id extension", func(e *cloudevents.Event) { e.SetExtension(ExtRequestID, nil) }},
+		{"payload of another request", func(e *cloudevents.Event) {
+			a := action()
+			a.RequestID = "req-2"
+			_ = e.SetData(cloudevents.ApplicationJSON, a)
+		}},
+		{"not a request id", func(e *cloudevents.Event) {
+			a := action()
+			a.RequestID = "binding\nreq-1"
+			_ = e.SetData(cloudevents.ApplicationJSON, a)
+			e.SetID(a.RequestID)
+			e.SetExtension(ExtRequestID, a.RequestID)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := signed(t)
+			c.change(&e)
+			Sign(&e, key, t0) // signed as it is: the check is not the signature's
+			if _, err := ParseAccepted(e); err == nil || !strings.Contains(err.Error(), "one request id") {
+				t.Errorf("ParseAccepted: %v, want refused (not one request id)", err)
+			}
+		})
+	}
+	if _, err := ParseAccepted(signed(t)); err != nil {
+		t.Errorf("the event as submit makes it: %v", err)
+	}
+}
+
+// An event signed before v2 (only asynchelmsig, as the old signer wrote it, in the Broker or a
+// reservation when the executor is upgraded) still verifies and parses; a binding's
+// signature made to look like such an event's does not.
+func TestAnEventSignedBeforeV2StillRuns(t *testing.T) {
+	old, err := NewAccepted(action())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.SetTime(t0)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(canonical(old)))
+	old.SetExtension(ExtSignature, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
+	if err := Verify(old, key, t0.Add(time.Hour), 3*time.Hour); err != nil {
+		t.Fatalf("an event signed before v2: %v", err)
+	}
+	if _, err := ParseAccepted(old); err != nil {
+		t.Fatalf("an event signed before v2: %v", err)
+	}
+	forged := old.Clone()
+	forged.SetID("binding")
+	rest := strings.TrimPrefix(canonical(forged), "binding\n")
+	forged.SetExtension(ExtSignature, signing.Key(key).Sign(signing.Binding, rest))
+	if err := Verify(forged, key, t0, 3*time.Hour); err == nil {
+		t.Fatal("a binding's signature verifies as an event's")
 	}
 }

@@ -13,9 +13,14 @@ import (
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
-// ExtSignature carries the signature of an accepted event (signing.Event), keyed with the
-// secret that submit and executor share.
-const ExtSignature = "asynchelmsig"
+// ExtSignatureV2 carries the signature of an accepted event (signing.Event), keyed with the
+// secret that submit and executor share; ExtSignature its pre-v2 form (signing.EventV1),
+// written beside it for executors and notifiers of the release before, and the only one of
+// events signed before (docs/design.md, "Identity").
+const (
+	ExtSignatureV2 = "asynchelmsig2"
+	ExtSignature   = "asynchelmsig"
+)
 
 // ErrSignature is an event that is unsigned, altered, signed with another key, or too old
 // (a replay).
@@ -39,7 +44,9 @@ func Sign(e *cloudevents.Event, key signing.Key, now time.Time) {
 	if e.Time().IsZero() {
 		e.SetTime(now)
 	}
-	e.SetExtension(ExtSignature, key.Sign(signing.Event, canonical(*e)))
+	text := canonical(*e)
+	e.SetExtension(ExtSignatureV2, key.Sign(signing.Event, text))
+	e.SetExtension(ExtSignature, key.Sign(signing.EventV1, text))
 }
 
 // Verify checks the signature and that the event is not older than maxAge, which bounds
@@ -55,13 +62,23 @@ func Verify(e cloudevents.Event, key signing.Key, now time.Time, maxAge time.Dur
 	return nil
 }
 
-// verifyMAC checks e's signature alone, whatever its age.
+// verifyMAC checks e's signature alone, whatever its age: the v2 signature when e carries
+// one (never falling back), else the v1 one of an event signed before v2, whose id must then
+// be a request id.
 func verifyMAC(e cloudevents.Event, key signing.Key) error {
-	sig, _ := e.Extensions()[ExtSignature].(string)
-	if sig == "" {
-		return fmt.Errorf("%w: unsigned", ErrSignature)
+	if sig, _ := e.Extensions()[ExtSignatureV2].(string); sig != "" {
+		if !key.Verify(signing.Event, canonical(e), sig) {
+			return fmt.Errorf("%w: signature does not match", ErrSignature)
+		}
+		return nil
 	}
-	if !key.Verify(signing.Event, canonical(e), sig) {
+	sig, _ := e.Extensions()[ExtSignature].(string)
+	switch {
+	case sig == "":
+		return fmt.Errorf("%w: unsigned", ErrSignature)
+	case !IsRequestID(e.ID()):
+		return fmt.Errorf("%w: id %.64q is not a request id", ErrSignature, e.ID())
+	case !key.Verify(signing.EventV1, canonical(e), sig):
 		return fmt.Errorf("%w: signature does not match", ErrSignature)
 	}
 	return nil

@@ -52,7 +52,7 @@ func TestCancelledByTheExecutorRewoundIsNotRun(t *testing.T) {
 		t.Fatal(h, err)
 	}
 	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
-	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "alice"); err != nil || !running {
+	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "victim-req", "alice"); err != nil || !running {
 		t.Fatal(running, err)
 	}
 	e.clock.Add(time.Minute) // the dead pod's Lease lapses

@@ -122,7 +122,7 @@ func TestEveryEndFencesBeforeTheCancel(t *testing.T) {
 		{"shutdown", func(_ *env, stop context.CancelFunc) { stop() }},
 		{"cancel", func(e *env, _ context.CancelFunc) {
 			submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
-			if _, err := submit.RequestCancel(ctx(e.t), "ns", release.LeaseName("web", 1), "bob"); err != nil {
+			if _, err := submit.RequestCancel(ctx(e.t), "ns", release.LeaseName("web", 1), "req-1", "bob"); err != nil {
 				e.t.Error(err)
 			}
 		}},
@@ -187,7 +187,7 @@ func TestCancelOfARunningUninstallRunsToItsEnd(t *testing.T) {
 	a := e.markUninstall("web", 1, "req-u")
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
-		if _, err := submit.RequestCancel(ctx, "ns", release.LeaseName("web", 1), "bob"); err != nil {
+		if _, err := submit.RequestCancel(ctx, "ns", release.LeaseName("web", 1), "req-u", "bob"); err != nil {
 			return nil, err
 		}
 		testwait.For(t, func() bool { // the executor saw the cancel and answered it

@@ -114,11 +114,11 @@ func needsDep(t *testing.T) *chartsource.Chart {
 func TestHeartbeatLeasesAdapter(t *testing.T) {
 	e := newEnv(t, 1)
 	l := HeartbeatLeases(&lease.Heartbeat{Client: e.c, Holder: "a", Duration: time.Minute, Clock: e.clock})
-	first, err := l.Hold(ctx(t), "ns", "k")
+	first, err := l.Hold(ctx(t), "ns", "k", "req-1")
 	if err != nil || first == nil {
 		t.Fatal(first, err)
 	}
-	second, err := l.Hold(ctx(t), "ns", "k")
+	second, err := l.Hold(ctx(t), "ns", "k", "req-1")
 	if err != nil || second != nil {
 		t.Errorf("a held lease must come back as a nil Lease, got %#v, %v", second, err)
 	}

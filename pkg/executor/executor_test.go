@@ -426,7 +426,9 @@ func TestLostLeaseCancels(t *testing.T) {
 
 type losingLeases struct{}
 
-func (losingLeases) Hold(context.Context, string, string) (Lease, error) { return losingLease{}, nil }
+func (losingLeases) Hold(context.Context, string, string, string) (Lease, error) {
+	return losingLease{}, nil
+}
 
 type losingLease struct{}
 

@@ -31,7 +31,7 @@ func (s *Service) gather(ctx context.Context, act *action, v *view, q question) 
 		}
 		v.rec, act.rec = read, read.rel
 	case qLease:
-		held, err := s.Heartbeat.Hold(ctx, act.Namespace, release.LeaseName(act.Name, act.Revision))
+		held, err := s.Heartbeat.Hold(ctx, act.Namespace, release.LeaseName(act.Name, act.Revision), act.RequestID)
 		if err != nil {
 			return err
 		}

@@ -81,7 +81,8 @@ type Charts interface {
 
 // Leases hands out the heartbeat lease of a revision; a nil Lease means a live holder has it.
 type Leases interface {
-	Hold(ctx context.Context, namespace, name string) (Lease, error)
+	// Hold takes it for the action of request requestID, whose cancels alone it honours.
+	Hold(ctx context.Context, namespace, name, requestID string) (Lease, error)
 }
 
 // Lease is the lease one action holds (lease.Held).
@@ -102,8 +103,8 @@ func HeartbeatLeases(h *lease.Heartbeat) Leases { return heartbeatLeases{h} }
 
 type heartbeatLeases struct{ h *lease.Heartbeat }
 
-func (l heartbeatLeases) Hold(ctx context.Context, namespace, name string) (Lease, error) {
-	held, err := l.h.Hold(ctx, namespace, name)
+func (l heartbeatLeases) Hold(ctx context.Context, namespace, name, requestID string) (Lease, error) {
+	held, err := l.h.HoldFor(ctx, namespace, name, requestID)
 	if held == nil { // a nil *Held must not become a non-nil Lease
 		return nil, err
 	}

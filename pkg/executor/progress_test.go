@@ -66,7 +66,7 @@ func TestCancelledDuringTheRun(t *testing.T) {
 	go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); done <- o }()
 	<-started
 	submit := &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.clock}
-	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "bob"); err != nil || !running {
+	if running, err := submit.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "req-1", "bob"); err != nil || !running {
 		t.Fatalf("RequestCancel = %v, %v", running, err)
 	}
 	select {

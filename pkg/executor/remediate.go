@@ -205,7 +205,7 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 		}
 	}
 	a.SecretName = release.SecretName(a.Name, a.Revision)
-	held, err := s.Heartbeat.Hold(ctx, a.Namespace, release.LeaseName(a.Name, a.Revision))
+	held, err := s.Heartbeat.Hold(ctx, a.Namespace, release.LeaseName(a.Name, a.Revision), a.RequestID)
 	if err != nil || held == nil {
 		return nil, fmt.Errorf("hold the lease of revision %d: %w (held elsewhere: %v)", a.Revision, err, held == nil)
 	}

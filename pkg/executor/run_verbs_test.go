@@ -182,7 +182,7 @@ func TestUninstallCancelledBeforeTheRunLeavesNoTombstone(t *testing.T) {
 	if h, err := dead.Hold(ctx(t), "ns", release.LeaseName("web", 1)); h == nil || err != nil {
 		t.Fatal(h, err)
 	}
-	if _, err := dead.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "alice"); err != nil {
+	if _, err := dead.RequestCancel(ctx(t), "ns", release.LeaseName("web", 1), "req-u", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Add(2 * time.Minute)

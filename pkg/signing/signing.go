@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strings"
 )
 
 // Key is the event signing key (EVENT_SIGNING_KEY). An empty Key signs nothing: callers
@@ -26,25 +27,50 @@ type Purpose struct {
 	hex    bool
 }
 
-// The purposes, as their signatures are written (old records and events keep verifying).
-// Event has no prefix: its text starts with the event's id, a request id submit makes,
-// never one of the other prefixes.
+// The purposes. Each text starts with its own prefix, none a prefix of another's text, so
+// no signature made for one verifies as another (TestPurposesAreApart).
 var (
-	// Event signs an accepted event's canonical form (events.ExtSignature).
-	Event = Purpose{prefix: "", bytes: sha256.Size}
+	// Event signs an accepted event's canonical form (events.ExtSignatureV2).
+	Event = Purpose{prefix: "async-helm event v2\n", bytes: sha256.Size}
+	// EventV1 is how events were signed before Event had a prefix (events.ExtSignature): its
+	// text starts with the event's id, so it is verified only for an id that is a request id
+	// (events.Verify). Written and accepted for one release more, for events in flight.
+	EventV1 = Purpose{prefix: "", bytes: sha256.Size}
 	// Binding binds a delivered event to the Secret submit accepted it for (events.ExtBinding).
 	Binding = Purpose{prefix: "binding\n", bytes: sha256.Size}
 	// Record seals a queued release record for the request it was reserved for (the
 	// async-helm.io/seal label: 40 hex characters, within a label value's 63).
 	Record = Purpose{prefix: "async-helm seal\n", bytes: 20, hex: true}
-	// Cancel signs a cancel request on a running revision's Lease.
-	Cancel = Purpose{prefix: "async-helm cancel v1\x00", bytes: sha256.Size, hex: true}
+	// Cancel signs a cancel request on a running revision's Lease for the request it stops.
+	Cancel = Purpose{prefix: "async-helm cancel v2\x00", bytes: sha256.Size, hex: true}
 	// Deployer seals who wrote a release record's hooks (release.DataDeployer).
 	Deployer = Purpose{prefix: "async-helm deployer v1\x00", bytes: sha256.Size, hex: true}
 )
 
-// Sign is k's signature of text for p.
+// purposes are all of them, for the check that keeps EventV1 apart (Verify).
+var purposes = []Purpose{Event, Binding, Record, Cancel, Deployer}
+
+// apart reports whether text, signed for p, cannot be another purpose's signed text: true
+// for every purpose with a prefix; for EventV1, which has none, only a text that starts with
+// no other purpose's prefix.
+func (p Purpose) apart(text string) bool {
+	if p.prefix != "" {
+		return true
+	}
+	for _, q := range purposes {
+		if strings.HasPrefix(text, q.prefix) {
+			return false
+		}
+	}
+	return true
+}
+
+// Sign is k's signature of text for p; "" (which verifies nothing) for an EventV1 text
+// that another purpose's could be.
 func (k Key) Sign(p Purpose, text string) string {
+	if !p.apart(text) {
+		return ""
+	}
 	m := hmac.New(sha256.New, k)
 	m.Write([]byte(p.prefix + text))
 	sum := m.Sum(nil)[:p.bytes]
@@ -55,9 +81,9 @@ func (k Key) Sign(p Purpose, text string) string {
 }
 
 // Verify reports, in constant time, whether sig is k's signature of text for p. An empty
-// key verifies nothing.
+// key verifies nothing, nor does an EventV1 text that starts with another purpose's prefix.
 func (k Key) Verify(p Purpose, text, sig string) bool {
-	return k.Set() && hmac.Equal([]byte(sig), []byte(k.Sign(p, text)))
+	return k.Set() && p.apart(text) && sig != "" && hmac.Equal([]byte(sig), []byte(k.Sign(p, text)))
 }
 
 // MinKeyBytes is the shortest key accepted: HMAC-SHA256 wants a key as long as its output,

@@ -50,7 +50,7 @@ type Store interface {
 
 // Leases asks a revision's executor, through its Lease, to stop (lease.Heartbeat).
 type Leases interface {
-	RequestCancel(ctx context.Context, namespace, key, by string) (running bool, err error)
+	RequestCancel(ctx context.Context, namespace, key, requestID, by string) (running bool, err error)
 	ReleaseCancel(ctx context.Context, namespace, key, by string) error
 }
 

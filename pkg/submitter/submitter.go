@@ -138,7 +138,7 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 	if err := s.refuseRunning(ctx, latest); err != nil {
 		return nil, err
 	}
-	running, err := s.Heartbeat.RequestCancel(ctx, namespace, latest.SecretName, by)
+	running, err := s.Heartbeat.RequestCancel(ctx, namespace, latest.SecretName, latest.RequestID, by)
 	if err != nil || running {
 		return out, err
 	}

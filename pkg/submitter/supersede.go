@@ -151,7 +151,7 @@ func (s *Service) supersede(ctx context.Context, old *release.Revision, user *au
 		who = user.Name
 	}
 	by := fmt.Sprintf("%s: superseded by revision %d, request %s", who, rev, id)
-	running, err := s.Heartbeat.RequestCancel(ctx, old.Namespace, old.SecretName, by)
+	running, err := s.Heartbeat.RequestCancel(ctx, old.Namespace, old.SecretName, old.RequestID, by)
 	if err != nil {
 		return fmt.Errorf("supersede revision %d of %s/%s: %w", old.Version, old.Namespace, old.Name, err)
 	}

@@ -38,7 +38,7 @@ func TestSyncAndCancelRequest(t *testing.T) {
 	// A cancel request while the action runs lands on the lease; the next Sync sees it,
 	// and its own write (stale resourceVersion) does not erase the request.
 	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock}
-	running, err := cancelling.RequestCancel(ctx(t), "ns", key, "alice")
+	running, err := cancelling.RequestCancel(ctx(t), "ns", key, "", "alice")
 	if err != nil || !running {
 		t.Fatalf("RequestCancel of a running revision = %v, %v", running, err)
 	}
@@ -62,7 +62,7 @@ func TestCancelOfAnIdleRevision(t *testing.T) {
 	a, _, c, clock := heartbeats(t)
 	key := storage.Key("web", 1)
 	submit := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock}
-	running, err := submit.RequestCancel(ctx(t), "ns", key, "alice")
+	running, err := submit.RequestCancel(ctx(t), "ns", key, "", "alice")
 	if err != nil || running {
 		t.Fatalf("RequestCancel of an idle revision = %v, %v", running, err)
 	}
@@ -85,7 +85,7 @@ func TestCancelOfAnIdleRevision(t *testing.T) {
 		t.Errorf("ReleaseCancel of nothing: %v", err)
 	}
 	c.Fail("get", "leases", errors.New("down"))
-	if _, err := submit.RequestCancel(ctx(t), "ns", key, "alice"); err == nil {
+	if _, err := submit.RequestCancel(ctx(t), "ns", key, "", "alice"); err == nil {
 		t.Error("RequestCancel with a failing API server")
 	}
 }
@@ -117,7 +117,7 @@ func TestCancelRequestByAnyUserName(t *testing.T) {
 	}
 	by := "odd\x7fname"
 	cancelling := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock}
-	if running, err := cancelling.RequestCancel(ctx(t), "ns", key, by); err != nil || !running {
+	if running, err := cancelling.RequestCancel(ctx(t), "ns", key, "", by); err != nil || !running {
 		t.Fatalf("RequestCancel = %v, %v", running, err)
 	}
 	if got := lease(t, c).Annotations[AnnotationCancel]; got != by {
@@ -131,7 +131,7 @@ func TestOnlyASignedCancelIsHonoured(t *testing.T) {
 	a, _, c, clock := heartbeats(t)
 	key := storage.Key("web", 1)
 	a.CancelKey = []byte("0123456789abcdef0123456789abcdef")
-	held, err := a.Hold(ctx(t), "ns", key)
+	held, err := a.HoldFor(ctx(t), "ns", key, "req-1")
 	if err != nil || held == nil {
 		t.Fatal(held, err)
 	}
@@ -147,7 +147,7 @@ func TestOnlyASignedCancelIsHonoured(t *testing.T) {
 		t.Fatalf("a Lease writer's unsigned cancel was honoured, by %q", by)
 	}
 	submit := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock, CancelKey: a.CancelKey}
-	if running, err := submit.RequestCancel(ctx(t), "ns", key, "alice"); err != nil || !running {
+	if running, err := submit.RequestCancel(ctx(t), "ns", key, "req-1", "alice"); err != nil || !running {
 		t.Fatalf("RequestCancel = %v, %v", running, err)
 	}
 	if _, err := held.Sync(ctx(t), AnnotationProgress, "y"); err != nil {
@@ -155,5 +155,41 @@ func TestOnlyASignedCancelIsHonoured(t *testing.T) {
 	}
 	if by := held.CancelledBy(); by != "alice" {
 		t.Errorf("submit's signed cancel: CancelledBy %q, want alice", by)
+	}
+}
+
+// A signed cancel is for one request: copied by a tenant from the Lease of an earlier
+// request onto the same-named Lease of a later one (after an uninstall and a new install),
+// it is not honoured there.
+func TestACancelIsBoundToItsRequest(t *testing.T) {
+	a, _, c, clock := heartbeats(t)
+	key := storage.Key("web", 1)
+	a.CancelKey = []byte("0123456789abcdef0123456789abcdef")
+	submit := &Heartbeat{Client: c, Holder: "submit", Duration: time.Hour, Clock: clock, CancelKey: a.CancelKey}
+	first, err := a.HoldFor(ctx(t), "ns", key, "req-1")
+	if err != nil || first == nil {
+		t.Fatal(first, err)
+	}
+	if running, err := submit.RequestCancel(ctx(t), "ns", key, "req-1", "admin"); err != nil || !running {
+		t.Fatalf("RequestCancel = %v, %v", running, err)
+	}
+	signed := lease(t, c).Annotations
+	if err := first.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	second, err := a.HoldFor(ctx(t), "ns", key, "req-2")
+	if err != nil || second == nil {
+		t.Fatal(second, err)
+	}
+	copied := annotationsPatch(map[string]string{AnnotationCancel: signed[AnnotationCancel],
+		AnnotationCancelSignature: signed[AnnotationCancelSignature]})
+	if _, err := c.CoordinationV1().Leases("ns").Patch(ctx(t), key, types.MergePatchType, copied, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Sync(ctx(t), AnnotationProgress, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if by := second.CancelledBy(); by != "" {
+		t.Errorf("request req-1's signed cancel, copied onto req-2's Lease, was honoured: by %q", by)
 	}
 }

@@ -3,34 +3,35 @@ package lease
 import "github.com/async-helm/async-helm/pkg/signing"
 
 // AnnotationCancelSignature proves a cancel request on a Lease was written by submit for
-// the caller it names: a signature (signing.Cancel) over the Lease's namespace and name and the
-// canceller, with the key submit signs events with. Anyone who may patch Leases in a namespace can
-// write AnnotationCancel; only submit can sign it.
+// the caller it names: a signature (signing.Cancel) over the Lease's namespace and name, the
+// request it stops and the canceller, with the key submit signs events with. Anyone who may patch
+// Leases in a namespace can write AnnotationCancel, or copy a signed one from an earlier request's
+// Lease of the same name; only submit can sign it, and only for the request the executor runs.
 const AnnotationCancelSignature = "async-helm.io/cancel-signature"
 
 // cancelText is what a cancel's signature (signing.Cancel) covers.
-func cancelText(namespace, name, by string) string {
-	return namespace + "\x00" + name + "\x00" + by
+func cancelText(namespace, name, requestID, by string) string {
+	return namespace + "\x00" + name + "\x00" + requestID + "\x00" + by
 }
 
 // cancelBy is the canceller a Lease's annotations name, when h may honour it: with a
-// CancelKey, only a request whose signature verifies.
-func (h *Heartbeat) cancelBy(namespace, name string, ann map[string]string) string {
+// CancelKey, only a request whose signature verifies for the request requestID.
+func (h *Heartbeat) cancelBy(namespace, name, requestID string, ann map[string]string) string {
 	by := ann[AnnotationCancel]
 	if by == "" || !h.CancelKey.Set() {
 		return by
 	}
-	if !h.CancelKey.Verify(signing.Cancel, cancelText(namespace, name, by), ann[AnnotationCancelSignature]) {
+	if !h.CancelKey.Verify(signing.Cancel, cancelText(namespace, name, requestID, by), ann[AnnotationCancelSignature]) {
 		return ""
 	}
 	return by
 }
 
 // cancelAnnotations are the annotations a cancel request writes.
-func (h *Heartbeat) cancelAnnotations(namespace, name, by string) map[string]string {
+func (h *Heartbeat) cancelAnnotations(namespace, name, requestID, by string) map[string]string {
 	ann := map[string]string{AnnotationCancel: by}
 	if h.CancelKey.Set() {
-		ann[AnnotationCancelSignature] = h.CancelKey.Sign(signing.Cancel, cancelText(namespace, name, by))
+		ann[AnnotationCancelSignature] = h.CancelKey.Sign(signing.Cancel, cancelText(namespace, name, requestID, by))
 	}
 	return ann
 }

@@ -57,9 +57,19 @@ func (h *Heartbeat) Acquire(ctx context.Context, namespace, key string) (bool, e
 // (h.Holder plus a random suffix), so that two actions of one process never share a lease.
 // A nil Held means a live holder has it.
 func (h *Heartbeat) Hold(ctx context.Context, namespace, key string) (*Held, error) {
+	return h.HoldFor(ctx, namespace, key, "")
+}
+
+// HoldFor is Hold for the action of request requestID: the only request whose cancels
+// (signed for it) the Held honours.
+func (h *Heartbeat) HoldFor(ctx context.Context, namespace, key, requestID string) (*Held, error) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return h.hold(ctx, namespace, key, h.Holder+"/"+hex.EncodeToString(b))
+	held, err := h.hold(ctx, namespace, key, h.Holder+"/"+hex.EncodeToString(b))
+	if held != nil {
+		held.requestID = requestID
+	}
+	return held, err
 }
 
 func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*Held, error) {
@@ -116,6 +126,7 @@ type Held struct {
 	h         *Heartbeat
 	namespace string
 	holder    string
+	requestID string
 	mu        sync.Mutex
 	lease     *coordinationv1.Lease
 }
@@ -128,7 +139,7 @@ func (l *Held) Holder() string { return l.holder }
 func (l *Held) CancelledBy() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.h.cancelBy(l.namespace, l.lease.Name, l.lease.Annotations)
+	return l.h.cancelBy(l.namespace, l.lease.Name, l.requestID, l.lease.Annotations)
 }
 
 // Sync writes the annotation key=value if it changed, else re-reads the Lease, so that a
@@ -170,10 +181,10 @@ func (l *Held) Sync(ctx context.Context, key, value string) (string, error) {
 	return "", nil
 }
 
-// RequestCancel asks whoever runs a revision to stop. When nobody holds its Lease, it takes
-// the Lease itself (so no executor can start the revision) and reports running false: the
-// caller then fails the revision and deletes the Lease with ReleaseCancel.
-func (h *Heartbeat) RequestCancel(ctx context.Context, namespace, key, by string) (running bool, err error) {
+// RequestCancel asks whoever runs request requestID's revision to stop. When nobody holds
+// its Lease, it takes the Lease itself (so no executor can start the revision) and reports
+// running false: the caller then fails the revision and deletes the Lease with ReleaseCancel.
+func (h *Heartbeat) RequestCancel(ctx context.Context, namespace, key, requestID, by string) (running bool, err error) {
 	leases := h.Client.CoordinationV1().Leases(namespace)
 	for i := 0; i < 3; i++ {
 		held, err := h.hold(ctx, namespace, key, cancelHolder+by)
@@ -183,7 +194,7 @@ func (h *Heartbeat) RequestCancel(ctx context.Context, namespace, key, by string
 		if held != nil {
 			return false, nil
 		}
-		patch := annotationsPatch(h.cancelAnnotations(namespace, key, by))
+		patch := annotationsPatch(h.cancelAnnotations(namespace, key, requestID, by))
 		_, err = leases.Patch(ctx, key, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err == nil {
 			return true, nil
