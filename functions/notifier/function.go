@@ -71,6 +71,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Client: cl.Typed, Metadata: cl.Metadata, Sender: sender, Log: f.log, Store: store,
 		Namespaces: f.cfg.Namespaces, Revisions: revisions, Workers: f.cfg.Workers,
 		ProgressInterval: f.cfg.ProgressInterval, Consumed: records, ActionLogs: logs,
+		SigningKey: signing.Key(f.cfg.EventSigningKey),
 	}
 	f.sweeper = f.newSweeper(cl, store, records, redrive, revisions)
 	go logs.PruneEvery(ctx, time.Hour, f.cfg.ActionLogMaxAge, f.log)

@@ -43,11 +43,13 @@ func isNews(m *metav1.PartialObjectMetadata, since time.Time) bool {
 	return changed.IsZero() || !changed.Before(since.Add(-HistoryMargin))
 }
 
-// ours reports whether m carries any async-helm label or annotation.
+// ours reports whether m carries any async-helm label or annotation other than the
+// notifier's mark, which says only what was reported (reported.go): a tenant writing it
+// must change nothing, and a helm-CLI record once reported stays the cluster's past.
 func ours(m *metav1.PartialObjectMetadata) bool {
 	for _, keys := range []map[string]string{m.Labels, m.Annotations} {
 		for k := range keys {
-			if strings.HasPrefix(k, ourPrefix) {
+			if strings.HasPrefix(k, ourPrefix) && k != release.AnnotationNotified && k != release.AnnotationNotifiedSig {
 				return true
 			}
 		}

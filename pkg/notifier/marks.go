@@ -41,7 +41,7 @@ func (s *Service) markReported(ctx context.Context, key string) error {
 		return err // deleted: nothing to record
 	}
 	rev, ok := release.RevisionFromMeta(m)
-	if !ok || rev.Status == rev.Notified || !s.reportedAll(key, rev.Status) {
+	if !ok || s.reported(rev) || !s.reportedAll(key, rev.Status) {
 		return nil
 	}
 	return s.markNotified(ctx, rev)
@@ -54,8 +54,9 @@ func (s *Service) reportedAll(key, status string) bool {
 	return len(s.backlog[key]) == 0 && s.observed[key] == status && !s.history[key]
 }
 
-// markNotified records the reported status on the secret, as a compare-and-swap
-// (Store.MarkNotified): if Helm changed the secret meanwhile, the new status is reported next.
+// markNotified records the reported status on the secret, signed (reported.go), as a
+// compare-and-swap (Store.MarkNotified): if Helm changed the secret meanwhile, the new
+// status is reported next.
 func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
-	return s.Store.MarkNotified(ctx, rev)
+	return s.Store.MarkNotified(ctx, rev, s.markSignature(rev))
 }

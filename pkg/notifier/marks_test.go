@@ -18,13 +18,13 @@ type slowMarks struct {
 	release chan struct{}
 }
 
-func (s slowMarks) MarkNotified(ctx context.Context, rev release.Revision) error {
+func (s slowMarks) MarkNotified(ctx context.Context, rev release.Revision, sig string) error {
 	select {
 	case <-s.release:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return s.Store.MarkNotified(ctx, rev)
+	return s.Store.MarkNotified(ctx, rev, sig)
 }
 
 // One worker, a record of the reported status that hangs: the next release's transition is

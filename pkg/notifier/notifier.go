@@ -125,17 +125,17 @@ func (s *Service) observe(key string, m *metav1.PartialObjectMetadata) bool {
 	last, seen := s.observed[key]
 	s.observed[key] = rev.Status
 	switch {
-	case !seen && rev.Status != rev.Notified && !isNews(m, s.Since):
+	case !seen && !s.reported(rev) && !isNews(m, s.Since):
 		// First sight of the cluster's past (history.go): neither reported nor marked.
 		s.history[key] = true
-	case !seen && rev.Status != rev.Notified:
+	case !seen && !s.reported(rev):
 		// First sight (start-up, or the source mode): only what was never reported.
 		s.backlog[key] = append(s.backlog[key], rev.Status)
 	case seen && rev.Status != last:
 		delete(s.history, key)
 		s.backlog[key] = append(s.backlog[key], rev.Status)
 	}
-	return len(s.backlog[key]) > 0 || rev.Status != rev.Notified && !s.history[key]
+	return len(s.backlog[key]) > 0 || !s.reported(rev) && !s.history[key]
 }
 
 func (s *Service) next(key string) (string, bool) {
@@ -280,7 +280,7 @@ func (s *Service) sync(ctx context.Context, key string) error {
 		s.mu.Unlock()
 		return nil
 	}
-	if rev.Status == rev.Notified || s.isHistory(key) {
+	if s.reported(rev) || s.isHistory(key) {
 		return nil
 	}
 	if s.watching {

@@ -18,6 +18,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
+	"github.com/async-helm/async-helm/pkg/signing"
 )
 
 // EventSender delivers one event and reports whether the sink acknowledged it.
@@ -32,7 +33,8 @@ type Store interface {
 	ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error)
 	// Head reads the head of a record at a resourceVersion (nil: gone).
 	Head(ctx context.Context, namespace, secretName, resourceVersion string) (*release.Head, error)
-	MarkNotified(ctx context.Context, rev release.Revision) error
+	// MarkNotified records rev.Status as reported, with the notifier's signature (reported.go).
+	MarkNotified(ctx context.Context, rev release.Revision, sig string) error
 	// Alive reads a revision's heartbeat Lease.
 	Alive(ctx context.Context, namespace, key string) (bool, error)
 	// Tombstones, ReadTombstone and BuryTombstone list, read and delete (as read) the
@@ -68,6 +70,9 @@ type Service struct {
 	Workers int
 	// ProgressInterval rate-limits progress events per revision; 0 sends none.
 	ProgressInterval time.Duration
+	// SigningKey signs and verifies the marks of reported statuses (reported.go); empty: a
+	// trusted run, where the mark alone counts.
+	SigningKey signing.Key
 	// Since is when the notifiers first ran (history.go): a record never reported that last
 	// changed before it is history, not reported. Zero reports every record not marked.
 	Since time.Time

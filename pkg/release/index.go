@@ -78,7 +78,7 @@ const (
 var (
 	indexedLabels = []string{LabelOwner, LabelName, LabelVersion, LabelStatus, LabelRequestID,
 		LabelRevision, LabelQueued, LabelAction, LabelChart, LabelModifiedAt, "createdAt"}
-	indexedAnnotations = []string{AnnotationNotified, AnnotationFailure, AnnotationDeadLettered,
+	indexedAnnotations = []string{AnnotationNotified, AnnotationNotifiedSig, AnnotationFailure, AnnotationDeadLettered,
 		AnnotationSent, AnnotationSentAt}
 )
 

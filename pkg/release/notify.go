@@ -24,10 +24,15 @@ func (s *Store) ReleaseMeta(ctx context.Context, namespace, secretName string) (
 	return m, nil
 }
 
-// MarkNotified records rev.Status as reported (AnnotationNotified), if the Secret is still
-// at rev.ResourceVersion: if Helm changed it meanwhile, the new status is reported next.
-func (s *Store) MarkNotified(ctx context.Context, rev Revision) error {
+// MarkNotified records rev.Status as reported (AnnotationNotified) with the notifier's
+// signature sig (AnnotationNotifiedSig; "" removes it), if the Secret is still at
+// rev.ResourceVersion: if Helm changed it meanwhile, the new status is reported next.
+func (s *Store) MarkNotified(ctx context.Context, rev Revision, sig string) error {
+	var sigValue *string
+	if sig != "" {
+		sigValue = ptr(sig)
+	}
 	_, err := s.patchSecret(ctx, rev.Namespace, rev.SecretName, secretPatch{ResourceVersion: rev.ResourceVersion,
-		Annotations: map[string]*string{AnnotationNotified: ptr(rev.Status)}}, "record reported status of")
+		Annotations: map[string]*string{AnnotationNotified: ptr(rev.Status), AnnotationNotifiedSig: sigValue}}, "record reported status of")
 	return err
 }

@@ -38,7 +38,7 @@ func TestNotifierDoorPatchesAsCompareAndSwap(t *testing.T) {
 	if got.Sent != 1 || !got.SentAt.Equal(clock.Now()) || !got.DeadLettered {
 		t.Fatalf("after claim and dead letter: %+v", got)
 	}
-	if err := s.MarkNotified(ctx(t), got); err != nil {
+	if err := s.MarkNotified(ctx(t), got, ""); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := s.ReleaseMeta(ctx(t), "ns", rev.SecretName); m.Annotations[AnnotationNotified] != "pending-install" {

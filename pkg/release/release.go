@@ -38,6 +38,9 @@ const (
 	// driver rewrites the whole secret on every status change, which drops it: a mismatch
 	// (or absence) means an unreported transition.
 	AnnotationNotified = "async-helm.io/notified"
+	// AnnotationNotifiedSig is the notifier's signature of AnnotationNotified for this record
+	// (pkg/notifier): a mark without it, or signed for another record, counts as none.
+	AnnotationNotifiedSig = "async-helm.io/notified-sig"
 	// SecretType is the type Helm 3 gives its release secrets.
 	SecretType = "helm.sh/release.v1"
 
@@ -140,8 +143,10 @@ func IsPending(status string) bool {
 // Revision is what the labels of one release secret say, without its payload.
 type Revision struct {
 	Namespace, Name, Status, RequestID, SecretName, Chart, Notified string
-	Version                                                         int
-	ResourceVersion                                                 string
+	// NotifiedSig is AnnotationNotifiedSig: the notifier alone can tell whether it is valid.
+	NotifiedSig     string
+	Version         int
+	ResourceVersion string
 	// Ours: async-helm wrote this revision (LabelRevision equals the version) and, when it
 	// is uninstalling, marked it so (LabelAction): Helm's own uninstall keeps our labels on
 	// the revision it marks, and a hand-run one is not ours to drive or fail.
@@ -172,7 +177,7 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 	r := Revision{
 		Namespace: m.GetNamespace(), Name: l[LabelName], Status: l[LabelStatus], Version: v,
 		RequestID: l[LabelRequestID], SecretName: m.GetName(), ResourceVersion: m.GetResourceVersion(),
-		Chart: l[LabelChart], Notified: a[AnnotationNotified],
+		Chart: l[LabelChart], Notified: a[AnnotationNotified], NotifiedSig: a[AnnotationNotifiedSig],
 		Ours: l[LabelRevision] == l[LabelVersion] && (l[LabelStatus] != StatusUninstalling || l[LabelAction] == string(ActionUninstall)) &&
 			// Labels that name another Secret are a decoy: acting on them would fail or
 			// re-send that other record (hostile-tenant review).
