@@ -68,10 +68,11 @@ func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.R
 		rel, err := guarded(action)
 		done <- result{rel, err}
 	}()
-	bound := newRenderBound(o, meters)
+	bound := newRenderBound(o, f.renderCPU(), meters)
 	for {
 		select {
 		case r := <-done:
+			bound.spent(f)
 			return r.rel, r.err
 		case <-ctx.Done():
 			select {
@@ -82,6 +83,12 @@ func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.R
 			f.End() // for a caller that did not: nothing may land after ctx ended
 			return nil, ctx.Err()
 		case <-bound.c:
+			select {
+			case r := <-done: // its thread may already run other work: its answer stands
+				bound.spent(f)
+				return r.rel, r.err
+			default:
+			}
 			if f.isRendered() {
 				bound.c = nil
 				continue
@@ -119,12 +126,33 @@ type renderBound struct {
 // minRenderCheck keeps the last checks before the bound from waking for a few ns each.
 const minRenderCheck = 10 * time.Millisecond
 
-func newRenderBound(o runOptions, meters <-chan threadMeter) *renderBound {
-	b := &renderBound{limit: o.renderTimeout, after: o.after, meters: meters}
-	if b.limit > 0 {
+// newRenderBound is the bound of one run, given the render CPU the action's earlier runs
+// used: one action has one bound, across the guard render and Helm's.
+func newRenderBound(o runOptions, used time.Duration, meters <-chan threadMeter) *renderBound {
+	b := &renderBound{limit: max(o.renderTimeout-used, minRenderCheck), after: o.after, meters: meters}
+	if o.renderTimeout > 0 {
 		b.c = b.after(b.limit)
+	} else {
+		b.limit = 0
 	}
 	return b
+}
+
+// spent adds the CPU this run used to the action's render CPU.
+func (b *renderBound) spent(f *Fence) {
+	if b.limit == 0 {
+		return
+	}
+	if b.meter == nil {
+		select {
+		case b.meter = <-b.meters:
+		default:
+			return
+		}
+	}
+	if used, ok := b.meter.CPU(); ok {
+		f.addRenderCPU(used)
+	}
 }
 
 // passed reports whether the render used up its bound; if not, it waits for the rest.
@@ -159,6 +187,21 @@ func guarded(action func() (*helmrelease.Release, error)) (rel *helmrelease.Rele
 		}
 	}()
 	return action()
+}
+
+// renderCPU is the CPU the action's bounded runs used before Helm rendered.
+func (f *Fence) renderCPU() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rendering
+}
+
+func (f *Fence) addRenderCPU(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.rendered {
+		f.rendering += d
+	}
 }
 
 func (f *Fence) isRendered() bool {

@@ -144,3 +144,30 @@ func TestRenderThatWaitsKeepsItsBound(t *testing.T) {
 		}
 	})
 }
+
+// The guard render and Helm's share one bound: what the guard used is not given again.
+func TestRenderBoundIsTheActions(t *testing.T) {
+	const bound = 50 * time.Millisecond
+	fence := &Fence{}
+	fence.addRenderCPU(30 * time.Millisecond) // the guard's run
+	timers := &fakeTimers{set: make(chan time.Duration, 8), c: make(chan time.Time)}
+	meter := &fakeMeter{readable: true}
+	started, returned := make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := runBounded(context.Background(), runOptions{fence: fence, renderTimeout: bound, after: timers.after,
+			lock: func() threadMeter { return meter }}, func() (*helmrelease.Release, error) {
+			close(started)
+			select {}
+		})
+		returned <- err
+	}()
+	<-started
+	if first := <-timers.set; first != 20*time.Millisecond {
+		t.Fatalf("Helm's run was bounded at %s, want the 20ms the guard left", first)
+	}
+	meter.set(20 * time.Millisecond)
+	timers.c <- time.Time{}
+	if err := <-returned; !errors.Is(err, ErrRenderTimeout) {
+		t.Fatalf("runBounded = %v, want ErrRenderTimeout once the action's 50ms are used", err)
+	}
+}

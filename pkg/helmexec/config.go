@@ -142,6 +142,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 	if o.impersonate != nil {
 		cfg.Impersonate = *o.impersonate
 	}
+	o.fence.guardREST(cfg)
 	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
 	kc := o.kube
 	if kc == nil {

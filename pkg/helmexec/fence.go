@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -33,7 +35,10 @@ type Fence struct {
 	running  bool // the goroutine running Helm's action has not returned
 	rendered bool // Helm's post-renderer ran (the templates are rendered)
 	inflight int  // cluster calls under way
-	orphan   orphanKind
+	// rendering is the CPU time of the action's runs that ended before Helm rendered (the
+	// guard render): the render bound is the action's, not each run's.
+	rendering time.Duration
+	orphan    orphanKind
 }
 
 type orphanKind int
@@ -256,4 +261,27 @@ func FenceOf(opts ...Option) *Fence {
 		opt(&o)
 	}
 	return o.fence
+}
+
+// guardREST fences every call made through cfg, the action's identity: the template
+// `lookup` calls of a render too, which reach the API server through Helm's REST config
+// rather than its kube client. An orphaned render's lookups then fail at once.
+func (f *Fence) guardREST(cfg *rest.Config) {
+	if f == nil {
+		return
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return fencedTransport{next: rt, f: f} })
+}
+
+type fencedTransport struct {
+	next http.RoundTripper
+	f    *Fence
+}
+
+func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.f.enter(); err != nil {
+		return nil, err
+	}
+	defer t.f.leave()
+	return t.next.RoundTrip(req)
 }

@@ -47,3 +47,23 @@ func TestThreadMeterReadsTheLockedThread(t *testing.T) {
 		t.Errorf("the meter counted %s of its thread's 20ms of work", busy-idle)
 	}
 }
+
+// Once released, the meter keeps the CPU time its goroutine used: the thread goes back to
+// the pool and its later work is another goroutine's.
+func TestThreadMeterStopsAtRelease(t *testing.T) {
+	meters, spun := make(chan threadMeter, 1), make(chan struct{})
+	go func() {
+		m := lockThread()
+		spinCPU(m, 5*time.Millisecond)
+		m.release()
+		meters <- m
+		spinCPU(lockThread(), 20*time.Millisecond) // most likely on the same thread again
+		close(spun)
+	}()
+	m := <-meters
+	atRelease, _ := m.CPU()
+	<-spun
+	if later, _ := m.CPU(); later != atRelease {
+		t.Errorf("the released meter moved from %s to %s", atRelease, later)
+	}
+}

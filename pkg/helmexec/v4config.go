@@ -79,6 +79,7 @@ func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []
 	if o.impersonate != nil {
 		cfg.Impersonate = *o.impersonate
 	}
+	o.fence.guardREST(cfg)
 	extras := &extrasByKey{}
 	o.secrets = append(o.secrets, func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
 		return extrasSecrets{SecretInterface: si, extras: extras}
