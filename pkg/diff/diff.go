@@ -3,6 +3,7 @@ package diff
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -78,6 +79,9 @@ func Compute(ctx context.Context, before, after, namespace string, o Options) ([
 	for _, k := range sortedKeys(b, a) {
 		bo, inB := b[k]
 		ao, inA := a[k]
+		if inB && !inA && kept(bo) {
+			continue
+		}
 		var bp, ap *Object
 		if inB {
 			bp = &bo
@@ -94,6 +98,25 @@ func Compute(ctx context.Context, before, after, namespace string, o Options) ([
 		}
 	}
 	return out, nil
+}
+
+// resourcePolicy is the annotation by which Helm keeps an object the release no longer has.
+const resourcePolicy = "helm.sh/resource-policy"
+
+// kept reports an object annotated helm.sh/resource-policy: keep, which Helm does not
+// delete (helm-diff leaves it out of the removed). Only a document naming the annotation is
+// parsed, whole and bounded as a Secret is; one that does not parse is shown removed.
+func kept(o Object) bool {
+	if !strings.Contains(o.Text, resourcePolicy) {
+		return false
+	}
+	var m map[string]any // exact keys, as the apply decodes them
+	if err := parseBounded(o.Text, MaxDocumentNodes, &m); err != nil {
+		return false
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	return annotations[resourcePolicy] == "keep"
 }
 
 // compare diffs one object present on at least one side, its lines and cost taken from left.

@@ -153,6 +153,12 @@ func TestCompute(t *testing.T) {
 		{"an apiVersion bump changes the object", "apiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec: {maxReplicas: 2}\n",
 			"apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec: {maxReplicas: 2}\n",
 			[]string{"MODIFY team, web, HorizontalPodAutoscaler (autoscaling)"}},
+		// Helm does not delete an object kept by helm.sh/resource-policy: keep; helm-diff
+		// leaves it out of the removed.
+		{"a kept object is not removed", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  annotations:\n    helm.sh/resource-policy: keep\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: gone, annotations: {helm.sh/resource-policy: delete}}\n",
+			"", []string{"REMOVE team, gone, ConfigMap (v1)"}},
+		{"keep under another key's case is not kept", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  Annotations:\n    helm.sh/resource-policy: keep\n",
+			"", []string{"REMOVE team, x, ConfigMap (v1)"}},
 		{"a Secret only re-encoded is unchanged", "kind: Secret\napiVersion: v1\nmetadata: {name: s}\ndata: {a: eA==}\n",
 			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  a: eA==\n", nil},
 	} {
