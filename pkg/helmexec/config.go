@@ -71,7 +71,6 @@ type configOptions struct {
 	owner       *owner           // owned.go: deletes only what this release owns
 	live        liveGetter       // owned.go (tests)
 	hooks       *hookGate        // uninstallhooks.go: as whom an uninstall's hooks run
-	hookKube    deployerKubeFunc // uninstallgate.go (tests): the deployer's kube client
 	secretsAPI  typedcorev1.SecretInterface
 }
 
@@ -149,7 +148,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		kc = f.kubeClient(getter, namespace, o.log)
 	}
 	if o.hooks != nil {
-		kc = o.hooks.router(kc, o.hookKube, f.deployerKube, namespace, o.log)
+		kc = o.hooks.router(kc, namespace, o.log)
 	}
 	if o.owner != nil {
 		kc = ownedKube{Interface: kc, owner: *o.owner, live: o.liveGetter(), log: o.log}

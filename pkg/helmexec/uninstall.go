@@ -15,7 +15,7 @@ import (
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
 	// Records are the tenant's: delete only what the release owns; run the record's delete
 	// hooks only as whoever wrote them, if async-helm did (uninstallhooks.go).
-	gate := newHookGate(req, f.v4())
+	gate := newHookGate(req)
 	rel, err := f.uninstallGated(ctx, req, append(opts, ownedByRecordHooks(req), gate.option()))
 	if rel != nil && rel.Info != nil {
 		rel.Info.Description += gate.note()

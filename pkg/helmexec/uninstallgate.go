@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
@@ -13,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -115,64 +112,6 @@ func (h *hookStorage) Query(labels map[string]string) ([]*helmrelease.Release, e
 	return rels, nil
 }
 
-// deployerKubeFunc builds the kube client an uninstall creates hooks with, as d.
-type deployerKubeFunc func(d *release.Deployer, namespace string, log func(string, ...any)) (kube.Interface, error)
-
-// deployerKube is the Factory's deployerKubeFunc: Helm's kube client impersonating d.
-func (f *Factory) deployerKube(d *release.Deployer, namespace string, log func(string, ...any)) (kube.Interface, error) {
-	cfg := rest.CopyConfig(f.rest)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: d.User, UID: d.UID, Groups: d.Groups, Extra: d.Extra}
-	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
-	return reboundKube{Interface: f.kubeClient(getter, namespace, log), factory: cmdutil.NewFactory(getter)}, nil
-}
-
-// reboundKube creates and watches with its own identity: Helm's kube client acts through
-// the REST client each resource was built with (the caller's), so each is rebound first.
-type reboundKube struct {
-	kube.Interface
-	factory cmdutil.Factory
-}
-
-func (k reboundKube) rebind(rl kube.ResourceList) (kube.ResourceList, error) {
-	out := make(kube.ResourceList, 0, len(rl))
-	for _, info := range rl {
-		if info == nil || info.Mapping == nil {
-			return nil, errors.New("a hook resource without a mapping")
-		}
-		c, err := k.factory.UnstructuredClientForMapping(info.Mapping)
-		if err != nil {
-			return nil, fmt.Errorf("client for %s: %w", info.Mapping.GroupVersionKind, err)
-		}
-		cp := *info
-		cp.Client = c
-		out = append(out, &cp)
-	}
-	return out, nil
-}
-
-func (k reboundKube) Create(rl kube.ResourceList) (*kube.Result, error) {
-	rb, err := k.rebind(rl)
-	if err != nil {
-		return nil, err
-	}
-	return k.Interface.Create(rb)
-}
-
-func (k reboundKube) WatchUntilReady(rl kube.ResourceList, timeout time.Duration) error {
-	rb, err := k.rebind(rl)
-	if err != nil {
-		return err
-	}
-	return k.Interface.WatchUntilReady(rb, timeout)
-}
-
-// cachedKube is the deployer's client, built once per uninstall.
-type cachedKube struct {
-	once sync.Once
-	kc   kube.Interface
-	err  error
-}
-
 // hookRouter is an uninstall's kube client: every create is a hook's (an uninstall creates
 // nothing else), so creates and their watches go to the identity decided, or are refused.
 type hookRouter struct {
@@ -183,15 +122,11 @@ type hookRouter struct {
 }
 
 // router wraps kc, the uninstaller's kube client, for this uninstall's hooks.
-func (g *hookGate) router(kc kube.Interface, given, factory deployerKubeFunc, namespace string, log func(string, ...any)) kube.Interface {
-	g.deployerKube = factory
-	if given != nil {
-		g.deployerKube = given
-	}
+func (g *hookGate) router(kc kube.Interface, namespace string, log func(string, ...any)) kube.Interface {
 	return hookRouter{Interface: kc, g: g, namespace: namespace, log: log}
 }
 
-// hooks is the client hooks are created with now.
+// hooks is the client hooks are created with now: the uninstaller's, or none.
 func (r hookRouter) hooks() (kube.Interface, error) {
 	p := r.g.decided()
 	switch {
@@ -199,10 +134,6 @@ func (r hookRouter) hooks() (kube.Interface, error) {
 		return nil, errors.New("uninstall: no hook is created before its record is judged")
 	case p.run == hooksAsCaller:
 		return r.Interface, nil
-	case p.run == hooksAsDeployer:
-		c := &r.g.cached
-		c.once.Do(func() { c.kc, c.err = r.g.deployerKube(p.sealed, r.namespace, r.log) })
-		return c.kc, c.err
 	}
 	return nil, fmt.Errorf("uninstall: delete hooks are not run: %s", p.why)
 }

@@ -35,7 +35,6 @@ const (
 	hooksNone       hookRun = iota // the record has no delete hooks
 	hooksSkipped                   // not run: why says
 	hooksAsCaller                  // the uninstaller wrote them
-	hooksAsDeployer                // as the identity that wrote them
 )
 
 // hookEvidence is what the decision reads, gathered from the record Helm acts on.
@@ -50,11 +49,9 @@ type hookEvidence struct {
 	sealErr error
 	// caller is the uninstaller (nil: the executor's own identity).
 	caller *rest.ImpersonationConfig
-	// noRouting: the engine cannot create hooks as another identity than the caller.
-	noRouting bool
 }
 
-// hookPlan is the decision: as whom (sealed, for hooksAsDeployer) or why not.
+// hookPlan is the decision: run as the uninstaller, or why not.
 type hookPlan struct {
 	run    hookRun
 	sealed *release.Deployer
@@ -75,10 +72,11 @@ func decideDeleteHooks(e hookEvidence) hookPlan {
 			e.sealed.User, e.sealed.Hooks, e.digest)}
 	case sameIdentity(e.caller, e.sealed):
 		return hookPlan{run: hooksAsCaller, sealed: e.sealed}
-	case e.noRouting:
-		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("%s wrote them, and this engine runs hooks only as the uninstaller", e.sealed.User)}
 	}
-	return hookPlan{run: hooksAsDeployer, sealed: e.sealed}
+	// The seal names who carried the hooks into this revision (a rollback or a chart-less
+	// upgrade carries an earlier author's), not who wrote them: run as that identity, a
+	// tenant's own uninstall would borrow a deployer's rights.
+	return hookPlan{run: hooksSkipped, why: fmt.Sprintf("%s wrote them, and they run only when %s uninstalls", e.sealed.User, e.sealed.User)}
 }
 
 // sameIdentity: the uninstaller is exactly who wrote the hooks (groups and extra too).
@@ -121,17 +119,12 @@ type hookGate struct {
 	name string
 	opts DeleteHooks
 	o    *configOptions // the action's identity (impersonate) and log, read when deciding
-	// noRouting: the v4 engine, whose kube client is not routed.
-	noRouting bool
-	// deployerKube builds the kube client of the sealed identity (router sets it).
-	deployerKube deployerKubeFunc
 
 	mu sync.Mutex
 	// seal is the newest revision's of the Secrets Helm read (sealPeek).
 	seal      peekedSeal
 	peekedRev int
 	plan      *hookPlan
-	cached    cachedKube
 }
 
 // peekedSeal is what a release Secret Helm read holds of its seal.
@@ -141,9 +134,9 @@ type peekedSeal struct {
 	big bool // over release.MaxDeployerBytes: not kept
 }
 
-// newHookGate is req's gate; noRouting for an engine whose kube client it cannot route.
-func newHookGate(req Request, noRouting bool) *hookGate {
-	return &hookGate{name: req.Name, opts: req.DeleteHooks, noRouting: noRouting}
+// newHookGate is req's gate.
+func newHookGate(req Request) *hookGate {
+	return &hookGate{name: req.Name, opts: req.DeleteHooks}
 }
 
 // option makes an uninstall run the record's delete hooks as decideDeleteHooks says.
@@ -157,7 +150,7 @@ func (g *hookGate) option() Option {
 
 // decide judges rel, the latest record Helm read, and takes out the hooks it may not run.
 func (g *hookGate) decide(rel *helmrelease.Release) hookPlan {
-	e := hookEvidence{disabled: g.opts.Disabled, deleteHooks: countDeleteHooks(rel.Hooks), caller: g.o.impersonate, noRouting: g.noRouting}
+	e := hookEvidence{disabled: g.opts.Disabled, deleteHooks: countDeleteHooks(rel.Hooks), caller: g.o.impersonate}
 	if e.deleteHooks > 0 && !e.disabled {
 		e.sealed, e.sealErr = g.open(rel)
 		if e.sealErr == nil {
@@ -171,21 +164,15 @@ func (g *hookGate) decide(rel *helmrelease.Release) hookPlan {
 	g.mu.Lock()
 	g.plan = &plan
 	g.mu.Unlock()
-	switch plan.run {
-	case hooksSkipped:
+	if plan.run == hooksSkipped {
 		rel.Hooks = nil
 		g.o.log(LogHooksNotRun, e.deleteHooks, plan.why)
-	case hooksAsDeployer:
-		g.o.log(LogHooksAsDeployer, e.deleteHooks, plan.sealed.User)
 	}
 	return plan
 }
 
-// LogHooksNotRun and LogHooksAsDeployer are the action log's lines for the decision.
-const (
-	LogHooksNotRun     = "delete hooks not run (%d): %s"
-	LogHooksAsDeployer = "delete hooks (%d) run as %s, who wrote them"
-)
+// LogHooksNotRun is the action log's line for hooks not run.
+const LogHooksNotRun = "delete hooks not run (%d): %s"
 
 // open verifies the seal of rel's Secret, as Helm read it.
 func (g *hookGate) open(rel *helmrelease.Release) (*release.Deployer, error) {
