@@ -66,11 +66,11 @@ type configOptions struct {
 	log         func(string, ...any)
 	impersonate *rest.ImpersonationConfig
 	fence       *Fence
-	gate        WaitGate         // slots.go
-	kube4       kube4.Interface  // v4config.go
-	owner       *owner           // owned.go: deletes only what this release owns
-	live        liveGetter       // owned.go (tests)
-	hooks       *hookGate        // uninstallhooks.go: as whom an uninstall's hooks run
+	gate        WaitGate        // slots.go
+	kube4       kube4.Interface // v4config.go
+	owner       *owner          // owned.go: deletes only what this release owns
+	live        liveGetter      // owned.go (tests)
+	hooks       *hookGate       // uninstallhooks.go: as whom an uninstall's hooks run
 	secretsAPI  typedcorev1.SecretInterface
 }
 

@@ -32,9 +32,9 @@ type DeleteHooks struct {
 type hookRun int
 
 const (
-	hooksNone       hookRun = iota // the record has no delete hooks
-	hooksSkipped                   // not run: why says
-	hooksAsCaller                  // the uninstaller wrote them
+	hooksNone     hookRun = iota // the record has no delete hooks
+	hooksSkipped                 // not run: why says
+	hooksAsCaller                // the uninstaller wrote them
 )
 
 // hookEvidence is what the decision reads, gathered from the record Helm acts on.
