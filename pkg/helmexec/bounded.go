@@ -42,6 +42,14 @@ type threadMeter interface {
 	release()
 }
 
+// unmetered is the meter of a goroutine whose CPU time is not read: the render bound is
+// then wall time.
+type unmetered struct{}
+
+func (unmetered) CPU() (time.Duration, bool) { return 0, false }
+
+func (unmetered) release() {}
+
 type result struct {
 	rel *helmrelease.Release
 	err error
@@ -103,8 +111,12 @@ func runBounded(ctx context.Context, o runOptions, action func() (*helmrelease.R
 }
 
 func (o runOptions) withDefaults() runOptions {
-	if o.lock == nil {
+	switch {
+	case o.lock != nil:
+	case o.renderTimeout > 0:
 		o.lock = lockThread
+	default: // nothing to measure: the goroutine need not hold its thread
+		o.lock = func() threadMeter { return unmetered{} }
 	}
 	if o.after == nil {
 		o.after = time.After
@@ -140,30 +152,30 @@ func newRenderBound(o runOptions, used time.Duration, meters <-chan threadMeter)
 
 // spent adds the CPU this run used to the action's render CPU.
 func (b *renderBound) spent(f *Fence) {
-	if b.limit == 0 {
+	if b.limit == 0 || !b.metered() {
 		return
-	}
-	if b.meter == nil {
-		select {
-		case b.meter = <-b.meters:
-		default:
-			return
-		}
 	}
 	if used, ok := b.meter.CPU(); ok {
 		f.addRenderCPU(used)
 	}
 }
 
-// passed reports whether the render used up its bound; if not, it waits for the rest.
-func (b *renderBound) passed() bool {
+// metered takes the meter Helm's goroutine hands over once it runs (false: not yet).
+func (b *renderBound) metered() bool {
 	if b.meter == nil {
 		select {
 		case b.meter = <-b.meters:
-		default: // Helm's goroutine has not run yet: it used nothing
-			b.c = b.after(b.limit)
-			return false
+		default:
 		}
+	}
+	return b.meter != nil
+}
+
+// passed reports whether the render used up its bound; if not, it waits for the rest.
+func (b *renderBound) passed() bool {
+	if !b.metered() { // Helm's goroutine has not run yet: it used nothing
+		b.c = b.after(b.limit)
+		return false
 	}
 	used, ok := b.meter.CPU()
 	if !ok || used >= b.limit {

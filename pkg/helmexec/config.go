@@ -148,7 +148,7 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		kc = f.kubeClient(getter, namespace, o.log)
 	}
 	if o.hooks != nil {
-		kc = o.hooks.router(kc, namespace, o.log)
+		kc = o.hooks.router(kc)
 	}
 	if o.owner != nil {
 		kc = ownedKube{Interface: kc, owner: *o.owner, live: o.liveGetter(), log: o.log}

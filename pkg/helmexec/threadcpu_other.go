@@ -2,14 +2,6 @@
 
 package helmexec
 
-import "time"
-
-// wallOnly is the thread meter where a thread's CPU time cannot be read: the render bound
-// is then wall time.
-type wallOnly struct{}
-
-func lockThread() threadMeter { return wallOnly{} }
-
-func (wallOnly) CPU() (time.Duration, bool) { return 0, false }
-
-func (wallOnly) release() {}
+// lockThread, where a thread's CPU time cannot be read, locks nothing: the render bound is
+// wall time.
+func lockThread() threadMeter { return unmetered{} }

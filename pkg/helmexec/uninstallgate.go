@@ -113,17 +113,15 @@ func (h *hookStorage) Query(labels map[string]string) ([]*helmrelease.Release, e
 }
 
 // hookRouter is an uninstall's kube client: every create is a hook's (an uninstall creates
-// nothing else), so creates and their watches go to the identity decided, or are refused.
+// nothing else), so creates and their watches go through only when the hooks may run.
 type hookRouter struct {
 	kube.Interface // the uninstaller's
 	g              *hookGate
-	namespace      string
-	log            func(string, ...any)
 }
 
 // router wraps kc, the uninstaller's kube client, for this uninstall's hooks.
-func (g *hookGate) router(kc kube.Interface, namespace string, log func(string, ...any)) kube.Interface {
-	return hookRouter{Interface: kc, g: g, namespace: namespace, log: log}
+func (g *hookGate) router(kc kube.Interface) kube.Interface {
+	return hookRouter{Interface: kc, g: g}
 }
 
 // hooks is the client hooks are created with now: the uninstaller's, or none.

@@ -53,9 +53,8 @@ type hookEvidence struct {
 
 // hookPlan is the decision: run as the uninstaller, or why not.
 type hookPlan struct {
-	run    hookRun
-	sealed *release.Deployer
-	why    string
+	run hookRun
+	why string
 }
 
 // decideDeleteHooks decides as whom the record's delete hooks run, or that they do not.
@@ -71,7 +70,7 @@ func decideDeleteHooks(e hookEvidence) hookPlan {
 		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("they changed after async-helm wrote them as %s (sealed %s, now %s)",
 			e.sealed.User, e.sealed.Hooks, e.digest)}
 	case sameIdentity(e.caller, e.sealed):
-		return hookPlan{run: hooksAsCaller, sealed: e.sealed}
+		return hookPlan{run: hooksAsCaller}
 	}
 	// The seal names who carried the hooks into this revision (a rollback or a chart-less
 	// upgrade carries an earlier author's), not who wrote them: run as that identity, a
