@@ -1,0 +1,187 @@
+package helmexec
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/client-go/rest"
+
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
+)
+
+// RenderWorkerArg, as a binary's first argument, runs it as a persistent render worker
+// (runRenderWorker): it renders one chart after another for the process that started it.
+const RenderWorkerArg = "__async-helm-render-worker"
+
+// workerJob is one render a worker is asked: a chart's templates as Helm's install or
+// upgrade renders them, with the values, release and capabilities Helm renders with.
+type workerJob struct {
+	Render GuardRender `json:"render"`
+	// Lookup is the unix socket where the parent answers the templates' `lookup` calls
+	// as the action's identity ("": no cluster, lookups find nothing).
+	Lookup string `json:"lookup,omitempty"`
+}
+
+// Kinds of a worker's failure the parent maps onto its errors.
+const (
+	workerFailedTemplate = "template" // the chart's own error (Helm's text)
+	workerFailedTooLarge = "too-large"
+)
+
+// workerResult is a worker's answer to one job.
+type workerResult struct {
+	Files  map[string]string `json:"files,omitempty"`
+	Failed string            `json:"failed,omitempty"` // a workerFailed kind
+	Error  string            `json:"error,omitempty"`
+	// HeapBytes is the worker's heap from the OS after the job: the parent retires a
+	// worker whose heap stays large.
+	HeapBytes uint64 `json:"heapBytes"`
+}
+
+// init runs a worker instead of whatever main the binary has.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == RenderWorkerArg {
+		os.Exit(runRenderWorker(os.Args, os.Stdin, os.Stdout))
+	}
+}
+
+// runRenderWorker is a worker's main: jobs framed on in, results framed on out, until in
+// closes. The worker bounds its own data segment first and offers itself to the kernel's
+// OOM killer before its parent.
+func runRenderWorker(args []string, in io.Reader, out io.Writer) int {
+	if len(args) > 2 {
+		if limit, err := strconv.ParseInt(args[2], 10, 64); err == nil && limit > 0 {
+			_ = syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)})
+			debug.SetMemoryLimit(limit / 2)
+		}
+	}
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
+	r, w := bufio.NewReader(in), bufio.NewWriter(out)
+	for {
+		var job workerJob
+		if err := readFrame(r, 1<<30, &job); err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0
+			}
+			fmt.Fprintf(os.Stderr, "render worker: %v\n", err)
+			return 1
+		}
+		res := renderJob(job)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		res.HeapBytes = ms.HeapSys - ms.HeapReleased
+		if err := writeFrame(w, res); err != nil {
+			fmt.Fprintf(os.Stderr, "render worker: %v\n", err)
+			return 1
+		}
+	}
+}
+
+// renderJob renders as Helm's install or upgrade does and measures each file's expansion
+// (aliases written out) before the parent parses any of it.
+func renderJob(job workerJob) workerResult {
+	g := job.Render
+	if g.Chart.Chart == nil || g.Chart.Chart.Metadata == nil {
+		return workerResult{Failed: workerFailedTemplate, Error: "no chart"}
+	}
+	ch := g.Chart.chart()
+	caps := g.Caps
+	if caps == nil {
+		caps = chartutil.DefaultCapabilities
+	}
+	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, g.Values, g.Release, caps, true)
+	if err != nil {
+		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
+	}
+	e := engine.Engine{}
+	if job.Lookup != "" {
+		e = engine.New(lookupConfig(job.Lookup))
+	}
+	files, err := e.Render(ch, vals)
+	if err != nil {
+		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
+	}
+	if err := measure(files); err != nil {
+		return workerResult{Failed: workerFailedTooLarge, Error: err.Error()}
+	}
+	return workerResult{Files: files}
+}
+
+// measure bounds the files' expansion with every alias written out (MaxRenderedBytes).
+func measure(files map[string]string) error {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	left := int64(MaxRenderedBytes)
+	for _, n := range names {
+		size, err := yamlsize.Expanded([]byte(files[n]), left)
+		if err != nil {
+			return fmt.Errorf("%s: %v (bound %d MiB)", n, err, MaxRenderedBytes>>20)
+		}
+		left -= size.Bytes
+	}
+	return nil
+}
+
+// lookupConfig is the REST config of a worker's `lookup` calls: every request goes to the
+// parent's socket, which sends it on as the action's identity.
+func lookupConfig(socket string) *rest.Config {
+	return &rest.Config{Host: "http://async-helm-lookup", QPS: -1,
+		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}
+}
+
+// writeFrame writes v as JSON after its length (8 bytes, big-endian).
+func writeFrame(w *bufio.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// errFrameTooLarge is a frame longer than its reader allows.
+var errFrameTooLarge = errors.New("frame over its bound")
+
+// readFrame reads one frame of at most max bytes into v.
+func readFrame(r io.Reader, max int64, v any) error {
+	var n [8]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint64(n[:])
+	if size > uint64(max) {
+		return fmt.Errorf("%w: %d bytes, bound %d", errFrameTooLarge, size, max)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("read a frame: %w", err)
+	}
+	return json.Unmarshal(b, v)
+}
