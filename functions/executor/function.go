@@ -51,7 +51,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	charts, err := f.cfg.NewSource(ctx, cl.Typed, time.Hour, 5*time.Minute)
+	charts, err := chartrepos.NewSource(ctx, f.cfg.Settings, cl.Typed, time.Hour, 5*time.Minute)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/testcluster"
 	"github.com/async-helm/async-helm/pkg/api"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -60,8 +61,8 @@ func newInterop(t *testing.T, cfg Config, helmOpts ...helmexec.FactoryOption) *i
 		t.Fatal(err)
 	}
 	r := newRig(t, cfg, helmOpts...)
-	charts, err := chartsource.Settings{ChartRepositories: "test=" + r.charts.URL, AllowLoopbackCharts: true}.
-		NewSource(context.Background(), cluster.Client, time.Hour, time.Minute)
+	charts, err := chartrepos.NewSource(context.Background(), chartsource.Settings{ChartRepositories: "test=" + r.charts.URL, AllowLoopbackCharts: true},
+		cluster.Client, time.Hour, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
+	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -76,7 +77,7 @@ func (f *Function) Start(ctx context.Context) error {
 	if err := f.openAuth(cl); err != nil {
 		return err
 	}
-	charts, err := f.cfg.NewSource(ctx, cl.Typed, f.cfg.ChartCacheTTL, time.Minute)
+	charts, err := chartrepos.NewSource(ctx, f.cfg.Settings, cl.Typed, f.cfg.ChartCacheTTL, time.Minute)
 	if err != nil {
 		return err
 	}

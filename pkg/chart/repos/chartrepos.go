@@ -52,8 +52,11 @@ const (
 	KeyCABundle = "ca-bundle.crt"
 	KeyTLSCert  = "tls.crt"
 	KeyTLSKey   = "tls.key"
-	KeyUsername = chartsource.AuthSecretUsername
-	KeyPassword = chartsource.AuthSecretPassword
+	// The keys of a basic auth Secret, as the console reads them.
+	KeyUsername = "username"
+	KeyPassword = "password"
+	// KeyEnvCA is the CA of a CHART_REPOSITORY_SECRETS Secret.
+	KeyEnvCA = "ca.crt"
 )
 
 // Scope says where a repository comes from.

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sort"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -375,5 +376,40 @@ func readAuthSecret(ctx context.Context, client kubernetes.Interface, namespace,
 	case err != nil:
 		return chartsource.Credentials{}, fmt.Errorf("read basic auth Secret %s/%s: %w", namespace, name, err)
 	}
-	return chartsource.CredentialsFromSecret(namespace, name, sec.Data)
+	return basicAuth(namespace, name, sec.Data)
+}
+
+// basicAuth reads the keys username and password of a basic auth Secret.
+func basicAuth(namespace, name string, data map[string][]byte) (chartsource.Credentials, error) {
+	u, uok := data[KeyUsername]
+	p, pok := data[KeyPassword]
+	if !uok || !pok || len(u) == 0 {
+		return chartsource.Credentials{}, fmt.Errorf("%w: Secret %s/%s needs the keys %q and %q", chartsource.ErrAuthSecret, namespace, name,
+			KeyUsername, KeyPassword)
+	}
+	return chartsource.Credentials{Username: string(u), Password: string(p)}, nil
+}
+
+// NewSource builds the chart source of settings, with the credentials of
+// CHART_REPOSITORY_SECRETS read from their Secrets.
+func NewSource(ctx context.Context, settings chartsource.Settings, client kubernetes.Interface, ttl, timeout time.Duration) (*chartsource.Source, error) {
+	creds, err := LoadCredentials(ctx, client, settings.ChartSecretsNamespace, settings.ChartRepositorySecrets)
+	if err != nil {
+		return nil, err
+	}
+	return settings.NewSource(creds, ttl, timeout)
+}
+
+// LoadCredentials reads the Secret of each repository of CHART_REPOSITORIES: secrets maps
+// a repository name to the name of a Secret in namespace (keys username, password, ca.crt).
+func LoadCredentials(ctx context.Context, client kubernetes.Interface, namespace string, secrets map[string]string) (map[string]chartsource.Credentials, error) {
+	out := map[string]chartsource.Credentials{}
+	for repo, name := range secrets {
+		s, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("credentials of chart repository %q (secret %s/%s): %w", repo, namespace, name, err)
+		}
+		out[repo] = chartsource.Credentials{Username: string(s.Data[KeyUsername]), Password: string(s.Data[KeyPassword]), CA: s.Data[KeyEnvCA]}
+	}
+	return out, nil
 }

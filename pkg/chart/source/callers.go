@@ -1,6 +1,8 @@
 package source
 
 import (
+	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -72,4 +74,30 @@ func (l *CallerLimits) forgetFull(now time.Time) {
 		}
 		delete(l.byCaller, c)
 	}
+}
+
+// ErrCredentialsRefused means a repository's credentials were not sent: the caller a fetch
+// is for may not read the Secrets they come from (or they changed while fetching).
+var ErrCredentialsRefused = errors.New("chart repository credentials refused")
+
+// Caller is who a fetch is for: the identity the executor impersonates (events.Caller).
+// An empty User is a trusted local run: the executor acts as itself.
+type Caller struct {
+	User, UID string
+	Groups    []string
+	Extra     map[string][]string
+}
+
+type callerKey struct{}
+
+// WithCaller carries the caller of a fetch to a CredentialChecker: the Charts port takes
+// only a context and a reference, and the caller must travel with the action.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom is the caller WithCaller put into ctx; ok is false when there is none.
+func CallerFrom(ctx context.Context) (c Caller, ok bool) {
+	c, ok = ctx.Value(callerKey{}).(Caller)
+	return c, ok
 }

@@ -463,3 +463,10 @@ func ParseRepositories(s string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+func (s *Source) client() *http.Client {
+	if s.HTTP != nil {
+		return s.HTTP
+	}
+	return &http.Client{Timeout: time.Minute}
+}

@@ -89,3 +89,33 @@ func (c *Chart) annotated(ch *chart.Chart, err error) (*chart.Chart, error) {
 	}
 	return ch, err
 }
+
+// ErrAuthSecret is a basic auth Secret (Ref.AuthSecret) that is missing or lacks its keys:
+// the request names something that cannot be used (400, as the console answers it).
+var ErrAuthSecret = fmt.Errorf("%w: basic auth secret", ErrInvalidRef)
+
+// AuthSecretReader reads the basic auth Secret a reference names (Ref.AuthSecret) for the
+// caller in ctx (CallerFrom) only: a caller who may not read it gets an error, and nothing
+// is fetched with it. Submit reviews the caller's access and reads with its own rights;
+// the executor reads impersonating the caller (package chartrepos).
+type AuthSecretReader interface {
+	ReadAuthSecret(ctx context.Context, namespace, name string) (Credentials, error)
+}
+
+// readAuthSecret reads the reference's basic auth, for the caller in ctx; every request
+// for such a chart reads it again (a cache hit too): the read is the access check.
+func (s *Source) readAuthSecret(ctx context.Context, ref Ref) (*Credentials, error) {
+	if ref.AuthSecret == "" {
+		return nil, nil
+	}
+	r := s.AuthSecrets
+	if r == nil {
+		return nil, fmt.Errorf("%w: no reader of basic auth Secrets is configured; Secret %s/%s not used",
+			ErrCredentialsRefused, ref.Namespace, ref.AuthSecret)
+	}
+	c, err := r.ReadAuthSecret(ctx, ref.Namespace, ref.AuthSecret)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

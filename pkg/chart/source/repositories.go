@@ -33,6 +33,14 @@ type Repository struct {
 	namespace string
 }
 
+// Credentials of one chart repository: basic auth, the CA its server certificate is
+// checked with (PEM; the system roots when empty), and a TLS client certificate (PEM).
+type Credentials struct {
+	Username, Password string
+	CA                 []byte
+	CertPEM, KeyPEM    []byte
+}
+
 // CredentialChecker, when set as Source.Checker, is asked before every request that
 // carries a repository's credentials (basic auth, TLS client certificate): a project
 // repository's Secrets are the tenant's, and a repository created while a request waits
