@@ -212,7 +212,10 @@ func (c *chain) open(ctx context.Context, a events.Action, st consumed.Step, r r
 	next := &action{Action: a, held: held, seat: cur.seat,
 		log: s.Log.With("namespace", a.Namespace, "release", a.Name, "revision", a.Revision, "requestId", a.RequestID)}
 	r.Namespace, r.Name, r.RequestID, r.Revision = a.Namespace, a.Name, a.RequestID, a.Revision
-	if _, err = res.Reserve(ctx, r); err == nil {
+	reserved, err := res.Reserve(ctx, r)
+	if err == nil {
+		// The step's writes are sealed for the Secret it reserved (run.go), not the first's.
+		next.BoundSecretUID = reserved.UID
 		next.rec, err = s.Store.Get(ctx, a.Namespace, a.Name, a.Revision)
 	}
 	if err != nil {

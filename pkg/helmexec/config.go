@@ -71,6 +71,7 @@ type configOptions struct {
 	owner       *owner          // owned.go: deletes only what this release owns
 	live        liveGetter      // owned.go (tests)
 	hooks       *hookGate       // uninstallhooks.go: as whom an uninstall's hooks run
+	sealed      *DeployerSeal   // deployerseal.go: the Secret whose writes are sealed
 	secretsAPI  typedcorev1.SecretInterface
 }
 

@@ -33,6 +33,7 @@ func WithDeployerSeal(s DeployerSeal) Option {
 		if !s.Key.Set() || s.Secret.UID == "" {
 			return
 		}
+		o.sealed = &s
 		WithStorageWrapper(func(d storage.Driver) storage.Driver {
 			return &sealingDriver{Driver: d, seal: s, o: o, cell: cell}
 		})(o)
@@ -137,4 +138,16 @@ func (s sealingSecrets) Update(ctx context.Context, sec *corev1.Secret, o metav1
 // SealFor is the DeployerSeal of revision of release name in namespace, whose Secret has uid.
 func SealFor(key signing.Key, namespace, name string, revision int, uid types.UID) DeployerSeal {
 	return DeployerSeal{Key: key, Secret: release.SecretRef{Namespace: namespace, Name: release.SecretName(name, revision), UID: uid}}
+}
+
+// DeployerSealOf is the seal opts make the action write (false: none).
+func DeployerSealOf(opts ...Option) (DeployerSeal, bool) {
+	var o configOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.sealed == nil {
+		return DeployerSeal{}, false
+	}
+	return *o.sealed, true
 }
