@@ -148,15 +148,15 @@ func (b *bench) bigCluster(ctx context.Context) error {
 	// Their first list is of the whole cluster: the start-up is measured, not cut at proc's
 	// default bound.
 	b.startLimit = bigStartLimit
-	if procs["submit"], err = b.submitProc(sink.url, gomem["submit"]); err != nil {
+	if procs["submit"], err = b.submitProc(sink.url, gomem["submit"], heapEnv("big-submit")); err != nil {
 		return err
 	}
-	if procs["executor"], err = b.start("executor", 0, "K_SINK="+sink.url, gomem["executor"]); err != nil {
+	if procs["executor"], err = b.start("executor", 0, "K_SINK="+sink.url, gomem["executor"], heapEnv("big-executor")); err != nil {
 		return err
 	}
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("notifier-%d", i)
-		if procs[name], err = b.startAs("notifier", "big-"+name, 0, "K_SINK="+sink.url, "POD_NAME="+name, "HOSTNAME="+name, gomem["notifier"]); err != nil {
+		if procs[name], err = b.startAs("notifier", "big-"+name, 0, "K_SINK="+sink.url, "POD_NAME="+name, "HOSTNAME="+name, gomem["notifier"], heapEnv("big-"+name)); err != nil {
 			return err
 		}
 	}
@@ -174,6 +174,16 @@ func (b *bench) bigCluster(ctx context.Context) error {
 		return err
 	}
 	return b.peakRSS(sec, procs, where)
+}
+
+// heapEnv asks the process name for a heap profile at its end under BENCH_PPROF_DIR, if
+// set (pkg/function's HEAP_PROFILE); else it sets nothing a process reads.
+func heapEnv(name string) string {
+	d := os.Getenv("BENCH_PPROF_DIR")
+	if d == "" {
+		return "BENCH_NO_HEAP_PROFILE=1"
+	}
+	return "HEAP_PROFILE=" + filepath.Join(d, fmt.Sprintf("%s-%d.heap.pprof", name, time.Now().UnixNano()))
 }
 
 // bigStartLimit bounds the fresh processes' start-up on the big cluster: long enough to

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -44,6 +45,9 @@ type server struct {
 	// CPUProfile, when set, is a file that gets a CPU profile (pprof) of the process's
 	// whole life, written at shutdown: `make bench` sets it under BENCH_PPROF_DIR.
 	CPUProfile string `envconfig:"CPU_PROFILE"`
+	// HeapProfile, when set, is a file that gets a heap profile (pprof) at shutdown: what
+	// the process still holds then, and all it allocated (`make bench`'s bigcluster section).
+	HeapProfile string `envconfig:"HEAP_PROFILE"`
 	// MetricsAuth: "on" serves /metrics only to a caller allowed "get" on it, "off" to
 	// anyone; empty is on in a pod and off for a local process (MetricsGuard).
 	MetricsAuth string `envconfig:"METRICS_AUTH"`
@@ -73,6 +77,9 @@ func run(name string, cfg any, build func(*Runtime) (Service, error), start time
 			return err
 		}
 		defer stop()
+	}
+	if srvCfg.HeapProfile != "" {
+		defer writeHeapProfile(srvCfg.HeapProfile)
 	}
 	log, _ := logging.NewLogger("", srvCfg.LogLevel)
 	log = log.Named(name)
@@ -112,6 +119,21 @@ func run(name string, cfg any, build func(*Runtime) (Service, error), start time
 	}
 	svc.Drain(shutdownCtx)
 	return nil
+}
+
+// writeHeapProfile writes the heap's profile to path after a GC (best effort: the
+// process is ending).
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "HEAP_PROFILE: %v\n", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "HEAP_PROFILE: %v\n", err)
+	}
 }
 
 // startCPUProfile profiles the process until the returned func is called.
