@@ -213,12 +213,15 @@ type Authorizer struct {
 	// allowedUntil caches positive answers; deniedUntil negative ones, for Allowed only;
 	// each caller within its own share.
 	allowedUntil *shareCache[allowedEntry]
-	deniedUntil  *shareCache[time.Time]
+	deniedUntil  *shareCache[deniedEntry]
 	reviews      reviewGroup
 }
 
 // allowedEntry is a cached "allowed": trusted until until, refreshed ahead from refreshAt.
 type allowedEntry struct{ until, refreshAt time.Time }
+
+// deniedEntry is a cached denial (Allowed only), kept and refreshed as allowedEntry.
+type deniedEntry struct{ until, refreshAt time.Time }
 
 // Need is one permission a request needs; Name, when set, is one object (a Secret a
 // chart repository names).
@@ -271,13 +274,13 @@ func (a *Authorizer) allowed(ctx context.Context, u *User, n Need) (bool, error)
 // authzCaches are an Authorizer's two caches.
 type authzCaches struct {
 	allowed *shareCache[allowedEntry]
-	denied  *shareCache[time.Time]
+	denied  *shareCache[deniedEntry]
 }
 
 // caches makes the caches on first use (a zero Authorizer works); a.mu is held.
 func (a *Authorizer) caches() authzCaches {
 	if a.allowedUntil == nil {
-		a.allowedUntil, a.deniedUntil = newShareCache[allowedEntry](), newShareCache[time.Time]()
+		a.allowedUntil, a.deniedUntil = newShareCache[allowedEntry](), newShareCache[deniedEntry]()
 	}
 	return authzCaches{allowed: a.allowedUntil, denied: a.deniedUntil}
 }
@@ -328,23 +331,46 @@ func cacheKey(u *User, n Need) [32]byte {
 // denial for TTL: an all-namespaces list reviews every namespace holding records, and
 // without it each list by a caller who may read few of them sent a review for every other
 // one, every time (a tenant repeating its list made submit send thousands of reviews a
-// second). A list may show a namespace granted since up to TTL late.
+// second). A denial used past half its TTL is refreshed behind the answer, as an allowed
+// answer is: a caller who lists again and again never finds its 1,000 denials expired at
+// once, which made one list in a few wait for 1,000 reviews (7.5x the p99 of the caller's
+// namespaces one by one). A list may show a namespace granted since up to TTL late.
 func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error) {
 	key := cacheKey(u, n)
 	now := wallclock.Or(a.Clock).Now()
-	share := Share(u.Name)
 	a.mu.Lock()
-	until, denied := a.caches().denied.get(share, key, now)
+	e, denied := a.caches().denied.get(Share(u.Name), key, now)
 	a.mu.Unlock()
-	if denied && now.Before(until) {
+	if denied && now.Before(e.until) {
+		if !now.Before(e.refreshAt) {
+			a.reviews.ahead(string(key[:]), func(ctx context.Context) (any, error) { return a.sendKeepingDenial(ctx, key, u, n) })
+		}
 		a.reviews.hits.Add(1)
 		return false, nil
 	}
 	ok, err := a.allowed(ctx, u, n)
 	if err == nil && !ok {
-		a.mu.Lock()
-		a.caches().denied.put(share, key, now.Add(orDefault(a.TTL)), now, func(t time.Time) bool { return !now.Before(t) })
-		a.mu.Unlock()
+		a.keepDenial(u, key, now)
 	}
 	return ok, err
+}
+
+// sendKeepingDenial is send for a denial refreshed ahead: a denial found again is kept
+// for another TTL (a grant found ends it: send).
+func (a *Authorizer) sendKeepingDenial(ctx context.Context, key [32]byte, u *User, n Need) (bool, error) {
+	sent := wallclock.Or(a.Clock).Now()
+	ok, err := a.send(ctx, key, u, n)
+	if err == nil && !ok {
+		a.keepDenial(u, key, sent)
+	}
+	return ok, err
+}
+
+// keepDenial caches u's denial of key as answered at sent.
+func (a *Authorizer) keepDenial(u *User, key [32]byte, sent time.Time) {
+	ttl := orDefault(a.TTL)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.caches().denied.put(Share(u.Name), key, deniedEntry{until: sent.Add(ttl), refreshAt: sent.Add(ttl / 2)}, sent,
+		func(e deniedEntry) bool { return !sent.Before(e.until) })
 }
