@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
@@ -62,14 +60,12 @@ func init() {
 
 // RunRenderChild is a render child's main: the ChartRender on in, the result on out; args
 // are the process's (os.Args), the memory bound after RenderChildArg. It returns the exit
-// code. The child limits its own data segment first: a template that builds a huge string
+// code. The child limits its own address space first: a template that builds a huge string
 // ends the child with "out of memory", never its parent.
 func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
 	if len(args) > 2 {
 		if limit, err := strconv.ParseInt(args[2], 10, 64); err == nil && limit > 0 {
-			// RLIMIT_DATA, not RLIMIT_AS: Go reserves far more address space than it uses.
-			_ = syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)})
-			debug.SetMemoryLimit(limit / 2) // collect hard well before the limit
+			limitMemory(limit)
 		}
 	}
 	var job childJob

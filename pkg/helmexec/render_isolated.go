@@ -32,7 +32,7 @@ type RenderLimits struct {
 	// Timeout bounds one render; the child is killed when it passes. Waiting for a free
 	// slot is bounded by it too.
 	Timeout time.Duration
-	// MaxMemoryBytes bounds the child's data segment.
+	// MaxMemoryBytes bounds the growth of the child's address space.
 	MaxMemoryBytes int64
 	// MaxOutputBytes bounds what the child answers (the manifests).
 	MaxOutputBytes int64

@@ -27,7 +27,7 @@ type RenderPool struct {
 	// Binary is the workers' executable; default this process's own.
 	Binary string
 	// Limits: Timeout is a render's CPU bound when the caller gives none, MaxMemoryBytes each
-	// worker's data segment, MaxOutputBytes a render's answer, MaxParallel the workers.
+	// worker.s address space, MaxOutputBytes a render's answer, MaxParallel the workers.
 	Limits RenderLimits
 	// started, when set, is told each worker's pid (tests).
 	started func(pid int)

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -65,8 +66,7 @@ func init() {
 func runRenderWorker(args []string, in io.Reader, out io.Writer) int {
 	if len(args) > 2 {
 		if limit, err := strconv.ParseInt(args[2], 10, 64); err == nil && limit > 0 {
-			_ = syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)})
-			debug.SetMemoryLimit(limit / 2)
+			limitMemory(limit)
 		}
 	}
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
@@ -89,6 +89,32 @@ func runRenderWorker(args []string, in io.Reader, out io.Writer) int {
 			return 1
 		}
 	}
+}
+
+// limitMemory bounds this process's growth to limit bytes of address space from now on.
+// Not RLIMIT_DATA: the kernel counts a MAP_FIXED mapping over address space Go reserved
+// earlier as no growth, so Go's heap can pass a data limit; every reservation counts in
+// the address space. Go reserves far more than it uses at start: the bound is over that.
+func limitMemory(limit int64) {
+	base := vmSize()
+	_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: uint64(base + limit), Max: uint64(base + limit)})
+	debug.SetMemoryLimit(limit / 2) // collect hard well before the limit
+}
+
+// vmSize is this process's address space in bytes (0 when unknown: the bound is then
+// the limit alone, which fails the first large reservation).
+func vmSize() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmSize:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // renderJob renders as Helm's install or upgrade does and measures each file's expansion
