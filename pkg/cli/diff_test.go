@@ -72,7 +72,7 @@ func diffSubmit(t *testing.T, last *api.DiffRequest) *httptest.Server {
 		case "same":
 		default:
 			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(api.Error{Error: "release not found: team/" + last.Name})
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found: team/" + last.Name})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(out)

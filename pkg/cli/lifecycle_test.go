@@ -39,7 +39,7 @@ func lifecycleSubmit(t *testing.T, deletes *rawQuery, rollback *api.RollbackRequ
 		switch {
 		case r.URL.Query().Get("name") == "gone" && n > 1:
 			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(api.Error{Error: "release not found: team/gone"})
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found: team/gone"})
 		case r.URL.Query().Get("name") == "gone":
 			_ = json.NewEncoder(w).Encode(&helmrelease.Release{Name: "gone", Version: 2, Info: &helmrelease.Info{Status: helmrelease.StatusUninstalling}})
 		case r.URL.Query().Get("name") == "stuck":

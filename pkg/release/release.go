@@ -109,8 +109,10 @@ func PendingAction(status string) (Action, bool) {
 // Sentinel errors; the HTTP edge maps them to status codes with errors.Is.
 var (
 	ErrNameInUse = errors.New("release name is in use")
-	ErrNotFound  = errors.New("release not found")
-	ErrPending   = errors.New("an operation is already pending on the release")
+	// ErrNotFound is worded as Helm's driver.ErrReleaseNotFound, which the console forwards and
+	// clients match (the unmodified oc-helm's `upgrade --install`).
+	ErrNotFound = errors.New("release: not found")
+	ErrPending  = errors.New("an operation is already pending on the release")
 	// ErrConflict is storage.ErrConflict, which the adopting driver returns.
 	ErrConflict = storage.ErrConflict
 )

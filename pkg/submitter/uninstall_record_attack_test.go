@@ -63,7 +63,7 @@ func TestUninstallOfAMissingRevisionNamesIt(t *testing.T) {
 	if !errors.Is(err, ErrRevisionNotFound) || err.Error() != "revision 3 of ns/web not found" {
 		t.Errorf("uninstall of web revision 3: %v; want \"revision 3 of ns/web not found\"", err)
 	}
-	if _, err := e.svc.Uninstall(ctx(t), "ns", "nope", "3", nil); !errors.Is(err, release.ErrNotFound) || err.Error() != "release not found: ns/nope" {
+	if _, err := e.svc.Uninstall(ctx(t), "ns", "nope", "3", nil); !errors.Is(err, release.ErrNotFound) || err.Error() != "release: not found: ns/nope" {
 		t.Errorf("uninstall of a missing release: %v", err)
 	}
 }
