@@ -43,7 +43,7 @@ func fakeSubmit(t *testing.T) *httptest.Server {
 	mux.HandleFunc("GET "+api.PathRelease, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("name") != "web" {
 			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(api.Error{Error: "release not found: team/" + r.URL.Query().Get("name")})
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found: team/" + r.URL.Query().Get("name")})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(rel("web", 2, helmrelease.StatusDeployed))
@@ -60,9 +60,31 @@ func fakeSubmit(t *testing.T) *httptest.Server {
 		_ = json.NewEncoder(w).Encode(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1." + req.Name + ".v1", Namespace: req.Namespace,
 			UID: "0b6c6c55-0000-4000-8000-000000000001", Labels: map[string]string{"name": req.Name, "status": "pending-install", "version": "1"}}})
 	})
+	mux.HandleFunc("PUT "+api.PathAsync, func(w http.ResponseWriter, r *http.Request) {
+		var req api.ReleaseRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if req.Name != "web" {
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found: team/" + req.Name + " has no revisions to upgrade"})
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v3", Namespace: req.Namespace,
+			UID: "0b6c6c55-0000-4000-8000-000000000003", Labels: map[string]string{"name": "web", "status": "pending-upgrade", "version": "3"}}})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// upgrade --install, as helm's: an upgrade of a release with no revisions installs it.
+func TestUpgradeInstall(t *testing.T) {
+	runTestCmd(t, []cmdTestCase{
+		{name: "missing release installed", cmd: "upgrade --install ghost https://charts.example.com/tiny-0.1.0.tgz", golden: "upgrade-install-missing.txt"},
+		{name: "existing release upgraded", cmd: "upgrade -i web https://charts.example.com/tiny-0.1.0.tgz", golden: "upgrade-install-existing.txt"},
+		{name: "without --install a missing release is an error", cmd: "upgrade ghost https://charts.example.com/tiny-0.1.0.tgz", golden: "upgrade-missing.txt", wantErr: true},
+		{name: "--install needs a chart", cmd: "upgrade -i ghost", golden: "upgrade-install-nochart.txt", wantErr: true},
+	})
 }
 
 type cmdTestCase struct {

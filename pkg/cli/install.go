@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	helmcli "helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/submitclient"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
@@ -39,6 +43,8 @@ type ActionOptions struct {
 	// sent as references: the values stay in the cluster. ReuseValues: --reuse-values.
 	ValuesFrom  []string
 	ReuseValues bool
+	// Install (upgrade --install): a release that does not exist is installed, as helm does.
+	Install bool
 	ApplyFlags
 
 	target
@@ -79,6 +85,7 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Supersede, "supersede", o.Supersede, supersedeUsage)
 	cmd.Flags().BoolVar(&o.ReuseValues, "reuse-values", o.ReuseValues, "reuse the last release's values and values-from references, with this upgrade's over them")
+	cmd.Flags().BoolVarP(&o.Install, "install", "i", o.Install, "if a release by this name doesn't already exist, run an install")
 	return cmd
 }
 
@@ -127,6 +134,22 @@ func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
 	return err
 }
 
+// send asks for the install or upgrade; upgrade --install installs a release that has no
+// revisions, saying so as helm does.
+func (o *ActionOptions) send(ctx context.Context, req api.ReleaseRequest) (*corev1.Secret, error) {
+	if o.action == release.ActionInstall {
+		return o.submit.Install(ctx, req)
+	}
+	sec, err := o.submit.Upgrade(ctx, req)
+	var apiErr *submitclient.APIError
+	if !o.Install || !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || !strings.Contains(apiErr.Message, release.ErrNotFound.Error()) {
+		return sec, err
+	}
+	fmt.Fprintf(o.Out, "Release %q does not exist. Installing it now.\n", o.Name)
+	req.ReuseValues, req.Supersede = false, false
+	return o.submit.Install(ctx, req)
+}
+
 // parseValuesFrom reads --values-from flags (syntax only; submit checks the objects).
 func parseValuesFrom(flags []string) ([]valuesfrom.Ref, error) {
 	var refs []valuesfrom.Ref
@@ -148,6 +171,9 @@ func (o *ActionOptions) Validate() error {
 	}
 	if o.action == release.ActionInstall && o.Chart == "" {
 		return errors.New("CHART is required")
+	}
+	if o.Install && o.Chart == "" {
+		return errors.New("CHART is required with --install")
 	}
 	if o.Retries < 0 || o.Retries > api.MaxRetries {
 		return fmt.Errorf("--retries %d: want 0 to %d", o.Retries, api.MaxRetries)
@@ -179,11 +205,7 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 		Retries: o.Retries, Remediation: o.Remediation, Supersede: o.Supersede,
 		ValuesFrom: o.refs, ReuseValues: o.ReuseValues,
 		ServerSide: api.ServerSide(o.ServerSide), ForceConflicts: o.ForceConflicts}
-	send := o.submit.Upgrade
-	if o.action == release.ActionInstall {
-		send = o.submit.Install
-	}
-	sec, err := send(ctx, req)
+	sec, err := o.send(ctx, req)
 	if err != nil {
 		return err
 	}
