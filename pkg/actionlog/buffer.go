@@ -2,6 +2,8 @@ package actionlog
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/utils/clock"
@@ -127,4 +129,29 @@ func Tail(lines []api.LogLine, n, maxBytes int) []api.LogLine {
 		start--
 	}
 	return lines[start:]
+}
+
+// FailureLogBytes bounds a TailText whatever its line count.
+const FailureLogBytes = 64 << 10
+
+// TailText is the last n kept lines as text, oldest first, within FailureLogBytes: the
+// log a failure report carries.
+func (b *Buffer) TailText(n int) string {
+	lines, _, _ := b.Snapshot()
+	return text(Tail(lines, n, FailureLogBytes), func(r int) string { return fmt.Sprintf(" (repeated %d times)", r) })
+}
+
+// text is lines one a line, a repeated line followed by what repeated says of its count.
+func text(lines []api.LogLine, repeated func(int) string) string {
+	var out strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			out.WriteByte('\n')
+		}
+		out.WriteString(l.Text)
+		if l.Repeated > 0 {
+			out.WriteString(repeated(l.Repeated))
+		}
+	}
+	return out.String()
 }

@@ -3,7 +3,6 @@ package actionlog
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,15 +36,7 @@ func (s *Store) Tail(ctx context.Context, namespace, name string, revision int, 
 	if requestID != "" && rec.RequestID != requestID {
 		return "", nil // the log of an earlier request of a reused revision
 	}
-	var b strings.Builder
-	for _, l := range Tail(rec.Lines, TailLines, TailBytes) {
-		b.WriteString(l.Text)
-		if l.Repeated > 0 {
-			fmt.Fprintf(&b, " (%d times)", l.Repeated+1)
-		}
-		b.WriteByte('\n')
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+	return text(Tail(rec.Lines, TailLines, TailBytes), func(r int) string { return fmt.Sprintf(" (%d times)", r+1) }), nil
 }
 
 // PruneEvery deletes the logs last written more than maxAge ago, every interval, until ctx ends.

@@ -8,6 +8,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
@@ -78,7 +79,7 @@ func (s *Service) finishUninstall(ctx context.Context, act *action) {
 
 // recordFailure marks the revision failed with the reason, and reports whether it did (a
 // revision already final is left alone).
-func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, logs *helmexec.LogBuffer) bool {
+func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, logs *actionlog.Buffer) bool {
 	kind, detail := act.end.get()
 	reason, ifFailed := runErr.Error(), release.ReplaceFailed
 	switch {
@@ -102,6 +103,6 @@ func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, 
 			act.log.Warnw("tombstone of the failed uninstall left; the notifier removes it", "error", err)
 		}
 	}
-	act.log.Warnw("action failed", "error", runErr, "helmLog", logs.Tail())
+	act.log.Warnw("action failed", "error", runErr, "helmLog", logs.TailText(200))
 	return marked || err != nil
 }

@@ -7,6 +7,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/async-helm/async-helm/pkg/actionlog"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -39,7 +40,7 @@ func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result 
 		act.end.end(endLost, reason)
 	}
 	go act.held.Keep(hbCtx, lose)
-	logs := helmexec.NewLogBuffer(200)
+	logs := actionlog.NewBuffer(actionlog.FailureLogBytes, nil)
 	phases := progress.NewPhases(logs.Log)
 	go s.watch(hbCtx, act.held, phases, act.Action, wallclock.Or(s.Clock).Now(), lose, func(by string) bool {
 		if act.Action.Action == release.ActionUninstall {
@@ -61,7 +62,7 @@ func (s *Service) execute(reqCtx, shutdown context.Context, act *action) result 
 type result struct {
 	final *helmrelease.Release
 	err   error
-	logs  *helmexec.LogBuffer
+	logs  *actionlog.Buffer
 }
 
 // callerOptions make Helm (and the progress reads) act as the user who asked.

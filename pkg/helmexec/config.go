@@ -4,7 +4,6 @@ package helmexec
 
 import (
 	"fmt"
-	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -20,7 +19,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
-	"github.com/async-helm/async-helm/pkg/actionlog"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -235,38 +233,4 @@ func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(),
 		&clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
-}
-
-// LogBuffer keeps the last lines of Helm's debug log, to attach to a failure report: an
-// actionlog.Buffer (each line rendered safe and cut, repeats counted, bounded in bytes).
-type LogBuffer struct {
-	buf *actionlog.Buffer
-	max int
-}
-
-// logBufferBytes bounds a LogBuffer whatever its line count.
-const logBufferBytes = 64 << 10
-
-// NewLogBuffer keeps up to max lines.
-func NewLogBuffer(max int) *LogBuffer {
-	return &LogBuffer{buf: actionlog.NewBuffer(logBufferBytes, nil), max: max}
-}
-
-// Log is a Helm DebugLog.
-func (b *LogBuffer) Log(format string, v ...any) { b.buf.Log(format, v...) }
-
-// Tail is the kept log, oldest line first, at most max lines.
-func (b *LogBuffer) Tail() string {
-	lines, _, _ := b.buf.Snapshot()
-	var out strings.Builder
-	for i, l := range actionlog.Tail(lines, b.max, logBufferBytes) {
-		if i > 0 {
-			out.WriteByte('\n')
-		}
-		out.WriteString(l.Text)
-		if l.Repeated > 0 {
-			fmt.Fprintf(&out, " (repeated %d times)", l.Repeated)
-		}
-	}
-	return out.String()
 }
