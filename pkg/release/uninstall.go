@@ -39,13 +39,36 @@ type Marked struct {
 	previous *corev1.Secret
 }
 
+// markAttempts bounds MarkUninstalling's reads again after a write that changed no status.
+const markAttempts = 3
+
 // MarkUninstalling records an accepted uninstall on the latest revision of a release, the
 // way a reservation records an install: status uninstalling, this request's labels, the
 // queued label and the stored event, written through Helm's own Secrets driver. The write
 // carries the resourceVersion read, so a concurrent write (another uninstall, Helm) makes it
-// fail with ErrConflict instead of being overwritten. A revision already pending is refused
-// with a PendingError.
+// fail with ErrConflict instead of being overwritten. A write that left the status as it was
+// (the notifier's signed mark of a final status lands just after it) is read again and the
+// mark retried, so an uninstall right after a deploy is not refused. A revision already
+// pending is refused with a PendingError.
 func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
+	seen := ""
+	var err error
+	for range markAttempts {
+		var marked *Marked
+		var st string
+		marked, st, err = s.markUninstallingOnce(ctx, m, seen)
+		if !errors.Is(err, ErrConflict) || (seen != "" && st != seen) {
+			return marked, err
+		}
+		seen = st
+	}
+	return nil, err
+}
+
+// markUninstallingOnce is one read and mark; seen, when not empty, is the status an earlier
+// attempt read: another status now is the concurrent write's conflict. It answers the
+// status it read.
+func (s *Store) markUninstallingOnce(ctx context.Context, m UninstallMark, seen string) (*Marked, string, error) {
 	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
 	capture := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), Ctx: ctx, Conditional: true,
 		AddLabels: map[string]string{LabelQueued: "true", LabelModifiedAt: strconv.FormatInt(wallclock.Or(s.Clock).Now().Unix(), 10)},
@@ -59,13 +82,17 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	key := SecretName(m.Name, m.Revision)
 	rel, err := d.Get(key)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, m.Namespace, m.Name, m.Revision)
+		return nil, "", fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, m.Namespace, m.Name, m.Revision)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s/%s: %w", m.Namespace, key, err)
+		return nil, "", fmt.Errorf("read %s/%s: %w", m.Namespace, key, err)
 	}
-	if st := rel.Info.Status.String(); IsPending(st) {
-		return nil, &PendingError{Revision: m.Revision, Status: st}
+	st := rel.Info.Status.String()
+	if IsPending(st) {
+		return nil, st, &PendingError{Revision: m.Revision, Status: st}
+	}
+	if seen != "" && st != seen {
+		return nil, st, fmt.Errorf("%w: %s/%s became %s while the uninstall was being recorded", ErrConflict, m.Namespace, key, st)
 	}
 	if rel.Labels == nil {
 		rel.Labels = map[string]string{}
@@ -81,14 +108,14 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	rel.Info.Deleted = helmtime.Time{Time: wallclock.Or(s.Clock).Now()}
 	if err := d.Update(key, rel); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("%w: %s/%s changed while the uninstall was being recorded", ErrConflict, m.Namespace, key)
+			return nil, st, fmt.Errorf("%w: %s/%s changed while the uninstall was being recorded", ErrConflict, m.Namespace, key)
 		}
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, m.Namespace, m.Name, m.Revision)
+			return nil, "", fmt.Errorf("%w: %s/%s revision %d", ErrNotFound, m.Namespace, m.Name, m.Revision)
 		}
-		return nil, fmt.Errorf("mark %s/%s uninstalling: %w", m.Namespace, key, err)
+		return nil, "", fmt.Errorf("mark %s/%s uninstalling: %w", m.Namespace, key, err)
 	}
-	return &Marked{Secret: capture.Updated, Release: rel, previous: capture.ReadObj}, nil
+	return &Marked{Secret: capture.Updated, Release: rel, previous: capture.ReadObj}, st, nil
 }
 
 // Unmark puts a revision marked uninstalling back as it was, unless it changed since the
