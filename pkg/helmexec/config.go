@@ -33,6 +33,8 @@ type Factory struct {
 	values *Renderer
 	// engine runs install, upgrade, rollback and uninstall (v4config.go).
 	engine Engine
+	// renders, when set, renders the templates of installs and upgrades (render_out.go).
+	renders *RenderPool
 }
 
 // NewFactory prepares a factory for the cluster of cfg.
@@ -49,7 +51,8 @@ func NewFactory(cfg *rest.Config, opts ...FactoryOption) (*Factory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), values: &Renderer{Limits: DefaultValuesLimits}, engine: o.engine}, nil
+	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), values: &Renderer{Limits: DefaultValuesLimits}, engine: o.engine,
+		renders: o.renders}, nil
 }
 
 // Option changes a configuration before it is used.

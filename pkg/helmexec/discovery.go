@@ -33,6 +33,8 @@ type factoryOptions struct {
 	clock  clock.PassiveClock
 	maxAge time.Duration
 	engine Engine // v4config.go
+	// renders renders templates out of process (render_out.go).
+	renders *RenderPool
 	// transport wraps every request's transport (WithTransport).
 	transport func(http.RoundTripper) http.RoundTripper
 }

@@ -84,6 +84,10 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 	if f.v4() {
 		return f.installV4(ctx, req, opts)
 	}
+	out, opts, err := f.renderOutOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err
@@ -92,14 +96,16 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, checkAdopted(adopter, err)
 	}
 	i := newInstall(cfg, req)
-	if err := f.preflight(ctx, req, fence, req.Chart, req.Values, false); err != nil {
+	ch, bound, err := f.renderFirst(ctx, out, cfg, req, fence, WaitGateOf(opts...), req.Chart, req.Values, false)
+	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	i.SkipSchemaValidation = true // checked above, within bounds
 	i.PostRenderer = renderSignal{fence}
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
-		return i.RunWithContext(context.WithoutCancel(ctx), req.Chart, req.Values)
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: bound}, func() (*helmrelease.Release, error) {
+		return i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values)
 	})
+	out.thaw(rel)
 	return rel, checkAdopted(adopter, err)
 }
 

@@ -22,6 +22,10 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 	if f.v4() {
 		return f.upgradeV4(ctx, req, opts)
 	}
+	out, opts, err := f.renderOutOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
 	if err != nil {
 		return nil, err
@@ -55,14 +59,16 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	if err := f.preflight(ctx, req, fence, ch, values, true); err != nil {
+	ch, bound, err := f.renderFirst(ctx, out, cfg, req, fence, WaitGateOf(opts...), ch, values, true)
+	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	u.SkipSchemaValidation = true // checked above, within bounds
 	u.PostRenderer = renderSignal{fence}
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: bound}, func() (*helmrelease.Release, error) {
 		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values)
 	})
+	out.thaw(rel)
 	return rel, checkAdopted(adopter, err)
 }
 
