@@ -50,13 +50,11 @@ func TestFairShareBurst(t *testing.T) {
 	nsA1, nsA2, nsB, own := cluster.Namespace(t), cluster.Namespace(t), cluster.Namespace(t), cluster.Namespace(t)
 	grantDev(t, nsA1, "edit")
 	grantDev(t, nsA2, "edit")
-	// A's deliveries wait in A's queue of the executor, not in the Broker's backoff: with
-	// SLOT_WAIT's 30 s most of a backlog of 1,000 was answered 429 and redelivered after
-	// exponential backoffs of minutes, the slots idle meanwhile (0.2 installs/s where 200
-	// drained at 1.7/s). The local stack has no containerConcurrency to free.
+	// At the executor's defaults A's backlog waits in A's queue of the executor, not in the
+	// Broker's backoff (docs/design.md, "Tenants and shares").
 	s := newStackEnv(t, ownNamespaceEnv(own, stackEnv{
 		Submit:   map[string]string{"MAX_QUEUED": "0", "MAX_QUEUED_PER_NAMESPACE": "0"},
-		Executor: map[string]string{"MAX_PARALLEL": fmt.Sprint(fairSlots), "SLOT_WAIT": "20m"},
+		Executor: map[string]string{"MAX_PARALLEL": fmt.Sprint(fairSlots)},
 	}), nsA1, nsA2, nsB)
 	w := watchDeployed(t, nsA1, nsA2, nsB)
 	chart := s.charts.ChartURL(fairChart, "0.1.0")

@@ -160,6 +160,10 @@ func TestExecutorTimeoutsMatchItsOwnDeadline(t *testing.T) {
 		if cc <= 2*parallel {
 			t.Errorf("containerConcurrency %d, want more than 2 x MAX_PARALLEL (%d): waiting deliveries must reach the fair queue", cc, parallel)
 		}
+		// A delivery waits for a slot as long as its sender waits, less the action's deadline.
+		if d, err := time.ParseDuration(configValue(t, "DELIVERY_TIMEOUT")); err != nil || d != time.Duration(timeout)*time.Second {
+			t.Errorf("DELIVERY_TIMEOUT %s (%v), want the executor's timeoutSeconds %d", configValue(t, "DELIVERY_TIMEOUT"), err, timeout)
+		}
 		return
 	}
 	t.Fatal("no executor Service")

@@ -25,8 +25,15 @@ type Config struct {
 	// ends (and is recorded failed) before the platform cuts the request.
 	MaxActionTime time.Duration `envconfig:"MAX_ACTION_TIME" default:"55m"`
 	LeaseDuration time.Duration `envconfig:"LEASE_DURATION" default:"30s"`
-	// SlotWait is how long a delivery waits for a free slot before answering 429.
-	SlotWait time.Duration `envconfig:"SLOT_WAIT" default:"30s"`
+	// SlotWait is the most a delivery waits for an action slot before answering 429; it waits
+	// no longer than DeliveryTimeout allows (docs/design.md, "Tenants and shares").
+	SlotWait time.Duration `envconfig:"SLOT_WAIT" default:"1h"`
+	// DeliveryTimeout is how long the Broker waits for a delivery's answer: the executor
+	// Service's timeoutSeconds and the Trigger's delivery.timeout.
+	DeliveryTimeout time.Duration `envconfig:"DELIVERY_TIMEOUT" default:"60m"`
+	// MaxWaitingBytes bounds what the deliveries waiting for a slot hold in memory (each
+	// its event three times and 32 KiB); past it the tenant waiting the most is answered 429.
+	MaxWaitingBytes int64 `envconfig:"MAX_WAITING_BYTES" default:"134217728"`
 	// MaxHistory is the number of revisions kept per release, as `helm upgrade
 	// --history-max` (Helm's default 10; 0 keeps every revision).
 	MaxHistory int `envconfig:"MAX_HISTORY" default:"10"`

@@ -90,6 +90,8 @@ func (f *Function) Start(ctx context.Context) error {
 		Log:                f.log,
 		MaxActionTime:      f.cfg.MaxActionTime,
 		SlotWait:           f.cfg.SlotWait,
+		DeliveryTimeout:    f.cfg.DeliveryTimeout,
+		MaxWaitingBytes:    f.cfg.MaxWaitingBytes,
 		CPUSlots:           f.cfg.CPUSlots,
 		MaxHistory:         f.cfg.MaxHistory,
 		RenderTimeout:      f.cfg.RenderTimeout,

@@ -46,6 +46,9 @@ const (
 	// OutcomeRefused: the event does not belong to the record it lands on (a replay onto
 	// another Secret, another action or revision): acknowledged, nothing run.
 	OutcomeRefused Outcome = "refused"
+	// OutcomeQueued: a copy of a delivery that waits in this process for a slot is
+	// acknowledged; the one that waits is answered when it runs (or asks for a redelivery).
+	OutcomeQueued Outcome = "queued"
 )
 
 // AnnotationAction on a revision's Lease is the action its executor runs (install,
@@ -65,8 +68,16 @@ type Service struct {
 	Log       *zap.SugaredLogger
 	// MaxActionTime caps an action's deadline below the function's request timeout.
 	MaxActionTime time.Duration
-	// SlotWait is how long a delivery waits for a free slot before 429.
+	// SlotWait is the most a delivery waits for an action slot before ErrBusy (429).
 	SlotWait time.Duration
+	// DeliveryTimeout is how long a delivery's sender waits for its answer (0: unknown): a
+	// delivery waits for a slot no longer than it less the action's own deadline and
+	// deliverySlack, so that the action still ends within it (slotWait).
+	DeliveryTimeout time.Duration
+	// MaxWaitingBytes bounds what the deliveries waiting for an action slot hold (waitCost
+	// each; 0: unbounded): past it the newest of the tenant waiting the most gets ErrBusy
+	// (docs/design.md, "Tenants and shares").
+	MaxWaitingBytes int64
 	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once;
 	// an action waiting for readiness holds none (0: GOMAXPROCS). The parallel of New
 	// bounds the actions held in all phases.
@@ -125,12 +136,14 @@ type run struct {
 	err     error
 	// joined counts the redeliveries waiting for this run (guarded by running.mu).
 	joined int
+	// queued: the run waits for its action slot (guarded by running.mu).
+	queued bool
 }
 
 // New builds a service that holds at most parallel actions at once, of which at most
 // s.CPUSlots in their CPU-bound phase.
 func New(s Service, parallel int) *Service {
-	s.slots = fairqueue.New(parallel, fairqueue.Options{Lending: true, Clock: s.Clock})
+	s.slots = fairqueue.New(parallel, fairqueue.Options{Lending: true, Clock: s.Clock, MaxWaiting: s.MaxWaitingBytes})
 	cpu := s.CPUSlots
 	if cpu <= 0 {
 		cpu = runtime.GOMAXPROCS(0)
@@ -191,29 +204,9 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 		return OutcomeRefused, nil
 	}
 	key := runKey(a)
-	r := &run{done: make(chan struct{})}
-	for {
-		s.running.mu.Lock()
-		cur, ok := s.running.m[key]
-		if !ok {
-			s.running.m[key] = r
-			s.running.mu.Unlock()
-			break
-		}
-		cur.joined++
-		s.running.mu.Unlock()
-		select {
-		case <-cur.done:
-			if cur.err == nil { // it ran (or found nothing to do): this delivery is a duplicate
-				if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed || cur.outcome == OutcomeUninstalled {
-					return OutcomeDuplicate, nil
-				}
-				return cur.outcome, nil
-			}
-			// It failed for its own reasons (its sender hung up, no slot): try ourselves.
-		case <-reqCtx.Done():
-			return "", fmt.Errorf("%w: %s (this pod)", ErrHeldElsewhere, key)
-		}
+	r := &run{done: make(chan struct{}), queued: true}
+	if outcome, joined, err := s.join(reqCtx, key, r); joined {
+		return outcome, err
 	}
 	defer func() {
 		s.running.mu.Lock()
@@ -221,14 +214,51 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 		s.running.mu.Unlock()
 		close(r.done)
 	}()
-	seat, err := s.takeSlot(reqCtx, flowOf(a))
+	seat, err := s.takeSlot(reqCtx, a, len(stored))
 	if err != nil {
 		r.err = err
 		return "", err
 	}
 	defer seat.Release()
+	s.running.mu.Lock()
+	r.queued = false
+	s.running.mu.Unlock()
 	r.outcome, r.err = s.handle(reqCtx, shutdown, a, stored, seat)
 	return r.outcome, r.err
+}
+
+// join registers r as key's run in this process, or answers the delivery from the run
+// already there (joined): a copy of one still waiting for its slot is acknowledged at once
+// (OutcomeQueued: the waiting delivery is the one its sender redelivers if it fails);
+// otherwise it waits for that run's outcome, and tries itself if the run failed for its
+// own reasons (its sender hung up, no slot).
+func (s *Service) join(reqCtx context.Context, key string, r *run) (Outcome, bool, error) {
+	for {
+		s.running.mu.Lock()
+		cur, ok := s.running.m[key]
+		if !ok {
+			s.running.m[key] = r
+			s.running.mu.Unlock()
+			return "", false, nil
+		}
+		cur.joined++
+		queued := cur.queued
+		s.running.mu.Unlock()
+		if queued {
+			return OutcomeQueued, true, nil
+		}
+		select {
+		case <-cur.done:
+			if cur.err == nil { // it ran (or found nothing to do): this delivery is a duplicate
+				if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed || cur.outcome == OutcomeUninstalled {
+					return OutcomeDuplicate, true, nil
+				}
+				return cur.outcome, true, nil
+			}
+		case <-reqCtx.Done():
+			return "", true, fmt.Errorf("%w: %s (this pod)", ErrHeldElsewhere, key)
+		}
+	}
 }
 
 // runKey is what deliveries share a handling by: the same request bound to the same Secret.
@@ -238,18 +268,43 @@ func runKey(a events.Action) string {
 	return a.Namespace + "/" + a.SecretName + "/" + a.RequestID + "/" + string(a.BoundSecretUID)
 }
 
-// takeSlot waits in the action's flow for an action slot, up to SlotWait (none: a slot
-// free now, or none).
-func (s *Service) takeSlot(ctx context.Context, f fairqueue.Flow) (*fairqueue.Seat, error) {
+// deliverySlack is what a delivery keeps of its time beyond the action's own deadline:
+// the outcome's writes and the answer.
+const deliverySlack = time.Minute
+
+// waitOverhead is what a waiting delivery holds beside its event: its goroutine, its
+// connection and the decoded action.
+const waitOverhead = 32 << 10
+
+// waitCost is what a delivery of an event of size bytes holds while it waits: the event as
+// received, its stored copy and its decoded values, and waitOverhead.
+func waitCost(size int) int64 { return 3*int64(size) + waitOverhead }
+
+// slotWait is how long a delivery of a may wait for an action slot: SlotWait, and no longer
+// than its sender waits less the action's deadline and deliverySlack (none: no wait).
+func (s *Service) slotWait(a events.Action) time.Duration {
+	wait := s.SlotWait
+	if s.DeliveryTimeout > 0 {
+		wait = min(wait, s.DeliveryTimeout-s.timeout(a)-deliverySlack)
+	}
+	return max(wait, 0)
+}
+
+// takeSlot waits in the action's flow for an action slot, up to slotWait (none: a slot
+// free now, or none), holding waitCost of the waiting room.
+func (s *Service) takeSlot(ctx context.Context, a events.Action, size int) (*fairqueue.Seat, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if s.SlotWait > 0 {
-		defer s.afterFunc(s.SlotWait, cancel)()
+	if wait := s.slotWait(a); wait > 0 {
+		defer s.afterFunc(wait, cancel)()
 	} else {
 		cancel()
 	}
-	seat, err := s.slots.Acquire(wctx, f)
-	if err != nil {
+	seat, err := s.slots.AcquireCost(wctx, flowOf(a), waitCost(size))
+	switch {
+	case errors.Is(err, fairqueue.ErrFull):
+		return nil, fmt.Errorf("%w: %d actions running and the waiting room is full, its tenant waiting the most there", ErrBusy, s.slots.Slots())
+	case err != nil:
 		return nil, fmt.Errorf("%w: %d actions running", ErrBusy, s.slots.Slots())
 	}
 	return seat, nil

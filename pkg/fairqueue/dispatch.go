@@ -70,6 +70,7 @@ func (q *Queue) remove(w *waiter) {
 			break
 		}
 	}
+	q.room.add(w, -1)
 	if len(ws) == 0 {
 		delete(q.waiting, w.flow)
 		return

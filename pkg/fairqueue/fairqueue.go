@@ -33,6 +33,11 @@ type Options struct {
 	// may hold every slot. A slot that must stay free for whoever comes next (an index fetch
 	// may hold its slot for its whole timeout) is a limit of slots-1.
 	Limit func(Flow) int
+	// MaxWaiting, when set, bounds the cost of the work waiting in Acquire at once (each
+	// waiter's, AcquireCost): when it is over, the newest waiter of the tenant holding the
+	// most of it is turned away with ErrFull, so that one tenant's backlog never takes
+	// another's place. 0: unbounded.
+	MaxWaiting int64
 }
 
 // Queue is a pool of slots handed out fairly.
@@ -49,13 +54,14 @@ type Queue struct {
 	waiting  map[Flow][]*waiter
 	lent     []*Seat
 	seq      uint64
+	room     room
 }
 
 // New makes a queue of slots (at least 1).
 func New(slots int, opts Options) *Queue {
 	slots = max(1, slots)
 	return &Queue{slots: slots, opts: opts, free: slots, held: newCounts(),
-		served: served{ns: map[string]uint64{}, caller: map[string]uint64{}}, waiting: map[Flow][]*waiter{}}
+		served: served{ns: map[string]uint64{}, caller: map[string]uint64{}}, waiting: map[Flow][]*waiter{}, room: newRoom()}
 }
 
 // Slots is the size of the pool.
@@ -87,22 +93,37 @@ type Seat struct {
 	state seatState
 }
 
-// waiter is work waiting for a seat; reuse is the seat a Requeue waits with.
+// waiter is work waiting for a seat; reuse is the seat a Requeue waits with, cost what it
+// holds of the room (0 for a Requeue), turnedAway that makeRoom took it out.
 type waiter struct {
-	flow  Flow
-	since time.Time
-	seq   uint64
-	reuse *Seat
-	seat  *Seat
-	ready chan struct{}
+	flow       Flow
+	since      time.Time
+	seq        uint64
+	reuse      *Seat
+	cost       int64
+	seat       *Seat
+	turnedAway bool
+	ready      chan struct{}
 }
 
 // Acquire waits in f's queue until a seat is granted, or ctx ends. A seat granted as ctx
 // ends is returned: the caller holds it.
 func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
+	return q.AcquireCost(ctx, f, 1)
+}
+
+// AcquireCost is Acquire of work that holds cost of the room while it waits
+// (Options.MaxWaiting; at least 1): ErrFull when it is turned away.
+func (q *Queue) AcquireCost(ctx context.Context, f Flow, cost int64) (*Seat, error) {
 	q.mu.Lock()
 	w := q.enqueue(f, nil)
+	w.cost = max(cost, 1)
+	q.room.add(w, 1)
 	q.dispatch()
+	if w.seat == nil && !q.makeRoom(w) {
+		q.mu.Unlock()
+		return nil, ErrFull
+	}
 	q.mu.Unlock()
 	return q.wait(ctx, w)
 }
@@ -204,13 +225,15 @@ func (s *Seat) Requeue(ctx context.Context) error {
 func (q *Queue) wait(ctx context.Context, w *waiter) (*Seat, error) {
 	select {
 	case <-w.ready:
-		return w.seat, nil
 	case <-ctx.Done():
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if w.seat != nil {
+	switch {
+	case w.seat != nil:
 		return w.seat, nil
+	case w.turnedAway:
+		return nil, ErrFull
 	}
 	q.remove(w)
 	q.dispatch()

@@ -1,0 +1,109 @@
+package fairqueue
+
+import (
+	"errors"
+	"slices"
+)
+
+// ErrFull is an Acquire refused a place to wait (Options.MaxWaiting): the room was full and
+// its tenant already waited the most.
+var ErrFull = errors.New("fairqueue: no place to wait")
+
+// room is the cost of the work waiting in Acquire, in all, per namespace and per caller
+// (Options.MaxWaiting). A Requeue's waiter costs nothing: it is a live action, bounded by
+// the slots.
+type room struct {
+	total      int64
+	ns, caller map[string]int64
+}
+
+func newRoom() room { return room{ns: map[string]int64{}, caller: map[string]int64{}} }
+
+// add counts w in (sign 1) or out (-1).
+func (r *room) add(w *waiter, sign int64) {
+	if w.cost == 0 {
+		return
+	}
+	d := sign * w.cost
+	r.total += d
+	bump64(r.ns, w.flow.Namespace, d)
+	bump64(r.caller, w.flow.Caller, d)
+}
+
+func bump64(m map[string]int64, k string, d int64) {
+	if m[k] += d; m[k] == 0 {
+		delete(m, k)
+	}
+}
+
+// makeRoom, once w waits, turns away the newest waiters of the tenant holding the most of
+// the room, as many as the room is over Options.MaxWaiting; if w would be among them, w
+// alone is turned away (without it the room was within its bound), and false is returned.
+func (q *Queue) makeRoom(w *waiter) bool {
+	over := q.room.total - q.opts.MaxWaiting
+	if q.opts.MaxWaiting <= 0 || over <= 0 {
+		return true
+	}
+	victims := q.victims(over)
+	if victims == nil || slices.Contains(victims, w) {
+		q.turnAway(w)
+		return false
+	}
+	for _, v := range victims {
+		q.turnAway(v)
+	}
+	return true
+}
+
+// turnAway takes v out of the room; its Acquire returns ErrFull.
+func (q *Queue) turnAway(v *waiter) {
+	q.remove(v)
+	v.turnedAway = true
+	close(v.ready)
+	q.forget(v.flow)
+}
+
+// victims are the waiters whose cost makes up over, chosen one by one: the newest of the
+// tenant that, without those already chosen, holds the most of the room; among equals,
+// the newest. nil: not enough can be turned away.
+func (q *Queue) victims(over int64) []*waiter {
+	chosen, taken := newRoom(), map[Flow]int{}
+	var out []*waiter
+	for freed := int64(0); freed < over; {
+		var best *waiter
+		var bestScore int64
+		for f, ws := range q.waiting {
+			w := newestInRoom(ws, taken[f])
+			if w == nil {
+				continue
+			}
+			s := max(q.room.ns[f.Namespace]-chosen.ns[f.Namespace], q.room.caller[f.Caller]-chosen.caller[f.Caller])
+			if best == nil || s > bestScore || s == bestScore && w.seq > best.seq {
+				best, bestScore = w, s
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		out = append(out, best)
+		chosen.add(best, 1)
+		taken[best.flow]++
+		freed += best.cost
+	}
+	return out
+}
+
+// newestInRoom is the newest of ws that holds room (not a Requeue's), skipping the skip
+// newest of those; nil if none is left.
+func newestInRoom(ws []*waiter, skip int) *waiter {
+	for i := len(ws) - 1; i >= 0; i-- {
+		if ws[i].cost == 0 {
+			continue
+		}
+		if skip == 0 {
+			return ws[i]
+		}
+		skip--
+	}
+	return nil
+}
