@@ -11,7 +11,7 @@ import (
 )
 
 // A tenant's record with "hooks":[null] made Helm's rollback dereference nil in its hook
-// code, on runBounded's goroutine: the whole executor died (issue #25 review, finding 1).
+// code, on runBounded's goroutine: the whole executor died.
 // The panic is now this action's failure, and the process goes on.
 func TestRollbackOntoARecordWithANullHookFailsTheActionNotTheProcess(t *testing.T) {
 	f, mem, opts := offline(t)

@@ -70,7 +70,7 @@ type schemaScan struct {
 // of a decoded schema, at any depth (a property named so counts too: a false alarm only
 // turns Helm's check off), and every number. Whether a compile calls its loader is not
 // enough to know whether Helm's will: jsonschema v6 compiles subschemas in map order, so a
-// "$ref" an "$id" elsewhere satisfies may or may not be loaded, run to run (third review).
+// "$ref" an "$id" elsewhere satisfies may or may not be loaded, run to run.
 // A fragment that names a node twice ("#/allOf/00" beside "#/allOf/0") and a number beyond
 // float64 ("1e1000000": a 415 KB numerator) are errors: only an attack writes them.
 func scanSchema(v any) (schemaScan, error) {

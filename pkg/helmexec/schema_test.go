@@ -73,7 +73,7 @@ func TestSchemaPatternsAreBounded(t *testing.T) {
 
 // Whether a compile of ours calls its loader does not tell whether Helm's will: jsonschema
 // v6 compiles subschemas in map order, and a "$ref" an "$id" elsewhere satisfies is loaded
-// or not, run to run (third review). The text decides now: none of 30 renders fetches.
+// or not, run to run. The text decides now: none of 30 renders fetches.
 // Schemas written to blow a compile up fail before Helm's compiler runs, and a schema that
 // checks values as regular expressions is left to our bounded compiler.
 func TestSchemaTextDecidesBeforeHelmCompiles(t *testing.T) {

@@ -87,7 +87,7 @@ func (r records) List(context.Context, metav1.ListOptions) (*corev1.SecretList, 
 
 // MaxRecordBytes bounds one record, but Helm keeps every record one List or Query
 // returns: the decoded records of one read add up to MaxReadBytes at most, the rest are
-// skipped with one log line (issue #25 review: four 79 KiB Secrets kept 240 MiB).
+// skipped with one log line (four 79 KiB Secrets kept 240 MiB).
 func TestOneReadKeepsRecordsUpToItsBudget(t *testing.T) {
 	var payloads [][]byte
 	size := 0 // of each decoded record (one digit of version: all the same)

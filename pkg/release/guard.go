@@ -61,7 +61,7 @@ func (d *SecretsDriver) getRecord(key string) (*helmrelease.Release, string, err
 // or version than the Secret it is in (Helm names its Secret from the payload it stores).
 // The payload is the tenant's: one naming namespace "victim" made the failure of a
 // never-adopted upgrade read victim's deployed revision with the notifier's access and
-// copy its values and manifest into the tenant's record (hostile-tenant review). A payload
+// copy its values and manifest into the tenant's record. A payload
 // with no namespace is taken to be in the Secret's.
 func bindToSecret(rls *helmrelease.Release, obj metav1.Object) error {
 	var bound bool

@@ -22,7 +22,7 @@ import (
 )
 
 // floodMeta is a tenant's Secret labelled owner=helm with 200 async-helm.io/ labels and 60
-// annotations of 4 KiB (issue 44's metadata flood), no payload.
+// annotations of 4 KiB (a metadata flood), no payload.
 func floodMeta(i int) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: SecretName(fmt.Sprintf("flood-%d", i), 1), Namespace: "ns", UID: types.UID("u-" + strconv.Itoa(i)),
 		Labels:      map[string]string{LabelOwner: OwnerHelm, LabelName: fmt.Sprintf("flood-%d", i), LabelVersion: "1", LabelStatus: "deployed"},

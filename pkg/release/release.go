@@ -182,7 +182,7 @@ func RevisionFromMeta(m metav1.Object) (Revision, bool) {
 		Chart: l[LabelChart], Notified: a[AnnotationNotified], NotifiedSig: a[AnnotationNotifiedSig],
 		Ours: l[LabelRevision] == l[LabelVersion] && (l[LabelStatus] != StatusUninstalling || l[LabelAction] == string(ActionUninstall)) &&
 			// Labels that name another Secret are a decoy: acting on them would fail or
-			// re-send that other record (hostile-tenant review).
+			// re-send that other record.
 			m.GetName() == SecretName(l[LabelName], v),
 		Queued:       l[LabelQueued] == "true",
 		DeadLettered: a[AnnotationDeadLettered] != "",

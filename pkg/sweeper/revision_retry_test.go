@@ -10,7 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Attack (hostile-tenant review of the sweep's retry, 2026-12-05): a record whose labels
+// A record whose labels
 // say pending but whose payload is final (a namespace editor's rewrite, no seal needed) is
 // never failed: MarkFailedAt finds it final and answers "not done". The sweep took that
 // "not done" for a record rewritten since its read and read, decided and wrote again

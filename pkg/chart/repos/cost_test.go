@@ -8,7 +8,7 @@ import (
 )
 
 // A dependency's tags and import-values are free-form in a tenant's index: the cache counts
-// them (hostile review: 2 MiB of import-values held 178 MiB live, counted as 2 KiB).
+// them (2 MiB of import-values held 178 MiB live, counted as 2 KiB).
 func TestIndexCostCountsDependencyValues(t *testing.T) {
 	imports := make([]any, 10_000)
 	tags := make([]string, 10_000)

@@ -54,7 +54,7 @@ func callerSet(t *testing.T, callerKube *fake.Clientset) (*authServer, *chartsou
 
 var alice = chartsource.Caller{User: "alice", UID: "u-1", Groups: []string{"team-devs"}}
 
-// The attack of finding 7: a chart URL that matched no repository at submit; while it
+// A chart URL that matched no repository at submit; while it
 // queues, the tenant creates a project repository under it naming Secret x, which alice
 // may not read. The executor's fetch fails naming x and never contacts the server.
 func TestExecutorFetchRefusesProjectSecretsTheCallerCannotRead(t *testing.T) {

@@ -25,8 +25,8 @@ func allocated(f func()) uint64 {
 
 // A chart of a few KiB whose values.yaml aliases one 1 MiB scalar 200 times parses into
 // ~200 MiB with Helm's loader (sigs.k8s.io/yaml writes every alias out): the budget counts
-// the aliases written out, and refuses it before the loader runs (hostile-tenant review:
-// 4.8 GiB allocated by one such archive before).
+// the aliases written out, and refuses it before the loader runs (one such
+// archive allocated 4.8 GiB unbounded).
 func TestValuesAliasBombIsRefusedWithinItsBudget(t *testing.T) {
 	archive := tgz(t, chartYAML("bomb"),
 		entry{Name: "bomb/values.yaml", Data: hostile.AliasBomb("", 1<<20, 200)})
@@ -78,7 +78,7 @@ func indexRefusedWithin(t *testing.T, body []byte, want string, most uint64) {
 }
 
 // A loader YAML file over Helm's own 5 MiB cap is refused before it is read, let alone
-// parsed to measure its aliases (review: 20 MiB of "{}," with one alias took 1.3 GiB in
+// parsed to measure its aliases (20 MiB of "{}," with one alias took 1.3 GiB in
 // Check).
 func TestOversizedLoaderYAMLIsNotRead(t *testing.T) {
 	archive := tgz(t, chartYAML("big"), entry{Name: "big/values.yaml", Size: 20 << 20})

@@ -24,7 +24,7 @@ func denseValues(items int) []byte {
 }
 
 // A values.yaml of 1.2 MiB of small maps (1.9 KiB on the wire, far within the 64 MiB
-// budget) took 348 MiB of allocations in Helm's loader (hostile-tenant review: 16 MiB of
+// budget) took 348 MiB of allocations in Helm's loader (16 MiB of
 // "[{},…]" peaked at +705 MiB): the budget counts its nodes and refuses it before the
 // loader runs (1 MiB allocated).
 func TestNodeHeavyValuesAreRefusedBeforeTheLoader(t *testing.T) {
@@ -117,7 +117,7 @@ func TestIndexParsesShareOneNodeBound(t *testing.T) {
 
 // aliasedMaps is YAML of a few KiB that parses into lists×1,000 maps of one key: a list of
 // 1,000 aliases of one map, aliased again by each of lists keys of the map under key
-// (hostile review, F1). A list of 4,000 scalars comes first: go-yaml v2's guard against
+// A list of 4,000 scalars comes first: go-yaml v2's guard against
 // aliases, a ratio of aliases to nodes decoded, then stays quiet.
 func aliasedMaps(prefix, key string, lists int) []byte {
 	var b strings.Builder
@@ -143,7 +143,7 @@ func TestAliasedIndexCountsItsNodesWrittenOut(t *testing.T) {
 }
 
 // A values.schema.json of 30,000 empty subschemas (90 KB) compiles in seconds, quadratic in
-// its subschemas (hostile review: 300 KB took 93 s in submit, with no context to end it):
+// its subschemas (300 KB took 93 s in submit, with no context to end it):
 // the budget counts them, at every level, before anything compiles.
 func TestSchemaSubschemasAreBounded(t *testing.T) {
 	schema := []byte(`{"allOf": [` + strings.Repeat("{},", 29_999) + `{}]}`)

@@ -106,7 +106,7 @@ func TestProseAndCronLinesAreNotParsed(t *testing.T) {
 }
 
 func TestEscapedScalarsCountAsJSONWritesThem(t *testing.T) {
-	// "<" is 6 bytes in JSON: 14 aliases of 1 MiB of it are ~90 MiB, not ~15 (review, F1).
+	// "<" is 6 bytes in JSON: 14 aliases of 1 MiB of it are ~90 MiB, not ~15.
 	data := []byte("x: &a \"" + strings.Repeat("<", 1<<20) + "\"\ny: [" + strings.Repeat("*a, ", 13) + "*a]\n")
 	if _, err := Expanded(data, 64<<20); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("14 aliases of 1 MiB of '<' against 64 MiB: %v, want ErrTooLarge", err)
@@ -118,7 +118,7 @@ func TestEscapedScalarsCountAsJSONWritesThem(t *testing.T) {
 
 func TestNodeHeavyStreamWithAliasesIsRefusedBeforeItIsParsed(t *testing.T) {
 	// A few MiB of "{}," with one anchor and one alias: the parse tree alone would take
-	// hundreds of MiB (review, F2).
+	// hundreds of MiB.
 	data := []byte("a: &x 1\nb: *x\nc: [" + strings.Repeat("{},", 1<<20) + "{}]\n")
 	var err error
 	n := testing.AllocsPerRun(1, func() { _, err = Expanded(data, 64<<20) })
@@ -129,7 +129,7 @@ func TestNodeHeavyStreamWithAliasesIsRefusedBeforeItIsParsed(t *testing.T) {
 
 // An alias is decoded again every time it is used: its nodes count every time. 12 KiB of
 // aliases (a list of 1,000 aliases of a one-key map, aliased 100 times) is 100,000 maps
-// to the parser (hostile review: 641 MiB live from 18 such subcharts counted 94,000 nodes).
+// to the parser (641 MiB live from 18 such subcharts counted 94,000 nodes).
 func TestAliasedNodesCountWrittenOut(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("v: &v {a: 1}\nl: &l [" + strings.Repeat("*v, ", 999) + "*v]\nm: {")
@@ -149,7 +149,7 @@ func TestAliasedNodesCountWrittenOut(t *testing.T) {
 }
 
 // Without aliases a stream is measured as JSON writes it: "<" is 6 bytes there (10 MiB of it
-// in an index, under its 10 MiB bound, took 244 MiB to parse; hostile review).
+// in an index, under its 10 MiB bound, took 244 MiB to parse).
 func TestEscapedCharactersCountWithoutAliases(t *testing.T) {
 	data := []byte("x: \"" + strings.Repeat("<", 2<<20) + "\"\n")
 	if _, err := Expanded(data, 10<<20); !errors.Is(err, ErrTooLarge) {
