@@ -7,15 +7,8 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/repo"
-)
 
-// Defaults of the index cache's bounds.
-const (
-	// DefaultIndexCacheBytes bounds what the parsed indexes of all repositories hold.
-	DefaultIndexCacheBytes = 64 << 20
-	// DefaultMaxIndexCost bounds one parsed index: a 10 MiB index.yaml (the download's
-	// bound) held about 68 MiB once parsed.
-	DefaultMaxIndexCost = 32 << 20
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
 
 type fetched struct {
@@ -48,10 +41,10 @@ type cacheEntry struct {
 
 func newIndexCache(budget, maxEntry int64) *indexCache {
 	if budget <= 0 {
-		budget = DefaultIndexCacheBytes
+		budget = chartsource.IndexCacheBytes
 	}
 	if maxEntry <= 0 {
-		maxEntry = DefaultMaxIndexCost
+		maxEntry = chartsource.MaxIndexCost
 	}
 	return &indexCache{budget: budget, maxEntry: maxEntry, byID: map[string]*list.Element{}, order: list.New()}
 }

@@ -19,20 +19,6 @@ import (
 // errors.Is(err, chartsource.ErrTooLarge) holds too).
 var ErrIndexTooLarge = errors.New("the merged chart index is too large to serve")
 
-// Bounds of the encoded merged index (the console's index.yaml route). Encoding takes
-// several times the output's size while it runs; one runs at a time, the slot shared
-// fairly between tenants (package fairqueue).
-const (
-	// DefaultMaxMergedIndexCost bounds what one encoding reads: the estimated live bytes
-	// of the indexes merged (indexCost), checked before anything is encoded.
-	DefaultMaxMergedIndexCost = 48 << 20
-	// DefaultMaxIndexYAMLBytes bounds one encoded index.
-	DefaultMaxIndexYAMLBytes = 16 << 20
-	// DefaultIndexYAMLCacheBytes bounds the encoded indexes kept; a tenant keeps at most
-	// half (answers).
-	DefaultIndexYAMLCacheBytes = 32 << 20
-)
-
 // encodings are the merged indexes encoded, by version: a version names every repository
 // merged and the very index cached for it, so namespaces that see the same repositories
 // share one encoding, and a GET re-encodes only after an index changed.
@@ -54,8 +40,8 @@ type encoded struct {
 }
 
 func newEncodings() *encodings {
-	return &encodings{maxCost: DefaultMaxMergedIndexCost, maxBytes: DefaultMaxIndexYAMLBytes,
-		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(DefaultIndexYAMLCacheBytes)}
+	return &encodings{maxCost: chartsource.MaxMergedIndexCost, maxBytes: chartsource.MaxIndexYAMLBytes,
+		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(chartsource.IndexYAMLCacheBytes)}
 }
 
 // IndexOptions are one request of the merged index.yaml.
@@ -68,7 +54,7 @@ type IndexOptions struct {
 
 // IndexYAML is Index encoded as the console's index.yaml route answers it: encoded once
 // per version of the merged index and answered from the bytes kept; ErrIndexTooLarge past
-// DefaultMaxMergedIndexCost (before encoding) or DefaultMaxIndexYAMLBytes. The encoding
+// chartsource.MaxMergedIndexCost (before encoding) or MaxIndexYAMLBytes. The encoding
 // and the answer kept are the tenant's of the request that started it (the caller in ctx,
 // namespace).
 func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions) ([]byte, error) {

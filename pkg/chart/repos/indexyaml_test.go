@@ -95,7 +95,7 @@ func TestIndexYAMLOverItsBoundsIsRefused(t *testing.T) {
 	if e.encodes != 0 {
 		t.Errorf("%d encodings over the cost bound, want none", e.encodes)
 	}
-	e.maxCost, e.maxBytes = DefaultMaxMergedIndexCost, 64
+	e.maxCost, e.maxBytes = chartsource.MaxMergedIndexCost, 64
 	s.refresh(context.Background()) // a new version
 	for i := 0; i < 3; i++ {
 		if _, err := indexYAML(t, s, "b"); !errors.Is(err, ErrIndexTooLarge) {

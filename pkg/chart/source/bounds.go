@@ -44,3 +44,21 @@ const MaxIndexFetches = 4
 // DefaultCacheBytes is the cache's bound when none is set: well under submit's memory
 // limit (512 MiB), which also holds requests in flight.
 const DefaultCacheBytes = 128 << 20
+
+// The bounds of the console's index (pkg/chart/repos): the parsed indexes kept, and the
+// merged index it encodes. Encoding takes several times the output's size while it runs;
+// one runs at a time, the slot shared fairly between tenants.
+const (
+	// IndexCacheBytes bounds what the parsed indexes of all repositories hold.
+	IndexCacheBytes = 64 << 20
+	// MaxIndexCost bounds one parsed index: a 10 MiB index.yaml (MaxIndexBytes) held
+	// about 68 MiB once parsed.
+	MaxIndexCost = 32 << 20
+	// MaxMergedIndexCost bounds what one encoding reads: the estimated live bytes of the
+	// indexes merged, checked before anything is encoded.
+	MaxMergedIndexCost = 48 << 20
+	// MaxIndexYAMLBytes bounds one encoded index.
+	MaxIndexYAMLBytes = 16 << 20
+	// IndexYAMLCacheBytes bounds the encoded indexes kept; a tenant keeps at most half.
+	IndexYAMLCacheBytes = 32 << 20
+)
