@@ -161,16 +161,9 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err := refuseTarget(old, to); err != nil {
 		return nil, err
 	}
-	// One read: the pin digests the record and the apply method it holds together.
-	target, method, err := s.Store.GetWithApplyMethod(ctx, req.Namespace, req.Name, to)
-	if to < 1 || errors.Is(err, release.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s/%s has no revision %d", ErrRevisionNotFound, req.Namespace, req.Name, to)
-	}
+	target, method, err := s.rollbackTarget(ctx, req.Namespace, req.Name, to)
 	if err != nil {
 		return nil, err
-	}
-	if target.Chart == nil || target.Chart.Metadata == nil {
-		return nil, fmt.Errorf("%w: revision %d of %s/%s records no chart", ErrRevisionNotFound, to, req.Namespace, req.Name)
 	}
 	base, err := s.Store.Current(ctx, req.Namespace, req.Name, rev)
 	if err != nil {
