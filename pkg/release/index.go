@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
@@ -90,27 +91,54 @@ func dropManagedFields(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	m.TypeMeta = metav1.TypeMeta{APIVersion: intern(m.APIVersion), Kind: intern(m.Kind)}
 	m.ObjectMeta = keptMeta(m.ObjectMeta)
 	return m, nil
 }
 
 // keptMeta is what async-helm keeps of a release Secret's metadata, in the index and in
 // every list of them: its identity, and the labels and annotations its readers use, within
-// maxIndexedBytes.
+// maxIndexedBytes. Values many Secrets share are kept once (interned): the index holds
+// every release Secret of the cluster in submit and each notifier.
 func keptMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	budget := maxIndexedBytes
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+	return metav1.ObjectMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID,
 		ResourceVersion: m.ResourceVersion, CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
 		Labels:            keepIndexed(m.Labels, indexedLabels, &budget),
 		Annotations:       keepIndexed(m.Annotations, indexedAnnotations, &budget)}
 }
 
+// unshared are the kept keys whose values are one Secret's own: interning them would
+// only add an entry to the interning map.
+var unshared = map[string]bool{LabelRequestID: true, AnnotationNotifiedSig: true,
+	AnnotationFailure: true, AnnotationDeadLettered: true, AnnotationSentAt: true}
+
+// intern is s kept once for every Secret that holds it: a release's name on its ten
+// revisions, its namespace, "helm", a status, a version, a second of modifiedAt. The
+// interned strings are dropped once no Secret holds them (package unique).
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
 // keepIndexed is the entries of in whose key is in keep, values cut at maxIndexedValue,
 // in keep's order while budget lasts (nil when none is kept). Labels come first: they name
-// the revision.
+// the revision. The map is made for what it keeps: a map made for all of keep is over
+// twice the size of one for a Helm-written Secret's six labels.
 func keepIndexed(in map[string]string, keep []string, budget *int) map[string]string {
-	var out map[string]string
+	n := 0
+	for _, k := range keep {
+		if _, ok := in[k]; ok {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
 	for _, k := range keep {
 		v, ok := in[k]
 		if !ok {
@@ -123,10 +151,13 @@ func keepIndexed(in map[string]string, keep []string, budget *int) map[string]st
 			continue
 		}
 		*budget -= len(k) + len(v)
-		if out == nil {
-			out = make(map[string]string, len(keep))
+		if !unshared[k] {
+			v = intern(v)
 		}
 		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
