@@ -3,9 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +23,8 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 	bin := upstreamOcHelm(t)
 	ns := cluster.Namespace(t)
 	s := newStack(t, ns)
-	run := upstreamRunner(t, s, ns, bin)
+	front := startConsoleFront(t, s)
+	run := upstreamRunner(t, front.host, ns, bin)
 	must := func(want string, args ...string) string {
 		t.Helper()
 		out, code := run(args...)
@@ -43,7 +41,10 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 	must("NAME: sh.helm.release.v1.web.v1", "install-async", "web", "test/tiny", "--set", "message=one")
 	waitStatus(t, s, ns, "web", "deployed", time.Minute)
 	must("NAME: sh.helm.release.v1.web.v2", "upgrade-async", "web", "test/tiny", "--set", "message=two")
+	// upgrade --install of a new name installs it (its read must fail with Helm's "release: not found").
+	must(`Release "web2" does not exist. Installing it now.`, "upgrade-async", "--install", "web2", "test/tiny")
 	waitStatus(t, s, ns, "web", "deployed", time.Minute)
+	waitStatus(t, s, ns, "web2", "deployed", time.Minute)
 	if rel, err := s.client.Get(context.Background(), ns, "web"); err != nil || rel.Version != 2 || rel.Config["message"] != "two" {
 		t.Fatalf("web after upgrade-async: %+v %v, want revision 2 with message=two", rel, err)
 	}
@@ -53,6 +54,7 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 	if !strings.Contains(out, "REVISION: 1") {
 		t.Errorf("install db: want revision 1:\n%s", out)
 	}
+	must("Installing it now", "upgrade", "-i", "db2", "test/tiny")
 	must("REVISION: 2", "upgrade", "db", "test/tiny", "--set", "replicas=2")
 	must("Rollback was a success", "rollback", "db")
 	out = must("Rollback to 1", "history", "db")
@@ -60,7 +62,7 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 		t.Errorf("history db: want revision 1 superseded and 3 deployed:\n%s", out)
 	}
 	out = must("NAME", "list")
-	for _, name := range []string{"web", "db"} {
+	for _, name := range []string{"web", "web2", "db", "db2"} {
 		if !regexp.MustCompile(`(?m)^` + name + `\s+` + ns + `\s.*deployed\s+tiny-0.1.0`).MatchString(out) {
 			t.Errorf("list: want %s deployed:\n%s", name, out)
 		}
@@ -68,7 +70,9 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 
 	// Uninstall, both ways; then the release is gone from every read.
 	must("STATUS CODE: 204", "uninstall-async", "web", "2")
-	must(`release "db" uninstalled`, "uninstall", "db")
+	for _, name := range []string{"db", "db2", "web2"} {
+		must(`release "`+name+`" uninstalled`, "uninstall", name)
+	}
 	waitGone(t, s, ns, "web", time.Minute)
 	out = must("NAME", "list")
 	if strings.Contains(out, "web") || strings.Contains(out, "db") {
@@ -77,7 +81,7 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 
 	// Errors reach the user as the console words them, with a failing exit.
 	for _, args := range [][]string{{"history", "nothere"}, {"rollback", "nothere"}, {"uninstall", "nothere"}} {
-		if out, code := run(args...); code == 0 || !strings.Contains(out, "release not found") {
+		if out, code := run(args...); code == 0 || !strings.Contains(out, "release: not found") {
 			t.Errorf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
 	}
@@ -103,7 +107,16 @@ func TestUpstreamOcHelmCommands(t *testing.T) {
 	if code != 1 || strings.TrimSpace(out) != api.VerifyInvalidURL {
 		t.Errorf("verify of a URL the console refuses: exit %d\n%s", code, out)
 	}
+	// What it sent is what TestUpstreamOcHelmWire replays in every make test.
+	if os.Getenv(upstreamRecordEnv) != "" {
+		front.record(t)
+		return
+	}
+	front.matchesFile(t, false)
 }
+
+// upstreamRecordEnv set makes the live test rewrite wireFile from what the plugin sent.
+const upstreamRecordEnv = "OC_HELM_UPSTREAM_RECORD"
 
 // upstreamSrcEnv names a directory holding the unmodified oc-helm's source
 // (github.com/redhat-developer/oc-helm, module github.com/redhat-cop/oc-helm), built with
@@ -135,10 +148,9 @@ func upstreamOcHelm(t *testing.T) string {
 	return bin
 }
 
-// upstreamRunner runs the oc-helm binary bin against submit behind consoleFront, in ns.
-func upstreamRunner(t *testing.T, s *stack, ns, bin string) func(args ...string) (string, int) {
+// upstreamRunner runs the oc-helm binary bin against submit behind the console front host, in ns.
+func upstreamRunner(t *testing.T, host, ns, bin string) func(args ...string) (string, int) {
 	t.Helper()
-	host := consoleFront(t, s)
 	return func(args ...string) (string, int) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -157,18 +169,4 @@ func upstreamRunner(t *testing.T, s *stack, ns, bin string) func(args ...string)
 		t.Logf("oc-helm %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
 		return out.String(), code
 	}
-}
-
-// consoleFront serves submit over TLS, as the unmodified oc-helm reaches the console
-// (https://<console-hostname>, its session cookie and CSRF double submit); it answers the
-// hostname to pass as --console-hostname.
-func consoleFront(t *testing.T, s *stack) string {
-	t.Helper()
-	target, err := url.Parse(s.submit.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
-	t.Cleanup(front.Close)
-	return strings.TrimPrefix(front.URL, "https://")
 }
