@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -60,8 +62,16 @@ type listElement struct {
 	Queue *api.Queue `json:"queue,omitempty"`
 }
 
-// helmTime is how helm prints times.
+// helmTime is how helm's list prints times.
 const helmTime = "2006-01-02 15:04:05.999999999 -0700 MST"
+
+// ansic is how helm's status and history tables print times (time.ANSIC; empty when unset).
+func ansic(t helmtime.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(time.ANSIC)
+}
 
 func element(r *helmrelease.Release) listElement {
 	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version)}
@@ -115,23 +125,24 @@ func printReleases(w io.Writer, format string, rels []api.Release) error {
 	return tw.Flush()
 }
 
-// historyElement is a row of `helm history -o json`.
+// historyElement is a row of `helm history -o json`, field for field: helm prints
+// updated as a time there, and as time.ANSIC in the table.
 type historyElement struct {
-	Revision    int    `json:"revision"`
-	Updated     string `json:"updated"`
-	Status      string `json:"status"`
-	Chart       string `json:"chart"`
-	AppVersion  string `json:"app_version"`
-	Description string `json:"description"`
+	Revision    int           `json:"revision"`
+	Updated     helmtime.Time `json:"updated"`
+	Status      string        `json:"status"`
+	Chart       string        `json:"chart"`
+	AppVersion  string        `json:"app_version"`
+	Description string        `json:"description"`
 }
 
 func printHistory(w io.Writer, format string, rels []*helmrelease.Release) error {
 	rows := make([]historyElement, 0, len(rels))
 	for _, r := range rels {
 		e := element(r)
-		h := historyElement{Revision: r.Version, Updated: e.Updated, Status: e.Status, Chart: e.Chart, AppVersion: e.AppVersion}
+		h := historyElement{Revision: r.Version, Status: e.Status, Chart: e.Chart, AppVersion: e.AppVersion}
 		if r.Info != nil {
-			h.Description = r.Info.Description
+			h.Updated, h.Description = r.Info.LastDeployed, r.Info.Description
 		}
 		rows = append(rows, h)
 	}
@@ -141,7 +152,7 @@ func printHistory(w io.Writer, format string, rels []*helmrelease.Release) error
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION")
 	for _, h := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", h.Revision, h.Updated, h.Status, h.Chart, h.AppVersion, h.Description)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", h.Revision, ansic(h.Updated), h.Status, h.Chart, h.AppVersion, h.Description)
 	}
 	return tw.Flush()
 }
@@ -172,8 +183,12 @@ func printReleaseStatus(w io.Writer, format string, rel *api.Release) error {
 	if format != "table" {
 		return encode(w, format, s)
 	}
+	deployed := ""
+	if r.Info != nil {
+		deployed = ansic(r.Info.LastDeployed)
+	}
 	if _, err := fmt.Fprintf(w, "NAME: %s\nLAST DEPLOYED: %s\nNAMESPACE: %s\nSTATUS: %s\nREVISION: %s\nCHART: %s\nDESCRIPTION: %s\n",
-		s.Name, s.Updated, s.Namespace, s.Status, s.Revision, s.Chart, s.Description); err != nil {
+		s.Name, deployed, s.Namespace, s.Status, s.Revision, s.Chart, s.Description); err != nil {
 		return err
 	}
 	if s.Queue != nil {
