@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -203,15 +204,30 @@ func (b *bench) forgetLedger(ctx context.Context, ns string) {
 		}()
 	}
 	for _, l := range list.Items {
-		if l.Annotations[ledger.AnnNamespace] == ns {
+		if onlyOf(&l, ns) {
 			names <- l.Name
 		}
 	}
 	close(names)
 	wg.Wait()
 	if n := deleted.Load(); n > 0 {
-		b.logf("  deleted %d ledger entries of %s", n, ns)
+		b.logf("  deleted %d ledger Leases of %s (an entry each, or a group commit's batch)", n, ns)
 	}
+}
+
+// onlyOf says whether every entry ledger Lease l holds (one, or a group commit's batch) is
+// of a request accepted in ns.
+func onlyOf(l *coordinationv1.Lease, ns string) bool {
+	es, ok := ledger.EntriesOf(l)
+	if !ok || len(es) == 0 {
+		return false
+	}
+	for _, e := range es {
+		if e.Namespace != ns {
+			return false
+		}
+	}
+	return true
 }
 
 // start runs a function as make run and the end-to-end tests do (internal/proc), with

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,11 +21,21 @@ func TestPurgeDeletesTheNamespacesLedgerEntries(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientset()
 	l := &ledger.Store{Client: c, Namespace: testcluster.OwnNamespace}
-	for i, ns := range []string{"bench-cpu-1", "bench-cpu-1", "someone-else"} {
-		e := ledger.Entry{RequestID: string(rune('a' + i)), Namespace: ns, SecretName: "s", At: time.Now()}
-		if err := l.Add(ctx, e); err != nil {
+	e := func(id, ns string) ledger.Entry {
+		return ledger.Entry{RequestID: id, Namespace: ns, SecretName: "s", At: time.Now()}
+	}
+	for _, en := range []ledger.Entry{e("a", "bench-cpu-1"), e("b", "bench-cpu-1"), e("c", "someone-else")} {
+		if err := l.Add(ctx, en); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Group commits: a batch all of the namespace goes, one that holds another's stays.
+	if _, err := l.AddBatch(ctx, []ledger.Entry{e("d", "bench-cpu-1"), e("e", "bench-cpu-1")}); err != nil {
+		t.Fatal(err)
+	}
+	mixed, err := l.AddBatch(ctx, []ledger.Entry{e("f", "bench-cpu-1"), e("g", "someone-else")})
+	if err != nil {
+		t.Fatal(err)
 	}
 	b := &bench{cl: &kube.Clients{Typed: c}}
 	b.purge("bench-cpu-1")
@@ -32,11 +43,12 @@ func TestPurgeDeletesTheNamespacesLedgerEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left.Items) != 1 || left.Items[0].Annotations[ledger.AnnNamespace] != "someone-else" {
-		var names []string
-		for _, l := range left.Items {
-			names = append(names, l.Name+" of "+l.Annotations[ledger.AnnNamespace])
-		}
-		t.Errorf("ledger entries left: %v, want only someone-else's", names)
+	var names []string
+	for _, l := range left.Items {
+		names = append(names, l.Name)
+	}
+	slices.Sort(names)
+	if want := []string{ledger.Name("c"), mixed}; !slices.Equal(names, want) {
+		t.Errorf("ledger Leases left: %v, want someone-else's %v", names, want)
 	}
 }

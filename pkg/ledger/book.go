@@ -21,6 +21,7 @@ type Book struct {
 
 	mu       sync.Mutex
 	entries  map[string]*item    // request hash -> entry seen
+	leases   map[string]*lease   // Lease name -> the entries it holds
 	consumed map[string]struct{} // request hashes with a consumed record
 	ns       map[string]*tenant  // per namespace: its queue and drain rate
 	callers  map[string]int      // per caller key ("" not counted): entries counting
@@ -32,8 +33,16 @@ type Book struct {
 
 type item struct {
 	e       Entry
+	lease   string // the Lease holding it
 	counted bool
 	cleared bool // consumed or expired: never counts again
+}
+
+// lease is one Lease of the ledger: one entry, or a group commit's batch. It is deleted
+// once none of its entries counts.
+type lease struct {
+	hashes []string
+	left   int // entries not cleared
 }
 
 type tenant struct {
@@ -43,25 +52,47 @@ type tenant struct {
 
 // NewBook builds an empty book.
 func NewBook(ttl time.Duration, c clock.PassiveClock) *Book {
-	return &Book{TTL: ttl, Clock: c, entries: map[string]*item{}, consumed: map[string]struct{}{},
-		ns: map[string]*tenant{}, callers: map[string]int{}}
+	return &Book{TTL: ttl, Clock: c, entries: map[string]*item{}, leases: map[string]*lease{},
+		consumed: map[string]struct{}{}, ns: map[string]*tenant{}, callers: map[string]int{}}
 }
 
 func (b *Book) now() time.Time { return wallclock.Or(b.Clock).Now() }
 
 // Added records an entry (seen by the watch, or just written by this replica).
-func (b *Book) Added(e Entry) {
-	h, _ := hashOf(Name(e.RequestID))
+func (b *Book) Added(e Entry) { b.AddedBatch(Name(e.RequestID), []Entry{e}) }
+
+// AddedBatch records the entries of Lease name (a group commit's batch).
+func (b *Book) AddedBatch(name string, es []Entry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.entries[h]; ok {
+	if _, ok := b.leases[name]; ok {
 		return // entries are never rewritten: the first sight stands
 	}
-	it := &item{e: e}
-	b.entries[h] = it
+	l := &lease{}
+	b.leases[name] = l
+	now := b.now()
+	for _, e := range es {
+		h, _ := hashOf(Name(e.RequestID))
+		if _, ok := b.entries[h]; ok {
+			continue // in another Lease already: that one counts it
+		}
+		it := &item{e: e, lease: name}
+		b.entries[h] = it
+		l.hashes = append(l.hashes, h)
+		l.left++
+		b.add(h, it, now)
+	}
+	if len(l.hashes) == 0 {
+		b.stale = append(b.stale, name) // nothing of its own to count
+	}
+}
+
+// add counts a new entry unless it is consumed or expired already.
+func (b *Book) add(h string, it *item, now time.Time) {
+	e := it.e
 	_, done := b.consumed[h]
-	if done || b.expired(e, b.now()) {
-		b.clear(h, it, false)
+	if done || b.expired(e, now) {
+		b.clear(it, false)
 		return
 	}
 	it.counted = true
@@ -76,18 +107,21 @@ func (b *Book) Added(e Entry) {
 	t.order.insert(e)
 }
 
-// Removed forgets the entry of Lease name (deleted).
+// Removed forgets the entries of Lease name (deleted).
 func (b *Book) Removed(name string) {
-	h, ok := hashOf(name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.leases[name]
 	if !ok {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if it, ok := b.entries[h]; ok {
-		b.uncount(it)
-		delete(b.entries, h)
+	for _, h := range l.hashes {
+		if it, ok := b.entries[h]; ok && it.lease == name {
+			b.uncount(it)
+			delete(b.entries, h)
+		}
 	}
+	delete(b.leases, name)
 }
 
 // Consumed records that the request of consumed record name was consumed: its entry, if
@@ -101,7 +135,7 @@ func (b *Book) Consumed(name string) {
 	defer b.mu.Unlock()
 	b.consumed[h] = struct{}{}
 	if it, ok := b.entries[h]; ok {
-		b.clear(h, it, true)
+		b.clear(it, true)
 	}
 }
 
@@ -114,9 +148,10 @@ func (b *Book) Pruned(name string) {
 	}
 }
 
-// clear stops it counting for good and queues its Lease for deletion; drained says it
-// left its queue by being consumed (the drain rate of its namespace).
-func (b *Book) clear(h string, it *item, drained bool) {
+// clear stops it counting for good and, once none of its Lease's entries counts, queues
+// the Lease for deletion; drained says it left its queue by being consumed (the drain rate
+// of its namespace).
+func (b *Book) clear(it *item, drained bool) {
 	if it.cleared {
 		return
 	}
@@ -125,7 +160,11 @@ func (b *Book) clear(h string, it *item, drained bool) {
 	}
 	b.uncount(it)
 	it.cleared = true
-	b.stale = append(b.stale, namePrefix+h)
+	if l := b.leases[it.lease]; l != nil {
+		if l.left--; l.left == 0 {
+			b.stale = append(b.stale, it.lease)
+		}
+	}
 }
 
 func (b *Book) uncount(it *item) {
@@ -165,9 +204,9 @@ func (b *Book) Expire() []string {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for h, it := range b.entries {
+	for _, it := range b.entries {
 		if !it.cleared && b.expired(it.e, now) {
-			b.clear(h, it, false)
+			b.clear(it, false)
 		}
 	}
 	for ns, t := range b.ns {
@@ -217,9 +256,9 @@ func (b *Book) retry(name string) {
 func (b *Book) NamespaceGone(ns string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for h, it := range b.entries {
+	for _, it := range b.entries {
 		if it.e.Namespace == ns {
-			b.clear(h, it, false)
+			b.clear(it, false)
 		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package ledger is admission's account of accepted, not yet consumed requests: one Lease
-// per request in async-helm's own namespace, which tenants cannot write, cleared by the
-// request's consumed record (pkg/release/consumed). Submit counts it in memory, per tenant
-// (Book), and decides admission from those counts (Decide) (docs/design.md, "Tenants and
-// shares").
+// per request, or per group commit of requests (batch.go), in async-helm's own namespace,
+// which tenants cannot write, cleared by the request's consumed record
+// (pkg/release/consumed). Submit counts it in memory, per tenant (Book), and decides
+// admission from those counts (Decide) (docs/design.md, "Tenants and shares").
 package ledger
 
 import (
@@ -37,7 +37,8 @@ const (
 )
 
 // namePrefix and consumedPrefix name an entry and its request's consumed record after the
-// same hash of the request id, so the Book pairs them by name alone.
+// same hash of the request id, so the Book pairs them by name alone. A Lease holding the
+// entries of one group commit (batch.go) is named batchPrefix and a random suffix instead.
 const (
 	namePrefix     = "ledger-"
 	consumedPrefix = "consumed-"
@@ -94,6 +95,19 @@ func (s *Store) Add(ctx context.Context, e Entry) error {
 	return nil
 }
 
+// AddBatch records several accepted requests in one Lease (a group commit, batch.go) and
+// returns its name.
+func (s *Store) AddBatch(ctx context.Context, es []Entry) (string, error) {
+	l, err := toBatchLease(es)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.Client.CoordinationV1().Leases(s.ns()).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("record %d accepted requests in the ledger: %w", len(es), err)
+	}
+	return l.Name, nil
+}
+
 // Delete removes the entry of Lease name; one already gone is no error.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	err := s.Client.CoordinationV1().Leases(s.ns()).Delete(ctx, name, metav1.DeleteOptions{})
@@ -112,6 +126,18 @@ func toLease(e Entry) *coordinationv1.Lease {
 			annSecret: e.SecretName, annAt: e.At.UTC().Format(time.RFC3339Nano),
 		},
 	}}
+}
+
+// EntriesOf reads the entries a ledger Lease holds: one (Add's) or a batch (AddBatch's);
+// ok is false for anything else.
+func EntriesOf(m metav1.Object) ([]Entry, bool) {
+	if es, ok := batchFromMeta(m); ok {
+		return es, true
+	}
+	if e, ok := fromMeta(m); ok {
+		return []Entry{e}, true
+	}
+	return nil, false
 }
 
 // fromMeta reads an entry from its Lease's metadata; ok is false for anything else.

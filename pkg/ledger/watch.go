@@ -23,19 +23,27 @@ type Ledger struct {
 	Clock clock.WithTicker
 	// CleanEvery is how often consumed and expired entries are deleted (default 30 s).
 	CleanEvery time.Duration
+
+	commits commits // the group commit under way (batch.go)
 }
 
-// Add writes the entry and counts it at once in this replica (the watch brings it to the
-// others).
+// Add writes the entry, with those of the requests that come while a write is in flight
+// (batch.go), and counts it at once in this replica (the watch brings it to the others).
+// It returns once the entry is written, or ctx ends: then the entry may still be written.
 func (l *Ledger) Add(ctx context.Context, e Entry) error {
 	if e.At.IsZero() {
 		e.At = wallclock.Or(l.Clock).Now()
 	}
-	if err := l.Store.Add(ctx, e); err != nil {
-		return err
+	b, start := l.commits.join(e)
+	if start {
+		go l.write()
 	}
-	l.Book.Added(e)
-	return nil
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return fmt.Errorf("record accepted request %s in the ledger: %w", e.RequestID, ctx.Err())
+	}
 }
 
 // Counts is Book.Counts.
@@ -80,7 +88,9 @@ func (l *Ledger) Run(ctx context.Context) error {
 }
 
 func (l *Ledger) added(m metav1.Object) {
-	if e, ok := fromMeta(m); ok {
+	if es, ok := batchFromMeta(m); ok {
+		l.Book.AddedBatch(m.GetName(), es)
+	} else if e, ok := fromMeta(m); ok {
 		l.Book.Added(e)
 	}
 }
