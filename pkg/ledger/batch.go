@@ -26,9 +26,10 @@ const (
 	// MaxBatch bounds the entries of one Lease (about 200 bytes each, far below the
 	// 256 KiB the API server allows a Lease's annotations).
 	MaxBatch = 256
-	// batchTimeout bounds one batch's write: it serves every request of the batch, so no
-	// one request's context is its deadline.
-	batchTimeout = 10 * time.Second
+	// batchTimeout bounds one batch's wait and write. The write serves every request of the
+	// batch, so no one request's context is its deadline: it ends when the last of them has
+	// given up (a loaded API server may take many seconds, as it may for a lone write).
+	batchTimeout = 2 * time.Minute
 )
 
 // batchEntry is an entry in a batch Lease's annotation.
@@ -93,6 +94,9 @@ type batch struct {
 	entries []Entry
 	done    chan struct{}
 	err     error
+	ctx     context.Context // the write's: ends when every request of the batch gave up
+	cancel  context.CancelFunc
+	waiting int // requests still waiting for the write
 }
 
 // commits gathers the entries added while a write is in flight (at most one at a time).
@@ -107,12 +111,23 @@ func (c *commits) join(e Entry) (b *batch, start bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.open == nil {
-		c.open = &batch{done: make(chan struct{})}
+		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		c.open = &batch{done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	}
 	c.open.entries = append(c.open.entries, e)
+	c.open.waiting++
 	b, start = c.open, !c.writing
 	c.writing = true
 	return b, start
+}
+
+// leave is a request of b that gives up waiting; the last one ends b's write.
+func (c *commits) leave(b *batch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.waiting--; b.waiting == 0 {
+		b.cancel()
+	}
 }
 
 // next takes the open batch for writing; nil when there is none (the writer stops).
@@ -131,11 +146,10 @@ func (c *commits) next() *batch {
 // Add's form, the same write as before group commits), counted in the Book once written.
 func (l *Ledger) write() {
 	for b := l.commits.next(); b != nil; b = l.commits.next() {
-		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		for i := 0; i < len(b.entries) && b.err == nil; i += MaxBatch {
-			b.err = l.writeOne(ctx, b.entries[i:min(i+MaxBatch, len(b.entries))])
+			b.err = l.writeOne(b.ctx, b.entries[i:min(i+MaxBatch, len(b.entries))])
 		}
-		cancel()
+		b.cancel()
 		close(b.done)
 	}
 }

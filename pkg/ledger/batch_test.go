@@ -169,3 +169,40 @@ func TestBatchFromMetaRefusesWhatIsNotABatch(t *testing.T) {
 		}
 	}
 }
+
+// A batch's write serves every request of it: it lasts while any of them waits, whatever
+// the others' contexts, and ends once the last has given up.
+func TestABatchWriteEndsWhenTheLastOfItsRequestsGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		l, _ := gatedLedger(gate, nil)
+		first := addAll(l, "r0")
+		synctest.Wait()
+		ctx1, cancel1 := context.WithCancel(context.Background())
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		errs := make(chan error, 2)
+		go func() { errs <- l.Add(ctx1, entry("r1", "a", "c", 1)) }()
+		go func() { errs <- l.Add(ctx2, entry("r2", "a", "c", 2)) }()
+		synctest.Wait()
+		b := l.commits.open
+		cancel1()
+		synctest.Wait()
+		if b.ctx.Err() != nil {
+			t.Fatal("the batch's write ended while r2 still waits for it")
+		}
+		cancel2()
+		synctest.Wait()
+		if b.ctx.Err() == nil {
+			t.Error("the batch's write goes on after every request of it gave up")
+		}
+		for range 2 {
+			if err := <-errs; !errors.Is(err, context.Canceled) {
+				t.Errorf("a request that gave up: %v", err)
+			}
+		}
+		close(gate)
+		if err := first()[0]; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -42,6 +42,7 @@ func (l *Ledger) Add(ctx context.Context, e Entry) error {
 	case <-b.done:
 		return b.err
 	case <-ctx.Done():
+		l.commits.leave(b)
 		return fmt.Errorf("record accepted request %s in the ledger: %w", e.RequestID, ctx.Err())
 	}
 }
