@@ -49,6 +49,12 @@ type Config struct {
 	// RenderTimeout bounds the CPU time of rendering a chart's templates; past it the action
 	// fails.
 	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
+	// RenderWorkers is the number of worker processes that render the templates of
+	// installs and upgrades (v3 engine), each one chart at a time, bounded by RenderTimeout
+	// of CPU and RenderMemoryMiB of memory; 0 renders in this process.
+	RenderWorkers int `envconfig:"RENDER_WORKERS" default:"2"`
+	// RenderMemoryMiB bounds each render worker's memory.
+	RenderMemoryMiB int64 `envconfig:"RENDER_MEMORY_MIB" default:"256"`
 	// MaxOrphanedRenders renders past their bound (which Go cannot stop) make the executor
 	// refuse new work and exit once drained, so that its platform restarts it.
 	MaxOrphanedRenders int `envconfig:"MAX_ORPHANED_RENDERS" default:"4"`

@@ -69,7 +69,12 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	factory, err := helmexec.NewFactory(cl.Config, append([]helmexec.FactoryOption{helmexec.WithEngine(engine)}, f.helmOpts...)...)
+	helmOpts := []helmexec.FactoryOption{helmexec.WithEngine(engine)}
+	if f.cfg.RenderWorkers > 0 {
+		helmOpts = append(helmOpts, helmexec.WithRenderWorkers(&helmexec.RenderPool{Limits: helmexec.RenderLimits{
+			Timeout: f.cfg.RenderTimeout, MaxMemoryBytes: f.cfg.RenderMemoryMiB << 20, MaxParallel: f.cfg.RenderWorkers}}))
+	}
+	factory, err := helmexec.NewFactory(cl.Config, append(helmOpts, f.helmOpts...)...)
 	if err != nil {
 		return err
 	}
