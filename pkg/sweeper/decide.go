@@ -62,11 +62,24 @@ func (c Config) clocked(rev release.Revision, now, start time.Time) due {
 	return d
 }
 
-// waiting: a queued revision within its deadline, not dead-lettered, sent less than
-// RedriveAfter ago, is simply waiting for a slot; nothing else is read (the cheap path of
+// maxRedriveDoublings caps redriveWait at 32 x RedriveAfter (64 min at the default 2 min).
+const maxRedriveDoublings = 5
+
+// waiting: a queued revision within its deadline, not dead-lettered, sent less than its
+// redriveWait ago, is simply waiting for a slot; nothing else is read (the cheap path of
 // most queued revisions).
 func (c Config) waiting(rev release.Revision, d due) bool {
-	return rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < c.RedriveAfter
+	return rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < c.redriveWait(rev.Sent)
+}
+
+// redriveWait is how long a queued revision re-sent n times waits before the next re-send:
+// RedriveAfter, doubled for each re-send. A delivery may wait in an executor's fair queue
+// for most of an hour; each copy sent meanwhile takes a place at another pod's door, so the
+// copies of one backlog grow with the log of its wait, not with the wait. A dead letter
+// (the Broker gave up) is re-sent at once whatever n is.
+func (c Config) redriveWait(n int) time.Duration {
+	n = min(max(n, 0), maxRedriveDoublings)
+	return c.RedriveAfter << n
 }
 
 // decideLife decides on rev once its sign of life is known: alive, or a started revision

@@ -49,6 +49,11 @@ func TestWaiting(t *testing.T) {
 		{"queued, just reserved", func(*release.Revision) {}, time.Minute, true},
 		{"queued, due for a re-send", func(*release.Revision) {}, 2 * time.Minute, false},
 		{"queued, re-sent a minute ago", func(r *release.Revision) { r.SentAt = t0.Add(9 * time.Minute) }, 10 * time.Minute, true},
+		{"queued, re-sent once, 3 minutes ago", func(r *release.Revision) { r.Sent, r.SentAt = 1, t0.Add(2*time.Minute) }, 5 * time.Minute, true},
+		{"queued, re-sent once, 4 minutes ago", func(r *release.Revision) { r.Sent, r.SentAt = 1, t0.Add(2*time.Minute) }, 6 * time.Minute, false},
+		{"queued, re-sent 3 times, 15 minutes ago", func(r *release.Revision) { r.Sent, r.SentAt = 3, t0.Add(10*time.Minute) }, 25 * time.Minute, true},
+		{"queued, re-sent 3 times, 16 minutes ago", func(r *release.Revision) { r.Sent, r.SentAt = 3, t0.Add(10*time.Minute) }, 26 * time.Minute, false},
+		{"queued, re-sent twice, dead-lettered", func(r *release.Revision) { r.Sent, r.SentAt, r.DeadLettered = 2, t0, true }, time.Second, false},
 		{"queued, dead-lettered", func(r *release.Revision) { r.DeadLettered = true }, time.Second, false},
 		{"queued, past the deadline though re-sent", func(r *release.Revision) { r.SentAt = t0.Add(time.Hour) }, time.Hour, false},
 		{"started", func(r *release.Revision) { r.Queued = false }, time.Second, false},
@@ -60,6 +65,16 @@ func TestWaiting(t *testing.T) {
 				t.Errorf("waiting: %v, want %v", got, tc.waiting)
 			}
 		})
+	}
+}
+
+// Each re-send doubles the wait before the next, up to 32 x RedriveAfter.
+func TestRedriveWait(t *testing.T) {
+	for sent, want := range map[int]time.Duration{-1: 2 * time.Minute, 0: 2 * time.Minute, 1: 4 * time.Minute,
+		3: 16 * time.Minute, 5: 64 * time.Minute, 9: 64 * time.Minute} {
+		if got := cfg.redriveWait(sent); got != want {
+			t.Errorf("redriveWait(%d) = %s, want %s", sent, got, want)
+		}
 	}
 }
 
