@@ -4,6 +4,7 @@
 package diff
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -33,11 +34,16 @@ func APIBase(apiVersion string) string {
 	return apiVersion
 }
 
+// ErrDuplicateObject: two documents of a manifest name one object.
+var ErrDuplicateObject = errors.New("two documents name one object")
+
 var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
 // Parse splits a manifest (Helm's: documents after "---", "# Source:" comments) into its
-// objects, those without a namespace in namespace, parsing only what names each (headOf). Documents with no kind (comments only,
-// empty) are skipped; two documents naming one object keep the last, as an apply would.
+// objects, those without a namespace in namespace, parsing only what names each (headOf).
+// Documents with no kind (comments only, empty) are skipped; two documents naming one
+// object (Key: any version) are ErrDuplicateObject, as there is no one answer to show: an
+// install fails on the second create, an upgrade patches both in turn.
 func Parse(manifest, namespace string) (map[string]Object, error) {
 	out := map[string]Object{}
 	for _, doc := range separator.Split(manifest, -1) {
@@ -55,6 +61,9 @@ func Parse(manifest, namespace string) (map[string]Object, error) {
 			Text: strings.Trim(doc, "\n") + "\n"}
 		if o.Namespace == "" {
 			o.Namespace = namespace
+		}
+		if first, ok := out[o.Key()]; ok {
+			return nil, fmt.Errorf("%w: %s (as %s and as %s)", ErrDuplicateObject, o.Key(), first.API, o.API)
 		}
 		out[o.Key()] = o
 	}
