@@ -11,8 +11,6 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -108,22 +106,13 @@ func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *c
 	return sw
 }
 
-// since is when the notifiers first ran (notifier.Service.Since): the creation of their
-// election Lease, which the first leader creates and a leader gives up without deleting;
-// now when there is none yet (this pod is the first). Without an election, zero: every
-// record not marked is reported.
+// since is when the notifiers' news starts (notifier.Service.Since, notifier.SinceOf).
+// Without an election, zero: every record not marked is reported.
 func (f *Function) since(ctx context.Context, client kubernetes.Interface) (time.Time, error) {
 	if !f.cfg.LeaderElection {
 		return time.Time{}, nil
 	}
-	l, err := client.CoordinationV1().Leases(f.cfg.OwnNamespace).Get(ctx, f.cfg.ElectionName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return time.Now(), nil
-	case err != nil:
-		return time.Time{}, fmt.Errorf("read the election Lease %s/%s: %w", f.cfg.OwnNamespace, f.cfg.ElectionName(), err)
-	}
-	return l.CreationTimestamp.Time, nil
+	return notifier.SinceOf(ctx, client, f.cfg.OwnNamespace)
 }
 
 // clients are the Kubernetes clients, their requests counted per sweeper pass

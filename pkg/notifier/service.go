@@ -73,8 +73,8 @@ type Service struct {
 	// SigningKey signs and verifies the marks of reported statuses (reported.go); empty: a
 	// trusted run, where the mark alone counts.
 	SigningKey signing.Key
-	// Since is when the notifiers first ran (history.go): a record never reported that last
-	// changed before it is history, not reported. Zero reports every record not marked.
+	// Since is no later than when the notifiers first ran (history.go, SinceOf): a record
+	// never reported that last changed before it is history, not reported. Zero reports every record not marked.
 	Since time.Time
 	// Clock dates ages and ticks the progress events (nil: the wall clock; tests move a
 	// fake one).
