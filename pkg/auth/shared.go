@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,13 @@ import (
 // gets its answer, an error included, so it is generous: a review the overloaded API
 // server answered in 12 s failed, at 10 s, every request of that caller in flight.
 const reviewTimeout = 30 * time.Second
+
+// aheadAtOnce bounds the refreshes ahead in flight. Nobody waits for them, so nothing else
+// bounds them: one list of 1,000 namespaces past half their TTL would start 1,000 reviews
+// on the client every reservation uses. A refresh that finds no slot is skipped; the
+// cached answer stands until its end, and the next request after it reviews in the
+// foreground, under its caller's own bound.
+const aheadAtOnce = 8
 
 // CacheCounts say how the caches of an Authenticator or Authorizer answered: Hits from the
 // cache, Reviews sent to the API server (refreshes ahead included), Joined requests that
@@ -26,6 +34,9 @@ type CacheCounts struct {
 type reviewGroup struct {
 	g                     singleflight.Group
 	hits, reviews, joined atomic.Int64
+
+	aheadOnce  sync.Once
+	aheadSlots chan struct{}
 }
 
 // do runs review once for every caller of key in flight and waits for it, or for ctx.
@@ -42,10 +53,20 @@ func (r *reviewGroup) do(ctx context.Context, key string, review func(context.Co
 	}
 }
 
-// ahead starts review for key unless one runs; nobody waits for it (the cached answer
-// stands until its end).
+// ahead starts review for key unless one runs or aheadAtOnce are in flight; nobody waits
+// for it (the cached answer stands until its end).
 func (r *reviewGroup) ahead(key string, review func(context.Context) (any, error)) {
-	r.g.DoChan(key, r.counted(review))
+	r.aheadOnce.Do(func() { r.aheadSlots = make(chan struct{}, aheadAtOnce) })
+	select {
+	case r.aheadSlots <- struct{}{}:
+	default:
+		return
+	}
+	ch := r.g.DoChan(key, r.counted(review))
+	go func() {
+		<-ch
+		<-r.aheadSlots
+	}()
 }
 
 // counted gives review a context of its own, bounded, and counts it.

@@ -173,3 +173,40 @@ func TestAccessRefreshedAhead(t *testing.T) {
 }
 
 func sha256Of(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+// Refreshes ahead are bounded in flight: nobody waits for them, so without a bound one list
+// past half its answers' TTL starts a review per namespace at once on the shared client.
+// A refresh that finds no slot is skipped, and one that ends frees its slot.
+func TestRefreshesAheadAreBounded(t *testing.T) {
+	var r reviewGroup
+	release := make(chan struct{})
+	var inFlight, most int64
+	var mu sync.Mutex
+	review := func(context.Context) (any, error) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil, nil
+	}
+	for i := range 1000 {
+		r.ahead(string(rune('a'+i%26))+string(rune(i)), review)
+	}
+	testwait.For(t, func() bool { mu.Lock(); defer mu.Unlock(); return inFlight >= aheadAtOnce })
+	if n := r.counts().Reviews; n != aheadAtOnce {
+		t.Errorf("1,000 refreshes ahead of distinct keys started %d reviews, want %d at most", n, aheadAtOnce)
+	}
+	close(release)
+	testwait.For(t, func() bool { return len(r.aheadSlots) == 0 })
+	r.ahead("after", func(context.Context) (any, error) { return nil, nil })
+	testwait.For(t, func() bool { return r.counts().Reviews == aheadAtOnce+1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if most > aheadAtOnce {
+		t.Errorf("%d refreshes ahead ran at once, want at most %d", most, aheadAtOnce)
+	}
+}
