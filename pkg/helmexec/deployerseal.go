@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -85,7 +86,7 @@ func (d *sealingDriver) prepare(key string, rls *helmrelease.Release) {
 		return
 	}
 	entry, err := release.SealDeployer(d.seal.Key, d.seal.Secret, release.Deployer{
-		User: id.UserName, UID: id.UID, Groups: id.Groups, Extra: id.Extra, Hooks: digest})
+		Who: release.IdentityDigest(d.seal.Key, identityOf(id)), Hooks: digest})
 	if err != nil {
 		d.o.log("hooks of %s not sealed: %v", key, err)
 		return
@@ -150,4 +151,9 @@ func DeployerSealOf(opts ...Option) (DeployerSeal, bool) {
 		return DeployerSeal{}, false
 	}
 	return *o.sealed, true
+}
+
+// identityOf is the identity an impersonation config acts as.
+func identityOf(c *rest.ImpersonationConfig) release.Identity {
+	return release.Identity{User: c.UserName, UID: c.UID, Groups: c.Groups, Extra: c.Extra}
 }

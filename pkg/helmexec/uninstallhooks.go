@@ -1,12 +1,12 @@
 package helmexec
 
 import (
+	"crypto/hmac"
 	"fmt"
 	"slices"
 	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/signing"
@@ -47,8 +47,8 @@ type hookEvidence struct {
 	// sealed is who wrote the hooks, from a seal that verified (nil: sealErr says why not).
 	sealed  *release.Deployer
 	sealErr error
-	// caller is the uninstaller (nil: the executor's own identity).
-	caller *rest.ImpersonationConfig
+	// caller is the uninstaller's release.IdentityDigest ("": the executor's own identity).
+	caller string
 }
 
 // hookPlan is the decision: run as the uninstaller, or why not.
@@ -67,37 +67,15 @@ func decideDeleteHooks(e hookEvidence) hookPlan {
 	case e.sealed == nil:
 		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("async-helm did not write them: %v", e.sealErr)}
 	case e.sealed.Hooks != e.digest:
-		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("they changed after async-helm wrote them as %s (sealed %s, now %s)",
-			e.sealed.User, e.sealed.Hooks, e.digest)}
-	case sameIdentity(e.caller, e.sealed):
+		return hookPlan{run: hooksSkipped, why: fmt.Sprintf("they changed after async-helm wrote them (sealed %s, now %s)",
+			e.sealed.Hooks, e.digest)}
+	case e.caller != "" && hmac.Equal([]byte(e.caller), []byte(e.sealed.Who)):
 		return hookPlan{run: hooksAsCaller}
 	}
 	// The seal names who carried the hooks into this revision (a rollback or a chart-less
 	// upgrade carries an earlier author's), not who wrote them: run as that identity, a
 	// tenant's own uninstall would borrow a deployer's rights.
-	return hookPlan{run: hooksSkipped, why: fmt.Sprintf("%s wrote them, and they run only when %s uninstalls", e.sealed.User, e.sealed.User)}
-}
-
-// sameIdentity: the uninstaller is exactly who wrote the hooks (groups and extra too).
-func sameIdentity(c *rest.ImpersonationConfig, d *release.Deployer) bool {
-	if c == nil || c.UserName != d.User || c.UID != d.UID {
-		return false
-	}
-	if !slices.Equal(sorted(c.Groups), sorted(d.Groups)) || len(c.Extra) != len(d.Extra) {
-		return false
-	}
-	for k, v := range c.Extra {
-		if w, ok := d.Extra[k]; !ok || !slices.Equal(v, w) {
-			return false
-		}
-	}
-	return true
-}
-
-func sorted(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
+	return hookPlan{run: hooksSkipped, why: "another identity wrote them (name, groups and scopes), and they run only when it uninstalls"}
 }
 
 // countDeleteHooks is how many hooks of hooks run on a delete.
@@ -149,7 +127,10 @@ func (g *hookGate) option() Option {
 
 // decide judges rel, the latest record Helm read, and takes out the hooks it may not run.
 func (g *hookGate) decide(rel *helmrelease.Release) hookPlan {
-	e := hookEvidence{disabled: g.opts.Disabled, deleteHooks: countDeleteHooks(rel.Hooks), caller: g.o.impersonate}
+	e := hookEvidence{disabled: g.opts.Disabled, deleteHooks: countDeleteHooks(rel.Hooks)}
+	if id := g.o.impersonate; id != nil {
+		e.caller = release.IdentityDigest(g.opts.Key, identityOf(id))
+	}
 	if e.deleteHooks > 0 && !e.disabled {
 		e.sealed, e.sealErr = g.open(rel)
 		if e.sealErr == nil {

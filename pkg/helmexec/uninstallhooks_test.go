@@ -29,10 +29,11 @@ import (
 var hooksKey = signing.Key("0123456789abcdef0123456789abcdef")
 
 func TestDecideDeleteHooks(t *testing.T) {
-	alice := &release.Deployer{User: "alice", Groups: []string{"b", "a"}, Hooks: "sha256:1"}
-	asAlice := &rest.ImpersonationConfig{UserName: "alice", Groups: []string{"a", "b"}}
-	asAdmin := &rest.ImpersonationConfig{UserName: "admin"}
-	aliceScoped := &rest.ImpersonationConfig{UserName: "alice", Groups: []string{"a", "b"}, Extra: map[string][]string{"scopes": {"user:info"}}}
+	who := func(id release.Identity) string { return release.IdentityDigest(hooksKey, id) }
+	alice := &release.Deployer{Who: who(release.Identity{User: "alice", Groups: []string{"b", "a"}}), Hooks: "sha256:1"}
+	asAlice := who(release.Identity{User: "alice", Groups: []string{"a", "b"}})
+	asAdmin := who(release.Identity{User: "admin"})
+	aliceScoped := who(release.Identity{User: "alice", Groups: []string{"a", "b"}, Extra: map[string][]string{"scopes": {"user:info"}}})
 	for _, tc := range []struct {
 		name string
 		e    hookEvidence
@@ -46,9 +47,9 @@ func TestDecideDeleteHooks(t *testing.T) {
 		{"hooks rewritten", hookEvidence{deleteHooks: 2, sealed: alice, digest: "sha256:2", caller: asAdmin}, hooksSkipped, "changed after"},
 		{"hooks rewritten, uninstalled by their writer", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:2", caller: asAlice}, hooksSkipped, "changed after"},
 		{"sealed, the writer uninstalls", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1", caller: asAlice}, hooksAsCaller, ""},
-		{"sealed, another uninstalls", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1", caller: asAdmin}, hooksSkipped, "only when alice uninstalls"},
-		{"sealed, the writer with other scopes", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1", caller: aliceScoped}, hooksSkipped, "only when alice uninstalls"},
-		{"sealed, the executor's own identity", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1"}, hooksSkipped, "only when alice uninstalls"},
+		{"sealed, another uninstalls", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1", caller: asAdmin}, hooksSkipped, "only when it uninstalls"},
+		{"sealed, the writer with other scopes", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1", caller: aliceScoped}, hooksSkipped, "only when it uninstalls"},
+		{"sealed, the executor's own identity", hookEvidence{deleteHooks: 1, sealed: alice, digest: "sha256:1"}, hooksSkipped, "only when it uninstalls"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decideDeleteHooks(tc.e)
@@ -128,7 +129,7 @@ func digestOf(t *testing.T, m string) string {
 // Everything else about the uninstall goes on: the records go.
 func TestUninstallRunsHooksOnlyAsTheirSealedWriter(t *testing.T) {
 	rewritten := strings.Replace(preDeleteHook, "name: web-cleanup", "name: web-cleanup\n  namespace: prod", 1)
-	deployer := release.Deployer{User: "deployer", Groups: []string{"system:serviceaccounts"}}
+	deployer := release.Deployer{Who: release.IdentityDigest(hooksKey, release.Identity{User: "deployer", Groups: []string{"system:serviceaccounts"}})}
 	for _, tc := range []struct {
 		name     string
 		manifest string // the record's hook as the uninstall finds it
@@ -139,8 +140,8 @@ func TestUninstallRunsHooksOnlyAsTheirSealedWriter(t *testing.T) {
 		note     string
 	}{
 		{"sealed, its writer uninstalls", preDeleteHook, &deployer, "deployer", false, 1, ""},
-		{"sealed as the deployer, the tenant uninstalls", preDeleteHook, &deployer, "mallory", false, 0, "only when deployer uninstalls"},
-		{"sealed, an admin uninstalls", preDeleteHook, &deployer, "admin", false, 0, "only when deployer uninstalls"},
+		{"sealed as the deployer, the tenant uninstalls", preDeleteHook, &deployer, "mallory", false, 0, "only when it uninstalls"},
+		{"sealed, an admin uninstalls", preDeleteHook, &deployer, "admin", false, 0, "only when it uninstalls"},
 		{"rewritten by the tenant, an admin uninstalls", rewritten, &deployer, "admin", false, 0, "changed after async-helm wrote them"},
 		{"never sealed, an admin uninstalls", rewritten, nil, "admin", false, 0, "did not write them"},
 		{"no_hooks", preDeleteHook, &deployer, "deployer", true, 0, "asked for none"},
@@ -231,7 +232,8 @@ func TestInstallSealsWhoWroteTheHooks(t *testing.T) {
 		t.Fatalf("the record's seal: %v", err)
 	}
 	want, _ := release.HooksDigest(rel.Hooks)
-	if d.User != "alice" || d.UID != "a1" || d.Extra["scopes"][0] != "user:full" || d.Hooks != want || want == "" {
+	alice := release.IdentityDigest(hooksKey, release.Identity{User: "alice", UID: "a1", Groups: []string{"devs"}, Extra: map[string][]string{"scopes": {"user:full"}}})
+	if d.Who != alice || d.Hooks != want || want == "" {
 		t.Errorf("sealed %+v, want alice's with hooks %s", d, want)
 	}
 	for _, ref := range []release.SecretRef{{Namespace: "ns", Name: key, UID: "u2"}, {Namespace: "other", Name: key, UID: "u1"}} {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,11 +15,11 @@ import (
 )
 
 // DataDeployer is the data entry of a release Secret that says who wrote its hooks: the
-// identity an async-helm action ran as when its Helm wrote the record, and the digest of
-// the hooks it wrote, sealed with the signing key for this Secret (its namespace, name and
-// UID). The record is the tenant's to rewrite; the seal is not: an uninstall runs the
-// record's delete hooks as that identity only while the hooks are the ones sealed
-// (docs/design.md, "Uninstall and rollback").
+// keyed digest of the identity an async-helm action ran as when its Helm wrote the record,
+// and the digest of the hooks it wrote, sealed with the signing key for this Secret (its
+// namespace, name and UID). The record is the tenant's to rewrite; the seal is not: an
+// uninstall runs the record's delete hooks only when the uninstaller is that identity and
+// only while the hooks are the ones sealed (docs/design.md, "Uninstall and rollback").
 const DataDeployer = "async-helm.io.deployer"
 
 // MaxDeployerBytes bounds the entry read back (it is tenant input until it verifies).
@@ -28,14 +29,49 @@ const MaxDeployerBytes = 64 << 10
 // not sealed with this key).
 var ErrDeployerSeal = errors.New("the record's hooks are not sealed by async-helm")
 
-// Deployer is who an action ran as, and the HooksDigest of the hooks its Helm wrote.
+// Deployer is who an action ran as, as a keyed digest (IdentityDigest: the record is read
+// by whoever may read the namespace's Secrets, and the uninstall needs only to compare), and
+// the HooksDigest of the hooks its Helm wrote.
 type Deployer struct {
+	Who   string `json:"who"`
+	Hooks string `json:"hooks"`
+	Sig   string `json:"sig,omitempty"`
+}
+
+// Identity is who an action runs as: the user, uid, groups and extra it impersonates.
+type Identity struct {
 	User   string              `json:"user"`
 	UID    string              `json:"uid,omitempty"`
 	Groups []string            `json:"groups,omitempty"`
 	Extra  map[string][]string `json:"extra,omitempty"`
-	Hooks  string              `json:"hooks"`
-	Sig    string              `json:"sig,omitempty"`
+}
+
+// IdentityDigest is id's keyed digest: equal for the same identity (groups and each extra's
+// values in any order), another for any other name, uid, group or extra; "" without a user
+// or key. Without the key it cannot be computed, so it names no one to a reader of records.
+func IdentityDigest(key signing.Key, id Identity) string {
+	if !key.Set() || id.User == "" {
+		return ""
+	}
+	id.Groups = sortedCopy(id.Groups)
+	if len(id.Extra) > 0 {
+		extra := make(map[string][]string, len(id.Extra))
+		for k, v := range id.Extra {
+			extra[k] = sortedCopy(v)
+		}
+		id.Extra = extra
+	}
+	text, err := json.Marshal(id) // a map's keys are written sorted
+	if err != nil {
+		return ""
+	}
+	return key.Sign(signing.Identity, string(text))
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
 
 // SecretRef names the Secret a Deployer entry is sealed for.
@@ -50,8 +86,8 @@ func (r SecretRef) text(body []byte) string {
 
 // SealDeployer is the DataDeployer entry of d for the Secret ref.
 func SealDeployer(key signing.Key, ref SecretRef, d Deployer) ([]byte, error) {
-	if !key.Set() || d.User == "" || ref.UID == "" {
-		return nil, fmt.Errorf("%w: no key, user or secret uid to seal with", ErrDeployerSeal)
+	if !key.Set() || d.Who == "" || ref.UID == "" {
+		return nil, fmt.Errorf("%w: no key, identity or secret uid to seal with", ErrDeployerSeal)
 	}
 	d.Sig = ""
 	body, err := json.Marshal(d)
@@ -80,7 +116,7 @@ func OpenDeployer(key signing.Key, ref SecretRef, raw []byte) (*Deployer, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDeployerSeal, err)
 	}
-	if d.User == "" || !key.Verify(signing.Deployer, ref.text(body), sig) {
+	if d.Who == "" || !key.Verify(signing.Deployer, ref.text(body), sig) {
 		return nil, fmt.Errorf("%w: its %s entry does not verify for %s/%s", ErrDeployerSeal, DataDeployer, ref.Namespace, ref.Name)
 	}
 	d.Sig = sig

@@ -44,14 +44,17 @@ var (
 	// Cancel signs a cancel request on a running revision's Lease for the request it stops.
 	Cancel = Purpose{prefix: "async-helm cancel v2\x00", bytes: sha256.Size, hex: true}
 	// Deployer seals who wrote a release record's hooks (release.DataDeployer).
-	Deployer = Purpose{prefix: "async-helm deployer v1\x00", bytes: sha256.Size, hex: true}
+	Deployer = Purpose{prefix: "async-helm deployer v2\x00", bytes: sha256.Size, hex: true}
+	// Identity is the keyed digest of an identity a Deployer seal names (release.IdentityDigest):
+	// the uninstall compares digests, and the record shows no one's name, groups or scopes.
+	Identity = Purpose{prefix: "async-helm identity v1\x00", bytes: sha256.Size, hex: true}
 	// Notified signs the notifier's mark of a reported status on a release record
 	// (async-helm.io/notified-sig).
 	Notified = Purpose{prefix: "async-helm notified v1\x00", bytes: 20}
 )
 
 // purposes are all of them, for the check that keeps EventV1 apart (Verify).
-var purposes = []Purpose{Event, Binding, Record, Cancel, Deployer, Notified}
+var purposes = []Purpose{Event, Binding, Record, Cancel, Deployer, Identity, Notified}
 
 // apart reports whether text, signed for p, cannot be another purpose's signed text: true
 // for every purpose with a prefix; for EventV1, which has none, only a text that starts with

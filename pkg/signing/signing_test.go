@@ -91,7 +91,7 @@ func TestCheck(t *testing.T) {
 // starts with another purpose's, so that, for instance, a binding's signature of x does not
 // verify as an event's of "binding\n"+x (it did while Event had no prefix).
 func TestPurposesAreApart(t *testing.T) {
-	named := map[string]Purpose{"event": Event, "binding": Binding, "record": Record, "cancel": Cancel, "deployer": Deployer, "notified": Notified}
+	named := map[string]Purpose{"event": Event, "binding": Binding, "record": Record, "cancel": Cancel, "deployer": Deployer, "identity": Identity, "notified": Notified}
 	for a, p := range named {
 		if p.prefix == "" {
 			t.Errorf("%s has no prefix", a)
