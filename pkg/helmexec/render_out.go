@@ -66,17 +66,30 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, cfg *action.Co
 	if err != nil {
 		return nil, err
 	}
-	lookups, err := NewLookupServer(restCfg, gate)
+	lookups, err := NewLookupServer(restCfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer lookups.Close()
-	files, _, err := f.renders.Render(ctx, PoolRender{Job: job, CPU: req.RenderTimeout, Lookup: lookups})
+	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, CPU: req.RenderTimeout, Lookup: lookups})
 	if err != nil {
 		return nil, err
 	}
 	o.fz.freeze(ch, files, job)
 	return o.fz.chart, nil
+}
+
+// renderInPool renders r in the pool with the action's CPU slot given back: the worker's
+// own bounds are the render's, and holding a CPU slot while waiting for a worker (or a
+// worker while waiting for a CPU slot, after a lookup) would let renders and CPU slots
+// wait on each other until the actions' deadlines.
+func (f *Factory) renderInPool(ctx context.Context, gate WaitGate, r PoolRender) (map[string]string, error) {
+	if gate != nil {
+		gate.Waiting()
+		defer gate.Working()
+	}
+	files, _, err := f.renders.Render(ctx, r)
+	return files, err
 }
 
 // releaseOptions are the release Helm's install (revision 1) or upgrade (the last

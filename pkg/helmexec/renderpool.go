@@ -203,9 +203,13 @@ func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRende
 		now, _ := processCPU(w.cmd.Process.Pid)
 		return now - base
 	}
+	wall := time.NewTimer(renderWall(bound))
+	defer wall.Stop()
 	wait := after(bound)
 	for {
 		select {
+		case <-wall.C:
+			return workerResult{}, used(), fmt.Errorf("%w: rendering took more than %s, its lookups' waits included", ErrRenderTimeout, renderWall(bound))
 		case a := <-answers:
 			if a.err != nil {
 				return workerResult{}, used(), w.failure(lim, a.err)
@@ -222,6 +226,13 @@ func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRende
 			return workerResult{}, spent, fmt.Errorf("%w: rendering took more than %s of CPU", ErrRenderTimeout, bound)
 		}
 	}
+}
+
+// renderWall bounds a worker render in time, whatever its CPU: a render waiting on its
+// lookups uses no CPU, and would otherwise hold a worker of the shared pool for as long as
+// the API server takes to answer its thousands of lookups.
+func renderWall(cpu time.Duration) time.Duration {
+	return max(3*cpu, 30*time.Second)
 }
 
 // failure is why a worker gave no answer: killed over its memory, an answer over its

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -141,11 +142,33 @@ func renderJob(job workerJob) workerResult {
 	if err != nil {
 		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
 	}
+	if err := frozenAsRendered(files); err != nil {
+		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
+	}
 	if err := measure(files); err != nil {
 		return workerResult{Failed: workerFailedTooLarge, Error: err.Error()}
 	}
 	return workerResult{Files: files}
 }
+
+// frozenAsRendered refuses output that would not reach Helm byte for byte: the answer is
+// JSON, which turns bytes that are not UTF-8 into U+FFFD (Helm's own YAML parse refuses
+// them anyway), and Helm's render of the frozen chart removes "<no value>" once more, which
+// a template can build out of two halves. What is checked here is then what is applied.
+func frozenAsRendered(files map[string]string) error {
+	for n, f := range files {
+		switch {
+		case !utf8.ValidString(f):
+			return fmt.Errorf("%s: the rendered manifest is not UTF-8", n)
+		case strings.Contains(f, noValue):
+			return fmt.Errorf("%s: the rendered manifest holds %q, which Helm's render removes", n, noValue)
+		}
+	}
+	return nil
+}
+
+// noValue is what Helm's engine removes from every render (a missing value's text).
+const noValue = "<no value>"
 
 // measure bounds the files' expansion with every alias written out (MaxRenderedBytes).
 func measure(files map[string]string) error {
