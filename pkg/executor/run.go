@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -95,32 +96,9 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	if o.started != nil {
 		o.started()
 	}
-	timeout, logf := o.timeout, o.logf
 	a := act.Action
-	req := helmexec.Request{
-		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: values,
-		ReuseValues: a.Options.ReuseValues, Annotate: recordValuesFrom(a),
-		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
-		Atomic: a.Options.Atomic, Description: a.Options.Description,
-		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo, RollbackPin: a.RollbackPin, ValuesPin: a.ValuesPin,
-		RenderTimeout: s.RenderTimeout, Replace: act.attempt > 1, // a retry installs over the failed attempt
-		ServerSide: a.Options.ServerSide, ForceConflicts: a.Options.ForceConflicts,
-	}
-	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
-		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
-			return release.KeepEvent(si, a.SecretName, act.stored)
-		}),
-	}, s.HelmOptions...)
-	opts = append(opts, s.callerOptions(a)...)
-	if a.Action != release.ActionUninstall {
-		// Who wrote the record's hooks, for the uninstall that runs its delete hooks (an
-		// uninstall writes none of its own: sealing there would vouch for the tenant's).
-		opts = append(opts, helmexec.WithDeployerSeal(helmexec.SealFor(s.SealKey, a.Namespace, a.Name, a.Revision, a.BoundSecretUID)))
-	}
-	// The record's chart label stays, unless a chart is fetched (its own then): a rollback
-	// runs the target's chart, a reused chart the deployed one.
-	meta := act.rec.Chart.Metadata
-	req.Labels = release.Labels(a.RequestID, a.Revision, meta.Name, meta.Version)
+	req := s.helmRequest(act, values, o.timeout)
+	opts := s.helmOptions(act, o.logf, phase)
 	switch {
 	case a.Action == release.ActionUninstall:
 		req.DeleteHooks = helmexec.DeleteHooks{Key: s.SealKey, Disabled: a.Options.NoHooks}
@@ -136,6 +114,43 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		return s.Helm.Upgrade(ctx, req, opts...)
 	}
 	return s.Helm.Install(ctx, req, opts...)
+}
+
+// helmRequest is the Helm request of one attempt of act, with the values it resolved.
+func (s *Service) helmRequest(act *action, values map[string]any, timeout time.Duration) helmexec.Request {
+	a := act.Action
+	req := helmexec.Request{
+		Namespace: a.Namespace, Name: a.Name, Revision: a.Revision, Values: values,
+		ReuseValues: a.Options.ReuseValues, Annotate: recordValuesFrom(a),
+		Timeout: timeout, Wait: a.Options.Wait, WaitForJobs: a.Options.WaitForJobs,
+		Atomic: a.Options.Atomic, Description: a.Options.Description,
+		MaxHistory: s.MaxHistory, ChartDigest: a.ChartDigest, RollbackTo: a.RollbackTo, RollbackPin: a.RollbackPin, ValuesPin: a.ValuesPin,
+		RenderTimeout: s.RenderTimeout, Replace: act.attempt > 1, // a retry installs over the failed attempt
+		ServerSide: a.Options.ServerSide, ForceConflicts: a.Options.ForceConflicts,
+	}
+	// The record's chart label stays, unless a chart is fetched (its own then): a rollback
+	// runs the target's chart, a reused chart the deployed one.
+	meta := act.rec.Chart.Metadata
+	req.Labels = release.Labels(a.RequestID, a.Revision, meta.Name, meta.Version)
+	return req
+}
+
+// helmOptions are the Helm options of one attempt of act: its log, fence, CPU wait gate,
+// the record's stored event kept, the caller's identity and the deployer seal.
+func (s *Service) helmOptions(act *action, logf func(string, ...any), phase *cpuPhase) []helmexec.Option {
+	a := act.Action
+	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
+		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
+			return release.KeepEvent(si, a.SecretName, act.stored)
+		}),
+	}, s.HelmOptions...)
+	opts = append(opts, s.callerOptions(a)...)
+	if a.Action != release.ActionUninstall {
+		// Who wrote the record's hooks, for the uninstall that runs its delete hooks (an
+		// uninstall writes none of its own: sealing there would vouch for the tenant's).
+		opts = append(opts, helmexec.WithDeployerSeal(helmexec.SealFor(s.SealKey, a.Namespace, a.Name, a.Revision, a.BoundSecretUID)))
+	}
+	return opts
 }
 
 // downloadChart gets the chart an install or upgrade fetches (nil for the others).
