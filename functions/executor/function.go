@@ -51,30 +51,11 @@ func (f *Function) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	charts, err := chartrepos.NewSource(ctx, f.cfg.Settings, cl.Typed, time.Hour, 5*time.Minute)
+	charts, err := f.openCharts(ctx, cl)
 	if err != nil {
 		return err
 	}
-	// Index entries resolve against the repositories submit validated them with: the
-	// cluster's and the namespace's chart repository objects, credentials included.
-	repos, err := chartrepos.Open(ctx, cl.Config, charts, chartrepos.OpenOptions{Index: chartrepos.WithoutIndex, Refresh: f.cfg.ChartIndexRefresh, Log: f.log})
-	if err != nil {
-		return fmt.Errorf("chart repositories: %w", err)
-	}
-	// A project repository's Secrets go out only for a caller who may read them (receive
-	// puts the caller into the context): one may appear under a chart URL while it queues.
-	checked := chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}
-	charts.Repos, charts.Checker, charts.AuthSecrets = checked, checked, checked
-	engine, err := helmexec.ParseEngine(f.cfg.HelmEngine)
-	if err != nil {
-		return err
-	}
-	helmOpts := []helmexec.FactoryOption{helmexec.WithEngine(engine)}
-	if f.cfg.RenderWorkers > 0 {
-		helmOpts = append(helmOpts, helmexec.WithRenderWorkers(&helmexec.RenderPool{Limits: helmexec.RenderLimits{
-			Timeout: f.cfg.RenderTimeout, MaxMemoryBytes: f.cfg.RenderMemoryMiB << 20, MaxParallel: f.cfg.RenderWorkers}}))
-	}
-	factory, err := helmexec.NewFactory(cl.Config, append(helmOpts, f.helmOpts...)...)
+	factory, err := f.helmFactory(cl)
 	if err != nil {
 		return err
 	}
@@ -112,6 +93,40 @@ func (f *Function) Start(ctx context.Context) error {
 	}
 	f.events = function.EventHandler(function.Adapter{Status: statusOf}.Events(f.receive))
 	return nil
+}
+
+// openCharts is the chart source of the executor's downloads, its repositories checked
+// against the caller.
+func (f *Function) openCharts(ctx context.Context, cl *kube.Clients) (*chartsource.Source, error) {
+	charts, err := chartrepos.NewSource(ctx, f.cfg.Settings, cl.Typed, time.Hour, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	// Index entries resolve against the repositories submit validated them with: the
+	// cluster's and the namespace's chart repository objects, credentials included.
+	repos, err := chartrepos.Open(ctx, cl.Config, charts, chartrepos.OpenOptions{Index: chartrepos.WithoutIndex, Refresh: f.cfg.ChartIndexRefresh, Log: f.log})
+	if err != nil {
+		return nil, fmt.Errorf("chart repositories: %w", err)
+	}
+	// A project repository's Secrets go out only for a caller who may read them (receive
+	// puts the caller into the context): one may appear under a chart URL while it queues.
+	checked := chartrepos.CallerChecked{Set: repos, AsCaller: chartrepos.Impersonating(cl.Config)}
+	charts.Repos, charts.Checker, charts.AuthSecrets = checked, checked, checked
+	return charts, nil
+}
+
+// helmFactory is the Helm client factory of the configured engine and render workers.
+func (f *Function) helmFactory(cl *kube.Clients) (*helmexec.Factory, error) {
+	engine, err := helmexec.ParseEngine(f.cfg.HelmEngine)
+	if err != nil {
+		return nil, err
+	}
+	helmOpts := []helmexec.FactoryOption{helmexec.WithEngine(engine)}
+	if f.cfg.RenderWorkers > 0 {
+		helmOpts = append(helmOpts, helmexec.WithRenderWorkers(&helmexec.RenderPool{Limits: helmexec.RenderLimits{
+			Timeout: f.cfg.RenderTimeout, MaxMemoryBytes: f.cfg.RenderMemoryMiB << 20, MaxParallel: f.cfg.RenderWorkers}}))
+	}
+	return helmexec.NewFactory(cl.Config, append(helmOpts, f.helmOpts...)...)
 }
 
 // Handler serves CloudEvents on / and health on /healthz.
