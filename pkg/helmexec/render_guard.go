@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-
-	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
 // ErrManifestsTooLarge is a chart whose rendered manifests expand, aliases written out, past
@@ -63,19 +60,8 @@ func (t ChartTree) chart() *chart.Chart {
 // parses it. A render that fails here is left to Helm's (its capabilities and `lookup`,
 // which finds nothing here, decide): only the size bound is this render's to refuse.
 func runGuard(job GuardRender) error {
-	files := renderFiles(job)
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	left := int64(MaxRenderedBytes)
-	for _, n := range names {
-		size, err := yamlsize.Expanded([]byte(files[n]), left)
-		if err != nil {
-			return fmt.Errorf("%w: %w: %s: %v (bound %d MiB)", ErrRenderFailed, ErrManifestsTooLarge, n, err, MaxRenderedBytes>>20)
-		}
-		left -= size.Bytes
+	if err := measure(renderFiles(job)); err != nil {
+		return fmt.Errorf("%w: %w: %v", ErrRenderFailed, ErrManifestsTooLarge, err)
 	}
 	return nil
 }
