@@ -157,8 +157,12 @@ func TestExecutorTimeoutsMatchItsOwnDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatalf("MAX_PARALLEL: %v", err)
 		}
-		if cc <= 2*parallel {
-			t.Errorf("containerConcurrency %d, want more than 2 x MAX_PARALLEL (%d): waiting deliveries must reach the fair queue", cc, parallel)
+		waiting, err := strconv.ParseInt(configValue(t, "MAX_WAITING"), 10, 64)
+		if err != nil || waiting <= 0 {
+			t.Fatalf("MAX_WAITING %q: %v", configValue(t, "MAX_WAITING"), err)
+		}
+		if cc < 2*parallel+waiting {
+			t.Errorf("containerConcurrency %d, want at least 2 x MAX_PARALLEL (%d) + MAX_WAITING (%d): every waiting delivery must reach the fair queue", cc, parallel, waiting)
 		}
 		// A delivery waits for a slot as long as its sender waits, less the action's deadline.
 		if d, err := time.ParseDuration(configValue(t, "DELIVERY_TIMEOUT")); err != nil || d != time.Duration(timeout)*time.Second {

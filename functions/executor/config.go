@@ -34,6 +34,10 @@ type Config struct {
 	// MaxWaitingBytes bounds what the deliveries waiting for a slot hold in memory (each
 	// its event three times and 32 KiB); past it the tenant waiting the most is answered 429.
 	MaxWaitingBytes int64 `envconfig:"MAX_WAITING_BYTES" default:"134217728"`
+	// MaxWaiting bounds the deliveries waiting for a slot at once, below the Knative
+	// Service's containerConcurrency less 2 x MAX_PARALLEL, so that every waiting
+	// delivery is in the fair queue rather than in the platform's queue before the pod.
+	MaxWaiting int `envconfig:"MAX_WAITING" default:"480"`
 	// MaxHistory is the number of revisions kept per release, as `helm upgrade
 	// --history-max` (Helm's default 10; 0 keeps every revision).
 	MaxHistory int `envconfig:"MAX_HISTORY" default:"10"`

@@ -78,6 +78,7 @@ func (f *Function) Start(ctx context.Context) error {
 		SlotWait:           f.cfg.SlotWait,
 		DeliveryTimeout:    f.cfg.DeliveryTimeout,
 		MaxWaitingBytes:    f.cfg.MaxWaitingBytes,
+		MaxWaiting:         f.cfg.MaxWaiting,
 		CPUSlots:           f.cfg.CPUSlots,
 		MaxHistory:         f.cfg.MaxHistory,
 		RenderTimeout:      f.cfg.RenderTimeout,

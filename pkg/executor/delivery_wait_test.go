@@ -167,3 +167,48 @@ func TestAFullWaitingRoomTurnsAwayTheTenantWaitingTheMost(t *testing.T) {
 		}
 	})
 }
+
+// The room is bounded in deliveries too (MaxWaiting): each waits on an open request, and a
+// pod holds only containerConcurrency of them before the platform queues the rest first
+// come, first served. Small events fill the count before the bytes: A's newest is turned
+// away so that B's delivery is seated.
+func TestTheWaitingRoomIsBoundedInDeliveries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 1)
+		shipped(e.svc)
+		e.svc.MaxWaitingBytes, e.svc.MaxWaiting = 128<<20, 2
+		e.svc = New(*e.svc, 1)
+		hold := make(chan struct{})
+		e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+			if req.Name == "busy" {
+				<-hold
+			}
+			return e.writes(ctx, req)
+		}
+		go func() {
+			_, _ = e.svc.Handle(context.Background(), context.Background(), e.reserveAs("h", "holder", "busy", "r0"), nil)
+		}()
+		synctest.Wait()
+		res := map[string]chan error{}
+		for _, d := range []struct{ ns, user, name string }{{"a", "alice", "a1"}, {"a", "alice", "a2"}, {"b", "bob", "b1"}} {
+			a := e.reserveAs(d.ns, d.user, d.name, "req-"+d.name)
+			res[d.name] = make(chan error, 1)
+			go func() { _, err := e.svc.Handle(context.Background(), context.Background(), a, nil); res[a.Name] <- err }()
+			synctest.Wait()
+		}
+		select {
+		case err := <-res["a2"]:
+			if !errors.Is(err, ErrBusy) {
+				t.Errorf("A's newest, turned away for B: %v, want ErrBusy", err)
+			}
+		default:
+			t.Fatal("3 deliveries wait in a room of 2: A's newest was not turned away for B's")
+		}
+		close(hold)
+		for _, name := range []string{"a1", "b1"} {
+			if err := <-res[name]; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	})
+}

@@ -78,6 +78,11 @@ type Service struct {
 	// each; 0: unbounded): past it the newest of the tenant waiting the most gets ErrBusy
 	// (docs/design.md, "Tenants and shares").
 	MaxWaitingBytes int64
+	// MaxWaiting bounds the deliveries waiting for an action slot at once (0: no count):
+	// each then holds at least 1/MaxWaiting of the room. Each waits on an open request,
+	// and the platform lets a pod hold only so many (containerConcurrency): past that it
+	// queues them first come, first served, before any fair queue sees them.
+	MaxWaiting int
 	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once;
 	// an action waiting for readiness holds none (0: GOMAXPROCS). The parallel of New
 	// bounds the actions held in all phases.
@@ -280,6 +285,15 @@ const waitOverhead = 32 << 10
 // received, its stored copy and its decoded values, and waitOverhead.
 func waitCost(size int) int64 { return 3*int64(size) + waitOverhead }
 
+// waitCostOf is waitCost, and at least one MaxWaiting-th of the room.
+func (s *Service) waitCostOf(size int) int64 {
+	c := waitCost(size)
+	if s.MaxWaiting > 0 && s.MaxWaitingBytes > 0 {
+		c = max(c, s.MaxWaitingBytes/int64(s.MaxWaiting))
+	}
+	return c
+}
+
 // slotWait is how long a delivery of a may wait for an action slot: SlotWait, and no longer
 // than its sender waits less the action's deadline and deliverySlack (none: no wait).
 func (s *Service) slotWait(a events.Action) time.Duration {
@@ -300,7 +314,7 @@ func (s *Service) takeSlot(ctx context.Context, a events.Action, size int) (*fai
 	} else {
 		cancel()
 	}
-	seat, err := s.slots.AcquireCost(wctx, flowOf(a), waitCost(size))
+	seat, err := s.slots.AcquireCost(wctx, flowOf(a), s.waitCostOf(size))
 	switch {
 	case errors.Is(err, fairqueue.ErrFull):
 		return nil, fmt.Errorf("%w: %d actions running and the waiting room is full, its tenant waiting the most there", ErrBusy, s.slots.Slots())
