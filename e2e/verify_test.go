@@ -11,7 +11,7 @@ import (
 
 	"github.com/async-helm/async-helm/internal/testcharts"
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/release"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
 // A chart by URL outside every repository, behind basic auth, through the whole product:
@@ -40,7 +40,7 @@ func TestNoRepoBasicAuthInstallAndUpgrade(t *testing.T) {
 		}
 		return rel.Chart.Metadata.Annotations
 	}
-	want := map[string]string{release.AnnotationChartURL: tiny, release.AnnotationInstallation: release.InstallationURL, release.AnnotationAuthSecret: "chart-auth"}
+	want := map[string]string{chartref.AnnotationChartURL: tiny, chartref.AnnotationInstallation: chartref.InstallationURL, chartref.AnnotationAuthSecret: "chart-auth"}
 	for k, v := range want {
 		if got := annotations()[k]; got != v {
 			t.Errorf("installed: annotation %s = %q, want %q", k, got, v)
@@ -51,7 +51,7 @@ func TestNoRepoBasicAuthInstallAndUpgrade(t *testing.T) {
 		t.Fatalf("upgrade reusing the recorded Secret: %v", err)
 	}
 	waitStatus(t, s, ns, "web", "deployed", time.Minute)
-	if got := annotations()[release.AnnotationAuthSecret]; got != "chart-auth" {
+	if got := annotations()[chartref.AnnotationAuthSecret]; got != "chart-auth" {
 		t.Errorf("upgraded: auth-secret annotation %q, want chart-auth kept", got)
 	}
 	// __none__ clears it: the server's 401, nothing reserved.

@@ -9,7 +9,6 @@ import (
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
-	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // chartRef is the chart an install or upgrade fetches, its basic auth Secret resolved as
@@ -23,8 +22,8 @@ func chartRef(req api.ReleaseRequest, base *helmrelease.Release) chartref.Ref {
 	if base == nil || req.ChartURL == "" || req.IndexEntry != "" {
 		return ref
 	}
-	recorded := release.RecordedURLInstall(base.Chart)
-	ref.NoRepo = ref.NoRepo || recorded.Installation == release.InstallationURL
+	recorded := chartref.RecordedURLInstall(base.Chart)
+	ref.NoRepo = ref.NoRepo || recorded.Installation == chartref.InstallationURL
 	switch req.BasicAuthSecretName {
 	case chartref.NoneSecret:
 		ref.AuthSecret = ""

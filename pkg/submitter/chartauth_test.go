@@ -8,15 +8,14 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
-	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // The basic auth Secret of an install or upgrade, resolved as the console's
 // UpgradeReleaseAsync resolves it.
 func TestChartRefResolvesTheAuthSecret(t *testing.T) {
 	recorded := &helmrelease.Release{Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Annotations: map[string]string{
-		release.AnnotationChartURL: "oci://r.example/tiny", release.AnnotationInstallation: release.InstallationURL,
-		release.AnnotationAuthSecret: "recorded"}}}}
+		chartref.AnnotationChartURL: "oci://r.example/tiny", chartref.AnnotationInstallation: chartref.InstallationURL,
+		chartref.AnnotationAuthSecret: "recorded"}}}}
 	plain := &helmrelease.Release{Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny"}}}
 	url := "oci://r.example/tiny:0.2.0"
 	for _, tc := range []struct {

@@ -12,7 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/async-helm/async-helm/pkg/release"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
 // cacheKey keys a fetch: the namespace (its project repositories decide what a URL or an
@@ -57,14 +57,14 @@ func ociAuthorizer(client *http.Client, host string, creds *Credentials) registr
 }
 
 // urlInstall is what a release of ref records in its chart's annotations, as the console
-// writes them for a chart by URL (release.URLInstall).
-func urlInstall(ref Ref) release.URLInstall {
-	var u release.URLInstall
+// writes them for a chart by URL (chartref.URLInstall).
+func urlInstall(ref Ref) chartref.URLInstall {
+	var u chartref.URLInstall
 	if ref.NoRepo || ref.AuthSecret != "" {
 		u.ChartURL = ref.URL
 	}
 	if ref.NoRepo {
-		u.Installation = release.InstallationURL
+		u.Installation = chartref.InstallationURL
 	}
 	u.AuthSecret = ref.AuthSecret
 	return u

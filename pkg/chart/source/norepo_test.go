@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/async-helm/async-helm/pkg/release"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
 // fakeAuthSecrets reads basic auth Secrets for the callers it allows.
@@ -80,8 +80,8 @@ func TestNoRepoChartWithTheCallersBasicAuthSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{release.AnnotationChartURL: ref.URL, release.AnnotationInstallation: release.InstallationURL,
-		release.AnnotationAuthSecret: "chart-auth"}
+	want := map[string]string{chartref.AnnotationChartURL: ref.URL, chartref.AnnotationInstallation: chartref.InstallationURL,
+		chartref.AnnotationAuthSecret: "chart-auth"}
 	for k, v := range want {
 		if fresh.Metadata.Annotations[k] != v {
 			t.Errorf("annotation %s = %q, want %q", k, fresh.Metadata.Annotations[k], v)

@@ -1,4 +1,4 @@
-package release
+package ref
 
 import (
 	"helm.sh/helm/v3/pkg/chart"
