@@ -167,7 +167,8 @@ type stackOpts struct {
 // function behind one address. r.client calls submit's.
 func (r *run) stack(ctx context.Context, o stackOpts) (st *localstack.Stack, stop func(), err error) {
 	var closers []func()
-	stop = func() {
+	// cleanup, not the named result: a failed start returns a nil stop.
+	cleanup := func() {
 		if st != nil {
 			st.Stop()
 		}
@@ -177,7 +178,7 @@ func (r *run) stack(ctx context.Context, o stackOpts) (st *localstack.Stack, sto
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			cleanup()
 		}
 	}()
 	sinkURL := o.sink
@@ -205,7 +206,7 @@ func (r *run) stack(ctx context.Context, o stackOpts) (st *localstack.Stack, sto
 		return nil, nil, err
 	}
 	r.client = &submitclient.Client{Server: st.Submit.URL, Token: token}
-	return st, stop, nil
+	return st, cleanup, nil
 }
 
 // anyInstance picks one instance of f at random.
