@@ -9,8 +9,10 @@ import (
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -53,7 +55,8 @@ func engineOp(name string, x *interopV4) matrixOp {
 			ev := x.accept(t, release.ActionUpgrade, ns, "web", request{values: map[string]any{"message": "four"}, wait: true})
 			done := make(chan int, 1)
 			go func() { done <- x.send(t, ev) }()
-			waitLease(t, ns, release.SecretName("web", 4)) // running: its wait holds (slow pods)
+			waitLease(t, ns, release.SecretName("web", 4))
+			waitApplied(t, ns) // cancelled in its wait, not while it applies
 			if _, err := x.submit.Cancel(context.Background(), ns, "web", nil); err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
@@ -62,6 +65,18 @@ func engineOp(name string, x *interopV4) matrixOp {
 			}
 		},
 	}
+}
+
+// waitApplied waits until revision 4's apply is over and Helm waits on the slow pods: the
+// Job of revision 3 (revision 1's manifest, rolled back to) is deleted only after every
+// resource of revision 4 was applied. A cancel during the apply leaves that Job behind,
+// as an interrupted helm upgrade does.
+func waitApplied(t *testing.T, ns string) {
+	t.Helper()
+	testwait.Within(t, time.Minute, "revision 4's apply (web-migrate-1 deleted)", func() bool {
+		_, err := cluster.Client.BatchV1().Jobs(ns).Get(context.Background(), "web-migrate-1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 }
 
 func cliOp(name string, cli *interop, async *interopV4, tiny string) matrixOp {
