@@ -129,42 +129,7 @@ func TestAWaitingDeliveryOutlivesItsExecutor(t *testing.T) {
 // once, so that another tenant's delivery waits in its place; both tenants' others run.
 func TestAFullWaitingRoomTurnsAwayTheTenantWaitingTheMost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, 1)
-		shipped(e.svc)
-		e.svc.MaxWaitingBytes = 2 * waitCost(0)
-		e.svc = New(*e.svc, 1)
-		hold := make(chan struct{})
-		e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-			if req.Name == "busy" {
-				<-hold
-			}
-			return e.writes(ctx, req)
-		}
-		go func() {
-			_, _ = e.svc.Handle(context.Background(), context.Background(), e.reserveAs("h", "holder", "busy", "r0"), nil)
-		}()
-		synctest.Wait()
-		res := map[string]chan error{}
-		for _, d := range []struct{ ns, user, name string }{{"a", "alice", "a1"}, {"a", "alice", "a2"}, {"b", "bob", "b1"}} {
-			a := e.reserveAs(d.ns, d.user, d.name, "req-"+d.name)
-			res[d.name] = make(chan error, 1)
-			go func() { _, err := e.svc.Handle(context.Background(), context.Background(), a, nil); res[a.Name] <- err }()
-			synctest.Wait()
-		}
-		select {
-		case err := <-res["a2"]:
-			if !errors.Is(err, ErrBusy) {
-				t.Errorf("A's newest, turned away for B: %v, want ErrBusy", err)
-			}
-		default:
-			t.Fatal("A's newest still waits: B's delivery found no place")
-		}
-		close(hold)
-		for _, name := range []string{"a1", "b1"} {
-			if err := <-res[name]; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
+		fullRoomTurnsAwayA(t, func(s *Service) { s.MaxWaitingBytes = 2 * waitCost(0) })
 	})
 }
 
@@ -174,41 +139,48 @@ func TestAFullWaitingRoomTurnsAwayTheTenantWaitingTheMost(t *testing.T) {
 // away so that B's delivery is seated.
 func TestTheWaitingRoomIsBoundedInDeliveries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, 1)
-		shipped(e.svc)
-		e.svc.MaxWaitingBytes, e.svc.MaxWaiting = 128<<20, 2
-		e.svc = New(*e.svc, 1)
-		hold := make(chan struct{})
-		e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
-			if req.Name == "busy" {
-				<-hold
-			}
-			return e.writes(ctx, req)
-		}
-		go func() {
-			_, _ = e.svc.Handle(context.Background(), context.Background(), e.reserveAs("h", "holder", "busy", "r0"), nil)
-		}()
-		synctest.Wait()
-		res := map[string]chan error{}
-		for _, d := range []struct{ ns, user, name string }{{"a", "alice", "a1"}, {"a", "alice", "a2"}, {"b", "bob", "b1"}} {
-			a := e.reserveAs(d.ns, d.user, d.name, "req-"+d.name)
-			res[d.name] = make(chan error, 1)
-			go func() { _, err := e.svc.Handle(context.Background(), context.Background(), a, nil); res[a.Name] <- err }()
-			synctest.Wait()
-		}
-		select {
-		case err := <-res["a2"]:
-			if !errors.Is(err, ErrBusy) {
-				t.Errorf("A's newest, turned away for B: %v, want ErrBusy", err)
-			}
-		default:
-			t.Fatal("3 deliveries wait in a room of 2: A's newest was not turned away for B's")
-		}
-		close(hold)
-		for _, name := range []string{"a1", "b1"} {
-			if err := <-res[name]; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
+		fullRoomTurnsAwayA(t, func(s *Service) { s.MaxWaitingBytes, s.MaxWaiting = 128<<20, 2 })
 	})
+}
+
+// fullRoomTurnsAwayA holds the one slot, then sends A's two deliveries and B's one into a
+// waiting room that room sizes for two: A's newest must be turned away at once (ErrBusy),
+// and A's other and B's run once the slot is free.
+func fullRoomTurnsAwayA(t *testing.T, room func(*Service)) {
+	e := newEnv(t, 1)
+	shipped(e.svc)
+	room(e.svc)
+	e.svc = New(*e.svc, 1)
+	hold := make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		if req.Name == "busy" {
+			<-hold
+		}
+		return e.writes(ctx, req)
+	}
+	go func() {
+		_, _ = e.svc.Handle(context.Background(), context.Background(), e.reserveAs("h", "holder", "busy", "r0"), nil)
+	}()
+	synctest.Wait()
+	res := map[string]chan error{}
+	for _, d := range []struct{ ns, user, name string }{{"a", "alice", "a1"}, {"a", "alice", "a2"}, {"b", "bob", "b1"}} {
+		a := e.reserveAs(d.ns, d.user, d.name, "req-"+d.name)
+		res[d.name] = make(chan error, 1)
+		go func() { _, err := e.svc.Handle(context.Background(), context.Background(), a, nil); res[a.Name] <- err }()
+		synctest.Wait()
+	}
+	select {
+	case err := <-res["a2"]:
+		if !errors.Is(err, ErrBusy) {
+			t.Errorf("A's newest, turned away for B: %v, want ErrBusy", err)
+		}
+	default:
+		t.Fatal("3 deliveries wait in a room of 2: A's newest was not turned away for B's")
+	}
+	close(hold)
+	for _, name := range []string{"a1", "b1"} {
+		if err := <-res[name]; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
