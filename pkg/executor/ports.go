@@ -24,9 +24,9 @@ import (
 // Store reads a revision and records its failure (release.Store).
 type Store interface {
 	Get(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, error)
-	// ApplyMethod is the apply_method Helm v4 keeps in a revision's record ("" for none),
-	// which a rollback pin covers.
-	ApplyMethod(ctx context.Context, namespace, name string, revision int) (string, error)
+	// GetWithApplyMethod is Get with the apply_method Helm v4 keeps in the record ("" for
+	// none), which a rollback pin covers: both from one read.
+	GetWithApplyMethod(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, string, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
 	// LiveHistory lists the release's revisions from the API server, newest first (an
 	// uninstall checks its revision is still the latest).

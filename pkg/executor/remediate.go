@@ -38,6 +38,8 @@ type chain struct {
 	total int
 	// desc is the request's own description (each attempt's carries its number).
 	desc string
+	// shutdown is the executor's: the chain waits for its slots until then.
+	shutdown context.Context
 }
 
 // attempts runs the action, then, while it fails and the request allows, its retries and
@@ -56,7 +58,7 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 	if !remediable(act.Action.Action) {
 		return outcome
 	}
-	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description}
+	c := &chain{s: s, cur: act, total: o.Retries + 1, desc: o.Description, shutdown: shutdown}
 	defer c.moveTo(reqCtx, nil)
 	for outcome == OutcomeFailed {
 		then := afterFailure(c.cur, res, shutdown, c.total)
@@ -68,7 +70,7 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 			return outcome
 		}
 		if then == stepRemediate {
-			c.remediate(reqCtx, shutdown)
+			c.remediate(reqCtx)
 			return outcome
 		}
 		next, err := c.retry(reqCtx)
@@ -139,22 +141,38 @@ func (c *chain) moveTo(reqCtx context.Context, next *action) {
 
 // retry opens the next attempt: claimed, its revision's lease held, its revision reserved,
 // the failed one saying where the request went on.
-func (c *chain) retry(reqCtx context.Context) (*action, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
-	defer cancel()
-	k := c.cur.attempt + 1
-	a := c.cur.Action
-	a.Options.Description = attemptDescription(a, c.desc, k, c.total)
-	a.Attempt = fmt.Sprintf("%d of %d", k, c.total)
-	meta := c.cur.rec.Chart.Metadata
-	next, err := c.open(ctx, a, consumed.Step{Attempt: k},
-		release.Reservation{Action: a.Action, Chart: meta, Values: a.Values})
+func (c *chain) retry(reqCtx context.Context) (next *action, err error) {
+	err = c.inCPUSlot(c.shutdown, func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+		defer cancel()
+		k := c.cur.attempt + 1
+		a := c.cur.Action
+		a.Options.Description = attemptDescription(a, c.desc, k, c.total)
+		a.Attempt = fmt.Sprintf("%d of %d", k, c.total)
+		meta := c.cur.rec.Chart.Metadata
+		if next, err = c.open(ctx, a, consumed.Step{Attempt: k},
+			release.Reservation{Action: a.Action, Chart: meta, Values: a.Values}); err != nil {
+			return err
+		}
+		next.attempt = k
+		c.note(ctx, fmt.Sprintf("attempt %d of %d; retried as revision %d", c.cur.attempt, c.total, next.Revision))
+		return nil
+	})
+	return next, err
+}
+
+// inCPUSlot runs fn holding a CPU slot of the request's flow, waited for until wait ends: a
+// step's setup decodes records the tenant can write (the failed attempt's, a rollback's
+// target) and writes the request's records, CPU-bound work accounted to the tenant in the
+// same pool as admission's reads and Helm's runs (docs/design.md, "Tenants and shares").
+// Between attempts the chain holds nothing else of the CPU pool.
+func (c *chain) inCPUSlot(wait context.Context, fn func() error) error {
+	seat, err := c.s.cpu.Acquire(wait, flowOf(c.cur.Action))
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("no CPU slot for the request's next step: %w", err)
 	}
-	next.attempt = k
-	c.note(ctx, fmt.Sprintf("attempt %d of %d; retried as revision %d", c.cur.attempt, c.total, next.Revision))
-	return next, nil
+	defer seat.Release()
+	return fn()
 }
 
 // noRetry says on the failed attempt why the request stops there, unless another executor
@@ -164,9 +182,7 @@ func (c *chain) noRetry(reqCtx context.Context, err error) {
 	if errors.Is(err, consumed.ErrStepTaken) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
-	defer cancel()
-	c.note(ctx, fmt.Sprintf("attempt %d of %d; not retried: %v", c.cur.attempt, c.total, err))
+	c.noteAlone(reqCtx, fmt.Sprintf("attempt %d of %d; not retried: %v", c.cur.attempt, c.total, err))
 }
 
 // attemptDescription is what attempt k of total is described with once it succeeded: the
@@ -267,18 +283,16 @@ func (c *chain) note(ctx context.Context, what string) {
 }
 
 // remediate runs the request's remediation after its last failed attempt.
-func (c *chain) remediate(reqCtx, shutdown context.Context) {
+func (c *chain) remediate(reqCtx context.Context) {
 	var err error
 	switch c.cur.Action.Options.Remediation {
 	case api.RemediationNone:
 		if c.total > 1 {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
-			defer cancel()
-			c.note(ctx, fmt.Sprintf("attempt %d of %d", c.cur.attempt, c.total))
+			c.noteAlone(reqCtx, fmt.Sprintf("attempt %d of %d", c.cur.attempt, c.total))
 		}
 		return
 	case api.RemediationRollback:
-		err = c.rollback(reqCtx, shutdown)
+		err = c.rollback(reqCtx)
 	case api.RemediationUninstall:
 		err = c.uninstall(reqCtx)
 	default:
@@ -289,29 +303,44 @@ func (c *chain) remediate(reqCtx, shutdown context.Context) {
 	}
 }
 
+// noteAlone is note in its own setup bound and a CPU slot waited for within it.
+func (c *chain) noteAlone(reqCtx context.Context, what string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+	defer cancel()
+	if err := c.inCPUSlot(ctx, func() error { c.note(ctx, what); return nil }); err != nil {
+		c.cur.log.Warnw("the failed attempt's description was not completed", "what", what, "error", err)
+	}
+}
+
 // rollback reserves a pending-rollback revision after the failed attempt and runs Helm's
 // rollback to the record submit pinned when it accepted the request (the revision the
 // upgrade started from), refused when that record was rewritten since.
-func (c *chain) rollback(reqCtx, shutdown context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
-	defer cancel()
-	target, err := c.pinnedTarget(ctx)
+func (c *chain) rollback(reqCtx context.Context) error {
+	var next *action
+	var target *helmrelease.Release
+	err := c.inCPUSlot(c.shutdown, func() (err error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
+		defer cancel()
+		if target, err = c.pinnedTarget(ctx); err != nil {
+			c.note(ctx, fmt.Sprintf("attempt %d of %d; no rollback: %v", c.cur.attempt, c.total, err))
+			return err
+		}
+		a := c.cur.Action
+		a.Action, a.RollbackTo, a.ReuseChart, a.ChartDigest = release.ActionRollback, target.Version, true, ""
+		a.Options.Description, a.Attempt = "", ""
+		if next, err = c.open(ctx, a, consumed.Step{Remediation: api.RemediationRollback},
+			release.Reservation{Action: release.ActionRollback, Chart: target.Chart.Metadata, Values: target.Config}); err != nil {
+			return err
+		}
+		c.note(ctx, fmt.Sprintf("attempt %d of %d; remediated by rollback to %d as revision %d",
+			c.cur.attempt, c.total, target.Version, next.Revision))
+		return nil
+	})
 	if err != nil {
-		c.note(ctx, fmt.Sprintf("attempt %d of %d; no rollback: %v", c.cur.attempt, c.total, err))
 		return err
 	}
-	a := c.cur.Action
-	a.Action, a.RollbackTo, a.ReuseChart, a.ChartDigest = release.ActionRollback, target.Version, true, ""
-	a.Options.Description, a.Attempt = "", ""
-	next, err := c.open(ctx, a, consumed.Step{Remediation: api.RemediationRollback},
-		release.Reservation{Action: release.ActionRollback, Chart: target.Chart.Metadata, Values: target.Config})
-	if err != nil {
-		return err
-	}
-	c.note(ctx, fmt.Sprintf("attempt %d of %d; remediated by rollback to %d as revision %d",
-		c.cur.attempt, c.total, target.Version, next.Revision))
 	c.moveTo(reqCtx, next)
-	outcome := c.s.record(reqCtx, next, c.s.execute(reqCtx, shutdown, next))
+	outcome := c.s.record(reqCtx, next, c.s.execute(reqCtx, c.shutdown, next))
 	next.log.Infow("remediation finished", "remediation", api.RemediationRollback, "to", target.Version, "outcome", outcome)
 	return nil
 }
@@ -324,11 +353,9 @@ func (c *chain) pinnedTarget(ctx context.Context) (*helmrelease.Release, error) 
 	var method string
 	if pin != nil && pin.Revision > 0 {
 		var err error
-		if target, err = c.s.Store.Get(ctx, c.cur.Namespace, c.cur.Name, pin.Revision); err != nil {
+		// One read: the apply method of the record whose chart and manifest the pin checks.
+		if target, method, err = c.s.Store.GetWithApplyMethod(ctx, c.cur.Namespace, c.cur.Name, pin.Revision); err != nil {
 			return nil, fmt.Errorf("read revision %d, the rollback target: %w", pin.Revision, err)
-		}
-		if method, err = c.s.Store.ApplyMethod(ctx, c.cur.Namespace, c.cur.Name, pin.Revision); err != nil {
-			return nil, err
 		}
 	}
 	if err := checkTarget(pin, target, method); err != nil {
@@ -353,11 +380,18 @@ func checkTarget(pin *release.Pin, target *helmrelease.Release, applyMethod stri
 }
 
 // uninstall runs Helm's uninstall of the release after its last failed attempt, under that
-// attempt's lease: its records are purged, the failed attempts with them.
+// attempt's lease: its records are purged, the failed attempts with them. The setup and
+// Helm hold a CPU slot of the request's flow, given back while Helm waits (delete hooks),
+// as run's actions do.
 func (c *chain) uninstall(reqCtx context.Context) error {
+	cur := c.cur
+	phase := &cpuPhase{cpu: c.s.cpu, flow: flowOf(cur.Action), action: cur.seat, ctx: c.shutdown}
+	if err := phase.enter(); err != nil {
+		return fmt.Errorf("no CPU slot for the request's remediation: %w", err)
+	}
+	defer phase.leave()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
 	defer cancel()
-	cur := c.cur
 	if err := c.checkLatest(ctx); err != nil {
 		return err
 	}
@@ -372,7 +406,7 @@ func (c *chain) uninstall(reqCtx context.Context) error {
 	defer ucancel()
 	req := helmexec.Request{Namespace: cur.Namespace, Name: cur.Name, Revision: cur.Revision, Timeout: timeout,
 		Description: "Uninstalled as the remediation of request " + cur.RequestID, DeleteHooks: helmexec.DeleteHooks{Key: c.s.SealKey}}
-	opts := append(append([]helmexec.Option{}, c.s.HelmOptions...), c.s.callerOptions(cur.Action)...)
+	opts := append(append([]helmexec.Option{helmexec.WithWaitGate(phase)}, c.s.HelmOptions...), c.s.callerOptions(cur.Action)...)
 	if _, err := c.s.Helm.Uninstall(uctx, req, opts...); err != nil {
 		return err
 	}
