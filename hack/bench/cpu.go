@@ -16,23 +16,75 @@ const clockTick = 10 * time.Millisecond
 
 // procCPU is a process's user plus system CPU so far, from /proc/<pid>/stat; 0 when it is gone.
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	st, ok := readStat("/proc", pid)
+	if !ok {
 		return 0
+	}
+	return st.self
+}
+
+// procTreeCPU is the CPU of pid and of every process under it so far: its own, its children's
+// that it has waited for (cutime and cstime), and its live descendants' (the executor's render
+// workers, which live as long as it does). A child that exits between two reads moves from the
+// live ones into its parent's waited-for CPU, so the difference of two reads still holds it.
+func procTreeCPU(pid int) time.Duration { return treeCPU("/proc", pid) }
+
+func treeCPU(root string, pid int) time.Duration {
+	st, ok := readStat(root, pid)
+	if !ok {
+		return 0
+	}
+	total := st.self + st.children
+	for _, child := range childrenOf(root, pid) {
+		total += treeCPU(root, child)
+	}
+	return total
+}
+
+// procStat is what the CPU rows read of /proc/<pid>/stat.
+type procStat struct {
+	ppid           int
+	self, children time.Duration // utime+stime; cutime+cstime (children waited for)
+}
+
+func readStat(root string, pid int) (procStat, bool) {
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, false
 	}
 	// The command (field 2) may hold spaces: the fields after it start at the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0
+		return procStat{}, false
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime is field 14, stime 15
-	if len(f) < 13 {
-		return 0
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state), f[1] ppid; utime is field 14
+	if len(f) < 15 {
+		return procStat{}, false
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * clockTick
+	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+	return procStat{ppid: int(n(1)),
+		self:     time.Duration(n(11)+n(12)) * clockTick,
+		children: time.Duration(n(13)+n(14)) * clockTick}, true
+}
+
+// childrenOf lists the live processes whose parent is pid.
+func childrenOf(root string, pid int) []int {
+	dirs, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, d := range dirs {
+		child, err := strconv.Atoi(d.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if st, ok := readStat(root, child); ok && st.ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // cpuSet names processes whose CPU a measurement adds up.

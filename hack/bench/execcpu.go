@@ -145,16 +145,16 @@ func (e *execBench) reserve(ctx context.Context, ch execChart, ns, name string) 
 }
 
 // deliver posts the event to the executor and checks the revision is deployed; the CPU is
-// the executor's from the post to its answer.
+// the executor's and its render workers' (procTreeCPU) from the post to its answer.
 func (e *execBench) deliver(ctx context.Context, executor *proc.Process, ns, name string, ev capturedEvent) (measured, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, executor.URL, bytes.NewReader(ev.body))
 	if err != nil {
 		return measured{}, err
 	}
 	req.Header = ev.header.Clone()
-	cpu0, t0 := procCPU(executor.Pid()), time.Now()
+	cpu0, t0 := procTreeCPU(executor.Pid()), time.Now()
 	resp, err := http.DefaultClient.Do(req)
-	m := measured{d: time.Since(t0), cpu: procCPU(executor.Pid()) - cpu0}
+	m := measured{d: time.Since(t0), cpu: procTreeCPU(executor.Pid()) - cpu0}
 	if err != nil {
 		return m, err
 	}
@@ -290,7 +290,7 @@ func (e *execBench) rows(ch execChart, mode string, ours, theirs []sample, ourCP
 		"order alternated; "+how)
 	e.b.compare("executor", label+": CPU per install", figure{msPer(ourCPU, len(ours)), cpuMs},
 		"helm install process CPU", figure{msPer(theirCPU, len(theirs)), cpuMs}, "<= 0.5x", atMost(0.5),
-		fmt.Sprintf("n=%d each; the executor's CPU from the delivery to its answer, the CLI's rusage", len(ours)))
+		fmt.Sprintf("n=%d each; the executor's CPU with its render workers' from the delivery to its answer, the CLI's rusage", len(ours)))
 }
 
 // deleteClusterScoped removes the cluster-scoped objects a chart installed into ns made
