@@ -301,8 +301,8 @@ func TestDeployLocalBuildsResolvesAndApplies(t *testing.T) {
 			}
 		}
 	}
-	if kinds["Service"] != 3 || kinds["Broker"] != 1 || kinds["Trigger"] != 2 || kinds["SinkBinding"] != 2 {
-		t.Errorf("in the cluster: %v, want 3 Services, 1 Broker, 2 Triggers (the executor's, submit's), 2 SinkBindings", kinds)
+	if kinds["Service"] != 3 || kinds["Broker"] != 1 || kinds["Trigger"] != 1 || kinds["SinkBinding"] != 2 {
+		t.Errorf("in the cluster: %v, want 3 Services, 1 Broker, 1 Trigger (the executor's), 2 SinkBindings", kinds)
 	}
 	reconciled(t, ctx, objs)
 	key, err := cluster.Client.CoreV1().Secrets("async-helm").Get(ctx, "async-helm-events", metav1.GetOptions{})

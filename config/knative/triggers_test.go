@@ -59,17 +59,18 @@ func routedTriggers(t *testing.T) []routedTrigger {
 }
 
 // The Broker delivers each event type of async-helm to exactly the subscriber that acts on
-// it, once, and nothing else to anyone: the accepted actions to the executor, the request
-// events to submit's event route; status and progress events, and types that only resemble
-// ours, to no Trigger of config/knative.
+// it, once, and nothing else to anyone: the accepted actions to the executor; request events
+// (pipelines send them to submit with their token: a Broker forwards no Authorization),
+// status and progress events, and types that only resemble ours, to no Trigger of
+// config/knative.
 func TestTriggersRouteEachTypeToItsSubscriberOnce(t *testing.T) {
 	want := map[string]string{
 		events.TypeInstallAccepted:                 "executor",
 		events.TypeUpgradeAccepted:                 "executor",
 		events.TypeUninstallAccepted:               "executor",
 		events.TypeRollbackAccepted:                "executor",
-		events.TypeInstallRequested:                "submit/api/helm/events",
-		events.TypeUpgradeRequested:                "submit/api/helm/events",
+		events.TypeInstallRequested:                "",
+		events.TypeUpgradeRequested:                "",
 		events.TypeStatusPrefix + "deployed":       "",
 		events.TypeProgress:                        "",
 		events.TypeReserved:                        "",
