@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -316,15 +315,6 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 		func(e allowedEntry) bool { return !sent.Before(e.until) })
 	c.denied.delete(share, key)
 	return true, nil
-}
-
-// cacheKey is the whole identity (name, uid, groups, extra) and the permission: two tokens
-// of one user differ in their extra (OpenShift's scopes, a bound token's pod), and a scoped
-// token must not reuse what the full token was allowed. JSON keeps the parts unambiguous
-// and sorts the extra's keys.
-func cacheKey(u *User, n Need) [32]byte {
-	raw, _ := json.Marshal([]any{u.Name, u.UID, u.Groups, u.Extra, n.Verb, n.Resource, n.Namespace, n.Name})
-	return sha256.Sum256(raw)
 }
 
 // Allowed reports whether u may do n (for filtering lists). Unlike Check, it caches a
