@@ -1,5 +1,6 @@
 // Command oc-helm is the oc/kubectl plugin of async-helm:
-// `oc helm install|upgrade|rollback|uninstall|cancel|list|status|history|logs|diff` (pkg/cli).
+// `oc helm install|upgrade|rollback|uninstall|cancel|list|status|history|get|template|logs|diff`
+// (pkg/cli).
 package main
 
 import (

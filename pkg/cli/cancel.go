@@ -35,11 +35,11 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 		Short: "Stop the pending install or upgrade of a release; it ends failed, \"cancelled by <you>\"",
 		Long: "A revision an executor is running stops within seconds (rolled back where --atomic was asked);\n" +
 			"one no executor has started yet is failed at once. Allowed to whoever may upgrade the release.",
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: runE(o),
 	}
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "follow the revision until it is final (exit 1 if it ended other than failed: the cancel came too late)")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	addOutputFlag(cmd.Flags(), &o.Output)
 	return cmd
 }
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,12 +35,40 @@ func fakeSubmit(t *testing.T) *httptest.Server {
 			Info:  &helmrelease.Info{Status: st, LastDeployed: at, Description: "Install complete"},
 			Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", AppVersion: "1.0"}}}
 	}
+	full := func(v int, st helmrelease.Status) *helmrelease.Release {
+		r := rel("web", v, st)
+		r.Chart.Values = map[string]any{"message": "hello", "replicas": 1}
+		r.Config = map[string]any{"message": "v" + strconv.Itoa(v)}
+		r.Manifest = "---\n# Source: tiny/templates/all.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  message: \"v" + strconv.Itoa(v) + "\""
+		r.Info.Notes = "Thank you for installing tiny.\n"
+		r.Hooks = []*helmrelease.Hook{
+			{Name: "web-post", Path: "tiny/templates/hook.yaml", Manifest: "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: web-post",
+				Events: []helmrelease.HookEvent{helmrelease.HookPostInstall}},
+			{Name: "web-test", Path: "tiny/templates/test.yaml", Manifest: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-test",
+				Events:  []helmrelease.HookEvent{helmrelease.HookTest},
+				LastRun: helmrelease.HookExecution{StartedAt: at, CompletedAt: at.Add(3 * time.Second), Phase: helmrelease.HookPhaseSucceeded}},
+		}
+		return r
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathList, func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode([]*helmrelease.Release{rel("web", 2, helmrelease.StatusDeployed), rel("db", 1, helmrelease.StatusPendingInstall)})
 	})
 	mux.HandleFunc("GET "+api.PathHistory, func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode([]*helmrelease.Release{rel("web", 1, helmrelease.StatusSuperseded), rel("web", 2, helmrelease.StatusDeployed)})
+		if r.URL.Query().Get("name") != "web" {
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found: team/" + r.URL.Query().Get("name")})
+			return
+		}
+		_ = json.NewEncoder(w).Encode([]*helmrelease.Release{full(1, helmrelease.StatusSuperseded), full(2, helmrelease.StatusDeployed)})
+	})
+	mux.HandleFunc("POST "+api.PathTemplate, func(w http.ResponseWriter, r *http.Request) {
+		var req api.ReleaseRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "text/yaml")
+		_, _ = fmt.Fprintf(w, "---\n# Source: tiny/crds/widget.yaml\nkind: CustomResourceDefinition\n---\n# Source: tiny/templates/all.yaml\n"+
+			"kind: ConfigMap\nmetadata:\n  name: %s-config\n  namespace: %s\ndata:\n  message: %q\n---\n# Source: tiny/templates/hook.yaml\nkind: Job\n",
+			req.Name, req.Namespace, fmt.Sprint(req.Values["message"]))
 	})
 	mux.HandleFunc("GET "+api.PathRelease, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("name") != "web" {
@@ -46,7 +76,7 @@ func fakeSubmit(t *testing.T) *httptest.Server {
 			_ = json.NewEncoder(w).Encode(api.Error{Error: "release: not found: team/" + r.URL.Query().Get("name")})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(rel("web", 2, helmrelease.StatusDeployed))
+		_ = json.NewEncoder(w).Encode(full(2, helmrelease.StatusDeployed))
 	})
 	mux.HandleFunc("POST "+api.PathAsync, func(w http.ResponseWriter, r *http.Request) {
 		var req api.ReleaseRequest
@@ -142,6 +172,38 @@ func TestOutputFormats(t *testing.T) {
 		{name: "install conflict", cmd: "install taken https://charts.example.com/tiny-0.1.0.tgz", golden: "install-conflict.txt", wantErr: true},
 		{name: "status missing", cmd: "status ghost", golden: "status-missing.txt", wantErr: true},
 		{name: "bad output", cmd: "list -o xml", golden: "bad-output.txt", wantErr: true},
+	})
+}
+
+// list, status and history with helm's flags.
+func TestReadFlags(t *testing.T) {
+	runTestCmd(t, []cmdTestCase{
+		{name: "list -q", cmd: "list -q", golden: "list-short.txt"},
+		{name: "list -q json", cmd: "list -q -o json", golden: "list-short.json"},
+		{name: "list --deployed", cmd: "list --deployed", golden: "list-deployed.txt"},
+		{name: "list --pending --no-headers", cmd: "list --pending --no-headers", golden: "list-pending.txt"},
+		{name: "list --filter -r --time-format", cmd: "list --filter ^w|^d -r --time-format 2006-01-02", golden: "list-filter.txt"},
+		{name: "list --max --offset", cmd: "list --max 1 --offset 1", golden: "list-window.txt"},
+		{name: "status json", cmd: "status web -o json", golden: "status.json"},
+		{name: "status --revision", cmd: "status web --revision 1", golden: "status-rev1.txt"},
+		{name: "status --show-desc", cmd: "status web --show-desc", golden: "status.txt"},
+		{name: "history --max", cmd: "history web --max 1", golden: "history-max.txt"},
+		{name: "history json", cmd: "history web -o json", golden: "history.json"},
+		{name: "history of nothing", cmd: "history ghost", golden: "history-missing.txt", wantErr: true},
+	})
+}
+
+// Bad input is refused in helm's words, with an error (exit 1).
+func TestHelmErrors(t *testing.T) {
+	runTestCmd(t, []cmdTestCase{
+		{name: "status without a name", cmd: "status", golden: "err-status-noargs.txt", wantErr: true},
+		{name: "get values with two names", cmd: "get values web db", golden: "err-get-twoargs.txt", wantErr: true},
+		{name: "list with an argument", cmd: "list web", golden: "err-list-arg.txt", wantErr: true},
+		{name: "upgrade with three", cmd: "upgrade web a b", golden: "err-upgrade-threeargs.txt", wantErr: true},
+		{name: "an output format helm does not know", cmd: "status web -o wide", golden: "err-output.txt", wantErr: true},
+		{name: "a filter that is not a regular expression", cmd: "list --filter (", golden: "err-filter.txt", wantErr: true},
+		{name: "an unknown flag", cmd: "list --bogus", golden: "err-flag.txt", wantErr: true},
+		{name: "a revision that is not a number", cmd: "status web --revision x", golden: "err-revision.txt", wantErr: true},
 	})
 }
 

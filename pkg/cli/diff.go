@@ -40,9 +40,9 @@ func NewCmdDiff(g *Globals) *cobra.Command {
 		use, short string
 		args       cobra.PositionalArgs
 	}{
-		{release.ActionUpgrade, "upgrade NAME [CHART]", "Show what an upgrade would change; without CHART the release's chart", cobra.RangeArgs(1, 2)},
-		{release.ActionInstall, "install NAME CHART", "Show what an install would create", cobra.ExactArgs(2)},
-		{release.ActionRollback, "rollback NAME [REVISION]", "Show what a rollback would change (default: to the previous revision)", cobra.RangeArgs(1, 2)},
+		{release.ActionUpgrade, "upgrade NAME [CHART]", "Show what an upgrade would change; without CHART the release's chart", rangeArgs(1, 2)},
+		{release.ActionInstall, "install NAME CHART", "Show what an install would create", exactArgs(2)},
+		{release.ActionRollback, "rollback NAME [REVISION]", "Show what a rollback would change (default: to the previous revision)", rangeArgs(1, 2)},
 	} {
 		o := &DiffOptions{ActionOptions: NewActionOptions(g, sub.action), Context: -1, Output: "diff"}
 		c := &cobra.Command{Use: sub.use, Short: sub.short, Args: sub.args, RunE: runE(o)}

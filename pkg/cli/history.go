@@ -13,25 +13,29 @@ type HistoryOptions struct {
 	*Globals
 	Name   string
 	Output string
+	// Max is helm's --max: at most this many revisions, the newest.
+	Max int
 
 	target
 }
 
 // NewHistoryOptions are history's defaults on the shared flags g.
 func NewHistoryOptions(g *Globals) *HistoryOptions {
-	return &HistoryOptions{IOStreams: g.IO, Globals: g, Output: "table"}
+	return &HistoryOptions{IOStreams: g.IO, Globals: g, Output: "table", Max: 256}
 }
 
 // NewCmdHistory is `history NAME`.
 func NewCmdHistory(g *Globals) *cobra.Command {
 	o := NewHistoryOptions(g)
 	cmd := &cobra.Command{
-		Use:   "history NAME",
-		Short: "Show every revision of a release",
-		Args:  cobra.ExactArgs(1),
-		RunE:  runE(o),
+		Use:     "history RELEASE_NAME",
+		Aliases: []string{"hist"},
+		Short:   "Show every revision of a release",
+		Args:    exactArgs(1),
+		RunE:    runE(o),
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	cmd.Flags().IntVar(&o.Max, "max", o.Max, "maximum number of revision to include in history")
+	addOutputFlag(cmd.Flags(), &o.Output)
 	return cmd
 }
 
@@ -62,5 +66,5 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printHistory(o.Out, o.Output, rels)
+	return printHistory(o.Out, o.Output, rels, o.Max)
 }

@@ -66,7 +66,7 @@ func NewCmdInstall(g *Globals) *cobra.Command {
 		Use:   "install NAME CHART",
 		Short: "Install a chart; answers at once with the pending release",
 		Long:  "CHART is a chart archive URL (https://...), an oci:// reference, or REPO/CHART from the cluster's chart repositories.",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE:  runE(o),
 	}
 	o.addFlags(cmd)
@@ -79,7 +79,7 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "upgrade NAME [CHART]",
 		Short: "Upgrade a release; without CHART the release's chart is reused",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  rangeArgs(1, 2),
 		RunE:  runE(o),
 	}
 	o.addFlags(cmd)
@@ -97,7 +97,7 @@ func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
 	f.BoolVar(&o.Wait, "wait", o.Wait, "follow the release until it is deployed or failed (exit 1 on failed)")
 	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", o.WaitForJobs, "have the install wait until all Jobs complete")
-	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	addOutputFlag(f, &o.Output)
 	f.IntVar(&o.Retries, "retries", o.Retries, "attempts after a failed action, each a new revision (0 to 10)")
 	f.StringVar(&o.Remediation, "remediation", o.Remediation, "after the last failed attempt: rollback (upgrade) or uninstall")
 	o.addApplyFlags(cmd)
@@ -105,6 +105,12 @@ func (o *ActionOptions) addFlags(cmd *cobra.Command) {
 
 // addChartFlags are the chart's version and the values (install, upgrade, diff).
 func (o *ActionOptions) addChartFlags(cmd *cobra.Command) {
+	o.addValuesFlags(cmd)
+	cmd.Flags().StringArrayVar(&o.ValuesFrom, "values-from", nil, "values from a key of a Secret or ConfigMap of the release's namespace, read in the cluster: secret/NAME[:key] or configmap/NAME[:key] (key: values.yaml; can repeat, merged in order before the other values)")
+}
+
+// addValuesFlags are the chart's version and helm's values flags (template's too).
+func (o *ActionOptions) addValuesFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.Version, "version", o.Version, "chart version (default: latest)")
 	f.StringSliceVarP(&o.Values.ValueFiles, "values", "f", nil, "values from a YAML file or URL (can repeat)")
@@ -112,7 +118,6 @@ func (o *ActionOptions) addChartFlags(cmd *cobra.Command) {
 	f.StringArrayVar(&o.Values.StringValues, "set-string", nil, "set STRING values on the command line")
 	f.StringArrayVar(&o.Values.FileValues, "set-file", nil, "set values from files (key=path)")
 	f.StringArrayVar(&o.Values.JSONValues, "set-json", nil, "set JSON values on the command line")
-	f.StringArrayVar(&o.ValuesFrom, "values-from", nil, "values from a key of a Secret or ConfigMap of the release's namespace, read in the cluster: secret/NAME[:key] or configmap/NAME[:key] (key: values.yaml; can repeat, merged in order before the other values)")
 }
 
 // Complete takes NAME and CHART, merges the values (reading --values files and URLs) and

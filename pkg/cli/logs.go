@@ -42,12 +42,12 @@ func NewCmdLogs(g *Globals) *cobra.Command {
 		Long: "The log of the latest action, or of --revision N, as the executor keeps it: bounded (the oldest\n" +
 			"lines go first), a line Helm repeats in a row printed once with its count. Values and Secret data\n" +
 			"are never in it. Allowed to whoever may read the release.",
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: runE(o),
 	}
 	cmd.Flags().IntVar(&o.Revision, "revision", o.Revision, "the revision whose action's log to print (default: the latest started)")
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", o.Follow, "print new lines as the action logs them, until it ends")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table (plain lines), json or yaml")
+	addOutputFlag(cmd.Flags(), &o.Output)
 	return cmd
 }
 

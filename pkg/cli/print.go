@@ -4,18 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/cli/output"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/api"
-	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -62,30 +62,106 @@ type listElement struct {
 	Queue *api.Queue `json:"queue,omitempty"`
 }
 
-// helmTime is how helm's list prints times.
-const helmTime = "2006-01-02 15:04:05.999999999 -0700 MST"
-
-// ansic is how helm's status and history tables print times (time.ANSIC; empty when unset).
-func ansic(t helmtime.Time) string {
-	if t.IsZero() {
-		return ""
+// chartName and appVersion are helm's formatChartName and formatAppVersion: MISSING for a
+// record without its chart.
+func chartName(c *chart.Chart) string {
+	if c == nil || c.Metadata == nil {
+		return "MISSING"
 	}
-	return t.Format(time.ANSIC)
+	return c.Name() + "-" + c.Metadata.Version
 }
 
-func element(r *helmrelease.Release) listElement {
-	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version)}
+func appVersion(c *chart.Chart) string {
+	if c == nil || c.Metadata == nil {
+		return "MISSING"
+	}
+	return c.AppVersion()
+}
+
+// element is r as helm's list prints it: updated in timeFormat (Go's layout; "" is
+// time.Time's String), "-" when unset.
+func element(r *helmrelease.Release, timeFormat string) listElement {
+	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version), Updated: "-",
+		Chart: chartName(r.Chart), AppVersion: appVersion(r.Chart)}
 	if r.Info != nil {
 		e.Status = r.Info.Status.String()
-		if !r.Info.LastDeployed.IsZero() {
-			e.Updated = r.Info.LastDeployed.Format(helmTime)
+		switch t := r.Info.LastDeployed; {
+		case t.IsZero():
+		case timeFormat != "":
+			e.Updated = t.Format(timeFormat)
+		default:
+			e.Updated = t.String()
 		}
 	}
-	if r.Chart != nil && r.Chart.Metadata != nil {
-		e.Chart = r.Chart.Metadata.Name + "-" + r.Chart.Metadata.Version
-		e.AppVersion = r.Chart.Metadata.AppVersion
-	}
 	return e
+}
+
+// listPrint is how list prints: helm's --time-format, --no-headers and -q.
+type listPrint struct {
+	TimeFormat string
+	NoHeaders  bool
+	Short      bool
+}
+
+// releaseList is helm's releaseListWriter, with the queue of the revisions no executor
+// has started: its own field in json and yaml, beside the status in the table (queueShort).
+type releaseList struct {
+	rows []listElement
+	listPrint
+}
+
+func newReleaseList(rels []api.Release, p listPrint) releaseList {
+	rows := make([]listElement, 0, len(rels))
+	for _, r := range rels {
+		if r.Release == nil {
+			continue
+		}
+		e := element(r.Release, p.TimeFormat)
+		if release.IsPending(e.Status) {
+			e.Queue = r.Queue
+		}
+		rows = append(rows, e)
+	}
+	return releaseList{rows: rows, listPrint: p}
+}
+
+func (l releaseList) WriteTable(w io.Writer) error {
+	if l.Short {
+		for _, e := range l.rows {
+			if _, err := fmt.Fprintln(w, e.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t := newTable()
+	if !l.NoHeaders {
+		t.AddRow("NAME", "NAMESPACE", "REVISION", "UPDATED", "STATUS", "CHART", "APP VERSION")
+	}
+	for _, e := range l.rows {
+		st := e.Status
+		if e.Queue != nil {
+			st += " (" + queueShort(e.Queue) + ")"
+		}
+		t.AddRow(e.Name, e.Namespace, e.Revision, e.Updated, st, e.Chart, e.AppVersion)
+	}
+	return output.EncodeTable(w, t)
+}
+
+func (l releaseList) WriteJSON(w io.Writer) error { return output.EncodeJSON(w, l.data()) }
+
+func (l releaseList) WriteYAML(w io.Writer) error { return output.EncodeYAML(w, l.data()) }
+
+// data is what json and yaml print: the rows, or with -q the names only.
+func (l releaseList) data() any {
+	if !l.Short {
+		return l.rows
+	}
+	names := make([]string, 0, len(l.rows))
+	for _, e := range l.rows {
+		names = append(names, e.Name)
+	}
+	return names
 }
 
 func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
@@ -93,36 +169,12 @@ func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
 	for _, r := range rels {
 		all = append(all, api.Release{Release: r})
 	}
-	return printReleases(w, format, all)
+	return printReleases(w, format, all, listPrint{})
 }
 
-// printReleases is the list with the queue of the revisions no executor has started: its
-// own field in json and yaml, beside the status in the table (queueShort).
-func printReleases(w io.Writer, format string, rels []api.Release) error {
-	rows := make([]listElement, 0, len(rels))
-	for _, r := range rels {
-		if r.Release == nil {
-			continue
-		}
-		e := element(r.Release)
-		if release.IsPending(e.Status) {
-			e.Queue = r.Queue
-		}
-		rows = append(rows, e)
-	}
-	if format != "table" {
-		return encode(w, format, rows)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tNAMESPACE\tREVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION")
-	for _, e := range rows {
-		st := e.Status
-		if e.Queue != nil {
-			st += " (" + queueShort(e.Queue) + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Namespace, e.Revision, e.Updated, st, e.Chart, e.AppVersion)
-	}
-	return tw.Flush()
+// printReleases is the list as helm prints it.
+func printReleases(w io.Writer, format string, rels []api.Release, p listPrint) error {
+	return writeFormat(w, format, newReleaseList(rels, p))
 }
 
 // historyElement is a row of `helm history -o json`, field for field: helm prints
@@ -136,94 +188,42 @@ type historyElement struct {
 	Description string        `json:"description"`
 }
 
-func printHistory(w io.Writer, format string, rels []*helmrelease.Release) error {
-	rows := make([]historyElement, 0, len(rels))
-	for _, r := range rels {
-		e := element(r)
-		h := historyElement{Revision: r.Version, Status: e.Status, Chart: e.Chart, AppVersion: e.AppVersion}
+// releaseHistory is helm's: the rows oldest first.
+type releaseHistory []historyElement
+
+func (h releaseHistory) WriteJSON(w io.Writer) error { return output.EncodeJSON(w, h) }
+
+func (h releaseHistory) WriteYAML(w io.Writer) error { return output.EncodeYAML(w, h) }
+
+func (h releaseHistory) WriteTable(w io.Writer) error {
+	t := newTable("REVISION", "UPDATED", "STATUS", "CHART", "APP VERSION", "DESCRIPTION")
+	for _, e := range h {
+		t.AddRow(e.Revision, e.Updated.Format(time.ANSIC), e.Status, e.Chart, e.AppVersion, e.Description)
+	}
+	return output.EncodeTable(w, t)
+}
+
+// newHistory is helm's getHistory: the newest revisions (newest <= 0: none), oldest first.
+func newHistory(rels []*helmrelease.Release, newest int) releaseHistory {
+	sorted := append([]*helmrelease.Release(nil), rels...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Version < sorted[j].Version })
+	newest = max(newest, 0)
+	if len(sorted) > newest {
+		sorted = sorted[len(sorted)-newest:]
+	}
+	rows := make(releaseHistory, 0, len(sorted))
+	for _, r := range sorted {
+		h := historyElement{Revision: r.Version, Chart: chartName(r.Chart), AppVersion: appVersion(r.Chart)}
 		if r.Info != nil {
-			h.Updated, h.Description = r.Info.LastDeployed, r.Info.Description
+			h.Status, h.Updated, h.Description = r.Info.Status.String(), r.Info.LastDeployed, r.Info.Description
 		}
 		rows = append(rows, h)
 	}
-	if format != "table" {
-		return encode(w, format, rows)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	fmt.Fprintln(tw, "REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION")
-	for _, h := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", h.Revision, ansic(h.Updated), h.Status, h.Chart, h.AppVersion, h.Description)
-	}
-	return tw.Flush()
+	return rows
 }
 
-// statusElement is what `status -o json|yaml` prints.
-type statusElement struct {
-	listElement
-	Description string `json:"description"`
-	// Progress is what a pending revision is doing now (absent once it is final).
-	Progress *progress.Progress `json:"progress,omitempty"`
-}
-
-func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress.Progress) error {
-	return printReleaseStatus(w, format, &api.Release{Release: r, Progress: p})
-}
-
-// printReleaseStatus is status: Helm's fields, then the queue of a revision no executor has
-// started or the progress of one that runs.
-func printReleaseStatus(w io.Writer, format string, rel *api.Release) error {
-	r := rel.Release
-	s := statusElement{listElement: element(r)}
-	if r.Info != nil {
-		s.Description = r.Info.Description
-	}
-	if release.IsPending(s.Status) {
-		s.Progress, s.Queue = rel.Progress, rel.Queue
-	}
-	if format != "table" {
-		return encode(w, format, s)
-	}
-	deployed := ""
-	if r.Info != nil {
-		deployed = ansic(r.Info.LastDeployed)
-	}
-	if _, err := fmt.Fprintf(w, "NAME: %s\nLAST DEPLOYED: %s\nNAMESPACE: %s\nSTATUS: %s\nREVISION: %s\nCHART: %s\nDESCRIPTION: %s\n",
-		s.Name, deployed, s.Namespace, s.Status, s.Revision, s.Chart, s.Description); err != nil {
-		return err
-	}
-	if s.Queue != nil {
-		if _, err := fmt.Fprintf(w, "QUEUED: %s\n", queueWords(s.Queue)); err != nil {
-			return err
-		}
-	}
-	return printProgress(w, s.Progress)
-}
-
-// printProgress is the status's progress block: what the pending action is doing, its
-// latest warnings (newest first) and when the executor last recorded it.
-func printProgress(w io.Writer, p *progress.Progress) error {
-	if p == nil {
-		return nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "PHASE: %s\nREADY: %d/%d\n", p.Phase, p.Ready, p.Total)
-	if len(p.WaitingFor) > 0 {
-		fmt.Fprintf(&b, "WAITING FOR: %s\n", strings.Join(p.WaitingFor, ", "))
-	}
-	if p.Hook != "" {
-		fmt.Fprintf(&b, "HOOK: %s\n", p.Hook)
-	}
-	if len(p.Warnings) > 0 {
-		b.WriteString("WARNINGS:\n")
-		for _, m := range p.Warnings {
-			fmt.Fprintf(&b, "  %s\n", m)
-		}
-	}
-	if !p.Updated.IsZero() {
-		fmt.Fprintf(&b, "PROGRESS UPDATED: %s\n", p.Updated.Format(helmTime))
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+func printHistory(w io.Writer, format string, rels []*helmrelease.Release, newest int) error {
+	return writeFormat(w, format, newHistory(rels, newest))
 }
 
 func encode(w io.Writer, format string, v any) error {

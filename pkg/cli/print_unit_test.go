@@ -35,7 +35,7 @@ func TestPrinters(t *testing.T) {
 			{"accepted", func(w *bytes.Buffer) error { return printAccepted(w, format, sec) }},
 			{"list", func(w *bytes.Buffer) error { return printList(w, format, []*helmrelease.Release{full, pending, bare}) }},
 			{"list-empty", func(w *bytes.Buffer) error { return printList(w, format, nil) }},
-			{"history", func(w *bytes.Buffer) error { return printHistory(w, format, []*helmrelease.Release{full, bare}) }},
+			{"history", func(w *bytes.Buffer) error { return printHistory(w, format, []*helmrelease.Release{full, bare}, 256) }},
 			{"status", func(w *bytes.Buffer) error { return printStatus(w, format, full, nil) }},
 			{"status-bare", func(w *bytes.Buffer) error { return printStatus(w, format, bare, nil) }},
 		} {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -41,7 +42,7 @@ func NewCmdRollback(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollback NAME [REVISION]",
 		Short: "Roll a release back to REVISION (default: the previous one); answers at once with the pending revision",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  rangeArgs(1, 2),
 		RunE:  runE(o),
 	}
 	f := cmd.Flags()
@@ -49,7 +50,7 @@ func NewCmdRollback(g *Globals) *cobra.Command {
 	f.BoolVar(&o.Wait, "wait", o.Wait, "follow the release until it is deployed or failed (exit 1 on failed)")
 	f.BoolVar(&o.WaitForJobs, "wait-for-jobs", o.WaitForJobs, "have the rollback wait until all Jobs complete")
 	f.StringVar(&o.Description, "description", o.Description, "add a custom description")
-	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	addOutputFlag(f, &o.Output)
 	f.BoolVar(&o.Supersede, "supersede", o.Supersede, supersedeUsage)
 	o.addApplyFlags(cmd)
 	return cmd
@@ -61,8 +62,8 @@ func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error
 	o.Name = args[0]
 	if len(args) == 2 {
 		v, perr := strconv.Atoi(args[1])
-		if perr != nil || v < 1 {
-			return fmt.Errorf("REVISION %q: want a revision number", args[1])
+		if perr != nil {
+			return fmt.Errorf("could not convert revision to a number: %w", perr)
 		}
 		o.Revision = v
 	}
@@ -75,8 +76,8 @@ func (o *RollbackOptions) Validate() error {
 	if err := requireName(o.Name); err != nil {
 		return err
 	}
-	if o.Revision < 0 {
-		return fmt.Errorf("REVISION %d: want a revision number", o.Revision)
+	if o.Revision < 0 { // helm's words; 0 is the previous revision, as helm's
+		return errors.New("invalid release revision")
 	}
 	if err := checkOutput(o.Output); err != nil {
 		return err

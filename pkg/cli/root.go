@@ -1,4 +1,5 @@
-// Package cli is oc-helm, the oc/kubectl plugin for async install, upgrade, list and status.
+// Package cli is oc-helm, the oc/kubectl plugin for async install and upgrade, and helm's
+// read commands (list, status, history, get, template) printed as helm prints them.
 // Each command X follows kubernetes/sample-cli-plugin: XOptions (its IOStreams, the shared
 // Globals, its flags), NewXOptions, and NewCmdX whose RunE is Complete, Validate, Run
 // (runE); every output goes through IOStreams.
@@ -72,6 +73,7 @@ func newRootCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(NewCmdLogs(g))
 	cmd.AddCommand(NewCmdUninstall(g), NewCmdRollback(g))
 	cmd.AddCommand(NewCmdDiff(g))
+	cmd.AddCommand(NewCmdGet(g), NewCmdTemplate(g))
 	return cmd
 }
 

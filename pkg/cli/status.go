@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -14,6 +15,10 @@ type StatusOptions struct {
 	Name   string
 	Watch  bool
 	Output string
+	// Revision (helm's --revision): that revision's status; 0 the latest.
+	Revision int
+	// ShowDesc is helm's --show-desc: the description is always shown (helm v4's status).
+	ShowDesc bool
 
 	target
 }
@@ -27,13 +32,16 @@ func NewStatusOptions(g *Globals) *StatusOptions {
 func NewCmdStatus(g *Globals) *cobra.Command {
 	o := NewStatusOptions(g)
 	cmd := &cobra.Command{
-		Use:   "status NAME",
+		Use:   "status RELEASE_NAME",
 		Short: "Show the status of a release (what it is doing while pending); --watch follows it until deployed or failed",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE:  runE(o),
 	}
-	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "follow the release until it is deployed or failed (exit 1 on failed)")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, json or yaml")
+	f := cmd.Flags()
+	f.BoolVarP(&o.Watch, "watch", "w", o.Watch, "follow the release until it is deployed or failed (exit 1 on failed)")
+	f.IntVar(&o.Revision, "revision", o.Revision, "if set, display the status of the named release with revision")
+	f.BoolVar(&o.ShowDesc, "show-desc", o.ShowDesc, "display the description message of the named release (always shown)")
+	addOutputFlag(f, &o.Output)
 	return cmd
 }
 
@@ -52,6 +60,9 @@ func (o *StatusOptions) Validate() error {
 	if err := checkOutput(o.Output); err != nil {
 		return err
 	}
+	if o.Watch && o.Revision > 0 {
+		return errors.New("--watch follows the latest revision: it takes no --revision")
+	}
 	return o.validateSubmit()
 }
 
@@ -63,7 +74,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if o.Watch {
 		return o.track(o.target, o.Name).toEnd(ctx)
 	}
-	rel, err := o.submit.Get(ctx, o.ns, o.Name)
+	rel, err := fetchRelease(ctx, o.submit, o.ns, o.Name, o.Revision)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall NAME",
 		Short: "Uninstall a release; answers at once, the release shows uninstalling until it is gone",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE:  runE(o),
 	}
 	cmd.Flags().IntVar(&o.Version, "version", o.Version, "refuse unless the release has this revision")

@@ -26,6 +26,12 @@ func TestValidate(t *testing.T) {
 		{"list, token over http", &ListOptions{Output: "json", target: overHTTP}, refused},
 		{"list, token over http allowed", &ListOptions{Output: "json", target: target{submit: overHTTP.submit, insecureHTTP: true}}, ""},
 		{"list, submit to find in the cluster", &ListOptions{Output: "json", target: target{submit: &submitclient.Client{Token: "t"}}}, ""},
+		{"list --filter (", &ListOptions{Output: "table", Query: listQuery{Filter: "("}}, "error parsing regexp: missing closing ): `(`"},
+		{"list --offset -1", &ListOptions{Output: "table", Query: listQuery{Offset: -1}}, "--offset -1: want 0 or more"},
+		{"get all --template", &GetOptions{Name: "web", Output: "table", Template: "{{.Release.Name}}"}, ""},
+		{"get all, bad --template", &GetOptions{Name: "web", Output: "table", Template: "{{.Release"}, "template: _:1: unclosed action"},
+		{"status --watch --revision", &StatusOptions{Name: "web", Output: "table", Watch: true, Revision: 2}, "--watch follows the latest revision: it takes no --revision"},
+		{"template", &TemplateOptions{ActionOptions: &ActionOptions{Name: "release-name", Chart: "https://x/c.tgz"}}, ""},
 		{"status", &StatusOptions{Name: "web", Output: "yaml"}, ""},
 		{"status, no name", &StatusOptions{Output: "table"}, "NAME is required"},
 		{"status -o wide", &StatusOptions{Name: "web", Output: "wide"}, `output format "wide": want table, json or yaml`},
@@ -41,7 +47,7 @@ func TestValidate(t *testing.T) {
 		{"uninstall, token over http", &UninstallOptions{Name: "web", target: overHTTP}, refused},
 		{"rollback to the previous", &RollbackOptions{Name: "web", Output: "table"}, ""},
 		{"rollback, no name", &RollbackOptions{Revision: 1, Output: "table"}, "NAME is required"},
-		{"rollback to -1", &RollbackOptions{Name: "web", Revision: -1, Output: "table"}, "REVISION -1: want a revision number"},
+		{"rollback to -1", &RollbackOptions{Name: "web", Revision: -1, Output: "table"}, "invalid release revision"},
 		{"rollback -o xml", &RollbackOptions{Name: "web", Output: "xml"}, `output format "xml": want table, json or yaml`},
 		{"logs", &LogsOptions{Name: "web", Revision: 2, Follow: true, Output: "table"}, ""},
 		{"logs, no name", &LogsOptions{Output: "table"}, "NAME is required"},
@@ -69,12 +75,13 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// REVISION is a revision number: Complete refuses anything else before it looks for submit.
+// REVISION is a number (0: the previous revision, as helm's): Complete refuses anything
+// else in helm's words before it looks for submit.
 func TestRollbackCompleteRefusesABadRevision(t *testing.T) {
-	for _, arg := range []string{"x", "0", "-2", "1.5"} {
+	for _, arg := range []string{"x", "1.5", ""} {
 		o := NewRollbackOptions(&Globals{})
 		err := o.Complete(nil, []string{"web", arg})
-		if want := `REVISION "` + arg + `": want a revision number`; err == nil || err.Error() != want {
+		if want := `could not convert revision to a number: strconv.Atoi: parsing "` + arg + `": invalid syntax`; err == nil || err.Error() != want {
 			t.Errorf("rollback web %s: %v, want %q", arg, err, want)
 		}
 	}

@@ -126,6 +126,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if out == nil { // an answer without a body (204)
 		return nil
 	}
+	if text, ok := out.(*string); ok { // an answer that is not JSON (the template's YAML)
+		*text = string(raw)
+		return nil
+	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gosuri/uitable"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"helm.sh/helm/v3/pkg/cli/output"
+)
+
+// The commands that mirror helm's (list, status, history, get) print through Helm's own
+// encoders: one-line JSON, sigs.k8s.io/yaml, uitable tables. Scripts written against helm's
+// output read ours unchanged.
+
+// outputValue is -o as helm's: a format outside table, json and yaml is refused while the
+// flags are parsed, in helm's words (`invalid argument "xml" for "-o, --output" flag:
+// invalid format type`).
+type outputValue struct{ p *string }
+
+func (o outputValue) String() string { return *o.p }
+
+// Type is what helm's help shows for -o.
+func (o outputValue) Type() string { return "format" }
+
+func (o outputValue) Set(s string) error {
+	f, err := output.ParseFormat(s)
+	if err != nil {
+		return err
+	}
+	*o.p = f.String()
+	return nil
+}
+
+// addOutputFlag binds -o/--output to p (its current value is the default).
+func addOutputFlag(f *pflag.FlagSet, p *string) {
+	f.VarP(outputValue{p}, "output", "o",
+		"prints the output in the specified format. Allowed values: "+strings.Join(output.Formats(), ", "))
+}
+
+// writeFormat writes w as format (table, json or yaml), as helm's output.Format.Write.
+func writeFormat(out io.Writer, format string, w output.Writer) error {
+	f, err := output.ParseFormat(format)
+	if err != nil {
+		return err
+	}
+	return f.Write(out, w)
+}
+
+// newTable is a helm table with its header row (nil: none).
+func newTable(header ...any) *uitable.Table {
+	t := uitable.New()
+	if len(header) > 0 {
+		t.AddRow(header...)
+	}
+	return t
+}
+
+// Helm's argument checks (helm's cmd/helm/require), worded as helm words them: "`oc-helm
+// status` requires 1 argument" and the usage line.
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%q accepts no arguments\n\nUsage:  %s", cmd.CommandPath(), cmd.UseLine())
+	}
+	return nil
+}
+
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%q requires %d %s\n\nUsage:  %s", cmd.CommandPath(), n, plural("argument", n), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo {
+			return fmt.Errorf("%q requires at least %d %s\n\nUsage:  %s", cmd.CommandPath(), lo, plural("argument", lo), cmd.UseLine())
+		}
+		if len(args) > hi {
+			return fmt.Errorf("%q accepts at most %d %s\n\nUsage:  %s", cmd.CommandPath(), hi, plural("argument", hi), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+func plural(word string, n int) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
