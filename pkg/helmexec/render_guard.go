@@ -20,6 +20,11 @@ var ErrManifestsTooLarge = errors.New("the chart's rendered manifests are too la
 // JSON (the template route's MaxOutputBytes: real charts render to a few MiB).
 const MaxRenderedBytes = 16 << 20
 
+// MaxRenderedNodes bounds the same manifests' nodes (yamlsize.Nodes, an upper bound from
+// the bytes): Helm's parses hold up to ~450 bytes a node, so this keeps one render's parse
+// near 200 MiB in the executor. GitLab 6.5.4 renders to about 14,000.
+const MaxRenderedNodes = 500_000
+
 // GuardRender is the render the executor runs before Helm's: the chart as the action loaded
 // it, the values, release and capabilities Helm renders with.
 type GuardRender struct {

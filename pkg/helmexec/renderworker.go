@@ -170,20 +170,24 @@ func frozenAsRendered(files map[string]string) error {
 // noValue is what Helm's engine removes from every render (a missing value's text).
 const noValue = "<no value>"
 
-// measure bounds the files' expansion with every alias written out (MaxRenderedBytes).
+// measure bounds the files' expansion with every alias written out, in bytes
+// (MaxRenderedBytes) and in nodes (MaxRenderedNodes), over the whole render.
 func measure(files map[string]string) error {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	left := int64(MaxRenderedBytes)
+	left, nodes := int64(MaxRenderedBytes), int64(0)
 	for _, n := range names {
 		size, err := yamlsize.Expanded([]byte(files[n]), left)
 		if err != nil {
 			return fmt.Errorf("%s: %v (bound %d MiB)", n, err, MaxRenderedBytes>>20)
 		}
 		left -= size.Bytes
+		if nodes += size.Nodes; nodes > MaxRenderedNodes {
+			return fmt.Errorf("%s: the manifests reach %d YAML nodes, over %d", n, nodes, MaxRenderedNodes)
+		}
 	}
 	return nil
 }
