@@ -19,6 +19,9 @@ type Sink interface {
 type HandoffOptions struct {
 	// Queue bounds the events waiting for a background send; Workers send them.
 	Queue, Workers int
+	// QueueBytes bounds the same events' data, in flight included (a burst of large
+	// values must not hold the submit's memory): default 32 MiB.
+	QueueBytes int64
 	// Timeout bounds one background send (the Sink's retries included).
 	Timeout time.Duration
 	Log     *zap.SugaredLogger
@@ -37,6 +40,7 @@ type Handoff struct {
 	mu      sync.RWMutex // guards queue against a send after Drain closed it
 	closed  bool
 	queue   chan cloudevents.Event
+	bytes   atomic.Int64 // data of the events queued or in a background send
 	done    sync.WaitGroup
 }
 
@@ -51,6 +55,9 @@ func NewHandoff(sink Sink, o HandoffOptions) *Handoff {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 32 << 20
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop().Sugar()
 	}
@@ -63,7 +70,8 @@ func NewHandoff(sink Sink, o HandoffOptions) *Handoff {
 }
 
 // Send queues e for a background send while the sink acknowledged the last send and the
-// queue has room; otherwise it sends e itself and returns the sink's answer.
+// queue has room, in events and in bytes; otherwise it sends e itself and returns the
+// sink's answer.
 func (h *Handoff) Send(ctx context.Context, e cloudevents.Event) error {
 	if h.offer(e) {
 		return nil
@@ -82,10 +90,16 @@ func (h *Handoff) offer(e cloudevents.Event) bool {
 	if h.closed {
 		return false
 	}
+	size := int64(len(e.Data()))
+	if h.bytes.Add(size) > h.o.QueueBytes {
+		h.bytes.Add(-size)
+		return false
+	}
 	select {
 	case h.queue <- e:
 		return true
 	default:
+		h.bytes.Add(-size)
 		return false
 	}
 }
@@ -96,6 +110,7 @@ func (h *Handoff) work() {
 		ctx, cancel := context.WithTimeout(context.Background(), h.o.Timeout)
 		err := h.sink.Send(ctx, e)
 		cancel()
+		h.bytes.Add(-int64(len(e.Data())))
 		h.healthy.Store(err == nil)
 		if err != nil {
 			h.o.Log.Warnw("event not delivered behind its answer; the sweeper re-sends it from its reservation",

@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +140,46 @@ func TestHandoffFullQueueAndDrain(t *testing.T) {
 	}
 	if err := h.Send(ctx, event("after")); err != nil {
 		t.Errorf("a send after Drain: %v", err)
+	}
+}
+
+// The queue is bounded in bytes too (32 MiB by default): past it, counting the data in
+// flight, a send is the caller's own, so a burst of large values waits for the sink
+// instead of piling up in submit.
+func TestHandoffQueueIsBoundedInBytes(t *testing.T) {
+	sink := &gateSink{}
+	h := NewHandoff(sink, HandoffOptions{Queue: 1024, Workers: 1})
+	ctx := context.Background()
+	if err := h.Send(ctx, event("warm")); err != nil {
+		t.Fatal(err)
+	}
+	gate := sink.hold()
+	big := func(id string) cloudevents.Event {
+		e := event(id)
+		_ = e.SetData("application/octet-stream", make([]byte, 1<<20))
+		return e
+	}
+	for i := range 32 { // 32 MiB: one in the worker's send, the rest queued
+		if err := h.Send(ctx, big(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Send(ctx, big("over")) }()
+	select {
+	case <-done:
+		t.Fatal("a send past the queue's 32 MiB returned before the sink answered")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.Drain(ctx)
+	if n := len(sink.ids()); n != 34 {
+		t.Errorf("delivered %d events, want 34", n)
+	}
+	if b := h.bytes.Load(); b != 0 {
+		t.Errorf("%d bytes still counted after the drain", b)
 	}
 }
