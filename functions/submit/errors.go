@@ -8,6 +8,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/function"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
@@ -53,7 +54,7 @@ func statusOf(err error) int {
 		errors.Is(err, chartsource.ErrUnloadable), errors.Is(err, chartsource.ErrUnreachable),
 		errors.Is(err, chartsource.ErrTooLarge), errors.Is(err, release.ErrUndecodable):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, submitter.ErrBusy):
+	case errors.Is(err, submitter.ErrBusy), errors.Is(err, helmexec.ErrRenderBusy):
 		return http.StatusTooManyRequests
 	case errors.Is(err, submitter.ErrNotAccepted):
 		return http.StatusServiceUnavailable

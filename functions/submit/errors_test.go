@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 )
@@ -42,5 +43,22 @@ func TestUninstallOfAMissingRevisionIs404NamingIt(t *testing.T) {
 	f.errorAnswers().Answer(w, r, &submitter.RevisionNotFoundError{Namespace: "ns", Name: "web", Revision: 3})
 	if want := `{"error":"revision 3 of ns/web not found"}`; w.Code != http.StatusNotFound || strings.TrimSpace(w.Body.String()) != want {
 		t.Errorf("answered %d %s; want 404 %s", w.Code, w.Body, want)
+	}
+}
+
+// A values check that found no free child in time is 429, as a render's is on the template
+// and diff routes: the same request can pass once a child is free.
+func TestValuesCheckBusyIs429(t *testing.T) {
+	err := fmt.Errorf("install ns/web: %w", fmt.Errorf("%w: 2 children run, none ended within 10s", helmexec.ErrRenderBusy))
+	if got := statusOf(err); got != http.StatusTooManyRequests {
+		t.Errorf("statusOf(%v) = %d, want 429", err, got)
+	}
+}
+
+// Values a recursive schema could not check within its bounds are the request's: 422.
+func TestValuesUncheckedIs422(t *testing.T) {
+	err := fmt.Errorf("%w: %w: the check needs more than 256 MiB of memory", submitter.ErrValues, helmexec.ErrValuesUnchecked)
+	if got := statusOf(err); got != http.StatusUnprocessableEntity {
+		t.Errorf("statusOf(%v) = %d, want 422", err, got)
 	}
 }

@@ -29,29 +29,33 @@ const MaxPatternBytes = chartsource.MaxSchemaString
 // nothing and bounds its patterns. A schema that could make a compiler fetch (ScanSchema)
 // is not compiled: ref names why, and the schema is nil. URNs get Helm's permissive schema.
 func CompileSchema(raw []byte) (s *jsonschema.Schema, ref string, err error) {
+	s, scan, err := compileSchema(raw)
+	return s, scan.fetches, err
+}
+
+// compileSchema is CompileSchema with the whole scan: scan.fetches set, s is nil.
+func compileSchema(raw []byte) (*jsonschema.Schema, schemaScan, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, "", err
+		return nil, schemaScan{}, err
 	}
 	scan, err := scanSchema(doc)
-	if err != nil {
-		return nil, "", err
-	}
-	if scan.fetches != "" {
-		return nil, scan.fetches, nil
+	if err != nil || scan.fetches != "" {
+		return nil, scan, err
 	}
 	c := jsonschema.NewCompiler()
 	loader := &refusingLoader{}
 	c.UseLoader(loader)
 	c.UseRegexpEngine(boundedRegexp)
 	if err := c.AddResource(SchemaURL, doc); err != nil {
-		return nil, "", err
+		return nil, scan, err
 	}
-	s, err = c.Compile(SchemaURL)
+	s, err := c.Compile(SchemaURL)
 	if err != nil && loader.refused != "" {
-		return nil, loader.refused, nil
+		scan.fetches = loader.refused
+		return nil, scan, nil
 	}
-	return s, "", err
+	return s, scan, err
 }
 
 // schemaScan is what a schema's text says before anything compiles it.

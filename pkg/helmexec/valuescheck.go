@@ -35,6 +35,31 @@ type SchemaCheck struct {
 	Chart  string         `json:"chart"`
 	Schema []byte         `json:"schema"`
 	Values map[string]any `json:"values"`
+	// Compiled, when set, is Schema compiled (CompileValuesSchema), for a caller that
+	// keeps compiled schemas; a child compiles Schema again.
+	Compiled *ValuesSchema `json:"-"`
+}
+
+// ValuesSchema is a chart's values.schema.json compiled for CheckValues.
+type ValuesSchema struct {
+	// schema is nil when the values are not checked: the schema refers to another
+	// document, which nothing fetches (CompileSchema), and Helm's check is off for it.
+	schema *jsonschema.Schema
+	// refs: the schema holds references, so a check may take time and memory exponential
+	// in the values' depth; it runs in a child, bounded.
+	refs bool
+}
+
+// CompileValuesSchema compiles raw once for any number of CheckValues.
+func CompileValuesSchema(raw []byte) (*ValuesSchema, error) {
+	s, scan, err := compileSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	if scan.fetches != "" {
+		return &ValuesSchema{}, nil
+	}
+	return &ValuesSchema{schema: s, refs: scan.refs}, nil
 }
 
 // SchemaChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for ch
@@ -84,20 +109,29 @@ func collectChecks(ch *chart.Chart, values map[string]any, out *[]SchemaCheck) {
 	}
 }
 
-// CheckValues runs checks as Helm's check would, each within r's bounds: a schema with no
-// reference in process (its work is at most its size times the values'), one with a
-// reference in a child killed at its deadline or memory bound. A schema that makes a
-// compiler fetch is not checked (skipSchemaValidation). Errors: ErrValuesInvalid,
-// ErrValuesUnchecked, ErrRenderBusy.
+// CheckValues runs checks as Helm's check would, each within r's bounds and ctx's deadline:
+// a schema with no reference in process (its work is at most its size times the values'),
+// one with a reference in a child killed at its deadline or memory bound. A schema that
+// would make a compiler fetch is not checked (skipSchemaValidation). Submit and the
+// executor both check values here. Errors: ErrValuesInvalid, ErrValuesUnchecked,
+// ErrRenderBusy.
 func (r *Renderer) CheckValues(ctx context.Context, checks []SchemaCheck) error {
 	var isolated []SchemaCheck
 	var msgs strings.Builder
 	for _, c := range checks {
-		if SchemaHasRefs(c.Schema) {
+		s := c.Compiled
+		if s == nil {
+			var err error
+			if s, err = CompileValuesSchema(c.Schema); err != nil {
+				fmt.Fprintf(&msgs, "%s:\n%v\n", c.Chart, err)
+				continue
+			}
+		}
+		if s.refs {
 			isolated = append(isolated, c)
 			continue
 		}
-		msgs.WriteString(checkOne(c))
+		msgs.WriteString(s.check(c.Chart, c.Values))
 	}
 	if len(isolated) > 0 {
 		res, err := r.child(ctx, childJob{Checks: isolated})
@@ -124,47 +158,41 @@ func valuesChildError(err error, lim RenderLimits) error {
 	case errors.Is(err, errChildMemory):
 		return fmt.Errorf("%w: the check needs more than %d MiB of memory (a schema whose references recurse?)", ErrValuesUnchecked, lim.MaxMemoryBytes>>20)
 	}
-	return fmt.Errorf("%w: %v", ErrValuesUnchecked, err)
-}
-
-// SchemaHasRefs tells whether a schema's text holds a reference ("$ref", "$dynamicRef",
-// "$recursiveRef"): only references let a validation's work grow beyond the schema's size
-// times the values'. A schema that does not decode counts as having one.
-func SchemaHasRefs(raw []byte) bool {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return true
-	}
-	scan, err := scanSchema(doc)
-	return err != nil || scan.refs
+	return fmt.Errorf("%w: %w", ErrValuesUnchecked, err)
 }
 
 // checkOne is Helm's text for one chart's values that do not meet its schema ("" when
-// they do). The values go through JSON first, as Helm's check does.
-func checkOne(c SchemaCheck) (msg string) {
-	defer func() {
-		if r := recover(); r != nil { // as Helm's own check does
-			msg = fmt.Sprintf("%s:\nunable to validate schema: %s\n", c.Chart, r)
-		}
-	}()
-	s, ref, err := CompileSchema(c.Schema)
+// they do): what a child answers for each check it is given.
+func checkOne(c SchemaCheck) string {
+	s, err := CompileValuesSchema(c.Schema)
 	if err != nil {
 		return fmt.Sprintf("%s:\n%v\n", c.Chart, err)
 	}
-	if ref != "" {
+	return s.check(c.Chart, c.Values)
+}
+
+// check is Helm's text for values that do not meet s ("" when they do). The values go
+// through JSON first, as Helm's check does.
+func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
+	if s.schema == nil {
 		return "" // never compiled with a loader: Helm's check is off for such a chart
 	}
-	raw, err := json.Marshal(c.Values)
+	defer func() {
+		if r := recover(); r != nil { // as Helm's own check does
+			msg = fmt.Sprintf("%s:\nunable to validate schema: %s\n", chart, r)
+		}
+	}()
+	raw, err := json.Marshal(values)
 	if err != nil {
-		return fmt.Sprintf("%s:\n%v\n", c.Chart, err)
+		return fmt.Sprintf("%s:\n%v\n", chart, err)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return fmt.Sprintf("%s:\n%v\n", c.Chart, err)
+		return fmt.Sprintf("%s:\n%v\n", chart, err)
 	}
-	if err := s.Validate(v); err != nil {
+	if err := s.schema.Validate(v); err != nil {
 		// chartutil.JSONSchemaValidationError's text.
-		return fmt.Sprintf("%s:\n%s\n", c.Chart, strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+SchemaURL+"#'\n"))
+		return fmt.Sprintf("%s:\n%s\n", chart, strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+SchemaURL+"#'\n"))
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 package helmexec
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"strings"
@@ -53,13 +54,31 @@ func TestCheckValuesAnswersAsHelm(t *testing.T) {
 		"in process": `{"properties": {"v": {"type": "integer"}}}`,
 		"in a child": `{"$defs": {"i": {"type": "integer"}}, "properties": {"v": {"$ref": "#/$defs/i"}}}`,
 	} {
-		err := r.CheckValues(t.Context(), []SchemaCheck{{Chart: "tiny", Schema: []byte(schema), Values: map[string]any{"v": "x"}}})
-		if !errors.Is(err, ErrValuesInvalid) || !strings.Contains(err.Error(), "tiny:\n") || !strings.Contains(err.Error(), "/v") {
-			t.Errorf("%s: %v", name, err)
+		compiled, err := CompileValuesSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := r.CheckValues(t.Context(), []SchemaCheck{{Chart: "tiny", Schema: []byte(schema), Values: map[string]any{"v": 1}}}); err != nil {
-			t.Errorf("%s, valid values: %v", name, err)
+		// Compiled by CheckValues, and compiled beforehand (submit's cache).
+		for _, kept := range []*ValuesSchema{nil, compiled} {
+			err := r.CheckValues(t.Context(), []SchemaCheck{{Chart: "tiny", Schema: []byte(schema), Values: map[string]any{"v": "x"}, Compiled: kept}})
+			if !errors.Is(err, ErrValuesInvalid) || !strings.Contains(err.Error(), "tiny:\n") || !strings.Contains(err.Error(), "/v") {
+				t.Errorf("%s (compiled beforehand: %t): %v", name, kept != nil, err)
+			}
+			if err := r.CheckValues(t.Context(), []SchemaCheck{{Chart: "tiny", Schema: []byte(schema), Values: map[string]any{"v": 1}, Compiled: kept}}); err != nil {
+				t.Errorf("%s (compiled beforehand: %t), valid values: %v", name, kept != nil, err)
+			}
 		}
+	}
+}
+
+// A check in a child ends with its caller's context: submit's request gone or past its
+// deadline stops the child, whatever is left of the check's own bound.
+func TestCheckValuesEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &Renderer{Limits: RenderLimits{Timeout: time.Hour, MaxMemoryBytes: 128 << 20}, started: func(int) { cancel() }}
+	err := r.CheckValues(ctx, []SchemaCheck{{Chart: "deep", Schema: []byte(recursiveSchema), Values: nested(17)}})
+	if !errors.Is(err, ErrValuesUnchecked) || !errors.Is(err, context.Canceled) {
+		t.Errorf("check: %v, want %v wrapping %v", err, ErrValuesUnchecked, context.Canceled)
 	}
 }
 

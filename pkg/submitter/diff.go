@@ -165,7 +165,7 @@ func (s *Service) renderJob(ctx context.Context, action release.Action, req api.
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Schemas.validateValues(ch, digest, vals.checked); err != nil {
+	if err := s.Schemas.validateValues(ctx, ch, digest, vals.checked); err != nil {
 		return nil, err
 	}
 	values := vals.checked

@@ -68,7 +68,7 @@ func TestValidateValues(t *testing.T) {
 		{"wrong type", map[string]any{"image": 7}, false},
 	} {
 		for _, s := range []*Schemas{nil, schemas} { // compiled per request, and kept
-			err := s.validateValues(ch, "sha256:c", tc.values)
+			err := s.validateValues(t.Context(), ch, "sha256:c", tc.values)
 			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrValues)) {
 				t.Errorf("%s: %v", tc.name, err)
 			}
@@ -85,10 +85,10 @@ func TestValidateValues(t *testing.T) {
 	if n := len(schemas.compiled.Keys()); n != 1 {
 		t.Errorf("%d schemas kept for one digest", n)
 	}
-	if err := schemas.validateValues(&chart.Chart{Metadata: &chart.Metadata{Name: "c"}}, "", map[string]any{"x": 1}); err != nil {
+	if err := schemas.validateValues(t.Context(), &chart.Chart{Metadata: &chart.Metadata{Name: "c"}}, "", map[string]any{"x": 1}); err != nil {
 		t.Errorf("a chart without schema: %v", err)
 	}
-	if err := schemas.validateValues(nil, "", nil); err != nil {
+	if err := schemas.validateValues(t.Context(), nil, "", nil); err != nil {
 		t.Errorf("no chart: %v", err)
 	}
 }
@@ -105,7 +105,7 @@ func TestValidateValuesReadsNothingASchemaNames(t *testing.T) {
 	for _, ref := range []string{srv.URL + "/image.json", "file:///etc/passwd"} {
 		schema := []byte(`{"type":"object","properties":{"image":{"$ref":"` + ref + `"}}}`)
 		ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}, Schema: schema}
-		if err := NewSchemas(8).validateValues(ch, "sha256:d", map[string]any{"image": 7}); err != nil {
+		if err := NewSchemas(8).validateValues(t.Context(), ch, "sha256:d", map[string]any{"image": 7}); err != nil {
 			t.Errorf("$ref %s: %v, want the check left to Helm in the executor", ref, err)
 		}
 	}

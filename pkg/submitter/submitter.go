@@ -273,7 +273,7 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Schemas.validateValues(ch, digest, vals.checked); err != nil {
+	if err := s.Schemas.validateValues(ctx, ch, digest, vals.checked); err != nil {
 		return nil, err
 	}
 	pin, err := s.rollbackPin(ctx, action, req, base)
