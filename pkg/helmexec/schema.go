@@ -13,7 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"helm.sh/helm/v3/pkg/chart"
 
-	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 // SchemaURL is the name Helm compiles a chart's schema under; its validation errors start
@@ -23,7 +23,7 @@ const SchemaURL = "file:///values.schema.json"
 // MaxPatternBytes bounds a regular expression a schema compiles ("pattern",
 // "patternProperties") or a value checked as "format": "regex": Go compiles one in time and
 // memory linear in its length but large (a 5 MB pattern took 10.9 s and 615 MiB).
-const MaxPatternBytes = chartsource.MaxSchemaString
+const MaxPatternBytes = bounds.MaxSchemaString
 
 // CompileSchema compiles a chart's values.schema.json as Helm's validation does, but fetches
 // nothing and bounds its patterns. A schema that could make a compiler fetch (ScanSchema)

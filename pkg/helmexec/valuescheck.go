@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 var (
@@ -25,10 +26,9 @@ var (
 	ErrValuesUnchecked = errors.New("the values could not be checked against the chart's schema")
 )
 
-// DefaultValuesLimits bound a check of values in a child: a real schema checks real values
-// in milliseconds and a few MiB.
-var DefaultValuesLimits = RenderLimits{Timeout: 10 * time.Second, MaxMemoryBytes: 256 << 20,
-	MaxOutputBytes: 1 << 20, MaxParallel: 2}
+// DefaultValuesLimits bound a check of values in a child (bounds.ValuesCheckTime and the rest).
+var DefaultValuesLimits = RenderLimits{Timeout: bounds.ValuesCheckTime, MaxMemoryBytes: bounds.ValuesCheckMemory,
+	MaxOutputBytes: bounds.ValuesCheckOutput, MaxParallel: bounds.ValuesChecksAtOnce}
 
 // SchemaCheck is one chart's values.schema.json and the values Helm checks against it.
 type SchemaCheck struct {

@@ -17,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
@@ -169,11 +170,11 @@ func winners(t *testing.T, errs []error, losers ...error) int {
 	return won
 }
 
-// Schemas of more than smallSchema subschemas are kept apart, a few at most: each may hold
-// several MiB compiled, and 256 of them were kept with the small ones.
+// Schemas of more than bounds.SmallSchemaNodes subschemas are kept apart, a few at most: each
+// may hold several MiB compiled, and 256 of them were kept with the small ones.
 func TestLargeSchemasAreKeptAFewAtMost(t *testing.T) {
 	schemas := NewSchemas(256)
-	large := []byte(`{"allOf": [` + strings.Repeat("{},", smallSchema) + `{}]}`)
+	large := []byte(`{"allOf": [` + strings.Repeat("{},", bounds.SmallSchemaNodes) + `{}]}`)
 	for i := 0; i < 10; i++ {
 		if _, err := schemas.get(fmt.Sprintf("sha256:%d", i), large); err != nil {
 			t.Fatal(err)
@@ -182,7 +183,7 @@ func TestLargeSchemasAreKeptAFewAtMost(t *testing.T) {
 	if _, err := schemas.get("sha256:small", []byte(`{"type": "object"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if n, small := len(schemas.large.Keys()), len(schemas.compiled.Keys()); n != largeSchemas || small != 1 {
-		t.Errorf("%d large and %d small schemas kept, want %d and 1", n, small, largeSchemas)
+	if n, small := len(schemas.large.Keys()), len(schemas.compiled.Keys()); n != bounds.LargeSchemasKept || small != 1 {
+		t.Errorf("%d large and %d small schemas kept, want %d and 1", n, small, bounds.LargeSchemasKept)
 	}
 }

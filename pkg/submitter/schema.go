@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/util/cache"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
@@ -20,25 +21,19 @@ import (
 // changes under its digest.
 type Schemas struct {
 	compiled *cache.LRUExpireCache
-	// large keeps the few schemas of more than smallSchema subschemas or smallSchemaBytes:
-	// each can hold several MiB compiled (20,000 subschemas, the budget's bound, ~8 MiB; a
-	// pattern compiled holds ~46 bytes a byte), so 256 of them would be gigabytes.
+	// large keeps the few schemas of more than bounds.SmallSchemaNodes subschemas or
+	// bounds.SmallSchemaBytes: each can hold several MiB compiled, so 256 of them would be
+	// gigabytes.
 	large *cache.LRUExpireCache
 	// checker runs the values check; a schema with references in a child process, killed
 	// at its deadline or memory bound (helmexec.Renderer.CheckValues).
 	checker *helmexec.Renderer
 }
 
-const (
-	smallSchema      = 1000
-	smallSchemaBytes = 16 << 10
-	largeSchemas     = 4
-)
-
-// NewSchemas keeps the schemas of up to size charts (and of largeSchemas with large ones),
-// least recently used first out.
+// NewSchemas keeps the schemas of up to size charts (and of bounds.LargeSchemasKept large
+// ones), least recently used first out.
 func NewSchemas(size int) *Schemas {
-	return &Schemas{compiled: cache.NewLRUExpireCache(size), large: cache.NewLRUExpireCache(largeSchemas),
+	return &Schemas{compiled: cache.NewLRUExpireCache(size), large: cache.NewLRUExpireCache(bounds.LargeSchemasKept),
 		checker: &helmexec.Renderer{Limits: helmexec.DefaultValuesLimits}}
 }
 
@@ -61,7 +56,7 @@ func (s *Schemas) get(digest string, raw []byte) (*helmexec.ValuesSchema, error)
 	if err != nil || !keep {
 		return c, err
 	}
-	if chartsource.SchemaNodes(raw) > smallSchema || len(raw) > smallSchemaBytes {
+	if chartsource.SchemaNodes(raw) > bounds.SmallSchemaNodes || len(raw) > bounds.SmallSchemaBytes {
 		s.large.Add(digest, c, schemaTTL)
 	} else {
 		s.compiled.Add(digest, c, schemaTTL)

@@ -8,7 +8,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/repo"
 
-	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 type fetched struct {
@@ -41,10 +41,10 @@ type cacheEntry struct {
 
 func newIndexCache(budget, maxEntry int64) *indexCache {
 	if budget <= 0 {
-		budget = chartsource.IndexCacheBytes
+		budget = bounds.IndexCacheBytes
 	}
 	if maxEntry <= 0 {
-		maxEntry = chartsource.MaxIndexCost
+		maxEntry = bounds.MaxIndexCost
 	}
 	return &indexCache{budget: budget, maxEntry: maxEntry, byID: map[string]*list.Element{}, order: list.New()}
 }

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -288,7 +289,7 @@ func (s *Set) refresh(ctx context.Context) {
 
 func (s *Set) fetchTimeout() time.Duration {
 	if s.FetchTimeout <= 0 {
-		return 30 * time.Second
+		return bounds.IndexFetchTime
 	}
 	return s.FetchTimeout
 }
@@ -341,7 +342,7 @@ func (s *Set) admins(ctx context.Context) []Repo {
 // project repository hides a cluster one of the same name, which hides one of
 // CHART_REPOSITORIES (the console resolves project first, then cluster).
 func (s *Set) Repos(ctx context.Context, namespace string) []Repo {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, bounds.RepositoryListTime)
 	defer cancel()
 	byName := map[string]Repo{}
 	for _, r := range s.envRepos() {

@@ -20,6 +20,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
 
@@ -233,21 +234,21 @@ func TestNamespaceTakesOnlyItsShareOfFetches(t *testing.T) {
 			}
 		}()
 	}
-	slow.waitStarted(chartsource.MaxIndexFetches - 1)
+	slow.waitStarted(bounds.MaxIndexFetches - 1)
 	if err := indexHas(s, "team", "tiny--fast"); err != nil {
 		t.Error(err)
 	}
-	if busy := slow.inFlight.Load(); busy != chartsource.MaxIndexFetches-1 {
-		t.Errorf("team's index answered with %d of evil's fetches held, want %d", busy, chartsource.MaxIndexFetches-1)
+	if busy := slow.inFlight.Load(); busy != bounds.MaxIndexFetches-1 {
+		t.Errorf("team's index answered with %d of evil's fetches held, want %d", busy, bounds.MaxIndexFetches-1)
 	}
 	slow.open()
 	wg.Wait()
-	if peak := slow.peak.Load(); peak > chartsource.MaxIndexFetches-1 {
-		t.Errorf("evil's repositories were fetched %d at once, want at most %d (its share)", peak, chartsource.MaxIndexFetches-1)
+	if peak := slow.peak.Load(); peak > bounds.MaxIndexFetches-1 {
+		t.Errorf("evil's repositories were fetched %d at once, want at most %d (its share)", peak, bounds.MaxIndexFetches-1)
 	}
 }
 
-// However many namespaces ask at once, at most chartsource.MaxIndexFetches indexes are
+// However many namespaces ask at once, at most bounds.MaxIndexFetches indexes are
 // fetched and parsed at once; a namespace asking after them gets a slot before they have
 // all been fetched.
 func TestIndexFetchesShareOneBound(t *testing.T) {
@@ -271,7 +272,7 @@ func TestIndexFetchesShareOneBound(t *testing.T) {
 			}()
 		}
 	}
-	slow.waitStarted(chartsource.MaxIndexFetches)
+	slow.waitStarted(bounds.MaxIndexFetches)
 	team := make(chan error, 1)
 	go func() { team <- indexHas(s, "team", "tiny--fast") }()
 	slow.gate <- struct{}{} // one fetch ends; each that starts after it lets one more end
@@ -326,9 +327,9 @@ func TestStaleRefetchesAreBounded(t *testing.T) {
 	clk.SetTime(clk.Now().Add(2 * s.refreshEvery())) // every index is stale
 	slow.peak.Store(0)
 	ask() // answered while every refetch is held at the server
-	slow.waitStarted(chartsource.MaxIndexFetches)
+	slow.waitStarted(bounds.MaxIndexFetches)
 	slow.open()
-	if peak := slow.peak.Load(); peak > chartsource.MaxIndexFetches {
-		t.Errorf("stale indexes fetched again %d at once, want at most %d", peak, chartsource.MaxIndexFetches)
+	if peak := slow.peak.Load(); peak > bounds.MaxIndexFetches {
+		t.Errorf("stale indexes fetched again %d at once, want at most %d", peak, bounds.MaxIndexFetches)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
@@ -40,8 +41,8 @@ type encoded struct {
 }
 
 func newEncodings() *encodings {
-	return &encodings{maxCost: chartsource.MaxMergedIndexCost, maxBytes: chartsource.MaxIndexYAMLBytes,
-		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(chartsource.IndexYAMLCacheBytes)}
+	return &encodings{maxCost: bounds.MaxMergedIndexCost, maxBytes: bounds.MaxIndexYAMLBytes,
+		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(bounds.IndexYAMLCacheBytes)}
 }
 
 // IndexOptions are one request of the merged index.yaml.
@@ -54,7 +55,7 @@ type IndexOptions struct {
 
 // IndexYAML is Index encoded as the console's index.yaml route answers it: encoded once
 // per version of the merged index and answered from the bytes kept; ErrIndexTooLarge past
-// chartsource.MaxMergedIndexCost (before encoding) or MaxIndexYAMLBytes. The encoding
+// bounds.MaxMergedIndexCost (before encoding) or MaxIndexYAMLBytes. The encoding
 // and the answer kept are the tenant's of the request that started it (the caller in ctx,
 // namespace).
 func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
@@ -95,7 +96,7 @@ func TestIndexYAMLOverItsBoundsIsRefused(t *testing.T) {
 	if e.encodes != 0 {
 		t.Errorf("%d encodings over the cost bound, want none", e.encodes)
 	}
-	e.maxCost, e.maxBytes = chartsource.MaxMergedIndexCost, 64
+	e.maxCost, e.maxBytes = bounds.MaxMergedIndexCost, 64
 	s.refresh(context.Background()) // a new version
 	for i := 0; i < 3; i++ {
 		if _, err := indexYAML(t, s, "b"); !errors.Is(err, ErrIndexTooLarge) {

@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
@@ -38,6 +39,11 @@ type Budget struct {
 	// its subschemas (jsonschema v6; 300 KB of "{}," took 93 s in submit).
 	MaxSchemaNodes int64
 }
+
+// DefaultBudget is the budget of a chart whose settings set none (bounds.DefaultUnpackedBytes
+// and the rest).
+var DefaultBudget = Budget{MaxBytes: bounds.DefaultUnpackedBytes, MaxFiles: bounds.DefaultFiles,
+	MaxDepth: bounds.DefaultDepth, MaxNodes: bounds.DefaultYAMLNodes, MaxSchemaNodes: bounds.DefaultSchemaSubnodes}
 
 func (b Budget) withDefaults() Budget {
 	if b.MaxBytes <= 0 {
@@ -119,7 +125,7 @@ type charged struct {
 }
 
 // memory is about what a loaded chart holds: its files and its parsed YAML.
-func (c charged) memory() int64 { return c.bytes + c.nodes*parsedNodeBytes }
+func (c charged) memory() int64 { return c.bytes + c.nodes*bounds.ParsedNodeBytes }
 
 type budgetScan struct {
 	b Budget
@@ -229,8 +235,8 @@ func (s *budgetScan) schema(r io.Reader, size int64) error {
 	if s.schemaNodes += SchemaNodes(data); s.schemaNodes > s.b.MaxSchemaNodes {
 		return &BudgetError{Bound: fmt.Sprintf("has more than %d subschemas in its values.schema.json files", s.b.MaxSchemaNodes)}
 	}
-	if longestString(data) > MaxSchemaString {
-		return &BudgetError{Bound: fmt.Sprintf("has a string of more than %d bytes in a values.schema.json", MaxSchemaString)}
+	if longestString(data) > bounds.MaxSchemaString {
+		return &BudgetError{Bound: fmt.Sprintf("has a string of more than %d bytes in a values.schema.json", bounds.MaxSchemaString)}
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
@@ -90,7 +91,7 @@ type Source struct {
 	TTL                 time.Duration
 	// MaxCacheBytes bounds the memory the cache holds (archives and their parsed charts,
 	// counted once per digest); least recently used entries are dropped first. Default
-	// DefaultCacheBytes.
+	// bounds.DefaultCacheBytes.
 	MaxCacheBytes int64
 	// Budget bounds what a chart unpacks to, across its nested archives, checked before
 	// Helm's loader runs; zero fields take DefaultBudget's.
@@ -101,8 +102,8 @@ type Source struct {
 	MaxParallelLoads int
 	// IndexSlots bound the indexes downloaded and parsed at once, by whoever fetches them
 	// (the console's index in pkg/chartrepos, installs by index entry here): each is up to
-	// MaxIndexBytes and several times that parsed, and every distinct chart or version is
-	// a flight of its own. Nil: MaxIndexFetches, made on first use (Slots).
+	// bounds.MaxIndexBytes and several times that parsed, and every distinct chart or
+	// version is a flight of its own. Nil: bounds.MaxIndexFetches, made on first use (Slots).
 	IndexSlots *FetchSlots
 	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
 	// caller; when nil, such a chart is refused.
@@ -208,7 +209,7 @@ func (s *Source) maxCacheBytes() int64 {
 	if s.MaxCacheBytes > 0 {
 		return s.MaxCacheBytes
 	}
-	return DefaultCacheBytes
+	return bounds.DefaultCacheBytes
 }
 
 // evict drops entries until the cache holds at most MaxCacheBytes: the least recently used
@@ -340,7 +341,7 @@ func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, charged, 
 func (s *Source) Slots() *FetchSlots {
 	s.slotsOnce.Do(func() {
 		if s.IndexSlots == nil {
-			s.IndexSlots = NewFetchSlots(MaxIndexFetches)
+			s.IndexSlots = NewFetchSlots(bounds.MaxIndexFetches)
 		}
 	})
 	return s.IndexSlots
@@ -354,7 +355,7 @@ func (s *Source) maxBytes() int64 {
 	if s.MaxBytes > 0 {
 		return s.MaxBytes
 	}
-	return DefaultMaxBytes
+	return bounds.DefaultArchiveBytes
 }
 
 func (s *Source) download(ctx context.Context, namespace, u string) ([]byte, error) {
@@ -468,5 +469,5 @@ func (s *Source) client() *http.Client {
 	if s.HTTP != nil {
 		return s.HTTP
 	}
-	return &http.Client{Timeout: time.Minute}
+	return &http.Client{Timeout: bounds.DownloadTime}
 }

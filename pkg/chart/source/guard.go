@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 // ErrForbiddenHost is a chart URL that resolves (or redirects) to an address async-helm must
@@ -54,7 +56,7 @@ func (p Policy) Allowed(ip net.IP) bool {
 // reach a forbidden address. Proxies are not used: they would hide the real destination.
 func (p Policy) HTTPClient(timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{
-		Timeout: 10 * time.Second,
+		Timeout: bounds.DialTime,
 		Control: func(_, address string, _ syscall.RawConn) error {
 			host, _, err := net.SplitHostPort(address)
 			if err != nil {
@@ -79,8 +81,8 @@ func (p Policy) HTTPClient(timeout time.Duration) *http.Client {
 		Timeout: timeout,
 		Transport: &http.Transport{
 			DialContext:           dialer.DialContext,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: 30 * time.Second,
+			TLSHandshakeTimeout:   bounds.TLSHandshakeTime,
+			ResponseHeaderTimeout: bounds.ResponseHeaderTime,
 			MaxIdleConnsPerHost:   4,
 		},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {

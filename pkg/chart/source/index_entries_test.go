@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 // countingIndex serves an empty index, counting the fetches under way; with a gate, each
@@ -60,7 +62,7 @@ func TestIndexEntryFetchesAreBounded(t *testing.T) {
 			}
 		}()
 	}
-	for range MaxIndexFetches - 1 { // evil's fetches hold their slots
+	for range bounds.MaxIndexFetches - 1 { // evil's fetches hold their slots
 		<-slow.started
 	}
 	// Held back, it would wait for the gate: the deadline only ends a hang.
@@ -77,8 +79,8 @@ func TestIndexEntryFetchesAreBounded(t *testing.T) {
 	close(slow.gate)
 	wg.Wait()
 	t.Logf("evil's index served %d times, at most %d at once", slow.served.Load(), slow.peak.Load())
-	if slow.served.Load() != 20 || slow.peak.Load() > MaxIndexFetches-1 {
+	if slow.served.Load() != 20 || slow.peak.Load() > bounds.MaxIndexFetches-1 {
 		t.Errorf("20 index entries fetched the index %d times, %d at once; want 20, at most %d at once",
-			slow.served.Load(), slow.peak.Load(), MaxIndexFetches-1)
+			slow.served.Load(), slow.peak.Load(), bounds.MaxIndexFetches-1)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/internal/testcharts/hostile"
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
@@ -70,7 +71,7 @@ func TestCacheCountsParsedValues(t *testing.T) {
 		values []byte
 		want   int64
 	}{
-		"dense":   {denseValues(20_000), yamlsize.Nodes(denseValues(20_000)) * parsedNodeBytes},
+		"dense":   {denseValues(20_000), yamlsize.Nodes(denseValues(20_000)) * bounds.ParsedNodeBytes},
 		"aliased": {hostile.AliasBomb("", 1<<20, 20), 20 << 20},
 	} {
 		ch, err := src.Get(context.Background(), Ref{URL: serve(t, tgz(t, chartYAML(name), entry{Name: name + "/values.yaml", Data: c.values}))})
@@ -83,13 +84,13 @@ func TestCacheCountsParsedValues(t *testing.T) {
 	}
 }
 
-// An index.yaml of 3 MiB of "{}," (under MaxIndexBytes, no alias) counts 2 million nodes:
+// An index.yaml of 3 MiB of "{}," (under bounds.MaxIndexBytes, no alias) counts 2 million nodes:
 // it is refused before it is parsed (511 MiB of allocations before, 6 MiB now).
 func TestNodeHeavyIndexIsRefused(t *testing.T) {
 	indexRefusedWithin(t, []byte("apiVersion: v1\nentries:\n  a: ["+strings.Repeat("{},", 1<<20)+"{}]\n"), "YAML nodes", 32<<20)
 }
 
-// Indexes parsed at once count at most MaxIndexNodes together: with all but a few nodes
+// Indexes parsed at once count at most bounds.MaxIndexNodes together: with all but a few nodes
 // taken, an index waits (here until its context ends) and is parsed once they are free.
 func TestIndexParsesShareOneNodeBound(t *testing.T) {
 	body := []byte("apiVersion: v1\nentries:\n  tiny:\n  - name: tiny\n    version: 0.1.0\n    urls: [tiny-0.1.0.tgz]\n")
@@ -99,7 +100,7 @@ func TestIndexParsesShareOneNodeBound(t *testing.T) {
 	if _, err := src.FetchIndex(context.Background(), Repository{Name: "r", URL: srv.URL}); err != nil {
 		t.Fatal(err)
 	}
-	taken := MaxIndexNodes - yamlsize.Nodes(body) + 1
+	taken := bounds.MaxIndexNodes - yamlsize.Nodes(body) + 1
 	if err := src.parses.Acquire(context.Background(), taken); err != nil {
 		t.Fatal(err)
 	}

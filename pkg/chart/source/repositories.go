@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
@@ -231,12 +232,12 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	if !strings.HasSuffix(indexURL, "/index.yaml") {
 		indexURL += "/index.yaml"
 	}
-	raw, err := s.fetchWith(ctx, rc, indexURL, MaxIndexBytes)
+	raw, err := s.fetchWith(ctx, rc, indexURL, bounds.MaxIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("chart repository %q: %w", r.Name, err)
 	}
 	// Measured before it is parsed: the parser writes every alias out (pkg/yamlsize).
-	size, err := yamlsize.Expanded(raw, MaxIndexBytes)
+	size, err := yamlsize.Expanded(raw, bounds.MaxIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: index of chart repository %q: %v", ErrTooLarge, r.Name, err)
 	}
@@ -269,16 +270,16 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	return idx, nil
 }
 
-// parseIndex parses an index of n nodes (at most MaxIndexNodes), while the indexes parsed
-// at once count at most MaxIndexNodes together: the index slots bound the fetches, not
+// parseIndex parses an index of n nodes (at most bounds.MaxIndexNodes), while the indexes
+// parsed at once count at most bounds.MaxIndexNodes together: the index slots bound the fetches, not
 // what each parse takes (a real index of 4.5 MiB peaks at ~110 MiB, a denser one of as
 // many nodes at ~280 MiB), so one big parse runs alone and small ones together, first
 // come first served.
 func (s *Source) parseIndex(ctx context.Context, name string, raw []byte, n int64) (*repo.IndexFile, error) {
-	if n > MaxIndexNodes {
-		return nil, fmt.Errorf("%w: index of chart repository %q: more than %d YAML nodes", ErrTooLarge, name, MaxIndexNodes)
+	if n > bounds.MaxIndexNodes {
+		return nil, fmt.Errorf("%w: index of chart repository %q: more than %d YAML nodes", ErrTooLarge, name, bounds.MaxIndexNodes)
 	}
-	s.parsesOnce.Do(func() { s.parses = semaphore.NewWeighted(MaxIndexNodes) })
+	s.parsesOnce.Do(func() { s.parses = semaphore.NewWeighted(bounds.MaxIndexNodes) })
 	if err := s.parses.Acquire(ctx, n); err != nil {
 		return nil, fmt.Errorf("index of chart repository %q: wait to parse: %w", name, err)
 	}

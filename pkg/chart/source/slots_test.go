@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 func callerCtx(user string) context.Context {
@@ -15,7 +17,7 @@ func callerCtx(user string) context.Context {
 // waiting caller that holds the fewest, not to the first in the queue.
 func TestFetchSlotsShareByCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := NewFetchSlots(MaxIndexFetches)
+		f := NewFetchSlots(bounds.MaxIndexFetches)
 		a := callerCtx("a")
 		var releases []func()
 		for _, ns := range []string{"a1", "a2", "a3"} {

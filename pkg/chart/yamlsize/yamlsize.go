@@ -14,6 +14,8 @@ import (
 	"io"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 // ErrTooLarge is a stream whose aliases expand it beyond the limit, or which refers to a
@@ -48,8 +50,8 @@ func Expanded(data []byte, limit int64) (Size, error) {
 	}
 	// go-yaml v3's parse tree takes about 64 bytes per node: a file made of "{},"
 	// would cost this measure far more than the file, so its nodes are bounded first.
-	if own.Nodes > MaxNodes {
-		return Size{}, fmt.Errorf("%w: up to %d nodes with aliases, over %d", ErrTooLarge, own.Nodes, MaxNodes)
+	if own.Nodes > bounds.MaxAliasedNodes {
+		return Size{}, fmt.Errorf("%w: up to %d nodes with aliases, over %d", ErrTooLarge, own.Nodes, bounds.MaxAliasedNodes)
 	}
 	m := measure{limit: limit, sizes: map[*yaml.Node]Size{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -73,10 +75,6 @@ func Expanded(data []byte, limit int64) (Size, error) {
 		}
 	}
 }
-
-// MaxNodes bounds the nodes of a stream with aliases, far above real charts' values and
-// indexes that use anchors (a few thousand nodes).
-const MaxNodes = 200_000
 
 // Nodes is an upper bound on the nodes data parses into, from its bytes alone: every node
 // but the first starts after a line break, an indicator or a separator. What a parser holds
