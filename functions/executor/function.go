@@ -130,10 +130,10 @@ func (f *Function) helmFactory(cl *kube.Clients) (*helmexec.Factory, error) {
 	return helmexec.NewFactory(cl.Config, append(helmOpts, f.helmOpts...)...)
 }
 
-// Handler serves CloudEvents on / and health on /healthz.
 // Drain has nothing to send once the server has stopped (function.Service).
 func (f *Function) Drain(context.Context) {}
 
+// Handler serves CloudEvents on / and health on /healthz.
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", function.Healthz(f.events))

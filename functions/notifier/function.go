@@ -137,10 +137,10 @@ func (f *Function) election(cl *kube.Clients, pm *passMetrics) *sweeper.Election
 		Log: f.log, OnLeading: pm.leading}
 }
 
-// Handler serves health, and ApiServerSource events when not watching itself.
 // Drain has nothing to send once the server has stopped (function.Service).
 func (f *Function) Drain(context.Context) {}
 
+// Handler serves health, dead letters, and ApiServerSource events when not watching itself.
 func (f *Function) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", function.Healthz(f.source))
@@ -156,6 +156,7 @@ type apiServerRef struct {
 	Name      string `json:"name"`
 }
 
+// receive queues the Secret an ApiServerSource event names (WATCH=false); 400 for anything else.
 func (f *Function) receive(_ context.Context, e cloudevents.Event) (function.EventReply, error) {
 	var ref apiServerRef
 	if err := e.DataAs(&ref); err != nil || ref.Kind != "Secret" || ref.Name == "" {

@@ -247,6 +247,7 @@ func (f *Function) router(mux *http.ServeMux) routeFunc {
 	}
 }
 
+// submit answers an install or upgrade request: 201 with the reserved Secret and its status URL.
 func (f *Function) submit(action release.Action) function.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		req, acc, err := f.acceptSubmit(w, r, action)
@@ -295,6 +296,7 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.E
 	return function.EventReply{Event: &reply, Result: cloudevents.NewHTTPResult(http.StatusCreated, "reserved %s", acc.Secret.Name)}, nil
 }
 
+// list answers the releases of ?ns= (every namespace the caller may read when empty).
 func (f *Function) list(w http.ResponseWriter, r *http.Request) error {
 	limit, _ := strconv.ParseBool(r.URL.Query().Get("limitInfo"))
 	out, err := f.reads.List(r.Context(), userFrom(r.Context()), r.URL.Query().Get("ns"), limit)
@@ -305,6 +307,7 @@ func (f *Function) list(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// get answers the latest revision of ?ns=&name=.
 func (f *Function) get(w http.ResponseWriter, r *http.Request) error {
 	return f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
 		return f.reads.Latest(ctx, userFrom(ctx), ns, name)
@@ -331,6 +334,7 @@ func (f *Function) cancel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// history answers every revision of ?ns=&name=.
 func (f *Function) history(w http.ResponseWriter, r *http.Request) error {
 	return f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
 		return f.reads.History(ctx, userFrom(ctx), ns, name)
@@ -351,6 +355,7 @@ func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func
 	return nil
 }
 
+// nsAndName reads the required ?ns=&name= (400 without them).
 func nsAndName(r *http.Request) (string, string, error) {
 	q := r.URL.Query()
 	if q.Get("ns") == "" || q.Get("name") == "" {
@@ -359,10 +364,12 @@ func nsAndName(r *http.Request) (string, string, error) {
 	return q.Get("ns"), q.Get("name"), nil
 }
 
+// statusURL is where a 201's release can be read (its Location).
 func statusURL(ns, name string) string {
 	return api.PathRelease + "?" + url.Values{"ns": {ns}, "name": {name}}.Encode()
 }
 
+// decode reads a JSON body of at most api.MaxBodyBytes into v (413 over it, 400 when not JSON).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body := http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
 	if err := json.NewDecoder(body).Decode(v); err != nil {
@@ -377,6 +384,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 
 type userKey struct{}
 
+// userFrom is the caller authenticated found (nil without authentication).
 func userFrom(ctx context.Context) *auth.User {
 	u, _ := ctx.Value(userKey{}).(*auth.User)
 	return u
