@@ -1,9 +1,19 @@
 package source
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
 	"testing"
 	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 )
 
 // A namespace that fills the chart cache pushes out its own least recently used charts,
@@ -26,5 +36,80 @@ func TestCacheEvictsTheLargestNamespaceFirst(t *testing.T) {
 	}
 	if _, ok := s.byKey["burst|chart-9"]; !ok || len(s.byKey) != 4 {
 		t.Errorf("cache holds %d entries (burst's newest kept: %v), want 4 with it", len(s.byKey), ok)
+	}
+}
+
+// archive is a chart of files templates of size bytes each (hex: an archive of about half
+// that, which unpacks to size).
+func archive(t *testing.T, name string, files, size int) []byte {
+	t.Helper()
+	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: name, Version: "1.0.0"}}
+	for i := 0; i < files; i++ {
+		data := make([]byte, size/2)
+		_, _ = rand.Read(data)
+		ch.Templates = append(ch.Templates, &chart.File{Name: fmt.Sprintf("templates/blob%d.txt", i), Data: []byte(hex.EncodeToString(data))})
+	}
+	path, err := chartutil.Save(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The cache holds at most its size in bytes, least recently used out first, and does not
+// keep a chart bigger than itself.
+func TestChartCacheIsBoundedInBytes(t *testing.T) {
+	charts := map[string][]byte{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		charts["/"+n+".tgz"] = archive(t, n, 1, 1<<20)
+	}
+	charts["/huge.tgz"] = archive(t, "huge", 2, 3<<20)
+	var mu sync.Mutex
+	downloads := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := charts[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		downloads[r.URL.Path]++
+		mu.Unlock()
+		_, _ = w.Write(b)
+	}))
+	defer srv.Close()
+	const max = 4 << 20 // each small chart holds ~1.5 MiB (archive + unpacked): two fit, not three
+	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute), MaxCacheBytes: max}
+	get := func(name string) {
+		t.Helper()
+		if _, err := src.Get(context.Background(), Ref{URL: srv.URL + "/" + name + ".tgz"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := src.CachedBytes(); n > max {
+			t.Fatalf("after %s the cache holds %d bytes, over its %d", name, n, max)
+		}
+	}
+	get("a")
+	get("b")
+	get("a") // a is now more recently used than b
+	get("c") // evicts b, not a
+	get("a")
+	get("b")
+	mu.Lock()
+	if downloads["/a.tgz"] != 1 || downloads["/b.tgz"] != 2 {
+		t.Errorf("downloads %v: want a once (recently used, kept) and b twice (least recently used, evicted)", downloads)
+	}
+	mu.Unlock()
+	for _, n := range []string{"d", "huge", "huge"} {
+		get(n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if downloads["/huge.tgz"] != 2 {
+		t.Errorf("a chart bigger than the cache was downloaded %d times for 2 requests, want 2 (never cached)", downloads["/huge.tgz"])
 	}
 }

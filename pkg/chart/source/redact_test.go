@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,6 +65,36 @@ func TestNoErrorShowsAURLsCredentials(t *testing.T) {
 			continue
 		}
 		t.Log(err)
+		if msg := err.Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "alice") {
+			t.Errorf("the error shows the URL's credentials: %s", msg)
+		}
+	}
+}
+
+// Credentials in a chart URL never appear in the error, whichever way the fetch fails.
+func TestCredentialsInChartURLsAreRedacted(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(10 * time.Second), PlainHTTPRegistries: []string{host}}
+	guarded := &Source{HTTP: Policy{}.HTTPClient(10 * time.Second)}
+	for _, c := range []struct {
+		src  *Source
+		url  string
+		want error
+	}{
+		{src, "http://alice:s3cr3t-pw@" + host + "/missing.tgz", ErrNotFound},
+		{src, "https://alice:s3cr3t-pw@" + host + "/tls-to-plain.tgz", ErrUnreachable},
+		{src, "http://alice:s3cr3t-pw@127.0.0.1:1/refused.tgz", ErrUnreachable},
+		{guarded, "http://alice:s3cr3t-pw@169.254.169.254/latest/meta-data", ErrForbiddenHost},
+		{src, "oci://alice:s3cr3t-pw@" + host + "/charts/missing:1.0.0", nil},
+		{src, "http://alice:s3cr3t pw@" + host + "/unparsable.tgz", ErrInvalidRef},
+	} {
+		_, err := c.src.Get(context.Background(), Ref{URL: c.url})
+		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: %v, want %v", c.url, err, c.want)
+			continue
+		}
 		if msg := err.Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "alice") {
 			t.Errorf("the error shows the URL's credentials: %s", msg)
 		}
