@@ -15,9 +15,10 @@ import (
 
 // A burst of 100 installs over two namespaces through an executor with two slots: the
 // release accepted last is `queued` with a position that goes down as the revisions
-// accepted before it start, in GET, in oc-helm's status, list and status --watch; then it
-// runs and is deployed. The notifier's /metrics show each namespace's queue and the age of
-// its oldest revision.
+// accepted before it start, in GET, in oc-helm's status, list and status --watch, and,
+// once its namespace's revisions have started for a while, with the expected start in GET,
+// status and list; then it runs and is deployed. The notifier's /metrics show each
+// namespace's queue and the age of its oldest revision.
 func TestBurstShowsQueuePositions(t *testing.T) {
 	t.Parallel()
 	ns1, ns2 := cluster.Namespace(t), cluster.Namespace(t)
@@ -68,8 +69,11 @@ func TestBurstShowsQueuePositions(t *testing.T) {
 			break
 		}
 	}
-	if !cliSeen {
+	if !cliSeen.queue {
 		t.Error("oc helm status and list never showed the queue")
+	}
+	if !cliSeen.expected || !cliSeen.apiExpected {
+		t.Errorf("the expected start was never shown (GET %t; oc helm status and list %t)", cliSeen.apiExpected, cliSeen.expected)
 	}
 	out, code := watch()
 	t.Logf("oc helm status --watch:\n%s", out)
@@ -89,13 +93,20 @@ func TestBurstShowsQueuePositions(t *testing.T) {
 	}
 }
 
+// queueSeen is what showed the watched release's queue: oc-helm's status and list, with
+// the expected start; GET's expected start.
+type queueSeen struct{ queue, expected, apiExpected bool }
+
 // queuePositions reads the watched release's queue until an executor starts it: the
-// positions GET answered (each change once), and whether oc-helm's status and list showed
-// the queue; on the way it checks the notifier's queue metrics once.
-func (s *stack) queuePositions(t *testing.T, ctx context.Context, ns1, ns2 string) ([]int, bool) {
+// positions GET answered (each change once), and what showed the queue and its expected
+// start; on the way it checks the notifier's queue metrics once.
+func (s *stack) queuePositions(t *testing.T, ctx context.Context, ns1, ns2 string) ([]int, queueSeen) {
 	t.Helper()
 	var positions []int
-	cliSeen, metricsSeen := false, false
+	var seen queueSeen
+	metricsSeen := false
+	listed := regexp.MustCompile(`watched\s.*pending-install \(queued \d+/\d+, `)
+	listedStart := regexp.MustCompile(`watched\s.*pending-install \(queued \d+/\d+, [^,]*, start ~\d{4}-`)
 	for ctx.Err() == nil {
 		rel := s.getRelease(t, ns2, "watched")
 		if rel.Queue == nil {
@@ -104,10 +115,12 @@ func (s *stack) queuePositions(t *testing.T, ctx context.Context, ns1, ns2 strin
 		if n := len(positions); n == 0 || positions[n-1] != rel.Queue.Position {
 			positions = append(positions, rel.Queue.Position)
 		}
-		if !cliSeen {
+		seen.apiExpected = seen.apiExpected || rel.Queue.ExpectedStart != nil
+		if !seen.expected && (!seen.queue || rel.Queue.ExpectedStart != nil) {
 			status, _ := s.ocHelm(t, "-n", ns2, "status", "watched")
 			list, _ := s.ocHelm(t, "-n", ns2, "list")
-			cliSeen = strings.Contains(status, "QUEUED: position ") && regexp.MustCompile(`watched .* pending-install \(queued \d+/\d+, `).MatchString(list)
+			seen.queue = seen.queue || strings.Contains(status, "QUEUED: position ") && listed.MatchString(list)
+			seen.expected = strings.Contains(status, ", expected to start at ") && listedStart.MatchString(list)
 			t.Logf("oc helm status:\n%s", status)
 			t.Logf("oc helm list (first lines):\n%s", head(list, 4))
 		}
@@ -119,7 +132,7 @@ func (s *stack) queuePositions(t *testing.T, ctx context.Context, ns1, ns2 strin
 	if !metricsSeen {
 		t.Error("submit's metrics never showed both namespaces' queues")
 	}
-	return positions, cliSeen
+	return positions, seen
 }
 
 // checkQueueMetrics reports whether submit (from its ledger) shows a queue in both
