@@ -139,7 +139,7 @@ type run struct {
 	done    chan struct{}
 	outcome Outcome
 	err     error
-	// joined counts the redeliveries waiting for this run (guarded by running.mu).
+	// joined counts the copies waiting for this run (guarded by running.mu).
 	joined int
 	// queued: the run waits for its action slot (guarded by running.mu).
 	queued bool
@@ -235,8 +235,10 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 // join registers r as key's run in this process, or answers the delivery from the run
 // already there (joined): a copy of one still waiting for its slot is acknowledged at once
 // (OutcomeQueued: the waiting delivery is the one its sender redelivers if it fails);
-// otherwise it waits for that run's outcome, and tries itself if the run failed for its
-// own reasons (its sender hung up, no slot).
+// otherwise one copy (the redelivery whose sender lost the first answer) waits for that
+// run's outcome, and tries itself if the run failed for its own reasons (its sender hung
+// up, no slot). Any further copy is answered ErrHeldElsewhere at once: an open request is
+// held by the pod's door and memory, and copies are counted nowhere else.
 func (s *Service) join(reqCtx context.Context, key string, r *run) (Outcome, bool, error) {
 	for {
 		s.running.mu.Lock()
@@ -246,23 +248,46 @@ func (s *Service) join(reqCtx context.Context, key string, r *run) (Outcome, boo
 			s.running.mu.Unlock()
 			return "", false, nil
 		}
-		cur.joined++
-		queued := cur.queued
-		s.running.mu.Unlock()
-		if queued {
+		if cur.queued {
+			s.running.mu.Unlock()
 			return OutcomeQueued, true, nil
 		}
-		select {
-		case <-cur.done:
-			if cur.err == nil { // it ran (or found nothing to do): this delivery is a duplicate
-				if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed || cur.outcome == OutcomeUninstalled {
-					return OutcomeDuplicate, true, nil
-				}
-				return cur.outcome, true, nil
-			}
-		case <-reqCtx.Done():
-			return "", true, fmt.Errorf("%w: %s (this pod)", ErrHeldElsewhere, key)
+		if cur.joined >= maxWaitingCopies {
+			s.running.mu.Unlock()
+			return "", true, fmt.Errorf("%w: %s (a copy already waits for its run on this pod)", ErrHeldElsewhere, key)
 		}
+		cur.joined++
+		s.running.mu.Unlock()
+		outcome, again, err := s.await(reqCtx, key, cur)
+		if !again {
+			return outcome, true, err
+		}
+	}
+}
+
+// maxWaitingCopies is how many copies of a running delivery wait for its outcome.
+const maxWaitingCopies = 1
+
+// await waits for cur's outcome as one of its copies; again: the run failed for its own
+// reasons, and this copy tries itself.
+func (s *Service) await(reqCtx context.Context, key string, cur *run) (Outcome, bool, error) {
+	defer func() {
+		s.running.mu.Lock()
+		cur.joined--
+		s.running.mu.Unlock()
+	}()
+	select {
+	case <-cur.done:
+		if cur.err != nil {
+			return "", true, nil
+		}
+		// It ran (or found nothing to do): this delivery is a duplicate.
+		if cur.outcome == OutcomeDeployed || cur.outcome == OutcomeFailed || cur.outcome == OutcomeUninstalled {
+			return OutcomeDuplicate, false, nil
+		}
+		return cur.outcome, false, nil
+	case <-reqCtx.Done():
+		return "", false, fmt.Errorf("%w: %s (this pod)", ErrHeldElsewhere, key)
 	}
 }
 
