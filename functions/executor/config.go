@@ -55,7 +55,8 @@ type Config struct {
 	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
 	// RenderWorkers is the number of worker processes that render the templates of
 	// installs and upgrades (v3 engine), each one chart at a time, bounded by RenderTimeout
-	// of CPU and RenderMemoryMiB of memory; 0 renders in this process.
+	// of CPU and RenderMemoryMiB of memory, handed out per tenant (while renders wait on
+	// their lookups, up to twice as many live); 0 renders in this process.
 	RenderWorkers int `envconfig:"RENDER_WORKERS" default:"2"`
 	// RenderMemoryMiB bounds each render worker's memory.
 	RenderMemoryMiB int64 `envconfig:"RENDER_MEMORY_MIB" default:"256"`

@@ -2,6 +2,7 @@ package helmexec
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,6 +43,40 @@ func TestGeneratedAliasesAreBoundedBeforeHelmParsesThem(t *testing.T) {
 	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
 	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
 		t.Fatalf("install of a tiny chart: %v", err)
+	}
+}
+
+// hooked makes aliasBomb's manifest a pre-install hook.
+func hooked(ch *chart.Chart) *chart.Chart {
+	t := ch.Templates[0]
+	t.Data = []byte(strings.Replace(string(t.Data), "metadata:\n", "metadata:\n  annotations:\n    helm.sh/hook: pre-install\n", 1))
+	return ch
+}
+
+// crdBomb is a chart whose CRD file, which Helm's install parses as it is, is aliasBomb's
+// manifest written out.
+func crdBomb() *chart.Chart {
+	ch := tiny("1.0.0")
+	var b strings.Builder
+	b.WriteString("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: bombs.example.com\n")
+	b.WriteString("pad: [" + strings.Repeat("0,", 1300) + "0]\n")
+	b.WriteString(`s: &s "` + strings.Repeat("x", 16384) + "\"\n")
+	b.WriteString("list: [" + strings.Repeat("*s,", 1200) + "*s]\n")
+	ch.Files = []*chart.File{{Name: "crds/bomb.yaml", Data: []byte(b.String())}}
+	return ch
+}
+
+// With render workers, what Helm's install then parses in this process is measured in the
+// worker first: the templates' output, hooks too, and the chart's CRD files.
+func TestWhatHelmParsesIsMeasuredInTheWorker(t *testing.T) {
+	f, mem, opts := offlineOn(t, WithRenderWorkers(workers(t)))
+	for i, ch := range []*chart.Chart{aliasBomb(), hooked(aliasBomb()), crdBomb()} {
+		name := fmt.Sprintf("bomb%d", i)
+		reserve(t, mem, name, 1, helmrelease.StatusPendingInstall)
+		_, err := f.Install(ctx(t), Request{Namespace: "ns", Name: name, Revision: 1, Chart: ch}, opts...)
+		if !errors.Is(err, ErrRenderFailed) || !strings.Contains(err.Error(), ErrManifestsTooLarge.Error()) {
+			t.Errorf("install %d: %v, want %v", i, err, ErrManifestsTooLarge)
+		}
 	}
 }
 

@@ -10,6 +10,10 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+
+	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 // WithRenderWorkers renders the templates of installs and upgrades in p's workers instead
@@ -38,13 +42,14 @@ func (f *Factory) renderOutOptions(opts []Option) (*outOfProcess, []Option, erro
 }
 
 // renderOut renders ch in a worker as Helm's install (upgrade false) or upgrade would, and
-// returns the chart Helm must run instead: its templates the worker's output. It checks the
-// values as preflight does, processes ch's dependencies as Helm would (the record keeps ch),
-// and fixes the capabilities Helm renders with to the ones the worker had. The worker's
-// `lookup` calls are answered through the action's REST config, read only, the action's
-// CPU slot given back while they wait.
+// returns the chart Helm must run instead: its templates the worker's output. The worker
+// checks the values against the chart's schemas first (as preflight does). This process
+// handles ch's dependencies as Helm would (the record keeps ch) and fixes the capabilities
+// Helm renders with to the ones the worker had. The worker's `lookup` calls are answered
+// through the action's REST config, read only.
 func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, cfg *action.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
-	if err := f.checkValues(ctx, ch, values); err != nil {
+	checks, err := workerChecks(ch, values)
+	if err != nil {
 		return nil, err
 	}
 	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
@@ -66,12 +71,8 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, cfg *action.Co
 	if err != nil {
 		return nil, err
 	}
-	lookups, err := NewLookupServer(restCfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer lookups.Close()
-	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, CPU: req.RenderTimeout, Lookup: lookups})
+	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, Flow: renderFlow(req.Namespace, restCfg),
+		CPU: req.RenderTimeout, Lookup: NewLookups(restCfg), Checks: checks})
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +91,25 @@ func (f *Factory) renderInPool(ctx context.Context, gate WaitGate, r PoolRender)
 	}
 	files, _, err := f.renders.Render(ctx, r)
 	return files, err
+}
+
+// workerChecks are the values checks of Helm's install or upgrade (as checkValues makes
+// them), for the worker to make before it renders: a validation costs up to the schema's
+// size times the values', far more when its references recurse, so it runs under the
+// render's bounds, in the tenant's worker.
+func workerChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
+	skip, err := skipSchemaValidation(ch)
+	if err != nil || skip {
+		return nil, err
+	}
+	return SchemaChecks(ch, values)
+}
+
+// renderFlow is the tenant a render's worker is accounted to, as the executor accounts
+// the action: its namespace, and the caller it runs as (the share of a ServiceAccount's
+// namespace).
+func renderFlow(namespace string, cfg *rest.Config) fairqueue.Flow {
+	return fairqueue.Flow{Namespace: namespace, Caller: auth.ShareName(cfg.Impersonate.UserName)}
 }
 
 // releaseOptions are the release Helm's install (revision 1) or upgrade (the last

@@ -1,13 +1,17 @@
 package helmexec
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -17,6 +21,7 @@ import (
 	helmtime "helm.sh/helm/v3/pkg/time"
 	"k8s.io/client-go/rest"
 
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -162,5 +167,126 @@ func TestInstallOfATemplateOverItsMemory(t *testing.T) {
 	}
 	if r := get(t, mem, "big", 1); r.Info.Status != helmrelease.StatusPendingInstall || r.Info.Description != release.ReservedDescription {
 		t.Errorf("reservation %s %q, want it untouched for the executor to fail", r.Info.Status, r.Info.Description)
+	}
+}
+
+// cpuSlot is an action's CPU slot as the executor holds it (pkg/executor's cpuPhase): a
+// seat of a fair queue of CPU slots, given back while Helm only waits (Waiting) and taken
+// again when the wait returns (Working).
+type cpuSlot struct {
+	ctx  context.Context
+	q    *fairqueue.Queue
+	flow fairqueue.Flow
+
+	mu   sync.Mutex
+	seat *fairqueue.Seat
+}
+
+func (c *cpuSlot) enter() error {
+	seat, err := c.q.Acquire(c.ctx, c.flow)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.seat = seat
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *cpuSlot) Waiting() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seat != nil {
+		c.seat.Release()
+		c.seat = nil
+	}
+}
+
+func (c *cpuSlot) Working() { _ = c.enter() }
+
+// A render's lookup runs through the executor's wait gate: one CPU slot, one worker. While
+// tenant A's render waits on its lookup, A holds no CPU slot, so tenant B's action takes
+// it and asks for the worker; A's lookup is answered, both renders finish, nothing waits
+// on anything else.
+func TestALookupThroughTheExecutorsWaitGate(t *testing.T) {
+	api := newFakeAPI(t)
+	f := &Factory{renders: &RenderPool{Limits: RenderLimits{MaxParallel: 1}}}
+	t.Cleanup(f.renders.Close)
+	cpu := fairqueue.New(1, fairqueue.Options{})
+	c := ctx(t)
+	run := func(tenant, name string) (*cpuSlot, <-chan error) {
+		slot := &cpuSlot{ctx: c, q: cpu, flow: fairqueue.Flow{Namespace: tenant, Caller: tenant + "-deployer"}}
+		done := make(chan error, 1)
+		if err := slot.enter(); err != nil {
+			t.Fatalf("%s's action takes the CPU slot: %v", tenant, err)
+		}
+		go func() {
+			files, err := f.renderInPool(c, slot, PoolRender{Flow: slot.flow, Job: lookupTemplate(tenant, name), Lookup: NewLookups(api.as(tenant + "-deployer"))})
+			if err == nil && files["hostile/templates/cm.yaml"] != "name: "+name {
+				err = fmt.Errorf("rendered %v", files)
+			}
+			done <- err
+		}()
+		return slot, done
+	}
+	a1 := secretPath("tenant-a", "a1")
+	api.hold(a1)
+	slotA, doneA := run("tenant-a", "a1")
+	<-api.arrived
+	if n := cpu.InUse(); n != 0 {
+		t.Errorf("while A's render waits on its lookup %d CPU slots are held, want 0", n)
+	}
+	slotB, doneB := run("tenant-b", "b1")
+	queuedFor(f.renders, slotB.flow, 1)
+	api.open(a1)
+	if err := <-doneA; err != nil {
+		t.Fatalf("A's render: %v", err)
+	}
+	slotA.Waiting() // A's action ends: its CPU slot goes back
+	if err := <-doneB; err != nil {
+		t.Fatalf("B's render: %v", err)
+	}
+	slotB.Waiting()
+	if got := strings.Join(api.reachedPaths(), ","); got != "tenant-a-deployer "+a1+",tenant-b-deployer "+secretPath("tenant-b", "b1") {
+		t.Errorf("the API server was asked %s", got)
+	}
+}
+
+// Values are checked against the chart's schema in the tenant's worker, under the render's
+// bounds, not in this process: a schema without references still costs its size times the
+// values' (here an enum of 20,000 strings against 20,000 values), and its check is stopped
+// at the render's CPU bound. Values that do not meet a schema get Helm's text.
+func TestValuesAreCheckedInTheWorker(t *testing.T) {
+	f, mem, opts := offlineOn(t, WithRenderWorkers(workers(t)))
+	enum := make([]string, 20000)
+	for i := range enum {
+		enum[i] = fmt.Sprintf("e%d", i)
+	}
+	enum[len(enum)-1] = "z"
+	items := make([]any, 20000)
+	for i := range items {
+		items[i] = "z"
+	}
+	costly, err := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{
+		"items": map[string]any{"type": "array", "items": map[string]any{"enum": enum}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSchema := func(schema string) *chart.Chart {
+		ch := tiny("1.0.0")
+		ch.Schema = []byte(schema)
+		return ch
+	}
+	reserve(t, mem, "costly", 1, helmrelease.StatusPendingInstall)
+	_, err = f.Install(ctx(t), Request{Namespace: "ns", Name: "costly", Revision: 1, Chart: withSchema(string(costly)),
+		Values: map[string]any{"items": items}, RenderTimeout: 200 * time.Millisecond}, opts...)
+	if !errors.Is(err, ErrValuesUnchecked) || !errors.Is(err, ErrRenderTimeout) {
+		t.Errorf("install with a check of 20,000 x 20,000: %v, want %v at the render's CPU bound", err, ErrValuesUnchecked)
+	}
+	reserve(t, mem, "invalid", 1, helmrelease.StatusPendingInstall)
+	_, err = f.Install(ctx(t), Request{Namespace: "ns", Name: "invalid", Revision: 1,
+		Chart: withSchema(`{"properties": {"v": {"type": "integer"}}}`)}, opts...)
+	if !errors.Is(err, ErrValuesInvalid) || !strings.Contains(err.Error(), "want integer") {
+		t.Errorf("install with values that do not meet the schema: %v, want %v", err, ErrValuesInvalid)
 	}
 }

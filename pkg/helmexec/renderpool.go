@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 // ErrRenderMemory is a render whose templates used more memory than its worker may have.
@@ -22,18 +25,21 @@ var ErrRenderMemory = errors.New("the chart's templates used too much memory")
 // stop or bound in place, a process can be bounded by the kernel and killed. A worker is
 // replaced when it is killed (over its CPU bound, its action ended) or its heap stays over
 // half its memory bound; starting one costs far more than a tiny chart's render, so
-// workers are kept.
+// workers are kept. Workers are handed out per tenant (pkg/fairqueue): a free one goes to
+// the waiting tenant (namespace and caller) that holds the fewest, and while a render only
+// waits on its lookups its worker's seat may serve a tenant below its share, on a worker
+// of its own (at most 2 x MaxParallel live at once).
 type RenderPool struct {
 	// Binary is the workers' executable; default this process's own.
 	Binary string
 	// Limits: Timeout is a render's CPU bound when the caller gives none, MaxMemoryBytes each
-	// worker.s address space, MaxOutputBytes a render's answer, MaxParallel the workers.
+	// worker's address space, MaxOutputBytes a render's answer, MaxParallel the workers.
 	Limits RenderLimits
 	// started, when set, is told each worker's pid (tests).
 	started func(pid int)
 
 	once  sync.Once
-	slots chan struct{}
+	seats *fairqueue.Queue
 	mu    sync.Mutex
 	idle  []*renderWorker
 }
@@ -41,34 +47,46 @@ type RenderPool struct {
 // PoolRender is one render asked of a pool.
 type PoolRender struct {
 	Job GuardRender
+	// Flow is the tenant the render's worker is accounted to.
+	Flow fairqueue.Flow
 	// CPU bounds the worker's CPU time for this render (0: the pool's Timeout).
 	CPU time.Duration
 	// Lookup answers the templates' `lookup` calls (nil: they find nothing).
-	Lookup *LookupServer
+	Lookup *Lookups
+	// Checks are the values' schema checks, made in the worker before it renders, under
+	// the render's bounds.
+	Checks []SchemaCheck
 	// after is the timer (tests).
 	after func(time.Duration) <-chan time.Time
+}
+
+// workerSeats is the pool's fair queue of workers.
+func (p *RenderPool) workerSeats(lim RenderLimits) *fairqueue.Queue {
+	p.once.Do(func() { p.seats = fairqueue.New(lim.MaxParallel, fairqueue.Options{Lending: true}) })
+	return p.seats
 }
 
 // Render renders r in a worker and returns the files as Helm's engine returns them, with
 // the worker CPU time the render used.
 func (p *RenderPool) Render(ctx context.Context, r PoolRender) (map[string]string, time.Duration, error) {
 	lim := p.Limits.withDefaults()
-	p.once.Do(func() { p.slots = make(chan struct{}, lim.MaxParallel) })
-	select {
-	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
-	case <-ctx.Done():
+	seat, err := p.workerSeats(lim).Acquire(ctx, r.Flow)
+	if err != nil {
+		return nil, 0, fmt.Errorf("wait for a render worker: %w", err)
+	}
+	defer seat.Release()
+	if ctx.Err() != nil { // granted as the action ended
 		return nil, 0, fmt.Errorf("wait for a render worker: %w", ctx.Err())
 	}
 	w, err := p.take(lim)
 	if err != nil {
 		return nil, 0, err
 	}
-	res, used, err := w.render(ctx, lim, r)
+	res, used, err := w.render(ctx, lim, r, seat)
 	if err != nil || res.HeapBytes > uint64(lim.MaxMemoryBytes/2) {
 		w.kill()
 	} else {
-		p.put(w)
+		p.put(w, lim)
 	}
 	if err != nil {
 		return nil, used, err
@@ -78,6 +96,8 @@ func (p *RenderPool) Render(ctx context.Context, r PoolRender) (map[string]strin
 		return res.Files, used, nil
 	case workerFailedTooLarge:
 		return nil, used, fmt.Errorf("%w: %w: %s", ErrRenderFailed, ErrManifestsTooLarge, res.Error)
+	case workerFailedValues:
+		return nil, used, fmt.Errorf("%w:\n%s", ErrValuesInvalid, res.Error)
 	}
 	return nil, used, fmt.Errorf("%w: %s", ErrRenderFailed, res.Error)
 }
@@ -95,10 +115,18 @@ func (p *RenderPool) take(lim RenderLimits) (*renderWorker, error) {
 	return startWorker(p.Binary, lim, p.started)
 }
 
-func (p *RenderPool) put(w *renderWorker) {
+// put keeps w for the next render, or stops it when MaxParallel idle workers are kept
+// already (the workers started for lent seats go).
+func (p *RenderPool) put(w *renderWorker, lim RenderLimits) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.idle = append(p.idle, w)
+	keep := len(p.idle) < lim.MaxParallel
+	if keep {
+		p.idle = append(p.idle, w)
+	}
+	p.mu.Unlock()
+	if !keep {
+		w.kill()
+	}
 }
 
 // Close stops the idle workers (a worker rendering stops when its render returns).
@@ -172,22 +200,55 @@ type answer struct {
 	err error
 }
 
-// render hands r to the worker and waits for its answer, its CPU bound, or ctx.
-func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRender) (workerResult, time.Duration, error) {
-	job := workerJob{Render: r.Job}
-	if r.Lookup != nil {
-		job.Lookup = r.Lookup.Socket()
-	}
-	base, metered := processCPU(w.cmd.Process.Pid)
-	if err := writeFrame(w.in, job); err != nil {
+// lender is a render's seat in the pool: lent while the render waits on a lookup.
+type lender interface {
+	Lend()
+	Reclaim()
+}
+
+// render hands r to the worker and waits for its answer, its CPU bound, or ctx. A worker
+// that fails before its values are checked fails the check: the schema is the likelier cost.
+func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRender, seat lender) (workerResult, time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := newCPUMeter(w.cmd.Process.Pid)
+	if err := writeFrame(w.in, workerJob{Render: r.Job, Lookups: r.Lookup != nil, Checks: r.Checks}); err != nil {
 		return workerResult{}, 0, w.failure(lim, fmt.Errorf("send the render: %w", err))
 	}
+	var checked atomic.Bool
 	answers := make(chan answer, 1)
-	go func() {
-		var a answer
-		a.err = readFrame(w.out, lim.MaxOutputBytes, &a.res)
-		answers <- a
-	}()
+	go func() { answers <- w.serve(ctx, lim, r.Lookup, seat, &checked) }()
+	res, err := w.await(ctx, lim, r, answers, m)
+	if err != nil && len(r.Checks) > 0 && !checked.Load() {
+		err = fmt.Errorf("%w: %w", ErrValuesUnchecked, err)
+	}
+	return res, m.used(), err
+}
+
+// cpuMeter reads a worker's CPU time since a job started.
+type cpuMeter struct {
+	pid     int
+	base    time.Duration
+	metered bool
+}
+
+func newCPUMeter(pid int) cpuMeter {
+	base, metered := processCPU(pid)
+	return cpuMeter{pid: pid, base: base, metered: metered}
+}
+
+// used is the CPU time so far (0 where it cannot be read).
+func (m cpuMeter) used() time.Duration {
+	if !m.metered {
+		return 0
+	}
+	now, _ := processCPU(m.pid)
+	return now - m.base
+}
+
+// await waits for the worker's answer within the render's CPU and wall bounds (wall time
+// alone where CPU time cannot be read).
+func (w *renderWorker) await(ctx context.Context, lim RenderLimits, r PoolRender, answers <-chan answer, m cpuMeter) (workerResult, error) {
 	bound := r.CPU
 	if bound <= 0 {
 		bound = lim.Timeout
@@ -196,34 +257,52 @@ func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRende
 	if after == nil {
 		after = time.After
 	}
-	used := func() time.Duration {
-		if !metered {
-			return 0
-		}
-		now, _ := processCPU(w.cmd.Process.Pid)
-		return now - base
-	}
 	wall := time.NewTimer(renderWall(bound))
 	defer wall.Stop()
 	wait := after(bound)
 	for {
 		select {
 		case <-wall.C:
-			return workerResult{}, used(), fmt.Errorf("%w: rendering took more than %s, its lookups' waits included", ErrRenderTimeout, renderWall(bound))
+			return workerResult{}, fmt.Errorf("%w: rendering took more than %s, its lookups' waits included", ErrRenderTimeout, renderWall(bound))
 		case a := <-answers:
 			if a.err != nil {
-				return workerResult{}, used(), w.failure(lim, a.err)
+				return workerResult{}, w.failure(lim, a.err)
 			}
-			return a.res, used(), nil
+			return a.res, nil
 		case <-ctx.Done():
-			return workerResult{}, used(), fmt.Errorf("render stopped: %w", ctx.Err())
+			return workerResult{}, fmt.Errorf("render stopped: %w", ctx.Err())
 		case <-wait:
-			spent := used()
-			if metered && spent < bound {
+			if spent := m.used(); m.metered && spent < bound {
 				wait = after(max(bound-spent, minRenderCheck))
 				continue
 			}
-			return workerResult{}, spent, fmt.Errorf("%w: rendering took more than %s of CPU", ErrRenderTimeout, bound)
+			return workerResult{}, fmt.Errorf("%w: rendering took more than %s of CPU", ErrRenderTimeout, bound)
+		}
+	}
+}
+
+// serve reads what the worker writes until the job's result: each lookup it asks is
+// answered through this job's lookups, the seat lent while the API server answers.
+func (w *renderWorker) serve(ctx context.Context, lim RenderLimits, lookups *Lookups, seat lender, checked *atomic.Bool) answer {
+	for {
+		var m workerMsg
+		if err := readFrame(w.out, lim.MaxOutputBytes, &m); err != nil {
+			return answer{err: err}
+		}
+		switch {
+		case m.Result != nil:
+			return answer{res: *m.Result}
+		case m.Checked:
+			checked.Store(true)
+			continue
+		case m.Lookup == nil || lookups == nil:
+			return answer{err: errors.New("the worker asked a lookup its job has not")}
+		}
+		seat.Lend()
+		a := lookups.answer(ctx, *m.Lookup)
+		seat.Reclaim()
+		if err := writeFrame(w.in, a); err != nil {
+			return answer{err: fmt.Errorf("answer a lookup: %w", err)}
 		}
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 // oneTemplate is a chart of one template, rendered as an install of web in ns.
@@ -149,5 +154,106 @@ func TestRenderPoolKillsTheRenderOfAnEndedAction(t *testing.T) {
 	}
 	if alive(pid) {
 		t.Errorf("worker %d still runs", pid)
+	}
+}
+
+// queuedFor waits until n renders of flow wait for a worker of p.
+func queuedFor(p *RenderPool, f fairqueue.Flow, n int) {
+	for {
+		if p.seats != nil {
+			for _, s := range p.seats.Stats() {
+				if s.Flow == f && s.Queued == n {
+					return
+				}
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// tenantRender renders a lookup of Secret name in tenant's namespace as tenant, in p.
+func tenantRender(ctx context.Context, p *RenderPool, api *fakeAPI, tenant, name string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.Render(ctx, PoolRender{Flow: fairqueue.Flow{Namespace: tenant, Caller: tenant + "-deployer"},
+			Job: lookupTemplate(tenant, name), Lookup: NewLookups(api.as(tenant + "-deployer"))})
+		done <- err
+	}()
+	return done
+}
+
+// Workers go to tenants in turn, not first come, first served: with one worker, held by
+// tenant A's render while A has more queued, the worker goes next to tenant B, which
+// came last but holds none.
+func TestRenderWorkersGoToTheTenantHoldingFewest(t *testing.T) {
+	api := newFakeAPI(t)
+	p := &RenderPool{Limits: RenderLimits{MaxParallel: 1}}
+	t.Cleanup(p.Close)
+	order := []struct{ tenant, name string }{{"tenant-a", "a1"}, {"tenant-a", "a2"}, {"tenant-a", "a3"}, {"tenant-b", "b1"}}
+	for _, o := range order {
+		api.hold(secretPath(o.tenant, o.name))
+	}
+	var done []<-chan error
+	queued := map[string]int{}
+	for i, o := range order {
+		done = append(done, tenantRender(ctx(t), p, api, o.tenant, o.name))
+		if i == 0 {
+			if got := <-api.arrived; got != secretPath("tenant-a", "a1") {
+				t.Fatalf("first lookup %s", got)
+			}
+			continue
+		}
+		queued[o.tenant]++
+		queuedFor(p, fairqueue.Flow{Namespace: o.tenant, Caller: o.tenant + "-deployer"}, queued[o.tenant])
+	}
+	var served []string
+	api.open(secretPath("tenant-a", "a1"))
+	for range order[1:] {
+		got := <-api.arrived
+		served = append(served, path.Base(got))
+		api.open(got)
+	}
+	for i, d := range done {
+		if err := <-d; err != nil {
+			t.Errorf("render %s: %v", order[i].name, err)
+		}
+	}
+	if got, want := strings.Join(served, ","), "b1,a2,a3"; got != want {
+		t.Errorf("after a1 the worker served %s, want %s", got, want)
+	}
+}
+
+// A tenant's renders waiting on slow lookups do not make another tenant wait for them:
+// tenant A's two renders hold both workers, each waiting on its lookup, and tenant B's
+// render runs meanwhile, on a worker of its own.
+func TestLookupsOfOneTenantDoNotHoldAnotherOffTheWorkers(t *testing.T) {
+	api := newFakeAPI(t)
+	var mu sync.Mutex
+	var pids []int
+	p := &RenderPool{Limits: RenderLimits{MaxParallel: 2}, started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() }}
+	t.Cleanup(p.Close)
+	a1, a2 := secretPath("tenant-a", "a1"), secretPath("tenant-a", "a2")
+	api.hold(a1)
+	api.hold(a2)
+	held, cancel := context.WithCancel(context.Background()) // A's renders wait as long as B's takes
+	t.Cleanup(cancel)
+	da1, da2 := tenantRender(held, p, api, "tenant-a", "a1"), tenantRender(held, p, api, "tenant-a", "a2")
+	<-api.arrived
+	<-api.arrived
+	if err := <-tenantRender(ctx(t), p, api, "tenant-b", "b1"); err != nil {
+		t.Fatalf("tenant B's render while A's two wait on their lookups: %v", err)
+	}
+	api.open(a1)
+	api.open(a2)
+	if err1, err2 := <-da1, <-da2; err1 != nil || err2 != nil {
+		t.Errorf("tenant A's renders: %v, %v", err1, err2)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pids) != 3 {
+		t.Errorf("%d workers started, want 3 (B's on the seat A lent)", len(pids))
+	}
+	if len(p.idle) > 2 {
+		t.Errorf("%d idle workers kept, want at most MaxParallel", len(p.idle))
 	}
 }

@@ -2,13 +2,12 @@ package helmexec
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -18,9 +17,9 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
-	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
@@ -33,15 +32,27 @@ const RenderWorkerArg = "__async-helm-render-worker"
 // upgrade renders them, with the values, release and capabilities Helm renders with.
 type workerJob struct {
 	Render GuardRender `json:"render"`
-	// Lookup is the unix socket where the parent answers the templates' `lookup` calls
-	// as the action's identity ("": no cluster, lookups find nothing).
-	Lookup string `json:"lookup,omitempty"`
+	// Lookups: the templates' `lookup` calls are asked of the parent on the worker's own
+	// pipes, answered as the job's identity (false: no cluster, lookups find nothing).
+	Lookups bool `json:"lookups,omitempty"`
+	// Checks are the values checks Helm's install or upgrade makes, run before the render.
+	Checks []SchemaCheck `json:"checks,omitempty"`
+}
+
+// workerMsg is what a worker writes while it runs a job: lookups to answer, then the
+// job's result.
+type workerMsg struct {
+	Lookup *lookupRequest `json:"lookup,omitempty"`
+	Result *workerResult  `json:"result,omitempty"`
+	// Checked: the job's values met their schemas; the render starts.
+	Checked bool `json:"checked,omitempty"`
 }
 
 // Kinds of a worker's failure the parent maps onto its errors.
 const (
 	workerFailedTemplate = "template" // the chart's own error (Helm's text)
 	workerFailedTooLarge = "too-large"
+	workerFailedValues   = "values" // values that do not meet their schemas (Helm's text)
 )
 
 // workerResult is a worker's answer to one job.
@@ -62,8 +73,8 @@ func init() {
 }
 
 // runRenderWorker is a worker's main: jobs framed on in, results framed on out, until in
-// closes. The worker bounds its own data segment first and offers itself to the kernel's
-// OOM killer before its parent.
+// closes; a job's lookups are asked on out and answered on in. The worker bounds its own
+// data segment first and offers itself to the kernel's OOM killer before its parent.
 func runRenderWorker(args []string, in io.Reader, out io.Writer) int {
 	if len(args) > 2 {
 		if limit, err := strconv.ParseInt(args[2], 10, 64); err == nil && limit > 0 {
@@ -81,11 +92,11 @@ func runRenderWorker(args []string, in io.Reader, out io.Writer) int {
 			fmt.Fprintf(os.Stderr, "render worker: %v\n", err)
 			return 1
 		}
-		res := renderJob(job)
+		res := renderJob(job, &pipeLookups{in: r, out: w})
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		res.HeapBytes = ms.HeapSys - ms.HeapReleased
-		if err := writeFrame(w, res); err != nil {
+		if err := writeFrame(w, workerMsg{Result: &res}); err != nil {
 			fmt.Fprintf(os.Stderr, "render worker: %v\n", err)
 			return 1
 		}
@@ -118,9 +129,22 @@ func vmSize() int64 {
 	return 0
 }
 
-// renderJob renders as Helm's install or upgrade does and measures each file's expansion
-// (aliases written out) before the parent parses any of it.
-func renderJob(job workerJob) workerResult {
+// renderJob checks the values and renders as Helm's install or upgrade does, and measures
+// each file's expansion (aliases written out) before the parent parses any of it; lookups
+// go through the parent on pipe.
+func renderJob(job workerJob, pipe *pipeLookups) workerResult {
+	if len(job.Checks) > 0 {
+		var msgs strings.Builder
+		for _, c := range job.Checks {
+			msgs.WriteString(checkOne(c))
+		}
+		if msgs.Len() > 0 {
+			return workerResult{Failed: workerFailedValues, Error: msgs.String()}
+		}
+		if err := pipe.send(workerMsg{Checked: true}); err != nil {
+			return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
+		}
+	}
 	g := job.Render
 	if g.Chart.Chart == nil || g.Chart.Chart.Metadata == nil {
 		return workerResult{Failed: workerFailedTemplate, Error: "no chart"}
@@ -135,8 +159,8 @@ func renderJob(job workerJob) workerResult {
 		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
 	}
 	e := engine.Engine{}
-	if job.Lookup != "" {
-		e = engine.New(lookupConfig(job.Lookup))
+	if job.Lookups {
+		e = engine.New(lookupConfig(pipe))
 	}
 	files, err := e.Render(ch, vals)
 	if err != nil {
@@ -145,7 +169,7 @@ func renderJob(job workerJob) workerResult {
 	if err := frozenAsRendered(files); err != nil {
 		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
 	}
-	if err := measure(files); err != nil {
+	if err := measure(withCRDs(files, ch)); err != nil {
 		return workerResult{Failed: workerFailedTooLarge, Error: err.Error()}
 	}
 	return workerResult{Files: files}
@@ -165,6 +189,21 @@ func frozenAsRendered(files map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// withCRDs is files and the chart's CRD files: Helm's install parses those as they are, in
+// the parent, so their aliases count against the same bound.
+func withCRDs(files map[string]string, ch *chart.Chart) map[string]string {
+	crds := ch.CRDObjects()
+	if len(crds) == 0 {
+		return files
+	}
+	all := make(map[string]string, len(files)+len(crds))
+	maps.Copy(all, files)
+	for _, c := range crds {
+		all[c.Filename] = string(c.File.Data)
+	}
+	return all
 }
 
 // noValue is what Helm's engine removes from every render (a missing value's text).
@@ -190,16 +229,6 @@ func measure(files map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// lookupConfig is the REST config of a worker's `lookup` calls: every request goes to the
-// parent's socket, which sends it on as the action's identity.
-func lookupConfig(socket string) *rest.Config {
-	return &rest.Config{Host: "http://async-helm-lookup", QPS: -1,
-		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		}}
 }
 
 // writeFrame writes v as JSON after its length (8 bytes, big-endian).
