@@ -24,6 +24,10 @@ type Config struct {
 	RedriveAfter  time.Duration `envconfig:"REDRIVE_AFTER" default:"2m"`
 	ReaperGrace   time.Duration `envconfig:"REAPER_GRACE" default:"2m"`
 	QueueDeadline time.Duration `envconfig:"QUEUE_DEADLINE" default:"1h"`
+	// MaxRedrivesPerPass bounds a sweep pass's re-sends (0: none): a backlog of 10,000
+	// unconsumed revisions is re-sent at 5 a second at the defaults, about one executor's
+	// pace, not in one pass of back-to-back API calls.
+	MaxRedrivesPerPass int `envconfig:"MAX_REDRIVES_PER_PASS" default:"50"`
 	// RedriveSink is where re-sent accepted events go: the Broker, whose Trigger routes
 	// them to the executor. Empty: K_SINK (on Knative both are the Broker).
 	RedriveSink string `envconfig:"REDRIVE_SINK"`

@@ -94,7 +94,7 @@ func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *c
 		Namespaces: f.cfg.Namespaces, SigningKey: signing.Key(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
 		Consumed: records,
 		Config: sweeper.Config{Interval: f.cfg.SweepInterval, RedriveAfter: f.cfg.RedriveAfter,
-			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline}}
+			Grace: f.cfg.ReaperGrace, QueueDeadline: f.cfg.QueueDeadline, MaxRedrivesPerPass: f.cfg.MaxRedrivesPerPass}}
 	if f.cfg.Watch {
 		sw.Index = revisions
 	}

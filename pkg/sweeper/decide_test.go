@@ -107,3 +107,58 @@ func TestDecideLife(t *testing.T) {
 		})
 	}
 }
+
+// Past a pass's bound on re-sends, a queued revision within its deadline waits for the
+// next pass; a started one, or one past its deadline, is never deferred.
+func TestDeferred(t *testing.T) {
+	bounded := cfg
+	bounded.MaxRedrivesPerPass = 2
+	for _, tc := range []struct {
+		name     string
+		c        Config
+		queued   bool
+		age      time.Duration
+		redriven int
+		deferred bool
+	}{
+		{"queued, budget left", bounded, true, 3 * time.Minute, 1, false},
+		{"queued, budget spent", bounded, true, 3 * time.Minute, 2, true},
+		{"queued past the deadline, budget spent", bounded, true, time.Hour, 2, false},
+		{"started, budget spent", bounded, false, 3 * time.Minute, 5, false},
+		{"no bound", cfg, true, 3 * time.Minute, 1000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rev := pending(tc.queued)
+			if got := tc.c.deferred(rev, tc.c.clocked(rev, t0.Add(tc.age), t0), tc.redriven); got != tc.deferred {
+				t.Errorf("deferred: %v, want %v", got, tc.deferred)
+			}
+		})
+	}
+}
+
+// With re-sends bounded, a pass takes the revisions in the order their re-send fell due: a
+// dead letter at once, then each at its doubled wait after it was last sent.
+func TestLongestDueFirst(t *testing.T) {
+	bounded := cfg
+	bounded.MaxRedrivesPerPass = 1
+	rev := func(name string, set func(r *release.Revision)) release.Revision {
+		r := pending(true)
+		r.Name = name
+		set(&r)
+		return r
+	}
+	revs := []release.Revision{
+		rev("sent-twice", func(r *release.Revision) { r.Sent, r.SentAt = 2, t0.Add(time.Minute) }),                // due t0+9m
+		rev("reserved-late", func(r *release.Revision) { r.Created = t0.Add(5 * time.Minute) }),                   // due t0+7m
+		rev("dead-letter", func(r *release.Revision) { r.DeadLettered, r.Created = true, t0.Add(6*time.Minute) }), // due t0+6m, not t0+8m
+		rev("reserved-first", func(*release.Revision) {}),                                                         // due t0+2m
+	}
+	bounded.longestDueFirst(revs)
+	var got []string
+	for _, r := range revs {
+		got = append(got, r.Name)
+	}
+	if want := "reserved-first dead-letter reserved-late sent-twice"; strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
+	}
+}

@@ -29,7 +29,7 @@ func (s *Sweeper) pass(ctx context.Context) {
 	}
 	s.pruneConsumed(ctx)
 	st := PassStats{Duration: time.Since(start), APICalls: calls.Load(), Pending: pending,
-		Redriven: res.Redriven, Failed: res.Failed}
+		Redriven: res.Redriven, Failed: res.Failed, Deferred: res.Deferred}
 	s.logPass(st)
 	if s.OnPass != nil {
 		s.OnPass(st)
@@ -43,7 +43,7 @@ func (s *Sweeper) logPass(st PassStats) {
 		log = s.Log.Infow
 	}
 	log("sweep pass", "seconds", st.Duration.Seconds(), "apiCalls", st.APICalls, "pending", st.Pending,
-		"redriven", st.Redriven, "failed", st.Failed)
+		"redriven", st.Redriven, "failed", st.Failed, "deferred", st.Deferred)
 }
 
 // SweepOnce looks at every pending revision async-helm wrote: it re-sends the stored event
@@ -62,6 +62,7 @@ func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
 	if err != nil {
 		return res, 0, err
 	}
+	s.Config.longestDueFirst(revs)
 	ours := 0
 	for _, rev := range revs {
 		if !rev.Ours {

@@ -2,6 +2,7 @@ package sweeper
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,35 @@ func verbs(as []k8stesting.Action) []string {
 		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+" "+a.GetNamespace())
 	}
 	return out
+}
+
+// A pass re-sends at most MaxRedrivesPerPass queued revisions, those due longest first;
+// the others wait for the next passes. Without the bound the first pass re-sent all five.
+func TestAPassReSendsAtMostItsBound(t *testing.T) {
+	e := newEnv(t)
+	e.sw.Config.MaxRedrivesPerPass = 2
+	for i := range 5 {
+		e.reserveIn("t", fmt.Sprintf("r%d", i), false)
+		e.clock.Add(time.Second) // r0 is due first, r4 last
+	}
+	e.clock.Add(3 * time.Minute)
+	sent := func() []string {
+		var out []string
+		for _, ev := range e.redrive.Events() {
+			out = append(out, fmt.Sprint(ev.Extensions()[events.ExtRequestID]))
+		}
+		return out
+	}
+	for pass, want := range []string{"req-r0 req-r1", "req-r0 req-r1 req-r2 req-r3", "req-r0 req-r1 req-r2 req-r3 req-r4"} {
+		res, err := e.sw.SweepOnce(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(sent(), " "); got != want {
+			t.Fatalf("after pass %d re-sent %q, want %q (%+v)", pass+1, got, want, res)
+		}
+		if wantDeferred := max(0, 3-2*pass); res.Deferred != wantDeferred {
+			t.Errorf("pass %d deferred %d, want %d", pass+1, res.Deferred, wantDeferred)
+		}
+	}
 }

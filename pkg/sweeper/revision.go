@@ -110,6 +110,10 @@ func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res 
 	if *d = s.Config.clocked(*rev, now, rev.Created); s.Config.waiting(*rev, *d) {
 		return false, nil
 	}
+	if s.Config.deferred(*rev, *d, res.Redriven) {
+		res.Deferred++
+		return false, nil
+	}
 	var err error
 	if d.since, d.alive, err = s.lastSignOfLife(ctx, *rev); err != nil {
 		return false, err

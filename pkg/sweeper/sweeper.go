@@ -77,6 +77,9 @@ type Config struct {
 	// QueueDeadline is how long after its reservation a revision that never finished may
 	// stay pending; then it is failed, with the reason.
 	QueueDeadline time.Duration
+	// MaxRedrivesPerPass bounds the re-sends of one pass (0: no bound); the queued
+	// revisions due past it wait for the next pass, the longest due first (decide.go).
+	MaxRedrivesPerPass int
 }
 
 // Sweeper is the leader's loop.
@@ -129,9 +132,10 @@ func (s *Sweeper) cachedLease(namespace, name string) *coordinationv1.Lease {
 	return s.Reporter.CachedLease(namespace, name)
 }
 
-// SweepResult counts what one pass did.
+// SweepResult counts what one pass did: Deferred are the queued revisions due for a
+// re-send that wait for a later pass (Config.MaxRedrivesPerPass).
 type SweepResult struct {
-	Redriven, Failed int
+	Redriven, Failed, Deferred int
 }
 
 // PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
@@ -142,6 +146,6 @@ type PassStats struct {
 	// 0 when the clients were not built with it).
 	APICalls int64
 	// Pending is how many pending revisions of ours the pass looked at.
-	Pending          int
-	Redriven, Failed int
+	Pending                    int
+	Redriven, Failed, Deferred int
 }
