@@ -77,8 +77,8 @@ func (s *Service) startIndex(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.Revisions.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.enqueueObj,
+	if err := s.Revisions.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    s.enqueueAdded,
 		UpdateFunc: func(_, obj any) { s.enqueueObj(obj) },
 		DeleteFunc: func(obj any) {
 			key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -216,6 +216,7 @@ func (s *Service) processNext(ctx context.Context) bool {
 	if quit {
 		return false
 	}
+	defer s.startupDone(key)
 	defer s.queue.Done(key)
 	if err := s.syncGuarded(ctx, key); err != nil {
 		if ctx.Err() == nil {

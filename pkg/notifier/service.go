@@ -86,6 +86,8 @@ type Service struct {
 
 	// leases caches async-helm's Leases (leases.go).
 	leases leaseCache
+	// startup is the start-up backlog waiting for its turn (startup.go).
+	startup startupFeed
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// marks are the secrets whose reported status is to be recorded (watch mode, marks.go):

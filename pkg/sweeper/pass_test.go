@@ -63,7 +63,8 @@ func TestSweepPassCallsDoNotGrowWithPendingRevisions(t *testing.T) {
 	e.sw.OnPass = func(st PassStats) { mu.Lock(); passes = append(passes, st); mu.Unlock() }
 	svc, reported := e.withNotifier()
 	// The workers report each revision's pending status first: the pass is counted after.
-	testwait.For(t, func() bool {
+	// The 200 are the notifier's start-up backlog, reported notifier.StartupAtOnce at a time.
+	testwait.Within(t, 2*time.Minute, "every pending status reported and marked", func() bool {
 		for _, r := range svc.Revisions.PendingRevisions() {
 			if r.Notified != r.Status {
 				return false

@@ -1,0 +1,82 @@
+package notifier
+
+import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StartupAtOnce bounds the revisions of the start-up backlog (what the first list found
+// never reported: records written while no notifier ran) in the queue at once. The rest
+// wait in order and are fed in as those end, so the workers left over report live changes
+// at once: at 110,000 records a fresh notifier's backlog was 39,180 events, and every
+// change made meanwhile waited behind it, while its reads and marks loaded the API server
+// with all 32 workers.
+const StartupAtOnce = 8
+
+// startupFeed holds the start-up backlog's keys not yet queued, in the order listed, and
+// those queued and not yet done.
+type startupFeed struct {
+	mu   sync.Mutex
+	keys []string
+	fed  map[string]bool
+}
+
+// enqueueAdded is the index's add: a record of the first list that awaits reporting joins
+// the start-up backlog; a record added later is queued at once.
+func (s *Service) enqueueAdded(obj any, inInitialList bool) {
+	if !inInitialList {
+		s.enqueueObj(obj)
+		return
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	key := m.Namespace + "/" + m.Name
+	if s.observe(key, m) {
+		s.startup.mu.Lock()
+		s.startup.keys = append(s.startup.keys, key)
+		s.startup.mu.Unlock()
+		s.feedStartup()
+	}
+}
+
+// feedStartup queues held start-up keys while fewer than StartupAtOnce of them are queued
+// or being reported.
+func (s *Service) feedStartup() {
+	f := &s.startup
+	f.mu.Lock()
+	var add []string
+	for len(f.keys) > 0 && len(f.fed) < StartupAtOnce {
+		k := f.keys[0]
+		f.keys = f.keys[1:]
+		if f.fed == nil {
+			f.fed = map[string]bool{}
+		}
+		if !f.fed[k] {
+			f.fed[k] = true
+			add = append(add, k)
+		}
+	}
+	if len(f.keys) == 0 {
+		f.keys = nil // the backlog's array is not kept once drained
+	}
+	f.mu.Unlock()
+	for _, k := range add {
+		s.queue.Add(k)
+	}
+}
+
+// startupDone frees key's place among the start-up keys at once, when it was one (its
+// retry, if any, goes on like any other key's), and feeds the next.
+func (s *Service) startupDone(key string) {
+	f := &s.startup
+	f.mu.Lock()
+	_, was := f.fed[key]
+	delete(f.fed, key)
+	f.mu.Unlock()
+	if was {
+		s.feedStartup()
+	}
+}
