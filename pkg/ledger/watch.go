@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
@@ -74,6 +75,9 @@ func (l *Ledger) Run(ctx context.Context) error {
 		f := informers.NewSharedInformerFactoryWithOptions(l.Store.Client, 0, informers.WithNamespace(l.Store.ns()),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = w.label + "=true" }))
 		inf := f.Coordination().V1().Leases().Informer()
+		if err := inf.SetTransform(kube.DropManagedFields); err != nil {
+			return fmt.Errorf("watch %s: %w", w.label, err)
+		}
 		reg, err := inf.AddEventHandler(handler(w.label, w.add, w.delete))
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.label, err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
@@ -34,7 +35,9 @@ func (c *leaseCache) informersFor(ctx context.Context, client kubernetes.Interfa
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lease.SelectorLeases }))
-		c.informers = append(c.informers, f.Coordination().V1().Leases().Informer())
+		inf := f.Coordination().V1().Leases().Informer()
+		_ = inf.SetTransform(kube.DropManagedFields) // fails only once the informer runs
+		c.informers = append(c.informers, inf)
 		f.Start(ctx.Done())
 	}
 	return c.informers
