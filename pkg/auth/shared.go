@@ -17,10 +17,15 @@ const reviewTimeout = 30 * time.Second
 
 // aheadAtOnce bounds the refreshes ahead in flight. Nobody waits for them, so nothing else
 // bounds them: one list of 1,000 namespaces past half their TTL would start 1,000 reviews
-// on the client every reservation uses. A refresh that finds no slot is skipped; the
-// cached answer stands until its end, and the next request after it reviews in the
-// foreground, under its caller's own bound.
-const aheadAtOnce = 8
+// on the client every reservation uses. A refresh that finds no slot waits for one, up to
+// aheadWaiting of them (past that it is skipped: the cached answer stands until its end,
+// and the next request after it reviews in the foreground). Skipping every refresh past
+// the first 8 left a list's 990 denials, all cached by one list, to expire together: the
+// next list reviewed them all again in the foreground.
+const (
+	aheadAtOnce  = 8
+	aheadWaiting = 4096
+)
 
 // CacheCounts say how the caches of an Authenticator or Authorizer answered: Hits from the
 // cache, Reviews sent to the API server (refreshes ahead included), Joined requests that
@@ -35,8 +40,18 @@ type reviewGroup struct {
 	g                     singleflight.Group
 	hits, reviews, joined atomic.Int64
 
-	aheadOnce  sync.Once
-	aheadSlots chan struct{}
+	// The refreshes ahead: running (at most aheadAtOnce), waiting in order, and the keys
+	// of both (a key is refreshed once at a time).
+	aheadMu      sync.Mutex
+	aheadRunning int
+	aheadQueue   []aheadReview
+	aheadKeys    map[string]bool
+}
+
+// aheadReview is a refresh ahead waiting for a slot.
+type aheadReview struct {
+	key    string
+	review func(context.Context) (any, error)
 }
 
 // do runs review once for every caller of key in flight and waits for it, or for ctx.
@@ -53,19 +68,47 @@ func (r *reviewGroup) do(ctx context.Context, key string, review func(context.Co
 	}
 }
 
-// ahead starts review for key unless one runs or aheadAtOnce are in flight; nobody waits
-// for it (the cached answer stands until its end).
+// ahead refreshes key: now if fewer than aheadAtOnce refreshes run, else once one ends
+// (aheadWaiting at most wait); nothing when key is refreshing or waiting already. Nobody
+// waits for it (the cached answer stands until its end).
 func (r *reviewGroup) ahead(key string, review func(context.Context) (any, error)) {
-	r.aheadOnce.Do(func() { r.aheadSlots = make(chan struct{}, aheadAtOnce) })
-	select {
-	case r.aheadSlots <- struct{}{}:
-	default:
+	r.aheadMu.Lock()
+	if r.aheadKeys == nil {
+		r.aheadKeys = map[string]bool{}
+	}
+	full := r.aheadRunning >= aheadAtOnce
+	if r.aheadKeys[key] || (full && len(r.aheadQueue) >= aheadWaiting) {
+		r.aheadMu.Unlock()
 		return
 	}
-	ch := r.g.DoChan(key, r.counted(review))
+	r.aheadKeys[key] = true
+	if full {
+		r.aheadQueue = append(r.aheadQueue, aheadReview{key: key, review: review})
+		r.aheadMu.Unlock()
+		return
+	}
+	r.aheadRunning++
+	r.aheadMu.Unlock()
+	r.startAhead(aheadReview{key: key, review: review})
+}
+
+// startAhead runs a refresh in its slot, then the next waiting one in the same slot.
+func (r *reviewGroup) startAhead(a aheadReview) {
+	ch := r.g.DoChan(a.key, r.counted(a.review))
 	go func() {
 		<-ch
-		<-r.aheadSlots
+		r.aheadMu.Lock()
+		delete(r.aheadKeys, a.key)
+		if len(r.aheadQueue) == 0 {
+			r.aheadRunning--
+			r.aheadQueue = nil // the array of a drained queue is not kept
+			r.aheadMu.Unlock()
+			return
+		}
+		next := r.aheadQueue[0]
+		r.aheadQueue = r.aheadQueue[1:]
+		r.aheadMu.Unlock()
+		r.startAhead(next)
 	}()
 }
 
