@@ -142,31 +142,47 @@ func (b *bench) reserveAcross(ctx context.Context, c *submitClient, nss []string
 // admission is time-to-201 of -scale-runs installs from one client into ns, whose own
 // reservations are purged afterwards (only the pending revisions elsewhere differ).
 func (b *bench) admission(ctx context.Context, c *submitClient, ns, prefix string) (sub, raw rounds, err error) {
-	// The first request after the fill is not timed: caches of ns are warm in both runs. Its
-	// reservation is the template of raw creates timed beside admission, round by round.
-	if err := b.retryNamespace(ctx, func() error {
-		return c.install(ctx, api.ReleaseRequest{Name: prefix + "warm", Namespace: ns, ChartURL: b.charts.ChartURL("tiny", "0.1.0")})
-	}); err != nil {
-		return sub, raw, err
-	}
-	tmpl, err := b.cl.Typed.CoreV1().Secrets(ns).Get(ctx, release.SecretName(prefix+"warm", 1), metav1.GetOptions{})
+	install, create, err := b.admissionLoops(ctx, c, ns, prefix)
 	if err != nil {
 		return sub, raw, err
 	}
-	rs := closedLoopRounds(b.o.scaleRuns*b.o.repeats, 1, b.o.repeats, func(i int) error {
-		return c.install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("%s%d", prefix, i), Namespace: ns,
-			ChartURL: b.charts.ChartURL("tiny", "0.1.0"), Values: map[string]any{"message": "bench"}})
-	}, func(i int) error { return b.rawCreate(ctx, ns, tmpl, fmt.Sprintf("%sraw%d", prefix, i)) })
+	rs := closedLoopRounds(b.o.scaleRuns*b.o.repeats, 1, b.o.repeats, install, create)
 	b.purge(ns)
 	return rs[0], rs[1], nil
+}
+
+// admissionLoops are the timed install through c into ns and the raw create beside it.
+// The first request is not timed: caches of ns are warm in every run. Its reservation is
+// the template of the raw creates.
+func (b *bench) admissionLoops(ctx context.Context, c *submitClient, ns, prefix string) (install, create func(int) error, err error) {
+	if err := b.retryNamespace(ctx, func() error {
+		return c.install(ctx, api.ReleaseRequest{Name: prefix + "warm", Namespace: ns, ChartURL: b.charts.ChartURL("tiny", "0.1.0")})
+	}); err != nil {
+		return nil, nil, err
+	}
+	tmpl, err := b.cl.Typed.CoreV1().Secrets(ns).Get(ctx, release.SecretName(prefix+"warm", 1), metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	install = func(i int) error {
+		return c.install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("%s%d", prefix, i), Namespace: ns,
+			ChartURL: b.charts.ChartURL("tiny", "0.1.0"), Values: map[string]any{"message": "bench"}})
+	}
+	create = func(i int) error { return b.rawCreate(ctx, ns, tmpl, fmt.Sprintf("%sraw%d", prefix, i)) }
+	return install, create, nil
 }
 
 // settle waits until the sink has had no event for 2 s (at most 2 minutes): the
 // notifier's backlog of status events for the new reservations is drained.
 func (b *bench) settle(ctx context.Context, events *atomic.Int64) time.Duration {
+	return b.settleWithin(ctx, events, 2*time.Minute)
+}
+
+// settleWithin is settle waiting at most limit.
+func (b *bench) settleWithin(ctx context.Context, events *atomic.Int64, limit time.Duration) time.Duration {
 	t0 := time.Now()
 	last, quiet := events.Load(), time.Now()
-	for time.Since(t0) < 2*time.Minute && ctx.Err() == nil {
+	for time.Since(t0) < limit && ctx.Err() == nil {
 		time.Sleep(250 * time.Millisecond)
 		if n := events.Load(); n != last {
 			last, quiet = n, time.Now()
