@@ -26,6 +26,7 @@ type Ledger struct {
 	CleanEvery time.Duration
 
 	commits commits // the group commit under way (batch.go)
+	gone    *nsGone // the namespaces informer, when ClearDeletedNamespaces was called
 }
 
 // Add writes the entry, with those of the requests that come while a write is in flight
@@ -142,8 +143,10 @@ func (l *Ledger) clean(ctx context.Context) {
 	}
 }
 
-// deleteStale deletes what the Book cleared; a failed delete is tried again next time.
+// deleteStale deletes what the Book cleared, the entries of namespaces that are gone
+// included; a failed delete is tried again next time.
 func (l *Ledger) deleteStale(ctx context.Context) {
+	l.gone.sweep(l.Book)
 	for _, name := range l.Book.Expire() {
 		if err := l.Store.Delete(ctx, name); err != nil {
 			l.Book.retry(name)
@@ -152,8 +155,9 @@ func (l *Ledger) deleteStale(ctx context.Context) {
 }
 
 // ClearDeletedNamespaces has the Book forget the entries of each namespace namespaces (an
-// informer of Namespaces) reports deleted.
+// informer of Namespaces) reports deleted, or does not hold at two cleanings in a row.
 func (l *Ledger) ClearDeletedNamespaces(namespaces cache.SharedInformer) error {
+	l.gone = &nsGone{store: namespaces.GetStore(), synced: namespaces.HasSynced}
 	_, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj

@@ -1,0 +1,47 @@
+package ledger
+
+import (
+	"k8s.io/client-go/tools/cache"
+)
+
+// Namespaces is every namespace whose entries count now.
+func (b *Book) Namespaces() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for ns, t := range b.ns {
+		if len(t.order.sorted) > 0 {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// nsGone finds the namespaces the Book counts that no longer exist: deleted while no
+// replica watched (a restart, or entries listed before the namespace informer's delete).
+// A namespace must be missing at two sweeps in a row: the namespace informer may lag the
+// ledger's watch for a namespace made just now.
+type nsGone struct {
+	store   cache.Store
+	synced  cache.InformerSynced
+	missing map[string]bool
+}
+
+// sweep tells b which counted namespaces are gone.
+func (g *nsGone) sweep(b *Book) {
+	if g == nil || !g.synced() {
+		return
+	}
+	next := map[string]bool{}
+	for _, ns := range b.Namespaces() {
+		if _, ok, err := g.store.GetByKey(ns); err != nil || ok {
+			continue
+		}
+		if g.missing[ns] {
+			b.NamespaceGone(ns)
+		} else {
+			next[ns] = true
+		}
+	}
+	g.missing = next
+}
