@@ -62,6 +62,8 @@ func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
 	if err != nil {
 		return res, 0, err
 	}
+	s.sent.forget(revs)
+	s.sent.overlay(revs, s.Config, wallclock.Or(s.Clock).Now())
 	s.Config.longestDueFirst(revs)
 	ours := 0
 	for _, rev := range revs {

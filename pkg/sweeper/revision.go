@@ -156,6 +156,7 @@ func (s *Sweeper) apply(ctx context.Context, rev release.Revision, v verdict, e 
 		}
 		sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
+		s.sent.record(rev, wallclock.Or(s.Clock).Now())
 		if err := s.Redrive.Send(sendCtx, *e); err != nil {
 			return fmt.Errorf("re-send %s/%s: %w", rev.Namespace, rev.SecretName, err)
 		}

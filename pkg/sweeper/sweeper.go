@@ -111,6 +111,8 @@ type Sweeper struct {
 	// OnPass, when set, is told what each pass cost (metrics).
 	OnPass func(PassStats)
 
+	// sent is this leader's own record of its re-sends (sentlog.go).
+	sent sentLog
 	// pruned is when consumed records were last pruned (redrive.go); once logs what a
 	// hostile record causes once.
 	pruned time.Time
