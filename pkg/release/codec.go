@@ -31,8 +31,14 @@ var gzipReaders sync.Pool
 // workers and one Helm List stay well under their memory limits.
 const MaxRecordBytes = 16 << 20
 
+// MaxRecordNodes bounds the JSON values of a decoded record (jsonNodes): Helm decodes
+// config and chart values into maps, so a record's bytes do not bound its memory (a list
+// of `{}` is one map every three bytes, ~30 bytes held per node). GitLab 6.5.4's record
+// counts ~2,000 (TestGitLabRecordIsWellWithinTheNodeBound); 400,000 holds ~12 MiB.
+const MaxRecordNodes = 400_000
+
 // ErrUndecodable is a release record that is not base64 of (gzipped) JSON of a release,
-// or that decodes to more than MaxRecordBytes: a hand-made or damaged Secret.
+// or that decodes to more than MaxRecordBytes or MaxRecordNodes: a hand-made or damaged Secret.
 var ErrUndecodable = errors.New("release record does not decode")
 
 // DecodeInto decodes the payload of a release secret (data "release": base64 of gzipped
@@ -41,45 +47,61 @@ var ErrUndecodable = errors.New("release record does not decode")
 // limitInfo decodes only the head of each record this way. It is the one guarded decode:
 // bounded in size, every failure (even a panic) an ErrUndecodable.
 func DecodeInto(data []byte, v any) error {
-	_, err := decode(data, v, MaxRecordBytes, headsInFlight) // submit's listings: heads
+	_, err := decode(data, v, recordBound, headsInFlight) // submit's listings: heads
 	return err
 }
 
 func decodeInto(data []byte, v any, limit int) error {
-	_, err := decode(data, v, limit, nil)
+	_, err := decode(data, v, readBudget{bytes: limit, nodes: MaxRecordNodes}, nil)
 	return err
+}
+
+// readBudget is what decoding may take: decompressed bytes and JSON values (nodes).
+type readBudget struct{ bytes, nodes int }
+
+// recordBound is one record's.
+var recordBound = readBudget{bytes: MaxRecordBytes, nodes: MaxRecordNodes}
+
+// within is b capped at one record's bound.
+func (b readBudget) within() readBudget {
+	return readBudget{bytes: min(b.bytes, MaxRecordBytes), nodes: min(b.nodes, MaxRecordNodes)}
+}
+
+// less is what is left of b once cost is taken (a field may go negative: spent).
+func (b readBudget) less(cost readBudget) readBudget {
+	return readBudget{bytes: b.bytes - cost.bytes, nodes: b.nodes - cost.nodes}
 }
 
 // errTooLarge marks a record refused for its decoded size (always with ErrUndecodable):
 // decodeAll tells a record over its read's remaining budget from a broken one by it.
 var errTooLarge = errors.New("too large")
 
-// decode is the guarded decode; it returns the decoded (decompressed) size. With inflight
-// set, that size is held from inflight while the payload is in memory.
-func decode(data []byte, v any, limit int, inflight *byteBudget) (size int, err error) {
+// decode is the guarded decode under bound; it returns the decoded (decompressed) size and
+// nodes. With inflight set, that size is held from inflight while the payload is in memory.
+func decode(data []byte, v any, bound readBudget, inflight *byteBudget) (cost readBudget, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: panic: %v", ErrUndecodable, r)
 		}
 	}()
 	if len(data) == 0 {
-		return 0, fmt.Errorf("%w: no payload", ErrUndecodable)
+		return cost, fmt.Errorf("%w: no payload", ErrUndecodable)
 	}
 	raw := make([]byte, base64.StdEncoding.DecodedLen(len(data)))
 	n, err := base64.StdEncoding.Decode(raw, data)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUndecodable, err)
+		return cost, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
 	raw = raw[:n]
-	size = len(raw)
+	size := len(raw)
 	gzipped := bytes.HasPrefix(raw, gzipMagic)
 	if gzipped {
-		if size, err = gzipSize(raw, limit); err != nil {
-			return 0, err
+		if size, err = gzipSize(raw, bound.bytes); err != nil {
+			return cost, err
 		}
 	}
-	if size > limit {
-		return 0, fmt.Errorf("%w: %w: more than %d bytes", ErrUndecodable, errTooLarge, limit)
+	if size > bound.bytes {
+		return cost, fmt.Errorf("%w: %w: more than %d bytes", ErrUndecodable, errTooLarge, bound.bytes)
 	}
 	if inflight != nil {
 		inflight.take(size)
@@ -87,13 +109,53 @@ func decode(data []byte, v any, limit int, inflight *byteBudget) (size int, err 
 	}
 	if gzipped {
 		if raw, err = gunzip(raw, size); err != nil {
-			return 0, err
+			return cost, err
 		}
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUndecodable, err)
+	nodes := jsonNodes(raw, bound.nodes)
+	if nodes > bound.nodes {
+		return cost, fmt.Errorf("%w: %w: more than %d JSON values", ErrUndecodable, errTooLarge, bound.nodes)
 	}
-	return size, nil
+	if err := json.Unmarshal(raw, v); err != nil {
+		return cost, fmt.Errorf("%w: %w", ErrUndecodable, err)
+	}
+	return readBudget{bytes: size, nodes: nodes}, nil
+}
+
+// jsonNodes counts the values of a JSON document by its structural bytes outside strings
+// (`{`, `[`, `,`, `:`, one more than their count): a byte scan before json.Unmarshal
+// allocates a map, slice or interface for each. It stops past limit.
+func jsonNodes(raw []byte, limit int) int {
+	n := 1
+	for i := 0; i < len(raw) && n <= limit; i++ {
+		switch raw[i] {
+		case '"':
+			i += stringEnd(raw[i+1:]) + 1
+		case '{', '[', ',', ':':
+			n++
+		}
+	}
+	return n
+}
+
+// stringEnd is the index in s of the quote that closes a JSON string s starts inside
+// (len(s) when none does): the first quote not escaped by an odd run of backslashes.
+func stringEnd(s []byte) int {
+	for at := 0; ; {
+		q := bytes.IndexByte(s[at:], '"')
+		if q < 0 {
+			return len(s)
+		}
+		q += at
+		bs := 0
+		for bs < q && s[q-1-bs] == '\\' {
+			bs++
+		}
+		if bs%2 == 0 {
+			return q
+		}
+		at = q + 1
+	}
 }
 
 // gzipSize is the decompressed size a gzipped payload announces in its trailer (ISIZE),
@@ -140,35 +202,35 @@ func gunzip(raw []byte, size int) ([]byte, error) {
 // info, no chart metadata, a null entry in a list): Helm and async-helm dereference those
 // without checking.
 func DecodeRelease(data []byte) (*helmrelease.Release, error) {
-	rls, _, err := decodeRelease(data, MaxRecordBytes)
+	rls, _, err := decodeRelease(data, recordBound)
 	return rls, err
 }
 
-// decodeRelease is DecodeRelease under limit; it returns the decoded size too.
-func decodeRelease(data []byte, limit int) (*helmrelease.Release, int, error) {
-	rls, _, size, err := decodeRecord(data, limit)
-	return rls, size, err
+// decodeRelease is DecodeRelease under bound; it returns the decoded size and nodes too.
+func decodeRelease(data []byte, bound readBudget) (*helmrelease.Release, readBudget, error) {
+	rls, _, cost, err := decodeRecord(data, bound)
+	return rls, cost, err
 }
 
 // decodeRecord is decodeRelease with the apply_method Helm v4 keeps beside v3's fields,
 // from the same decode.
-func decodeRecord(data []byte, limit int) (*helmrelease.Release, string, int, error) {
+func decodeRecord(data []byte, bound readBudget) (*helmrelease.Release, string, readBudget, error) {
 	var rec struct {
 		helmrelease.Release
 		ApplyMethod string `json:"apply_method"`
 	}
-	size, err := decode(data, &rec, limit, nil)
+	cost, err := decode(data, &rec, bound, nil)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, "", cost, err
 	}
 	rls := &rec.Release
 	if rls.Info == nil || rls.Chart == nil || rls.Chart.Metadata == nil {
-		return nil, "", 0, fmt.Errorf("%w: no info or chart metadata", ErrUndecodable)
+		return nil, "", cost, fmt.Errorf("%w: no info or chart metadata", ErrUndecodable)
 	}
 	if what := nullEntry(rls); what != "" {
-		return nil, "", 0, fmt.Errorf("%w: a null entry in %s", ErrUndecodable, what)
+		return nil, "", cost, fmt.Errorf("%w: a null entry in %s", ErrUndecodable, what)
 	}
-	return rls, rec.ApplyMethod, size, nil
+	return rls, rec.ApplyMethod, cost, nil
 }
 
 // nullEntry names the first list of rls holding a null entry ("" when none). Valid JSON
@@ -253,7 +315,7 @@ var headsInFlight = newByteBudget(4 * MaxRecordBytes)
 // DecodeHead decodes the head of a release secret's payload through the guarded decode.
 func DecodeHead(data []byte) (Head, error) {
 	var h Head
-	_, err := decode(data, &h, MaxRecordBytes, headsInFlight)
+	_, err := decode(data, &h, recordBound, headsInFlight)
 	return h, err
 }
 

@@ -46,7 +46,7 @@ func (d *SecretsDriver) getRecord(key string) (*helmrelease.Release, string, err
 	if err != nil {
 		return nil, "", fmt.Errorf("get: failed to get %q: %w", key, err)
 	}
-	rls, method, _, err := decodeRecord(obj.Data["release"], MaxRecordBytes)
+	rls, method, _, err := decodeRecord(obj.Data["release"], recordBound)
 	if err == nil {
 		err = bindToSecret(rls, obj)
 	}
@@ -116,18 +116,22 @@ func (d *SecretsDriver) Query(labels map[string]string) ([]*helmrelease.Release,
 	return rels, nil
 }
 
-// MaxReadBytes bounds the decoded records one List or Query keeps: MaxRecordBytes bounds
-// one record, but Helm keeps every record a read returns, and a tenant's few small Secrets
-// that each expand to MaxRecordBytes would otherwise add up to gigabytes in one read.
-const MaxReadBytes = 4 * MaxRecordBytes
+// MaxReadBytes and MaxReadNodes bound the decoded records one List or Query keeps:
+// MaxRecordBytes and MaxRecordNodes bound one record, but Helm keeps every record a read
+// returns, and a tenant's few small Secrets that each expand to a record's bound would
+// otherwise add up to gigabytes in one read.
+const (
+	MaxReadBytes = 4 * MaxRecordBytes
+	MaxReadNodes = 4 * MaxRecordNodes
+)
 
 func (d *SecretsDriver) decodeAll(selector string) ([]*helmrelease.Release, error) {
-	return d.decodeWithin(selector, MaxReadBytes)
+	return d.readWithin(selector, readBudget{bytes: MaxReadBytes, nodes: MaxReadNodes})
 }
 
-// decodeWithin decodes the records selector lists, read in pages, until their decoded
-// sizes add up to budget; it skips the rest and logs that once.
-func (d *SecretsDriver) decodeWithin(selector string, budget int) ([]*helmrelease.Release, error) {
+// readWithin decodes the records selector lists, read in pages, until their decoded
+// sizes or nodes add up to budget; it skips the rest and logs that once.
+func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmrelease.Release, error) {
 	var out []*helmrelease.Release
 	left, over := budget, 0
 	err := eachPage(selector, func(opts metav1.ListOptions) (string, error) {
@@ -137,13 +141,13 @@ func (d *SecretsDriver) decodeWithin(selector string, budget int) ([]*helmreleas
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			if left <= 0 {
+			if left.bytes <= 0 || left.nodes <= 0 {
 				over++
 				continue
 			}
-			rls, size, err := decodeRelease(item.Data["release"], min(MaxRecordBytes, left))
-			if errors.Is(err, errTooLarge) && left < MaxRecordBytes {
-				left, over = 0, over+1 // over the read's budget, not necessarily the record's
+			rls, cost, err := decodeRelease(item.Data["release"], left.within())
+			if errors.Is(err, errTooLarge) && left.within() != recordBound {
+				left, over = readBudget{}, over+1 // over the read's budget, not necessarily the record's
 				continue
 			}
 			if err == nil {
@@ -153,7 +157,7 @@ func (d *SecretsDriver) decodeWithin(selector string, budget int) ([]*helmreleas
 				d.Log("skipping release record %s/%s: %v", item.Namespace, item.Name, err)
 				continue
 			}
-			left -= size
+			left = left.less(cost)
 			rls.Labels = item.Labels // as Helm's List and Query keep them
 			out = append(out, rls)
 		}
@@ -163,7 +167,8 @@ func (d *SecretsDriver) decodeWithin(selector string, budget int) ([]*helmreleas
 		return nil, err
 	}
 	if over > 0 {
-		d.Log("skipping %d release records of %q: the read passed its budget of %d decoded bytes", over, selector, budget)
+		d.Log("skipping %d release records of %q: the read passed its budget of %d decoded bytes, %d JSON values",
+			over, selector, budget.bytes, budget.nodes)
 	}
 	return out, nil
 }
