@@ -22,6 +22,14 @@ const (
 	DefaultSchemaSubnodes = 20_000
 )
 
+// DefaultCRDNodes bounds the nodes of a chart's crds/ files (source.Budget.MaxCRDNodes). Real
+// CRD sets count 25 to 37 bytes a node (cert-manager v1.16.3's six CRDs: 948 KB, 25,380
+// nodes; Gateway API v1.1.0's experimental CRDs: 961 KB, 38,056 nodes), so 500,000 nodes are
+// 12 MiB or more of real CRDs, about twice kube-prometheus-stack's crds/ (4 to 6 MB, not
+// measured here). Dense YAML costs Helm's install ~216 bytes a node: ~110 MiB of the
+// executor at the bound.
+const DefaultCRDNodes = 500_000
+
 // ParsedNodeBytes is what a parsed YAML node of a loaded chart holds in its values and
 // metadata (up to ~184 bytes per node counted, in the densest shape measured, "{a},"): the
 // cache counts it beside the files, or a chart of a few KiB of such values would hold

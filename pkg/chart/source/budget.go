@@ -34,6 +34,11 @@ type Budget struct {
 	// aliases written out (yamlsize.Expanded): the parser's memory follows the nodes, and a
 	// few MiB of "{}," or a few KiB of aliases would parse into gigabytes within MaxBytes.
 	MaxNodes int64
+	// MaxCRDNodes bounds the YAML nodes of the crds/ files at every level, with aliases
+	// written out: Helm's install parses each whole in the executor (installCRDs) before any
+	// API call, so they cost what the loader's files cost, against a bound of their own
+	// (real CRD sets are larger than values).
+	MaxCRDNodes int64
 	// MaxSchemaNodes bounds the subschemas of the values.schema.json files at every level,
 	// counted from their bytes (SchemaNodes): compiling a schema takes time quadratic in
 	// its subschemas (jsonschema v6; 300 KB of "{}," took 93 s in submit).
@@ -43,7 +48,8 @@ type Budget struct {
 // DefaultBudget is the budget of a chart whose settings set none (bounds.DefaultUnpackedBytes
 // and the rest).
 var DefaultBudget = Budget{MaxBytes: bounds.DefaultUnpackedBytes, MaxFiles: bounds.DefaultFiles,
-	MaxDepth: bounds.DefaultDepth, MaxNodes: bounds.DefaultYAMLNodes, MaxSchemaNodes: bounds.DefaultSchemaSubnodes}
+	MaxDepth: bounds.DefaultDepth, MaxNodes: bounds.DefaultYAMLNodes, MaxSchemaNodes: bounds.DefaultSchemaSubnodes,
+	MaxCRDNodes: bounds.DefaultCRDNodes}
 
 func (b Budget) withDefaults() Budget {
 	if b.MaxBytes <= 0 {
@@ -60,6 +66,9 @@ func (b Budget) withDefaults() Budget {
 	}
 	if b.MaxSchemaNodes <= 0 {
 		b.MaxSchemaNodes = DefaultBudget.MaxSchemaNodes
+	}
+	if b.MaxCRDNodes <= 0 {
+		b.MaxCRDNodes = DefaultBudget.MaxCRDNodes
 	}
 	return b
 }
@@ -110,7 +119,10 @@ func (b Budget) load(archive []byte) (*chart.Chart, charged, error) {
 		return nil, c, err
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(archive))
-	return ch, c, err
+	if err != nil {
+		return nil, c, err
+	}
+	return ch, c, b.withDefaults().chargeImports(ch, &c)
 }
 
 // charged is what an archive costs against a budget, and what its load holds.
@@ -118,8 +130,12 @@ type charged struct {
 	// bytes are every file's size and name at every level, aliases written out.
 	bytes int64
 	files int
-	// nodes are the YAML nodes the loader parses, aliases written out.
+	// nodes are the YAML nodes the loader parses, aliases written out, and those its
+	// import-values add (chargeImports).
 	nodes int64
+	// crdNodes are the YAML nodes of its crds/ files, aliases written out; the loader keeps
+	// them as files, Helm's install parses them.
+	crdNodes int64
 	// schemaNodes bound the subschemas of its values.schema.json files (SchemaNodes).
 	schemaNodes int64
 }
@@ -168,6 +184,11 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 				return err
 			}
 		}
+		if isCRDFile(n) {
+			if err := s.crds(tr, hd.Size); err != nil {
+				return err
+			}
+		}
 		if path.Base(n) == "values.schema.json" {
 			if err := s.schema(tr, hd.Size); err != nil {
 				return err
@@ -201,28 +222,64 @@ var loaderYAML = map[string]bool{"Chart.yaml": true, "Chart.lock": true, "values
 
 func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
 
+// isCRDFile tells whether Helm's install parses the file as a CRD (chart.CRDObjects): under
+// crds/ of the chart or of a directory subchart (charts/<d>/...), with a manifest extension.
+func isCRDFile(n string) bool {
+	parts := strings.Split(n, "/")
+	i := 0
+	for i+2 < len(parts) && parts[i] == "charts" {
+		i += 2
+	}
+	switch strings.ToLower(path.Ext(n)) {
+	case ".yaml", ".yml", ".json":
+		return i+1 < len(parts) && parts[i] == "crds"
+	}
+	return false
+}
+
 // parsed charges a YAML file the loader parses its nodes and what its aliases add once
 // written out (pkg/yamlsize): the loader's parser expands them, so a few KiB could otherwise
-// parse into gigabytes under a budget that counted only the file. The file is read whole;
-// its size is already counted.
+// parse into gigabytes under a budget that counted only the file.
 func (s *budgetScan) parsed(r io.Reader, size int64) error {
-	// Helm's loader refuses such a file anyway; it is not read, let alone parsed, here.
-	data, err := readWhole(r, size, "YAML file")
+	nodes, err := s.expanded(r, size)
 	if err != nil {
 		return err
+	}
+	if s.nodes += nodes; s.nodes > s.b.MaxNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
+	}
+	return nil
+}
+
+// crds charges a crds/ file as parsed YAML, its nodes against MaxCRDNodes.
+func (s *budgetScan) crds(r io.Reader, size int64) error {
+	nodes, err := s.expanded(r, size)
+	if err != nil {
+		return err
+	}
+	if s.crdNodes += nodes; s.crdNodes > s.b.MaxCRDNodes {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in its crds/ files", s.b.MaxCRDNodes)}
+	}
+	return nil
+}
+
+// expanded charges a YAML file what its aliases add to its bytes once written out and
+// returns its nodes. The file is read whole; its size is already counted.
+func (s *budgetScan) expanded(r io.Reader, size int64) (nodes int64, err error) {
+	// Helm refuses such a file anyway; it is not read, let alone parsed, here.
+	data, err := readWhole(r, size, "YAML file")
+	if err != nil {
+		return 0, err
 	}
 	own := int64(len(data))
 	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
 	if err != nil { // always yamlsize.ErrTooLarge
-		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
+		return 0, &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
 	}
 	if expanded.Bytes > own {
 		s.bytes += expanded.Bytes - own
 	}
-	if s.nodes += expanded.Nodes; s.nodes > s.b.MaxNodes {
-		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
-	}
-	return nil
+	return expanded.Nodes, nil
 }
 
 // schema charges a values.schema.json its subschemas. The file is read whole (Helm's loader

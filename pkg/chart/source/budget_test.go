@@ -125,7 +125,8 @@ func TestSubchartArchivesAreHelms(t *testing.T) {
 
 func TestBudgetSettings(t *testing.T) {
 	b, err := Settings{ChartMaxUnpackedMiB: 32, ChartMaxFiles: 100, ChartMaxYAMLNodes: 5000}.Budget()
-	if err != nil || b != (Budget{MaxBytes: 32 << 20, MaxFiles: 100, MaxDepth: DefaultBudget.MaxDepth, MaxNodes: 5000, MaxSchemaNodes: DefaultBudget.MaxSchemaNodes}) {
+	if err != nil || b != (Budget{MaxBytes: 32 << 20, MaxFiles: 100, MaxDepth: DefaultBudget.MaxDepth, MaxNodes: 5000, MaxSchemaNodes: DefaultBudget.MaxSchemaNodes,
+		MaxCRDNodes: DefaultBudget.MaxCRDNodes}) {
 		t.Errorf("budget %+v, %v", b, err)
 	}
 	if _, err := (Settings{ChartMaxDepth: -1}).Budget(); err == nil {
