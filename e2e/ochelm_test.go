@@ -71,7 +71,7 @@ func TestOcHelmInstallListUpgradeAndWait(t *testing.T) {
 		t.Errorf("replicas after upgrade: %v %v", dep.Spec.Replicas, err)
 	}
 	out, _ = s.ocHelm(t, "-n", ns, "history", "web", "-o", "json")
-	if !strings.Contains(out, `"status": "superseded"`) || !strings.Contains(out, `"revision": 2`) {
+	if !strings.Contains(out, `"status":"superseded"`) || !strings.Contains(out, `"revision":2`) { // helm's compact JSON
 		t.Errorf("history:\n%s", out)
 	}
 
