@@ -9,33 +9,17 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	helmrelease "helm.sh/helm/v3/pkg/release"
-	helmtime "helm.sh/helm/v3/pkg/time"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // sealedInstall installs web v1 with a delete hook as alice (scoped token, credential id)
 // into a reservation of UID u1, and answers the record's seal entry as written.
 func sealedInstall(t *testing.T) []byte {
 	t.Helper()
-	si := uidKeeping{fake.NewClientset().CoreV1().Secrets("ns")}
-	key := release.SecretName("web", 1)
-	now := helmtime.Now()
-	reservation := &helmrelease.Release{Name: "web", Namespace: "ns", Version: 1, Chart: &chart.Chart{Metadata: tiny("1.0.0").Metadata},
-		Info: &helmrelease.Info{Status: helmrelease.StatusPendingInstall, Description: release.ReservedDescription, FirstDeployed: now, LastDeployed: now}}
-	if err := storage.NewSecrets(si).Create(key, reservation); err != nil {
-		t.Fatal(err)
-	}
-	sec, _ := si.Get(ctx(t), key, metav1.GetOptions{})
-	sec.UID = "u1"
-	if _, err := si.SecretInterface.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	si, key := reservedWebOfUID(t)
 	f, err := NewFactory(&rest.Config{Host: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)

@@ -197,19 +197,7 @@ func (u uidKeeping) Update(ctx context.Context, s *corev1.Secret, o metav1.Updat
 // An install seals, in its record, who it ran as and the hooks its Helm wrote; the seal
 // verifies only for that Secret.
 func TestInstallSealsWhoWroteTheHooks(t *testing.T) {
-	si := uidKeeping{fake.NewClientset().CoreV1().Secrets("ns")}
-	key := release.SecretName("web", 1)
-	now := helmtime.Now()
-	reservation := &helmrelease.Release{Name: "web", Namespace: "ns", Version: 1, Chart: &chart.Chart{Metadata: tiny("1.0.0").Metadata},
-		Info: &helmrelease.Info{Status: helmrelease.StatusPendingInstall, Description: release.ReservedDescription, FirstDeployed: now, LastDeployed: now}}
-	if err := storage.NewSecrets(si).Create(key, reservation); err != nil {
-		t.Fatal(err)
-	}
-	sec, _ := si.Get(ctx(t), key, metav1.GetOptions{})
-	sec.UID = "u1"
-	if _, err := si.SecretInterface.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	si, key := reservedWebOfUID(t)
 	f, err := NewFactory(&rest.Config{Host: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -241,4 +229,24 @@ func TestInstallSealsWhoWroteTheHooks(t *testing.T) {
 			t.Errorf("the seal verified for %+v: %v", ref, err)
 		}
 	}
+}
+
+// reservedWebOfUID is web v1 reserved (pending-install) in a fake Secrets client that keeps
+// UIDs, its Secret's UID u1: what a sealed action adopts.
+func reservedWebOfUID(t *testing.T) (uidKeeping, string) {
+	t.Helper()
+	si := uidKeeping{fake.NewClientset().CoreV1().Secrets("ns")}
+	key := release.SecretName("web", 1)
+	now := helmtime.Now()
+	reservation := &helmrelease.Release{Name: "web", Namespace: "ns", Version: 1, Chart: &chart.Chart{Metadata: tiny("1.0.0").Metadata},
+		Info: &helmrelease.Info{Status: helmrelease.StatusPendingInstall, Description: release.ReservedDescription, FirstDeployed: now, LastDeployed: now}}
+	if err := storage.NewSecrets(si).Create(key, reservation); err != nil {
+		t.Fatal(err)
+	}
+	sec, _ := si.Get(ctx(t), key, metav1.GetOptions{})
+	sec.UID = "u1"
+	if _, err := si.SecretInterface.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return si, key
 }
