@@ -29,17 +29,17 @@ type Config struct {
 	QueueDeadline time.Duration `envconfig:"QUEUE_DEADLINE" default:"1h"`
 	LedgerGrace   time.Duration `envconfig:"LEDGER_GRACE" default:"10m"`
 	// SendQueue and SendWorkers size the sends behind the 201 while the sink answers
-	// (events.Handoff; docs/design.md, "Sent behind the 201"). SendQueue 0: every send on
-	// the request's path.
+	// (events.Handoff; docs/design.md, "The reservation contract"). SendQueue 0: every send
+	// on the request's path.
 	SendQueue   int `envconfig:"SEND_QUEUE" default:"1024"`
 	SendWorkers int `envconfig:"SEND_WORKERS" default:"64"`
 	// SyncTimeout bounds how long the console's synchronous routes (POST/PUT/PATCH/DELETE
 	// /api/helm/release) wait for the accepted action to end; then 504, the action goes on.
 	SyncTimeout time.Duration `envconfig:"SYNC_TIMEOUT" default:"5m"`
-	// ChartIndexCacheBytes bounds the parsed repository indexes kept in memory (estimated),
-	// least recently used out; ChartIndexMaxBytes bounds one (a larger one is not kept).
-	ChartIndexCacheBytes int64 `envconfig:"CHART_INDEX_CACHE_BYTES" default:"67108864"`
-	ChartIndexMaxBytes   int64 `envconfig:"CHART_INDEX_MAX_BYTES" default:"33554432"`
+	// ChartIndexCacheBytes bounds the parsed repository indexes kept (estimated, LRU),
+	// ChartIndexMaxBytes one; unset or 0: bounds.IndexCacheBytes and bounds.MaxIndexCost.
+	ChartIndexCacheBytes int64 `envconfig:"CHART_INDEX_CACHE_BYTES"`
+	ChartIndexMaxBytes   int64 `envconfig:"CHART_INDEX_MAX_BYTES"`
 	// Namespace is async-helm's own, where submit binds each accepted request to its
 	// reservation (tenants cannot write there).
 	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`

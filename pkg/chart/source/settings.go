@@ -21,16 +21,16 @@ type Settings struct {
 	// PlainHTTPRegistries are OCI registries (host:port) without TLS, as helm's --plain-http.
 	PlainHTTPRegistries []string `envconfig:"CHART_PLAIN_HTTP_REGISTRIES"`
 	// ChartCacheMiB bounds the memory of the chart cache (archives and parsed charts),
-	// least recently used first out.
-	ChartCacheMiB int64 `envconfig:"CHART_CACHE_MIB" default:"128"`
+	// least recently used first out (unset or 0: bounds.DefaultCacheBytes).
+	ChartCacheMiB int64 `envconfig:"CHART_CACHE_MIB"`
 	// ChartIndexRefresh is how often the indexes of the chart repositories are fetched
 	// again in the background (a change of a repository object refreshes at once).
 	ChartIndexRefresh time.Duration `envconfig:"CHART_INDEX_REFRESH" default:"5m"`
-	// The budget of what one chart unpacks to across its nested archives (Budget).
-	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB" default:"64"`
-	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES" default:"10000"`
-	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH" default:"5"`
-	ChartMaxYAMLNodes   int64 `envconfig:"CHART_MAX_YAML_NODES" default:"100000"`
+	// The budget of one chart's unpacked tree (Budget; unset or 0: bounds' defaults).
+	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB"`
+	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES"`
+	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH"`
+	ChartMaxYAMLNodes   int64 `envconfig:"CHART_MAX_YAML_NODES"`
 	// ChartMaxParallelLoads bounds the charts checked and loaded at once (Source.MaxParallelLoads).
 	ChartMaxParallelLoads int `envconfig:"CHART_MAX_PARALLEL_LOADS" default:"2"`
 	RouteSettings
