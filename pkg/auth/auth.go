@@ -319,12 +319,10 @@ func (a *Authorizer) send(ctx context.Context, key [32]byte, u *User, n Need) (b
 
 // Allowed reports whether u may do n (for filtering lists). Unlike Check, it caches a
 // denial for TTL: an all-namespaces list reviews every namespace holding records, and
-// without it each list by a caller who may read few of them sent a review for every other
-// one, every time (a tenant repeating its list made submit send thousands of reviews a
-// second). A denial used past half its TTL is refreshed behind the answer, as an allowed
-// answer is: a caller who lists again and again never finds its 1,000 denials expired at
-// once, which made one list in a few wait for 1,000 reviews (7.5x the p99 of the caller's
-// namespaces one by one). A list may show a namespace granted since up to TTL late.
+// without it a tenant repeating its list would make submit review every other tenant's
+// namespace each time. A denial used past half its TTL is refreshed behind the answer, as
+// an allowed answer is, so that a caller who lists again and again never finds all its
+// denials expired at once. A list may show a namespace granted since up to TTL late.
 func (a *Authorizer) Allowed(ctx context.Context, u *User, n Need) (bool, error) {
 	key := cacheKey(u, n)
 	now := wallclock.Or(a.Clock).Now()

@@ -11,17 +11,16 @@ import (
 
 // reviewTimeout bounds a review shared by several requests (or sent ahead for none): it
 // does not end with the request that happened to start it. Every request waiting for it
-// gets its answer, an error included, so it is generous: a review the overloaded API
-// server answered in 12 s failed, at 10 s, every request of that caller in flight.
+// gets its answer, an error included, so it is generous: an overloaded API server may take
+// more than 10 s, and a timeout fails every request of that caller in flight.
 const reviewTimeout = 30 * time.Second
 
 // aheadAtOnce bounds the refreshes ahead in flight. Nobody waits for them, so nothing else
 // bounds them: one list of 1,000 namespaces past half their TTL would start 1,000 reviews
 // on the client every reservation uses. A refresh that finds no slot waits for one, up to
 // aheadWaiting of them (past that it is skipped: the cached answer stands until its end,
-// and the next request after it reviews in the foreground). Skipping every refresh past
-// the first 8 left a list's 990 denials, all cached by one list, to expire together: the
-// next list reviewed them all again in the foreground.
+// and the next request after it reviews in the foreground), so that the answers one list
+// cached do not all expire together and come back in the foreground.
 const (
 	aheadAtOnce  = 8
 	aheadWaiting = 4096

@@ -30,10 +30,10 @@ type Limits struct {
 // sweeps).
 var Raised = Limits{QPS: 500, Burst: 1000}
 
-// Unlimited is submit's: every accepted request makes a create (its reservation), so at
-// 400 requests/s a 500/s bucket queued them inside submit, in front of an API server that
-// had room (open loop, make bench). The API server's own priority and fairness is the
-// limit that counts; client-go retries its 429s.
+// Unlimited is submit's: every accepted request makes a create (its reservation), and a
+// client-side bucket would queue them inside submit in front of an API server with room.
+// The API server's own priority and fairness is the limit that counts; client-go retries
+// its 429s.
 var Unlimited = Limits{QPS: -1}
 
 // Open builds the clients with Raised limits.

@@ -24,8 +24,8 @@ type Verifier interface {
 // August 2026).
 const PinnedVersion = "github.com/redhat-certification/chart-verifier v0.0.0-20260617140039-1bf8aaca404e"
 
-// Reason is why there is no verifier: what the Go module proxy answered for the pinned
-// version (and for its version list) when it was asked on 2026-12-03.
+// Reason is why there is no verifier: what the Go module proxy answers for the pinned
+// version (and for its version list).
 const Reason = "async-helm is built without Red Hat's chart-verifier: the Go module proxy refuses " +
 	PinnedVersion + " (the version the OpenShift console pins) with 403 \"This module version is not available\""
 
