@@ -44,21 +44,13 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 }
 
 // Complete takes the release name and finds the namespace and submit.
-func (o *CancelOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+func (o *CancelOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate checks the name and the output format.
 func (o *CancelOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name), checkOutput(o.Output), o.validateSubmit())
 }
 
 // Run asks submit to cancel, prints what it answered, and with --wait follows the revision.

@@ -66,7 +66,6 @@ func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.action != release.ActionRollback {
 		return o.ActionOptions.Complete(cmd, args)
 	}
-	o.Name = args[0]
 	if len(args) == 2 {
 		v, err := strconv.Atoi(args[1])
 		if err != nil || v < 1 {
@@ -74,25 +73,15 @@ func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.Revision = v
 	}
-	var err error
-	o.target, err = o.findTarget()
-	return err
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate checks the name, the chart of an install and the output format.
 func (o *DiffOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if o.action == release.ActionInstall && o.Chart == "" {
-		return fmt.Errorf("CHART is required")
-	}
-	switch o.Output {
-	case "diff", "json", "yaml":
-	default:
-		return fmt.Errorf("output format %q: want diff, json or yaml", o.Output)
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name),
+		refuseIf(o.action == release.ActionInstall && o.Chart == "", "CHART is required"),
+		refuseIf(o.Output != "diff" && o.Output != "json" && o.Output != "yaml", "output format %q: want diff, json or yaml", o.Output),
+		o.validateSubmit())
 }
 
 // Run asks submit for the diff and prints it as helm-diff does: the text from whole objects

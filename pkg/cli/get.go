@@ -65,26 +65,17 @@ func NewCmdGet(g *Globals) *cobra.Command {
 }
 
 // Complete takes the release name and finds the namespace and submit.
-func (o *GetOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+func (o *GetOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate checks the name, the output format and the template.
 func (o *GetOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
+	var badTemplate error
 	if o.Template != "" {
-		if _, err := template.New("_").Parse(o.Template); err != nil {
-			return err
-		}
+		_, badTemplate = template.New("_").Parse(o.Template)
 	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name), checkOutput(o.Output), badTemplate, o.validateSubmit())
 }
 
 // Run reads the revision and prints the part asked for.

@@ -40,21 +40,13 @@ func NewCmdHistory(g *Globals) *cobra.Command {
 }
 
 // Complete takes the release name and finds the namespace and submit.
-func (o *HistoryOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+func (o *HistoryOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate checks the name and the output format.
 func (o *HistoryOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name), checkOutput(o.Output), o.validateSubmit())
 }
 
 // Run prints every revision of the release.

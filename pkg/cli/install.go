@@ -171,30 +171,13 @@ func parseValuesFrom(flags []string) ([]valuesfrom.Ref, error) {
 // Validate checks the options before anything is sent: submit checks the rest (how
 // retries, remediation, --atomic and the action go together).
 func (o *ActionOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if o.action == release.ActionInstall && o.Chart == "" {
-		return errors.New("CHART is required")
-	}
-	if o.Install && o.Chart == "" {
-		return errors.New("CHART is required with --install")
-	}
-	if o.Retries < 0 || o.Retries > api.MaxRetries {
-		return fmt.Errorf("--retries %d: want 0 to %d", o.Retries, api.MaxRetries)
-	}
-	switch o.Remediation {
-	case api.RemediationNone, api.RemediationRollback, api.RemediationUninstall:
-	default:
-		return fmt.Errorf("--remediation %q: want %s, %s or none", o.Remediation, api.RemediationRollback, api.RemediationUninstall)
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	if err := o.validateApply(); err != nil {
-		return err
-	}
-	return o.validateSubmit()
+	remediation := o.Remediation == api.RemediationNone || o.Remediation == api.RemediationRollback || o.Remediation == api.RemediationUninstall
+	return firstError(requireName(o.Name),
+		refuseIf(o.action == release.ActionInstall && o.Chart == "", "CHART is required"),
+		refuseIf(o.Install && o.Chart == "", "CHART is required with --install"),
+		refuseIf(o.Retries < 0 || o.Retries > api.MaxRetries, "--retries %d: want 0 to %d", o.Retries, api.MaxRetries),
+		refuseIf(!remediation, "--remediation %q: want %s, %s or none", o.Remediation, api.RemediationRollback, api.RemediationUninstall),
+		checkOutput(o.Output), o.validateApply(), o.validateSubmit())
 }
 
 // Run sends the request, prints the pending release, and with --wait follows it.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -60,30 +59,19 @@ func NewCmdList(g *Globals) *cobra.Command {
 }
 
 // Complete finds submit and the namespace (none with -A).
-func (o *ListOptions) Complete(cmd *cobra.Command, _ []string) error {
-	t, err := o.findTarget()
-	if err != nil {
-		return err
-	}
-	o.target = t
+func (o *ListOptions) Complete(cmd *cobra.Command, _ []string) (err error) {
+	o.target, err = o.findTarget()
 	if o.AllNamespaces {
 		o.ns = ""
 	}
-	return nil
+	return err
 }
 
 // Validate checks the output format, the filter, the window and where the token would go.
 func (o *ListOptions) Validate() error {
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	if _, err := o.Query.compile(); err != nil {
-		return err
-	}
-	if o.Query.Offset < 0 {
-		return fmt.Errorf("--offset %d: want 0 or more", o.Query.Offset)
-	}
-	return o.validateSubmit()
+	_, badQuery := o.Query.compile()
+	return firstError(checkOutput(o.Output), badQuery,
+		refuseIf(o.Query.Offset < 0, "--offset %d: want 0 or more", o.Query.Offset), o.validateSubmit())
 }
 
 // Run prints the releases.

@@ -52,27 +52,16 @@ func NewCmdLogs(g *Globals) *cobra.Command {
 }
 
 // Complete takes the release name and finds the namespace and submit.
-func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+func (o *LogsOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate refuses what cannot be printed: a negative revision, a followed log as a document.
 func (o *LogsOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if o.Revision < 0 {
-		return fmt.Errorf("--revision %d: want a revision number", o.Revision)
-	}
-	if o.Follow && o.Output != "table" {
-		return fmt.Errorf("--follow prints plain lines: it takes no -o %s", o.Output)
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name),
+		refuseIf(o.Revision < 0, "--revision %d: want a revision number", o.Revision),
+		refuseIf(o.Follow && o.Output != "table", "--follow prints plain lines: it takes no -o %s", o.Output),
+		checkOutput(o.Output), o.validateSubmit())
 }
 
 // Run prints the log, and with --follow polls for new lines until the action ends.

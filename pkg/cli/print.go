@@ -164,14 +164,6 @@ func (l releaseList) data() any {
 	return names
 }
 
-func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
-	all := make([]api.Release, 0, len(rels))
-	for _, r := range rels {
-		all = append(all, api.Release{Release: r})
-	}
-	return printReleases(w, format, all, listPrint{})
-}
-
 // printReleases is the list as helm prints it.
 func printReleases(w io.Writer, format string, rels []api.Release, p listPrint) error {
 	return writeFormat(w, format, newReleaseList(rels, p))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/progress"
 )
 
 // The printers on their own, golden files under testdata/print-*: the shapes helm users
@@ -70,4 +74,18 @@ func TestCheckOutput(t *testing.T) {
 			t.Errorf("message %v", err)
 		}
 	}
+}
+
+// printList prints Helm releases as the list route's latest revisions.
+func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
+	all := make([]api.Release, 0, len(rels))
+	for _, r := range rels {
+		all = append(all, api.Release{Release: r})
+	}
+	return printReleases(w, format, all, listPrint{})
+}
+
+// printStatus is status of r with progress p.
+func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress.Progress) error {
+	return printReleaseStatus(w, format, &api.Release{Release: r, Progress: p})
 }

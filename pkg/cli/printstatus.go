@@ -150,11 +150,6 @@ func printReleaseStatus(w io.Writer, format string, rel *api.Release) error {
 // helmTime is how helm's list prints times (time.Time's String), used for the progress's.
 const helmTime = "2006-01-02 15:04:05.999999999 -0700 MST"
 
-// printStatus is status of r with progress p (tests).
-func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress.Progress) error {
-	return printReleaseStatus(w, format, &api.Release{Release: r, Progress: p})
-}
-
 // writeProgress is what the pending action is doing, its latest warnings (newest first)
 // and when the executor last recorded it.
 func writeProgress(b *strings.Builder, p *progress.Progress) {

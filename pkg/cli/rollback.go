@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -73,19 +72,9 @@ func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error
 
 // Validate checks the name, the revision and the output format.
 func (o *RollbackOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if o.Revision < 0 { // helm's words; 0 is the previous revision, as helm's
-		return errors.New("invalid release revision")
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	if err := o.validateApply(); err != nil {
-		return err
-	}
-	return o.validateSubmit()
+	// helm's words for a negative revision; 0 is the previous revision, as helm's.
+	return firstError(requireName(o.Name), refuseIf(o.Revision < 0, "invalid release revision"),
+		checkOutput(o.Output), o.validateApply(), o.validateSubmit())
 }
 
 // Run asks for the rollback, prints the pending revision, and with --wait follows it.

@@ -7,7 +7,7 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -101,10 +101,34 @@ func runE(o options) func(*cobra.Command, []string) error {
 
 // requireName refuses an empty NAME before submit answers it less clearly.
 func requireName(name string) error {
-	if name == "" {
-		return errors.New("NAME is required")
+	return refuseIf(name == "", "NAME is required")
+}
+
+// refuseIf is one check of a Validate: the error format names, when bad.
+func refuseIf(bad bool, format string, args ...any) error {
+	if !bad {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// firstError is a Validate's answer: the first of its checks, in order, that refused.
+// The checks have no side effects, so each runs whatever the one before it answered.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// completeName is the Complete of a command on one release: NAME, the namespace and
+// submit.
+func (g *Globals) completeName(args []string, name *string, t *target) (err error) {
+	*name = args[0]
+	*t, err = g.findTarget()
+	return err
 }
 
 // pause waits one poll interval, or answers ctx's error when it ends first.

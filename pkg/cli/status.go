@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -46,24 +45,15 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 }
 
 // Complete takes the release name and finds the namespace and submit.
-func (o *StatusOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate checks the name and the output format.
 func (o *StatusOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if err := checkOutput(o.Output); err != nil {
-		return err
-	}
-	if o.Watch && o.Revision > 0 {
-		return errors.New("--watch follows the latest revision: it takes no --revision")
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name), checkOutput(o.Output),
+		refuseIf(o.Watch && o.Revision > 0, "--watch follows the latest revision: it takes no --revision"),
+		o.validateSubmit())
 }
 
 // Run prints the release's status, or with --watch follows it to its end.

@@ -45,10 +45,7 @@ func (o *TemplateOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the name and where the token would go.
 func (o *TemplateOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name), o.validateSubmit())
 }
 
 // Run asks submit for the render and prints it.

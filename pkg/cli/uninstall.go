@@ -51,22 +51,15 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 }
 
 // Complete takes the release name and finds the namespace and submit.
-func (o *UninstallOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+func (o *UninstallOptions) Complete(_ *cobra.Command, args []string) error {
+	return o.completeName(args, &o.Name, &o.target)
 }
 
 // Validate checks the name and --version (0 for no check; a negative one would be no check
 // either, silently).
 func (o *UninstallOptions) Validate() error {
-	if err := requireName(o.Name); err != nil {
-		return err
-	}
-	if o.Version < 0 {
-		return fmt.Errorf("--version %d: want a revision number", o.Version)
-	}
-	return o.validateSubmit()
+	return firstError(requireName(o.Name),
+		refuseIf(o.Version < 0, "--version %d: want a revision number", o.Version), o.validateSubmit())
 }
 
 // Run asks for the uninstall and with --wait follows it until the release is gone.

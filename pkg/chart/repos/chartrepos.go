@@ -150,8 +150,6 @@ type Set struct {
 
 	mu    sync.RWMutex
 	creds map[string]credsEntry
-	// refreshes counts finished refreshes (tests wait on it).
-	refreshes int
 }
 
 // Start watches the repository objects and refreshes indexes until ctx ends. Resources the
@@ -282,9 +280,6 @@ func (s *Set) refresh(ctx context.Context) {
 		}
 	}
 	s.indexes.retain(func(key string) bool { return current[key] || strings.HasPrefix(key, string(ScopeProject)+"/") })
-	s.mu.Lock()
-	s.refreshes++
-	s.mu.Unlock()
 }
 
 func (s *Set) fetchTimeout() time.Duration {

@@ -207,10 +207,3 @@ func (s *Set) IndexCacheSize() (int64, int) {
 	}
 	return s.indexes.size()
 }
-
-// Refreshes is how many background refreshes have finished (for tests).
-func (s *Set) Refreshes() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.refreshes
-}

@@ -288,10 +288,6 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	switch {
 	case ref.NoRepo || creds != nil:
 		data, err = s.fetchNoRepo(ctx, ref, creds)
-	case ref.IndexEntry != "" && ref.URL != "" && !strings.HasPrefix(ref.URL, "oci://"):
-		// The console sends both: the chart URL of the version the user chose, and the
-		// index entry naming the repository whose credentials fetch it.
-		data, err = s.fetchEntryURL(ctx, ref)
 	case ref.IndexEntry != "":
 		data, err = s.fetchIndexEntry(ctx, ref)
 	case isOCI(ref.URL):
@@ -399,6 +395,10 @@ func (s *Source) fetchWith(ctx context.Context, rc *repoClient, u string, limit 
 	return data, nil
 }
 
+// fetchIndexEntry fetches the chart an index entry names with its repository's client (CA,
+// client certificate) wherever the chart's URL points; basic auth goes to the repository's
+// own host only. The console sends the chart URL of the version the user chose beside the
+// entry: that URL is fetched, unless it is an oci:// one (then the entry's index is read).
 func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	name, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
 	if err != nil {
@@ -408,44 +408,36 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	u := ref.URL
+	if u == "" || isOCI(u) {
+		if u, err = s.indexedURL(ctx, ref, r, name, repoName); err != nil {
+			return nil, err
+		}
+	}
+	rc, err := s.clientFor(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.fetchWith(ctx, rc, u, s.maxBytes())
+}
+
+// indexedURL is the URL of the chart version ref names in repository r's index.
+func (s *Source) indexedURL(ctx context.Context, ref Ref, r Repository, name, repoName string) (string, error) {
 	// In the caller's and the namespace's share: their installs and console index together.
 	release, err := s.Slots().Acquire(ctx, TenantOf(ctx, ref.Namespace))
 	if err != nil {
-		return nil, fmt.Errorf("fetch the index of repository %q: %w", repoName, err)
+		return "", fmt.Errorf("fetch the index of repository %q: %w", repoName, err)
 	}
 	idx, err := s.FetchIndex(ctx, r)
 	release()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	cv, err := idx.Get(name, ref.Version)
 	if err != nil || len(cv.URLs) == 0 {
-		return nil, fmt.Errorf("%w: %s version %q in repository %q", ErrNotFound, name, ref.Version, repoName)
+		return "", fmt.Errorf("%w: %s version %q in repository %q", ErrNotFound, name, ref.Version, repoName)
 	}
-	// The chart is fetched with the repository's client (CA, client certificate) wherever
-	// its URL points; basic auth goes to the repository's own host only.
-	rc, err := s.clientFor(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.fetchWith(ctx, rc, cv.URLs[0], s.maxBytes())
-}
-
-// fetchEntryURL fetches a chart URL with the client of the repository an index entry names.
-func (s *Source) fetchEntryURL(ctx context.Context, ref Ref) ([]byte, error) {
-	_, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.Lookup(ctx, ref.Namespace, repoName)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := s.clientFor(r)
-	if err != nil {
-		return nil, err
-	}
-	return s.fetchWith(ctx, rc, ref.URL, s.maxBytes())
+	return cv.URLs[0], nil
 }
 
 // ParseRepositories reads "name=url,name=url".
