@@ -1,8 +1,9 @@
 // Package notifier turns status changes of Helm release secrets into CloudEvents: a
-// metadata-only informer feeds a rate-limited workqueue; a transition is reported until the
-// sink acknowledges it, then recorded on the secret, so neither a sink outage nor a
-// restart loses it and a restart does not repeat history. The leader's sweeper
-// (pkg/sweeper) drives lost work again; the notifier reports what became of it.
+// metadata-only informer feeds a rate-limited workqueue that serves namespaces in turn
+// (fairkeys.go); a transition is reported until the sink acknowledges it, then recorded on
+// the secret, so neither a sink outage nor a restart loses it and a restart does not repeat
+// history. The leader's sweeper (pkg/sweeper) drives lost work again; the notifier reports
+// what became of it.
 package notifier
 
 import (
@@ -130,12 +131,27 @@ func (s *Service) observe(key string, m *metav1.PartialObjectMetadata) bool {
 		s.history[key] = true
 	case !seen && !s.reported(rev):
 		// First sight (start-up, or the source mode): only what was never reported.
-		s.backlog[key] = append(s.backlog[key], rev.Status)
+		s.queueStatus(key, rev.Status)
 	case seen && rev.Status != last:
 		delete(s.history, key)
-		s.backlog[key] = append(s.backlog[key], rev.Status)
+		s.queueStatus(key, rev.Status)
 	}
 	return len(s.backlog[key]) > 0 || !s.reported(rev) && !s.history[key]
+}
+
+// MaxBacklog bounds the statuses of one Secret awaiting report. Helm moves a revision
+// through a handful (pending, deployed or failed, superseded); a Secret whose status labels
+// change faster than the sink takes them (its tenant flips them while the sink refuses)
+// keeps its latest MaxBacklog: the oldest are dropped, the latest is always reported.
+const MaxBacklog = 16
+
+// queueStatus adds status to key's backlog, within MaxBacklog; s.mu is held.
+func (s *Service) queueStatus(key, status string) {
+	b := append(s.backlog[key], status)
+	if len(b) > MaxBacklog {
+		b = append(make([]string, 0, MaxBacklog), b[len(b)-MaxBacklog:]...)
+	}
+	s.backlog[key] = b
 }
 
 func (s *Service) next(key string) (string, bool) {
@@ -170,7 +186,7 @@ func (s *Service) deleted(key string, m *metav1.PartialObjectMetadata) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rev.Status == release.StatusUninstalling && m.Labels[release.LabelAction] != string(release.ActionUninstall) {
-		s.backlog[key] = append(s.backlog[key], events.StatusUninstalled)
+		s.queueStatus(key, events.StatusUninstalled)
 	} else if rev.Ours && release.IsPending(rev.Status) {
 		s.vanished[key] = true // its namespace may have gone with it (vanished.go)
 	}

@@ -2,6 +2,9 @@ package notifier
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -125,5 +128,88 @@ func TestAPIErrors(t *testing.T) {
 	rev.Status = "deployed"
 	if err := e.svc.markNotified(ctx(t), rev); err == nil {
 		t.Error("markNotified with a failing patch")
+	}
+}
+
+// One tenant's flood of dirty Secrets does not queue another tenant's status events or
+// marks behind it: keys are handed out one namespace at a time in turn, each namespace's
+// in the order added, each key once.
+func TestAFloodDoesNotQueueAnotherTenant(t *testing.T) {
+	const flood = 1000
+	for _, q := range []struct {
+		name string
+		add  func(s *Service, key string)
+		get  func(s *Service) (string, bool)
+	}{
+		{"status events", func(s *Service, key string) { s.queue.Add(key) }, func(s *Service) (string, bool) { return s.queue.Get() }},
+		{"marks", func(s *Service, key string) { s.marks.Add(key) }, func(s *Service) (string, bool) { return s.marks.Get() }},
+	} {
+		t.Run(q.name, func(t *testing.T) {
+			e := newEnv(t)
+			for i := range flood {
+				q.add(e.svc, fmt.Sprintf("flood/%s", release.SecretName(fmt.Sprintf("r%d", i), 1)))
+			}
+			q.add(e.svc, "flood/"+release.SecretName("r0", 1)) // queued already: held once
+			q.add(e.svc, "ns/"+release.SecretName("web", 1))
+			q.add(e.svc, tombstoneKey+"other/"+release.SecretName("db", 2))
+			var order []string
+			for range flood + 2 {
+				key, quit := q.get(e.svc)
+				if quit {
+					t.Fatal("queue shut down")
+				}
+				order = append(order, key)
+			}
+			if got := slices.Index(order, "ns/"+release.SecretName("web", 1)); got > 1 {
+				t.Errorf("another tenant's key came out %d-th, behind %d keys of the flooding one", got+1, got)
+			}
+			if got := slices.Index(order, tombstoneKey+"other/"+release.SecretName("db", 2)); got > 3 {
+				t.Errorf("a third tenant's tombstone came out %d-th", got+1)
+			}
+			var floodOrder []string
+			for _, k := range order {
+				if strings.HasPrefix(k, "flood/") {
+					floodOrder = append(floodOrder, k)
+				}
+			}
+			if len(floodOrder) != flood {
+				t.Fatalf("%d of the flood's %d keys came out", len(floodOrder), flood)
+			}
+			for i, k := range floodOrder {
+				if want := "flood/" + release.SecretName(fmt.Sprintf("r%d", i), 1); k != want {
+					t.Fatalf("the flood's key %d is %s, want %s (a namespace's keys in the order added)", i, k, want)
+				}
+			}
+		})
+	}
+}
+
+// A Secret whose status labels flip while the sink refuses keeps a bounded backlog, and its
+// latest status is still the last one reported.
+func TestABacklogIsBounded(t *testing.T) {
+	e := newEnv(t)
+	key := "ns/" + release.SecretName("web", 1)
+	e.Reserve("web", release.ActionInstall, 1)
+	e.sink.Refuse(true)
+	e.svc.observe(key, e.Meta("web", 1))
+	flips := []helmrelease.Status{helmrelease.StatusDeployed, helmrelease.StatusFailed}
+	const n = 200
+	for i := range n {
+		e.Set("web", 1, flips[i%2], "flip")
+		e.svc.observe(key, e.Meta("web", 1))
+	}
+	if got := len(e.svc.backlog[key]); got > MaxBacklog {
+		t.Fatalf("a Secret flipped %d times while the sink refused holds %d statuses (bound %d)", n, got, MaxBacklog)
+	}
+	if err := e.svc.sync(ctx(t), key); err == nil {
+		t.Fatal("sync with a refusing sink")
+	}
+	e.sink.Refuse(false)
+	if err := e.svc.sync(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	got := e.sink.Statuses(t)
+	if len(got) == 0 || got[len(got)-1] != string(flips[(n-1)%2]) {
+		t.Errorf("reported %v: the latest status (%s) is not the last", got, flips[(n-1)%2])
 	}
 }

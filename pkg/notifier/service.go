@@ -89,6 +89,7 @@ type Service struct {
 	// startup is the start-up backlog waiting for its turn (startup.go).
 	startup startupFeed
 
+	// queue holds the keys to report, handed out one namespace at a time in turn (fairkeys.go).
 	queue workqueue.TypedRateLimitingInterface[string]
 	// marks are the secrets whose reported status is to be recorded (watch mode, marks.go):
 	// a worker that sent an event goes on to the next one instead of waiting for the
@@ -97,7 +98,8 @@ type Service struct {
 	mu    sync.Mutex
 	// observed is the last status seen per secret, and backlog the statuses seen but not yet
 	// reported, in order: a transition is kept even when the secret moves on while the sink
-	// is down. A rewrite with the same status (adoption) adds nothing.
+	// is down, up to MaxBacklog (queueStatus). A rewrite with the same status (adoption) adds
+	// nothing.
 	observed map[string]string
 	backlog  map[string][]string
 	// history holds the secrets first seen as history (history.go) and unchanged since:
@@ -132,12 +134,7 @@ func (s *Service) Init() {
 		s.vanished, s.history = map[string]bool{}, map[string]bool{}
 	}
 	if s.queue == nil {
-		s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "release-status"})
-		s.marks = workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "release-status-marks"})
+		s.queue, s.marks = newKeyQueue("release-status"), newKeyQueue("release-status-marks")
 	}
 }
 

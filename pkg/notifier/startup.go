@@ -8,17 +8,19 @@ import (
 
 // StartupAtOnce bounds the revisions of the start-up backlog (what the first list found
 // never reported: records written while no notifier ran) in the queue at once. The rest
-// wait in order and are fed in as those end, so the workers left over report live changes
+// wait (startupFeed) and are fed in as those end, so the workers left over report live changes
 // at once: at 110,000 records a fresh notifier's backlog was 39,180 events, and every
 // change made meanwhile waited behind it, while its reads and marks loaded the API server
 // with all 32 workers.
 const StartupAtOnce = 8
 
-// startupFeed holds the start-up backlog's keys not yet queued, in the order listed, and
-// those queued and not yet done.
+// startupFeed holds the start-up backlog's keys not yet queued, one namespace at a time in
+// turn (each namespace's in the order listed, fairkeys.go: a list is sorted by namespace, and
+// one tenant's many records would hold every later namespace's back), and those queued and
+// not yet done.
 type startupFeed struct {
 	mu   sync.Mutex
-	keys []string
+	keys *keysByNamespace
 	fed  map[string]bool
 }
 
@@ -36,7 +38,10 @@ func (s *Service) enqueueAdded(obj any, inInitialList bool) {
 	key := m.Namespace + "/" + m.Name
 	if s.observe(key, m) {
 		s.startup.mu.Lock()
-		s.startup.keys = append(s.startup.keys, key)
+		if s.startup.keys == nil {
+			s.startup.keys = newKeysByNamespace()
+		}
+		s.startup.keys.Push(key)
 		s.startup.mu.Unlock()
 		s.feedStartup()
 	}
@@ -48,9 +53,8 @@ func (s *Service) feedStartup() {
 	f := &s.startup
 	f.mu.Lock()
 	var add []string
-	for len(f.keys) > 0 && len(f.fed) < StartupAtOnce {
-		k := f.keys[0]
-		f.keys = f.keys[1:]
+	for f.keys != nil && f.keys.Len() > 0 && len(f.fed) < StartupAtOnce {
+		k := f.keys.Pop()
 		if f.fed == nil {
 			f.fed = map[string]bool{}
 		}
@@ -59,8 +63,8 @@ func (s *Service) feedStartup() {
 			add = append(add, k)
 		}
 	}
-	if len(f.keys) == 0 {
-		f.keys = nil // the backlog's array is not kept once drained
+	if f.keys != nil && f.keys.Len() == 0 {
+		f.keys = nil // the backlog's arrays are not kept once drained
 	}
 	f.mu.Unlock()
 	for _, k := range add {

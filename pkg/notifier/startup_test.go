@@ -3,11 +3,13 @@ package notifier
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -74,5 +76,42 @@ func TestTheStartupBacklogLeavesWorkersForLiveChanges(t *testing.T) {
 	testwait.For(t, func() bool { _, _, sent, _ := h.state(); return sent == backlog+1 })
 	if _, most, _, _ := h.state(); most > StartupAtOnce {
 		t.Errorf("%d of the start-up backlog's reports at once, want at most %d", most, StartupAtOnce)
+	}
+}
+
+// The start-up backlog is fed one namespace at a time in turn: a tenant with many records
+// never reported does not hold back another namespace's, which a first list (sorted by
+// namespace) finds after them. The first StartupAtOnce are queued as listed; of the next
+// two places freed, one goes to the other namespace.
+func TestTheStartupBacklogTakesNamespacesInTurn(t *testing.T) {
+	e := newEnv(t)
+	meta := func(ns, name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: release.SecretName(name, 1),
+			Labels: map[string]string{release.LabelOwner: release.OwnerHelm, release.LabelName: name,
+				release.LabelVersion: "1", release.LabelStatus: "deployed"}}}
+	}
+	for i := range 100 {
+		e.svc.enqueueAdded(meta("a", fmt.Sprintf("r%d", i)), true)
+	}
+	e.svc.enqueueAdded(meta("b", "web"), true)
+	get := func() string {
+		key, quit := e.svc.queue.Get()
+		if quit {
+			t.Fatal("queue shut down")
+		}
+		return key
+	}
+	var first []string
+	for range StartupAtOnce {
+		first = append(first, get())
+	}
+	var next []string
+	for _, done := range first[:2] {
+		e.svc.queue.Done(done)
+		e.svc.startupDone(done)
+		next = append(next, get())
+	}
+	if !slices.Contains(next, "b/"+release.SecretName("web", 1)) {
+		t.Errorf("after the first %d of the start-up backlog, the next two queued are %v, not the other namespace's", StartupAtOnce, next)
 	}
 }

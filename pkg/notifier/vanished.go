@@ -36,7 +36,7 @@ func (s *Service) checkVanished(ctx context.Context, key string) error {
 		rev.Failure = fmt.Sprintf("Release %q failed: namespace %q was deleted while revision %d was %s (reported by the notifier)",
 			rev.Name, rev.Namespace, rev.Version, rev.Status)
 		s.gone[key] = rev
-		s.backlog[key] = append(s.backlog[key], string(helmrelease.StatusFailed))
+		s.queueStatus(key, string(helmrelease.StatusFailed))
 	} else if len(s.backlog[key]) == 0 {
 		delete(s.gone, key)
 	}
