@@ -8,7 +8,6 @@ package notifier
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -326,34 +325,4 @@ func (s *Service) report(ctx context.Context, key string, rev release.Revision, 
 	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return s.Sender.Send(sendCtx, e)
-}
-
-// describe fills chart and reason. Labels carry the chart of async-helm's releases; the
-// payload of this one revision is read only when needed (a failure's reason, or a release
-// installed by plain helm), at the resourceVersion the index saw, and only its head is
-// decoded (Store.Head). A record that does not decode is reported with what its labels say.
-func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
-	c.Chart, c.ChartVersion, _ = release.ParseChartLabel(rev.Chart)
-	if c.Chart != "" && status != "failed" {
-		return nil
-	}
-	if status == "failed" {
-		c.Reason = rev.Failure // set when async-helm failed an undecodable record
-	}
-	head, err := s.Store.Head(ctx, rev.Namespace, rev.SecretName, rev.ResourceVersion)
-	if errors.Is(err, release.ErrUndecodable) {
-		s.once.Warn(s.Log, "undecodable/"+string(rev.UID),
-			"release record does not decode; reported from its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
-		return nil
-	}
-	if err != nil || head == nil {
-		return err // nil head: deleted meanwhile, what the labels say is all there is
-	}
-	if name, version, app := head.ChartMeta(); name != "" {
-		c.Chart, c.ChartVersion, c.AppVersion = name, version, app
-	}
-	if status == "failed" && head.Description() != "" {
-		c.Reason = head.Description()
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 
 	"github.com/async-helm/async-helm/pkg/logonce"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -115,6 +116,8 @@ type Service struct {
 	vanished map[string]bool
 	// once logs what a hostile record causes once, not once per retry.
 	once logonce.Set
+	// charts are the charts read of records without a chart label, by UID (charts.go).
+	charts *lru.Cache
 }
 
 // DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly
@@ -132,6 +135,7 @@ func (s *Service) Init() {
 	if s.observed == nil {
 		s.observed, s.backlog, s.gone = map[string]string{}, map[string][]string{}, map[string]release.Revision{}
 		s.vanished, s.history = map[string]bool{}, map[string]bool{}
+		s.charts = lru.New(ChartsCached)
 	}
 	if s.queue == nil {
 		s.queue, s.marks = newKeyQueue("release-status"), newKeyQueue("release-status-marks")

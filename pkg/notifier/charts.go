@@ -1,0 +1,73 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/release"
+)
+
+// A record the helm CLI wrote carries no chart label: its chart is in the payload, which
+// the API server sends whole (up to ~1 MiB) for a head decoded here. A revision's chart
+// never changes, and Helm reports each revision several times (pending, deployed,
+// superseded): the chart read once is kept by the Secret's UID, for the newest
+// ChartsCached records, so a record is read for its chart at most once while cached.
+
+// ChartsCached bounds the charts kept by record (a hundred bytes each).
+const ChartsCached = 4096
+
+// chartOf is a record's chart as its payload says.
+type chartOf struct{ name, version, appVersion string }
+
+// cachedChart is the chart read of the record uid, if kept.
+func (s *Service) cachedChart(uid types.UID) (chartOf, bool) {
+	if uid == "" || s.charts == nil {
+		return chartOf{}, false
+	}
+	v, ok := s.charts.Get(uid)
+	if !ok {
+		return chartOf{}, false
+	}
+	ch, ok := v.(chartOf)
+	return ch, ok
+}
+
+// describe fills chart and reason. Labels carry the chart of async-helm's releases; the
+// payload of this one revision is read only when needed (a failure's reason, or the chart
+// of a release installed by plain helm not read before), at the resourceVersion the index
+// saw, and only its head is decoded (Store.Head). A record that does not decode is reported
+// with what its labels say.
+func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
+	c.Chart, c.ChartVersion, _ = release.ParseChartLabel(rev.Chart)
+	if c.Chart != "" && status != "failed" {
+		return nil
+	}
+	if status == "failed" {
+		c.Reason = rev.Failure // set when async-helm failed an undecodable record
+	} else if ch, ok := s.cachedChart(rev.UID); ok {
+		c.Chart, c.ChartVersion, c.AppVersion = ch.name, ch.version, ch.appVersion
+		return nil
+	}
+	head, err := s.Store.Head(ctx, rev.Namespace, rev.SecretName, rev.ResourceVersion)
+	if errors.Is(err, release.ErrUndecodable) {
+		s.once.Warn(s.Log, "undecodable/"+string(rev.UID),
+			"release record does not decode; reported from its labels", "namespace", rev.Namespace, "secret", rev.SecretName, "error", err)
+		return nil
+	}
+	if err != nil || head == nil {
+		return err // nil head: deleted meanwhile, what the labels say is all there is
+	}
+	if name, version, app := head.ChartMeta(); name != "" {
+		c.Chart, c.ChartVersion, c.AppVersion = name, version, app
+		if rev.UID != "" && s.charts != nil {
+			s.charts.Add(rev.UID, chartOf{name, version, app})
+		}
+	}
+	if status == "failed" && head.Description() != "" {
+		c.Reason = head.Description()
+	}
+	return nil
+}
