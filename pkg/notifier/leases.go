@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/async-helm/async-helm/pkg/kube"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
@@ -36,7 +35,7 @@ func (c *leaseCache) informersFor(ctx context.Context, client kubernetes.Interfa
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lease.SelectorLeases }))
 		inf := f.Coordination().V1().Leases().Informer()
-		_ = inf.SetTransform(kube.DropManagedFields) // fails only once the informer runs
+		_ = inf.SetTransform(keptLease) // fails only once the informer runs
 		c.informers = append(c.informers, inf)
 		f.Start(ctx.Done())
 	}
@@ -88,4 +87,47 @@ func (c *leaseCache) watch(ctx context.Context, client kubernetes.Interface, nam
 		return fmt.Errorf("lease cache did not sync")
 	}
 	return nil
+}
+
+// A tenant may label any number of Leases in its namespace as ours, each with up to 256 KiB
+// of labels and annotations, and every notifier caches them all. The cache keeps of each
+// only what its readers use (lease.TombstoneFrom, the progress events, release.AliveIn):
+// its identity, the spec's renewal, the labels of a tombstone, and the annotations of a
+// tombstone and of progress, each value within maxLeaseValue (a longer one is dropped, not
+// cut: a cut value would read as another). An executor's progress of a large release
+// (its workloads waiting, its latest warnings) is a few KiB.
+const maxLeaseValue = 16 << 10
+
+var (
+	leaseLabels = []string{lease.LabelManagedBy, lease.LabelAction, lease.LabelRelease, lease.LabelRevision,
+		lease.LabelRequestID, lease.LabelChart}
+	leaseAnnotations = []string{lease.AnnotationSecretUID, lease.AnnotationOutcome, lease.AnnotationProgress}
+)
+
+// keptLease is the informer's transform: what the cache keeps of a Lease.
+func keptLease(obj any) (any, error) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return obj, nil
+	}
+	return &coordinationv1.Lease{TypeMeta: l.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, UID: l.UID, ResourceVersion: l.ResourceVersion,
+			CreationTimestamp: l.CreationTimestamp, DeletionTimestamp: l.DeletionTimestamp,
+			Labels: keptValues(l.Labels, leaseLabels), Annotations: keptValues(l.Annotations, leaseAnnotations)},
+		Spec: coordinationv1.LeaseSpec{RenewTime: l.Spec.RenewTime, LeaseDurationSeconds: l.Spec.LeaseDurationSeconds}}, nil
+}
+
+// keptValues is the entries of in whose key is in keep and whose value is within
+// maxLeaseValue (nil when none is).
+func keptValues(in map[string]string, keep []string) map[string]string {
+	var out map[string]string
+	for _, k := range keep {
+		if v, ok := in[k]; ok && len(v) <= maxLeaseValue {
+			if out == nil {
+				out = make(map[string]string, len(keep))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -1,7 +1,11 @@
 package notifier
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,5 +35,55 @@ func TestTheLeaseCacheHoldsNoManagedFields(t *testing.T) {
 	}
 	if len(got.ManagedFields) != 0 || got.Labels[lease.LabelManagedBy] != lease.ManagedByUs {
 		t.Errorf("cached Lease: managedFields %v, labels %v", got.ManagedFields, got.Labels)
+	}
+}
+
+// A Lease a tenant labels as ours is cached with only what the cache's readers use: a
+// tombstone's labels and annotations and an executor's progress stay, anything else (or a
+// value past maxLeaseValue) is not held.
+func TestTheLeaseCacheKeepsOnlyWhatItsReadersUse(t *testing.T) {
+	e := newEnv(t)
+	big := strings.Repeat("x", 200<<10)
+	progress := `{"phase":"waiting","ready":0,"total":1,"updated":"2026-01-01T00:00:00Z"}`
+	renew, secs := metav1.NewMicroTime(t0), int32(30)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web.v1",
+		Labels: map[string]string{lease.LabelManagedBy: lease.ManagedByUs, lease.LabelAction: lease.ActionUninstall,
+			lease.LabelRelease: "web", lease.LabelRevision: "1", lease.LabelRequestID: "req-1", "tenant/extra": "x"},
+		Annotations: map[string]string{lease.AnnotationSecretUID: "uid-1", lease.AnnotationOutcome: lease.OutcomeUninstalled,
+			lease.AnnotationProgress: progress, "tenant/big": big, lease.AnnotationCancel: big}},
+		Spec: coordinationv1.LeaseSpec{RenewTime: &renew, LeaseDurationSeconds: &secs}}
+	if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(t), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var c leaseCache
+	if err := c.watch(ctx(t), e.c, []string{metav1.NamespaceAll}, cache.ResourceEventHandlerFuncs{}); err != nil {
+		t.Fatal(err)
+	}
+	got := c.get("ns", "web.v1")
+	if got == nil {
+		t.Fatal("the Lease is not cached")
+	}
+	held := 0
+	for k, v := range got.Labels {
+		held += len(k) + len(v)
+	}
+	for k, v := range got.Annotations {
+		held += len(k) + len(v)
+	}
+	if held > 1<<10 {
+		t.Errorf("the cached Lease holds %d bytes of labels and annotations: %v", held, slices.Sorted(maps.Keys(got.Annotations)))
+	}
+	if _, ok := got.Labels["tenant/extra"]; ok {
+		t.Error("a label no reader uses is cached")
+	}
+	tomb, ok := lease.TombstoneFrom(got)
+	if !ok || !tomb.Done || tomb.Name != "web" || tomb.Revision != 1 || tomb.RequestID != "req-1" || tomb.SecretUID != "uid-1" {
+		t.Errorf("the cached tombstone reads %+v, %v", tomb, ok)
+	}
+	if got.Annotations[lease.AnnotationProgress] != progress {
+		t.Errorf("progress %q", got.Annotations[lease.AnnotationProgress])
+	}
+	if !lease.ExpiresAt(got).Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("the cached Lease expires at %v", lease.ExpiresAt(got))
 	}
 }
