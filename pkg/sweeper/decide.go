@@ -106,14 +106,29 @@ func (c Config) resendDue(rev release.Revision) time.Time {
 	return last.Add(c.redriveWait(rev.Sent))
 }
 
-// longestDueFirst orders a pass's revisions by resendDue, earliest first, when re-sends
-// are bounded: each pass re-sends those that waited longest, so none waits for ever
-// behind others.
+// longestDueFirst orders a pass's revisions, when re-sends are bounded, one namespace at a
+// time in turn, each namespace's by resendDue, earliest first: the first of every
+// namespace, in the order they fell due, then the second of each, and so on. Each pass
+// re-sends those that waited longest, so none waits for ever behind others, and a tenant's
+// backlog of lost deliveries takes one turn of each round, not every re-send of the pass.
 func (c Config) longestDueFirst(revs []release.Revision) {
 	if c.MaxRedrivesPerPass <= 0 {
 		return
 	}
 	sort.SliceStable(revs, func(i, j int) bool { return c.resendDue(revs[i]).Before(c.resendDue(revs[j])) })
+	type ranked struct {
+		turn int
+		rev  release.Revision
+	}
+	order, turns := make([]ranked, len(revs)), map[string]int{}
+	for i, r := range revs {
+		order[i] = ranked{turns[r.Namespace], r}
+		turns[r.Namespace]++
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].turn < order[j].turn })
+	for i := range order {
+		revs[i] = order[i].rev
+	}
 }
 
 // decideLife decides on rev once its sign of life is known: alive, or a started revision

@@ -151,3 +151,27 @@ func TestAPassReSendsAtMostItsBound(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's backlog of lost deliveries does not take every re-send of a pass: the
+// re-sends go one namespace at a time in turn, each namespace's due longest first. Before,
+// the other tenant's one revision waited behind all of the first tenant's.
+func TestAPassReSendsEachTenantInTurn(t *testing.T) {
+	e := newEnv(t)
+	e.sw.Config.MaxRedrivesPerPass = 2
+	for i := range 5 {
+		e.reserveIn("a", fmt.Sprintf("a%d", i), false)
+		e.clock.Add(time.Second) // a's are all due before b's
+	}
+	e.reserveIn("b", "b0", false)
+	e.clock.Add(3 * time.Minute)
+	if _, err := e.sw.SweepOnce(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range e.redrive.Events() {
+		got = append(got, fmt.Sprint(ev.Extensions()[events.ExtRequestID]))
+	}
+	if want := "req-a0 req-b0"; strings.Join(got, " ") != want {
+		t.Errorf("the first pass re-sent %q, want %q", strings.Join(got, " "), want)
+	}
+}
