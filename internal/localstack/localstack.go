@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/internal/eventing"
@@ -81,6 +82,8 @@ type Stack struct {
 	// ASYNC_HELM_NAMESPACE: one per stack, since stacks on one cluster share that namespace
 	// but each watches its own (a cluster's notifiers all elect on one Lease).
 	NotifierLease string
+	// leases is the Lease client of the notifiers' own namespace: Stop deletes NotifierLease.
+	leases typedcoordinationv1.LeaseInterface
 }
 
 // Function is one function's instances and the balancer in front of them.
@@ -122,6 +125,9 @@ func (s *Stack) start(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("wire %s through Knative: %w", cfg.Namespace, err)
 	}
 	s.NotifierLease = NotifierLease(cfg.Namespace)
+	if s.leases, err = cfg.electionLeases(); err != nil {
+		return err
+	}
 	for _, f := range []*Function{s.Executor, s.Notifier, s.Submit} {
 		if err := f.start(cfg, s.Wiring.BrokerURL); err != nil {
 			return err
@@ -206,8 +212,9 @@ func (s *Stack) Ports() eventing.Functions {
 // Functions are the three in start order.
 func (s *Stack) Functions() []*Function { return []*Function{s.Executor, s.Notifier, s.Submit} }
 
-// Stop stops every instance (SIGTERM, all at once: each drains its own work) and closes the
-// balancers. Instances already killed are left as they are.
+// Stop stops every instance (SIGTERM, all at once: each drains its own work), closes the
+// balancers and deletes the notifiers' election Lease. Instances already killed are left as
+// they are.
 func (s *Stack) Stop() {
 	var wg sync.WaitGroup
 	for _, f := range s.Functions() {
@@ -228,6 +235,7 @@ func (s *Stack) Stop() {
 			_ = f.Balancer.Close()
 		}
 	}
+	s.deleteNotifierLease()
 }
 
 // Spread says how many requests each instance answered, for a report.

@@ -1,9 +1,14 @@
 package localstack
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/async-helm/async-helm/internal/eventing"
 )
@@ -42,4 +47,33 @@ func TestFailedStartSaysWhy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "executor") {
 		t.Errorf("Start with an impossible port: %v", err)
 	}
+}
+
+// A stopped stack leaves no election Lease in async-helm's namespace (the notifiers' own,
+// ASYNC_HELM_NAMESPACE as their environment says), and another stack's stays.
+func TestStopDeletesTheElectionLease(t *testing.T) {
+	cfg := Config{Namespace: "ns1", FunctionEnv: map[string][]string{Notifier: {"ASYNC_HELM_NAMESPACE=own"}}}
+	if got := cfg.ownNamespace(); got != "own" {
+		t.Errorf("own namespace %q", got)
+	}
+	if got := (Config{Namespace: "ns1"}).ownNamespace(); got != "async-helm" {
+		t.Errorf("default own namespace %q", got)
+	}
+	c := fake.NewClientset()
+	leases := c.CoordinationV1().Leases("own")
+	for _, name := range []string{NotifierLease("ns1"), NotifierLease("ns2")} {
+		if _, err := leases.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Stack{NotifierLease: NotifierLease("ns1"), leases: leases}
+	s.Stop()
+	left, err := leases.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 1 || left.Items[0].Name != NotifierLease("ns2") {
+		t.Errorf("Leases left after Stop: %v", left.Items)
+	}
+	s.Stop() // a second Stop: nothing left to delete, no complaint
 }
