@@ -28,11 +28,16 @@ func (s *Service) reported(rev release.Revision) bool {
 }
 
 // markSignature is the signature of rev's status as reported ("" without a key).
-func (s *Service) markSignature(rev release.Revision) string {
-	if !s.SigningKey.Set() {
+func (s *Service) markSignature(rev release.Revision) string { return MarkSignature(s.SigningKey, rev) }
+
+// MarkSignature is the signature a notifier signing with key puts beside its mark of rev's
+// status (release.AnnotationNotifiedSig; "" without a key): what a record already reported
+// carries.
+func MarkSignature(key signing.Key, rev release.Revision) string {
+	if !key.Set() {
 		return ""
 	}
-	return s.SigningKey.Sign(signing.Notified, notifiedText(rev))
+	return key.Sign(signing.Notified, notifiedText(rev))
 }
 
 // notifiedText is what a mark's signature covers: which record, of which request, in which
