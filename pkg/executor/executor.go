@@ -153,7 +153,8 @@ func New(s Service, parallel int) *Service {
 	if cpu <= 0 {
 		cpu = runtime.GOMAXPROCS(0)
 	}
-	s.cpu = fairqueue.New(cpu, fairqueue.Options{Clock: s.Clock})
+	// Lending: the apply's API round trips lend their CPU slot (cpuPhase.Calling).
+	s.cpu = fairqueue.New(cpu, fairqueue.Options{Lending: true, Clock: s.Clock})
 	reads := s.ProgressReads
 	if reads <= 0 {
 		reads = 8

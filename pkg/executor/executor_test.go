@@ -40,6 +40,7 @@ type fakeHelm struct {
 	reqs   []helmexec.Request
 	fences []*helmexec.Fence
 	gates  map[string]helmexec.WaitGate // by release name
+	apis   map[string]helmexec.APIGate  // by release name
 	run    func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error)
 }
 
@@ -52,6 +53,10 @@ func (h *fakeHelm) do(ctx context.Context, req helmexec.Request, opts []helmexec
 		h.gates = map[string]helmexec.WaitGate{}
 	}
 	h.gates[req.Name] = helmexec.WaitGateOf(opts...)
+	if h.apis == nil {
+		h.apis = map[string]helmexec.APIGate{}
+	}
+	h.apis[req.Name] = helmexec.APIGateOf(opts...)
 	h.mu.Unlock()
 	return h.run(ctx, req)
 }
@@ -61,6 +66,13 @@ func (h *fakeHelm) gate(name string) helmexec.WaitGate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.gates[name]
+}
+
+// api is the API gate of the run of release name (as Helm's kube client would see it).
+func (h *fakeHelm) api(name string) helmexec.APIGate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.apis[name]
 }
 
 // fence is the fence of the i-th run.
@@ -181,7 +193,13 @@ func (e *env) reserve(name, id string) events.Action {
 
 func (e *env) status(name string) (helmrelease.Status, string) {
 	e.t.Helper()
-	rel, err := e.store.Get(ctx(e.t), "ns", name, 1)
+	return e.statusIn("ns", name)
+}
+
+// statusIn is the status and description of revision 1 of name in namespace ns.
+func (e *env) statusIn(ns, name string) (helmrelease.Status, string) {
+	e.t.Helper()
+	rel, err := e.store.Get(ctx(e.t), ns, name, 1)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -385,7 +385,8 @@ func checkTarget(pin *release.Pin, target *helmrelease.Release, applyMethod stri
 // as run's actions do.
 func (c *chain) uninstall(reqCtx context.Context) error {
 	cur := c.cur
-	phase := &cpuPhase{cpu: c.s.cpu, flow: flowOf(cur.Action), action: cur.seat, ctx: c.shutdown}
+	phase := &cpuPhase{cpu: c.s.cpu, flow: flowOf(cur.Action), action: cur.seat, ctx: c.shutdown,
+		firstWait: c.s.cpuWait(cur.Action), after: c.s.afterFunc}
 	if err := phase.enter(); err != nil {
 		return fmt.Errorf("no CPU slot for the request's remediation: %w", err)
 	}
@@ -406,7 +407,7 @@ func (c *chain) uninstall(reqCtx context.Context) error {
 	defer ucancel()
 	req := helmexec.Request{Namespace: cur.Namespace, Name: cur.Name, Revision: cur.Revision, Timeout: timeout,
 		Description: "Uninstalled as the remediation of request " + cur.RequestID, DeleteHooks: helmexec.DeleteHooks{Key: c.s.SealKey}}
-	opts := append(append([]helmexec.Option{helmexec.WithWaitGate(phase)}, c.s.HelmOptions...), c.s.callerOptions(cur.Action)...)
+	opts := append(append([]helmexec.Option{helmexec.WithWaitGate(phase), helmexec.WithAPIGate(phase)}, c.s.HelmOptions...), c.s.callerOptions(cur.Action)...)
 	if _, err := c.s.Helm.Uninstall(uctx, req, opts...); err != nil {
 		return err
 	}

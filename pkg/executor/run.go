@@ -88,7 +88,8 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	if err != nil {
 		return nil, err
 	}
-	phase := &cpuPhase{cpu: s.cpu, flow: flowOf(act.Action), action: act.seat, ctx: ctx}
+	phase := &cpuPhase{cpu: s.cpu, flow: flowOf(act.Action), action: act.seat, ctx: ctx,
+		firstWait: s.cpuWait(act.Action), after: s.afterFunc}
 	if err := phase.enter(); err != nil {
 		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
 	}
@@ -135,11 +136,12 @@ func (s *Service) helmRequest(act *action, values map[string]any, timeout time.D
 	return req
 }
 
-// helmOptions are the Helm options of one attempt of act: its log, fence, CPU wait gate,
+// helmOptions are the Helm options of one attempt of act: its log, fence, CPU wait and API gates,
 // the record's stored event kept, the caller's identity and the deployer seal.
 func (s *Service) helmOptions(act *action, logf func(string, ...any), phase *cpuPhase) []helmexec.Option {
 	a := act.Action
-	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence), helmexec.WithWaitGate(phase),
+	opts := append([]helmexec.Option{helmexec.WithLog(logf), helmexec.WithFence(act.end.fence),
+		helmexec.WithWaitGate(phase), helmexec.WithAPIGate(phase),
 		helmexec.WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
 			return release.KeepEvent(si, a.SecretName, act.stored)
 		}),

@@ -2,9 +2,12 @@ package executor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
@@ -14,7 +17,9 @@ import (
 // returns. Waiting actions hold only their action slot, so a burst of installs with `wait`
 // is bounded by memory (MaxParallel), and what burns CPU by the cores (CPUSlots). Both
 // pools are fair queues (docs/design.md, "Tenants and shares"): while Helm waits the action
-// slot is lent, and taken back when the wait returns.
+// slot is lent, and taken back when the wait returns. Once started, an action takes its CPU
+// slot again ahead of its tenant's work not yet started (fairqueue.Resume): its deadline
+// runs. While Helm's apply makes its API round trips the CPU slot is lent (APIGate).
 type cpuPhase struct {
 	cpu  *fairqueue.Queue
 	flow fairqueue.Flow
@@ -22,24 +27,68 @@ type cpuPhase struct {
 	action *fairqueue.Seat
 	// ctx is the action's: a wait for a slot ends with the action.
 	ctx context.Context
+	// firstWait bounds the wait for the first slot (0: as long as the action lives), on
+	// the clock of after (Service.afterFunc).
+	firstWait time.Duration
+	after     func(time.Duration, func()) func()
 
-	mu   sync.Mutex
-	held *fairqueue.Seat
+	mu      sync.Mutex
+	held    *fairqueue.Seat
+	started bool
 }
 
-// enter takes a CPU slot, waiting in the action's flow as long as the action lives.
+// enter takes a CPU slot, waiting in the action's flow: the first time up to firstWait,
+// then, resumed, as long as the action lives.
 func (p *cpuPhase) enter() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.held != nil {
 		return nil
 	}
-	seat, err := p.cpu.Acquire(p.ctx, p.flow)
+	var seat *fairqueue.Seat
+	var err error
+	if p.started {
+		seat, err = p.cpu.Resume(p.ctx, p.flow)
+	} else {
+		seat, err = p.first()
+	}
 	if err != nil {
 		return err
 	}
-	p.held = seat
+	p.held, p.started = seat, true
 	return nil
+}
+
+// first waits for the first slot, up to firstWait (a slot free now arms no timer).
+func (p *cpuPhase) first() (*fairqueue.Seat, error) {
+	if p.firstWait <= 0 || p.after == nil {
+		return p.cpu.Acquire(p.ctx, p.flow)
+	}
+	if seat, ok := p.cpu.TryAcquire(p.flow); ok {
+		return seat, nil
+	}
+	ctx, cancel := context.WithCancelCause(p.ctx)
+	defer cancel(nil)
+	late := fmt.Errorf("%w: none within %s (CPU slots: %d)", ErrNoCPUSlot, p.firstWait, p.cpu.Slots())
+	defer p.after(p.firstWait, func() { cancel(late) })()
+	seat, err := p.cpu.Acquire(ctx, p.flow)
+	if err != nil {
+		return nil, context.Cause(ctx)
+	}
+	return seat, nil
+}
+
+// ErrNoCPUSlot: an action got no CPU slot to start within its bound (cpuWait).
+var ErrNoCPUSlot = errors.New("no CPU slot to start the action")
+
+// cpuWait is the most an action waits for its first CPU slot: as long as its delivery may
+// wait for an action slot (slotWait), or, where that allows no wait, its own timeout. Its
+// deadline starts once it holds one.
+func (s *Service) cpuWait(a events.Action) time.Duration {
+	if w := s.slotWait(a); w > 0 {
+		return w
+	}
+	return s.timeout(a)
 }
 
 // leave gives the slot back, if held.
@@ -68,6 +117,26 @@ func (p *cpuPhase) Working() {
 		p.action.Reclaim()
 	}
 	_ = p.enter()
+}
+
+// Calling is helmexec.APIGate: Helm's apply makes its API round trips, which take no CPU
+// slot's worth of CPU; the slot is lent (the CPU pool lends to a tenant below its share
+// while the holder's is above its own). If it is given, the action finishes without one.
+func (p *cpuPhase) Calling() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		p.held.Lend()
+	}
+}
+
+// Returned is helmexec.APIGate: the call returned; the slot back if still lent.
+func (p *cpuPhase) Returned() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		p.held.Reclaim()
+	}
 }
 
 // runOptions is what run needs beside the action: the deadline, what to call once the

@@ -107,10 +107,12 @@ func TestWaitingActionsFreeTheirCPUSlot(t *testing.T) {
 // timeout (a burst, the executor's own queue) still runs and deploys, and nothing is given
 // back that was not taken. The slot is taken, by another tenant's render, once the action
 // was admitted (its admission's record reads take the slot too) and is fetching its chart.
+// The wait itself is bounded by what the delivery allows (SlotWait here: an hour).
 func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	e := newEnv(t, 4)
 	e.svc.cpu = fairqueue.New(1, fairqueue.Options{})
 	e.svc.Clock = e.clock
+	e.svc.SlotWait = time.Hour
 	fetching, fetched := make(chan struct{}), make(chan struct{})
 	e.svc.Charts = gatedCharts{charts: charts{packaged(t)}, started: fetching, release: fetched}
 	b := e.reserve("b", "r2")
@@ -124,13 +126,14 @@ func TestTimeoutStartsWhenHelmStarts(t *testing.T) {
 	}
 	close(fetched)
 	testwait.For(t, func() bool { _, cpu := e.svc.Shares(); return queuedIn(cpu, "ns") })
-	// On the clock: b's progress ticker. b's deadline is not armed: 4x its timeout ends nothing.
-	if n := e.clock.Waiters(); n != 1 {
-		t.Errorf("%d timers and tickers while b waits for the slot, want 1", n)
+	// On the clock: b's progress ticker and the bound of its wait for the CPU slot. b's
+	// deadline is not armed: 4x its timeout ends nothing.
+	if n := e.clock.Waiters(); n != 2 {
+		t.Errorf("%d timers and tickers while b waits for the slot, want 2", n)
 	}
 	e.clock.Add(4 * b.Options.Timeout)
-	if n := e.clock.Waiters(); n != 1 {
-		t.Errorf("%d timers and tickers while b waits for the slot, want 1 (b's deadline armed?)", n)
+	if n := e.clock.Waiters(); n != 2 {
+		t.Errorf("%d timers and tickers while b waits for the slot, want 2 (b's deadline armed?)", n)
 	}
 	other.Release()
 	if o := <-done; o != OutcomeDeployed {

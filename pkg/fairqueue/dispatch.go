@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -53,11 +54,20 @@ func (q *Queue) shares() (ns, caller int) {
 	return max(1, q.slots/max(1, len(nss))), max(1, q.slots/max(1, len(callers)))
 }
 
-// enqueue adds work at the back of f's queue.
-func (q *Queue) enqueue(f Flow, reuse *Seat) *waiter {
+// enqueue adds work at the back of f's queue; resumed work behind the resumed work
+// already there, ahead of the rest.
+func (q *Queue) enqueue(f Flow, reuse *Seat, resumed bool) *waiter {
 	q.seq++
-	w := &waiter{flow: f, since: wallclock.Or(q.opts.Clock).Now(), seq: q.seq, reuse: reuse, ready: make(chan struct{})}
-	q.waiting[f] = append(q.waiting[f], w)
+	w := &waiter{flow: f, since: wallclock.Or(q.opts.Clock).Now(), seq: q.seq, reuse: reuse, resumed: resumed, ready: make(chan struct{})}
+	ws := q.waiting[f]
+	at := len(ws)
+	if resumed {
+		at = 0
+		for at < len(ws) && ws[at].resumed {
+			at++
+		}
+	}
+	q.waiting[f] = slices.Insert(ws, at, w)
 	return w
 }
 
@@ -104,12 +114,28 @@ func (q *Queue) mayTake(f Flow) bool {
 
 // next is the waiting work to serve first: the head of the flow whose tenant holds the
 // fewest seats (of those below their limit); among equals, the tenant served least
-// recently (round robin), then the longest waiting.
+// recently (round robin), then the longest waiting. Within that tenant, work already
+// started (Resume) goes first, from whichever of the tenant's flows it waits in.
 func (q *Queue) next() *waiter {
+	best := q.first(func(*waiter) bool { return true })
+	if best == nil || best.resumed {
+		return best
+	}
+	if w := q.first(func(w *waiter) bool { return w.resumed && sameTenant(w.flow, best.flow) }); w != nil {
+		return w
+	}
+	return best
+}
+
+// sameTenant: the flows share their namespace or their caller.
+func sameTenant(a, b Flow) bool { return a.Namespace == b.Namespace || a.Caller == b.Caller }
+
+// first is next's order over the flows whose head keep accepts.
+func (q *Queue) first(keep func(*waiter) bool) *waiter {
 	var best *waiter
 	var bestScore, bestServed uint64
 	for f, ws := range q.waiting {
-		if !q.mayTake(f) {
+		if !keep(ws[0]) || !q.mayTake(f) {
 			continue
 		}
 		w, s, served := ws[0], uint64(q.score(f)), q.lastServed(f)

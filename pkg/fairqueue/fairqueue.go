@@ -94,13 +94,15 @@ type Seat struct {
 }
 
 // waiter is work waiting for a seat; reuse is the seat a Requeue waits with, cost what it
-// holds of the room (0 for a Requeue), turnedAway that makeRoom took it out.
+// holds of the room (0 for a Requeue), resumed that it is work already started (Resume), turnedAway that
+// makeRoom took it out.
 type waiter struct {
 	flow       Flow
 	since      time.Time
 	seq        uint64
 	reuse      *Seat
 	cost       int64
+	resumed    bool
 	seat       *Seat
 	turnedAway bool
 	ready      chan struct{}
@@ -116,7 +118,7 @@ func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
 // (Options.MaxWaiting; at least 1): ErrFull when it is turned away.
 func (q *Queue) AcquireCost(ctx context.Context, f Flow, cost int64) (*Seat, error) {
 	q.mu.Lock()
-	w := q.enqueue(f, nil)
+	w := q.enqueue(f, nil, false)
 	w.cost = max(cost, 1)
 	q.room.add(w, 1)
 	q.dispatch()
@@ -124,6 +126,18 @@ func (q *Queue) AcquireCost(ctx context.Context, f Flow, cost int64) (*Seat, err
 		q.mu.Unlock()
 		return nil, ErrFull
 	}
+	q.mu.Unlock()
+	return q.wait(ctx, w)
+}
+
+// Resume is Acquire of work already started that gave its seat back for a while (an
+// action's CPU phase after a render or a wait): it waits ahead of the work of its tenant
+// that has not started (in any of the tenant's flows), behind what resumed before it. Who
+// among the tenants is served next is unchanged.
+func (q *Queue) Resume(ctx context.Context, f Flow) (*Seat, error) {
+	q.mu.Lock()
+	w := q.enqueue(f, nil, true)
+	q.dispatch()
 	q.mu.Unlock()
 	return q.wait(ctx, w)
 }
@@ -214,7 +228,7 @@ func (s *Seat) Requeue(ctx context.Context) error {
 		return ErrReleased
 	}
 	s.state = stateQueued
-	w := q.enqueue(s.flow, s)
+	w := q.enqueue(s.flow, s, false)
 	q.dispatch()
 	q.mu.Unlock()
 	_, err := q.wait(ctx, w)

@@ -2,6 +2,7 @@ package fairqueue
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ type harness struct {
 	mu      sync.Mutex
 	seats   map[string]*Seat
 	granted []string
+	// full: the work turned away (ErrFull), in order.
+	full    []string
 	cancels map[string]context.CancelFunc
 }
 
@@ -32,6 +35,15 @@ func flowOf(name string) Flow {
 	return Flow{Namespace: ns, Caller: caller}
 }
 
+// noteErr notes work turned away.
+func (h *harness) noteErr(name string, err error) {
+	if errors.Is(err, ErrFull) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.full = append(h.full, name)
+	}
+}
+
 func (h *harness) note(name string, s *Seat) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -40,7 +52,8 @@ func (h *harness) note(name string, s *Seat) {
 }
 
 // do runs one op: "+name" acquires, "-name" releases, "lend name", "reclaim name",
-// "requeue name", "cancel name" (ends a waiting acquire).
+// "requeue name", "resume name" (work already started), "cancel name" (ends a waiting
+// acquire or resume).
 func (h *harness) do(op string) {
 	verb, name, _ := strings.Cut(op, " ")
 	if op[0] == '+' || op[0] == '-' {
@@ -51,7 +64,17 @@ func (h *harness) do(op string) {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.cancels[name] = cancel
 		go func() {
-			if s, err := h.q.Acquire(ctx, flowOf(name)); err == nil {
+			s, err := h.q.Acquire(ctx, flowOf(name))
+			if err == nil {
+				h.note(name, s)
+			}
+			h.noteErr(name, err)
+		}()
+	case "resume":
+		ctx, cancel := context.WithCancel(context.Background())
+		h.cancels[name] = cancel
+		go func() {
+			if s, err := h.q.Resume(ctx, flowOf(name)); err == nil {
 				h.note(name, s)
 			}
 		}()
@@ -65,10 +88,14 @@ func (h *harness) do(op string) {
 		h.note("reclaim "+name, s)
 	case "requeue":
 		s := h.seat(name)
+		ctx, cancel := context.WithCancel(context.Background())
+		h.cancels["requeue "+name] = cancel
 		go func() {
-			if s.Requeue(context.Background()) == nil {
+			err := s.Requeue(ctx)
+			if err == nil {
 				h.note("requeue "+name, s)
 			}
+			h.noteErr("requeue "+name, err)
 		}()
 	case "cancel":
 		h.cancels[name]()
@@ -139,6 +166,24 @@ func TestGrantOrder(t *testing.T) {
 		{"a reclaim of a slot given away goes on without one", 2, true,
 			[]string{"+a/u#1", "+a/u#2", "lend a/u#1", "+b/v#1", "reclaim a/u#1", "+a/u#3", "-b/v#1"},
 			[]string{"a/u#1", "a/u#2", "b/v#1", "reclaim a/u#1", "a/u#3"}},
+		{"resumed work goes ahead of its flow's work not started", 1, false,
+			[]string{"+a/u#1", "+a/u#2", "+a/u#3", "resume a/u#9", "-a/u#1", "-a/u#9"},
+			[]string{"a/u#1", "a/u#9", "a/u#2"}},
+		{"resumed work goes ahead of its tenant's work in another namespace", 1, false,
+			[]string{"+n1/u#1", "+n1/u#2", "resume n2/u#9", "-n1/u#1"},
+			[]string{"n1/u#1", "n2/u#9"}},
+		{"resumed work of a namespace goes ahead of another caller's there", 1, false,
+			[]string{"+n/u#1", "+n/v#1", "resume n/w#9", "-n/u#1"},
+			[]string{"n/u#1", "n/w#9"}},
+		{"resumed work, first come first served", 1, false,
+			[]string{"+a/u#1", "+a/u#2", "resume a/u#8", "resume a/u#9", "-a/u#1", "-a/u#8"},
+			[]string{"a/u#1", "a/u#8", "a/u#9"}},
+		{"resumed work waits its tenant's turn", 1, false,
+			[]string{"+a/u#1", "+b/v#1", "resume a/u#9", "-a/u#1"},
+			[]string{"a/u#1", "b/v#1"}},
+		{"resumed work of a tenant holding more waits for one holding less", 2, false,
+			[]string{"+a/u#1", "+x/x#1", "+b/v#1", "resume a/u#9", "-x/x#1"},
+			[]string{"a/u#1", "x/x#1", "b/v#1"}},
 		{"a requeue goes behind the other tenant", 1, false,
 			[]string{"+a/u#1", "+b/v#1", "requeue a/u#1", "-b/v#1"},
 			[]string{"a/u#1", "b/v#1", "requeue a/u#1"}},

@@ -68,6 +68,7 @@ type configOptions struct {
 	impersonate *rest.ImpersonationConfig
 	fence       *Fence
 	gate        WaitGate        // slots.go
+	api         APIGate         // slots.go
 	kube4       kube4.Interface // v4config.go
 	owner       *owner          // owned.go: deletes only what this release owns
 	live        liveGetter      // owned.go (tests)

@@ -2,6 +2,7 @@ package helmexec
 
 import (
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // steps records, in order, what the gate and the kube client were asked.
@@ -71,5 +73,78 @@ func TestWaitGate(t *testing.T) {
 	}
 	if _, ok := cfg.KubeClient.(kube.InterfaceDeletionPropagation); !ok {
 		t.Errorf("%T is not a kube.InterfaceDeletionPropagation", cfg.KubeClient)
+	}
+}
+
+func (s *steps) Calling()  { s.add("api: calling") }
+func (s *steps) Returned() { s.add("api: returned") }
+
+// applyingKube is Helm's fake client that records the apply's calls and its waits.
+type applyingKube struct {
+	*kubefake.PrintingKubeClient
+	s *steps
+}
+
+func (k applyingKube) Create(r kube.ResourceList) (*kube.Result, error) {
+	k.s.add("kube: create")
+	return k.PrintingKubeClient.Create(r)
+}
+
+func (k applyingKube) Update(o, r kube.ResourceList, force bool) (*kube.Result, error) {
+	k.s.add("kube: update")
+	return k.PrintingKubeClient.Update(o, r, force)
+}
+
+func (k applyingKube) Delete(r kube.ResourceList) (*kube.Result, []error) {
+	k.s.add("kube: delete")
+	return k.PrintingKubeClient.Delete(r)
+}
+
+func (k applyingKube) DeleteWithPropagationPolicy(r kube.ResourceList, _ metav1.DeletionPropagation) (*kube.Result, []error) {
+	k.s.add("kube: delete with propagation")
+	return k.PrintingKubeClient.Delete(r)
+}
+
+func (k applyingKube) Wait(r kube.ResourceList, d time.Duration) error {
+	k.s.add("kube: wait")
+	return k.PrintingKubeClient.Wait(r, d)
+}
+
+// The apply's API calls (create, update, delete) run between Calling and Returned: the
+// executor lends the action's CPU slot while they wait on the API server. Helm's waits
+// tell the wait gate only.
+func TestAPIGate(t *testing.T) {
+	f, _, base := offline(t)
+	s := &steps{}
+	opts := append(base, WithFence(&Fence{}), WithAPIGate(s), WithWaitGate(s),
+		WithKubeClient(applyingKube{&kubefake.PrintingKubeClient{Out: io.Discard}, s}))
+	cfg, err := f.Configuration("ns", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := cfg.KubeClient
+	if _, err := kc.Create(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.Update(nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.Wait(nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dp, ok := kc.(kube.InterfaceDeletionPropagation)
+	if !ok {
+		t.Fatalf("%T is not a kube.InterfaceDeletionPropagation", kc)
+	}
+	dp.DeleteWithPropagationPolicy(nil, metav1.DeletePropagationBackground)
+	kc.Delete(nil)
+	want := []string{"api: calling", "kube: create", "api: returned", "api: calling", "kube: update", "api: returned",
+		"gate: waiting", "kube: wait", "gate: working", "api: calling", "kube: delete with propagation", "api: returned",
+		"api: calling", "kube: delete", "api: returned"}
+	if !slices.Equal(s.log, want) {
+		t.Errorf("steps %q, want %q", s.log, want)
+	}
+	if APIGateOf(opts...) != s {
+		t.Error("APIGateOf does not give the gate back")
 	}
 }
