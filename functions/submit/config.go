@@ -24,6 +24,10 @@ type Config struct {
 	// submit answers 429 with Retry-After and reserves nothing.
 	MaxQueued             int `envconfig:"MAX_QUEUED" default:"2000"`
 	MaxQueuedPerNamespace int `envconfig:"MAX_QUEUED_PER_NAMESPACE" default:"1000"`
+	// MaxRetained bounds the requests whose consumed records are kept (EventMaxAge + 1 h),
+	// per tenant share; 0: no bound.
+	MaxRetained int           `envconfig:"MAX_RETAINED" default:"20000"`
+	EventMaxAge time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// QueueDeadline is the sweeper's (the notifier's QUEUE_DEADLINE): a ledger entry counts
 	// no longer than it and LedgerGrace, when what never started has been failed.
 	QueueDeadline time.Duration `envconfig:"QUEUE_DEADLINE" default:"1h"`

@@ -93,6 +93,7 @@ func (f *Function) Start(ctx context.Context) error {
 		Namespaces: c.namespaces,
 		SigningKey: signing.Key(f.cfg.EventSigningKey),
 		Ledger:     c.ledger, MaxQueued: f.cfg.MaxQueued, MaxQueuedPerNamespace: f.cfg.MaxQueuedPerNamespace,
+		MaxRetained: f.cfg.MaxRetained,
 		// A cancel's Lease outlives the few calls that fail the revision and delete it.
 		Heartbeat: &lease.Heartbeat{Client: cl.Typed, Holder: "submit", Duration: time.Hour, CancelKey: signing.Key(f.cfg.EventSigningKey)},
 		LeaseAlive: func(ctx context.Context, namespace, key string) (bool, error) {
@@ -149,8 +150,10 @@ func (f *Function) openCaches(ctx context.Context, cl *kube.Clients) (*caches, e
 		return nil, err
 	}
 	// Admission counts the ledger, in async-helm's namespace, per tenant.
-	books := &ledger.Ledger{Store: &ledger.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
-		Book: ledger.NewBook(f.cfg.QueueDeadline+f.cfg.LedgerGrace, nil)}
+	// A consumed record counts as retained for as long as the sweeper keeps it.
+	book := ledger.NewBook(f.cfg.QueueDeadline+f.cfg.LedgerGrace, nil)
+	book.Retain = f.cfg.EventMaxAge + time.Hour
+	books := &ledger.Ledger{Store: &ledger.Store{Client: cl.Typed, Namespace: f.cfg.Namespace}, Book: book}
 	if err := books.ClearDeletedNamespaces(inf.Core().V1().Namespaces().Informer()); err != nil {
 		return nil, err
 	}

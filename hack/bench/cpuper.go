@@ -44,7 +44,7 @@ func (b *bench) cpuSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := b.start("submit", 0, "K_SINK="+brokerURL, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000")
+	p, err := b.start("submit", 0, "K_SINK="+brokerURL, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000", "MAX_RETAINED=0")
 	if err != nil {
 		return err
 	}

@@ -265,7 +265,7 @@ func (b *bench) profileEnv(name string) []string {
 // submitProc starts submit with its events going to sink and no admission bound (the
 // submit section keeps thousands of reservations pending: nothing executes them).
 func (b *bench) submitProc(sink string, env ...string) (*proc.Process, error) {
-	return b.start("submit", 0, append([]string{"K_SINK=" + sink, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000"}, env...)...)
+	return b.start("submit", 0, append([]string{"K_SINK=" + sink, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000", "MAX_RETAINED=0"}, env...)...)
 }
 
 // submitWithSink starts submit (submitProc) with its events going to a new sink that
@@ -360,7 +360,7 @@ func (b *bench) knativeStack(ctx context.Context, ns, statusSink string, o stack
 	fenv := map[string][]string{
 		localstack.Notifier: {"NAMESPACES=" + ns},
 		// No admission bound: pending work of other runs in the cluster counts against it.
-		localstack.Submit: {"MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000"},
+		localstack.Submit: {"MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000", "MAX_RETAINED=0"},
 	}
 	if o.slots > 0 {
 		fenv[localstack.Executor] = []string{fmt.Sprintf("MAX_PARALLEL=%d", o.slots)}

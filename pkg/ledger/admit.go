@@ -9,6 +9,9 @@ type Counts struct {
 	// Namespaces and Callers are how many namespaces and callers hold entries, the
 	// requesting ones included.
 	Namespaces, Callers int
+	// Retained is the same of the consumed records kept: the requests made within their
+	// retention (docs/design.md, "Retained requests").
+	Retained Tally
 }
 
 // Limits are admission's bounds (0: none).
@@ -18,6 +21,9 @@ type Limits struct {
 	Max int
 	// PerNamespace is the most one namespace may hold (MAX_QUEUED_PER_NAMESPACE).
 	PerNamespace int
+	// MaxRetained is the bound of the requests whose consumed records are kept
+	// (MAX_RETAINED): from there on only a tenant within its share is admitted.
+	MaxRetained int
 }
 
 // Ceiling is where everyone is refused: tenants within their share may together go past
@@ -29,30 +35,56 @@ type Refusal struct {
 	// Scope names the bound: "in namespace <ns>", "of namespace <ns> over its share",
 	// "of the caller over its share", "in the cluster".
 	Scope string
+	// Counted is what was counted: CountedQueued or CountedRetained.
+	Counted string
 	// Queued is the count that reached Limit.
 	Queued, Limit int
 }
+
+// What a refusal counted: accepted requests not yet consumed, or consumed records kept.
+const (
+	CountedQueued   = "queued"
+	CountedRetained = "retained"
+)
 
 // Decide admits a request or says which bound refuses it. Below Max everyone is admitted
 // (work-conserving: a tenant alone may use the whole bound); from Max a namespace or a
 // caller holding its share (Max over the number of namespaces, or of callers, holding
 // entries) or more is refused, and one within its share is still admitted; at the
 // Ceiling everyone is refused.
+//
+// The retained requests are decided the same way against MaxRetained, without a ceiling:
+// a tenant within its share is never refused for the records of others.
 func Decide(c Counts, l Limits) *Refusal {
 	if l.PerNamespace > 0 && c.Namespace >= l.PerNamespace {
-		return &Refusal{Scope: "in the namespace", Queued: c.Namespace, Limit: l.PerNamespace}
+		return &Refusal{Scope: "in the namespace", Counted: CountedQueued, Queued: c.Namespace, Limit: l.PerNamespace}
 	}
-	if l.Max <= 0 || c.Total < l.Max {
+	if l.Max > 0 && c.Total >= l.Ceiling() {
+		return &Refusal{Scope: "in the cluster", Counted: CountedQueued, Queued: c.Total, Limit: l.Ceiling()}
+	}
+	queued := Tally{Total: c.Total, Namespace: c.Namespace, Caller: c.Caller, Namespaces: c.Namespaces, Callers: c.Callers}
+	if r := overShare(queued, l.Max); r != nil {
+		r.Counted = CountedQueued
+		return r
+	}
+	if r := overShare(c.Retained, l.MaxRetained); r != nil {
+		r.Counted = CountedRetained
+		return r
+	}
+	return nil
+}
+
+// overShare refuses, once t.Total reached max (0: no bound), a namespace or a caller
+// holding its share of max or more.
+func overShare(t Tally, max int) *Refusal {
+	if max <= 0 || t.Total < max {
 		return nil
 	}
-	if c.Total >= l.Ceiling() {
-		return &Refusal{Scope: "in the cluster", Queued: c.Total, Limit: l.Ceiling()}
+	if share := shareOf(max, t.Namespaces); t.Namespace >= share {
+		return &Refusal{Scope: "of the namespace, over its share", Queued: t.Namespace, Limit: share}
 	}
-	if share := shareOf(l.Max, c.Namespaces); c.Namespace >= share {
-		return &Refusal{Scope: "of the namespace, over its share", Queued: c.Namespace, Limit: share}
-	}
-	if share := shareOf(l.Max, c.Callers); c.Caller >= share {
-		return &Refusal{Scope: "of the caller, over its share", Queued: c.Caller, Limit: share}
+	if share := shareOf(max, t.Callers); t.Caller >= share {
+		return &Refusal{Scope: "of the caller, over its share", Queued: t.Caller, Limit: share}
 	}
 	return nil
 }

@@ -13,18 +13,23 @@ import (
 // (Watch): admission reads it in O(1) and a queue position in O(log n). An entry counts
 // from when it is seen (or added here) until its consumed record is seen, it is deleted,
 // or it is older than TTL (past the queue deadline the sweeper fails what never started).
+// A consumed record counts for its tenant as a retained request (retained.go) until it is
+// pruned or older than Retain.
 type Book struct {
 	// TTL bounds how long an entry counts (0: for ever).
 	TTL time.Duration
+	// Retain bounds how long a consumed record counts (0: until it is pruned): the
+	// sweeper's prune age, EVENT_MAX_AGE + 1 h.
+	Retain time.Duration
 	// Clock is the time of TTL and of the drain rates (nil: the wall clock).
 	Clock clock.PassiveClock
 
 	mu       sync.Mutex
-	entries  map[string]*item    // request hash -> entry seen
-	leases   map[string]*lease   // Lease name -> the entries it holds
-	consumed map[string]struct{} // request hashes with a consumed record
-	ns       map[string]*tenant  // per namespace: its queue and drain rate
-	callers  map[string]int      // per caller key ("" not counted): entries counting
+	entries  map[string]*item   // request hash -> entry seen
+	leases   map[string]*lease  // Lease name -> the entries it holds
+	retained retained           // consumed records, per request hash and per tenant
+	ns       map[string]*tenant // per namespace: its queue and drain rate
+	callers  map[string]int     // per caller key ("" not counted): entries counting
 	total    int
 	active   int      // namespaces with entries counting
 	stale    []string // entry names to delete (consumed or expired), for the cleaner
@@ -53,7 +58,7 @@ type tenant struct {
 // NewBook builds an empty book.
 func NewBook(ttl time.Duration, c clock.PassiveClock) *Book {
 	return &Book{TTL: ttl, Clock: c, entries: map[string]*item{}, leases: map[string]*lease{},
-		consumed: map[string]struct{}{}, ns: map[string]*tenant{}, callers: map[string]int{}}
+		retained: newRetained(), ns: map[string]*tenant{}, callers: map[string]int{}}
 }
 
 func (b *Book) now() time.Time { return wallclock.Or(b.Clock).Now() }
@@ -90,8 +95,7 @@ func (b *Book) AddedBatch(name string, es []Entry) {
 // add counts a new entry unless it is consumed or expired already.
 func (b *Book) add(h string, it *item, now time.Time) {
 	e := it.e
-	_, done := b.consumed[h]
-	if done || b.expired(e, now) {
+	if b.retained.seen(h, e) || b.expired(e, now) {
 		b.clear(it, false)
 		return
 	}
@@ -124,17 +128,21 @@ func (b *Book) Removed(name string) {
 	delete(b.leases, name)
 }
 
-// Consumed records that the request of consumed record name was consumed: its entry, if
-// any, stops counting and is deleted.
-func (b *Book) Consumed(name string) {
+// Consumed is ConsumedAs with nothing read from the record.
+func (b *Book) Consumed(name string) { b.ConsumedAs(name, Consumption{}) }
+
+// ConsumedAs records that the request of consumed record name was consumed: its entry, if
+// any, stops counting and is deleted, and the record counts for its tenant as retained.
+func (b *Book) ConsumedAs(name string, c Consumption) {
 	h, ok := hashOf(name)
 	if !ok {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.consumed[h] = struct{}{}
-	if it, ok := b.entries[h]; ok {
+	it := b.entries[h]
+	b.retained.consumed(h, c, it, b.now(), b.Retain)
+	if it != nil {
 		b.clear(it, true)
 	}
 }
@@ -143,7 +151,7 @@ func (b *Book) Consumed(name string) {
 func (b *Book) Pruned(name string) {
 	if h, ok := hashOf(name); ok {
 		b.mu.Lock()
-		delete(b.consumed, h)
+		b.retained.pruned(h)
 		b.mu.Unlock()
 	}
 }
@@ -209,6 +217,7 @@ func (b *Book) Expire() []string {
 			b.clear(it, false)
 		}
 	}
+	b.retained.expire(now, b.Retain)
 	for ns, t := range b.ns {
 		if len(t.order.sorted) == 0 && t.drained.old(now) {
 			delete(b.ns, ns)
@@ -228,7 +237,8 @@ func (b *Book) Counts(namespace, caller string) Counts {
 }
 
 func (b *Book) counts(namespace, caller string) Counts {
-	c := Counts{Total: b.total + b.held.total, Namespaces: b.active, Callers: len(b.callers)}
+	c := Counts{Total: b.total + b.held.total, Namespaces: b.active, Callers: len(b.callers),
+		Retained: b.retained.tally(namespace, caller)}
 	if t, ok := b.ns[namespace]; ok && len(t.order.sorted) > 0 {
 		c.Namespace = len(t.order.sorted)
 	} else {
@@ -252,7 +262,8 @@ func (b *Book) retry(name string) {
 }
 
 // NamespaceGone stops counting the entries of a deleted namespace: their work can never
-// run (its reservations went with it), and the sweeper fails nothing there.
+// run (its reservations went with it), and the sweeper fails nothing there. Its retained
+// records stop counting too: it makes no more requests (its callers' counts keep them).
 func (b *Book) NamespaceGone(ns string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -261,4 +272,5 @@ func (b *Book) NamespaceGone(ns string) {
 			b.clear(it, false)
 		}
 	}
+	b.retained.namespaceGone(ns)
 }

@@ -79,7 +79,9 @@ func TestBookCounts(t *testing.T) {
 				s.apply(b, c)
 			}
 			stale := b.Expire()
-			if got := b.Counts(tc.ns, tc.caller); got != tc.want {
+			got := b.Counts(tc.ns, tc.caller)
+			got.Retained = Tally{} // the consumed records' count: TestRetainedRecordsCountPerTenant
+			if got != tc.want {
 				t.Errorf("counts %+v, want %+v", got, tc.want)
 			}
 			if !slices.Equal(stale, tc.stale) {

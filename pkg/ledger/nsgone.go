@@ -4,7 +4,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Namespaces is every namespace whose entries count now.
+// Namespaces is every namespace whose entries or retained records count now.
 func (b *Book) Namespaces() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -14,7 +14,28 @@ func (b *Book) Namespaces() []string {
 			out = append(out, ns)
 		}
 	}
+	for ns := range b.retained.ns {
+		if t, ok := b.ns[ns]; !ok || len(t.order.sorted) == 0 {
+			out = append(out, ns)
+		}
+	}
 	return out
+}
+
+// retainedOfMissing stops counting the retained records of the namespaces that do not
+// exist, at once: a replica starts with hours of records, most of them of namespaces
+// deleted since, and the namespaces' informer has listed before the ledger's watch.
+func (g *nsGone) retainedOfMissing(b *Book) {
+	if g == nil || !g.synced() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ns := range b.retained.ns {
+		if _, ok, err := g.store.GetByKey(ns); err == nil && !ok {
+			b.retained.namespaceGone(ns)
+		}
+	}
 }
 
 // nsGone finds the namespaces the Book counts that no longer exist: deleted while no

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,5 +47,22 @@ func TestEntriesOfANamespaceThatIsGoneStopCounting(t *testing.T) {
 	g.sweep(b)
 	if c := b.Counts("new", "c"); c.Namespace != 1 {
 		t.Errorf("a namespace seen late: %+v, want its entry counted", c)
+	}
+}
+
+// A replica starts with hours of consumed records, most of them of namespaces deleted
+// since: those stop counting at once, not after two sweeps; the live namespace's count.
+func TestRetainedRecordsOfMissingNamespacesDoNotCountAtStart(t *testing.T) {
+	b := NewBook(time.Hour, nil)
+	for i, ns := range []string{"live", "gone", "gone"} {
+		b.ConsumedAs(fmt.Sprintf("consumed-%d", i), Consumption{Namespace: ns, At: time.Now()})
+	}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "live"}}); err != nil {
+		t.Fatal(err)
+	}
+	(&nsGone{store: store, synced: func() bool { return true }}).retainedOfMissing(b)
+	if got, want := b.Counts("live", "").Retained, (Tally{Total: 1, Namespace: 1, Namespaces: 1}); got != want {
+		t.Errorf("retained at start %+v, want %+v", got, want)
 	}
 }

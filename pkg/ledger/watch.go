@@ -71,7 +71,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 		add, delete func(metav1.Object)
 	}{
 		{Label, l.added, func(m metav1.Object) { l.Book.Removed(m.GetName()) }},
-		{consumed.Label, func(m metav1.Object) { l.Book.Consumed(m.GetName()) }, func(m metav1.Object) { l.Book.Pruned(m.GetName()) }},
+		{consumed.Label, l.consumed, func(m metav1.Object) { l.Book.Pruned(m.GetName()) }},
 	} {
 		f := informers.NewSharedInformerFactoryWithOptions(l.Store.Client, 0, informers.WithNamespace(l.Store.ns()),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = w.label + "=true" }))
@@ -89,6 +89,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("the ledger's watch did not sync: %w", ctx.Err())
 	}
+	l.gone.retainedOfMissing(l.Book)
 	go l.clean(ctx)
 	return nil
 }
@@ -99,6 +100,16 @@ func (l *Ledger) added(m metav1.Object) {
 	} else if e, ok := fromMeta(m); ok {
 		l.Book.Added(e)
 	}
+}
+
+// consumed counts a consumed record for its tenant; one whose namespace or time cannot be
+// read counts for its entry's namespace, from now.
+func (l *Ledger) consumed(m metav1.Object) {
+	var c Consumption
+	if ns, at, ok := consumed.TenantOf(m); ok {
+		c = Consumption{Namespace: ns, At: at}
+	}
+	l.Book.ConsumedAs(m.GetName(), c)
 }
 
 // handler calls add for the Leases labelled label and delete for those gone; an update

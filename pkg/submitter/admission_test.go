@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,5 +212,52 @@ func TestUninstallsAreAdmitted(t *testing.T) {
 	}
 	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn("b1", "b0"), &auth.User{Name: "bob"}); err != nil {
 		t.Errorf("bob's first install in his own namespace: %v", err)
+	}
+}
+
+// Admission bounds what a tenant made, not only what it has queued: each request leaves a
+// consumed record in async-helm's namespace (kept EVENT_MAX_AGE + 1 h), so one that
+// installs and cancels in a loop, never more than one queued, is refused past its share of
+// MAX_RETAINED, and another tenant is still admitted.
+func TestRetainedRequestsAreBoundedPerTenant(t *testing.T) {
+	e, l := ledgerEnv(t, 4, 2, "a", "b")
+	e.svc.MaxRetained = 20
+	e.svc.Heartbeat = &lease.Heartbeat{Client: e.c, Holder: "submit", Duration: time.Hour, Clock: e.svc.Clock}
+	mallory := &auth.User{Name: "mallory"}
+	var refusal *BusyError
+	made := 0
+	for i := 0; i < 300 && refusal == nil; i++ {
+		name := fmt.Sprintf("r%d", i)
+		testwait.For(t, func() bool { // a queued refusal: the cancel's record not seen yet
+			_, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn("a", name), mallory)
+			var busy *BusyError
+			switch {
+			case errors.As(err, &busy) && busy.Counted == ledger.CountedRetained:
+				refusal = busy
+			case errors.As(err, &busy):
+				return false
+			case err != nil:
+				t.Fatalf("install %s: %v", name, err)
+			default:
+				made++
+				if _, err := e.svc.Cancel(ctx(t), "a", name, mallory); err != nil {
+					t.Fatalf("cancel %s: %v", name, err)
+				}
+			}
+			return true
+		})
+	}
+	leases, err := e.c.CoordinationV1().Leases(consumed.DefaultNamespace).List(ctx(t), metav1.ListOptions{LabelSelector: consumed.Label + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refusal == nil || refusal.RetryAfter != time.Minute || !strings.Contains(refusal.Error(), "retained") {
+		t.Fatalf("%d installs and cancels by one caller, %d consumed records kept: never refused for them (%v)", made, len(leases.Items), refusal)
+	}
+	if made < 20 || len(leases.Items) > 25 {
+		t.Errorf("refused after %d requests with %d consumed records kept, want about MAX_RETAINED (20)", made, len(leases.Items))
+	}
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, installIn("b", "b0"), &auth.User{Name: "bob"}); err != nil {
+		t.Errorf("another tenant, within its share, after mallory's %d: %v", l.Counts("a", "").Retained.Namespace, err)
 	}
 }

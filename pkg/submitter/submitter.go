@@ -41,15 +41,22 @@ var (
 
 // BusyError is a refusal by the admission bound; RetryAfter is a hint for the client.
 type BusyError struct {
+	// Queued is the count that reached Limit, of Counted (ledger.CountedQueued or
+	// ledger.CountedRetained).
 	Queued, Limit int
+	Counted       string
 	// Scope names the bound (ledger.Refusal.Scope).
 	Scope      string
 	RetryAfter time.Duration
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("%s: %d queued %s (limit %d); nothing was reserved, retry after %s",
-		ErrBusy, e.Queued, e.Scope, e.Limit, e.RetryAfter)
+	counted := e.Counted
+	if counted == "" {
+		counted = ledger.CountedQueued
+	}
+	return fmt.Sprintf("%s: %d %s %s (limit %d); nothing was reserved, retry after %s",
+		ErrBusy, e.Queued, counted, e.Scope, e.Limit, e.RetryAfter)
 }
 
 // Is makes errors.Is(err, ErrBusy) true.
@@ -78,6 +85,9 @@ type Service struct {
 	// MaxQueued and MaxQueuedPerNamespace bound them (ledger.Limits); past them a request
 	// is refused (429) before anything is reserved. 0: no bound.
 	MaxQueued, MaxQueuedPerNamespace int
+	// MaxRetained bounds the requests whose consumed records are kept, per tenant share
+	// (ledger.Limits.MaxRetained); 0: no bound.
+	MaxRetained int
 	// Clock dates what submit records and signs and bounds a supersede's wait (nil: the wall
 	// clock; tests give a fake one).
 	Clock clock.PassiveClock
@@ -423,13 +433,17 @@ func (s *Service) admit(namespace string, user *auth.User) (release func(), err 
 		return func() {}, nil
 	}
 	release, r := s.Ledger.Admit(namespace, ledger.CallerKey(userName(user)),
-		ledger.Limits{Max: s.MaxQueued, PerNamespace: s.MaxQueuedPerNamespace})
+		ledger.Limits{Max: s.MaxQueued, PerNamespace: s.MaxQueuedPerNamespace, MaxRetained: s.MaxRetained})
 	if r == nil {
 		return release, nil
 	}
-	// About what an executor slot needs for a small chart; the client retries after it.
-	const retryAfter = 10 * time.Second
-	return nil, &BusyError{Queued: r.Queued, Limit: r.Limit, Scope: r.Scope + " " + namespace, RetryAfter: retryAfter}
+	// Queued: about what an executor slot needs for a small chart. Retained: records
+	// leave the count as they age, over hours; a retry every minute is enough.
+	retryAfter := 10 * time.Second
+	if r.Counted == ledger.CountedRetained {
+		retryAfter = time.Minute
+	}
+	return nil, &BusyError{Queued: r.Queued, Limit: r.Limit, Counted: r.Counted, Scope: r.Scope + " " + namespace, RetryAfter: retryAfter}
 }
 
 func userName(u *auth.User) string {

@@ -232,6 +232,14 @@ func fromLease(l *coordinationv1.Lease) (Record, bool) {
 	}, true
 }
 
+// TenantOf reads the tenant namespace and the time of a consumed record from its metadata
+// (the ledger counts the records per tenant); ok is false when they cannot be read.
+func TenantOf(m metav1.Object) (namespace string, at time.Time, ok bool) {
+	a := m.GetAnnotations()
+	at, err := time.Parse(time.RFC3339Nano, a[annAt])
+	return a[annNamespace], at, err == nil && a[annNamespace] != ""
+}
+
 func consumedAt(l *coordinationv1.Lease) (time.Time, bool) {
 	at, err := time.Parse(time.RFC3339Nano, l.Annotations[annAt])
 	return at, err == nil
