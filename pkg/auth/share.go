@@ -105,10 +105,3 @@ func (c *shareCache[V]) evictLeastUsed() {
 	}
 	delete(c.by, oldest)
 }
-
-func (c *shareCache[V]) count(caller string) int {
-	if ca, ok := c.by[caller]; ok {
-		return len(ca.answers)
-	}
-	return 0
-}

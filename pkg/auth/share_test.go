@@ -52,6 +52,13 @@ func TestServiceAccountsShareTheirNamespacesShare(t *testing.T) {
 	}
 }
 
+func (c *shareCache[V]) count(caller string) int {
+	if ca, ok := c.by[caller]; ok {
+		return len(ca.answers)
+	}
+	return 0
+}
+
 func (a *Authorizer) allowedCount(u *User) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()

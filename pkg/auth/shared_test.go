@@ -95,10 +95,10 @@ func TestTokenRefreshedAhead(t *testing.T) {
 	}
 	clock.Add(time.Second) // 5 s: answered from the cache, refreshed behind it
 	authOK()
-	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) })
+	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) && a.reviews.aheadDone() })
 	clock.Add(6 * time.Second) // 11 s: past the first answer's TTL, within the refreshed one
 	authOK()                   // (and past its half: refreshed again)
-	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) })
+	testwait.For(t, func() bool { return refreshedAt(a, "alice-token").After(clock.Now()) && a.reviews.aheadDone() })
 	if c := a.Counts(); c.Reviews != 3 || c.Hits != 3 {
 		t.Errorf("counts %+v, want 3 reviews (the first and two refreshes) and 3 hits", c)
 	}
