@@ -180,12 +180,12 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 			}
 		}
 		if parsedAsYAML(n) {
-			if err := s.parsed(tr, hd.Size); err != nil {
+			if err := s.parsed(tr, hd.Size, &s.nodes, s.b.MaxNodes, "in the files Helm's loader parses"); err != nil {
 				return err
 			}
 		}
 		if isCRDFile(n) {
-			if err := s.crds(tr, hd.Size); err != nil {
+			if err := s.parsed(tr, hd.Size, &s.crdNodes, s.b.MaxCRDNodes, "in its crds/ files"); err != nil {
 				return err
 			}
 		}
@@ -237,28 +237,17 @@ func isCRDFile(n string) bool {
 	return false
 }
 
-// parsed charges a YAML file the loader parses its nodes and what its aliases add once
-// written out (pkg/yamlsize): the loader's parser expands them, so a few KiB could otherwise
-// parse into gigabytes under a budget that counted only the file.
-func (s *budgetScan) parsed(r io.Reader, size int64) error {
+// parsed charges a YAML file Helm parses (the loader's, or a crds/ file Helm's install
+// parses) its nodes, against *total up to max, and what its aliases add once written out
+// (pkg/yamlsize): the parser expands them, so a few KiB could otherwise parse into
+// gigabytes under a budget that counted only the file.
+func (s *budgetScan) parsed(r io.Reader, size int64, total *int64, max int64, where string) error {
 	nodes, err := s.expanded(r, size)
 	if err != nil {
 		return err
 	}
-	if s.nodes += nodes; s.nodes > s.b.MaxNodes {
-		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses", s.b.MaxNodes)}
-	}
-	return nil
-}
-
-// crds charges a crds/ file as parsed YAML, its nodes against MaxCRDNodes.
-func (s *budgetScan) crds(r io.Reader, size int64) error {
-	nodes, err := s.expanded(r, size)
-	if err != nil {
-		return err
-	}
-	if s.crdNodes += nodes; s.crdNodes > s.b.MaxCRDNodes {
-		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in its crds/ files", s.b.MaxCRDNodes)}
+	if *total += nodes; *total > max {
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes %s", max, where)}
 	}
 	return nil
 }
