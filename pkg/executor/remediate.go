@@ -12,6 +12,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
@@ -91,7 +92,11 @@ func (c *chain) requeue(shutdown context.Context, then step) error {
 	if c.cur.seat == nil || (then == stepRemediate && c.cur.Action.Options.Remediation == api.RemediationNone) {
 		return nil
 	}
-	if err := c.cur.seat.Requeue(shutdown); err != nil {
+	err := c.cur.seat.Requeue(shutdown)
+	switch {
+	case errors.Is(err, fairqueue.ErrFull):
+		return fmt.Errorf("no place to wait for an action slot: the executor's waiting room is full and its tenant waits the most there (%w)", err)
+	case err != nil:
 		return fmt.Errorf("the executor shut down while the request queued for a slot: %w", err)
 	}
 	return nil

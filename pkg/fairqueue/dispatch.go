@@ -186,7 +186,7 @@ func (q *Queue) grant(w *waiter) {
 	seat := w.reuse
 	switch {
 	case seat == nil:
-		seat = &Seat{q: q, flow: w.flow}
+		seat = &Seat{q: q, flow: w.flow, cost: w.cost}
 	case seat.state == stateGiven:
 		q.seatless--
 	}

@@ -86,15 +86,17 @@ const (
 	stateReleased
 )
 
-// Seat is one slot held by a flow's work.
+// Seat is one slot held by a flow's work; cost is what its Acquire held of the room, held
+// again by a Requeue.
 type Seat struct {
 	q     *Queue
 	flow  Flow
 	state seatState
+	cost  int64
 }
 
 // waiter is work waiting for a seat; reuse is the seat a Requeue waits with, cost what it
-// holds of the room (0 for a Requeue), resumed that it is work already started (Resume), turnedAway that
+// holds of the room, resumed that it is work already started (Resume), turnedAway that
 // makeRoom took it out.
 type waiter struct {
 	flow       Flow
@@ -212,7 +214,9 @@ func (s *Seat) Reclaim() {
 }
 
 // Requeue gives the seat back and waits at the back of the flow's queue for one again
-// (between a retry's attempts: waiting holds nothing).
+// (between a retry's attempts: waiting holds no slot). It holds the room its Acquire held
+// (its delivery is still open), so a full room may turn it away (ErrFull): the seat is then
+// given up. Turning away prefers work not requeued, which its sender can send again.
 func (s *Seat) Requeue(ctx context.Context) error {
 	q := s.q
 	q.mu.Lock()
@@ -229,7 +233,14 @@ func (s *Seat) Requeue(ctx context.Context) error {
 	}
 	s.state = stateQueued
 	w := q.enqueue(s.flow, s, false)
+	w.cost = s.cost
+	q.room.add(w, 1)
 	q.dispatch()
+	if w.seat == nil && !q.makeRoom(w) {
+		s.state = stateReleased
+		q.mu.Unlock()
+		return ErrFull
+	}
 	q.mu.Unlock()
 	_, err := q.wait(ctx, w)
 	return err
@@ -243,10 +254,13 @@ func (q *Queue) wait(ctx context.Context, w *waiter) (*Seat, error) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch {
-	case w.seat != nil:
+	if w.seat != nil {
 		return w.seat, nil
-	case w.turnedAway:
+	}
+	if w.reuse != nil {
+		w.reuse.state = stateReleased // a Requeue that got no seat holds nothing
+	}
+	if w.turnedAway {
 		return nil, ErrFull
 	}
 	q.remove(w)

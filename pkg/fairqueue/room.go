@@ -9,9 +9,9 @@ import (
 // its tenant already waited the most.
 var ErrFull = errors.New("fairqueue: no place to wait")
 
-// room is the cost of the work waiting in Acquire, in all, per namespace and per caller
-// (Options.MaxWaiting). A Requeue's waiter costs nothing: it is a live action, bounded by
-// the slots.
+// room is the cost of the work waiting in Acquire and Requeue, in all, per namespace and
+// per caller (Options.MaxWaiting). A Requeue's waiter holds what its Acquire held: between
+// attempts, the work is still on its sender's open request.
 type room struct {
 	total      int64
 	ns, caller map[string]int64
@@ -65,7 +65,8 @@ func (q *Queue) turnAway(v *waiter) {
 
 // victims are the waiters whose cost makes up over, chosen one by one: the newest of the
 // tenant that, without those already chosen, holds the most of the room; among equals,
-// the newest. nil: not enough can be turned away.
+// the newest. Work not requeued goes before requeued work (its sender sends it again; a
+// requeued retry turned away ends its request). nil: not enough can be turned away.
 func (q *Queue) victims(over int64) []*waiter {
 	chosen, taken := newRoom(), map[Flow]int{}
 	var out []*waiter
@@ -78,7 +79,7 @@ func (q *Queue) victims(over int64) []*waiter {
 				continue
 			}
 			s := max(q.room.ns[f.Namespace]-chosen.ns[f.Namespace], q.room.caller[f.Caller]-chosen.caller[f.Caller])
-			if best == nil || s > bestScore || s == bestScore && w.seq > best.seq {
+			if best == nil || s > bestScore || s == bestScore && turnFirst(w, best) {
 				best, bestScore = w, s
 			}
 		}
@@ -93,17 +94,28 @@ func (q *Queue) victims(over int64) []*waiter {
 	return out
 }
 
-// newestInRoom is the newest of ws that holds room (not a Requeue's), skipping the skip
-// newest of those; nil if none is left.
+// turnFirst: of two waiters of tenants holding as much of the room, a is turned away
+// before b: work not requeued first, then the newest.
+func turnFirst(a, b *waiter) bool {
+	if (a.reuse == nil) != (b.reuse == nil) {
+		return a.reuse == nil
+	}
+	return a.seq > b.seq
+}
+
+// newestInRoom is the waiter of ws to turn away after the skip first ones, in turnFirst's
+// order among those holding room; nil if none is left.
 func newestInRoom(ws []*waiter, skip int) *waiter {
-	for i := len(ws) - 1; i >= 0; i-- {
-		if ws[i].cost == 0 {
-			continue
+	for _, requeued := range []bool{false, true} {
+		for i := len(ws) - 1; i >= 0; i-- {
+			if ws[i].cost == 0 || (ws[i].reuse != nil) != requeued {
+				continue
+			}
+			if skip == 0 {
+				return ws[i]
+			}
+			skip--
 		}
-		if skip == 0 {
-			return ws[i]
-		}
-		skip--
 	}
 	return nil
 }
