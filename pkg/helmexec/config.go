@@ -75,6 +75,13 @@ type configOptions struct {
 	hooks       *hookGate       // uninstallhooks.go: as whom an uninstall's hooks run
 	sealed      *DeployerSeal   // deployerseal.go: the Secret whose writes are sealed
 	secretsAPI  typedcorev1.SecretInterface
+	readBudget  *release.ReadBudget
+}
+
+// WithReadBudget makes the action's reads of records draw on b, shared with the other
+// reads given b (one list over many namespaces: one read's budget, not one each).
+func WithReadBudget(b *release.ReadBudget) Option {
+	return func(o *configOptions) { o.readBudget = b }
 }
 
 // WithSecrets stores releases through si instead of the namespace's Secrets from the
@@ -207,6 +214,7 @@ func (f *Factory) driverChain(cfg *rest.Config, namespace string, o *configOptio
 		// decode; the guarded one answers an error.
 		sec := release.GuardedSecrets(si)
 		sec.Log = o.log
+		sec.Shared = o.readBudget
 		d = sec
 	}
 	for _, w := range o.wraps {

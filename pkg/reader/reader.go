@@ -5,6 +5,7 @@ package reader
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"go.uber.org/zap"
@@ -104,7 +105,7 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 }
 
 // helmList runs Helm's list over the scope: once when the caller may read every namespace
-// that holds records, else once per allowed namespace.
+// that holds records, else once per allowed namespace, the lists within one read's budget.
 func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Release, error) {
 	if sc.all() {
 		rels, err := s.Helm.List(ctx, sc.namespace, s.Options...)
@@ -121,8 +122,9 @@ func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Releas
 		return kept, nil
 	}
 	var out []*helmrelease.Release
+	opts := append(slices.Clone(s.Options), helmexec.WithReadBudget(release.NewReadBudget())) // one read's budget for them all
 	for _, ns := range sc.namespaces() {
-		rels, err := s.Helm.List(ctx, ns, s.Options...)
+		rels, err := s.Helm.List(ctx, ns, opts...)
 		if err != nil {
 			return nil, err
 		}

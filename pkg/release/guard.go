@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -23,6 +24,21 @@ import (
 type SecretsDriver struct {
 	*driver.Secrets
 	impl typedcorev1.SecretInterface
+	// Shared, when set, is the budget of a read over several namespaces (one driver each):
+	// their Lists and Queries draw on it instead of a budget each.
+	Shared *ReadBudget
+}
+
+// ReadBudget is MaxReadBytes and MaxReadNodes for several reads together: one request
+// that lists many namespaces holds at most one read's records, not one read's each.
+type ReadBudget struct {
+	mu   sync.Mutex
+	left readBudget
+}
+
+// NewReadBudget is a full budget of one read.
+func NewReadBudget() *ReadBudget {
+	return &ReadBudget{left: readBudget{bytes: MaxReadBytes, nodes: MaxReadNodes}}
 }
 
 // GuardedSecrets is the driver Helm's actions should use on the Secrets of a namespace.
@@ -126,12 +142,21 @@ const (
 )
 
 func (d *SecretsDriver) decodeAll(selector string) ([]*helmrelease.Release, error) {
-	return d.readWithin(selector, readBudget{bytes: MaxReadBytes, nodes: MaxReadNodes})
+	if d.Shared == nil {
+		rels, _, err := d.readWithin(selector, readBudget{bytes: MaxReadBytes, nodes: MaxReadNodes})
+		return rels, err
+	}
+	d.Shared.mu.Lock()
+	defer d.Shared.mu.Unlock()
+	rels, left, err := d.readWithin(selector, d.Shared.left)
+	d.Shared.left = left
+	return rels, err
 }
 
 // readWithin decodes the records selector lists, read in pages, until their decoded
-// sizes or nodes add up to budget; it skips the rest and logs that once.
-func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmrelease.Release, error) {
+// sizes or nodes add up to budget; it skips the rest and logs that once. It returns what
+// is left of budget.
+func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmrelease.Release, readBudget, error) {
 	var out []*helmrelease.Release
 	left, over := budget, 0
 	err := eachPage(selector, func(opts metav1.ListOptions) (string, error) {
@@ -164,13 +189,13 @@ func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmr
 		return list.Continue, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, left, err
 	}
 	if over > 0 {
 		d.Log("skipping %d release records of %q: the read passed its budget of %d decoded bytes, %d JSON values",
 			over, selector, budget.bytes, budget.nodes)
 	}
-	return out, nil
+	return out, left, nil
 }
 
 // Delete reads the record (guarded) before deleting it, as Helm's does.
