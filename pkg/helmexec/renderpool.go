@@ -20,15 +20,17 @@ import (
 // ErrRenderMemory is a render whose templates used more memory than its worker may have.
 var ErrRenderMemory = errors.New("the chart's templates used too much memory")
 
-// RenderPool renders tenants' charts in persistent worker processes (the binary re-run with
+// RenderPool renders tenants' charts in worker processes (the binary re-run with
 // RenderWorkerArg), one chart at a time each: a template is hostile code that Go cannot
-// stop or bound in place, a process can be bounded by the kernel and killed. A worker is
-// replaced when it is killed (over its CPU bound, its action ended) or its heap stays over
-// half its memory bound; starting one costs far more than a tiny chart's render, so
-// workers are kept. Workers are handed out per tenant (pkg/fairqueue): a free one goes to
-// the waiting tenant (namespace and caller) that holds the fewest, and while a render only
-// waits on its lookups its worker's seat may serve a tenant below its share, on a worker
-// of its own (at most 2 x MaxParallel live at once).
+// stop or bound in place, a process can be bounded by the kernel and killed. A worker
+// serves one tenant (namespace and caller) only: a template that got hold of its worker
+// sees that tenant's jobs and nobody else's. Starting one costs far more than a tiny
+// chart's render, so a tenant's idle worker is kept for its next render (at most
+// MaxParallel idle, the least recently used stopped first); a worker is replaced when it
+// is killed (over its CPU bound, its action ended) or its heap stays over half its memory
+// bound. Seats are handed out per tenant (pkg/fairqueue): a free one goes to the waiting
+// tenant that holds the fewest, and while a render only waits on its lookups its seat may
+// serve a tenant below its share, on a worker of its own (at most 2 x MaxParallel live).
 type RenderPool struct {
 	// Binary is the workers' executable; default this process's own.
 	Binary string
@@ -41,7 +43,13 @@ type RenderPool struct {
 	once  sync.Once
 	seats *fairqueue.Queue
 	mu    sync.Mutex
-	idle  []*renderWorker
+	idle  []idleWorker // least recently used first
+}
+
+// idleWorker is a worker waiting for its tenant's next render.
+type idleWorker struct {
+	flow fairqueue.Flow
+	w    *renderWorker
 }
 
 // PoolRender is one render asked of a pool.
@@ -78,7 +86,7 @@ func (p *RenderPool) Render(ctx context.Context, r PoolRender) (map[string]strin
 	if ctx.Err() != nil { // granted as the action ended
 		return nil, 0, fmt.Errorf("wait for a render worker: %w", ctx.Err())
 	}
-	w, err := p.take(lim)
+	w, err := p.take(lim, r.Flow)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -86,7 +94,7 @@ func (p *RenderPool) Render(ctx context.Context, r PoolRender) (map[string]strin
 	if err != nil || res.HeapBytes > uint64(lim.MaxMemoryBytes/2) {
 		w.kill()
 	} else {
-		p.put(w, lim)
+		p.put(w, lim, r.Flow)
 	}
 	if err != nil {
 		return nil, used, err
@@ -102,30 +110,34 @@ func (p *RenderPool) Render(ctx context.Context, r PoolRender) (map[string]strin
 	return nil, used, fmt.Errorf("%w: %s", ErrRenderFailed, res.Error)
 }
 
-// take is an idle worker, or a new one.
-func (p *RenderPool) take(lim RenderLimits) (*renderWorker, error) {
+// take is flow's idle worker, or a new one: never another tenant's.
+func (p *RenderPool) take(lim RenderLimits, flow fairqueue.Flow) (*renderWorker, error) {
 	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
-		w := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return w, nil
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if p.idle[i].flow == flow {
+			w := p.idle[i].w
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.mu.Unlock()
+			return w, nil
+		}
 	}
 	p.mu.Unlock()
 	return startWorker(p.Binary, lim, p.started)
 }
 
-// put keeps w for the next render, or stops it when MaxParallel idle workers are kept
-// already (the workers started for lent seats go).
-func (p *RenderPool) put(w *renderWorker, lim RenderLimits) {
+// put keeps w for flow's next render; past MaxParallel idle workers the least recently
+// used one stops.
+func (p *RenderPool) put(w *renderWorker, lim RenderLimits, flow fairqueue.Flow) {
 	p.mu.Lock()
-	keep := len(p.idle) < lim.MaxParallel
-	if keep {
-		p.idle = append(p.idle, w)
+	p.idle = append(p.idle, idleWorker{flow: flow, w: w})
+	var stop *renderWorker
+	if len(p.idle) > lim.MaxParallel {
+		stop = p.idle[0].w
+		p.idle = p.idle[1:]
 	}
 	p.mu.Unlock()
-	if !keep {
-		w.kill()
+	if stop != nil {
+		stop.kill()
 	}
 }
 
@@ -135,8 +147,8 @@ func (p *RenderPool) Close() {
 	idle := p.idle
 	p.idle = nil
 	p.mu.Unlock()
-	for _, w := range idle {
-		w.kill()
+	for _, i := range idle {
+		i.w.kill()
 	}
 }
 

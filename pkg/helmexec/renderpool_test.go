@@ -257,3 +257,24 @@ func TestLookupsOfOneTenantDoNotHoldAnotherOffTheWorkers(t *testing.T) {
 		t.Errorf("%d idle workers kept, want at most MaxParallel", len(p.idle))
 	}
 }
+
+// A worker serves one tenant: the next tenant's render gets a worker of its own, never
+// the one another tenant's templates ran in, and a tenant's next render reuses its own.
+func TestAWorkerServesOneTenant(t *testing.T) {
+	var pids []int
+	p := &RenderPool{Limits: RenderLimits{MaxParallel: 2}, started: func(pid int) { pids = append(pids, pid) }}
+	t.Cleanup(p.Close)
+	a := fairqueue.Flow{Namespace: "tenant-a", Caller: "tenant-a-deployer"}
+	b := fairqueue.Flow{Namespace: "tenant-b", Caller: "tenant-b-deployer"}
+	c := fairqueue.Flow{Namespace: "tenant-c", Caller: "tenant-c-deployer"}
+	for i, flow := range []fairqueue.Flow{a, b, a, b, c, a} {
+		if _, _, err := p.Render(context.Background(), PoolRender{Flow: flow, Job: oneTemplate("pid: {{ .Release.Name }}")}); err != nil {
+			t.Fatalf("render %d: %v", i, err)
+		}
+	}
+	// a, b: two workers; a, b again: theirs; c: a third, a's (least recently used) stops;
+	// a: a fourth.
+	if len(pids) != 4 {
+		t.Errorf("%d workers started for the renders of a, b, a, b, c, a (2 kept idle), want 4", len(pids))
+	}
+}
