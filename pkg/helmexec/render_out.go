@@ -41,43 +41,60 @@ func (f *Factory) renderOutOptions(opts []Option) (*outOfProcess, []Option, erro
 	return &outOfProcess{fz: fz}, append(opts, WithStorageWrapper(fz.storage)), nil
 }
 
-// renderOut renders ch in a worker as Helm's install (upgrade false) or upgrade would, and
-// returns the chart Helm must run instead: its templates the worker's output. The worker
-// checks the values against the chart's schemas first (as preflight does). This process
-// handles ch's dependencies as Helm would (the record keeps ch) and fixes the capabilities
-// Helm renders with to the ones the worker had. The worker's `lookup` calls are answered
-// through the action's REST config, read only.
-func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, cfg *action.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
-	checks, err := workerChecks(ch, values)
+// renderSite is what an engine's install or upgrade renders with: the capabilities and
+// release Helm's action renders with, and the action's REST config (its identity, fenced)
+// through which the templates' `lookup` calls are answered, read only.
+type renderSite struct {
+	engine  Engine
+	caps    *chartutil.Capabilities
+	release chartutil.ReleaseOptions
+	rest    *rest.Config
+}
+
+// renderOut renders ch in a worker as site's install or upgrade would, and returns the
+// chart Helm must run instead: its templates the worker's output. The worker checks the
+// values against the chart's schemas first. This process handles ch's dependencies as
+// Helm would (the record keeps ch) and has fixed the capabilities Helm renders with to
+// the ones the worker has.
+func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSite, req Request, gate WaitGate, ch *chart.Chart, values map[string]any) (*chart.Chart, error) {
+	if ch == nil {
+		return nil, fmt.Errorf("no chart to render")
+	}
+	checks, err := helmChecks(ch, values) // made in the worker, under the render's bounds
 	if err != nil {
 		return nil, err
 	}
 	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
 		return nil, err
 	}
-	caps, err := capabilitiesOf(cfg)
-	if err != nil {
-		return nil, err
+	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, site.caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, site.caps.KubeVersion.String())
 	}
-	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
-		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, caps.KubeVersion.String())
-	}
-	rel, err := releaseOptions(cfg, req, upgrade)
-	if err != nil {
-		return nil, err
-	}
-	job := GuardRender{Chart: TreeOf(ch), Values: values, Release: rel, Caps: caps}
-	restCfg, err := cfg.RESTClientGetter.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, Flow: renderFlow(req.Namespace, restCfg),
-		CPU: req.RenderTimeout, Lookup: NewLookups(restCfg), Checks: checks})
+	job := GuardRender{Chart: TreeOf(ch), Values: values, Release: site.release, Caps: site.caps}
+	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, Engine: site.engine, Flow: renderFlow(req.Namespace, site.rest),
+		CPU: req.RenderTimeout, Lookup: NewLookups(site.rest), Checks: checks})
 	if err != nil {
 		return nil, err
 	}
 	o.fz.freeze(ch, files, job)
 	return o.fz.chart, nil
+}
+
+// siteV3 is what Helm v3's install (upgrade true: upgrade) of req renders with.
+func siteV3(cfg *action.Configuration, req Request, upgrade bool) (renderSite, error) {
+	caps, err := capabilitiesOf(cfg)
+	if err != nil {
+		return renderSite{}, err
+	}
+	rel, err := releaseOptions(cfg, req, upgrade)
+	if err != nil {
+		return renderSite{}, err
+	}
+	restCfg, err := cfg.RESTClientGetter.ToRESTConfig()
+	if err != nil {
+		return renderSite{}, err
+	}
+	return renderSite{engine: EngineV3, caps: caps, release: rel, rest: restCfg}, nil
 }
 
 // renderInPool renders r in the pool with the action's CPU slot given back: the worker's
@@ -91,18 +108,6 @@ func (f *Factory) renderInPool(ctx context.Context, gate WaitGate, r PoolRender)
 	}
 	files, _, err := f.renders.Render(ctx, r)
 	return files, err
-}
-
-// workerChecks are the values checks of Helm's install or upgrade (as checkValues makes
-// them), for the worker to make before it renders: a validation costs up to the schema's
-// size times the values', far more when its references recurse, so it runs under the
-// render's bounds, in the tenant's worker.
-func workerChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
-	skip, err := skipSchemaValidation(ch)
-	if err != nil || skip {
-		return nil, err
-	}
-	return SchemaChecks(ch, values)
 }
 
 // renderFlow is the tenant a render's worker is accounted to, as the executor accounts
@@ -120,18 +125,37 @@ func releaseOptions(cfg *action.Configuration, req Request, upgrade bool) (chart
 	}
 	last, err := cfg.Releases.Last(req.Name)
 	if err != nil {
-		return chartutil.ReleaseOptions{}, fmt.Errorf("find the last revision of %s/%s: %w", req.Namespace, req.Name, err)
+		return chartutil.ReleaseOptions{}, lastRevisionError(req, err)
 	}
 	return chartutil.ReleaseOptions{Name: req.Name, Namespace: req.Namespace, Revision: last.Version + 1, IsUpgrade: true}, nil
+}
+
+func lastRevisionError(req Request, err error) error {
+	return fmt.Errorf("find the last revision of %s/%s: %w", req.Namespace, req.Name, err)
 }
 
 // capabilitiesOf is what Helm's action renders with (Configuration.getCapabilities), fixed
 // in cfg so that Helm's render and the worker's see the same.
 func capabilitiesOf(cfg *action.Configuration) (*chartutil.Capabilities, error) {
-	if cfg.Capabilities != nil {
-		return cfg.Capabilities, nil
+	if cfg.Capabilities == nil {
+		caps, err := discoverCapabilities(cfg.RESTClientGetter)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Capabilities = caps
 	}
-	dc, err := cfg.RESTClientGetter.ToDiscoveryClient()
+	return cfg.Capabilities, nil
+}
+
+// discoveryGetter is the discovery of an action's REST client getter (either engine's).
+type discoveryGetter interface {
+	ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error)
+}
+
+// discoverCapabilities are the cluster's capabilities as both Helms' getCapabilities find
+// them (Helm v3's version).
+func discoverCapabilities(g discoveryGetter) (*chartutil.Capabilities, error) {
+	dc, err := g.ToDiscoveryClient()
 	if err != nil {
 		return nil, fmt.Errorf("could not get Kubernetes discovery client: %w", err)
 	}
@@ -144,10 +168,9 @@ func capabilitiesOf(cfg *action.Configuration) (*chartutil.Capabilities, error) 
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		return nil, fmt.Errorf("could not get apiVersions from Kubernetes: %w", err)
 	}
-	cfg.Capabilities = &chartutil.Capabilities{APIVersions: apis,
+	return &chartutil.Capabilities{APIVersions: apis,
 		KubeVersion: chartutil.KubeVersion{Version: kv.GitVersion, Major: kv.Major, Minor: kv.Minor},
-		HelmVersion: chartutil.DefaultCapabilities.HelmVersion}
-	return cfg.Capabilities, nil
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion}, nil
 }
 
 // renderFirst is what the v3 engine runs before Helm's install or upgrade: out of process,
@@ -157,11 +180,21 @@ func (f *Factory) renderFirst(ctx context.Context, o *outOfProcess, cfg *action.
 	if o == nil {
 		return ch, req.RenderTimeout, f.preflight(ctx, req, fence, ch, values, upgrade)
 	}
-	if ch == nil {
-		return nil, 0, fmt.Errorf("no chart to render")
+	site, err := siteV3(cfg, req, upgrade)
+	if err != nil {
+		return nil, 0, err
 	}
-	frozen, err := f.renderOut(ctx, o, cfg, req, gate, ch, values, upgrade)
+	frozen, err := f.renderOut(ctx, o, site, req, gate, ch, values)
 	return frozen, 0, err
+}
+
+// bound is the render bound of Helm's own run: none once the worker rendered (Helm's render
+// of the frozen chart costs about its size).
+func (o *outOfProcess) bound(req Request) time.Duration {
+	if o != nil {
+		return 0
+	}
+	return req.RenderTimeout
 }
 
 // thaw puts the real chart back into the release Helm returned.

@@ -19,6 +19,7 @@ import (
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	helmtime "helm.sh/helm/v3/pkg/time"
+	kubefake4 "helm.sh/helm/v4/pkg/kube/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/fairqueue"
@@ -86,10 +87,26 @@ func chartDir(name string) func(t *testing.T) *chart.Chart {
 	}
 }
 
+// offlineEngine is offlineOn for engine e (Helm v4's printing kube client under v4).
+func offlineEngine(t *testing.T, e Engine, fo ...FactoryOption) (*Factory, *storage.Memory, []Option) {
+	t.Helper()
+	f, mem, opts := offlineOn(t, append(fo, WithEngine(e))...)
+	if e == EngineV4 {
+		opts = append(opts[:2], WithV4KubeClient(&kubefake4.PrintingKubeClient{Out: io.Discard}))
+	}
+	return f, mem, opts
+}
+
 // An install and an upgrade rendered in a worker write the records Helm writes when it
-// renders in process, for the charts of testdata (GitLab 6.5.4 too): the same manifest,
-// hooks, notes, values and chart, failures too.
+// renders in process, on either engine, for the charts of testdata (GitLab 6.5.4 too): the
+// same manifest, hooks, notes, values and chart, failures too.
 func TestRecordsRenderedInAWorkerAreHelms(t *testing.T) {
+	for _, e := range []Engine{EngineV3, EngineV4} {
+		t.Run(string(e), func(t *testing.T) { testRecordsRenderedInAWorker(t, e) })
+	}
+}
+
+func testRecordsRenderedInAWorker(t *testing.T, e Engine) {
 	gitlabValues, err := chartutil.ReadValuesFile(filepath.Join("..", "..", "testdata", "charts", "gitlab-values-offline.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +124,8 @@ func TestRecordsRenderedInAWorkerAreHelms(t *testing.T) {
 	pool := workers(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			inProc, memIn, optsIn := offlineOn(t)
-			out, memOut, optsOut := offlineOn(t, WithRenderWorkers(pool))
+			inProc, memIn, optsIn := offlineEngine(t, e)
+			out, memOut, optsOut := offlineEngine(t, e, WithRenderWorkers(pool))
 			for rev := 1; rev <= 2; rev++ {
 				req := Request{Namespace: "ns", Name: "web", Revision: rev, Chart: c.chart(t), Values: c.values, Description: "by test"}
 				run := (*Factory).Install
@@ -148,12 +165,18 @@ func TestRecordsRenderedInAWorkerAreHelms(t *testing.T) {
 	}
 }
 
-// A template that builds a 400 MiB string fails the install with the memory reason, and
-// this process never holds the string.
+// A template that builds a 400 MiB string fails the install with the memory reason, on
+// either engine, and this process never holds the string.
 func TestInstallOfATemplateOverItsMemory(t *testing.T) {
+	for _, e := range []Engine{EngineV3, EngineV4} {
+		t.Run(string(e), func(t *testing.T) { testInstallOverItsMemory(t, e) })
+	}
+}
+
+func testInstallOverItsMemory(t *testing.T, e Engine) {
 	pool := &RenderPool{Limits: RenderLimits{MaxMemoryBytes: 128 << 20}}
 	t.Cleanup(pool.Close)
-	f, mem, opts := offlineOn(t, WithRenderWorkers(pool))
+	f, mem, opts := offlineEngine(t, e, WithRenderWorkers(pool))
 	reserve(t, mem, "big", 1, helmrelease.StatusPendingInstall)
 	before := peakRSS(t)
 	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "big", Version: "0.1.0"},

@@ -55,6 +55,8 @@ type idleWorker struct {
 // PoolRender is one render asked of a pool.
 type PoolRender struct {
 	Job GuardRender
+	// Engine is the Helm whose engine renders Job ("": v3).
+	Engine Engine
 	// Flow is the tenant the render's worker is accounted to.
 	Flow fairqueue.Flow
 	// CPU bounds the worker's CPU time for this render (0: the pool's Timeout).
@@ -224,7 +226,7 @@ func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRende
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := newCPUMeter(w.cmd.Process.Pid)
-	if err := writeFrame(w.in, workerJob{Render: r.Job, Lookups: r.Lookup != nil, Checks: r.Checks}); err != nil {
+	if err := writeFrame(w.in, workerJob{Render: r.Job, Engine: r.Engine, Lookups: r.Lookup != nil, Checks: r.Checks}); err != nil {
 		return workerResult{}, 0, w.failure(lim, fmt.Errorf("send the render: %w", err))
 	}
 	var checked atomic.Bool

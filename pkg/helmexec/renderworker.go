@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
@@ -32,6 +33,8 @@ const RenderWorkerArg = "__async-helm-render-worker"
 // upgrade renders them, with the values, release and capabilities Helm renders with.
 type workerJob struct {
 	Render GuardRender `json:"render"`
+	// Engine is the Helm whose engine renders ("": v3): each engine's render is its own.
+	Engine Engine `json:"engine,omitempty"`
 	// Lookups: the templates' `lookup` calls are asked of the parent on the worker's own
 	// pipes, answered as the job's identity (false: no cluster, lookups find nothing).
 	Lookups bool `json:"lookups,omitempty"`
@@ -133,36 +136,23 @@ func vmSize() int64 {
 // each file's expansion (aliases written out) before the parent parses any of it; lookups
 // go through the parent on pipe.
 func renderJob(job workerJob, pipe *pipeLookups) workerResult {
-	if len(job.Checks) > 0 {
-		var msgs strings.Builder
-		for _, c := range job.Checks {
-			msgs.WriteString(checkOne(c))
-		}
-		if msgs.Len() > 0 {
-			return workerResult{Failed: workerFailedValues, Error: msgs.String()}
-		}
-		if err := pipe.send(workerMsg{Checked: true}); err != nil {
-			return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
-		}
+	if res, ok := checkJob(job, pipe); !ok {
+		return res
 	}
 	g := job.Render
 	if g.Chart.Chart == nil || g.Chart.Chart.Metadata == nil {
 		return workerResult{Failed: workerFailedTemplate, Error: "no chart"}
 	}
 	ch := g.Chart.chart()
-	caps := g.Caps
-	if caps == nil {
-		caps = chartutil.DefaultCapabilities
-	}
-	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, g.Values, g.Release, caps, true)
-	if err != nil {
-		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
-	}
-	e := engine.Engine{}
+	var lookups *rest.Config // nil: no cluster, lookups find nothing
 	if job.Lookups {
-		e = engine.New(lookupConfig(pipe))
+		lookups = lookupConfig(pipe)
 	}
-	files, err := e.Render(ch, vals)
+	render := renderV3
+	if job.Engine == EngineV4 {
+		render = renderV4
+	}
+	files, err := render(g, ch, lookups)
 	if err != nil {
 		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
 	}
@@ -173,6 +163,42 @@ func renderJob(job workerJob, pipe *pipeLookups) workerResult {
 		return workerResult{Failed: workerFailedTooLarge, Error: err.Error()}
 	}
 	return workerResult{Files: files}
+}
+
+// checkJob makes the job's values checks; false with the result to answer when they fail.
+func checkJob(job workerJob, pipe *pipeLookups) (workerResult, bool) {
+	if len(job.Checks) == 0 {
+		return workerResult{}, true
+	}
+	var msgs strings.Builder
+	for _, c := range job.Checks {
+		msgs.WriteString(checkOne(c))
+	}
+	if msgs.Len() > 0 {
+		return workerResult{Failed: workerFailedValues, Error: msgs.String()}, false
+	}
+	if err := pipe.send(workerMsg{Checked: true}); err != nil {
+		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}, false
+	}
+	return workerResult{}, true
+}
+
+// renderV3 renders ch as Helm v3's install or upgrade does; lookups go through cfg (nil:
+// they find nothing).
+func renderV3(g GuardRender, ch *chart.Chart, cfg *rest.Config) (map[string]string, error) {
+	caps := g.Caps
+	if caps == nil {
+		caps = chartutil.DefaultCapabilities
+	}
+	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, g.Values, g.Release, caps, true)
+	if err != nil {
+		return nil, err
+	}
+	e := engine.Engine{}
+	if cfg != nil {
+		e = engine.New(cfg)
+	}
+	return e.Render(ch, vals)
 }
 
 // frozenAsRendered refuses output that would not reach Helm byte for byte: the answer is

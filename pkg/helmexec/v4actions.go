@@ -7,7 +7,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	action4 "helm.sh/helm/v4/pkg/action"
-	chart4 "helm.sh/helm/v4/pkg/chart/v2"
 	kube4 "helm.sh/helm/v4/pkg/kube"
 	releasei4 "helm.sh/helm/v4/pkg/release"
 	common4 "helm.sh/helm/v4/pkg/release/common"
@@ -70,14 +69,19 @@ func v4Out(rel releasei4.Releaser, err error) (*helmrelease.Release, error) {
 }
 
 func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
+	out, opts, err := f.renderOutOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.preflight(ctx, req, fence, req.Chart, req.Values, false); err != nil {
+	ch3, err := f.renderFirstV4(ctx, out, cfg, req, fence, WaitGateOf(opts...), req.Chart, req.Values, false)
+	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	ch, err := chartV4(req.Chart)
+	ch, err := chartV4(ch3)
 	if err != nil {
 		return nil, err
 	}
@@ -92,18 +96,23 @@ func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*h
 	i.PostRenderer = renderSignal{fence}
 	// Helm v4's install goes on in the background when its context ends: it gets one that
 	// does not end, its waits end with ctx (v4Kube), and the fence stops the rest.
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: out.bound(req)}, func() (*helmrelease.Release, error) {
 		return v4Out(i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values))
 	})
+	out.thaw(rel)
 	return rel, checkAdopted(adopter, err)
 }
 
 func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
+	out, opts, err := f.renderOutOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
 	if err != nil {
 		return nil, err
 	}
-	ch3, ch, err := upgradeChartV4(cfg, req)
+	ch3, err := upgradeChartV4(cfg, req)
 	if err != nil {
 		return nil, err
 	}
@@ -111,8 +120,12 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	if err := f.preflight(ctx, req, fence, ch3, values, true); err != nil {
+	if ch3, err = f.renderFirstV4(ctx, out, cfg, req, fence, WaitGateOf(opts...), ch3, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
+	}
+	ch, err := chartV4(ch3)
+	if err != nil {
+		return nil, err
 	}
 	u := action4.NewUpgrade(cfg)
 	u.Namespace, u.Timeout, u.WaitStrategy, u.WaitForJobs = req.Namespace, req.Timeout, waitStrategy(req), req.WaitForJobs
@@ -123,9 +136,10 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	u.ForceConflicts = forceOf(req, func() string { return lastApplyMethod(cfg, req.Name) })
 	u.SkipSchemaValidation = true // checked above, within bounds
 	u.PostRenderer = renderSignal{fence}
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: req.RenderTimeout}, func() (*helmrelease.Release, error) {
+	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: out.bound(req)}, func() (*helmrelease.Release, error) {
 		return v4Out(u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values))
 	})
+	out.thaw(rel)
 	return rel, checkAdopted(adopter, err)
 }
 
@@ -154,35 +168,34 @@ func forceOf(req Request, replaced func() string) bool {
 }
 
 // upgradeChartV4 is the chart an upgrade runs (the request's, or the deployed one's when
-// it names none, checked against the digest submit validated), as Helm v3's and v4's.
-func upgradeChartV4(cfg *action4.Configuration, req Request) (*chart.Chart, *chart4.Chart, error) {
+// it names none, checked against the digest submit validated), as Helm v3's.
+func upgradeChartV4(cfg *action4.Configuration, req Request) (*chart.Chart, error) {
 	if req.Chart != nil {
-		ch, err := chartV4(req.Chart)
-		return req.Chart, ch, err
+		return req.Chart, nil
 	}
 	got, err := cfg.Releases.Deployed(req.Name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
+		return nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
 	}
 	cur, err := asV4(got)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cur3, err := releaseV3(cur)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if req.ChartDigest != "" {
 		digest, err := release.ChartDigest(cur3.Chart)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if digest != req.ChartDigest {
-			return nil, nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
+			return nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
 				ErrChartChanged, cur.Version, digest, req.ChartDigest)
 		}
 	}
-	return cur3.Chart, cur.Chart, nil
+	return cur3.Chart, nil
 }
 
 // upgradeValuesV4 is upgradeValues on Helm v4's storage.

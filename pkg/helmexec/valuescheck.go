@@ -198,14 +198,9 @@ func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
 }
 
 // checkValues checks values against ch's schemas within the factory's bounds, as Helm's
-// own check would; the action then runs with Helm's check off. A chart whose schema Helm's
-// check must not compile (skipSchemaValidation) is not checked at all.
+// own check would; the action then runs with Helm's check off.
 func (f *Factory) checkValues(ctx context.Context, ch *chart.Chart, values map[string]any) error {
-	skip, err := skipSchemaValidation(ch)
-	if err != nil || skip {
-		return err
-	}
-	checks, err := SchemaChecks(ch, values)
+	checks, err := helmChecks(ch, values)
 	if err != nil {
 		return err
 	}
@@ -213,6 +208,16 @@ func (f *Factory) checkValues(ctx context.Context, ch *chart.Chart, values map[s
 		return (&Renderer{Limits: DefaultValuesLimits}).CheckValues(ctx, checks)
 	}
 	return f.values.CheckValues(ctx, checks)
+}
+
+// helmChecks are the values checks of Helm's install or upgrade: none for a chart whose
+// schema Helm's check must not compile (skipSchemaValidation).
+func helmChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
+	skip, err := skipSchemaValidation(ch)
+	if err != nil || skip {
+		return nil, err
+	}
+	return SchemaChecks(ch, values)
 }
 
 // upgradeValues are the values Helm's upgrade runs with: the request's, or when it has none,
