@@ -52,25 +52,22 @@ var DefaultBudget = Budget{MaxBytes: bounds.DefaultUnpackedBytes, MaxFiles: boun
 	MaxCRDNodes: bounds.DefaultCRDNodes}
 
 func (b Budget) withDefaults() Budget {
-	if b.MaxBytes <= 0 {
-		b.MaxBytes = DefaultBudget.MaxBytes
-	}
-	if b.MaxFiles <= 0 {
-		b.MaxFiles = DefaultBudget.MaxFiles
-	}
-	if b.MaxDepth <= 0 {
-		b.MaxDepth = DefaultBudget.MaxDepth
-	}
-	if b.MaxNodes <= 0 {
-		b.MaxNodes = DefaultBudget.MaxNodes
-	}
-	if b.MaxSchemaNodes <= 0 {
-		b.MaxSchemaNodes = DefaultBudget.MaxSchemaNodes
-	}
-	if b.MaxCRDNodes <= 0 {
-		b.MaxCRDNodes = DefaultBudget.MaxCRDNodes
-	}
+	d := DefaultBudget
+	b.MaxBytes = positiveOr(b.MaxBytes, d.MaxBytes)
+	b.MaxFiles = positiveOr(b.MaxFiles, d.MaxFiles)
+	b.MaxDepth = positiveOr(b.MaxDepth, d.MaxDepth)
+	b.MaxNodes = positiveOr(b.MaxNodes, d.MaxNodes)
+	b.MaxSchemaNodes = positiveOr(b.MaxSchemaNodes, d.MaxSchemaNodes)
+	b.MaxCRDNodes = positiveOr(b.MaxCRDNodes, d.MaxCRDNodes)
 	return b
+}
+
+// positiveOr is a bound as set, or its default when unset (0) or not a bound (negative).
+func positiveOr[T ~int | ~int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // BudgetError is a chart over its budget; errors.Is(err, ErrTooLarge) is true.

@@ -205,12 +205,7 @@ func (s *Source) dedupe(c *Chart) *Chart {
 	return c
 }
 
-func (s *Source) maxCacheBytes() int64 {
-	if s.MaxCacheBytes > 0 {
-		return s.MaxCacheBytes
-	}
-	return bounds.DefaultCacheBytes
-}
+func (s *Source) maxCacheBytes() int64 { return positiveOr(s.MaxCacheBytes, bounds.DefaultCacheBytes) }
 
 // evict drops entries until the cache holds at most MaxCacheBytes: the least recently used
 // of the namespace whose entries hold the most, so a namespace's many charts push out its
@@ -347,12 +342,7 @@ func (s *Source) Slots() *FetchSlots {
 // counts it.
 func (c *Chart) Size() int64 { return c.size }
 
-func (s *Source) maxBytes() int64 {
-	if s.MaxBytes > 0 {
-		return s.MaxBytes
-	}
-	return bounds.DefaultArchiveBytes
-}
+func (s *Source) maxBytes() int64 { return positiveOr(s.MaxBytes, bounds.DefaultArchiveBytes) }
 
 func (s *Source) download(ctx context.Context, namespace, u string) ([]byte, error) {
 	rc, err := s.forURL(ctx, namespace, u)
