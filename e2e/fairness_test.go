@@ -98,7 +98,9 @@ func TestFairShareBurst(t *testing.T) {
 	}
 	a.wait()
 	if missing := a.notDeployed(w); len(missing) > 0 {
-		t.Fatalf("A: %d of %d accepted installs not deployed, e.g. %v", len(missing), len(a.accepted), missing[:min(5, len(missing))])
+		ns, name, _ := strings.Cut(missing[0], "/")
+		t.Fatalf("A: %d of %d accepted installs not deployed (%d seen failed), e.g. %v; %s: %+v", len(missing), len(a.accepted),
+			w.failures(), missing[:min(5, len(missing))], missing[0], s.getRelease(t, ns, name).Info)
 	}
 	if len(a.accepted) != size {
 		t.Fatalf("A: %d of %d installs accepted", len(a.accepted), size)
@@ -278,12 +280,20 @@ func startTenantA(t *testing.T, ctx context.Context, s *stack, chart string, siz
 
 func (a *tenantA) wait() { a.wg.Wait() }
 
-// drained reports whether every install was sent and each accepted one is deployed.
+// drained reports whether every install was sent and each accepted one is final (deployed,
+// or failed: the test then fails at once rather than at its context).
 func (a *tenantA) drained(w *deployWatch) bool {
 	a.mu.Lock()
-	sent := a.sent
-	a.mu.Unlock()
-	return sent && len(a.notDeployed(w)) == 0
+	defer a.mu.Unlock()
+	if !a.sent {
+		return false
+	}
+	for _, i := range a.accepted {
+		if !w.has(i.namespace, i.name) && !w.hasFailed(i.namespace, i.name) {
+			return false
+		}
+	}
+	return true
 }
 
 // notDeployed lists A's accepted installs not seen deployed.
@@ -364,10 +374,11 @@ func (b *fairTenantB) waitDeployed(t *testing.T, ctx context.Context, name strin
 }
 
 // deployWatch records when each release's first revision was first seen deployed, from a
-// watch of the Helm Secrets' labels (one clock for every tenant).
+// watch of the Helm Secrets' labels (one clock for every tenant), and which were seen failed.
 type deployWatch struct {
-	mu sync.Mutex
-	at map[string]map[string]time.Time // namespace, release
+	mu     sync.Mutex
+	at     map[string]map[string]time.Time // namespace, release
+	failed map[string]map[string]bool
 }
 
 func watchDeployed(t *testing.T, namespaces ...string) *deployWatch {
@@ -378,11 +389,11 @@ func watchDeployed(t *testing.T, namespaces ...string) *deployWatch {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w := &deployWatch{at: map[string]map[string]time.Time{}}
+	w := &deployWatch{at: map[string]map[string]time.Time{}, failed: map[string]map[string]bool{}}
 	for _, ns := range namespaces {
-		w.at[ns] = map[string]time.Time{}
+		w.at[ns], w.failed[ns] = map[string]time.Time{}, map[string]bool{}
 		f := metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns, func(o *metav1.ListOptions) {
-			o.LabelSelector = "owner=helm,status=deployed"
+			o.LabelSelector = "owner=helm,status in (deployed,failed)"
 		})
 		inf := f.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: w.seen, UpdateFunc: func(_, o any) { w.seen(o) }}); err != nil {
@@ -402,6 +413,12 @@ func (w *deployWatch) seen(o any) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if m.Labels["status"] == "failed" {
+		if byName := w.failed[m.Namespace]; byName != nil {
+			byName[m.Labels["name"]] = true
+		}
+		return
+	}
 	if byName := w.at[m.Namespace]; byName != nil {
 		if _, ok := byName[m.Labels["name"]]; !ok {
 			byName[m.Labels["name"]] = now
@@ -415,6 +432,24 @@ func (w *deployWatch) has(ns, name string) bool {
 	defer w.mu.Unlock()
 	_, ok := w.at[ns][name]
 	return ok
+}
+
+// hasFailed reports whether a revision of ns/name was seen failed.
+func (w *deployWatch) hasFailed(ns, name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed[ns][name]
+}
+
+// failures is how many releases were seen failed.
+func (w *deployWatch) failures() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, byName := range w.failed {
+		n += len(byName)
+	}
+	return n
 }
 
 // deployedBy is how many releases of namespaces named prefix... were seen deployed by t
