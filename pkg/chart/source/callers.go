@@ -56,10 +56,7 @@ func (l *CallerLimits) Allow(caller string) (bool, time.Duration) {
 
 // forgetFull makes room for one more caller.
 func (l *CallerLimits) forgetFull(now time.Time) {
-	limit := l.MaxCallers
-	if limit <= 0 {
-		limit = 10000
-	}
+	limit := positiveOr(l.MaxCallers, 10000)
 	if len(l.byCaller) < limit {
 		return
 	}

@@ -313,11 +313,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 // the archive was charged.
 func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, charged, error) {
 	s.loadsOnce.Do(func() {
-		n := s.MaxParallelLoads
-		if n <= 0 {
-			n = 2
-		}
-		s.loads = make(chan struct{}, n)
+		s.loads = make(chan struct{}, positiveOr(s.MaxParallelLoads, 2))
 	})
 	select {
 	case s.loads <- struct{}{}:

@@ -73,10 +73,7 @@ func (p Policy) HTTPClient(timeout time.Duration) *http.Client {
 			return nil
 		},
 	}
-	max := p.MaxRedirects
-	if max <= 0 {
-		max = 5
-	}
+	max := positiveOr(p.MaxRedirects, 5)
 	return &http.Client{
 		Timeout: timeout,
 		Transport: &http.Transport{

@@ -31,14 +31,7 @@ func NewRenderSlots(total int, wait time.Duration) *RenderSlots {
 
 // RenderSlots are the settings' render slots (defaults: 2 slots, waited for 10 s).
 func (c RouteSettings) RenderSlots() *RenderSlots {
-	n, wait := c.TemplateRenderMaxParallel, c.TemplateRenderTimeout
-	if n <= 0 {
-		n = 2
-	}
-	if wait <= 0 {
-		wait = 10 * time.Second
-	}
-	return NewRenderSlots(n, wait)
+	return NewRenderSlots(positiveOr(c.TemplateRenderMaxParallel, 2), positiveOr(c.TemplateRenderTimeout, 10*time.Second))
 }
 
 // Stats are what each tenant holds of the render slots and waits for (submit's metrics).
