@@ -125,14 +125,14 @@ func TestCancelledWaitEndsFailedAndV4StopsWatching(t *testing.T) {
 		}
 		orphans := x.fn.svc.Orphans
 		if engine == helmexec.EngineV3 {
-			if a, _ := orphans.Count(); a != 1 {
+			if a := orphans.Count(); a != 1 {
 				t.Errorf("v3: %d orphans after the cancel; its wait goes on behind the fence until Helm's timeout", a)
 			}
 			return
 		}
 		// Helm's goroutine returns once its wait ended: from then on nothing of the action runs.
 		testwait.Within(t, 30*time.Second, "the v4 action's goroutine to return and its watches to close", func() bool {
-			a, _ := orphans.Count()
+			a := orphans.Count()
 			open, _, _, _ := w.counts()
 			return a == 0 && open == 0
 		})

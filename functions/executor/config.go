@@ -50,19 +50,16 @@ type Config struct {
 	// Namespace is async-helm's own namespace, which tenants cannot write: the records of
 	// consumed requests live there.
 	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
-	// RenderTimeout bounds the CPU time of rendering a chart's templates; past it the action
-	// fails.
+	// RenderTimeout bounds the CPU time of rendering a chart's templates (its worker's); past
+	// it the action fails.
 	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
 	// RenderWorkers is the number of worker processes that render the templates of
-	// installs and upgrades (v3 engine), each one chart at a time, bounded by RenderTimeout
-	// of CPU and RenderMemoryMiB of memory, handed out per tenant (while renders wait on
-	// their lookups, up to twice as many live); 0 renders in this process.
+	// installs and upgrades (either engine), each one chart at a time, bounded by
+	// RenderTimeout of CPU and RenderMemoryMiB of memory, handed out per tenant (while
+	// renders wait on their lookups, up to twice as many live); 0 is the default.
 	RenderWorkers int `envconfig:"RENDER_WORKERS" default:"2"`
 	// RenderMemoryMiB bounds each render worker's memory.
 	RenderMemoryMiB int64 `envconfig:"RENDER_MEMORY_MIB" default:"256"`
-	// MaxOrphanedRenders renders past their bound (which Go cannot stop) make the executor
-	// refuse new work and exit once drained, so that its platform restarts it.
-	MaxOrphanedRenders int `envconfig:"MAX_ORPHANED_RENDERS" default:"4"`
 	// HelmEngine is the Helm SDK actions run on: v3 (default) or v4 (docs/deploy.md,
 	// "Helm v4").
 	HelmEngine string `envconfig:"HELM_ENGINE" default:"v3"`

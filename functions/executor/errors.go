@@ -14,7 +14,7 @@ func statusOf(err error) int {
 	if errors.Is(err, executor.ErrBusy) {
 		return http.StatusTooManyRequests
 	}
-	// Exhausted, held by another executor, cancelled by its sender or failed: another
+	// Held by another executor, cancelled by its sender or failed: another
 	// delivery may run it.
 	return http.StatusServiceUnavailable
 }

@@ -34,15 +34,13 @@ type Function struct {
 	shutdown context.Context
 	svc      *executor.Service
 	events   http.Handler
-	// exit ends the process (os.Exit; tests replace it).
-	exit func(code int)
 	// helmOpts are given to the Helm factory after the engine (tests count its requests).
 	helmOpts []helmexec.FactoryOption
 }
 
 // New builds the executor; Start opens its clients.
 func New(cfg Config, log *zap.SugaredLogger, shutdown context.Context, metrics *function.Metrics) *Function {
-	return &Function{cfg: cfg, log: log, shutdown: shutdown, metrics: metrics, exit: os.Exit}
+	return &Function{cfg: cfg, log: log, shutdown: shutdown, metrics: metrics}
 }
 
 // Start connects to the cluster.
@@ -70,20 +68,19 @@ func (f *Function) Start(ctx context.Context) error {
 		Charts: charts,
 		Heartbeat: executor.HeartbeatLeases(&lease.Heartbeat{Client: cl.Typed, Holder: holder, Duration: f.cfg.LeaseDuration,
 			CancelKey: signing.Key(f.cfg.EventSigningKey)}), // honours only cancels submit signed
-		Consumed:           &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
-		SealKey:            signing.Key(f.cfg.EventSigningKey), // submit seals with its signing key
-		RequireBinding:     f.cfg.EventSigningKey != "",
-		Log:                f.log,
-		MaxActionTime:      f.cfg.MaxActionTime,
-		SlotWait:           f.cfg.SlotWait,
-		DeliveryTimeout:    f.cfg.DeliveryTimeout,
-		MaxWaitingBytes:    f.cfg.MaxWaitingBytes,
-		MaxWaiting:         f.cfg.MaxWaiting,
-		CPUSlots:           f.cfg.CPUSlots,
-		MaxHistory:         f.cfg.MaxHistory,
-		RenderTimeout:      f.cfg.RenderTimeout,
-		MaxOrphanedRenders: f.cfg.MaxOrphanedRenders,
-		Orphans:            &helmexec.Orphans{OnChange: f.orphansChanged},
+		Consumed:        &consumed.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
+		SealKey:         signing.Key(f.cfg.EventSigningKey), // submit seals with its signing key
+		RequireBinding:  f.cfg.EventSigningKey != "",
+		Log:             f.log,
+		MaxActionTime:   f.cfg.MaxActionTime,
+		SlotWait:        f.cfg.SlotWait,
+		DeliveryTimeout: f.cfg.DeliveryTimeout,
+		MaxWaitingBytes: f.cfg.MaxWaitingBytes,
+		MaxWaiting:      f.cfg.MaxWaiting,
+		CPUSlots:        f.cfg.CPUSlots,
+		MaxHistory:      f.cfg.MaxHistory,
+		RenderTimeout:   f.cfg.RenderTimeout,
+		Orphans:         &helmexec.Orphans{OnChange: f.orphansChanged},
 		ActionLogs: &executor.ActionLogs{Store: &actionlog.Store{Client: cl.Typed, Namespace: f.cfg.Namespace},
 			Bytes: f.cfg.ActionLogBytes, Keep: f.cfg.ActionLogKeep, FlushEvery: f.cfg.ActionLogFlush},
 		ValuesAs: executor.ValuesReaderAs(cl.Config), // values_from, read as the caller
@@ -122,11 +119,9 @@ func (f *Function) helmFactory(cl *kube.Clients) (*helmexec.Factory, error) {
 	if err != nil {
 		return nil, err
 	}
-	helmOpts := []helmexec.FactoryOption{helmexec.WithEngine(engine)}
-	if f.cfg.RenderWorkers > 0 {
-		helmOpts = append(helmOpts, helmexec.WithRenderWorkers(&helmexec.RenderPool{Limits: helmexec.RenderLimits{
-			Timeout: f.cfg.RenderTimeout, MaxMemoryBytes: f.cfg.RenderMemoryMiB << 20, MaxParallel: f.cfg.RenderWorkers}}))
-	}
+	helmOpts := []helmexec.FactoryOption{helmexec.WithEngine(engine),
+		helmexec.WithRenderWorkers(&helmexec.RenderPool{Limits: helmexec.RenderLimits{ // 0s: the defaults
+			Timeout: f.cfg.RenderTimeout, MaxMemoryBytes: f.cfg.RenderMemoryMiB << 20, MaxParallel: f.cfg.RenderWorkers}})}
 	return helmexec.NewFactory(cl.Config, append(helmOpts, f.helmOpts...)...)
 }
 
@@ -150,7 +145,6 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.E
 	}
 	ctx = chartsource.WithCaller(ctx, chartsource.Caller{User: a.Caller.User, UID: a.Caller.UID, Groups: a.Caller.Groups, Extra: a.Caller.Extra})
 	outcome, err := f.svc.Handle(ctx, f.shutdown, a, stored)
-	f.exitIfExhausted()
 	if err != nil {
 		f.logUnhandled(ctx, e, err)
 		return function.EventReply{}, err
@@ -187,10 +181,10 @@ func (f *Function) admitEvent(e cloudevents.Event) (events.Action, []byte, error
 }
 
 // logUnhandled logs a delivery the executor did not run, but not the refusals its sender
-// retries as a matter of course (busy, held elsewhere, exhausted).
+// retries as a matter of course (busy, held elsewhere).
 func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err error) {
 	switch {
-	case errors.Is(err, executor.ErrExhausted), errors.Is(err, executor.ErrBusy), errors.Is(err, executor.ErrHeldElsewhere):
+	case errors.Is(err, executor.ErrBusy), errors.Is(err, executor.ErrHeldElsewhere):
 	case ctx.Err() != nil:
 		f.log.Infow("delivery cancelled by its sender", "id", e.ID(), "error", err.Error())
 	default:
@@ -199,22 +193,7 @@ func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err er
 }
 
 // orphansChanged logs every change of the orphans: Helm goroutines that outlived their
-// action (fenced off: they can write nothing) and renders past RENDER_TIMEOUT.
-func (f *Function) orphansChanged(actions, renders int) {
-	f.log.Warnw("orphaned Helm work", "orphanedActions", actions, "orphanedRenders", renders,
-		"maxOrphanedRenders", f.cfg.MaxOrphanedRenders)
-	f.exitIfExhausted()
-}
-
-// exitIfExhausted ends the process once too many renders run that nothing else can stop
-// and no action runs any more: the platform restarts the container, which ends them.
-func (f *Function) exitIfExhausted() {
-	if f.svc == nil || !f.svc.Exhausted() || !f.svc.Drained() {
-		return
-	}
-	actions, renders := f.svc.Orphans.Count()
-	f.log.Errorw("exiting: too many renders past RENDER_TIMEOUT are still running; the platform restarts the executor",
-		"orphanedActions", actions, "orphanedRenders", renders)
-	_ = f.log.Sync()
-	f.exit(3)
+// action, fenced off (they can write nothing).
+func (f *Function) orphansChanged(orphans int) {
+	f.log.Warnw("orphaned Helm work", "orphanedActions", orphans)
 }

@@ -62,9 +62,6 @@ func newRig(t *testing.T, cfg Config, helmOpts ...helmexec.FactoryOption) *rig {
 	}
 	cfg.ChartRepositories = "test=" + charts.URL
 	cfg.AllowLoopbackCharts = true
-	if cfg.RenderWorkers == 0 { // as deployed (envconfig's default): templates render in workers
-		cfg.RenderWorkers = 2
-	}
 	if cfg.MaxParallel == 0 {
 		cfg.MaxParallel = 4
 	}

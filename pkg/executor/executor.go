@@ -55,10 +55,6 @@ const (
 // upgrade, rollback, uninstall), written before Helm starts.
 const AnnotationAction = "async-helm.io/action"
 
-// ErrExhausted means too many renders this process cannot stop are still running: it
-// takes no new work and exits once drained, so that its platform restarts it.
-var ErrExhausted = errors.New("executor exhausted by orphaned renders; it restarts once drained")
-
 // Service runs actions.
 type Service struct {
 	Store     Store
@@ -106,11 +102,9 @@ type Service struct {
 	// SealKey is submit's seal key (LabelSeal): a refused event fails the record it lands
 	// on only when submit sealed that record for the request (none without a key).
 	SealKey signing.Key
-	// RenderTimeout bounds the rendering of a chart's templates (0: unbounded).
+	// RenderTimeout bounds the CPU time of rendering a chart's templates in its worker (0:
+	// the render pool's bound).
 	RenderTimeout time.Duration
-	// MaxOrphanedRenders is how many renders past their bound may go on before the
-	// executor takes no more work (0: no limit).
-	MaxOrphanedRenders int
 	// Orphans counts Helm's goroutines that outlived their action (New makes one).
 	Orphans *helmexec.Orphans
 	// RequireBinding refuses deliveries without a binding to their Secret (events.BoundSecret):
@@ -167,15 +161,6 @@ func New(s Service, parallel int) *Service {
 	return &s
 }
 
-// Exhausted reports whether orphaned renders reached MaxOrphanedRenders: no new work.
-func (s *Service) Exhausted() bool {
-	if s.MaxOrphanedRenders <= 0 {
-		return false
-	}
-	_, renders := s.Orphans.Count()
-	return renders >= s.MaxOrphanedRenders
-}
-
 // Drained reports whether no action lives (with a slot or having lent it).
 func (s *Service) Drained() bool { return s.slots.InUse() == 0 }
 
@@ -198,9 +183,6 @@ func flowOf(a events.Action) fairqueue.Flow {
 // A redelivery of a revision this process is already handling waits for that run's
 // outcome instead of starting Helm a second time.
 func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
-	if s.Exhausted() {
-		return "", ErrExhausted
-	}
 	if s.RequireBinding && a.BoundSecretUID == "" {
 		// A copy of a stored event (a tenant can read it) posted to the executor: only
 		// deliveries bound by submit or by the sweeper run. Refused before it can be

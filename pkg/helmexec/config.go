@@ -29,11 +29,10 @@ import (
 type Factory struct {
 	rest   *rest.Config
 	shared *sharedDiscovery
-	// values checks values against chart schemas, in a child when they may not end.
-	values *Renderer
 	// engine runs install, upgrade, rollback and uninstall (v4config.go).
 	engine Engine
-	// renders, when set, renders the templates of installs and upgrades (render_out.go).
+	// renders renders the templates of installs and upgrades, and checks their values
+	// (render_out.go).
 	renders *RenderPool
 }
 
@@ -51,8 +50,10 @@ func NewFactory(cfg *rest.Config, opts ...FactoryOption) (*Factory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), values: &Renderer{Limits: DefaultValuesLimits}, engine: o.engine,
-		renders: o.renders}, nil
+	if o.renders == nil {
+		o.renders = &RenderPool{}
+	}
+	return &Factory{rest: cfg, shared: newSharedDiscovery(dc, o), engine: o.engine, renders: o.renders}, nil
 }
 
 // Option changes a configuration before it is used.

@@ -97,7 +97,7 @@ func sharedFactory(srv *fakeServer, opts ...FactoryOption) *Factory {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Factory{rest: &rest.Config{Host: "http://127.0.0.1:1"}, shared: newSharedDiscovery(srv, o)}
+	return &Factory{rest: &rest.Config{Host: "http://127.0.0.1:1"}, shared: newSharedDiscovery(srv, o), renders: &RenderPool{}}
 }
 
 const (

@@ -22,8 +22,8 @@ var ErrActionEnded = errors.New("the action ended; Helm's background work is fen
 
 // Fence closes one action off from the cluster when the action ends: its storage is sealed
 // and its kube client refuses every call. Helm's install and upgrade go on in a goroutine
-// after their context ends, and a render cannot be interrupted at all; the fence makes sure
-// such leftovers can change nothing, and counts them as orphans until they return.
+// after their context ends; the fence makes sure such leftovers can change nothing, and
+// counts them as orphans until they return.
 type Fence struct {
 	// Orphans, when set, counts this action while it is an orphan.
 	Orphans *Orphans
@@ -33,21 +33,9 @@ type Fence struct {
 	mu       sync.Mutex
 	ended    bool
 	running  bool // the goroutine running Helm's action has not returned
-	rendered bool // Helm's post-renderer ran (the templates are rendered)
 	inflight int  // cluster calls under way
-	// rendering is the CPU time of the action's runs that ended before Helm rendered (the
-	// guard render): the render bound is the action's, not each run's.
-	rendering time.Duration
-	orphan    orphanKind
+	orphan   bool
 }
-
-type orphanKind int
-
-const (
-	notOrphan orphanKind = iota
-	orphanAction
-	orphanRender
-)
 
 // End closes the fence: call it before cancelling the action's context, so that Helm's
 // own failure write, racing the cancel, is refused too.
@@ -67,25 +55,17 @@ func (f *Fence) Ended() bool {
 func (f *Fence) update(change func()) {
 	f.mu.Lock()
 	change()
-	next := notOrphan
-	switch {
-	case !f.ended:
-	case f.running && !f.rendered:
-		next = orphanRender
-	case f.running || f.inflight > 0:
-		next = orphanAction
-	}
+	next := f.ended && (f.running || f.inflight > 0)
 	prev := f.orphan
 	f.orphan = next
 	f.mu.Unlock()
 	if prev != next && f.Orphans != nil {
-		f.Orphans.move(prev, next)
+		f.Orphans.add(next)
 	}
 }
 
-func (f *Fence) started()      { f.update(func() { f.running = true }) }
-func (f *Fence) returned()     { f.update(func() { f.running = false }) }
-func (f *Fence) markRendered() { f.update(func() { f.rendered = true }) }
+func (f *Fence) started()  { f.update(func() { f.running = true }) }
+func (f *Fence) returned() { f.update(func() { f.running = false }) }
 
 // enter admits a cluster call; the caller must call leave when it returns.
 func (f *Fence) enter() error {
@@ -108,40 +88,34 @@ func (f *Fence) storage(d storage.Driver) storage.Driver {
 	return &f.seal
 }
 
-// Orphans counts the actions whose Helm work outlived them, and among them the renders
-// (which nothing but the end of the process stops).
+// Orphans counts the actions whose Helm work outlived them (fenced off: it can change
+// nothing).
 type Orphans struct {
-	mu              sync.Mutex
-	actions, render int
-	// OnChange, when set, is told the counts after every change (logs, metrics).
-	OnChange func(actions, renders int)
+	mu sync.Mutex
+	n  int
+	// OnChange, when set, is told the count after every change (logs, metrics).
+	OnChange func(orphans int)
 }
 
-// Count is how many orphans there are now, and how many of them are still rendering.
-func (o *Orphans) Count() (actions, renders int) {
+// Count is how many orphans there are now.
+func (o *Orphans) Count() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.actions, o.render
+	return o.n
 }
 
-func (o *Orphans) move(from, to orphanKind) {
+// add counts one more orphan (up) or one fewer.
+func (o *Orphans) add(up bool) {
 	o.mu.Lock()
-	o.add(from, -1)
-	o.add(to, 1)
-	a, r := o.actions, o.render
+	if up {
+		o.n++
+	} else {
+		o.n--
+	}
+	n := o.n
 	o.mu.Unlock()
 	if o.OnChange != nil {
-		o.OnChange(a, r)
-	}
-}
-
-func (o *Orphans) add(k orphanKind, n int) {
-	switch k {
-	case orphanAction:
-		o.actions += n
-	case orphanRender:
-		o.actions += n
-		o.render += n
+		o.OnChange(n)
 	}
 }
 
@@ -251,7 +225,7 @@ func (k fencedKube) OutputContainerLogsForPodList(l *v1.PodList, namespace strin
 func (f *Fence) String() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return fmt.Sprintf("fence{ended=%v running=%v rendered=%v inflight=%d}", f.ended, f.running, f.rendered, f.inflight)
+	return fmt.Sprintf("fence{ended=%v running=%v inflight=%d}", f.ended, f.running, f.inflight)
 }
 
 // FenceOf is the fence opts carry (nil without WithFence): fakes of Helm in tests honour it.
@@ -264,8 +238,9 @@ func FenceOf(opts ...Option) *Fence {
 }
 
 // guardREST fences every call made through cfg, the action's identity: the template
-// `lookup` calls of a render too, which reach the API server through Helm's REST config
-// rather than its kube client. An orphaned render's lookups then fail at once.
+// `lookup` calls of a render too, which reach the API server through the action's REST
+// config rather than its kube client. A render's lookups after its action ended fail at
+// once.
 func (f *Fence) guardREST(cfg *rest.Config) {
 	if f == nil {
 		return

@@ -28,6 +28,7 @@ func offline(t *testing.T) (*Factory, *storage.Memory, []Option) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.renders.Close)
 	mem := storage.NewMemory()
 	mem.SetNamespace("ns")
 	return f, mem, []Option{WithDriver(mem), WithCapabilities(chartutil.DefaultCapabilities),

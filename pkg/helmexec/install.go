@@ -50,7 +50,8 @@ type Request struct {
 	// ValuesPin, on an upgrade, pins the values it may reuse (release.Pin.CheckValues):
 	// nil runs with whatever the record holds (events of an older submit).
 	ValuesPin *release.Pin
-	// RenderTimeout bounds how long Helm may take to render the templates (0: no bound).
+	// RenderTimeout bounds the CPU time of the templates' render in its worker (0: the
+	// render pool's bound).
 	RenderTimeout time.Duration
 	// Replace (installs): install over a release whose latest revision failed, as
 	// `helm install --replace` (a retry, docs/design.md "Retries and remediation").
@@ -84,7 +85,7 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 	if f.v4() {
 		return f.installV4(ctx, req, opts)
 	}
-	out, opts, err := f.renderOutOptions(opts)
+	out, opts, err := renderOutOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,13 +97,12 @@ func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*he
 		return nil, checkAdopted(adopter, err)
 	}
 	i := newInstall(cfg, req)
-	ch, bound, err := f.renderFirst(ctx, out, cfg, req, fence, WaitGateOf(opts...), req.Chart, req.Values, false)
+	ch, err := f.renderOutV3(ctx, out, cfg, req, WaitGateOf(opts...), req.Chart, req.Values, false)
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	i.SkipSchemaValidation = true // checked above, within bounds
-	i.PostRenderer = renderSignal{fence}
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: bound}, func() (*helmrelease.Release, error) {
+	i.SkipSchemaValidation = true // checked in the worker, within its bounds
+	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
 		return i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values)
 	})
 	out.thaw(rel)

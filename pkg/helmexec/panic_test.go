@@ -51,7 +51,7 @@ func TestUninstallOfARecordWithANullHookFailsTheActionNotTheProcess(t *testing.T
 func TestRunBoundedTurnsAPanicIntoAnError(t *testing.T) {
 	orphans := &Orphans{}
 	fence := &Fence{Orphans: orphans}
-	rel, err := runBounded(ctx(t), runOptions{fence: fence}, func() (*helmrelease.Release, error) {
+	rel, err := runBounded(ctx(t), fence, func() (*helmrelease.Release, error) {
 		panic("boom")
 	})
 	if rel != nil || !errors.Is(err, ErrHelmPanicked) || !strings.Contains(err.Error(), "boom") {

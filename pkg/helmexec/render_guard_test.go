@@ -79,14 +79,3 @@ func TestWhatHelmParsesIsMeasuredInTheWorker(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkGuardRenderTiny is the CPU the render guard adds to a tiny install.
-func BenchmarkGuardRenderTiny(b *testing.B) {
-	f := &Factory{}
-	req := Request{Namespace: "ns", Name: "web", Revision: 1}
-	for i := 0; i < b.N; i++ {
-		if err := f.preflight(b.Context(), req, &Fence{}, tiny("1.0.0"), nil, false); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

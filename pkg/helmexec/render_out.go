@@ -3,7 +3,6 @@ package helmexec
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -16,8 +15,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
-// WithRenderWorkers renders the templates of installs and upgrades in p's workers instead
-// of in this process (docs/design.md, "Render bound").
+// WithRenderWorkers renders the templates of installs and upgrades in p's workers (default:
+// a pool of DefaultRenderLimits' workers of the factory's own); never in this process
+// (docs/design.md, "Render workers").
 func WithRenderWorkers(p *RenderPool) FactoryOption {
 	return func(o *factoryOptions) { o.renders = p }
 }
@@ -28,12 +28,9 @@ type outOfProcess struct {
 	fz *frozen
 }
 
-// renderOutOptions prepares an action of f for a render in a worker (nil: f renders in
-// process): the storage wrapper that keeps the real chart in Helm's records.
-func (f *Factory) renderOutOptions(opts []Option) (*outOfProcess, []Option, error) {
-	if f.renders == nil {
-		return nil, opts, nil
-	}
+// renderOutOptions prepares an install or upgrade for its render in a worker: the storage
+// wrapper that keeps the real chart in Helm's records.
+func renderOutOptions(opts []Option) (*outOfProcess, []Option, error) {
 	fz, err := newFrozen()
 	if err != nil {
 		return nil, nil, err
@@ -78,6 +75,15 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSit
 	}
 	o.fz.freeze(ch, files, job)
 	return o.fz.chart, nil
+}
+
+// renderOutV3 is renderOut for Helm v3's install (upgrade false) or upgrade.
+func (f *Factory) renderOutV3(ctx context.Context, o *outOfProcess, cfg *action.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
+	site, err := siteV3(cfg, req, upgrade)
+	if err != nil {
+		return nil, err
+	}
+	return f.renderOut(ctx, o, site, req, gate, ch, values)
 }
 
 // siteV3 is what Helm v3's install (upgrade true: upgrade) of req renders with.
@@ -173,33 +179,5 @@ func discoverCapabilities(g discoveryGetter) (*chartutil.Capabilities, error) {
 		HelmVersion: chartutil.DefaultCapabilities.HelmVersion}, nil
 }
 
-// renderFirst is what the v3 engine runs before Helm's install or upgrade: out of process,
-// the chart Helm runs instead of ch (its templates rendered, nothing left to bound);
-// otherwise preflight, with ch and the render bound of Helm's own render.
-func (f *Factory) renderFirst(ctx context.Context, o *outOfProcess, cfg *action.Configuration, req Request, fence *Fence, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, time.Duration, error) {
-	if o == nil {
-		return ch, req.RenderTimeout, f.preflight(ctx, req, fence, ch, values, upgrade)
-	}
-	site, err := siteV3(cfg, req, upgrade)
-	if err != nil {
-		return nil, 0, err
-	}
-	frozen, err := f.renderOut(ctx, o, site, req, gate, ch, values)
-	return frozen, 0, err
-}
-
-// bound is the render bound of Helm's own run: none once the worker rendered (Helm's render
-// of the frozen chart costs about its size).
-func (o *outOfProcess) bound(req Request) time.Duration {
-	if o != nil {
-		return 0
-	}
-	return req.RenderTimeout
-}
-
 // thaw puts the real chart back into the release Helm returned.
-func (o *outOfProcess) thaw(rel *helmrelease.Release) {
-	if o != nil {
-		o.fz.thaw(rel)
-	}
-}
+func (o *outOfProcess) thaw(rel *helmrelease.Release) { o.fz.thaw(rel) }

@@ -34,6 +34,7 @@ func offlineOn(t *testing.T, fo ...FactoryOption) (*Factory, *storage.Memory, []
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.renders.Close)
 	mem := storage.NewMemory()
 	mem.SetNamespace("ns")
 	return f, mem, []Option{WithDriver(mem), WithCapabilities(chartutil.DefaultCapabilities),
@@ -97,9 +98,10 @@ func offlineEngine(t *testing.T, e Engine, fo ...FactoryOption) (*Factory, *stor
 	return f, mem, opts
 }
 
-// An install and an upgrade rendered in a worker write the records Helm writes when it
-// renders in process, on either engine, for the charts of testdata (GitLab 6.5.4 too): the
-// same manifest, hooks, notes, values and chart, failures too.
+// An install and an upgrade rendered in a worker write the records Helm's own action
+// writes when it renders the real chart in process, on either engine, for the charts of
+// testdata (GitLab 6.5.4 too): the same manifest, hooks, notes, values and chart,
+// failures too.
 func TestRecordsRenderedInAWorkerAreHelms(t *testing.T) {
 	for _, e := range []Engine{EngineV3, EngineV4} {
 		t.Run(string(e), func(t *testing.T) { testRecordsRenderedInAWorker(t, e) })
@@ -124,45 +126,92 @@ func testRecordsRenderedInAWorker(t *testing.T, e Engine) {
 	pool := workers(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			inProc, memIn, optsIn := offlineEngine(t, e)
+			helms, memIn, optsIn := offlineEngine(t, e)
 			out, memOut, optsOut := offlineEngine(t, e, WithRenderWorkers(pool))
 			for rev := 1; rev <= 2; rev++ {
 				req := Request{Namespace: "ns", Name: "web", Revision: rev, Chart: c.chart(t), Values: c.values, Description: "by test"}
-				run := (*Factory).Install
+				run, status := (*Factory).Install, helmrelease.StatusPendingInstall
 				if rev == 2 {
-					run = (*Factory).Upgrade
-				}
-				status := helmrelease.StatusPendingInstall
-				if rev == 2 {
-					status = helmrelease.StatusPendingUpgrade
+					run, status = (*Factory).Upgrade, helmrelease.StatusPendingUpgrade
 				}
 				reserve(t, memIn, "web", rev, status)
 				reserve(t, memOut, "web", rev, status)
-				_, errIn := run(inProc, ctx(t), req, optsIn...)
+				errIn := helmsOwn(t, helms, req, optsIn)
 				req.Chart = c.chart(t)
 				_, errOut := run(out, ctx(t), req, optsOut...)
 				if (errIn == nil) != (errOut == nil) {
-					t.Fatalf("revision %d: in process %v, in a worker %v", rev, errIn, errOut)
+					t.Fatalf("revision %d: Helm's own %v, in a worker %v", rev, errIn, errOut)
 				}
 				if errIn != nil {
-					t.Logf("revision %d failed: in process %v; in a worker %v", rev, errIn, errOut)
+					t.Logf("revision %d failed: Helm's own %v; in a worker %v", rev, errIn, errOut)
 					return
 				}
-				a, b := comparable(t, get(t, memIn, "web", rev)), comparable(t, get(t, memOut, "web", rev))
-				if c.random != nil {
-					a, b = c.random.ReplaceAllString(a, "RANDOM"), c.random.ReplaceAllString(b, "RANDOM")
-				}
-				if a != b {
-					i := 0
-					for i < len(a) && i < len(b) && a[i] == b[i] {
-						i++
-					}
-					from := max(i-300, 0)
-					t.Fatalf("revision %d's records differ at byte %d:\nin process ...%.600s\nin a worker ...%.600s", rev, i, a[from:], b[from:])
-				}
+				sameRecords(t, rev, c.random, get(t, memIn, "web", rev), get(t, memOut, "web", rev))
 			}
 		})
 	}
+}
+
+// sameRecords fails t where Helm's record and the worker's differ (but what random
+// matches).
+func sameRecords(t *testing.T, rev int, random *regexp.Regexp, helms, worker *helmrelease.Release) {
+	t.Helper()
+	a, b := comparable(t, helms), comparable(t, worker)
+	if random != nil {
+		a, b = random.ReplaceAllString(a, "RANDOM"), random.ReplaceAllString(b, "RANDOM")
+	}
+	if a == b {
+		return
+	}
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from := max(i-300, 0)
+	t.Fatalf("revision %d's records differ at byte %d:\nHelm's own ...%.600s\nin a worker ...%.600s", rev, i, a[from:], b[from:])
+}
+
+// helmsOwn runs Helm's own install (revision 1) or upgrade of req on the engine of f, on
+// the real chart, rendered in this process: what the executor's action, rendering in a
+// worker, must write.
+func helmsOwn(t *testing.T, f *Factory, req Request, opts []Option) error {
+	t.Helper()
+	opts = append(opts, ownedBy(req))
+	c := ctx(t)
+	if f.v4() {
+		cfg, adopter, _, err := f.adoptingV4(c, req, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := chartV4(req.Chart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Revision == 1 {
+			_, err = v4Out(newInstallV4(cfg, req).RunWithContext(c, ch, req.Values))
+		} else if values, verr := upgradeValuesV4(cfg, req); verr != nil {
+			err = verr
+		} else {
+			_, err = v4Out(newUpgradeV4(cfg, req).RunWithContext(c, req.Name, ch, values))
+		}
+		return checkAdopted(adopter, err)
+	}
+	cfg, adopter, _, err := f.adoptingConfiguration(req, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Revision == 1 {
+		i := newInstall(cfg, req)
+		i.SkipSchemaValidation = true
+		_, err = i.RunWithContext(c, req.Chart, req.Values)
+	} else if values, verr := upgradeValues(cfg, req); verr != nil {
+		err = verr
+	} else {
+		u := newUpgrade(cfg, req)
+		u.SkipSchemaValidation = true
+		_, err = u.RunWithContext(c, req.Name, req.Chart, values)
+	}
+	return checkAdopted(adopter, err)
 }
 
 // A template that builds a 400 MiB string fails the install with the memory reason, on

@@ -321,6 +321,9 @@ func (w *renderWorker) serve(ctx context.Context, lim RenderLimits, lookups *Loo
 	}
 }
 
+// minRenderCheck keeps the last checks before the CPU bound from waking for a few ns each.
+const minRenderCheck = 10 * time.Millisecond
+
 // renderWall bounds a worker render in time, whatever its CPU: a render waiting on its
 // lookups uses no CPU, and would otherwise hold a worker of the shared pool for as long as
 // the API server takes to answer its thousands of lookups.

@@ -38,11 +38,15 @@ func TestGitLabRendersInsideTheNodeBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := GuardRender{Chart: TreeOf(chartDir("gitlab-6.5.4.tgz")(t)), Values: gitlabValues,
+	ch := chartDir("gitlab-6.5.4.tgz")(t)
+	if err := chartutil.ProcessDependenciesWithMerge(ch, gitlabValues); err != nil {
+		t.Fatal(err)
+	}
+	job := GuardRender{Chart: TreeOf(ch), Values: gitlabValues,
 		Release: chartutil.ReleaseOptions{Name: "web", Namespace: "ns", Revision: 1, IsInstall: true}}
-	files := renderFiles(job)
-	if len(files) == 0 {
-		t.Fatal("GitLab did not render")
+	files, err := renderV3(job, job.Chart.chart(), nil)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("GitLab did not render: %v", err)
 	}
 	var nodes int64
 	for _, f := range files {

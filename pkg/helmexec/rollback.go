@@ -36,7 +36,7 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	}
 	// Helm's rollback takes no context: it runs in a goroutine of its own, and an end of
 	// ctx (a cancel, the deadline) fences it off and leaves it as an orphan.
-	_, err = runBounded(ctx, runOptions{fence: fence}, func() (*helmrelease.Release, error) {
+	_, err = runBounded(ctx, fence, func() (*helmrelease.Release, error) {
 		return nil, newRollback(cfg, req).Run(req.Name)
 	})
 	if err = checkAdopted(adopter, err); err != nil {

@@ -39,8 +39,8 @@ func (k waitingKube) Wait(r kube.ResourceList, d time.Duration) error {
 	return k.PrintingKubeClient.Wait(r, d)
 }
 
-// Helm's wait for readiness runs between Waiting and Working: the executor's CPU slot is
-// free while the action only waits.
+// Helm's wait for readiness (and the render, in its worker) runs between Waiting and
+// Working: the executor's CPU slot is free while the action only waits.
 func TestWaitGate(t *testing.T) {
 	f, mem, opts := offline(t)
 	s := &steps{}
@@ -50,7 +50,8 @@ func TestWaitGate(t *testing.T) {
 	if err != nil || rel.Info.Status != helmrelease.StatusDeployed {
 		t.Fatalf("install: %v, %v", rel, err)
 	}
-	want := []string{"gate: waiting", "kube: wait", "gate: working"}
+	want := []string{"gate: waiting", "gate: working", // the render, in its worker
+		"gate: waiting", "kube: wait", "gate: working"}
 	if len(s.log) != len(want) {
 		t.Fatalf("steps %q, want %q", s.log, want)
 	}

@@ -22,7 +22,7 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 	if f.v4() {
 		return f.upgradeV4(ctx, req, opts)
 	}
-	out, opts, err := f.renderOutOptions(opts)
+	out, opts, err := renderOutOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -59,13 +59,11 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	ch, bound, err := f.renderFirst(ctx, out, cfg, req, fence, WaitGateOf(opts...), ch, values, true)
-	if err != nil {
+	if ch, err = f.renderOutV3(ctx, out, cfg, req, WaitGateOf(opts...), ch, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	u.SkipSchemaValidation = true // checked above, within bounds
-	u.PostRenderer = renderSignal{fence}
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: bound}, func() (*helmrelease.Release, error) {
+	u.SkipSchemaValidation = true // checked in the worker, within its bounds
+	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
 		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values)
 	})
 	out.thaw(rel)

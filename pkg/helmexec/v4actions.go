@@ -69,7 +69,7 @@ func v4Out(rel releasei4.Releaser, err error) (*helmrelease.Release, error) {
 }
 
 func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	out, opts, err := f.renderOutOptions(opts)
+	out, opts, err := renderOutOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, err
 	}
-	ch3, err := f.renderFirstV4(ctx, out, cfg, req, fence, WaitGateOf(opts...), req.Chart, req.Values, false)
+	ch3, err := f.renderOutV4(ctx, out, cfg, req, WaitGateOf(opts...), req.Chart, req.Values, false)
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
@@ -85,18 +85,10 @@ func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, err
 	}
-	i := action4.NewInstall(cfg)
-	i.ReleaseName, i.Namespace = req.Name, req.Namespace
-	i.Timeout, i.WaitStrategy, i.WaitForJobs = req.Timeout, waitStrategy(req), req.WaitForJobs
-	i.RollbackOnFailure = req.Atomic
-	i.Description, i.Labels, i.Replace = req.Description, req.Labels, req.Replace
-	i.ServerSideApply = req.ServerSide == "true" || (req.ServerSide == "auto" && req.Replace && lastApplyMethod(cfg, req.Name) == "ssa")
-	i.ForceConflicts = req.ForceConflicts && i.ServerSideApply
-	i.SkipSchemaValidation = true // checked above, within bounds
-	i.PostRenderer = renderSignal{fence}
+	i := newInstallV4(cfg, req)
 	// Helm v4's install goes on in the background when its context ends: it gets one that
 	// does not end, its waits end with ctx (v4Kube), and the fence stops the rest.
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: out.bound(req)}, func() (*helmrelease.Release, error) {
+	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
 		return v4Out(i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values))
 	})
 	out.thaw(rel)
@@ -104,7 +96,7 @@ func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*h
 }
 
 func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	out, opts, err := f.renderOutOptions(opts)
+	out, opts, err := renderOutOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +112,36 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
-	if ch3, err = f.renderFirstV4(ctx, out, cfg, req, fence, WaitGateOf(opts...), ch3, values, true); err != nil {
+	if ch3, err = f.renderOutV4(ctx, out, cfg, req, WaitGateOf(opts...), ch3, values, true); err != nil {
 		return nil, checkAdopted(adopter, err)
 	}
 	ch, err := chartV4(ch3)
 	if err != nil {
 		return nil, err
 	}
+	u := newUpgradeV4(cfg, req)
+	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
+		return v4Out(u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values))
+	})
+	out.thaw(rel)
+	return rel, checkAdopted(adopter, err)
+}
+
+// newInstallV4 maps a request onto Helm v4's Install.
+func newInstallV4(cfg *action4.Configuration, req Request) *action4.Install {
+	i := action4.NewInstall(cfg)
+	i.ReleaseName, i.Namespace = req.Name, req.Namespace
+	i.Timeout, i.WaitStrategy, i.WaitForJobs = req.Timeout, waitStrategy(req), req.WaitForJobs
+	i.RollbackOnFailure = req.Atomic
+	i.Description, i.Labels, i.Replace = req.Description, req.Labels, req.Replace
+	i.ServerSideApply = req.ServerSide == "true" || (req.ServerSide == "auto" && req.Replace && lastApplyMethod(cfg, req.Name) == "ssa")
+	i.ForceConflicts = req.ForceConflicts && i.ServerSideApply
+	i.SkipSchemaValidation = true // checked in the worker, within its bounds
+	return i
+}
+
+// newUpgradeV4 maps a request onto Helm v4's Upgrade.
+func newUpgradeV4(cfg *action4.Configuration, req Request) *action4.Upgrade {
 	u := action4.NewUpgrade(cfg)
 	u.Namespace, u.Timeout, u.WaitStrategy, u.WaitForJobs = req.Namespace, req.Timeout, waitStrategy(req), req.WaitForJobs
 	u.RollbackOnFailure = req.Atomic
@@ -134,13 +149,8 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	u.ResetValues = true // values holds the reused ones (upgradeValuesV4)
 	u.ServerSideApply = serverSideOf(req)
 	u.ForceConflicts = forceOf(req, func() string { return lastApplyMethod(cfg, req.Name) })
-	u.SkipSchemaValidation = true // checked above, within bounds
-	u.PostRenderer = renderSignal{fence}
-	rel, err := runBounded(ctx, runOptions{fence: fence, renderTimeout: out.bound(req)}, func() (*helmrelease.Release, error) {
-		return v4Out(u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values))
-	})
-	out.thaw(rel)
-	return rel, checkAdopted(adopter, err)
+	u.SkipSchemaValidation = true // checked in the worker, within its bounds
+	return u
 }
 
 // serverSideOf is Helm v4's ServerSideApply of an upgrade or rollback: client-side unless
@@ -268,7 +278,7 @@ func (f *Factory) rollbackV4(ctx context.Context, req Request, opts []Option) (*
 	r.ServerSideApply = serverSideOf(req)
 	r.ForceConflicts = forceOf(req, func() string { return applyMethodOf(cfg, req.Name, req.RollbackTo) })
 	// Helm v4's rollback takes no context either: its waits end with ctx, the fence stops the rest.
-	_, err = runBounded(ctx, runOptions{fence: fence}, func() (*helmrelease.Release, error) {
+	_, err = runBounded(ctx, fence, func() (*helmrelease.Release, error) {
 		return nil, applyConflict(r.Run(req.Name))
 	})
 	if err = checkAdopted(adopter, err); err != nil {

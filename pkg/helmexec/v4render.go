@@ -75,11 +75,8 @@ func siteV4(cfg *action4.Configuration, req Request, upgrade bool) (renderSite, 
 	return renderSite{engine: EngineV4, caps: caps, release: rel, rest: restCfg}, nil
 }
 
-// renderFirstV4 is renderFirst for Helm v4's install or upgrade.
-func (f *Factory) renderFirstV4(ctx context.Context, o *outOfProcess, cfg *action4.Configuration, req Request, fence *Fence, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
-	if o == nil {
-		return ch, f.preflight(ctx, req, fence, ch, values, upgrade)
-	}
+// renderOutV4 is renderOut for Helm v4's install (upgrade false) or upgrade.
+func (f *Factory) renderOutV4(ctx context.Context, o *outOfProcess, cfg *action4.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
 	site, err := siteV4(cfg, req, upgrade)
 	if err != nil {
 		return nil, err

@@ -197,19 +197,6 @@ func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
 	return ""
 }
 
-// checkValues checks values against ch's schemas within the factory's bounds, as Helm's
-// own check would; the action then runs with Helm's check off.
-func (f *Factory) checkValues(ctx context.Context, ch *chart.Chart, values map[string]any) error {
-	checks, err := helmChecks(ch, values)
-	if err != nil {
-		return err
-	}
-	if f.values == nil {
-		return (&Renderer{Limits: DefaultValuesLimits}).CheckValues(ctx, checks)
-	}
-	return f.values.CheckValues(ctx, checks)
-}
-
 // helmChecks are the values checks of Helm's install or upgrade: none for a chart whose
 // schema Helm's check must not compile (skipSchemaValidation).
 func helmChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {

@@ -25,11 +25,12 @@ func nested(depth int) map[string]any {
 	return v.(map[string]any)
 }
 
-// The executor's install checks values against a recursive schema in a child bounded in
-// time and memory, not in Helm's own unbounded check in the executor's process.
+// The executor's install checks values against a recursive schema in the tenant's render
+// worker, bounded in time and memory, not in Helm's own unbounded check in the executor's
+// process.
 func TestInstallChecksValuesWithinBounds(t *testing.T) {
-	f, mem, opts := offline(t)
-	f.values = &Renderer{Limits: RenderLimits{Timeout: 30 * time.Second, MaxMemoryBytes: 128 << 20}}
+	pool := &RenderPool{Limits: RenderLimits{Timeout: 30 * time.Second, MaxMemoryBytes: 128 << 20}}
+	f, mem, opts := offlineOn(t, WithRenderWorkers(pool))
 	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
 	ch := tiny("1.0.0")
 	ch.Values = nil
