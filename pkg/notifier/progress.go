@@ -78,24 +78,42 @@ func (p *progressEvents) loop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		p.mu.Lock()
-		batch := p.latest
-		p.latest = map[string]*events.ProgressChange{}
-		p.mu.Unlock()
-		for key, c := range batch {
-			e, err := events.NewProgress(*c)
-			if err == nil {
-				sendCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				err = p.s.Sender.Send(sendCtx, e)
-				cancel()
-			}
-			if err != nil {
-				p.s.Log.Debugw("progress event not sent", "key", key, "error", err)
-				continue
-			}
-			p.mu.Lock()
-			p.sent[key] = c.Progress.Updated
-			p.mu.Unlock()
+		p.tick(ctx)
+	}
+}
+
+// ProgressPerNamespace bounds the progress events of one namespace an interval: a tenant
+// writing progress on many Leases it labels as ours gets its latest of that many sent each
+// interval, the rest the next, and every other namespace's go out meanwhile.
+const ProgressPerNamespace = 16
+
+// tick sends the latest progress of each revision not sent yet, at most
+// ProgressPerNamespace of a namespace; the others wait for the next tick (unless a newer
+// progress replaced them meanwhile).
+func (p *progressEvents) tick(ctx context.Context) {
+	p.mu.Lock()
+	batch, perNS := map[string]*events.ProgressChange{}, map[string]int{}
+	for key, c := range p.latest {
+		if perNS[c.Namespace] < ProgressPerNamespace {
+			perNS[c.Namespace]++
+			batch[key] = c
+			delete(p.latest, key)
 		}
+	}
+	p.mu.Unlock()
+	for key, c := range batch {
+		e, err := events.NewProgress(*c)
+		if err == nil {
+			sendCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = p.s.Sender.Send(sendCtx, e)
+			cancel()
+		}
+		if err != nil {
+			p.s.Log.Debugw("progress event not sent", "key", key, "error", err)
+			continue
+		}
+		p.mu.Lock()
+		p.sent[key] = c.Progress.Updated
+		p.mu.Unlock()
 	}
 }

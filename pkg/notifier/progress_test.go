@@ -1,8 +1,12 @@
 package notifier
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/testwait"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -98,4 +102,40 @@ func sentProgress(t *testing.T, e *env) []events.ProgressChange {
 		out = append(out, c)
 	}
 	return out
+}
+
+// One namespace's progress on many Leases gets at most ProgressPerNamespace events an
+// interval, the rest the next; another namespace's goes out in the same interval.
+func TestProgressEventsAreBoundedPerNamespace(t *testing.T) {
+	e := newEnv(t)
+	p := &progressEvents{s: e.svc, interval: time.Minute, latest: map[string]*events.ProgressChange{}, sent: map[string]time.Time{}}
+	leaseOf := func(ns, name string) *coordinationv1.Lease {
+		pr := progress.Progress{Phase: "waiting", Total: 1, Updated: t0}
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: release.LeaseName(name, 1),
+			Annotations: map[string]string{lease.AnnotationProgress: pr.Encode()}}}
+	}
+	const flood = 3 * ProgressPerNamespace
+	for i := range flood {
+		p.observe(leaseOf("a", fmt.Sprintf("r%d", i)))
+	}
+	p.observe(leaseOf("b", "web"))
+	count := func() (a, b int) {
+		for _, c := range sentProgress(t, e) {
+			if c.Namespace == "a" {
+				a++
+			} else {
+				b++
+			}
+		}
+		return a, b
+	}
+	p.tick(ctx(t))
+	if a, b := count(); a != ProgressPerNamespace || b != 1 {
+		t.Errorf("one interval sent %d of a's and %d of b's progress, want %d and 1", a, b, ProgressPerNamespace)
+	}
+	p.tick(ctx(t))
+	p.tick(ctx(t))
+	if a, _ := count(); a != flood {
+		t.Errorf("after three intervals %d of a's %d progress events were sent", a, flood)
+	}
 }
