@@ -19,7 +19,7 @@ import (
 )
 
 // slowChart renders in about a second on a quiet machine: long enough to pass a short
-// render bound, short enough that its orphaned render ends within the test.
+// render bound, at which its worker is killed.
 func slowChart() *chart.Chart {
 	ch := tiny("1.0.0")
 	ch.Templates = append(ch.Templates, &chart.File{Name: "templates/slow.yaml",
