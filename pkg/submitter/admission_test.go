@@ -261,3 +261,23 @@ func TestRetainedRequestsAreBoundedPerTenant(t *testing.T) {
 		t.Errorf("another tenant, within its share, after mallory's %d: %v", l.Counts("a", "").Retained.Namespace, err)
 	}
 }
+
+// The ledger entry is written beside the reservation's create: when the create fails, the
+// request is bound not-accepted to no Secret, so its entry stops counting on every replica.
+func TestAFailedReservationLeavesNoQueuedCount(t *testing.T) {
+	e, l := ledgerEnv(t, 0, 2)
+	// The reservation's name taken by a Secret without Helm's labels: the history does not
+	// see it, the create does.
+	taken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: release.SecretName("web", 1), Namespace: "ns"}}
+	if _, err := e.c.CoreV1().Secrets("ns").Create(ctx(t), taken, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Submit(ctx(t), release.ActionInstall, install("web"), nil); err == nil {
+		t.Fatal("an install whose Secret name is taken was accepted")
+	}
+	testwait.For(t, func() bool { c := l.Counts("ns", ""); return c.Namespace == 0 && c.Retained.Namespace == 1 })
+	rec, err := e.svc.Bindings.Lookup(ctx(t), "req-1")
+	if err != nil || rec == nil || rec.Outcome != consumed.OutcomeNotAccepted || len(e.sender.sent) != 0 {
+		t.Errorf("the refused request's record %+v (%v), %d events sent; want bound not-accepted, nothing sent", rec, err, len(e.sender.sent))
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/events"
-	"github.com/async-helm/async-helm/pkg/ledger"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -105,7 +104,7 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	if err != nil {
 		return nil, err
 	}
-	if err := s.handOver(ctx, act, ev, marked.Secret.UID, func(ctx context.Context) error { return s.Store.Unmark(ctx, marked) }); err != nil {
+	if err := s.handOver(ctx, act, ev, marked.Secret.UID, nil, func(ctx context.Context) error { return s.Store.Unmark(ctx, marked) }); err != nil {
 		return nil, err
 	}
 	sec := marked.Secret.DeepCopy()
@@ -196,7 +195,7 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err != nil {
 		return nil, reserveErr(err, guessed)
 	}
-	if err := s.handOver(ctx, act, ev, sec.UID, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
+	if err := s.handOver(ctx, act, ev, sec.UID, nil, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
 		return nil, err
 	}
 	sec.Data = nil
@@ -220,43 +219,6 @@ func (s *Service) authorize(ctx context.Context, user *auth.User, namespace stri
 		}
 	}
 	return events.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}, nil
-}
-
-// handOver records the accepted request in the ledger and sends its event bound to its
-// record (the Secret's UID and submit's HMAC over it, events.BindSecret): the reservation
-// and the ledger entry are the API writes on the way to the 201. If either fails, nobody
-// will work on the revision: the request is bound in state tenants cannot write (so a copy
-// of its stored event is never run, and its ledger entry, if any, is cleared) and the
-// reservation is taken back (undo), with a context that survives the client hanging up.
-func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, undo func(context.Context) error) error {
-	if len(s.SigningKey) > 0 {
-		events.BindSecret(&ev, s.SigningKey, uid)
-	}
-	err := s.record(ctx, a)
-	if err == nil {
-		err = s.Sender.Send(ctx, ev)
-	}
-	if err == nil {
-		return nil
-	}
-	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if berr := s.bind(undoCtx, a, uid, consumed.OutcomeNotAccepted); berr != nil {
-		err = fmt.Errorf("%w; and %v", err, berr)
-	}
-	if uerr := undo(undoCtx); uerr != nil {
-		return fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
-	}
-	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
-}
-
-// record adds the accepted request to the ledger, counted for its namespace and caller.
-func (s *Service) record(ctx context.Context, a events.Action) error {
-	if s.Ledger == nil {
-		return nil
-	}
-	return s.Ledger.Add(ctx, ledger.Entry{RequestID: a.RequestID, Namespace: a.Namespace,
-		Caller: ledger.CallerKey(a.Caller.User), SecretName: a.SecretName})
 }
 
 // bindQueued binds the request of a queued revision about to be failed unrun (a cancel, a

@@ -306,14 +306,15 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err := s.supersede(ctx, old, user, rev, id); err != nil {
 		return nil, err
 	}
+	recorded := s.recordAhead(ctx, act)
 	sec, err := s.Store.Reserve(ctx, release.Reservation{
 		Namespace: req.Namespace, Name: req.Name, Action: action, Revision: rev,
 		Chart: ch.Metadata, Values: req.Values, RequestID: id, Event: stored, Base: base,
 	})
 	if err != nil {
-		return nil, reserveErr(err, guessed)
+		return nil, s.unreserved(ctx, act, recorded, reserveErr(err, guessed))
 	}
-	if err := s.handOver(ctx, act, ev, sec.UID, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
+	if err := s.handOver(ctx, act, ev, sec.UID, recorded, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
 		return nil, err
 	}
 	sec.Data = nil // the release payload is Helm's business, not the client's

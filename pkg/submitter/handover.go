@@ -1,0 +1,88 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/ledger"
+	"github.com/async-helm/async-helm/pkg/release/consumed"
+)
+
+// handOver records the accepted request in the ledger and sends its event bound to its
+// record (the Secret's UID and submit's HMAC over it, events.BindSecret): the reservation
+// and the ledger entry are the API writes on the way to the 201. If either fails, nobody
+// will work on the revision: the request is bound in state tenants cannot write (so a copy
+// of its stored event is never run, and its ledger entry, if any, is cleared) and the
+// reservation is taken back (undo), with a context that survives the client hanging up.
+// recorded waits for the ledger entry's write started beside the reservation's
+// (recordAhead); nil writes it now.
+func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, recorded func() error, undo func(context.Context) error) error {
+	if len(s.SigningKey) > 0 {
+		events.BindSecret(&ev, s.SigningKey, uid)
+	}
+	if recorded == nil {
+		recorded = func() error { return s.record(ctx, a) }
+	}
+	err := recorded()
+	if err == nil {
+		err = s.Sender.Send(ctx, ev)
+	}
+	if err == nil {
+		return nil
+	}
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if berr := s.bind(undoCtx, a, uid, consumed.OutcomeNotAccepted); berr != nil {
+		err = fmt.Errorf("%w; and %v", err, berr)
+	}
+	if uerr := undo(undoCtx); uerr != nil {
+		return fmt.Errorf("%w: %v; and %v (its stored event will be re-sent by the notifier)", ErrNotAccepted, err, uerr)
+	}
+	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
+}
+
+// recordAhead starts writing a's ledger entry beside the reservation's create: the two API
+// writes of the path to 201 are independent until the event is sent, so a request waits
+// for the slower of them, not for their sum. It returns the wait for the write.
+func (s *Service) recordAhead(ctx context.Context, a events.Action) func() error {
+	if s.Ledger == nil {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.record(ctx, a) }()
+	return sync.OnceValue(func() error { return <-done })
+}
+
+// notReserved is the Secret UID a request is bound to when its reservation was never made.
+const notReserved types.UID = "not-reserved"
+
+// unreserved answers a request whose reservation failed (err) after its ledger entry was
+// started beside it: the request is bound not-accepted to no Secret, so its entry, if
+// written, stops counting on every replica. Nothing was stored or sent, so nothing runs.
+func (s *Service) unreserved(ctx context.Context, a events.Action, recorded func() error, err error) error {
+	_ = recorded() // written or not, the binding clears it
+	if s.Ledger == nil {
+		return err
+	}
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if berr := s.bind(undoCtx, a, notReserved, consumed.OutcomeNotAccepted); berr != nil {
+		return fmt.Errorf("%w (its ledger entry counts until it expires: %v)", err, berr)
+	}
+	return err
+}
+
+// record adds the accepted request to the ledger, counted for its namespace and caller.
+func (s *Service) record(ctx context.Context, a events.Action) error {
+	if s.Ledger == nil {
+		return nil
+	}
+	return s.Ledger.Add(ctx, ledger.Entry{RequestID: a.RequestID, Namespace: a.Namespace,
+		Caller: ledger.CallerKey(a.Caller.User), SecretName: a.SecretName})
+}
