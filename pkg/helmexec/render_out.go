@@ -57,11 +57,8 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSit
 	if ch == nil {
 		return nil, fmt.Errorf("no chart to render")
 	}
-	checks, err := helmChecks(ch, values) // made in the worker, under the render's bounds
+	checks, err := processDependencies(ch, values) // the checks are made in the worker, under the render's bounds
 	if err != nil {
-		return nil, err
-	}
-	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
 		return nil, err
 	}
 	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, site.caps.KubeVersion.String()) {

@@ -1,0 +1,56 @@
+package helmexec
+
+import (
+	"path/filepath"
+	"reflect"
+	"sort"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+)
+
+// The checks, read off the one dependency processing the render keeps, are the
+// checks SchemaChecks makes on a copy: GitLab 6.5.4 (two subcharts with schemas, others
+// disabled by the values) with its offline values.
+func TestWorkerChecksAreSchemaChecks(t *testing.T) {
+	values, err := chartutil.ReadValuesFile(filepath.Join("..", "..", "testdata", "charts", "gitlab-values-offline.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, vals := range map[string]map[string]any{"offline values": values} {
+		t.Run(name, func(t *testing.T) {
+			load := func() *chart.Chart {
+				ch, err := loader.Load(filepath.Join("..", "..", "testdata", "charts", "gitlab-6.5.4.tgz"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ch
+			}
+			want, err := SchemaChecks(load(), vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := processDependencies(load(), vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Helm's processing orders a chart's dependencies by map iteration.
+			byChart := func(cs []SchemaCheck) { sort.Slice(cs, func(i, j int) bool { return cs[i].Chart < cs[j].Chart }) }
+			byChart(got)
+			byChart(want)
+			if len(got) != len(want) {
+				t.Fatalf("worker checks %d charts, SchemaChecks %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Chart != want[i].Chart || !reflect.DeepEqual(got[i].Values, want[i].Values) || string(got[i].Schema) != string(want[i].Schema) {
+					t.Errorf("check %d: worker's %s, SchemaChecks' %s (or their values or schema differ)", i, got[i].Chart, want[i].Chart)
+				}
+			}
+			if name == "offline values" && len(want) == 0 {
+				t.Fatal("GitLab's offline values enable charts with schemas: no check at all")
+			}
+		})
+	}
+}
