@@ -82,8 +82,8 @@ func (t tracker) toEnd(ctx context.Context) error {
 }
 
 func newView(w io.Writer, name string) view {
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return &barView{w: w, name: name, width: func() int {
+	if f, ok := rawOut(w).(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return &barView{w: f, name: name, width: func() int {
 			if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
 				return cols
 			}
@@ -107,7 +107,7 @@ func finalLine(w io.Writer, name string, rel *api.Release, elapsed time.Duration
 	if st != string(helmrelease.StatusDeployed) && rel.Info != nil && rel.Info.Description != "" {
 		line += ": " + rel.Info.Description
 	}
-	fmt.Fprintln(w, line)
+	fmt.Fprintln(w, escapeLine(line))
 }
 
 func roundElapsed(d time.Duration) time.Duration { return d.Round(time.Second) }
@@ -198,9 +198,9 @@ type barView struct {
 func (v *barView) pending(rel *api.Release, elapsed time.Duration) {
 	var b strings.Builder
 	for _, w := range newWarnings(rel.Progress, v.warned) {
-		b.WriteString(eraseLine + "warning: " + w + "\n")
+		b.WriteString(eraseLine + "warning: " + escapeLine(w) + "\n")
 	}
-	b.WriteString(eraseLine + truncate(barLine(v.name, rel, elapsed, spinner[v.frame%len(spinner)]), v.width()-1))
+	b.WriteString(eraseLine + truncate(escapeLine(barLine(v.name, rel, elapsed, spinner[v.frame%len(spinner)])), v.width()-1))
 	v.frame++
 	_, _ = io.WriteString(v.w, b.String())
 }

@@ -49,13 +49,24 @@ func writeFormat(out io.Writer, format string, w output.Writer) error {
 	return f.Write(out, w)
 }
 
+// table is a helm table whose cells are printed with their controls escaped (escapeLine).
+type table struct{ *uitable.Table }
+
 // newTable is a helm table with its header row (nil: none).
-func newTable(header ...any) *uitable.Table {
-	t := uitable.New()
+func newTable(header ...any) table {
+	t := table{uitable.New()}
 	if len(header) > 0 {
 		t.AddRow(header...)
 	}
 	return t
+}
+
+func (t table) AddRow(cells ...any) {
+	row := make([]any, len(cells))
+	for i, c := range cells {
+		row[i] = escapeLine(fmt.Sprint(c))
+	}
+	t.Table.AddRow(row...)
 }
 
 // Helm's argument checks (helm's cmd/helm/require), worded as helm words them: "`oc-helm

@@ -145,7 +145,7 @@ func (l releaseList) WriteTable(w io.Writer) error {
 		}
 		t.AddRow(e.Name, e.Namespace, e.Revision, e.Updated, st, e.Chart, e.AppVersion)
 	}
-	return output.EncodeTable(w, t)
+	return output.EncodeTable(w, t.Table)
 }
 
 func (l releaseList) WriteJSON(w io.Writer) error { return output.EncodeJSON(w, l.data()) }
@@ -192,7 +192,7 @@ func (h releaseHistory) WriteTable(w io.Writer) error {
 	for _, e := range h {
 		t.AddRow(e.Revision, e.Updated.Format(time.ANSIC), e.Status, e.Chart, e.AppVersion, e.Description)
 	}
-	return output.EncodeTable(w, t)
+	return output.EncodeTable(w, t.Table)
 }
 
 // newHistory is helm's getHistory: the newest revisions (newest <= 0: none), oldest first.

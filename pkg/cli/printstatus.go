@@ -65,13 +65,13 @@ func (s statusPrinter) WriteTable(w io.Writer) error {
 	if !info.LastDeployed.IsZero() {
 		fmt.Fprintf(&b, "LAST DEPLOYED: %s\n", info.LastDeployed.Format(time.ANSIC))
 	}
-	fmt.Fprintf(&b, "NAMESPACE: %s\nSTATUS: %s\nREVISION: %d\n", r.Namespace, info.Status.String(), r.Version)
+	fmt.Fprintf(&b, "NAMESPACE: %s\nSTATUS: %s\nREVISION: %d\n", r.Namespace, escapeLine(info.Status.String()), r.Version)
 	if s.show.Metadata && r.Chart != nil && r.Chart.Metadata != nil {
 		m := r.Chart.Metadata
-		fmt.Fprintf(&b, "CHART: %s\nVERSION: %s\nAPP_VERSION: %s\n", m.Name, m.Version, m.AppVersion)
+		fmt.Fprintf(&b, "CHART: %s\nVERSION: %s\nAPP_VERSION: %s\n", escapeLine(m.Name), escapeLine(m.Version), escapeLine(m.AppVersion))
 	}
 	if s.show.Description {
-		fmt.Fprintf(&b, "DESCRIPTION: %s\n", info.Description)
+		fmt.Fprintf(&b, "DESCRIPTION: %s\n", escapeLine(info.Description))
 	}
 	if s.rel.Queue != nil {
 		fmt.Fprintf(&b, "QUEUED: %s\n", queueWords(s.rel.Queue))

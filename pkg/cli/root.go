@@ -53,6 +53,7 @@ func NewRootCmd(io genericiooptions.IOStreams) *cobra.Command {
 // newRootCmd builds the commands on g (tests set its clock and poll interval).
 func newRootCmd(g *Globals) *cobra.Command {
 	g.Config = genericclioptions.NewConfigFlags(true)
+	g.IO.Out, g.IO.ErrOut = termOut(g.IO.Out), termOut(g.IO.ErrOut)
 	cmd := &cobra.Command{
 		Use:           "oc-helm",
 		Short:         "Install and upgrade Helm charts asynchronously through async-helm",

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Records, notes, manifests, descriptions and progress warnings are written by tenants: the
+// text oc helm prints must not reach the reader's terminal as control sequences (cursor moves
+// that erase another tenant's row, OSC 52 writing the clipboard). Every text and table output
+// goes through termOut (newRootCmd wraps the commands' Out) and every table cell through
+// escapeLine: C0 and C1 controls, DEL and bytes that are not UTF-8 are printed as Go escapes
+// (\x1b, \u009b, \x9b). json and yaml escape them already (the escapes below are valid in
+// both, so wrapping them changes nothing there).
+
+// escapeText escapes the controls of multi-line text: newline, tab and the CR of a CRLF stay.
+func escapeText(s string) string { return escapeControls(s, true) }
+
+// escapeLine escapes every control, newline and tab included: a table cell or a line's field
+// cannot start a row of its own.
+func escapeLine(s string) string { return escapeControls(s, false) }
+
+func escapeControls(s string, multiline bool) string {
+	if !needsEscape(s, multiline) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if kept(s, i, r, n, multiline) {
+			b.WriteString(s[i : i+n])
+		} else {
+			q := strconv.Quote(s[i : i+n])
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func needsEscape(s string, multiline bool) bool {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !kept(s, i, r, n, multiline) {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// kept: the rune r of n bytes at s[i] is printed as it is.
+func kept(s string, i int, r rune, n int, multiline bool) bool {
+	switch {
+	case r == utf8.RuneError && n == 1:
+		return false
+	case !unicode.IsControl(r):
+		return true
+	case !multiline:
+		return false
+	case r == '\n', r == '\t':
+		return true
+	case r == '\r':
+		return i+1 < len(s) && s[i+1] == '\n'
+	}
+	return false
+}
+
+// termWriter escapes the controls of what it writes (escapeText). A rune cut between two
+// writes is escaped as its bytes: safe, only uglier (the printers write whole strings).
+type termWriter struct{ w io.Writer }
+
+// termOut is w for tenant-written text; w itself when it is one already.
+func termOut(w io.Writer) io.Writer {
+	if _, ok := w.(termWriter); ok || w == nil {
+		return w
+	}
+	return termWriter{w: w}
+}
+
+// rawOut is the writer under termOut: for the live view's own sequences only.
+func rawOut(w io.Writer) io.Writer {
+	if t, ok := w.(termWriter); ok {
+		return t.w
+	}
+	return w
+}
+
+func (t termWriter) Write(p []byte) (int, error) {
+	s := string(p)
+	if !needsEscape(s, true) {
+		return t.w.Write(p)
+	}
+	if _, err := io.WriteString(t.w, escapeText(s)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
