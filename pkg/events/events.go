@@ -141,7 +141,8 @@ type StatusChange struct {
 	Chart        string `json:"chart,omitempty"`
 	ChartVersion string `json:"chartVersion,omitempty"`
 	AppVersion   string `json:"appVersion,omitempty"`
-	// Reason is Helm's info.description, set for failed revisions.
+	// Reason is Helm's info.description, set for failed revisions. Reason, LogTail and the
+	// chart fields are bounded (Bounded): an event carries a few KiB of a record's text.
 	Reason    string `json:"reason,omitempty"`
 	RequestID string `json:"requestId,omitempty"`
 	// LogTail is the end of the action's log, set for failed revisions that have one
@@ -249,8 +250,9 @@ func StatusEventID(namespace, name string, revision int, status, requestID strin
 	return id
 }
 
-// NewStatus builds the notifier's event for one transition.
+// NewStatus builds the notifier's event for one transition, its text bounded (Bounded).
 func NewStatus(s StatusChange) (cloudevents.Event, error) {
+	s = s.Bounded()
 	e := cloudevents.NewEvent()
 	e.SetID(StatusEventID(s.Namespace, s.Name, s.Revision, s.Status, s.RequestID))
 	e.SetSource(SourceNotifier)

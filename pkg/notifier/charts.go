@@ -61,9 +61,11 @@ func (s *Service) describe(ctx context.Context, rev release.Revision, status str
 		return err // nil head: deleted meanwhile, what the labels say is all there is
 	}
 	if name, version, app := head.ChartMeta(); name != "" {
-		c.Chart, c.ChartVersion, c.AppVersion = name, version, app
+		// Kept as the event carries it (events' bounds): the tenant's text stays with its head.
+		b := events.StatusChange{Chart: name, ChartVersion: version, AppVersion: app}.Bounded()
+		c.Chart, c.ChartVersion, c.AppVersion = b.Chart, b.ChartVersion, b.AppVersion
 		if rev.UID != "" && s.charts != nil {
-			s.charts.Add(rev.UID, chartOf{name, version, app})
+			s.charts.Add(rev.UID, chartOf{b.Chart, b.ChartVersion, b.AppVersion})
 		}
 	}
 	if status == "failed" && head.Description() != "" {
