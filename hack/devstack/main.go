@@ -26,8 +26,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/async-helm/async-helm/config/crds"
 	"github.com/async-helm/async-helm/internal/eventing"
+	"github.com/async-helm/async-helm/internal/knativeapply"
 	"github.com/async-helm/async-helm/internal/localstack"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/podprofile"
@@ -105,7 +105,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	// The console's chart repository objects, read by submit and the executor.
-	if err := crds.Install(ctx, cl.Config); err != nil {
+	if err := knativeapply.InstallRepositoryCRDs(ctx, cl.Config); err != nil {
 		return err
 	}
 	tokenFile := filepath.Join(o.logs, "token")

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/async-helm/async-helm/config/crds"
+	"github.com/async-helm/async-helm/internal/knativeapply"
 	"github.com/async-helm/async-helm/internal/operator"
 	"github.com/async-helm/async-helm/internal/podprofile"
 )
@@ -89,7 +89,7 @@ func Start() (*Env, error) {
 	defer cancel()
 	// The chart repository CRDs the console's routes read (OpenShift serves them; a plain
 	// cluster gets them here, idempotently).
-	if err := crds.Install(ctx, admin); err != nil {
+	if err := knativeapply.InstallRepositoryCRDs(ctx, admin); err != nil {
 		return nil, err
 	}
 	// async-helm's own namespace (make run and a deployment have it): submit binds each
