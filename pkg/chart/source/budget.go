@@ -119,7 +119,11 @@ func (b Budget) load(archive []byte) (*chart.Chart, charged, error) {
 	if err != nil {
 		return nil, c, err
 	}
-	return ch, c, b.withDefaults().chargeImports(ch, &c)
+	b = b.withDefaults()
+	if err := b.chargeImports(ch, &c); err != nil {
+		return ch, c, err
+	}
+	return ch, c, b.chargeAliases(ch, &c)
 }
 
 // charged is what an archive costs against a budget, and what its load holds.

@@ -1,0 +1,147 @@
+package source
+
+import (
+	"fmt"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
+)
+
+// chargeAliases charges a loaded chart the processed tree Helm makes of it: Helm's
+// ProcessDependencies makes one copy of a subchart per Chart.yaml entry that names it (each
+// alias, or the same name listed again), and whatever writes the processed chart out (the
+// executor's render frame, the values checks, each copy's CRDs parsed by the install) writes
+// every copy, while the archive held it once. Each entry after the first that resolves to
+// a loaded subchart is charged that subchart's whole tree (its own copies included), against
+// MaxBytes, MaxNodes and MaxCRDNodes.
+func (b Budget) chargeAliases(ch *chart.Chart, c *charged) error {
+	s := aliasScan{room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes},
+		archived: map[*chart.Chart]charged{}}
+	extra, over := s.extra(ch)
+	c.bytes, c.nodes, c.crdNodes = c.bytes+extra.bytes, c.nodes+extra.nodes, c.crdNodes+extra.crdNodes
+	const copies = " once each dependency alias is a copy of its subchart"
+	switch {
+	case !over:
+		return nil
+	case s.over == "bytes":
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives"+copies, mib(b.MaxBytes))}
+	case s.over == "crds":
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in its crds/ files"+copies, b.MaxCRDNodes)}
+	}
+	return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses"+copies, b.MaxNodes)}
+}
+
+// aliasScan adds up what the copies cost, up to the room the budget has left.
+type aliasScan struct {
+	room, total charged
+	archived    map[*chart.Chart]charged
+	// over names the bound the copies passed: bytes, nodes or crds.
+	over string
+}
+
+// extra is what c's processed tree costs beyond its archive: for each subchart, what its
+// own tree adds, and k-1 copies of its processed tree when k entries resolve to it.
+func (s *aliasScan) extra(c *chart.Chart) (added charged, over bool) {
+	copies := entriesOf(c)
+	for _, sub := range c.Dependencies() {
+		e, over := s.extra(sub)
+		if over {
+			return added, true
+		}
+		added = add(added, e)
+		if k := copies[sub]; k > 1 {
+			one := add(s.archive(sub), e)
+			if s.exceeds(one, k-1) {
+				return added, true
+			}
+			n := charged{bytes: one.bytes * int64(k-1), nodes: one.nodes * int64(k-1), crdNodes: one.crdNodes * int64(k-1)}
+			added, s.total = add(added, n), add(s.total, n)
+		}
+	}
+	return added, false
+}
+
+// exceeds tells whether k more copies of one pass the room left (and notes which bound).
+func (s *aliasScan) exceeds(one charged, k int) bool {
+	left := func(room, used, per int64) bool { return per > 0 && (room-used)/per < int64(k) }
+	switch {
+	case left(s.room.bytes, s.total.bytes, one.bytes):
+		s.over = "bytes"
+	case left(s.room.nodes, s.total.nodes, one.nodes):
+		s.over = "nodes"
+	case left(s.room.crdNodes, s.total.crdNodes, one.crdNodes):
+		s.over = "crds"
+	default:
+		return false
+	}
+	return true
+}
+
+// entriesOf counts the Chart.yaml entries of c that resolve to each loaded subchart, as
+// Helm's getAliasDependency resolves them: the first of that name in a compatible version.
+func entriesOf(c *chart.Chart) map[*chart.Chart]int {
+	n := map[*chart.Chart]int{}
+	if c.Metadata == nil {
+		return n
+	}
+	for _, r := range c.Metadata.Dependencies {
+		if r == nil {
+			continue
+		}
+		for _, sub := range c.Dependencies() {
+			if sub != nil && sub.Metadata != nil && sub.Name() == r.Name && chartutil.IsCompatibleRange(r.Version, sub.Metadata.Version) {
+				n[sub]++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// archive is what the budget's scan charged c's tree: its files (a nested archive's own
+// bytes too), YAML aliases written out, the nodes of the loader's files and of crds/.
+func (s *aliasScan) archive(c *chart.Chart) charged {
+	if a, ok := s.archived[c]; ok {
+		return a
+	}
+	var a charged
+	for _, f := range c.Raw {
+		if f == nil || inSubchartDir(f.Name) {
+			continue
+		}
+		a.bytes += int64(len(f.Name) + len(f.Data))
+		if !parsedAsYAML(f.Name) && !isCRDFile(f.Name) {
+			continue
+		}
+		// The scan measured these within the budget already; a failure here counts the file.
+		size, err := yamlsize.Expanded(f.Data, s.room.bytes+int64(len(f.Data)))
+		if err != nil {
+			size = yamlsize.Size{Bytes: s.room.bytes + 1, Nodes: s.room.nodes + 1}
+		}
+		a.bytes += max(size.Bytes-int64(len(f.Data)), 0)
+		if parsedAsYAML(f.Name) {
+			a.nodes += size.Nodes
+		} else {
+			a.crdNodes += size.Nodes
+		}
+	}
+	for _, sub := range c.Dependencies() {
+		a = add(a, s.archive(sub))
+	}
+	s.archived[c] = a
+	return a
+}
+
+// inSubchartDir: the file is one of a directory subchart's, charged in that subchart.
+func inSubchartDir(name string) bool {
+	parts := strings.Split(name, "/")
+	return len(parts) > 2 && parts[0] == "charts"
+}
+
+func add(a, b charged) charged {
+	return charged{bytes: a.bytes + b.bytes, files: a.files + b.files, nodes: a.nodes + b.nodes, crdNodes: a.crdNodes + b.crdNodes,
+		schemaNodes: a.schemaNodes + b.schemaNodes}
+}
