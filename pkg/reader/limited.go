@@ -110,12 +110,14 @@ func (s *Service) headOf(m metav1.Object, fresh map[types.UID]head, bodies map[t
 		if body == nil {
 			return head{}, false // deleted since the index saw it
 		}
-		if err := release.DecodeInto(body.Data["release"], &h.info); err != nil {
+		rls, err := release.DecodeListHead(body.Data["release"])
+		if err != nil {
 			if s.Log != nil {
 				s.Log.Warnw("release record not decoded; left out of the list", "namespace", body.Namespace, "secret", body.Name, "error", err)
 			}
 			return head{}, false
 		}
+		h.info = api.Limit(rls)
 		// The body's own resourceVersion: a body newer than the index is cached as such.
 		h.resourceVersion = body.ResourceVersion
 		fresh[m.GetUID()] = h

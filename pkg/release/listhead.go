@@ -1,0 +1,83 @@
+package release
+
+import (
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/time"
+)
+
+// MaxHeadField and MaxHeadDescription cap each string of a list head: the record is the
+// tenant's, and a head is kept (submit's heads cache) and answered (the list) for every
+// release of a namespace, so each must be small whatever the record holds. A string over
+// its cap is cut (descriptions) or dropped (an icon cut would be a broken address).
+const (
+	MaxHeadField       = 1 << 10
+	MaxHeadDescription = 4 << 10
+)
+
+// listHead is what a list with limitInfo shows of a record, as Helm's list and the
+// console show it: decoding only these fields skips notes, resources, the manifest,
+// values and chart files without allocating them.
+type listHead struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Version   int    `json:"version"`
+	Info      *struct {
+		FirstDeployed time.Time `json:"first_deployed"`
+		LastDeployed  time.Time `json:"last_deployed"`
+		Deleted       time.Time `json:"deleted"`
+		Description   string    `json:"description"`
+		Status        string    `json:"status"`
+	} `json:"info"`
+	Chart *struct {
+		Metadata *struct {
+			Name        string `json:"name"`
+			Version     string `json:"version"`
+			AppVersion  string `json:"appVersion"`
+			APIVersion  string `json:"apiVersion"`
+			Description string `json:"description"`
+			Icon        string `json:"icon"`
+			Type        string `json:"type"`
+			Deprecated  bool   `json:"deprecated"`
+		} `json:"metadata"`
+	} `json:"chart"`
+}
+
+// DecodeListHead decodes what a list with limitInfo shows of a record (name, namespace,
+// version, info without notes or resources, the chart's name, versions, description, icon
+// and type), through the guarded decode, each string capped: a head holds at most a few
+// KiB whatever the record.
+func DecodeListHead(data []byte) (*helmrelease.Release, error) {
+	var h listHead
+	if _, err := decode(data, &h, recordBound, headsInFlight); err != nil {
+		return nil, err
+	}
+	out := &helmrelease.Release{Name: capped(h.Name, MaxHeadField), Namespace: capped(h.Namespace, MaxHeadField), Version: h.Version}
+	if i := h.Info; i != nil {
+		out.Info = &helmrelease.Info{FirstDeployed: i.FirstDeployed, LastDeployed: i.LastDeployed, Deleted: i.Deleted,
+			Description: capped(i.Description, MaxHeadDescription), Status: helmrelease.Status(capped(i.Status, MaxHeadField))}
+	}
+	if h.Chart != nil && h.Chart.Metadata != nil {
+		m := h.Chart.Metadata
+		icon := m.Icon
+		if len(icon) > MaxHeadField {
+			icon = ""
+		}
+		out.Chart = &chart.Chart{Metadata: &chart.Metadata{Name: capped(m.Name, MaxHeadField), Version: capped(m.Version, MaxHeadField),
+			AppVersion: capped(m.AppVersion, MaxHeadField), APIVersion: capped(m.APIVersion, MaxHeadField),
+			Description: capped(m.Description, MaxHeadDescription), Icon: icon, Type: capped(m.Type, MaxHeadField),
+			Deprecated: m.Deprecated}}
+	}
+	return out, nil
+}
+
+// capped is s cut to at most n bytes on a rune boundary, in a copy of its own: a cut of
+// the decoded string would keep the whole string alive.
+func capped(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.Clone(strings.ToValidUTF8(s[:n], ""))
+}
