@@ -1,6 +1,8 @@
 package release
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -50,27 +52,60 @@ type listHead struct {
 // and type), through the guarded decode, each string capped: a head holds at most a few
 // KiB whatever the record.
 func DecodeListHead(data []byte) (*helmrelease.Release, error) {
-	var h listHead
-	if _, err := decode(data, &h, recordBound, headsInFlight); err != nil {
+	h, err := decodeListHead(data)
+	if err != nil {
 		return nil, err
 	}
-	out := &helmrelease.Release{Name: capped(h.Name, MaxHeadField), Namespace: capped(h.Namespace, MaxHeadField), Version: h.Version}
+	out := &helmrelease.Release{Name: h.Name, Namespace: h.Namespace, Version: h.Version}
 	if i := h.Info; i != nil {
 		out.Info = &helmrelease.Info{FirstDeployed: i.FirstDeployed, LastDeployed: i.LastDeployed, Deleted: i.Deleted,
-			Description: capped(i.Description, MaxHeadDescription), Status: helmrelease.Status(capped(i.Status, MaxHeadField))}
+			Description: i.Description, Status: helmrelease.Status(i.Status)}
 	}
 	if h.Chart != nil && h.Chart.Metadata != nil {
 		m := h.Chart.Metadata
-		icon := m.Icon
-		if len(icon) > MaxHeadField {
-			icon = ""
-		}
-		out.Chart = &chart.Chart{Metadata: &chart.Metadata{Name: capped(m.Name, MaxHeadField), Version: capped(m.Version, MaxHeadField),
-			AppVersion: capped(m.AppVersion, MaxHeadField), APIVersion: capped(m.APIVersion, MaxHeadField),
-			Description: capped(m.Description, MaxHeadDescription), Icon: icon, Type: capped(m.Type, MaxHeadField),
-			Deprecated: m.Deprecated}}
+		out.Chart = &chart.Chart{Metadata: &chart.Metadata{Name: m.Name, Version: m.Version, AppVersion: m.AppVersion,
+			APIVersion: m.APIVersion, Description: m.Description, Icon: m.Icon, Type: m.Type, Deprecated: m.Deprecated}}
 	}
 	return out, nil
+}
+
+// decodeListHead is the list head of a payload, its strings capped.
+func decodeListHead(data []byte) (listHead, error) {
+	var h listHead
+	if _, err := decode(data, &h, recordBound, headsInFlight); err != nil {
+		return h, err
+	}
+	h.Name, h.Namespace = capped(h.Name, MaxHeadField), capped(h.Namespace, MaxHeadField)
+	if i := h.Info; i != nil {
+		i.Description, i.Status = capped(i.Description, MaxHeadDescription), capped(i.Status, MaxHeadField)
+	}
+	if h.Chart != nil && h.Chart.Metadata != nil {
+		m := h.Chart.Metadata
+		m.Name, m.Version, m.AppVersion = capped(m.Name, MaxHeadField), capped(m.Version, MaxHeadField), capped(m.AppVersion, MaxHeadField)
+		m.APIVersion, m.Type = capped(m.APIVersion, MaxHeadField), capped(m.Type, MaxHeadField)
+		m.Description = capped(m.Description, MaxHeadDescription)
+		if len(m.Icon) > MaxHeadField {
+			m.Icon = ""
+		}
+	}
+	return h, nil
+}
+
+// listHeadPayload is a payload reduced to its list head, encoded as a payload (base64 of
+// the JSON, which the guarded decode reads as it reads Helm's gzipped one); nil when the
+// payload does not decode.
+func listHeadPayload(data []byte) []byte {
+	h, err := decodeListHead(data)
+	if err != nil {
+		return nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil
+	}
+	out := make([]byte, base64.StdEncoding.EncodedLen(len(b)))
+	base64.StdEncoding.Encode(out, b)
+	return out
 }
 
 // capped is s cut to at most n bytes on a rune boundary, in a copy of its own: a cut of

@@ -110,8 +110,8 @@ func TestListsOfAFloodedNamespaceReadPagesAndKeepLittle(t *testing.T) {
 	}
 	secrets.checkPaged(t, "ReleaseSecrets")
 	checkKept(t, "ReleaseSecrets", len(got), func(i int) any { return got[i] })
-	if len(got[0].Data) != 1 || string(got[0].Data["release"]) != "x" {
-		t.Errorf("ReleaseSecrets kept the data keys %d, want the payload only", len(got[0].Data))
+	if _, ok := got[0].Data["release"]; len(got[0].Data) != 1 || !ok || got[0].Data["release"] != nil {
+		t.Errorf("ReleaseSecrets kept the data keys %d, want the payload's list head only (none: it does not decode)", len(got[0].Data))
 	}
 
 	metas := &pager{n: n,

@@ -10,8 +10,11 @@ import (
 )
 
 // ReleaseSecrets lists the release secrets of namespace ("" = all) as the store's own
-// identity (callers check access first), in pages; of each it keeps only its payload and
-// the metadata the index keeps (keptMeta).
+// identity (callers check access first), in pages, for a list with limitInfo: of each it
+// keeps the metadata the index keeps (keptMeta) and, as its payload, only its list head
+// (DecodeListHead's fields, re-encoded; no payload when it does not decode). The Secrets
+// are the tenant's, up to 1 MiB each: a namespace's payloads kept whole were held all at
+// once; a page's are held only while it is decoded.
 func (s *Store) ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
 	var out []corev1.Secret
 	err := eachPage(SelectorReleaseSecrets, func(opts metav1.ListOptions) (string, error) {
@@ -22,7 +25,8 @@ func (s *Store) ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.
 		for i := range list.Items {
 			sec := &list.Items[i]
 			out = append(out, corev1.Secret{ObjectMeta: keptMeta(sec.ObjectMeta), Type: sec.Type,
-				Data: map[string][]byte{"release": sec.Data["release"]}})
+				Data: map[string][]byte{"release": listHeadPayload(sec.Data["release"])}})
+			sec.Data = nil // the page's payloads go as soon as each is decoded
 		}
 		return list.Continue, nil
 	})
