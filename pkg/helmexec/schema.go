@@ -68,6 +68,9 @@ type schemaScan struct {
 	regexValues bool
 	// refs is set by any reference, even inside the schema.
 	refs bool
+	// objects counts the schema's objects: its subschemas, an upper bound of the checks
+	// each value node may meet.
+	objects int
 }
 
 // scanSchema reads every "$ref", "$dynamicRef", "$recursiveRef", "$schema" and "format"
@@ -86,6 +89,7 @@ func scanSchema(v any) (schemaScan, error) {
 func (s *schemaScan) walk(v any) error {
 	switch v := v.(type) {
 	case map[string]any:
+		s.objects++
 		for k, e := range v {
 			if err := s.keyword(k, e); err != nil {
 				return err

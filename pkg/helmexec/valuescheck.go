@@ -48,6 +48,44 @@ type ValuesSchema struct {
 	// refs: the schema holds references, so a check may take time and memory exponential
 	// in the values' depth; it runs in a child, bounded.
 	refs bool
+	// objects are the schema's subschemas: a check's work is at most these times the
+	// values' nodes, and past bounds.InProcessCheckWork it runs in a child, bounded.
+	objects int
+}
+
+// isolated says whether checking values against s runs in a child.
+func (s *ValuesSchema) isolated(values map[string]any) bool {
+	if s.refs {
+		return true
+	}
+	if s.objects == 0 {
+		return false
+	}
+	return nodesUpTo(values, bounds.InProcessCheckWork/s.objects+1) > bounds.InProcessCheckWork/s.objects
+}
+
+// nodesUpTo counts v's nodes, stopping past limit.
+func nodesUpTo(v any, limit int) int {
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		n++
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return n
 }
 
 // CompileValuesSchema compiles raw once for any number of CheckValues.
@@ -59,7 +97,7 @@ func CompileValuesSchema(raw []byte) (*ValuesSchema, error) {
 	if scan.fetches != "" {
 		return &ValuesSchema{}, nil
 	}
-	return &ValuesSchema{schema: s, refs: scan.refs}, nil
+	return &ValuesSchema{schema: s, refs: scan.refs, objects: scan.objects}, nil
 }
 
 // SchemaChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for ch
@@ -132,7 +170,7 @@ func (r *Renderer) CheckValues(ctx context.Context, checks []SchemaCheck) error 
 				continue
 			}
 		}
-		if s.refs {
+		if s.isolated(c.Values) {
 			isolated = append(isolated, c)
 			continue
 		}

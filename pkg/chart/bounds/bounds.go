@@ -48,10 +48,11 @@ const MaxAliasedNodes = 200_000
 // a line or two.
 const MaxSchemaString = 16 << 10
 
-// A check of values against a schema with references runs in a child
-// (helmexec.DefaultValuesLimits): a real schema checks real values in milliseconds and a few
-// MiB.
+// A check of values against a schema with references, or whose subschemas times the values'
+// nodes pass InProcessCheckWork, runs in a child (helmexec.DefaultValuesLimits): a real schema
+// checks real values in milliseconds and a few MiB.
 const (
+	InProcessCheckWork = 1 << 20
 	ValuesCheckTime    = 10 * time.Second
 	ValuesCheckMemory  = 256 << 20
 	ValuesCheckOutput  = 1 << 20
