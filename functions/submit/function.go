@@ -173,7 +173,7 @@ func (f *Function) openCaches(ctx context.Context, cl *kube.Clients) (*caches, e
 }
 
 // openSender is the sender to K_SINK: behind the 201 while the sink answers when SEND_QUEUE
-// is set (docs/design.md, "Sent behind the 201").
+// is set (docs/design.md, "The reservation contract").
 func (f *Function) openSender() (submitter.EventSender, error) {
 	sink, err := function.NewSender(f.cfg.SinkConfig, f.metrics)
 	if err != nil || f.cfg.SendQueue <= 0 {
