@@ -71,7 +71,8 @@ func (s statusPrinter) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "CHART: %s\nVERSION: %s\nAPP_VERSION: %s\n", escapeLine(m.Name), escapeLine(m.Version), escapeLine(m.AppVersion))
 	}
 	if s.show.Description {
-		fmt.Fprintf(&b, "DESCRIPTION: %s\n", escapeLine(info.Description))
+		// Multi-line as helm prints it (Helm's own errors list causes on lines of their own).
+		fmt.Fprintf(&b, "DESCRIPTION: %s\n", escapeText(info.Description))
 	}
 	if s.rel.Queue != nil {
 		fmt.Fprintf(&b, "QUEUED: %s\n", queueWords(s.rel.Queue))
