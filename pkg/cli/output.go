@@ -49,7 +49,8 @@ func writeFormat(out io.Writer, format string, w output.Writer) error {
 	return f.Write(out, w)
 }
 
-// table is a helm table whose cells are printed with their controls escaped (escapeLine).
+// table is a helm table whose cells are printed with their controls escaped (escapeText:
+// uitable cuts a multi-line cell at its column, as helm prints it, so no row is forged).
 type table struct{ *uitable.Table }
 
 // newTable is a helm table with its header row (nil: none).
@@ -64,7 +65,7 @@ func newTable(header ...any) table {
 func (t table) AddRow(cells ...any) {
 	row := make([]any, len(cells))
 	for i, c := range cells {
-		row[i] = escapeLine(fmt.Sprint(c))
+		row[i] = escapeText(fmt.Sprint(c))
 	}
 	t.Table.AddRow(row...)
 }
