@@ -10,10 +10,7 @@ import (
 // Client is a Kubernetes client with the options' identity (impersonation): what the
 // executor reads about a release's objects while Helm runs, with the caller's rights.
 func (f *Factory) Client(opts ...Option) (kubernetes.Interface, error) {
-	o := configOptions{}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := optionsOf(opts)
 	cfg := rest.CopyConfig(f.rest)
 	if o.impersonate != nil {
 		cfg.Impersonate = *o.impersonate

@@ -75,20 +75,22 @@ type configOptions struct {
 	live        liveGetter      // owned.go (tests)
 	hooks       *hookGate       // uninstallhooks.go: as whom an uninstall's hooks run
 	sealed      *DeployerSeal   // deployerseal.go: the Secret whose writes are sealed
-	secretsAPI  typedcorev1.SecretInterface
 	readBudget  *release.ReadBudget
+}
+
+// optionsOf is what opts set (Helm's debug log discarded without WithLog).
+func optionsOf(opts []Option) configOptions {
+	o := configOptions{log: func(string, ...any) {}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // WithReadBudget makes the action's reads of records draw on b, shared with the other
 // reads given b (one list over many namespaces: one read's budget, not one each).
 func WithReadBudget(b *release.ReadBudget) Option {
 	return func(o *configOptions) { o.readBudget = b }
-}
-
-// WithSecrets stores releases through si instead of the namespace's Secrets from the
-// action's identity (unit tests: a fake clientset's); the Secrets client wrappers apply.
-func WithSecrets(si typedcorev1.SecretInterface) Option {
-	return func(o *configOptions) { o.secretsAPI = si }
 }
 
 // WithFence closes the action off from the cluster once f.End is called (its storage
@@ -141,13 +143,14 @@ func WithLog(fn func(string, ...any)) Option {
 	return func(o *configOptions) { o.log = fn }
 }
 
+// LogOf is the debug log opts give Helm (one that discards without WithLog): for fakes of
+// Helm in tests of callers.
+func LogOf(opts ...Option) func(string, ...any) { return optionsOf(opts).log }
+
 // Configuration builds an action.Configuration for namespace ("" = all namespaces,
 // for listing).
 func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Configuration, error) {
-	o := configOptions{log: func(string, ...any) {}}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := optionsOf(opts)
 	cfg := rest.CopyConfig(f.rest)
 	if o.impersonate != nil {
 		cfg.Impersonate = *o.impersonate
@@ -200,14 +203,11 @@ func (f *Factory) driverChain(cfg *rest.Config, namespace string, o *configOptio
 		m.SetNamespace(namespace)
 	}
 	if d == nil {
-		si := o.secretsAPI
-		if si == nil {
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("kubernetes client: %w", err)
-			}
-			si = cs.CoreV1().Secrets(namespace)
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
+		si := cs.CoreV1().Secrets(namespace)
 		for _, w := range o.secrets {
 			si = w(si)
 		}

@@ -143,10 +143,7 @@ func SealFor(key signing.Key, namespace, name string, revision int, uid types.UI
 
 // DeployerSealOf is the seal opts make the action write (false: none).
 func DeployerSealOf(opts ...Option) (DeployerSeal, bool) {
-	var o configOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := optionsOf(opts)
 	if o.sealed == nil {
 		return DeployerSeal{}, false
 	}

@@ -26,7 +26,7 @@ func sealedInstall(t *testing.T) []byte {
 	}
 	ch := tiny("1.0.0")
 	ch.Templates = append(ch.Templates, &chart.File{Name: "templates/hook.yaml", Data: []byte(preDeleteHook)})
-	opts := []Option{WithSecrets(si), WithCapabilities(chartutil.DefaultCapabilities), WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard}),
+	opts := []Option{withSecrets(si), WithCapabilities(chartutil.DefaultCapabilities), WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard}),
 		WithImpersonation("alice", "a1-uid", []string{"devs-group"}, map[string][]string{
 			"scopes.authorization.openshift.io":          {"user:full"},
 			"authentication.kubernetes.io/credential-id": {"JTI=7d3c"}}),

@@ -229,13 +229,7 @@ func (f *Fence) String() string {
 }
 
 // FenceOf is the fence opts carry (nil without WithFence): fakes of Helm in tests honour it.
-func FenceOf(opts ...Option) *Fence {
-	var o configOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o.fence
-}
+func FenceOf(opts ...Option) *Fence { return optionsOf(opts).fence }
 
 // guardREST fences every call made through cfg, the action's identity: the template
 // `lookup` calls of a render too, which reach the API server through the action's REST

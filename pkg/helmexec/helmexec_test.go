@@ -14,6 +14,8 @@ import (
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	helmtime "helm.sh/helm/v3/pkg/time"
+	kube4 "helm.sh/helm/v4/pkg/kube"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release"
@@ -264,4 +266,16 @@ func TestUpgradeWithoutDeployedRevision(t *testing.T) {
 	if st := get(t, mem, "web", 2).Info.Status; st != helmrelease.StatusPendingUpgrade {
 		t.Errorf("the reservation was touched: %s", st)
 	}
+}
+
+// withSecrets stores releases through si (a fake clientset's) instead of the namespace's
+// Secrets; given first, the other Secrets client wrappers apply around it.
+func withSecrets(si typedcorev1.SecretInterface) Option {
+	return WithSecretsClient(func(typedcorev1.SecretInterface) typedcorev1.SecretInterface { return si })
+}
+
+// WithV4KubeClient applies a v4 action's manifests through kc instead of the cluster
+// (Helm v4's kube/fake); WithKubeClient's is the v3 engine's.
+func WithV4KubeClient(kc kube4.Interface) Option {
+	return func(o *configOptions) { o.kube4 = kc }
 }

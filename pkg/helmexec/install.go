@@ -128,11 +128,7 @@ func newInstall(cfg *action.Configuration, req Request) *action.Install {
 // it runs behind (the caller's, from WithFence, or one of its own).
 func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *storage.AdoptingDriver, *Fence, error) {
 	var adopter *storage.AdoptingDriver
-	var o configOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	fence := o.fence
+	fence := optionsOf(opts).fence
 	if fence == nil {
 		fence = &Fence{}
 		opts = append(opts, WithFence(fence))

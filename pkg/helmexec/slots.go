@@ -28,13 +28,7 @@ func WithWaitGate(g WaitGate) Option {
 
 // WaitGateOf is the gate opts carry (nil without WithWaitGate): fakes of Helm in tests
 // call it as Helm's kube client would.
-func WaitGateOf(opts ...Option) WaitGate {
-	var o configOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o.gate
-}
+func WaitGateOf(opts ...Option) WaitGate { return optionsOf(opts).gate }
 
 // APIGate is told around the API round trips of an action's apply (its objects created,
 // updated, deleted): the executor lends the action's CPU slot meanwhile (docs/design.md,
@@ -53,13 +47,7 @@ func WithAPIGate(g APIGate) Option {
 
 // APIGateOf is the API gate opts carry (nil without WithAPIGate): fakes of Helm in tests
 // call it as Helm's kube client would.
-func APIGateOf(opts ...Option) APIGate {
-	var o configOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o.api
-}
+func APIGateOf(opts ...Option) APIGate { return optionsOf(opts).api }
 
 // gated puts the gates, if any, around an action's fenced kube client. Embedding the
 // fenced client keeps every optional interface it passes through.

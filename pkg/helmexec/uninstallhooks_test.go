@@ -160,7 +160,7 @@ func TestUninstallRunsHooksOnlyAsTheirSealedWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			callerKube := &createsKube{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}}
-			opts := []Option{WithSecrets(si), WithCapabilities(chartutil.DefaultCapabilities), WithKubeClient(callerKube),
+			opts := []Option{withSecrets(si), WithCapabilities(chartutil.DefaultCapabilities), WithKubeClient(callerKube),
 				WithImpersonation(tc.caller, "", []string{"system:serviceaccounts"}, nil)}
 			req := Request{Namespace: "ns", Name: "web", Revision: 1, Timeout: time.Minute,
 				DeleteHooks: DeleteHooks{Key: hooksKey, Disabled: tc.noHooks}}
@@ -204,7 +204,7 @@ func TestInstallSealsWhoWroteTheHooks(t *testing.T) {
 	}
 	ch := tiny("1.0.0")
 	ch.Templates = append(ch.Templates, &chart.File{Name: "templates/hook.yaml", Data: []byte(preDeleteHook)})
-	opts := []Option{WithSecrets(si), WithCapabilities(chartutil.DefaultCapabilities), WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard}),
+	opts := []Option{withSecrets(si), WithCapabilities(chartutil.DefaultCapabilities), WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard}),
 		WithImpersonation("alice", "a1", []string{"devs"}, map[string][]string{"scopes": {"user:full"}}),
 		WithDeployerSeal(SealFor(hooksKey, "ns", "web", 1, "u1"))}
 	rel, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: ch, Timeout: time.Minute}, opts...)

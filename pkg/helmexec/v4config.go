@@ -59,22 +59,13 @@ func WithTransport(wrap func(http.RoundTripper) http.RoundTripper) FactoryOption
 
 func (f *Factory) v4() bool { return f.engine == EngineV4 }
 
-// WithV4KubeClient applies a v4 action's manifests through kc instead of the cluster
-// (Helm v4's kube/fake in unit tests); WithKubeClient's is the v3 engine's.
-func WithV4KubeClient(kc kube4.Interface) Option {
-	return func(o *configOptions) { o.kube4 = kc }
-}
-
 // FieldManager for Helm v4 too: its default is the binary's name.
 func init() { kube4.ManagedFieldsManager = FieldManager }
 
 // configurationV4 is a Helm v4 action configuration on the same storage chain, discovery
 // and identity as Configuration's; ctx ends its waits.
 func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, error) {
-	o := configOptions{log: func(string, ...any) {}}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := optionsOf(opts)
 	cfg := rest.CopyConfig(f.rest)
 	if o.impersonate != nil {
 		cfg.Impersonate = *o.impersonate

@@ -12,6 +12,7 @@ import (
 	helmtime "helm.sh/helm/v3/pkg/time"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -28,8 +29,9 @@ type secretsHelm struct {
 }
 
 func (h secretsHelm) List(ctx context.Context, ns string, opts ...helmexec.Option) ([]*helmrelease.Release, error) {
-	return h.f.List(ctx, ns, append(opts, helmexec.WithSecrets(h.cs.CoreV1().Secrets(ns)),
-		helmexec.WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard}))...)
+	si := h.cs.CoreV1().Secrets(ns) // first: the other Secrets client wrappers apply around it
+	return h.f.List(ctx, ns, append([]helmexec.Option{helmexec.WithSecretsClient(func(typedcorev1.SecretInterface) typedcorev1.SecretInterface { return si }),
+		helmexec.WithKubeClient(&kubefake.PrintingKubeClient{Out: io.Discard})}, opts...)...)
 }
 
 func (h secretsHelm) History(context.Context, string, string, ...helmexec.Option) ([]*helmrelease.Release, error) {
