@@ -10,6 +10,8 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	kube4 "helm.sh/helm/v4/pkg/kube"
+	kubefake4 "helm.sh/helm/v4/pkg/kube/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -147,5 +149,57 @@ func TestAPIGate(t *testing.T) {
 	}
 	if APIGateOf(opts...) != s {
 		t.Error("APIGateOf does not give the gate back")
+	}
+}
+
+// applyingKube4 is applyingKube for the v4 engine.
+type applyingKube4 struct {
+	*kubefake4.PrintingKubeClient
+	s *steps
+}
+
+func (k applyingKube4) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (*kube4.Result, error) {
+	k.s.add("kube: create")
+	return k.PrintingKubeClient.Create(r, o...)
+}
+
+func (k applyingKube4) Update(orig, r kube4.ResourceList, o ...kube4.ClientUpdateOption) (*kube4.Result, error) {
+	k.s.add("kube: update")
+	return k.PrintingKubeClient.Update(orig, r, o...)
+}
+
+func (k applyingKube4) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (*kube4.Result, []error) {
+	k.s.add("kube: delete")
+	return k.PrintingKubeClient.Delete(r, p)
+}
+
+// The v4 engine's apply lends the CPU slot as the v3 engine's does: Helm v4's upgrade
+// updates the release's objects between Calling and Returned, and so do its client's
+// creates and deletes. Before, v4 applies kept their CPU slot: ["kube: update"].
+func TestAPIGateV4(t *testing.T) {
+	f, mem, base := offlineEngine(t, EngineV4)
+	s := &steps{}
+	opts := append(base, WithAPIGate(s), WithV4KubeClient(applyingKube4{&kubefake4.PrintingKubeClient{Out: io.Discard}, s}))
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	if _, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: tiny("1.0.0")}, opts...); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	reserve(t, mem, "web", 2, helmrelease.StatusPendingUpgrade)
+	if _, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Chart: tiny("1.0.0"),
+		Values: map[string]any{"v": "two"}}, opts...); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	cfg, err := f.configurationV4(ctx(t), "ns", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.KubeClient.Create(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg.KubeClient.Delete(nil, metav1.DeletePropagationBackground)
+	want := []string{"api: calling", "kube: update", "api: returned", "api: calling", "kube: create", "api: returned",
+		"api: calling", "kube: delete", "api: returned"}
+	if !slices.Equal(s.log, want) {
+		t.Errorf("steps %q, want %q", s.log, want)
 	}
 }

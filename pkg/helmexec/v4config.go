@@ -96,7 +96,7 @@ func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []
 	if o.caps != nil { // tests without a cluster
 		ac.Capabilities = common4.DefaultCapabilities.Copy()
 	}
-	ac.KubeClient = v4Kube{Interface: kc, f: o.fence, gate: o.gate, log: o.log, ctx: ctx, owner: o.owner, live: o.liveGetter()}
+	ac.KubeClient = v4Kube{Interface: kc, f: o.fence, gate: o.gate, api: o.api, log: o.log, ctx: ctx, owner: o.owner, live: o.liveGetter()}
 	ac.Releases = store
 	return ac, nil
 }

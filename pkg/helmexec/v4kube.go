@@ -16,12 +16,14 @@ import (
 
 // v4Kube is a v4 action's kube client: behind the action's fence (every call refused once
 // the action ended), its waits telling the gate and ending with the action's context
-// (Helm v4's wait contexts), and its creates and waits logged in the lines
-// progress.Phases reads, as hookAwareClient and Helm v3 log them.
+// (Helm v4's wait contexts), its apply's calls the API gate (as gatedKube's), and its
+// creates and waits logged in the lines progress.Phases reads, as hookAwareClient and Helm
+// v3 log them.
 type v4Kube struct {
 	kube4.Interface
 	f    *Fence
 	gate WaitGate
+	api  APIGate
 	log  func(string, ...any)
 	// ctx ends the action's waits (a cancel, the deadline, the fence).
 	ctx context.Context
@@ -43,6 +45,15 @@ func (k v4Kube) call(fn func() error) error {
 	return fn()
 }
 
+// calling is call of one of the apply's calls, between the API gate's Calling and Returned.
+func (k v4Kube) calling(fn func() error) error {
+	if k.api != nil {
+		k.api.Calling()
+		defer k.api.Returned()
+	}
+	return k.call(fn)
+}
+
 func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res *kube4.Result, err error) {
 	if isHook4(r) {
 		k.log(progress.LogCreateHook, len(r))
@@ -52,7 +63,7 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 	if k.owner != nil {
 		k.owner.created.add(r) // its hooks may be deleted (judgeHook)
 	}
-	err = k.call(func() error { res, err = k.Interface.Create(r, o...); return err })
+	err = k.calling(func() error { res, err = k.Interface.Create(r, o...); return err })
 	return res, err
 }
 
@@ -60,7 +71,7 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 // Helm's upgrade reads the Result of a failed Update.
 func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpdateOption) (res *kube4.Result, err error) {
 	k.log("checking %d resources for changes", len(target))
-	err = k.call(func() error {
+	err = k.calling(func() error {
 		if k.owner != nil {
 			original = k.owner.deletable(original, target, k.live, k.log)
 		}
@@ -74,7 +85,7 @@ func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpd
 }
 
 func (k v4Kube) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (res *kube4.Result, errs []error) {
-	if err := k.call(func() error {
+	if err := k.calling(func() error {
 		if k.owner != nil {
 			if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
 				res = &kube4.Result{}
