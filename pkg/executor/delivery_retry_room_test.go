@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -76,6 +78,51 @@ func TestRetriesWaitInTheRoom(t *testing.T) {
 			if len(revs) != 11 || failed != len(revs) {
 				t.Errorf("r%d: %d revisions, %d failed; want 11 attempts, all failed", i, len(revs), failed)
 			}
+		}
+	})
+}
+
+// A retry waits for its next attempt's slot no longer than a delivery waits for its first
+// (queueWait): past it the request ends failed, its failed attempt saying why, instead of
+// waiting for as long as another tenant's action holds the slot. Without the bound, the
+// retry waited the other action's two hours and ran then.
+func TestARetryWaitsForItsSlotNoLongerThanADelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 1)
+		shipped(e.svc)
+		e.svc.SlotWait = 10 * time.Minute
+		e.svc = New(*e.svc, 1)
+		fails := failsAfter(e, time.Second)
+		e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+			if req.Namespace == "b" {
+				time.Sleep(2 * time.Hour) // holds the only slot
+				return e.writes(ctx, req)
+			}
+			return fails(ctx, req)
+		}
+		a := e.reserveAs("a", "", "web", "ra")
+		a.Options.Retries = 1
+		b := e.reserveAs("b", "", "long", "rb")
+		outcomes := make(chan Outcome, 2)
+		for _, act := range []events.Action{a, b} {
+			go func() {
+				o, err := e.svc.Handle(context.Background(), context.Background(), act, nil)
+				if err != nil {
+					t.Errorf("%s: %v", act.Namespace, err)
+				}
+				outcomes <- o
+			}()
+			synctest.Wait()
+		}
+		<-outcomes
+		<-outcomes
+		revs, err := e.store.LiveHistory(ctx(t), "a", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, desc := e.statusIn("a", "web")
+		if len(revs) != 1 || status != helmrelease.StatusFailed || !strings.Contains(desc, "not retried: no action slot for the request's next step: none within 10m0s") {
+			t.Errorf("a: %d revisions, revision 1 %s %q; want 1, failed, not retried for want of a slot", len(revs), status, desc)
 		}
 	})
 }

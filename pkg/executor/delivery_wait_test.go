@@ -20,25 +20,32 @@ func shipped(s *Service) {
 }
 
 // How long a delivery waits for a slot: as long as its sender waits, less the action's own
-// deadline and a minute; SlotWait only lowers it.
+// deadline and a minute; SlotWait only lowers it. The bound of every later wait before the
+// action starts (its first CPU slot, a retry's or a remediation's slots: queueWait) is the
+// same, or, where the delivery may not wait, the action's own timeout.
 func TestSlotWaitIsWhatTheDeliveryAllows(t *testing.T) {
 	for _, c := range []struct {
 		name                      string
 		slotWait, delivery, limit time.Duration
 		timeout                   time.Duration
-		want                      time.Duration
+		want, queue               time.Duration
 	}{
-		{name: "Helm's default timeout", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, timeout: 5 * time.Minute, want: 54 * time.Minute},
-		{name: "a 30 m wait", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, timeout: 30 * time.Minute, want: 29 * time.Minute},
-		{name: "no timeout: MAX_ACTION_TIME", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, want: 4 * time.Minute},
-		{name: "a timeout past MAX_ACTION_TIME", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, timeout: 2 * time.Hour, want: 4 * time.Minute},
-		{name: "SLOT_WAIT lowers it", slotWait: 30 * time.Second, delivery: time.Hour, limit: 55 * time.Minute, timeout: 5 * time.Minute, want: 30 * time.Second},
-		{name: "the sender's time unknown", slotWait: 10 * time.Minute, timeout: 5 * time.Minute, want: 10 * time.Minute},
-		{name: "no time left: no wait", slotWait: time.Hour, delivery: 5 * time.Minute, timeout: 5 * time.Minute},
+		{name: "Helm's default timeout", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, timeout: 5 * time.Minute, want: 54 * time.Minute, queue: 54 * time.Minute},
+		{name: "a 30 m wait", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, timeout: 30 * time.Minute, want: 29 * time.Minute, queue: 29 * time.Minute},
+		{name: "no timeout: MAX_ACTION_TIME", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, want: 4 * time.Minute, queue: 4 * time.Minute},
+		{name: "a timeout past MAX_ACTION_TIME", slotWait: time.Hour, delivery: time.Hour, limit: 55 * time.Minute, timeout: 2 * time.Hour, want: 4 * time.Minute, queue: 4 * time.Minute},
+		{name: "SLOT_WAIT lowers it", slotWait: 30 * time.Second, delivery: time.Hour, limit: 55 * time.Minute, timeout: 5 * time.Minute, want: 30 * time.Second, queue: 30 * time.Second},
+		{name: "the sender's time unknown", slotWait: 10 * time.Minute, timeout: 5 * time.Minute, want: 10 * time.Minute, queue: 10 * time.Minute},
+		{name: "no time left: no wait, later waits the timeout", slotWait: time.Hour, delivery: 5 * time.Minute, timeout: 5 * time.Minute, queue: 5 * time.Minute},
+		{name: "SLOT_WAIT 0: later waits the timeout", delivery: time.Hour, limit: 55 * time.Minute, timeout: 5 * time.Minute, queue: 5 * time.Minute},
 	} {
 		s := &Service{SlotWait: c.slotWait, DeliveryTimeout: c.delivery, MaxActionTime: c.limit}
-		if got := s.slotWait(events.Action{Options: events.Options{Timeout: c.timeout}}); got != c.want {
+		a := events.Action{Options: events.Options{Timeout: c.timeout}}
+		if got := s.slotWait(a); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+		if got := s.queueWait(a); got != c.queue {
+			t.Errorf("%s: queueWait %s, want %s", c.name, got, c.queue)
 		}
 	}
 }

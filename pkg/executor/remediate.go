@@ -39,8 +39,10 @@ type chain struct {
 	total int
 	// desc is the request's own description (each attempt's carries its number).
 	desc string
-	// shutdown is the executor's: the chain waits for its slots until then.
+	// shutdown is the executor's: the chain's actions end with it.
 	shutdown context.Context
+	// wait ends the wait for the slots of the step after a failed attempt (start).
+	wait context.Context
 }
 
 // attempts runs the action, then, while it fails and the request allows, its retries and
@@ -66,17 +68,11 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 		if then == stepStop {
 			return outcome
 		}
-		if err := c.requeue(shutdown, then); err != nil {
-			c.noRetry(reqCtx, err)
-			return outcome
-		}
-		if then == stepRemediate {
-			c.remediate(reqCtx)
-			return outcome
-		}
-		next, err := c.retry(reqCtx)
+		next, err := c.start(reqCtx, then)
 		if err != nil {
 			c.noRetry(reqCtx, err)
+		}
+		if next == nil {
 			return outcome
 		}
 		c.moveTo(reqCtx, next)
@@ -86,18 +82,39 @@ func (s *Service) attempts(reqCtx, shutdown context.Context, act *action) Outcom
 	return outcome
 }
 
+// start runs what follows a failed attempt up to its start: the wait for an action slot
+// again and for a CPU slot for its setup, together at most queueWait, as a delivery waits
+// before its first attempt; then the retry's next attempt (returned), or the remediation
+// (run here; nil).
+func (c *chain) start(reqCtx context.Context, then step) (*action, error) {
+	d := c.s.queueWait(c.cur.Action)
+	wait, stop := bounded(c.shutdown, c.s.afterFunc, d, fmt.Errorf("none within %s", d))
+	defer stop()
+	c.wait = wait
+	if err := c.requeue(then); err != nil {
+		return nil, err
+	}
+	if then == stepRemediate {
+		c.remediate(reqCtx)
+		return nil, nil
+	}
+	return c.retry(reqCtx)
+}
+
 // requeue gives the action slot back to the tenants' queue between attempts and waits for
 // one again in the request's flow, unless nothing more runs (no remediation).
-func (c *chain) requeue(shutdown context.Context, then step) error {
+func (c *chain) requeue(then step) error {
 	if c.cur.seat == nil || (then == stepRemediate && c.cur.Action.Options.Remediation == api.RemediationNone) {
 		return nil
 	}
-	err := c.cur.seat.Requeue(shutdown)
+	err := c.cur.seat.Requeue(c.wait)
 	switch {
 	case errors.Is(err, fairqueue.ErrFull):
 		return fmt.Errorf("no place to wait for an action slot: the executor's waiting room is full and its tenant waits the most there (%w)", err)
-	case err != nil:
+	case c.shutdown.Err() != nil:
 		return fmt.Errorf("the executor shut down while the request queued for a slot: %w", err)
+	case err != nil:
+		return fmt.Errorf("no action slot for the request's next step: %w", context.Cause(c.wait))
 	}
 	return nil
 }
@@ -147,7 +164,7 @@ func (c *chain) moveTo(reqCtx context.Context, next *action) {
 // retry opens the next attempt: claimed, its revision's lease held, its revision reserved,
 // the failed one saying where the request went on.
 func (c *chain) retry(reqCtx context.Context) (next *action, err error) {
-	err = c.inCPUSlot(c.shutdown, func() error {
+	err = c.inCPUSlot(c.wait, func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
 		defer cancel()
 		k := c.cur.attempt + 1
@@ -174,7 +191,7 @@ func (c *chain) retry(reqCtx context.Context) (next *action, err error) {
 func (c *chain) inCPUSlot(wait context.Context, fn func() error) error {
 	seat, err := c.s.cpu.Acquire(wait, flowOf(c.cur.Action))
 	if err != nil {
-		return fmt.Errorf("no CPU slot for the request's next step: %w", err)
+		return fmt.Errorf("no CPU slot for the request's next step: %w", context.Cause(wait))
 	}
 	defer seat.Release()
 	return fn()
@@ -323,7 +340,7 @@ func (c *chain) noteAlone(reqCtx context.Context, what string) {
 func (c *chain) rollback(reqCtx context.Context) error {
 	var next *action
 	var target *helmrelease.Release
-	err := c.inCPUSlot(c.shutdown, func() (err error) {
+	err := c.inCPUSlot(c.wait, func() (err error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), setupTimeout)
 		defer cancel()
 		if target, err = c.pinnedTarget(ctx); err != nil {
@@ -391,7 +408,7 @@ func checkTarget(pin *release.Pin, target *helmrelease.Release, applyMethod stri
 func (c *chain) uninstall(reqCtx context.Context) error {
 	cur := c.cur
 	phase := &cpuPhase{cpu: c.s.cpu, flow: flowOf(cur.Action), action: cur.seat, ctx: c.shutdown,
-		firstWait: c.s.cpuWait(cur.Action), after: c.s.afterFunc}
+		firstWait: c.s.queueWait(cur.Action), after: c.s.afterFunc}
 	if err := phase.enter(); err != nil {
 		return fmt.Errorf("no CPU slot for the request's remediation: %w", err)
 	}

@@ -89,7 +89,7 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		return nil, err
 	}
 	phase := &cpuPhase{cpu: s.cpu, flow: flowOf(act.Action), action: act.seat, ctx: ctx,
-		firstWait: s.cpuWait(act.Action), after: s.afterFunc}
+		firstWait: s.queueWait(act.Action), after: s.afterFunc}
 	if err := phase.enter(); err != nil {
 		return nil, fmt.Errorf("waiting for a CPU slot: %w", err)
 	}

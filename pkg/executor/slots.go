@@ -67,10 +67,9 @@ func (p *cpuPhase) first() (*fairqueue.Seat, error) {
 	if seat, ok := p.cpu.TryAcquire(p.flow); ok {
 		return seat, nil
 	}
-	ctx, cancel := context.WithCancelCause(p.ctx)
-	defer cancel(nil)
-	late := fmt.Errorf("%w: none within %s (CPU slots: %d)", ErrNoCPUSlot, p.firstWait, p.cpu.Slots())
-	defer p.after(p.firstWait, func() { cancel(late) })()
+	ctx, stop := bounded(p.ctx, p.after, p.firstWait,
+		fmt.Errorf("%w: none within %s (CPU slots: %d)", ErrNoCPUSlot, p.firstWait, p.cpu.Slots()))
+	defer stop()
 	seat, err := p.cpu.Acquire(ctx, p.flow)
 	if err != nil {
 		return nil, context.Cause(ctx)
@@ -78,13 +77,21 @@ func (p *cpuPhase) first() (*fairqueue.Seat, error) {
 	return seat, nil
 }
 
-// ErrNoCPUSlot: an action got no CPU slot to start within its bound (cpuWait).
+// bounded is ctx ended with cause late once d has passed on after's clock (Service.afterFunc).
+func bounded(ctx context.Context, after func(time.Duration, func()) func(), d time.Duration, late error) (context.Context, func()) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	stop := after(d, func() { cancel(late) })
+	return bctx, func() { stop(); cancel(nil) }
+}
+
+// ErrNoCPUSlot: an action got no CPU slot to start within its bound (queueWait).
 var ErrNoCPUSlot = errors.New("no CPU slot to start the action")
 
-// cpuWait is the most an action waits for its first CPU slot: as long as its delivery may
-// wait for an action slot (slotWait), or, where that allows no wait, its own timeout. Its
-// deadline starts once it holds one.
-func (s *Service) cpuWait(a events.Action) time.Duration {
+// queueWait is the most an action waits in the executor's queues before it starts, and
+// before each retry or remediation starts: as long as its delivery may wait for an action
+// slot (slotWait), or, where that allows no wait, its own timeout. Its deadline starts once
+// it holds a CPU slot.
+func (s *Service) queueWait(a events.Action) time.Duration {
 	if w := s.slotWait(a); w > 0 {
 		return w
 	}
