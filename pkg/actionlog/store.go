@@ -25,9 +25,12 @@ import (
 
 // Labels and annotations of a log's ConfigMap.
 const (
-	LabelNamespace      = "async-helm.io/log-namespace"
-	LabelRelease        = "async-helm.io/log-release"
-	LabelRevision       = "async-helm.io/log-revision"
+	LabelNamespace = "async-helm.io/log-namespace"
+	LabelRelease   = "async-helm.io/log-release"
+	LabelRevision  = "async-helm.io/log-revision"
+	// LabelNamespaceUID is the UID of the namespace the log's action ran in ("" when it was
+	// gone): a log is answered only in that very namespace, not in one re-made under its name.
+	LabelNamespaceUID   = "async-helm.io/log-namespace-uid"
 	annotationRequestID = "async-helm.io/log-request-id"
 	annotationAction    = "async-helm.io/log-action"
 	annotationStarted   = "async-helm.io/log-started"
@@ -57,6 +60,7 @@ type Record struct {
 	Lines             []api.LogLine
 
 	resourceVersion string
+	namespaceUID    *types.UID // read at the first write
 }
 
 // body is the stored data.
@@ -84,6 +88,17 @@ func ObjectName(namespace, name string, revision int) string {
 // Write stores r: created on its first write, updated after (a record left by an earlier
 // attempt at the same revision is overwritten).
 func (s *Store) Write(ctx context.Context, r *Record) error {
+	if r.namespaceUID == nil {
+		ns, err := s.namespace(ctx, r.Namespace)
+		if err != nil {
+			return err
+		}
+		var uid types.UID
+		if ns != nil {
+			uid = ns.UID
+		}
+		r.namespaceUID = &uid
+	}
 	cm, err := encode(s.Namespace, r)
 	if err != nil {
 		return err
@@ -132,10 +147,13 @@ func encode(namespace string, r *Record) (*corev1.ConfigMap, error) {
 	if r.Running {
 		state = stateRunning
 	}
+	labels := map[string]string{LabelNamespace: r.Namespace, LabelRelease: r.Name, LabelRevision: strconv.Itoa(r.Revision)}
+	if r.namespaceUID != nil {
+		labels[LabelNamespaceUID] = string(*r.namespaceUID)
+	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ObjectName(r.Namespace, r.Name, r.Revision), Namespace: namespace,
-			Labels: map[string]string{LabelNamespace: r.Namespace, LabelRelease: r.Name, LabelRevision: strconv.Itoa(r.Revision)},
+			Name: ObjectName(r.Namespace, r.Name, r.Revision), Namespace: namespace, Labels: labels,
 			Annotations: map[string]string{
 				annotationRequestID: r.RequestID, annotationAction: r.Action, annotationState: state,
 				annotationStarted: r.Started.UTC().Format(time.RFC3339Nano),
@@ -155,29 +173,40 @@ func (s *Store) Get(ctx context.Context, namespace, name string, revision int) (
 	if err != nil {
 		return nil, fmt.Errorf("action log of %s/%s revision %d: %w", namespace, name, revision, err)
 	}
-	since, err := s.namespaceSince(ctx, namespace)
+	ns, err := s.namespace(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
-	if started(cm).Before(since) {
+	if !owns(ns, cm) {
 		return nil, fmt.Errorf("%w: no log of %s/%s revision %d", release.ErrNotFound, namespace, name, revision)
 	}
 	return decode(cm, namespace, name)
 }
 
-// namespaceSince is when the namespace named so now was created: a log started before it
-// belongs to an earlier namespace of that name (another owner's) and is never answered.
-// A namespace that is gone has no new owner: its logs stay readable until pruned.
-func (s *Store) namespaceSince(ctx context.Context, namespace string) (time.Time, error) {
-	ns, err := s.Client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+// namespace is the namespace so named now (nil when there is none).
+func (s *Store) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns, err := s.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return time.Time{}, nil
+		return nil, nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("action logs of namespace %s: %w", namespace, err)
+		return nil, fmt.Errorf("action logs of namespace %s: %w", name, err)
 	}
-	// creationTimestamp has whole seconds.
-	return ns.CreationTimestamp.Truncate(time.Second), nil
+	return ns, nil
+}
+
+// owns tells whether namespace ns (nil: gone) owns log cm: the one whose UID the log carries;
+// a log written before logs carried it, if it started after ns was created (whole seconds).
+// A namespace that is gone has no new owner: its logs stay readable until pruned.
+func owns(ns *corev1.Namespace, cm *corev1.ConfigMap) bool {
+	uid, keyed := cm.Labels[LabelNamespaceUID]
+	switch {
+	case ns == nil:
+		return true
+	case keyed:
+		return uid == string(ns.UID)
+	}
+	return !started(cm).Before(ns.CreationTimestamp.Truncate(time.Second))
 }
 
 // Latest reads the most recently started log of a release.
@@ -186,14 +215,16 @@ func (s *Store) Latest(ctx context.Context, namespace, name string) (*Record, er
 	if err != nil {
 		return nil, err
 	}
-	since, err := s.namespaceSince(ctx, namespace)
+	ns, err := s.namespace(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
-	if len(cms) == 0 || started(&cms[0]).Before(since) {
-		return nil, fmt.Errorf("%w: no log of %s/%s", release.ErrNotFound, namespace, name)
+	for i := range cms {
+		if owns(ns, &cms[i]) {
+			return decode(&cms[i], namespace, name)
+		}
 	}
-	return decode(&cms[0], namespace, name)
+	return nil, fmt.Errorf("%w: no log of %s/%s", release.ErrNotFound, namespace, name)
 }
 
 // list is a release's logs (at most maxListed), most recently started first.
