@@ -22,7 +22,20 @@ import (
 type leaseCache struct {
 	mu        sync.Mutex
 	informers []cache.SharedIndexInformer
+	countMu   sync.Mutex
+	// kept is, by namespace, the names of the Leases cached under their own name.
+	kept map[string]map[string]bool
 }
+
+// MaxLeasesPerNamespace bounds the Leases of one namespace the cache holds (a namespace
+// editor may label any number as ours; an executor holds one per action it runs, at most
+// MAX_PARALLEL (64) each). Past it, a Lease of that namespace not cached yet is folded into
+// the namespace's one entry named overflow, which holds nothing: the sweeper reads such a
+// Lease again, and QueueTombstones lists that namespace's tombstones from the API server.
+const MaxLeasesPerNamespace = 1024
+
+// overflow is no Lease's name (a name has no "~").
+const overflow = "~over-bound"
 
 // informersFor starts the informers once, over namespaces.
 func (c *leaseCache) informersFor(ctx context.Context, client kubernetes.Interface, namespaces []string) []cache.SharedIndexInformer {
@@ -31,11 +44,15 @@ func (c *leaseCache) informersFor(ctx context.Context, client kubernetes.Interfa
 	if c.informers != nil {
 		return c.informers
 	}
+	c.countMu.Lock()
+	c.kept = map[string]map[string]bool{}
+	c.countMu.Unlock()
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lease.SelectorLeases }))
 		inf := f.Coordination().V1().Leases().Informer()
-		_ = inf.SetTransform(keptLease) // fails only once the informer runs
+		_ = inf.SetTransform(c.keep) // fails only once the informer runs
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.forget})
 		c.informers = append(c.informers, inf)
 		f.Start(ctx.Done())
 	}
@@ -56,20 +73,74 @@ func (c *leaseCache) get(namespace, name string) *coordinationv1.Lease {
 	return nil
 }
 
-// list is every cached Lease; ok is false when there is no cache.
-func (c *leaseCache) list() ([]*coordinationv1.Lease, bool) {
+// list is every cached Lease, and the namespaces at MaxLeasesPerNamespace (some of whose
+// Leases may not be cached); ok is false when there is no cache.
+func (c *leaseCache) list() (out []*coordinationv1.Lease, full []string, ok bool) {
 	c.mu.Lock()
 	infs := c.informers
 	c.mu.Unlock()
-	var out []*coordinationv1.Lease
 	for _, inf := range infs {
 		for _, obj := range inf.GetStore().List() {
-			if l, ok := obj.(*coordinationv1.Lease); ok {
+			if l, ok := obj.(*coordinationv1.Lease); ok && l.Name != overflow {
 				out = append(out, l)
 			}
 		}
 	}
-	return out, infs != nil
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
+	for ns, names := range c.kept {
+		if len(names) >= MaxLeasesPerNamespace {
+			full = append(full, ns)
+		}
+	}
+	return out, full, infs != nil
+}
+
+// keep is the informer's transform: what the cache keeps of a Lease, or, past
+// MaxLeasesPerNamespace in its namespace, the namespace's overflow entry.
+func (c *leaseCache) keep(obj any) (any, error) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return obj, nil
+	}
+	if !c.admit(l.Namespace, l.Name) {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: overflow}}, nil
+	}
+	return keptLease(l), nil
+}
+
+// admit counts Lease namespace/name among its namespace's cached Leases: true when it is
+// one (or cached under its name, its delete seen before it was made again) or there is room.
+func (c *leaseCache) admit(namespace, name string) bool {
+	cached := c.get(namespace, name) != nil
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
+	names := c.kept[namespace]
+	if !names[name] && !cached && len(names) >= MaxLeasesPerNamespace {
+		return false
+	}
+	if names == nil {
+		names = map[string]bool{}
+		c.kept[namespace] = names
+	}
+	names[name] = true
+	return true
+}
+
+// forget frees a deleted Lease's place in its namespace's count, unless it was made again.
+func (c *leaseCache) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Name == overflow || c.get(l.Namespace, l.Name) != nil {
+		return
+	}
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
+	if delete(c.kept[l.Namespace], l.Name); len(c.kept[l.Namespace]) == 0 {
+		delete(c.kept, l.Namespace)
+	}
 }
 
 // watch tells h of every add, update and delete of async-helm's Leases in namespaces, and
@@ -104,17 +175,13 @@ var (
 	leaseAnnotations = []string{lease.AnnotationSecretUID, lease.AnnotationOutcome, lease.AnnotationProgress}
 )
 
-// keptLease is the informer's transform: what the cache keeps of a Lease.
-func keptLease(obj any) (any, error) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok {
-		return obj, nil
-	}
+// keptLease is what the cache keeps of a Lease.
+func keptLease(l *coordinationv1.Lease) *coordinationv1.Lease {
 	return &coordinationv1.Lease{TypeMeta: l.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, UID: l.UID, ResourceVersion: l.ResourceVersion,
 			CreationTimestamp: l.CreationTimestamp, DeletionTimestamp: l.DeletionTimestamp,
 			Labels: keptValues(l.Labels, leaseLabels), Annotations: keptValues(l.Annotations, leaseAnnotations)},
-		Spec: coordinationv1.LeaseSpec{RenewTime: l.Spec.RenewTime, LeaseDurationSeconds: l.Spec.LeaseDurationSeconds}}, nil
+		Spec: coordinationv1.LeaseSpec{RenewTime: l.Spec.RenewTime, LeaseDurationSeconds: l.Spec.LeaseDurationSeconds}}
 }
 
 // keptValues is the entries of in whose key is in keep and whose value is within

@@ -1,16 +1,20 @@
 package notifier
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/async-helm/async-helm/internal/testwait"
+	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
@@ -86,4 +90,74 @@ func TestTheLeaseCacheKeepsOnlyWhatItsReadersUse(t *testing.T) {
 	if !lease.ExpiresAt(got).Equal(t0.Add(30 * time.Second)) {
 		t.Errorf("the cached Lease expires at %v", lease.ExpiresAt(got))
 	}
+}
+
+// Attack (review 5, H4, the count): a namespace editor labels any number of Leases as ours
+// and every notifier cached them all, each up to the size bound. A namespace's Leases are
+// cached up to MaxLeasesPerNamespace; the rest of that namespace's are not held, and
+// another namespace's are cached as before.
+func TestTheLeaseCacheHoldsABoundedCountPerNamespace(t *testing.T) {
+	e := newEnv(t)
+	flood := MaxLeasesPerNamespace + 300
+	for i := 0; i < flood; i++ {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "flood", Name: fmt.Sprintf("junk-%d", i),
+			Labels: map[string]string{lease.LabelManagedBy: lease.ManagedByUs}}}
+		if _, err := e.c.CoordinationV1().Leases("flood").Create(ctx(t), l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web.v1",
+		Labels: map[string]string{lease.LabelManagedBy: lease.ManagedByUs}}}
+	if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(t), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var c leaseCache
+	if err := c.watch(ctx(t), e.c, []string{metav1.NamespaceAll}, cache.ResourceEventHandlerFuncs{}); err != nil {
+		t.Fatal(err)
+	}
+	cached, full, _ := c.list()
+	perNS := map[string]int{}
+	for _, l := range cached {
+		perNS[l.Namespace]++
+	}
+	if perNS["flood"] > MaxLeasesPerNamespace+1 {
+		t.Errorf("the cache holds %d of the flooding namespace's %d Leases, over %d", perNS["flood"], flood, MaxLeasesPerNamespace)
+	}
+	if c.get("ns", "web.v1") == nil {
+		t.Error("another namespace's Lease is not cached")
+	}
+	if !slices.Equal(full, []string{"flood"}) {
+		t.Errorf("namespaces whose Leases are not all cached: %v, want [flood]", full)
+	}
+}
+
+// In a namespace whose Leases the cache does not all hold, an uninstall's tombstone (made
+// after the flood, so not cached) is still reported: the sweep lists that namespace's
+// tombstones from the API server.
+func TestAnUninstallInAFloodedNamespaceIsReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.upgraded("web")
+		for i := 0; i < MaxLeasesPerNamespace; i++ {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("junk-%d", i),
+				Labels: map[string]string{lease.LabelManagedBy: lease.ManagedByUs}}}
+			if _, err := e.c.CoordinationV1().Leases("ns").Create(ctx(t), l, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.svc.Start(ctx(t), true); err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, func() bool { return e.Revision("web", 2).Notified == "deployed" })
+		before := len(e.sink.Events())
+		e.uninstall("web", []int{1, 2}, true)
+		testwait.For(t, func() bool { return len(e.sink.Events()) == before+1 }) // uninstalling
+		synctest.Wait()
+		if e.svc.CachedLease("ns", release.LeaseName("web", 2)) != nil {
+			t.Fatal("the uninstall's Lease is cached: the namespace is not past the bound")
+		}
+		e.sweepTombstones()
+		testwait.For(t, func() bool { return len(e.sink.Events()) == before+2 && e.tombstones() == 0 })
+		e.checkUninstalled(e.sink.Events()[before+1])
+	})
 }

@@ -39,14 +39,16 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 }
 
 // QueueTombstones queues every tombstone: those whose executor died (no event announces
-// a Lease expiring), and all of them when the notifier does not watch. The leader's
-// sweeper calls it every pass (sweeper.Reporter).
+// a Lease expiring), and all of them when the notifier does not watch, or of a namespace
+// whose Leases the cache does not all hold. The leader's sweeper calls it every pass
+// (sweeper.Reporter).
 func (s *Service) QueueTombstones(ctx context.Context) error {
-	if cached, ok := s.leases.list(); ok && s.watching {
+	namespaces := s.namespaces()
+	if cached, full, ok := s.leases.list(); ok && s.watching {
 		s.queueTombstones(cached)
-		return nil
+		namespaces = full
 	}
-	for _, ns := range s.namespaces() {
+	for _, ns := range namespaces {
 		graves, err := s.Store.Tombstones(ctx, ns)
 		if err != nil {
 			return err
