@@ -195,18 +195,12 @@ func (s *Store) namespace(ctx context.Context, name string) (*corev1.Namespace, 
 	return ns, nil
 }
 
-// owns tells whether namespace ns (nil: gone) owns log cm: the one whose UID the log carries;
-// a log written before logs carried it, if it started after ns was created (whole seconds).
-// A namespace that is gone has no new owner: its logs stay readable until pruned.
+// owns tells whether namespace ns owns log cm: the one whose UID the log carries (a log
+// written before logs carried UIDs is no namespace's). A namespace that is gone (nil) has no
+// new owner: its logs stay readable until pruned.
 func owns(ns *corev1.Namespace, cm *corev1.ConfigMap) bool {
 	uid, keyed := cm.Labels[LabelNamespaceUID]
-	switch {
-	case ns == nil:
-		return true
-	case keyed:
-		return uid == string(ns.UID)
-	}
-	return !started(cm).Before(ns.CreationTimestamp.Truncate(time.Second))
+	return ns == nil || keyed && uid == string(ns.UID)
 }
 
 // Latest reads the most recently started log of a release.

@@ -2,53 +2,14 @@ package actionlog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/internal/fakekube"
-	"github.com/async-helm/async-helm/pkg/release"
 )
-
-// Attack: logs were found by namespace name and kept 7 days. The next owner of a deleted
-// and re-made namespace name read the previous tenant's logs (error lines can carry values).
-func TestLogsOfAnEarlierNamespaceOfTheSameNameAreNotRead(t *testing.T) {
-	ctx := context.Background()
-	clock := fakekube.NewClock(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC))
-	kc := fakekube.New(clock)
-	store := &Store{Client: kc.Typed(), Namespace: "async-helm"}
-	nss := kc.Typed().CoreV1().Namespaces()
-	if _, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Add(time.Minute)
-	buf := NewBuffer(0, clock)
-	w := NewWriter(store, buf, Record{Namespace: "team", Name: "web", Revision: 1, RequestID: "r", Action: "install"}, clock)
-	buf.Append("Error: password=hunter2 is not valid")
-	if err := w.Flush(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Latest(ctx, "team", "web"); err != nil {
-		t.Fatalf("the owner's own log: %v", err)
-	}
-	if err := nss.Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Add(time.Hour)
-	if _, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if rec, err := store.Latest(ctx, "team", "web"); !errors.Is(err, release.ErrNotFound) {
-		t.Errorf("latest log in the re-made namespace: %+v, %v, want ErrNotFound", rec, err)
-	}
-	if rec, err := store.Get(ctx, "team", "web", 1); !errors.Is(err, release.ErrNotFound) {
-		t.Errorf("revision 1 in the re-made namespace: %+v, %v, want ErrNotFound", rec, err)
-	}
-}
 
 // Attack: a release keeps DefaultKeep logs, but each new release name adds its own: a
 // namespace's logs in async-helm's namespace grew without bound. They are bounded per
