@@ -10,6 +10,9 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
@@ -93,6 +96,67 @@ func TestActionLogOfAFailedInstall(t *testing.T) {
 		t.Errorf("tail of the failed event:\n%s", tail)
 	}
 	t.Logf("failed event's logTail:\n%s", tail)
+}
+
+// A namespace deleted and made again under its name (a new UID): the previous owner's
+// release log is not served there, to the operator or to dev granted the new namespace;
+// the new namespace's own log of the same release and revision is.
+func TestActionLogOfARemadeNamespace(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	s := newStack(t, ns)
+	chart := s.charts.ChartURL("tiny", "0.1.0")
+	if out, code := s.ocHelm(t, "-n", ns, "install", "web", chart, "--wait"); code != 0 {
+		t.Fatalf("install: exit %d\n%s", code, out)
+	}
+	if out, code := s.ocHelm(t, "-n", ns, "logs", "web"); code != 0 {
+		t.Fatalf("the owner's log: exit %d\n%s", code, out)
+	}
+	remakeNamespace(t, ns)
+	grantDev(t, ns, "edit")
+	for _, args := range [][]string{{"logs", "web"}, {"logs", "web", "--revision", "1"},
+		{"logs", "web", "--token", cluster.Dev.BearerToken}} {
+		if args[len(args)-1] == "" {
+			t.Fatal("dev has no token in the local cluster's kubeconfig")
+		}
+		if out, code := s.ocHelm(t, append([]string{"-n", ns}, args...)...); code != 1 || !strings.Contains(out, "HTTP 404") {
+			t.Errorf("%v in the re-made namespace: exit %d, want 404\n%s", args, code, out)
+		}
+	}
+	if out, code := s.ocHelm(t, "-n", ns, "install", "web", chart, "--wait"); code != 0 {
+		t.Fatalf("install in the re-made namespace: exit %d\n%s", code, out)
+	}
+	if out, code := s.ocHelm(t, "-n", ns, "logs", "web", "--token", cluster.Dev.BearerToken); code != 0 {
+		t.Errorf("the re-made namespace's own log, read by dev: exit %d\n%s", code, out)
+	}
+}
+
+// remakeNamespace deletes namespace ns, waits until it is gone, and makes it again.
+func remakeNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	nss := cluster.Client.CoreV1().Namespaces()
+	old, err := nss.Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nss.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, err = nss.Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err); _, err = nss.Get(ctx, ns, metav1.GetOptions{}) {
+		if ctx.Err() != nil {
+			t.Fatalf("namespace %s not deleted: %v", ns, err)
+		}
+		time.Sleep(time.Second)
+	}
+	made, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: old.Labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.UID == old.UID {
+		t.Fatalf("namespace %s made again under its UID %s", ns, old.UID)
+	}
 }
 
 // followEarly runs oc helm logs -f and returns its output as soon as a line contains want.
