@@ -131,9 +131,6 @@ type Held struct {
 	lease     *coordinationv1.Lease
 }
 
-// Holder is the identity this action holds the lease under.
-func (l *Held) Holder() string { return l.holder }
-
 // CancelledBy is who asked to cancel the action ("" if nobody, or if the request's
 // signature does not verify), as last seen on the Lease.
 func (l *Held) CancelledBy() string {

@@ -47,8 +47,8 @@ func TestHoldTakeoverRenewRelease(t *testing.T) {
 	if err != nil || held == nil {
 		t.Fatalf("first Hold = %v, %v", held, err)
 	}
-	if !strings.HasPrefix(held.Holder(), "pod-a/") || held.Holder() == "pod-a/" {
-		t.Errorf("holder identity %q is not per action", held.Holder())
+	if !strings.HasPrefix(held.holder, "pod-a/") || held.holder == "pod-a/" {
+		t.Errorf("holder identity %q is not per action", held.holder)
 	}
 	// A second action of the same pod does not share the lease.
 	if again, err := a.Hold(ctx(t), "ns", key); err != nil || again != nil {
@@ -78,13 +78,13 @@ func TestHoldTakeoverRenewRelease(t *testing.T) {
 		t.Fatalf("takeover of an expired lease = %v, %v", taken, err)
 	}
 	// ...and the old holder learns it lost it, and leaves the new holder's lease alone.
-	if reason := held.renew(ctx(t)); !strings.Contains(reason, "taken over by "+taken.Holder()) {
+	if reason := held.renew(ctx(t)); !strings.Contains(reason, "taken over by "+taken.holder) {
 		t.Errorf("renew after takeover: %q", reason)
 	}
 	if err := held.Release(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if l := lease(t, c); *l.Spec.HolderIdentity != taken.Holder() {
+	if l := lease(t, c); *l.Spec.HolderIdentity != taken.holder {
 		t.Fatalf("the old holder's release removed or changed the new lease: %v", *l.Spec.HolderIdentity)
 	}
 	if err := taken.Release(ctx(t)); err != nil {
