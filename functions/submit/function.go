@@ -84,7 +84,6 @@ func (f *Function) Start(ctx context.Context) error {
 	if err := f.startCharts(ctx, cl.Config, charts); err != nil {
 		return err
 	}
-	f.charts.repos.SetIndexBudget(f.cfg.ChartIndexCacheBytes, f.cfg.ChartIndexMaxBytes)
 	store := &release.Store{Client: cl.Typed, Metadata: cl.Metadata, Revisions: c.revisions, SealKey: signing.Key(f.cfg.EventSigningKey)}
 	f.svc = &submitter.Service{
 		Store:      store,
@@ -111,8 +110,7 @@ func (f *Function) Start(ctx context.Context) error {
 		ValuesObjects: valuesfrom.KubeReader{Client: cl.Typed},
 	}
 	f.svc.Render = diffRenderer{f.charts} // a diff renders under the template route's bounds
-	f.wireReads(helm, store, c.ledger.Book)
-	f.reads.Namespaces = c.revisions // the all-namespaces list reviews and lists only the caller's namespaces
+	f.wireReads(helm, store, c)
 	f.events = function.EventHandler(f.errorAnswers().Events(f.receive))
 	f.logs = f.newLogReader(cl.Typed)
 	return nil
@@ -120,9 +118,11 @@ func (f *Function) Start(ctx context.Context) error {
 
 // wireReads builds the read side beside the write side f.svc, and gives both the
 // authorizer and the metrics.
-func (f *Function) wireReads(helm *helmexec.Factory, store *release.Store, queue *ledger.Book) {
+func (f *Function) wireReads(helm *helmexec.Factory, store *release.Store, c *caches) {
+	queue := c.ledger.Book
+	// The all-namespaces list reviews and lists only the caller's namespaces.
 	f.reads = &reader.Service{Helm: helm, Progress: store, Log: f.log, Secrets: store, Index: store,
-		Queue: &reader.Queue{Index: queue}}
+		Queue: &reader.Queue{Index: queue}, Namespaces: c.revisions}
 	if f.authz != nil { // a nil *Authorizer in the interface would not read as "no authorization"
 		f.svc.Authorizer, f.reads.Authorizer = f.authz, f.authz
 	}

@@ -42,6 +42,7 @@ func (f *Function) startCharts(ctx context.Context, cfg *rest.Config, src *chart
 		return fmt.Errorf("chart repositories: %w", err)
 	}
 	src.Repos = set
+	set.SetIndexBudget(f.cfg.ChartIndexCacheBytes, f.cfg.ChartIndexMaxBytes)
 	if err := f.readAuthSecrets(cfg, src); err != nil {
 		return err
 	}

@@ -130,19 +130,7 @@ func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *a
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	caller, err := s.authorize(ctx, user, req.Namespace, "create", "update")
-	if err != nil {
-		return nil, err
-	}
-	if err := s.namespaceExists(req.Namespace); err != nil {
-		return nil, err
-	}
-	admitted, err := s.admit(req.Namespace, user)
-	if err != nil {
-		return nil, err
-	}
-	defer admitted()
-	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
+	return s.accept(ctx, user, req.Namespace, func(caller events.Caller, from readFrom) (*Accepted, error) {
 		return s.reserveRollback(ctx, req, caller, user, from)
 	})
 }

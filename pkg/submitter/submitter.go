@@ -240,23 +240,29 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	if err := req.Validate(action == release.ActionInstall); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	// Helm run as the user writes the release secrets itself: create, and update when the
-	// executor adopts the reservation and when an upgrade supersedes a revision.
-	caller, err := s.authorize(ctx, user, req.Namespace, "create", "update")
+	return s.accept(ctx, user, req.Namespace, func(caller events.Caller, from readFrom) (*Accepted, error) {
+		return s.reserveAndSend(ctx, action, req, user, caller, from)
+	})
+}
+
+// accept authorizes a request that reserves a revision, checks its namespace and admits it,
+// then runs reserve (again, live, when the cache's guess was taken). Helm run as the user
+// writes the release secrets itself: create, and update when the executor adopts the
+// reservation and when an upgrade supersedes a revision.
+func (s *Service) accept(ctx context.Context, user *auth.User, namespace string, reserve func(events.Caller, readFrom) (*Accepted, error)) (*Accepted, error) {
+	caller, err := s.authorize(ctx, user, namespace, "create", "update")
 	if err != nil {
 		return nil, err
 	}
-	if err := s.namespaceExists(req.Namespace); err != nil {
+	if err := s.namespaceExists(namespace); err != nil {
 		return nil, err
 	}
-	admitted, err := s.admit(req.Namespace, user)
+	admitted, err := s.admit(namespace, user)
 	if err != nil {
 		return nil, err
 	}
 	defer admitted()
-	return s.withLiveRetry(func(from readFrom) (*Accepted, error) {
-		return s.reserveAndSend(ctx, action, req, user, caller, from)
-	})
+	return s.withLiveRetry(func(from readFrom) (*Accepted, error) { return reserve(caller, from) })
 }
 
 // reserveAndSend is Submit once admitted: the revision, the chart, the signed event, the
