@@ -86,16 +86,13 @@ const (
 
 // Phases follows Helm's debug log to tell the phase and the running hook. It matches on
 // Helm's format strings (stable across its releases), not on the formatted text, and on
-// LogCreateHook/LogCreateRelease. Without those (another kube client), a create is taken
-// to be a hook's when a watch follows it, which misses hooks Helm does not watch.
+// LogCreateHook/LogCreateRelease, which both engines' kube clients log before each create.
 type Phases struct {
 	mu    sync.Mutex
 	phase string
 	hook  string
-	// applied: the release's own resources are created or updated; created: a create was
-	// logged that is not known yet to be a hook's or the release's; told: the kube client
-	// says which creates are hooks'.
-	applied, created, told bool
+	// applied: the release's own resources are created or updated.
+	applied bool
 	// Next receives every log line too (the executor's log buffer).
 	Next func(format string, args ...any)
 }
@@ -117,27 +114,16 @@ func (t *Phases) Log(format string, args ...any) {
 	t.mu.Lock()
 	switch {
 	case format == LogCreateHook:
-		t.told, t.phase, t.hook = true, t.hookPhase(), ""
+		t.phase, t.hook = t.hookPhase(), ""
 	case format == LogCreateRelease:
-		t.told, t.phase, t.hook, t.applied = true, PhaseApplying, "", true
+		t.phase, t.hook, t.applied = PhaseApplying, "", true
 	case strings.HasPrefix(format, "Watching for changes to ") && len(args) >= 2:
-		// Helm watches a hook (a Job or Pod) until it completes: the create before was its.
-		t.created = false
-		t.hook = fmt.Sprintf("%v/%v", args[0], args[1])
-		t.phase = t.hookPhase()
-	case strings.HasPrefix(format, "creating %d resource(s)"):
-		if t.told {
-			break
-		}
-		if t.created {
-			t.applied = true // the create before was not a hook's
-		}
-		t.created = true
-		t.phase, t.hook = PhaseApplying, ""
+		// Helm watches a hook (a Job or Pod) until it completes.
+		t.hook, t.phase = fmt.Sprintf("%v/%v", args[0], args[1]), t.hookPhase()
 	case strings.HasPrefix(format, "checking %d resources for changes"):
-		t.phase, t.hook, t.applied, t.created = PhaseApplying, "", true, false
+		t.phase, t.hook, t.applied = PhaseApplying, "", true
 	case strings.HasPrefix(format, "beginning wait for %d resources with timeout"):
-		t.phase, t.hook, t.applied, t.created = PhaseWaiting, "", true, false
+		t.phase, t.hook, t.applied = PhaseWaiting, "", true
 	case strings.HasPrefix(format, "wait for resources succeeded"):
 		t.phase, t.applied = PhasePostHooks, true
 	}
@@ -152,8 +138,5 @@ func (t *Phases) Log(format string, args ...any) {
 func (t *Phases) Current() (phase, hook string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.phase == PhasePostHooks && t.hook == "" && !t.applied {
-		return PhaseApplying, ""
-	}
 	return t.phase, t.hook
 }
