@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // ErrRenderTimeout is an action whose templates did not render within Request.RenderTimeout
@@ -61,3 +63,8 @@ func guarded(action func() (*helmrelease.Release, error)) (rel *helmrelease.Rele
 	}()
 	return action()
 }
+
+// measuredRecords refuses a record over a render's bounds before Helm parses it
+// (storage.Measured): Helm's upgrade, rollback and uninstall parse the manifests of the
+// records they act on, and a record is the tenant's to write.
+func measuredRecords() Option { return WithStorageWrapper(storage.Measured) }

@@ -11,7 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +22,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/client-go/rest"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
@@ -235,23 +236,14 @@ func withCRDs(files map[string]string, ch *chart.Chart) map[string]string {
 // noValue is what Helm's engine removes from every render (a missing value's text).
 const noValue = "<no value>"
 
-// measure bounds the files' expansion with every alias written out, in bytes
-// (MaxRenderedBytes) and in nodes (MaxRenderedNodes), over the whole render.
+// measure bounds the files' expansion with every alias written out, in bytes and in nodes
+// (bounds.MaxRenderedBytes, MaxRenderedNodes), over the whole render.
 func measure(files map[string]string) error {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	left, nodes := int64(MaxRenderedBytes), int64(0)
+	names := slices.Sorted(maps.Keys(files))
+	total := yamlsize.NewTotal(yamlsize.Size{Bytes: bounds.MaxRenderedBytes, Nodes: bounds.MaxRenderedNodes})
 	for _, n := range names {
-		size, err := yamlsize.Expanded([]byte(files[n]), left)
-		if err != nil {
-			return fmt.Errorf("%s: %v (bound %d MiB)", n, err, MaxRenderedBytes>>20)
-		}
-		left -= size.Bytes
-		if nodes += size.Nodes; nodes > MaxRenderedNodes {
-			return fmt.Errorf("%s: the manifests reach %d YAML nodes, over %d", n, nodes, MaxRenderedNodes)
+		if err := total.Add([]byte(files[n])); err != nil {
+			return fmt.Errorf("%s: %v (bounds: %d MiB, %d nodes)", n, err, bounds.MaxRenderedBytes>>20, bounds.MaxRenderedNodes)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chartutil"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
@@ -14,16 +15,16 @@ import (
 // (sigs.k8s.io/yaml, then the kube client), at up to ~450 bytes a node, so 2 MiB of "0,"
 // would cost the executor hundreds of MiB within the byte bound.
 func TestMeasureBoundsTheManifestsNodes(t *testing.T) {
-	flow := "x: [" + strings.Repeat("0,", MaxRenderedNodes) + "0]\n"
-	if len(flow) > MaxRenderedBytes/4 {
+	flow := "x: [" + strings.Repeat("0,", bounds.MaxRenderedNodes) + "0]\n"
+	if len(flow) > bounds.MaxRenderedBytes/4 {
 		t.Fatalf("the test's manifest (%d bytes) should sit well inside the byte bound", len(flow))
 	}
 	err := measure(map[string]string{"t/cm.yaml": flow})
 	if err == nil || !strings.Contains(err.Error(), "nodes") {
-		t.Fatalf("a flow list of %d nodes: %v, want refused for its nodes", MaxRenderedNodes, err)
+		t.Fatalf("a flow list of %d nodes: %v, want refused for its nodes", bounds.MaxRenderedNodes, err)
 	}
 	// The bound is the whole render's, not each file's.
-	half := "x: [" + strings.Repeat("0,", MaxRenderedNodes/2) + "0]\n"
+	half := "x: [" + strings.Repeat("0,", bounds.MaxRenderedNodes/2) + "0]\n"
 	if err := measure(map[string]string{"a.yaml": half, "b.yaml": half, "c.yaml": half}); err == nil {
 		t.Fatal("three files of half the bound each passed")
 	}
@@ -52,9 +53,9 @@ func TestGitLabRendersInsideTheNodeBound(t *testing.T) {
 	for _, f := range files {
 		nodes += yamlsize.Nodes([]byte(f))
 	}
-	t.Logf("GitLab 6.5.4: %d files, %d nodes (bound %d)", len(files), nodes, MaxRenderedNodes)
-	if nodes*4 > MaxRenderedNodes {
-		t.Errorf("GitLab's %d nodes are over a quarter of the bound %d", nodes, MaxRenderedNodes)
+	t.Logf("GitLab 6.5.4: %d files, %d nodes (bound %d)", len(files), nodes, bounds.MaxRenderedNodes)
+	if nodes*4 > bounds.MaxRenderedNodes {
+		t.Errorf("GitLab's %d nodes are over a quarter of the bound %d", nodes, bounds.MaxRenderedNodes)
 	}
 	if err := measure(files); errors.Is(err, yamlsize.ErrTooLarge) || err != nil {
 		t.Errorf("GitLab: %v", err)

@@ -15,7 +15,8 @@ import (
 // returns the final release. Helm computes its new revision as Last()+1 with the
 // reservation hidden, which is the reserved one; its Create becomes the adoption.
 func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	opts = append(opts, ownedBy(req)) // records are the tenant's: delete only what the release owns
+	// Records are the tenant's: measured before Helm parses them; delete only what the release owns.
+	opts = append(opts, ownedBy(req), measuredRecords())
 	if err := requirePin(req, "rollback"); err != nil {
 		return nil, err
 	}

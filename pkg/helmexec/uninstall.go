@@ -13,10 +13,11 @@ import (
 // purged). Helm's Uninstall takes no context: ctx is checked before it starts, and Helm's
 // timeout bounds its waits once it runs.
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	// Records are the tenant's: delete only what the release owns; run the record's delete
-	// hooks only as whoever wrote them, if async-helm did (uninstallhooks.go).
+	// Records are the tenant's: measured before Helm parses them; delete only what the
+	// release owns; run the record's delete hooks only as whoever wrote them, if async-helm
+	// did (uninstallhooks.go).
 	gate := newHookGate(req)
-	rel, err := f.uninstallGated(ctx, req, append(opts, ownedByRecordHooks(req), gate.option()))
+	rel, err := f.uninstallGated(ctx, req, append(opts, ownedByRecordHooks(req), measuredRecords(), gate.option()))
 	if rel != nil && rel.Info != nil {
 		rel.Info.Description += gate.note()
 	}

@@ -12,7 +12,8 @@ import (
 
 // Upgrade runs `helm upgrade` for a reservation and returns the final release.
 func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	opts = append(opts, ownedBy(req)) // records are the tenant's: delete only what the release owns
+	// Records are the tenant's: measured before Helm parses them; delete only what the release owns.
+	opts = append(opts, ownedBy(req), measuredRecords())
 	if req.Atomic {
 		if err := requirePin(req, "atomic upgrade"); err != nil {
 			return nil, err

@@ -41,6 +41,15 @@ const ParsedNodeBytes = 256
 // above real charts' values and indexes that use anchors (a few thousand nodes).
 const MaxAliasedNodes = 200_000
 
+// MaxRenderedBytes and MaxRenderedNodes bound a chart's rendered manifests, aliases written
+// out, over the whole render (the template route's output too), and so the manifests of a
+// record Helm parses (storage.Measure): real charts render to a few MiB, and Helm's parses
+// hold up to ~450 bytes a node, near 200 MiB at the bound. GitLab 6.5.4 renders to ~14,000.
+const (
+	MaxRenderedBytes = 16 << 20
+	MaxRenderedNodes = 500_000
+)
+
 // MaxSchemaString bounds a string of a values.schema.json: a pattern is compiled as a
 // regular expression (by Helm in the executor too; helmexec.MaxPatternBytes is this
 // bound), in time and memory linear in its length but large (a pattern of 5 MB, 5 KiB in an

@@ -76,6 +76,28 @@ func Expanded(data []byte, limit int64) (Size, error) {
 	}
 }
 
+// Total measures several YAML streams as one: what they expand to together, aliases
+// written out, within one bound (a render's files, a record's manifests).
+type Total struct {
+	limit, used Size
+}
+
+// NewTotal is a Total within limit.
+func NewTotal(limit Size) *Total { return &Total{limit: limit} }
+
+// Add measures data within what the streams before it left, or returns ErrTooLarge.
+func (t *Total) Add(data []byte) error {
+	size, err := Expanded(data, t.limit.Bytes-t.used.Bytes)
+	if err != nil {
+		return err
+	}
+	t.used.Bytes += size.Bytes
+	if t.used.Nodes += size.Nodes; t.used.Nodes > t.limit.Nodes {
+		return fmt.Errorf("%w: %d YAML nodes together, over %d", ErrTooLarge, t.used.Nodes, t.limit.Nodes)
+	}
+	return nil
+}
+
 // Nodes is an upper bound on the nodes data parses into, from its bytes alone: every node
 // but the first starts after a line break, an indicator or a separator. What a parser holds
 // follows the nodes, not the bytes (sigs.k8s.io/yaml peaks at up to ~450 bytes per node counted
