@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
-	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -77,10 +77,11 @@ func (s *Service) callerOptions(a events.Action) []helmexec.Option {
 // run maps the action onto Helm, behind the action's fence, holding a CPU slot except
 // while Helm waits.
 func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrelease.Release, error) {
-	// The chart is downloaded before a CPU slot is taken: a download waits on a server the
-	// caller chose (bounded by the chart source: time, size, and its own load slots), and
-	// a stalling one must not hold one of the few CPU slots every tenant needs.
-	fetched, err := s.downloadChart(ctx, act.Action)
+	// The chart is downloaded and loaded before a CPU slot is taken: a download waits on a
+	// server the caller chose, a load for one of the chart source's load slots (each bounded
+	// there: time, size, its slots per tenant), and neither may hold one of the few CPU slots
+	// every tenant needs.
+	ch, err := s.loadChart(ctx, act)
 	if err != nil {
 		return nil, err
 	}
@@ -106,8 +107,11 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 		return s.Helm.Uninstall(ctx, req, opts...)
 	case a.Action == release.ActionRollback:
 		return s.Helm.Rollback(ctx, req, opts...)
-	case !a.ReuseChart:
-		if err := s.prepareChart(ctx, act, fetched, &req); err != nil {
+	case ch != nil:
+		// The chart's copy Helm runs, the record's labels of it; its dependencies present.
+		req.Chart = ch.run
+		req.Labels = release.Labels(a.RequestID, a.Revision, ch.run.Metadata.Name, ch.run.Metadata.Version)
+		if err := helmexec.CheckDependencies(ch.check, req.Values); err != nil {
 			return nil, err
 		}
 	}
@@ -155,8 +159,14 @@ func (s *Service) helmOptions(act *action, logf func(string, ...any), phase *cpu
 	return opts
 }
 
-// downloadChart gets the chart an install or upgrade fetches (nil for the others).
-func (s *Service) downloadChart(ctx context.Context, a events.Action) (*chartsource.Chart, error) {
+// loadedChart is an install's or upgrade's chart: run is Helm's copy (Helm mutates the
+// chart it runs), check the one its dependencies are checked on.
+type loadedChart struct{ run, check *chart.Chart }
+
+// loadChart gets the chart an install or upgrade fetches (nil for the others): the one
+// submit validated (digest), with the record's name and version.
+func (s *Service) loadChart(ctx context.Context, act *action) (*loadedChart, error) {
+	a := act.Action
 	if a.Action == release.ActionUninstall || a.Action == release.ActionRollback || a.ReuseChart {
 		return nil, nil
 	}
@@ -164,30 +174,20 @@ func (s *Service) downloadChart(ctx context.Context, a events.Action) (*chartsou
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}
-	return c, nil
-}
-
-// prepareChart puts the downloaded chart into req: the one submit validated (digest), with
-// the record's name and version, and its dependencies present.
-func (s *Service) prepareChart(ctx context.Context, act *action, c *chartsource.Chart, req *helmexec.Request) error {
-	a := act.Action
-	var err error
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
-		return fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
+		return nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
-	// Helm mutates the chart it runs: each action gets its own copy.
-	if req.Chart, err = c.Fresh(ctx); err != nil {
-		return err
+	var ch loadedChart
+	if ch.run, err = c.Fresh(ctx); err != nil {
+		return nil, err
 	}
-	got, want := req.Chart.Metadata, act.rec.Chart.Metadata
+	got, want := ch.run.Metadata, act.rec.Chart.Metadata
 	if got.Name != want.Name || got.Version != want.Version {
-		return fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
+		return nil, fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
 			a.Chart, helmexec.ErrChartChanged, got.Name, got.Version, want.Name, want.Version)
 	}
-	req.Labels = release.Labels(a.RequestID, a.Revision, got.Name, got.Version)
-	check, err := c.Fresh(ctx)
-	if err != nil {
-		return err
+	if ch.check, err = c.Fresh(ctx); err != nil {
+		return nil, err
 	}
-	return helmexec.CheckDependencies(check, req.Values)
+	return &ch, nil
 }

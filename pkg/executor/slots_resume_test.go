@@ -10,6 +10,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
@@ -156,6 +157,46 @@ func TestTheFirstCPUWaitIsBounded(t *testing.T) {
 			}
 		default:
 			t.Error("the action still waits for its first CPU slot after 55 m (its delivery allows 54 m)")
+		}
+		if e.helm.calls.Load() != 0 {
+			t.Errorf("Helm ran %d times", e.helm.calls.Load())
+		}
+	})
+}
+
+// An install's chart is loaded before its action takes a CPU slot: a load waits for the
+// chart source's load slots and must not hold one of the CPU slots every tenant needs
+// meanwhile (review 6, J1). A chart that does not load fails the action while another
+// tenant holds every CPU slot. Before, the action waited for a CPU slot first, then
+// failed "no CPU slot to start the action: none within 54m0s".
+func TestTheChartLoadsBeforeACPUSlotIsTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 4)
+		shipped(e.svc)
+		e.svc.CPUSlots = 1
+		e.svc = New(*e.svc, 4)
+		fetching, fetched := make(chan struct{}), make(chan struct{})
+		e.svc.Charts = gatedCharts{charts: charts{&chartsource.Chart{Digest: "sha256:x", Data: []byte("not a chart")}},
+			started: fetching, release: fetched}
+		a := e.reserve("web", "r1")
+		var o Outcome
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			o, err = e.svc.Handle(context.Background(), context.Background(), a, nil)
+		}()
+		<-fetching // admitted (its reads took a CPU slot and gave it back)
+		hog, herr := e.svc.cpu.Acquire(context.Background(), fairqueue.Flow{Namespace: "other", Caller: "carol"})
+		if herr != nil {
+			t.Fatal(herr)
+		}
+		defer hog.Release()
+		close(fetched)
+		<-done
+		st, desc := e.status("web")
+		if o != OutcomeFailed || err != nil || st != helmrelease.StatusFailed || strings.Contains(desc, "CPU slot") {
+			t.Errorf("an unloadable chart while every CPU slot is held: %s %v, record %s %q; want failed for its chart", o, err, st, desc)
 		}
 		if e.helm.calls.Load() != 0 {
 			t.Errorf("Helm ran %d times", e.helm.calls.Load())
