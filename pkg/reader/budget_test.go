@@ -79,3 +79,45 @@ func TestOneListOverManyNamespacesHasOneReadBudget(t *testing.T) {
 			n, len(zeros), release.MaxReadNodes)
 	}
 }
+
+// The read budget of a list over many namespaces is shared fairly: a namespace read first
+// whose records would fill it leaves the other namespaces their share (H8: team-b's
+// release was cut off by team-a's 5 records near a record's node bound).
+func TestOneNamespaceDoesNotSpendTheWholeReadBudget(t *testing.T) {
+	cs := fake.NewClientset()
+	zeros := make([]any, release.MaxRecordNodes-10_000)
+	for i := range zeros {
+		zeros[i] = 0
+	}
+	now := helmtime.Now()
+	create := func(ns, name string, config map[string]any) {
+		r := &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Config: config,
+			Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", APIVersion: "v2"}},
+			Info:  &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusDeployed}}
+		if err := storage.NewSecrets(cs.CoreV1().Secrets(ns)).Create(release.SecretName(name, 1), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		create("team-a", fmt.Sprintf("big-%d", i), map[string]any{"a": zeros})
+	}
+	create("team-b", "web", map[string]any{"a": zeros[:50_000]})
+	f, err := helmexec.NewFactory(&rest.Config{Host: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &authz{may: map[string]map[string]bool{"alice": {"team-a": true, "team-b": true}}}
+	idx := metaIndex{meta("team-a", "big-0", 1), meta("team-b", "web", 1), meta("team-c", "web", 1)}
+	s := &Service{Helm: secretsHelm{f: f, cs: cs}, Authorizer: a, Index: idx}
+	out, err := s.List(ctx(t), &auth.User{Name: "alice"}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, r := range out.([]api.Release) {
+		got[r.Namespace]++
+	}
+	if got["team-b"] != 1 || got["team-a"] != 3 {
+		t.Errorf("listed %v, want team-b's release and 3 of team-a's (within one read's %d values)", got, release.MaxReadNodes)
+	}
+}

@@ -105,7 +105,8 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 }
 
 // helmList runs Helm's list over the scope: once when the caller may read every namespace
-// that holds records, else once per allowed namespace, the lists within one read's budget.
+// that holds records, else once per allowed namespace, the lists within one read's budget
+// (release.ReadBudget: each namespace up to its share, whichever is read first).
 func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Release, error) {
 	if sc.all() {
 		rels, err := s.Helm.List(ctx, sc.namespace, s.Options...)
@@ -122,14 +123,16 @@ func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Releas
 		return kept, nil
 	}
 	var out []*helmrelease.Release
-	opts := append(slices.Clone(s.Options), helmexec.WithReadBudget(release.NewReadBudget())) // one read's budget for them all
+	budget := release.NewReadBudget() // one read's budget for them all, shared fairly
+	opts := append(slices.Clone(s.Options), helmexec.WithReadBudget(budget))
 	for _, ns := range sc.namespaces() {
 		rels, err := s.Helm.List(ctx, ns, opts...)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, rels...)
+		out = append(budget.Kept(out), rels...)
 	}
+	out = budget.Kept(out)
 	// Helm's list sorts by name (then namespace, for a stable order across namespaces).
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {

@@ -100,7 +100,7 @@ func TestOneReadKeepsRecordsUpToItsBudget(t *testing.T) {
 	d := GuardedSecrets(records{payloads: payloads})
 	var logged []string
 	d.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
-	rels, _, err := d.readWithin(SelectorReleaseSecrets, readBudget{bytes: 3*size + size/2, nodes: MaxReadNodes})
+	rels, err := d.readWithin(SelectorReleaseSecrets, newReadBudget(readBudget{bytes: 3*size + size/2, nodes: MaxReadNodes}))
 	if err != nil {
 		t.Fatal(err)
 	}

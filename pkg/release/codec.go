@@ -67,6 +67,11 @@ func (b readBudget) within() readBudget {
 	return readBudget{bytes: min(b.bytes, MaxRecordBytes), nodes: min(b.nodes, MaxRecordNodes)}
 }
 
+// plus is b with cost added.
+func (b readBudget) plus(cost readBudget) readBudget {
+	return readBudget{bytes: b.bytes + cost.bytes, nodes: b.nodes + cost.nodes}
+}
+
 // less is what is left of b once cost is taken (a field may go negative: spent).
 func (b readBudget) less(cost readBudget) readBudget {
 	return readBudget{bytes: b.bytes - cost.bytes, nodes: b.nodes - cost.nodes}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -27,18 +26,6 @@ type SecretsDriver struct {
 	// Shared, when set, is the budget of a read over several namespaces (one driver each):
 	// their Lists and Queries draw on it instead of a budget each.
 	Shared *ReadBudget
-}
-
-// ReadBudget is MaxReadBytes and MaxReadNodes for several reads together: one request
-// that lists many namespaces holds at most one read's records, not one read's each.
-type ReadBudget struct {
-	mu   sync.Mutex
-	left readBudget
-}
-
-// NewReadBudget is a full budget of one read.
-func NewReadBudget() *ReadBudget {
-	return &ReadBudget{left: readBudget{bytes: MaxReadBytes, nodes: MaxReadNodes}}
 }
 
 // GuardedSecrets is the driver Helm's actions should use on the Secrets of a namespace.
@@ -142,23 +129,20 @@ const (
 )
 
 func (d *SecretsDriver) decodeAll(selector string) ([]*helmrelease.Release, error) {
-	if d.Shared == nil {
-		rels, _, err := d.readWithin(selector, readBudget{bytes: MaxReadBytes, nodes: MaxReadNodes})
-		return rels, err
+	b := d.Shared
+	if b == nil {
+		b = NewReadBudget()
 	}
-	d.Shared.mu.Lock()
-	defer d.Shared.mu.Unlock()
-	rels, left, err := d.readWithin(selector, d.Shared.left)
-	d.Shared.left = left
-	return rels, err
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return d.readWithin(selector, b)
 }
 
-// readWithin decodes the records selector lists, read in pages, until their decoded
-// sizes or nodes add up to budget; it skips the rest and logs that once. It returns what
-// is left of budget.
-func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmrelease.Release, readBudget, error) {
+// readWithin decodes the records selector lists, read in pages, each namespace within its
+// share of b (ReadBudget.room), and logs once the records it skipped or gave up.
+func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelease.Release, error) {
 	var out []*helmrelease.Release
-	left, over := budget, 0
+	over := 0
 	err := eachPage(selector, func(opts metav1.ListOptions) (string, error) {
 		list, err := d.impl.List(context.Background(), opts)
 		if err != nil {
@@ -166,13 +150,14 @@ func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmr
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			if left.bytes <= 0 || left.nodes <= 0 {
+			bound, ok := b.room(item.Namespace)
+			if !ok {
 				over++
 				continue
 			}
-			rls, cost, err := decodeRelease(item.Data["release"], left.within())
-			if errors.Is(err, errTooLarge) && left.within() != recordBound {
-				left, over = readBudget{}, over+1 // over the read's budget, not necessarily the record's
+			rls, cost, err := decodeRelease(item.Data["release"], bound)
+			if errors.Is(err, errTooLarge) && bound != recordBound {
+				over++ // over the namespace's room, not necessarily the record's bound
 				continue
 			}
 			if err == nil {
@@ -182,20 +167,20 @@ func (d *SecretsDriver) readWithin(selector string, budget readBudget) ([]*helmr
 				d.Log("skipping release record %s/%s: %v", item.Namespace, item.Name, err)
 				continue
 			}
-			left = left.less(cost)
 			rls.Labels = item.Labels // as Helm's List and Query keep them
 			out = append(out, rls)
+			over += b.keep(item.Namespace, rls, cost)
 		}
 		return list.Continue, nil
 	})
 	if err != nil {
-		return nil, left, err
+		return nil, err
 	}
 	if over > 0 {
 		d.Log("skipping %d release records of %q: the read passed its budget of %d decoded bytes, %d JSON values",
-			over, selector, budget.bytes, budget.nodes)
+			over, selector, b.bound.bytes, b.bound.nodes)
 	}
-	return out, left, nil
+	return b.kept(out), nil
 }
 
 // Delete reads the record (guarded) before deleting it, as Helm's does.
