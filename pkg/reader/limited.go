@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -14,11 +13,11 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Secrets reads release secrets as submit's own identity (release.Store); callers check
-// the caller's access first.
+// Secrets reads the list heads of release secrets as submit's own identity
+// (release.Store); callers check the caller's access first.
 type Secrets interface {
-	ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.Secret, error)
-	ReleaseSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	ReleaseHeads(ctx context.Context, namespace string) ([]release.ListHead, error)
+	ReleaseHead(ctx context.Context, namespace, name string) (*release.ListHead, error)
 }
 
 // Index lists the metadata of release secrets, no payloads (release.Store). It is read
@@ -103,21 +102,20 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 
 // headOf is the list's head of record m: cached while its resourceVersion is unchanged,
 // else decoded from its body and kept in fresh. False leaves the record out.
-func (s *Service) headOf(m metav1.Object, fresh map[types.UID]head, bodies map[types.UID]*corev1.Secret) (head, bool) {
+func (s *Service) headOf(m metav1.Object, fresh map[types.UID]head, bodies map[types.UID]*release.ListHead) (head, bool) {
 	h, cached := fresh[m.GetUID()]
 	if !cached {
 		body := bodies[m.GetUID()]
 		if body == nil {
 			return head{}, false // deleted since the index saw it
 		}
-		rls, err := release.DecodeListHead(body.Data["release"])
-		if err != nil {
+		if body.Err != nil {
 			if s.Log != nil {
-				s.Log.Warnw("release record not decoded; left out of the list", "namespace", body.Namespace, "secret", body.Name, "error", err)
+				s.Log.Warnw("release record not decoded; left out of the list", "namespace", body.Namespace, "secret", body.Name, "error", body.Err)
 			}
 			return head{}, false
 		}
-		h.info = api.Limit(rls)
+		h.info = api.Limit(body.Release)
 		// The body's own resourceVersion: a body newer than the index is cached as such.
 		h.resourceVersion = body.ResourceVersion
 		fresh[m.GetUID()] = h
@@ -167,9 +165,9 @@ func latestRecords(metas []metav1.Object) []metav1.Object {
 
 // limitedMetas are the records of the scope, from the index when there is one (the
 // scope's own list when it made one), else from a list of the whole records.
-func (s *Service) limitedMetas(ctx context.Context, sc scope) ([]metav1.Object, map[types.UID]*corev1.Secret, error) {
+func (s *Service) limitedMetas(ctx context.Context, sc scope) ([]metav1.Object, map[types.UID]*release.ListHead, error) {
 	var metas []metav1.Object
-	bodies := map[types.UID]*corev1.Secret{}
+	bodies := map[types.UID]*release.ListHead{}
 	switch {
 	case sc.metas != nil:
 		for _, m := range sc.metas {
@@ -184,13 +182,13 @@ func (s *Service) limitedMetas(ctx context.Context, sc scope) ([]metav1.Object, 
 			metas = append(metas, m)
 		}
 	default:
-		secrets, err := s.Secrets.ReleaseSecrets(ctx, sc.namespace)
+		heads, err := s.Secrets.ReleaseHeads(ctx, sc.namespace)
 		if err != nil {
 			return nil, nil, err
 		}
-		for i := range secrets {
-			metas = append(metas, &secrets[i])
-			bodies[secrets[i].UID] = &secrets[i]
+		for i := range heads {
+			metas = append(metas, &heads[i])
+			bodies[heads[i].UID] = &heads[i]
 		}
 	}
 	return metas, bodies, nil
@@ -236,10 +234,10 @@ func (h *heads) keep(sc scope, want []metav1.Object, fresh map[types.UID]head) {
 	}
 }
 
-// fetch reads the records of missing into bodies, namespace by namespace: one by one when
-// they are few, else with one list of the namespace (of all of them when the scope is
+// fetch reads the list heads of missing into bodies, namespace by namespace: one by one
+// when they are few, else with one list of the namespace (of all of them when the scope is
 // every namespace).
-func (s *Service) fetch(ctx context.Context, sc scope, missing []metav1.Object, bodies map[types.UID]*corev1.Secret) error {
+func (s *Service) fetch(ctx context.Context, sc scope, missing []metav1.Object, bodies map[types.UID]*release.ListHead) error {
 	if len(missing) == 0 {
 		return nil
 	}
@@ -260,25 +258,25 @@ func (s *Service) fetch(ctx context.Context, sc scope, missing []metav1.Object, 
 			continue
 		}
 		for _, m := range ms {
-			sec, err := s.Secrets.ReleaseSecret(ctx, ns, m.GetName())
+			h, err := s.Secrets.ReleaseHead(ctx, ns, m.GetName())
 			if err != nil {
 				return err
 			}
-			if sec != nil && sec.UID == m.GetUID() {
-				bodies[sec.UID] = sec
+			if h != nil && h.UID == m.GetUID() {
+				bodies[h.UID] = h
 			}
 		}
 	}
 	return nil
 }
 
-func (s *Service) listInto(ctx context.Context, namespace string, bodies map[types.UID]*corev1.Secret) error {
-	secrets, err := s.Secrets.ReleaseSecrets(ctx, namespace)
+func (s *Service) listInto(ctx context.Context, namespace string, bodies map[types.UID]*release.ListHead) error {
+	heads, err := s.Secrets.ReleaseHeads(ctx, namespace)
 	if err != nil {
 		return err
 	}
-	for i := range secrets {
-		bodies[secrets[i].UID] = &secrets[i]
+	for i := range heads {
+		bodies[heads[i].UID] = &heads[i]
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package release
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -89,23 +87,6 @@ func decodeListHead(data []byte) (listHead, error) {
 		}
 	}
 	return h, nil
-}
-
-// listHeadPayload is a payload reduced to its list head, encoded as a payload (base64 of
-// the JSON, which the guarded decode reads as it reads Helm's gzipped one); nil when the
-// payload does not decode.
-func listHeadPayload(data []byte) []byte {
-	h, err := decodeListHead(data)
-	if err != nil {
-		return nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil
-	}
-	out := make([]byte, base64.StdEncoding.EncodedLen(len(b)))
-	base64.StdEncoding.Encode(out, b)
-	return out
 }
 
 // capped is s cut to at most n bytes on a rune boundary, in a copy of its own: a cut of

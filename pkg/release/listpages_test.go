@@ -104,14 +104,14 @@ func TestListsOfAFloodedNamespaceReadPagesAndKeepLittle(t *testing.T) {
 	secrets := secretsPager(n)
 	client := fake.NewClientset()
 	client.PrependReactor("list", "secrets", secrets.react)
-	got, err := (&Store{Client: client}).ReleaseSecrets(ctx, "ns")
+	got, err := (&Store{Client: client}).ReleaseHeads(ctx, "ns")
 	if err != nil || len(got) != n {
-		t.Fatalf("ReleaseSecrets: %d secrets, %v; want %d", len(got), err, n)
+		t.Fatalf("ReleaseHeads: %d secrets, %v; want %d", len(got), err, n)
 	}
-	secrets.checkPaged(t, "ReleaseSecrets")
-	checkKept(t, "ReleaseSecrets", len(got), func(i int) any { return got[i] })
-	if _, ok := got[0].Data["release"]; len(got[0].Data) != 1 || !ok || got[0].Data["release"] != nil {
-		t.Errorf("ReleaseSecrets kept the data keys %d, want the payload's list head only (none: it does not decode)", len(got[0].Data))
+	secrets.checkPaged(t, "ReleaseHeads")
+	checkKept(t, "ReleaseHeads", len(got), func(i int) any { return got[i].ObjectMeta })
+	if got[0].Release != nil || got[0].Err == nil {
+		t.Errorf("ReleaseHeads kept a head of a Secret that does not decode")
 	}
 
 	metas := &pager{n: n,

@@ -4,29 +4,40 @@ import (
 	"context"
 	"fmt"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ReleaseSecrets lists the release secrets of namespace ("" = all) as the store's own
-// identity (callers check access first), in pages, for a list with limitInfo: of each it
-// keeps the metadata the index keeps (keptMeta) and, as its payload, only its list head
-// (DecodeListHead's fields, re-encoded; no payload when it does not decode). The Secrets
-// are the tenant's, up to 1 MiB each: a namespace's payloads kept whole were held all at
-// once; a page's are held only while it is decoded.
-func (s *Store) ReleaseSecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
-	var out []corev1.Secret
+// ListHead is a release Secret as a list with limitInfo reads it: the metadata the index
+// keeps (keptMeta) and its payload's list head (DecodeListHead), or why it did not decode.
+// The Secrets are the tenant's, up to 1 MiB each: a page's payloads are held only while
+// they are decoded, never a namespace's.
+type ListHead struct {
+	metav1.ObjectMeta
+	Release *helmrelease.Release
+	Err     error
+}
+
+// listHeadOf is sec's ListHead.
+func listHeadOf(sec *corev1.Secret) ListHead {
+	rls, err := DecodeListHead(sec.Data["release"])
+	return ListHead{ObjectMeta: keptMeta(sec.ObjectMeta), Release: rls, Err: err}
+}
+
+// ReleaseHeads lists the release secrets of namespace ("" = all) as the store's own
+// identity (callers check access first), in pages, keeping each one's ListHead.
+func (s *Store) ReleaseHeads(ctx context.Context, namespace string) ([]ListHead, error) {
+	var out []ListHead
 	err := eachPage(SelectorReleaseSecrets, func(opts metav1.ListOptions) (string, error) {
 		list, err := s.Client.CoreV1().Secrets(namespace).List(ctx, opts)
 		if err != nil {
 			return "", err
 		}
 		for i := range list.Items {
-			sec := &list.Items[i]
-			out = append(out, corev1.Secret{ObjectMeta: keptMeta(sec.ObjectMeta), Type: sec.Type,
-				Data: map[string][]byte{"release": listHeadPayload(sec.Data["release"])}})
-			sec.Data = nil // the page's payloads go as soon as each is decoded
+			out = append(out, listHeadOf(&list.Items[i]))
+			list.Items[i].Data = nil // the page's payloads go as soon as each is decoded
 		}
 		return list.Continue, nil
 	})
@@ -54,8 +65,9 @@ func eachPage(selector string, list func(metav1.ListOptions) (string, error)) er
 	}
 }
 
-// ReleaseSecret reads one release secret as the store's own identity (nil when it is gone).
-func (s *Store) ReleaseSecret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+// ReleaseHead reads one release secret's ListHead as the store's own identity (nil when
+// it is gone).
+func (s *Store) ReleaseHead(ctx context.Context, namespace, name string) (*ListHead, error) {
 	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -63,7 +75,8 @@ func (s *Store) ReleaseSecret(ctx context.Context, namespace, name string) (*cor
 	if err != nil {
 		return nil, fmt.Errorf("read release secret %s/%s: %w", namespace, name, err)
 	}
-	return sec, nil
+	h := listHeadOf(sec)
+	return &h, nil
 }
 
 // ReleaseMetas lists the metadata only (no payloads) of the release secrets of namespace
