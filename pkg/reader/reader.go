@@ -7,12 +7,14 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"sync"
 
 	"go.uber.org/zap"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/progress"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -65,7 +67,9 @@ type Service struct {
 	// Queue, when set, adds `queue` to pending revisions no executor has started (queue.go).
 	Queue *Queue
 
-	heads heads
+	heads     heads
+	slotsOnce sync.Once
+	slots     *fairqueue.Queue // seat's
 }
 
 // readNeed is the permission a read needs: Helm's release records are secrets.
@@ -78,6 +82,11 @@ func readNeed(namespace string) auth.Need {
 // Without a namespace the caller's namespaces are found first (readScope): nothing of a
 // namespace the caller may not read is read or decoded.
 func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool) (any, error) {
+	seat, err := s.seat(ctx, u, namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer seat.Release()
 	sc, err := s.readScope(ctx, u, namespace)
 	if err != nil {
 		return nil, err
@@ -145,6 +154,11 @@ func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Releas
 
 // Latest is the latest revision of a release, whatever its status, with its progress.
 func (s *Service) Latest(ctx context.Context, u *auth.User, namespace, name string) (api.Release, error) {
+	seat, err := s.seat(ctx, u, namespace)
+	if err != nil {
+		return api.Release{}, err
+	}
+	defer seat.Release()
 	if err := s.canRead(ctx, u, namespace); err != nil {
 		return api.Release{}, err
 	}
@@ -172,6 +186,11 @@ func (s *Service) withProgress(ctx context.Context, rel *helmrelease.Release) ap
 
 // History is every revision of a release, oldest first.
 func (s *Service) History(ctx context.Context, u *auth.User, namespace, name string) ([]*helmrelease.Release, error) {
+	seat, err := s.seat(ctx, u, namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer seat.Release()
 	if err := s.canRead(ctx, u, namespace); err != nil {
 		return nil, err
 	}
