@@ -81,18 +81,13 @@ func (s *Store) ReleaseHead(ctx context.Context, namespace, name string) (*ListH
 
 // ReleaseMetas lists the metadata only (no payloads) of the release secrets of namespace
 // ("" = all), from the API server: a list that must see what was just written. It reads in
-// pages and keeps of each only what the index keeps (keptMeta).
+// pages (metaPages) and keeps of each only what the index keeps (keptMeta).
 func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error) {
 	var out []*metav1.PartialObjectMetadata
-	err := eachPage(SelectorReleaseSecrets, func(opts metav1.ListOptions) (string, error) {
-		list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
+	err := s.metaPages(ctx, namespace, func(list *metav1.PartialObjectMetadataList) {
 		for i := range list.Items {
 			out = append(out, &metav1.PartialObjectMetadata{TypeMeta: list.Items[i].TypeMeta, ObjectMeta: keptMeta(list.Items[i].ObjectMeta)})
 		}
-		return list.Continue, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list release secrets of %q: %w", namespace, err)
