@@ -77,10 +77,12 @@ func (t Tombstone) WellNamed() bool {
 // SecretName is the Secret of the revision the uninstall deletes.
 func (t Tombstone) SecretName() string { return storage.Key(t.Name, t.Revision) }
 
-// TombstoneFrom reads a Lease; ok is false for any Lease that is not a tombstone.
+// TombstoneFrom reads a Lease; ok is false for any Lease that is not a tombstone (one whose
+// secret-uid is longer than a UID included: a tenant's, which a list would hold).
 func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
 	rev, err := strconv.Atoi(l.Labels[LabelRevision])
-	if l.Labels[LabelManagedBy] != ManagedByUs || l.Labels[LabelAction] != ActionUninstall || err != nil || l.Labels[LabelRelease] == "" {
+	if l.Labels[LabelManagedBy] != ManagedByUs || l.Labels[LabelAction] != ActionUninstall || err != nil || l.Labels[LabelRelease] == "" ||
+		len(l.Annotations[AnnotationSecretUID]) > 64 {
 		return Tombstone{}, false
 	}
 	return Tombstone{Namespace: l.Namespace, Name: l.Labels[LabelRelease], Revision: rev,
@@ -138,19 +140,25 @@ func BuryTombstone(ctx context.Context, client kubernetes.Interface, t Tombstone
 // LeaseUID is the UID of the Lease the tombstone was read from ("" if not read).
 func (t Tombstone) LeaseUID() string { return t.uid }
 
-// Tombstones lists the tombstones of namespace ("" = all).
+// Tombstones lists the tombstones of namespace ("" = all), in pages of 50: a tenant may label
+// any number of its Leases as tombstones, each with 256 KiB of metadata.
 func Tombstones(ctx context.Context, client kubernetes.Interface, namespace string) ([]Tombstone, error) {
-	list, err := client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorTombstones})
-	if err != nil {
-		return nil, fmt.Errorf("list uninstall tombstones of %q: %w", namespace, err)
-	}
-	out := make([]Tombstone, 0, len(list.Items))
-	for i := range list.Items {
-		if t, ok := TombstoneFrom(&list.Items[i]); ok {
-			out = append(out, t)
+	opts := metav1.ListOptions{LabelSelector: SelectorTombstones, Limit: 50}
+	var out []Tombstone
+	for {
+		list, err := client.CoordinationV1().Leases(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list uninstall tombstones of %q: %w", namespace, err)
+		}
+		for i := range list.Items {
+			if t, ok := TombstoneFrom(&list.Items[i]); ok {
+				out = append(out, t)
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return out, nil
 		}
 	}
-	return out, nil
 }
 
 // ReadTombstone reads the tombstone in Lease namespace/lease (nil when gone, or when that

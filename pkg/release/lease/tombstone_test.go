@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -82,5 +83,18 @@ func TestTombstoneFrom(t *testing.T) {
 	}
 	if a, b := TombstoneName("web", 3, "r"), TombstoneName("web", 3, "s"); a == b {
 		t.Errorf("two requests share tombstone %s", a)
+	}
+}
+
+// Attack: a namespace editor labels Leases as tombstones with a secret-uid annotation of
+// 200 KiB; the sweep lists a namespace's tombstones and held each value. A secret-uid longer
+// than a UID is no tombstone's.
+func TestATombstoneWithALongSecretUIDIsNone(t *testing.T) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: TombstoneName("web", 3, "r"), Namespace: "ns",
+		Labels: map[string]string{LabelManagedBy: ManagedByUs, LabelAction: ActionUninstall, LabelRelease: "web",
+			LabelRevision: "3", LabelRequestID: "r"},
+		Annotations: map[string]string{AnnotationSecretUID: strings.Repeat("x", 200<<10)}}}
+	if tb, ok := TombstoneFrom(l); ok {
+		t.Errorf("read as a tombstone, holding a secret-uid of %d bytes", len(tb.SecretUID))
 	}
 }
