@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -82,25 +83,22 @@ func (e *BudgetError) Error() string { return "chart " + e.Bound }
 // Is makes errors.Is(err, ErrTooLarge) true: the edge answers 422.
 func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
 
-// Check streams the archive, and every nested archive Helm's loader would unpack, against
-// the budget, before anything is loaded: it holds one gzip window per nesting level and at
-// most one file, a YAML file the loader parses, whose nodes it counts and whose aliases it
-// measures. An archive that does not unpack is an error too (Helm's loader would refuse it).
-func (b Budget) Check(archive io.Reader) error {
-	_, err := b.check(archive)
-	return err
-}
-
-// check is Check that also returns what the archive was charged.
-func (b Budget) check(archive io.Reader) (charged, error) {
-	s := &budgetScan{b: b.withDefaults()}
+// check streams the archive, and every nested archive Helm's loader would unpack, against
+// the budget, before anything is loaded, until ctx ends, and returns what it was charged:
+// it holds one gzip window per nesting level and at most one file, a YAML file the loader
+// parses, whose nodes it counts and whose aliases it measures. An archive that does not
+// unpack is an error too (Helm's loader would refuse it).
+func (b Budget) check(ctx context.Context, archive io.Reader) (charged, error) {
+	s := &budgetScan{b: b.withDefaults(), ctx: ctx}
 	err := s.archive(archive, 0)
 	return s.charged, err
 }
 
 // Load checks the archive against the budget and only then loads it with Helm's loader.
+// It has no context: it is the load of a process killed at its deadline (the render
+// child); a request's load is its Source's, which stops when the request ends.
 func (b Budget) Load(archive []byte) (*chart.Chart, error) {
-	ch, _, err := b.load(archive)
+	ch, _, err := b.load(context.Background(), archive)
 	var over *BudgetError
 	if err != nil && !errors.As(err, &over) {
 		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
@@ -109,9 +107,9 @@ func (b Budget) Load(archive []byte) (*chart.Chart, error) {
 }
 
 // load is Load with the loader's errors (and the scan's, but the budget's) as they are,
-// and what the archive was charged.
-func (b Budget) load(archive []byte) (*chart.Chart, charged, error) {
-	c, err := b.check(bytes.NewReader(archive))
+// and what the archive was charged; it stops between its steps once ctx ends.
+func (b Budget) load(ctx context.Context, archive []byte) (*chart.Chart, charged, error) {
+	c, err := b.check(ctx, bytes.NewReader(archive))
 	if err != nil {
 		return nil, c, err
 	}
@@ -123,7 +121,7 @@ func (b Budget) load(archive []byte) (*chart.Chart, charged, error) {
 	if err := b.chargeImports(ch, &c); err != nil {
 		return ch, c, err
 	}
-	return ch, c, b.chargeAliases(ch, &c)
+	return ch, c, b.chargeAliases(ctx, ch, &c)
 }
 
 // charged is what an archive costs against a budget, and what its load holds.
@@ -139,13 +137,16 @@ type charged struct {
 	crdNodes int64
 	// schemaNodes bound the subschemas of its values.schema.json files (SchemaNodes).
 	schemaNodes int64
+	// matching is the work of Helm's dependency matching in its processed tree (matching).
+	matching int64
 }
 
 // memory is about what a loaded chart holds: its files and its parsed YAML.
 func (c charged) memory() int64 { return c.bytes + c.nodes*bounds.ParsedNodeBytes }
 
 type budgetScan struct {
-	b Budget
+	b   Budget
+	ctx context.Context
 	charged
 }
 
@@ -160,6 +161,9 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 	defer zr.Close()
 	tr := tar.NewReader(zr)
 	for {
+		if err := s.ctx.Err(); err != nil {
+			return fmt.Errorf("check the chart: %w", err)
+		}
 		hd, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil

@@ -1,12 +1,14 @@
 package source
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
@@ -16,16 +18,22 @@ import (
 // executor's render frame, the values checks, each copy's CRDs parsed by the install) writes
 // every copy, while the archive held it once. Each entry after the first that resolves to
 // a loaded subchart is charged that subchart's whole tree (its own copies included), against
-// MaxBytes, MaxNodes and MaxCRDNodes.
-func (b Budget) chargeAliases(ch *chart.Chart, c *charged) error {
-	s := aliasScan{room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes},
-		archived: map[*chart.Chart]charged{}}
+// MaxBytes, MaxNodes and MaxCRDNodes. Every chart of the processed tree is charged its
+// matching too (matching), against bounds.MaxDependencyMatching, before it is matched here.
+func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) error {
+	s := aliasScan{ctx: ctx, room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes,
+		matching: bounds.MaxDependencyMatching}, archived: map[*chart.Chart]charged{}, compatible: map[[2]string]bool{}}
 	extra, over := s.extra(ch)
-	c.bytes, c.nodes, c.crdNodes = c.bytes+extra.bytes, c.nodes+extra.nodes, c.crdNodes+extra.crdNodes
+	c.bytes, c.nodes, c.crdNodes, c.matching = c.bytes+extra.bytes, c.nodes+extra.nodes, c.crdNodes+extra.crdNodes, s.total.matching
 	const copies = " once each dependency alias is a copy of its subchart"
 	switch {
 	case !over:
 		return nil
+	case s.over == "ctx":
+		return fmt.Errorf("match the chart's dependencies: %w", ctx.Err())
+	case s.over == "matching":
+		return &BudgetError{Bound: fmt.Sprintf("has more dependency matching than %d (each Chart.yaml entry against each subchart, and the versions compared)",
+			bounds.MaxDependencyMatching)}
 	case s.over == "bytes":
 		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives"+copies, mib(b.MaxBytes))}
 	case s.over == "crds":
@@ -36,16 +44,28 @@ func (b Budget) chargeAliases(ch *chart.Chart, c *charged) error {
 
 // aliasScan adds up what the copies cost, up to the room the budget has left.
 type aliasScan struct {
+	ctx         context.Context
 	room, total charged
 	archived    map[*chart.Chart]charged
-	// over names the bound the copies passed: bytes, nodes or crds.
+	// compatible are the (constraint, version) pairs matched so far.
+	compatible map[[2]string]bool
+	// over names the bound the copies passed: bytes, nodes, crds or matching; ctx when
+	// the load's request ended.
 	over string
 }
 
 // extra is what c's processed tree costs beyond its archive: for each subchart, what its
-// own tree adds, and k-1 copies of its processed tree when k entries resolve to it.
+// own tree adds, and k-1 copies of its processed tree when k entries resolve to it. c's
+// own matching is charged before its entries are matched.
 func (s *aliasScan) extra(c *chart.Chart) (added charged, over bool) {
-	copies := entriesOf(c)
+	if s.total.matching += matching(c); s.total.matching > s.room.matching {
+		s.over = "matching"
+		return added, true
+	}
+	copies, ok := s.entriesOf(c)
+	if !ok {
+		return added, true
+	}
 	for _, sub := range c.Dependencies() {
 		e, over := s.extra(sub)
 		if over {
@@ -57,7 +77,8 @@ func (s *aliasScan) extra(c *chart.Chart) (added charged, over bool) {
 			if s.exceeds(one, k-1) {
 				return added, true
 			}
-			n := charged{bytes: one.bytes * int64(k-1), nodes: one.nodes * int64(k-1), crdNodes: one.crdNodes * int64(k-1)}
+			n := charged{bytes: one.bytes * int64(k-1), nodes: one.nodes * int64(k-1), crdNodes: one.crdNodes * int64(k-1),
+				matching: one.matching * int64(k-1)}
 			added, s.total = add(added, n), add(s.total, n)
 		}
 	}
@@ -74,6 +95,8 @@ func (s *aliasScan) exceeds(one charged, k int) bool {
 		s.over = "nodes"
 	case left(s.room.crdNodes, s.total.crdNodes, one.crdNodes):
 		s.over = "crds"
+	case left(s.room.matching, s.total.matching, one.matching):
+		s.over = "matching"
 	default:
 		return false
 	}
@@ -82,23 +105,69 @@ func (s *aliasScan) exceeds(one charged, k int) bool {
 
 // entriesOf counts the Chart.yaml entries of c that resolve to each loaded subchart, as
 // Helm's getAliasDependency resolves them: the first of that name in a compatible version.
-func entriesOf(c *chart.Chart) map[*chart.Chart]int {
-	n := map[*chart.Chart]int{}
+// Each (constraint, version) pair is matched once; ok is false once the load's request
+// has ended.
+func (s *aliasScan) entriesOf(c *chart.Chart) (n map[*chart.Chart]int, ok bool) {
+	n = map[*chart.Chart]int{}
 	if c.Metadata == nil {
-		return n
+		return n, true
+	}
+	named := map[string][]*chart.Chart{}
+	for _, sub := range c.Dependencies() {
+		if sub != nil && sub.Metadata != nil {
+			named[sub.Name()] = append(named[sub.Name()], sub)
+		}
 	}
 	for _, r := range c.Metadata.Dependencies {
+		if s.ctx.Err() != nil {
+			s.over = "ctx"
+			return n, false
+		}
 		if r == nil {
 			continue
 		}
-		for _, sub := range c.Dependencies() {
-			if sub != nil && sub.Metadata != nil && sub.Name() == r.Name && chartutil.IsCompatibleRange(r.Version, sub.Metadata.Version) {
+		for _, sub := range named[r.Name] {
+			if s.compatibleRange(r.Version, sub.Metadata.Version) {
 				n[sub]++
 				break
 			}
 		}
 	}
-	return n
+	return n, true
+}
+
+func (s *aliasScan) compatibleRange(constraint, version string) bool {
+	k := [2]string{constraint, version}
+	ok, seen := s.compatible[k]
+	if !seen {
+		ok = chartutil.IsCompatibleRange(constraint, version)
+		s.compatible[k] = ok
+	}
+	return ok
+}
+
+// matching is the work of Helm's dependency processing over c's own Chart.yaml entries
+// (processDependencyEnabled, twice an action): each entry against each subchart, and for
+// a subchart of its name a semver constraint and version parsed. A pair is charged one,
+// and the bytes of both when the names are equal.
+func matching(c *chart.Chart) int64 {
+	if c.Metadata == nil {
+		return 0
+	}
+	subs, versions := map[string]int64{}, map[string]int64{}
+	for _, sub := range c.Dependencies() {
+		if sub != nil && sub.Metadata != nil {
+			subs[sub.Name()]++
+			versions[sub.Name()] += int64(len(sub.Metadata.Version))
+		}
+	}
+	work := int64(len(c.Metadata.Dependencies)) * int64(len(c.Dependencies()))
+	for _, r := range c.Metadata.Dependencies {
+		if r != nil {
+			work += subs[r.Name]*int64(len(r.Version)) + versions[r.Name]
+		}
+	}
+	return work
 }
 
 // archive is what the budget's scan charged c's tree: its files (a nested archive's own
@@ -128,6 +197,7 @@ func (s *aliasScan) archive(c *chart.Chart) charged {
 			a.crdNodes += size.Nodes
 		}
 	}
+	a.matching = matching(c)
 	for _, sub := range c.Dependencies() {
 		a = add(a, s.archive(sub))
 	}
@@ -143,5 +213,5 @@ func inSubchartDir(name string) bool {
 
 func add(a, b charged) charged {
 	return charged{bytes: a.bytes + b.bytes, files: a.files + b.files, nodes: a.nodes + b.nodes, crdNodes: a.crdNodes + b.crdNodes,
-		schemaNodes: a.schemaNodes + b.schemaNodes}
+		schemaNodes: a.schemaNodes + b.schemaNodes, matching: a.matching + b.matching}
 }

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,11 +58,11 @@ func TestDependencyAliasesAreChargedACopyEach(t *testing.T) {
 
 	// A few aliases of a small subchart load, charged a copy each.
 	small := []hostile.Entry{{Name: "s/values.yaml", Data: []byte("image: nginx\n")}}
-	_, once, err := DefaultBudget.load(aliased(t, 1, small...))
+	_, once, err := DefaultBudget.load(context.Background(), aliased(t, 1, small...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, thrice, err := DefaultBudget.load(aliased(t, 3, small...))
+	ch, thrice, err := DefaultBudget.load(context.Background(), aliased(t, 3, small...))
 	if err != nil || len(ch.Dependencies()) != 1 {
 		t.Fatalf("3 aliases of a small subchart: %v", err)
 	}

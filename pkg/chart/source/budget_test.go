@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/async-helm/async-helm/internal/testcharts/hostile"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 var (
@@ -142,15 +143,15 @@ func TestBudgetSettings(t *testing.T) {
 func TestChartLoadsWaitForASlot(t *testing.T) {
 	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute), MaxParallelLoads: 1}
 	u := serve(t, tgz(t, chartYAML("tiny")))
-	src.loadsOnce.Do(func() { src.loads = make(chan struct{}, 1) })
-	src.loads <- struct{}{} // another load runs
+	src.loadsOnce.Do(func() { src.loads = fairqueue.New(1, fairqueue.Options{}) })
+	held, _ := src.loads.TryAcquire(Tenant{Namespace: "other"}) // another load runs
 	// The download takes milliseconds; the context ends long after, while Get waits.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := src.Get(ctx, Ref{URL: u}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "wait to load the chart") {
 		t.Errorf("Get while the only load slot is taken: %v, want it to wait until its context ended", err)
 	}
-	<-src.loads
+	held.Release()
 	if _, err := src.Get(context.Background(), Ref{URL: u}); err != nil {
 		t.Errorf("Get with a free slot: %v", err)
 	}

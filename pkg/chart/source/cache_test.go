@@ -89,7 +89,10 @@ func TestChartCacheIsBoundedInBytes(t *testing.T) {
 		if _, err := src.Get(context.Background(), Ref{URL: srv.URL + "/" + name + ".tgz"}); err != nil {
 			t.Fatal(err)
 		}
-		if n := src.CachedBytes(); n > max {
+		src.mu.Lock()
+		n := src.cachedBytes()
+		src.mu.Unlock()
+		if n > max {
 			t.Fatalf("after %s the cache holds %d bytes, over its %d", name, n, max)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
 // Sentinel errors, mapped to status codes at the edge.
@@ -45,10 +46,12 @@ type Chart struct {
 	size int64
 	// checked is set when Data passed the source's Budget (a Chart made elsewhere has not).
 	checked bool
-	// loads are the load slots of the source that checked it: Fresh waits for one too.
-	loads chan struct{}
+	// loads are the load slots of the source that checked it: Fresh waits for one of
+	// tenant's share (the request's that got it) too.
+	loads  *fairqueue.Queue
+	tenant Tenant
 	// annotate, when set, writes the request's chart annotations into each Fresh chart
-	// (withAnnotations).
+	// (forRequest).
 	annotate func(*chart.Chart)
 }
 
@@ -61,12 +64,11 @@ func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
 		return c.annotated(DefaultBudget.Load(c.Data))
 	}
 	if c.loads != nil {
-		select {
-		case c.loads <- struct{}{}:
-			defer func() { <-c.loads }()
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+		release, err := takeLoad(ctx, c.loads, c.tenant)
+		if err != nil {
+			return nil, err
 		}
+		defer release()
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(c.Data))
 	if err != nil {
@@ -98,7 +100,9 @@ type Source struct {
 	Budget Budget
 	// MaxParallelLoads bounds the archives checked and loaded at once (default 2): each may
 	// take up to twice its budget while Helm's loader runs, so the budget alone does not
-	// bound memory under many callers. Downloads and cache hits do not wait for it.
+	// bound memory under many callers. Downloads and cache hits do not wait for it. The
+	// slots are shared between tenants (pkg/fairqueue): a freed one goes to the waiting
+	// caller and namespace that hold the fewest.
 	MaxParallelLoads int
 	// IndexSlots bound the indexes downloaded and parsed at once, by whoever fetches them
 	// (the console's index in pkg/chartrepos, installs by index entry here): each is up to
@@ -113,7 +117,7 @@ type Source struct {
 	Checker CredentialChecker
 
 	loadsOnce sync.Once
-	loads     chan struct{}
+	loads     *fairqueue.Queue
 	slotsOnce sync.Once
 	// parses weighs the indexes being parsed by their nodes (parseIndex).
 	parsesOnce sync.Once
@@ -143,7 +147,7 @@ func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
 	c, err := s.get(ctx, ref)
 	// Credentials in a chart URL (https://user:pass@host/...) never reach an answer, a
 	// failure reason, an event or a log through an error.
-	return withAnnotations(c, ref), chartref.RedactError(err)
+	return forRequest(c, ref, TenantOf(ctx, ref.Namespace)), chartref.RedactError(err)
 }
 
 func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
@@ -252,13 +256,6 @@ func (s *Source) cachedBytes() int64 {
 	return n
 }
 
-// CachedBytes is what the cache holds now (for tests and metrics).
-func (s *Source) CachedBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cachedBytes()
-}
-
 // chartBytes estimates the memory of a parsed chart: the archive is compressed, this is
 // what it unpacks to. Raw holds every file once (templates, values, files and schema share
 // its data); a dependency packed as an archive unpacks into data of its own, counted too
@@ -293,7 +290,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	if err != nil {
 		return nil, err
 	}
-	ch, cost, err := s.load(ctx, data)
+	ch, cost, err := s.load(ctx, TenantOf(ctx, ref.Namespace), data)
 	var over *BudgetError
 	switch {
 	case errors.As(err, &over), errors.Is(err, ctx.Err()) && ctx.Err() != nil:
@@ -309,19 +306,27 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 		size: int64(len(data)) + max(chartBytes(ch), cost.memory()), checked: true, loads: s.loads}, nil
 }
 
-// load checks and loads an archive in one of MaxParallelLoads slots; it also returns what
-// the archive was charged.
-func (s *Source) load(ctx context.Context, data []byte) (*chart.Chart, charged, error) {
+// load checks and loads an archive in one of MaxParallelLoads slots of t's share, until
+// ctx ends; it also returns what the archive was charged.
+func (s *Source) load(ctx context.Context, t Tenant, data []byte) (*chart.Chart, charged, error) {
 	s.loadsOnce.Do(func() {
-		s.loads = make(chan struct{}, positiveOr(s.MaxParallelLoads, 2))
+		s.loads = fairqueue.New(positiveOr(s.MaxParallelLoads, 2), fairqueue.Options{})
 	})
-	select {
-	case s.loads <- struct{}{}:
-		defer func() { <-s.loads }()
-	case <-ctx.Done():
-		return nil, charged{}, fmt.Errorf("wait to load the chart: %w", ctx.Err())
+	release, err := takeLoad(ctx, s.loads, t)
+	if err != nil {
+		return nil, charged{}, err
 	}
-	return s.Budget.load(data)
+	defer release()
+	return s.Budget.load(ctx, data)
+}
+
+// takeLoad waits for a load slot of t's share until ctx ends.
+func takeLoad(ctx context.Context, slots *fairqueue.Queue, t Tenant) (release func(), err error) {
+	seat, err := slots.Acquire(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("wait to load the chart (%d load slots): %w", slots.Slots(), err)
+	}
+	return seat.Release, nil
 }
 
 // Slots is the one bound of the source's index fetches (IndexSlots).

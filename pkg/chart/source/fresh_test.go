@@ -15,13 +15,13 @@ func TestFreshWaitsForALoadSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.loads <- struct{}{} // the one slot taken
+	held, _ := src.loads.TryAcquire(Tenant{Namespace: "other"}) // the one slot taken
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := c.Fresh(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Fresh with the slot taken: %v, want it to wait until its context ends", err)
 	}
-	<-src.loads
+	held.Release()
 	if ch, err := c.Fresh(context.Background()); err != nil || ch.Name() != "tiny" {
 		t.Errorf("Fresh with the slot free: %v, %v", ch, err)
 	}

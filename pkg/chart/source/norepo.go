@@ -70,15 +70,17 @@ func urlInstall(ref Ref) chartref.URLInstall {
 	return u
 }
 
-// withAnnotations is c for ref: a copy that writes ref's annotations into every Fresh
-// chart (the shared, cached chart is left as it is).
-func withAnnotations(c *Chart, ref Ref) *Chart {
-	u := urlInstall(ref)
-	if c == nil || len(u.Annotations()) == 0 {
+// forRequest is c for ref: a copy whose Fresh loads take t's share and write ref's
+// annotations into every Fresh chart (the shared, cached chart is left as it is).
+func forRequest(c *Chart, ref Ref, t Tenant) *Chart {
+	if c == nil {
 		return c
 	}
 	cp := *c
-	cp.annotate = u.Annotate
+	cp.tenant = t
+	if u := urlInstall(ref); len(u.Annotations()) > 0 {
+		cp.annotate = u.Annotate
+	}
 	return &cp
 }
 
