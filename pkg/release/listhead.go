@@ -50,43 +50,26 @@ type listHead struct {
 // and type), through the guarded decode, each string capped: a head holds at most a few
 // KiB whatever the record.
 func DecodeListHead(data []byte) (*helmrelease.Release, error) {
-	h, err := decodeListHead(data)
-	if err != nil {
-		return nil, err
-	}
-	out := &helmrelease.Release{Name: h.Name, Namespace: h.Namespace, Version: h.Version}
-	if i := h.Info; i != nil {
-		out.Info = &helmrelease.Info{FirstDeployed: i.FirstDeployed, LastDeployed: i.LastDeployed, Deleted: i.Deleted,
-			Description: i.Description, Status: helmrelease.Status(i.Status)}
-	}
-	if h.Chart != nil && h.Chart.Metadata != nil {
-		m := h.Chart.Metadata
-		out.Chart = &chart.Chart{Metadata: &chart.Metadata{Name: m.Name, Version: m.Version, AppVersion: m.AppVersion,
-			APIVersion: m.APIVersion, Description: m.Description, Icon: m.Icon, Type: m.Type, Deprecated: m.Deprecated}}
-	}
-	return out, nil
-}
-
-// decodeListHead is the list head of a payload, its strings capped.
-func decodeListHead(data []byte) (listHead, error) {
 	var h listHead
 	if _, err := decode(data, &h, recordBound, headsInFlight); err != nil {
-		return h, err
+		return nil, err
 	}
-	h.Name, h.Namespace = capped(h.Name, MaxHeadField), capped(h.Namespace, MaxHeadField)
+	field := func(s string) string { return capped(s, MaxHeadField) }
+	out := &helmrelease.Release{Name: field(h.Name), Namespace: field(h.Namespace), Version: h.Version}
 	if i := h.Info; i != nil {
-		i.Description, i.Status = capped(i.Description, MaxHeadDescription), capped(i.Status, MaxHeadField)
+		out.Info = &helmrelease.Info{FirstDeployed: i.FirstDeployed, LastDeployed: i.LastDeployed, Deleted: i.Deleted,
+			Description: capped(i.Description, MaxHeadDescription), Status: helmrelease.Status(field(i.Status))}
 	}
 	if h.Chart != nil && h.Chart.Metadata != nil {
 		m := h.Chart.Metadata
-		m.Name, m.Version, m.AppVersion = capped(m.Name, MaxHeadField), capped(m.Version, MaxHeadField), capped(m.AppVersion, MaxHeadField)
-		m.APIVersion, m.Type = capped(m.APIVersion, MaxHeadField), capped(m.Type, MaxHeadField)
-		m.Description = capped(m.Description, MaxHeadDescription)
 		if len(m.Icon) > MaxHeadField {
 			m.Icon = ""
 		}
+		out.Chart = &chart.Chart{Metadata: &chart.Metadata{Name: field(m.Name), Version: field(m.Version), AppVersion: field(m.AppVersion),
+			APIVersion: field(m.APIVersion), Description: capped(m.Description, MaxHeadDescription), Icon: m.Icon, Type: field(m.Type),
+			Deprecated: m.Deprecated}}
 	}
-	return h, nil
+	return out, nil
 }
 
 // capped is s cut to at most n bytes on a rune boundary, in a copy of its own: a cut of
