@@ -42,27 +42,24 @@ func (h secretsHelm) Latest(context.Context, string, string, ...helmexec.Option)
 	return nil, nil
 }
 
-// One list over a caller's namespaces holds one read's records, not one read's per
-// namespace: two namespaces of 4 records near a record's node bound each (which together
-// fill one read's) answer the first namespace's 4 and skip the second's.
-func TestOneListOverManyNamespacesHasOneReadBudget(t *testing.T) {
-	cs := fake.NewClientset()
-	zeros := make([]any, release.MaxRecordNodes-10_000)
-	for i := range zeros {
-		zeros[i] = 0
-	}
+// bigConfig is a release's values of about n JSON values.
+func bigConfig(n int) map[string]any { return map[string]any{"a": make([]any, n)} }
+
+// helmRecord writes release name (version 1) with config into ns of cs as Helm does.
+func helmRecord(t *testing.T, cs *fake.Clientset, ns, name string, config map[string]any) {
+	t.Helper()
 	now := helmtime.Now()
-	for _, ns := range []string{"team-a", "team-b"} {
-		d := storage.NewSecrets(cs.CoreV1().Secrets(ns))
-		for i := range 4 {
-			r := &helmrelease.Release{Name: fmt.Sprintf("big-%d", i), Namespace: ns, Version: 1, Config: map[string]any{"a": zeros},
-				Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", APIVersion: "v2"}},
-				Info:  &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusDeployed}}
-			if err := d.Create(release.SecretName(r.Name, 1), r); err != nil {
-				t.Fatal(err)
-			}
-		}
+	r := &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Config: config,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", APIVersion: "v2"}},
+		Info:  &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusDeployed}}
+	if err := storage.NewSecrets(cs.CoreV1().Secrets(ns)).Create(release.SecretName(name, 1), r); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// listAsAlice lists every namespace alice may read (team-a and team-b) without limitInfo.
+func listAsAlice(t *testing.T, cs *fake.Clientset) map[string]int {
+	t.Helper()
 	f, err := helmexec.NewFactory(&rest.Config{Host: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +71,26 @@ func TestOneListOverManyNamespacesHasOneReadBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(out.([]api.Release)); n != 4 {
-		t.Errorf("one list of 2 namespaces kept %d records of %d JSON values each, want 4 (one read's %d values)",
-			n, len(zeros), release.MaxReadNodes)
+	got := map[string]int{}
+	for _, r := range out.([]api.Release) {
+		got[r.Namespace]++
+	}
+	return got
+}
+
+// One list over a caller's namespaces holds one read's records, not one read's per
+// namespace: two namespaces of 4 records near a record's node bound each (which together
+// fill one read's twice) answer 4 of them, 2 of each.
+func TestOneListOverManyNamespacesHasOneReadBudget(t *testing.T) {
+	cs := fake.NewClientset()
+	for _, ns := range []string{"team-a", "team-b"} {
+		for i := range 4 {
+			helmRecord(t, cs, ns, fmt.Sprintf("big-%d", i), bigConfig(release.MaxRecordNodes-10_000))
+		}
+	}
+	if got := listAsAlice(t, cs); got["team-a"] != 2 || got["team-b"] != 2 {
+		t.Errorf("one list of 2 namespaces kept %v records of %d JSON values each, want 2 of each (one read's %d values)",
+			got, release.MaxRecordNodes-10_000, release.MaxReadNodes)
 	}
 }
 
@@ -85,39 +99,11 @@ func TestOneListOverManyNamespacesHasOneReadBudget(t *testing.T) {
 // release was cut off by team-a's 5 records near a record's node bound).
 func TestOneNamespaceDoesNotSpendTheWholeReadBudget(t *testing.T) {
 	cs := fake.NewClientset()
-	zeros := make([]any, release.MaxRecordNodes-10_000)
-	for i := range zeros {
-		zeros[i] = 0
-	}
-	now := helmtime.Now()
-	create := func(ns, name string, config map[string]any) {
-		r := &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Config: config,
-			Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", APIVersion: "v2"}},
-			Info:  &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusDeployed}}
-		if err := storage.NewSecrets(cs.CoreV1().Secrets(ns)).Create(release.SecretName(name, 1), r); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i := range 5 {
-		create("team-a", fmt.Sprintf("big-%d", i), map[string]any{"a": zeros})
+		helmRecord(t, cs, "team-a", fmt.Sprintf("big-%d", i), bigConfig(release.MaxRecordNodes-10_000))
 	}
-	create("team-b", "web", map[string]any{"a": zeros[:50_000]})
-	f, err := helmexec.NewFactory(&rest.Config{Host: "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &authz{may: map[string]map[string]bool{"alice": {"team-a": true, "team-b": true}}}
-	idx := metaIndex{meta("team-a", "big-0", 1), meta("team-b", "web", 1), meta("team-c", "web", 1)}
-	s := &Service{Helm: secretsHelm{f: f, cs: cs}, Authorizer: a, Index: idx}
-	out, err := s.List(ctx(t), &auth.User{Name: "alice"}, "", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int{}
-	for _, r := range out.([]api.Release) {
-		got[r.Namespace]++
-	}
-	if got["team-b"] != 1 || got["team-a"] != 3 {
+	helmRecord(t, cs, "team-b", "web", bigConfig(50_000))
+	if got := listAsAlice(t, cs); got["team-b"] != 1 || got["team-a"] != 3 {
 		t.Errorf("listed %v, want team-b's release and 3 of team-a's (within one read's %d values)", got, release.MaxReadNodes)
 	}
 }
