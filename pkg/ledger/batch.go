@@ -86,9 +86,6 @@ func batchFromMeta(m metav1.Object) ([]Entry, bool) {
 	return out, true
 }
 
-// IsBatch says whether Lease name holds a batch of entries.
-func IsBatch(name string) bool { return strings.HasPrefix(name, batchPrefix) }
-
 // batch is the entries of one group commit and, once done is closed, its write's error.
 type batch struct {
 	entries []Entry
