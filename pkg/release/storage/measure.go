@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
@@ -19,40 +21,65 @@ import (
 var ErrManifestsTooLarge = errors.New("the record's manifests are too large")
 
 // Measured wraps d so that every record it reads (Get, List, Query) is measured first: one
-// past the bounds is an ErrManifestsTooLarge error, never handed to Helm.
-func Measured(d Driver) Driver { return measured{Driver: d} }
+// past the bounds is an ErrManifestsTooLarge error, never handed to Helm. Helm reads the
+// history about four times an upgrade: manifests once measured are known by their digest.
+func Measured(d Driver) Driver { return &measured{Driver: d, within: map[[sha256.Size]byte]bool{}} }
 
-type measured struct{ Driver }
+type measured struct {
+	Driver
+	mu     sync.Mutex
+	within map[[sha256.Size]byte]bool // digests of the manifests and hooks measured within the bounds
+}
 
-func (m measured) Get(key string) (*helmrelease.Release, error) {
+func (m *measured) Get(key string) (*helmrelease.Release, error) {
 	rls, err := m.Driver.Get(key)
 	if err != nil {
 		return rls, err
 	}
-	if err := Measure(rls); err != nil {
+	if err := m.measure(rls); err != nil {
 		return nil, err
 	}
 	return rls, nil
 }
 
-func (m measured) List(filter func(*helmrelease.Release) bool) ([]*helmrelease.Release, error) {
-	return measureAll(m.Driver.List(filter))
+func (m *measured) List(filter func(*helmrelease.Release) bool) ([]*helmrelease.Release, error) {
+	return m.measureAll(m.Driver.List(filter))
 }
 
-func (m measured) Query(labels map[string]string) ([]*helmrelease.Release, error) {
-	return measureAll(m.Driver.Query(labels))
+func (m *measured) Query(labels map[string]string) ([]*helmrelease.Release, error) {
+	return m.measureAll(m.Driver.Query(labels))
 }
 
-func measureAll(rels []*helmrelease.Release, err error) ([]*helmrelease.Release, error) {
+func (m *measured) measureAll(rels []*helmrelease.Release, err error) ([]*helmrelease.Release, error) {
 	if err != nil {
 		return rels, err
 	}
 	for _, r := range rels {
-		if err := Measure(r); err != nil {
+		if err := m.measure(r); err != nil {
 			return nil, err
 		}
 	}
 	return rels, nil
+}
+
+func (m *measured) measure(rls *helmrelease.Release) error {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%s", len(rls.Manifest), rls.Manifest)
+	for _, k := range rls.Hooks {
+		fmt.Fprintf(h, "%d\x00%s", len(k.Manifest), k.Manifest)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.within[sum] {
+		return nil
+	}
+	if err := Measure(rls); err != nil {
+		return err
+	}
+	m.within[sum] = true
+	return nil
 }
 
 // Measure refuses a record whose manifest and hooks together expand past a render's

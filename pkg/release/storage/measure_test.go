@@ -87,4 +87,17 @@ func TestMeasuredRefusesReadsOfARecordOverTheBounds(t *testing.T) {
 	if _, err := d.Delete(Key("web", 1)); err != nil {
 		t.Errorf("Delete: %v", err)
 	}
+	// A record measured once is known by its content: rewritten between two reads, it is
+	// measured again.
+	mem := memWith(t, record(helmsManifest("kind: ConfigMap")))
+	d = Measured(mem)
+	if _, err := d.Get(Key("web", 1)); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if err := mem.Update(Key("web", 1), big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Get(Key("web", 1)); !errors.Is(err, ErrManifestsTooLarge) {
+		t.Errorf("Get of the record rewritten after its first read: %v", err)
+	}
 }
