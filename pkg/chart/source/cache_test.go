@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +25,7 @@ func TestCacheEvictsTheLargestNamespaceFirst(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	put := func(ns string, i int) {
 		key := fmt.Sprintf("%s|chart-%d", ns, i)
-		s.byKey[key] = &cached{chart: &Chart{Digest: key, size: 1 << 20}, namespace: ns, used: at}
+		s.byKey[key] = &cached{chart: &Chart{Digest: key, size: 1<<20 - keyBytes}, namespace: ns, used: at}
 		at = at.Add(time.Second)
 		s.evict()
 	}
@@ -115,4 +117,55 @@ func TestChartCacheIsBoundedInBytes(t *testing.T) {
 	if downloads["/huge.tgz"] != 2 {
 		t.Errorf("a chart bigger than the cache was downloaded %d times for 2 requests, want 2 (never cached)", downloads["/huge.tgz"])
 	}
+}
+
+// One tiny chart asked under 200 URLs that differ in a 1 MiB fragment (never sent: the
+// server sees one path) grew the heap 201 MiB while the cache counted 1,985 bytes: each key
+// held its URL and none was counted. A key is a digest without the fragment now.
+func TestTheCacheCountsItsKeys(t *testing.T) {
+	archive := tgz(t, chartYAML("tiny"))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(srv.Close)
+	const bound = 16 << 20
+	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute), MaxCacheBytes: bound}
+	pad := strings.Repeat("a", 1<<20)
+	before := heapNow()
+	for i := range 200 {
+		if _, err := src.Get(context.Background(), Ref{URL: fmt.Sprintf("%s/chart.tgz#%s%d", srv.URL, pad, i), Namespace: "mallory"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grew := int64(heapNow()) - int64(before)
+	src.mu.Lock()
+	keys := len(src.byKey)
+	src.mu.Unlock()
+	if grew > 2*bound || keys != 1 {
+		t.Errorf("the chart cache (bound %d MiB) holds %d keys and made the heap grow %d MiB", bound>>20, keys, grew>>20)
+	}
+	runtime.KeepAlive(src)
+}
+
+// Keys count against the cache's bound: one tiny chart under ever new URLs (a query each,
+// sent to the server) pushes out its older keys, whatever their number.
+func TestKeysOfOneChartAreEvicted(t *testing.T) {
+	u := serve(t, tgz(t, chartYAML("tiny")))
+	const bound = 64 << 10
+	src := &Source{HTTP: Policy{AllowLoopback: true}.HTTPClient(time.Minute), MaxCacheBytes: bound}
+	for i := range 500 {
+		if _, err := src.Get(context.Background(), Ref{URL: fmt.Sprintf("%s?%d", u, i), Namespace: "mallory"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if n := src.cachedBytes(); n > bound || len(src.byKey) > bound/keyBytes {
+		t.Errorf("500 keys of one chart: the cache holds %d keys, counts %d bytes; want within %d", len(src.byKey), n, bound)
+	}
+}
+
+func heapNow() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

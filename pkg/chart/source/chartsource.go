@@ -228,11 +228,11 @@ func (s *Source) evict() {
 }
 
 // largestNamespace is the namespace whose entries hold the most (a chart shared between
-// namespaces counts for each), the first by name of equals.
+// keys counts for each, and each key its keyBytes), the first by name of equals.
 func (s *Source) largestNamespace() string {
 	held := map[string]int64{}
 	for _, e := range s.byKey {
-		held[e.namespace] += e.chart.size
+		held[e.namespace] += e.chart.size + keyBytes
 	}
 	top, most := "", int64(-1)
 	for ns, n := range held {
@@ -243,10 +243,11 @@ func (s *Source) largestNamespace() string {
 	return top
 }
 
-// cachedBytes is the memory the cache holds, each digest once (keys may share a chart).
+// cachedBytes is the memory the cache holds: each digest once (keys may share a chart),
+// and each key (keyBytes).
 func (s *Source) cachedBytes() int64 {
 	seen := map[string]bool{}
-	var n int64
+	n := int64(len(s.byKey)) * keyBytes
 	for _, e := range s.byKey {
 		if !seen[e.chart.Digest] {
 			seen[e.chart.Digest] = true

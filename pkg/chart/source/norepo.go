@@ -3,10 +3,11 @@ package source
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/registry"
@@ -17,19 +18,25 @@ import (
 
 // cacheKey keys a fetch: the namespace (its project repositories decide what a URL or an
 // index entry resolves with), and for a chart outside the repositories, whether it is one
-// and a digest of the credentials it was fetched with (a chart fetched with one Secret is
-// never served for another, and never without reading that Secret for the caller first).
+// and the credentials it was fetched with (a chart fetched with one Secret is never served
+// for another, and never without reading that Secret for the caller first). The URL's
+// fragment is never fetched, so not part of it. It is a digest: a key costs keyBytes
+// however long the reference.
 func cacheKey(ref Ref, creds *Credentials) string {
-	key := ref.Namespace + "|" + ref.URL + "@" + ref.Version + "#" + ref.IndexEntry
-	if ref.NoRepo {
-		key += "|noRepo"
-	}
+	u, _, _ := strings.Cut(ref.URL, "#")
+	parts := []string{ref.Namespace, u, ref.Version, ref.IndexEntry, strconv.FormatBool(ref.NoRepo)}
 	if creds != nil {
-		sum := sha256.Sum256([]byte(creds.Username + "\x00" + creds.Password))
-		key += "|auth=" + ref.AuthSecret + ":" + hex.EncodeToString(sum[:])
+		parts = append(parts, "auth", ref.AuthSecret, creds.Username, creds.Password)
 	}
-	return key
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s", len(p), p)
+	}
+	return string(h.Sum(nil))
 }
+
+// keyBytes is what the cache counts for a key: its digest, its entry and its namespace.
+const keyBytes = 256
 
 // fetchNoRepo fetches a chart by URL outside every chart repository, with the basic auth of
 // creds (nil: none), through the same address guard and bounds as any download.
