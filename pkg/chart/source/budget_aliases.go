@@ -14,18 +14,19 @@ import (
 
 // chargeAliases charges a loaded chart the processed tree Helm makes of it: Helm's
 // ProcessDependencies makes one copy of a subchart per Chart.yaml entry that names it (each
-// alias, or the same name listed again), and whatever writes the processed chart out (the
-// executor's render frame, the values checks, each copy's CRDs parsed by the install) writes
-// every copy, while the archive held it once. Each entry after the first that resolves to
-// a loaded subchart is charged that subchart's whole tree (its own copies included), against
-// MaxBytes, MaxNodes and MaxCRDNodes. Every chart of the processed tree is charged its
-// matching too (matching), against bounds.MaxDependencyMatching, before it is matched here.
+// alias, or the same name listed again), and its coalesce gives each subchart its own copy
+// of the globals (its parent's and its own `global` tables); whatever writes the processed
+// chart out (the executor's render frame, the values checks, each copy's CRDs parsed by the
+// install) writes every copy, while the archive held it once. Each entry after the first
+// that resolves to a loaded subchart is charged that subchart's whole tree (its own copies
+// included), and each subchart the globals it receives, against MaxBytes, MaxNodes and
+// MaxCRDNodes. Every chart of the processed tree is charged its matching too (matching),
+// against bounds.MaxDependencyMatching, before it is matched here.
 func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) error {
 	s := aliasScan{ctx: ctx, room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes,
 		matching: bounds.MaxDependencyMatching}, archived: map[*chart.Chart]charged{}, compatible: map[[2]string]bool{}}
-	extra, over := s.extra(ch)
+	extra, over := s.extra(ch, yamlsize.Size{})
 	c.bytes, c.nodes, c.crdNodes, c.matching = c.bytes+extra.bytes, c.nodes+extra.nodes, c.crdNodes+extra.crdNodes, s.total.matching
-	const copies = " once each dependency alias is a copy of its subchart"
 	switch {
 	case !over:
 		return nil
@@ -35,11 +36,11 @@ func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) 
 		return &BudgetError{Bound: fmt.Sprintf("has more dependency matching than %d (each Chart.yaml entry against each subchart, and the versions compared)",
 			bounds.MaxDependencyMatching)}
 	case s.over == "bytes":
-		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives"+copies, mib(b.MaxBytes))}
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives"+s.what, mib(b.MaxBytes))}
 	case s.over == "crds":
-		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in its crds/ files"+copies, b.MaxCRDNodes)}
+		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in its crds/ files"+s.what, b.MaxCRDNodes)}
 	}
-	return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses"+copies, b.MaxNodes)}
+	return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses"+s.what, b.MaxNodes)}
 }
 
 // aliasScan adds up what the copies cost, up to the room the budget has left.
@@ -50,39 +51,71 @@ type aliasScan struct {
 	// compatible are the (constraint, version) pairs matched so far.
 	compatible map[[2]string]bool
 	// over names the bound the copies passed: bytes, nodes, crds or matching; ctx when
-	// the load's request ended.
-	over string
+	// the load's request ended. what says which copies, for the message.
+	over, what string
 }
 
-// extra is what c's processed tree costs beyond its archive: for each subchart, what its
-// own tree adds, and k-1 copies of its processed tree when k entries resolve to it. c's
-// own matching is charged before its entries are matched.
-func (s *aliasScan) extra(c *chart.Chart) (added charged, over bool) {
-	if s.total.matching += matching(c); s.total.matching > s.room.matching {
-		s.over = "matching"
+const (
+	aliasCopies  = " once each dependency alias is a copy of its subchart"
+	globalCopies = " once each subchart's copy of the globals is written out"
+)
+
+// extra is what c's processed tree costs beyond its archive, c having received globals:
+// for each subchart, the globals it receives, what its own tree adds, and k-1 copies of
+// all that when k entries resolve to it. c's own matching is charged before its entries
+// are matched.
+func (s *aliasScan) extra(c *chart.Chart, received yamlsize.Size) (added charged, over bool) {
+	if s.charge(charged{matching: matching(c)}, 1, "") {
 		return added, true
 	}
 	copies, ok := s.entriesOf(c)
 	if !ok {
 		return added, true
 	}
+	g := plus(received, s.globals(c))
+	got := charged{bytes: g.Bytes, nodes: g.Nodes}
 	for _, sub := range c.Dependencies() {
-		e, over := s.extra(sub)
+		if s.charge(got, 1, globalCopies) {
+			return added, true
+		}
+		e, over := s.extra(sub, g)
 		if over {
 			return added, true
 		}
+		e = add(e, got)
 		added = add(added, e)
 		if k := copies[sub]; k > 1 {
 			one := add(s.archive(sub), e)
-			if s.exceeds(one, k-1) {
+			if s.charge(one, k-1, aliasCopies) {
 				return added, true
 			}
-			n := charged{bytes: one.bytes * int64(k-1), nodes: one.nodes * int64(k-1), crdNodes: one.crdNodes * int64(k-1),
-				matching: one.matching * int64(k-1)}
-			added, s.total = add(added, n), add(s.total, n)
+			added = add(added, times(one, k-1))
 		}
 	}
 	return added, false
+}
+
+// charge adds k of one to the total, unless they pass the room left: then it notes which
+// bound, and what copies (for the message).
+func (s *aliasScan) charge(one charged, k int, what string) bool {
+	if s.exceeds(one, k) {
+		s.what = what
+		return true
+	}
+	s.total = add(s.total, times(one, k))
+	return false
+}
+
+// globals measures c's own `global` table, which Helm copies, with what c received, into
+// each of its subcharts; the walk stops past the room left.
+func (s *aliasScan) globals(c *chart.Chart) yamlsize.Size {
+	g, ok := c.Values["global"].(map[string]any)
+	if !ok {
+		return yamlsize.Size{}
+	}
+	w := sizeWalk{limit: yamlsize.Size{Bytes: s.room.bytes - s.total.bytes, Nodes: s.room.nodes - s.total.nodes}}
+	w.value(g)
+	return w.size
 }
 
 // exceeds tells whether k more copies of one pass the room left (and notes which bound).
@@ -209,6 +242,12 @@ func (s *aliasScan) archive(c *chart.Chart) charged {
 func inSubchartDir(name string) bool {
 	parts := strings.Split(name, "/")
 	return len(parts) > 2 && parts[0] == "charts"
+}
+
+func times(a charged, k int) charged {
+	n := int64(k)
+	return charged{bytes: a.bytes * n, files: a.files * k, nodes: a.nodes * n, crdNodes: a.crdNodes * n, schemaNodes: a.schemaNodes * n,
+		matching: a.matching * n}
 }
 
 func add(a, b charged) charged {
