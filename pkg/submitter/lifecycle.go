@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -115,12 +116,7 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 
 // noHooks: any of opts (at most one is given) asks for no delete hook.
 func noHooks(opts []api.UninstallOptions) bool {
-	for _, o := range opts {
-		if o.NoHooks {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(opts, func(o api.UninstallOptions) bool { return o.NoHooks })
 }
 
 // Rollback accepts a rollback of a release to revision req.Version: it reserves the next
@@ -384,12 +380,7 @@ func uninstallRecord(revs []release.Revision, namespace, name string, want int) 
 
 // hasRecord says whether revs holds the record of Secret secretName.
 func hasRecord(revs []release.Revision, secretName string) bool {
-	for _, r := range revs {
-		if r.SecretName == secretName {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(revs, func(r release.Revision) bool { return r.SecretName == secretName })
 }
 
 // ErrStillRunning is a wait for an accepted action that ended before the action did; the
@@ -434,10 +425,9 @@ func (s *Service) Await(ctx context.Context, namespace, name string, revision in
 
 // find is the revision version as written for requestID.
 func find(revs []release.Revision, version int, requestID string) (release.Revision, bool) {
-	for _, r := range revs {
-		if r.Version == version && r.RequestID == requestID {
-			return r, true
-		}
+	i := slices.IndexFunc(revs, func(r release.Revision) bool { return r.Version == version && r.RequestID == requestID })
+	if i < 0 {
+		return release.Revision{}, false
 	}
-	return release.Revision{}, false
+	return revs[i], true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/auth"
@@ -209,10 +210,6 @@ func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 // label: the tenant's to move, and a record labelled with another version was taken for
 // ended at once, its successor reserved while it still ran.
 func ended(revs []release.Revision, secretName string) bool {
-	for _, r := range revs {
-		if r.SecretName == secretName {
-			return !release.IsPending(r.Status)
-		}
-	}
-	return true
+	i := slices.IndexFunc(revs, func(r release.Revision) bool { return r.SecretName == secretName })
+	return i < 0 || !release.IsPending(revs[i].Status)
 }
