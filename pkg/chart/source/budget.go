@@ -141,7 +141,8 @@ type charged struct {
 	matching int64
 }
 
-// memory is about what a loaded chart holds: its files and its parsed YAML.
+// memory bounds what a loaded chart holds: its files and its parsed YAML (alias copies
+// counted: the cached chart is not processed).
 func (c charged) memory() int64 { return c.bytes + c.nodes*bounds.ParsedNodeBytes }
 
 type budgetScan struct {

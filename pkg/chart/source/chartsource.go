@@ -257,24 +257,6 @@ func (s *Source) cachedBytes() int64 {
 	return n
 }
 
-// chartBytes estimates the memory of a parsed chart: the archive is compressed, this is
-// what it unpacks to. Raw holds every file once (templates, values, files and schema share
-// its data); a dependency packed as an archive unpacks into data of its own, counted too
-// (one unpacked from a directory is then counted twice: an overestimate, on the safe side).
-func chartBytes(ch *chart.Chart) int64 {
-	if ch == nil {
-		return 0
-	}
-	var n int64
-	for _, f := range ch.Raw {
-		n += int64(len(f.Name) + len(f.Data))
-	}
-	for _, d := range ch.Dependencies() {
-		n += chartBytes(d)
-	}
-	return n
-}
-
 func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart, error) {
 	var data []byte
 	var err error
@@ -304,7 +286,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	}
 	sum := sha256.Sum256(data)
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
-		size: int64(len(data)) + max(chartBytes(ch), cost.memory()), checked: true, loads: s.loads}, nil
+		size: int64(len(data)) + cost.memory(), checked: true, loads: s.loads}, nil
 }
 
 // load checks and loads an archive in one of MaxParallelLoads slots of t's share, until
