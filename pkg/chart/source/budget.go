@@ -137,7 +137,7 @@ type charged struct {
 	crdNodes int64
 	// schemaNodes bound the subschemas of its values.schema.json files (SchemaNodes).
 	schemaNodes int64
-	// matching is the work of Helm's dependency matching in its processed tree (matching).
+	// matching is the work of Helm's dependency matching in its processed tree (entriesOf).
 	matching int64
 }
 

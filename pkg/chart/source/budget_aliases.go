@@ -20,7 +20,7 @@ import (
 // install) writes every copy, while the archive held it once. Each entry after the first
 // that resolves to a loaded subchart is charged that subchart's whole tree (its own copies
 // included), and each subchart the globals it receives, against MaxBytes, MaxNodes and
-// MaxCRDNodes. Every chart of the processed tree is charged its matching too (matching),
+// MaxCRDNodes. Every chart of the processed tree is charged its matching too (entriesOf),
 // against bounds.MaxDependencyMatching, before it is matched here.
 func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) error {
 	s := aliasScan{ctx: ctx, room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes,
@@ -61,15 +61,11 @@ const (
 )
 
 // extra is what c's processed tree costs beyond its archive, c having received globals:
-// for each subchart, the globals it receives, what its own tree adds, and k-1 copies of
-// all that when k entries resolve to it. c's own matching is charged before its entries
-// are matched.
+// its matching (entriesOf), and for each subchart the globals it receives, what its own
+// tree adds, and k-1 copies of all that when k entries resolve to it.
 func (s *aliasScan) extra(c *chart.Chart, received yamlsize.Size) (added charged, over bool) {
-	if s.charge(charged{matching: matching(c)}, 1, "") {
-		return added, true
-	}
-	copies, ok := s.entriesOf(c)
-	if !ok {
+	copies, work, ok := s.entriesOf(c)
+	if added.matching = work; !ok {
 		return added, true
 	}
 	g := plus(received, s.globals(c))
@@ -136,25 +132,37 @@ func (s *aliasScan) exceeds(one charged, k int) bool {
 	return true
 }
 
-// entriesOf counts the Chart.yaml entries of c that resolve to each loaded subchart, as
-// Helm's getAliasDependency resolves them: the first of that name in a compatible version.
-// Each (constraint, version) pair is matched once; ok is false once the load's request
-// has ended.
-func (s *aliasScan) entriesOf(c *chart.Chart) (n map[*chart.Chart]int, ok bool) {
+// entriesOf charges c's matching, as Helm's processDependencyEnabled does it twice a pass
+// (each Chart.yaml entry against each subchart, one a pair, and the constraint's and the
+// version's bytes for a subchart of its name), then counts the entries that resolve to
+// each loaded subchart, as Helm's getAliasDependency resolves them: the first of that name
+// in a compatible version, each (constraint, version) pair matched once. ok is false past
+// the bound or once the load's request has ended.
+func (s *aliasScan) entriesOf(c *chart.Chart) (n map[*chart.Chart]int, work int64, ok bool) {
 	n = map[*chart.Chart]int{}
 	if c.Metadata == nil {
-		return n, true
+		return n, 0, true
 	}
-	named := map[string][]*chart.Chart{}
+	named, versions := map[string][]*chart.Chart{}, map[string]int{}
 	for _, sub := range c.Dependencies() {
 		if sub != nil && sub.Metadata != nil {
 			named[sub.Name()] = append(named[sub.Name()], sub)
+			versions[sub.Name()] += len(sub.Metadata.Version)
 		}
+	}
+	work = int64(len(c.Metadata.Dependencies)) * int64(len(c.Dependencies()))
+	for _, r := range c.Metadata.Dependencies {
+		if r != nil {
+			work += int64(len(named[r.Name])*len(r.Version) + versions[r.Name])
+		}
+	}
+	if s.charge(charged{matching: work}, 1, "") {
+		return n, work, false
 	}
 	for _, r := range c.Metadata.Dependencies {
 		if s.ctx.Err() != nil {
 			s.over = "ctx"
-			return n, false
+			return n, work, false
 		}
 		if r == nil {
 			continue
@@ -166,7 +174,7 @@ func (s *aliasScan) entriesOf(c *chart.Chart) (n map[*chart.Chart]int, ok bool) 
 			}
 		}
 	}
-	return n, true
+	return n, work, true
 }
 
 func (s *aliasScan) compatibleRange(constraint, version string) bool {
@@ -177,30 +185,6 @@ func (s *aliasScan) compatibleRange(constraint, version string) bool {
 		s.compatible[k] = ok
 	}
 	return ok
-}
-
-// matching is the work of Helm's dependency processing over c's own Chart.yaml entries
-// (processDependencyEnabled, twice an action): each entry against each subchart, and for
-// a subchart of its name a semver constraint and version parsed. A pair is charged one,
-// and the bytes of both when the names are equal.
-func matching(c *chart.Chart) int64 {
-	if c.Metadata == nil {
-		return 0
-	}
-	subs, versions := map[string]int64{}, map[string]int64{}
-	for _, sub := range c.Dependencies() {
-		if sub != nil && sub.Metadata != nil {
-			subs[sub.Name()]++
-			versions[sub.Name()] += int64(len(sub.Metadata.Version))
-		}
-	}
-	work := int64(len(c.Metadata.Dependencies)) * int64(len(c.Dependencies()))
-	for _, r := range c.Metadata.Dependencies {
-		if r != nil {
-			work += subs[r.Name]*int64(len(r.Version)) + versions[r.Name]
-		}
-	}
-	return work
 }
 
 // archive is what the budget's scan charged c's tree: its files (a nested archive's own
@@ -230,7 +214,6 @@ func (s *aliasScan) archive(c *chart.Chart) charged {
 			a.crdNodes += size.Nodes
 		}
 	}
-	a.matching = matching(c)
 	for _, sub := range c.Dependencies() {
 		a = add(a, s.archive(sub))
 	}

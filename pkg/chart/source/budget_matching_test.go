@@ -69,8 +69,8 @@ func TestEntriesOfMatchesEachPairOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := aliasScan{ctx: context.Background(), compatible: map[[2]string]bool{}}
-	if _, ok := s.entriesOf(ch); !ok || len(s.compatible) != 1 {
+	s := aliasScan{ctx: context.Background(), room: charged{matching: bounds.MaxDependencyMatching}, compatible: map[[2]string]bool{}}
+	if _, _, ok := s.entriesOf(ch); !ok || len(s.compatible) != 1 {
 		t.Errorf("50 entries x 50 subcharts of one constraint and version: %d pairs matched, want 1", len(s.compatible))
 	}
 }

@@ -44,10 +44,8 @@ type Chart struct {
 	Loaded *chart.Chart
 	// size is the memory Data and Loaded hold, for the cache's bound.
 	size int64
-	// checked is set when Data passed the source's Budget (a Chart made elsewhere has not).
-	checked bool
-	// loads are the load slots of the source that checked it: Fresh waits for one of
-	// tenant's share (the request's that got it) too.
+	// loads are the load slots of the source whose Budget Data passed (nil: a Chart made
+	// elsewhere): Fresh waits for one of tenant's share (the request's that got it) too.
 	loads  *fairqueue.Queue
 	tenant Tenant
 	// annotate, when set, writes the request's chart annotations into each Fresh chart
@@ -60,16 +58,14 @@ type Chart struct {
 // at once: each load may take ~65 MiB within the budget); an archive that did not come
 // from a Source is checked against DefaultBudget first.
 func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
-	if !c.checked {
+	if c.loads == nil {
 		return c.annotated(DefaultBudget.Load(c.Data))
 	}
-	if c.loads != nil {
-		release, err := takeLoad(ctx, c.loads, c.tenant)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := takeLoad(ctx, c.loads, c.tenant)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	ch, err := loader.LoadArchive(bytes.NewReader(c.Data))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
@@ -286,7 +282,7 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	}
 	sum := sha256.Sum256(data)
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
-		size: int64(len(data)) + cost.memory(), checked: true, loads: s.loads}, nil
+		size: int64(len(data)) + cost.memory(), loads: s.loads}, nil
 }
 
 // load checks and loads an archive in one of MaxParallelLoads slots of t's share, until
