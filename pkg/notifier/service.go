@@ -41,6 +41,7 @@ type Store interface {
 	// Tombstones, ReadTombstone and BuryTombstone list, read and delete (as read) the
 	// tombstones of uninstalls (tombstones.go).
 	Tombstones(ctx context.Context, namespace string) ([]lease.Tombstone, error)
+	TombstonePage(ctx context.Context, namespace, cont string) ([]lease.Tombstone, string, error)
 	ReadTombstone(ctx context.Context, namespace, lease string) (*lease.Tombstone, error)
 	BuryTombstone(ctx context.Context, t lease.Tombstone) error
 }
@@ -114,6 +115,8 @@ type Service struct {
 	// vanished marks deleted secrets of our pending revisions: their namespace is looked at
 	// (vanished.go) before anything is reported.
 	vanished map[string]bool
+	// graves is where the next page of uncached tombstones starts (tombstones.go).
+	graves struct{ namespace, cont string }
 	// once logs what a hostile record causes once, not once per retry.
 	once logonce.Set
 	// charts are the charts read of records without a chart label, by UID (charts.go).

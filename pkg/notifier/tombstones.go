@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,16 +40,15 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 }
 
 // QueueTombstones queues every tombstone: those whose executor died (no event announces
-// a Lease expiring), and all of them when the notifier does not watch, or of a namespace
-// whose Leases the cache does not all hold. The leader's sweeper calls it every pass
+// a Lease expiring), all of them when the notifier does not watch, and a page of those the
+// cache does not hold (pageTombstones). The leader's sweeper calls it every pass
 // (sweeper.Reporter).
 func (s *Service) QueueTombstones(ctx context.Context) error {
-	namespaces := s.namespaces()
 	if cached, full, ok := s.leases.list(); ok && s.watching {
 		s.queueTombstones(cached)
-		namespaces = full
+		return s.pageTombstones(ctx, full)
 	}
-	for _, ns := range namespaces {
+	for _, ns := range s.namespaces() {
 		graves, err := s.Store.Tombstones(ctx, ns)
 		if err != nil {
 			return err
@@ -71,6 +71,34 @@ func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
 		}
 		s.queue.Add(tombstoneKey + l.Namespace + "/" + l.Name)
 	}
+}
+
+// pageTombstones reads one page (50) of the tombstones of the namespaces whose Leases the
+// cache does not all hold (full): one namespace a pass, in turn, each from where its last
+// page ended, so a namespace that floods costs a pass one page.
+func (s *Service) pageTombstones(ctx context.Context, full []string) error {
+	if len(full) == 0 {
+		return nil
+	}
+	slices.Sort(full)
+	s.mu.Lock()
+	ns, cont := s.graves.namespace, s.graves.cont
+	if cont == "" || !slices.Contains(full, ns) {
+		i, found := slices.BinarySearch(full, ns)
+		if found {
+			i++
+		}
+		ns, cont = full[i%len(full)], ""
+	}
+	s.mu.Unlock()
+	page, next, err := s.Store.TombstonePage(ctx, ns, cont)
+	s.mu.Lock()
+	s.graves.namespace, s.graves.cont = ns, next
+	s.mu.Unlock()
+	for _, t := range page {
+		s.queue.Add(tombstoneKey + t.Namespace + "/" + t.Lease())
+	}
+	return err
 }
 
 // syncTombstone reports "uninstalled" for a finished uninstall, then deletes its tombstone.

@@ -66,6 +66,11 @@ func (s *Store) Tombstones(ctx context.Context, namespace string) ([]lease.Tombs
 	return lease.Tombstones(ctx, s.Client, namespace)
 }
 
+// TombstonePage lists one page of namespace's tombstones from cont (lease.TombstonePage).
+func (s *Store) TombstonePage(ctx context.Context, namespace, cont string) ([]lease.Tombstone, string, error) {
+	return lease.TombstonePage(ctx, s.Client, namespace, cont)
+}
+
 // ReadTombstone reads the tombstone in Lease namespace/name (nil when gone, or when that
 // Lease is not a tombstone).
 func (s *Store) ReadTombstone(ctx context.Context, namespace, name string) (*lease.Tombstone, error) {

@@ -143,22 +143,31 @@ func (t Tombstone) LeaseUID() string { return t.uid }
 // Tombstones lists the tombstones of namespace ("" = all), in pages of 50: a tenant may label
 // any number of its Leases as tombstones, each with 256 KiB of metadata.
 func Tombstones(ctx context.Context, client kubernetes.Interface, namespace string) ([]Tombstone, error) {
-	opts := metav1.ListOptions{LabelSelector: SelectorTombstones, Limit: 50}
 	var out []Tombstone
-	for {
-		list, err := client.CoordinationV1().Leases(namespace).List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list uninstall tombstones of %q: %w", namespace, err)
+	for next := ""; ; {
+		page, cont, err := TombstonePage(ctx, client, namespace, next)
+		if out = append(out, page...); err != nil || cont == "" {
+			return out, err
 		}
-		for i := range list.Items {
-			if t, ok := TombstoneFrom(&list.Items[i]); ok {
-				out = append(out, t)
-			}
-		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			return out, nil
+		next = cont
+	}
+}
+
+// TombstonePage lists one page (50) of namespace's tombstones from cont ("": the first), and
+// where the next page starts ("": none).
+func TombstonePage(ctx context.Context, client kubernetes.Interface, namespace, cont string) ([]Tombstone, string, error) {
+	list, err := client.CoordinationV1().Leases(namespace).List(ctx,
+		metav1.ListOptions{LabelSelector: SelectorTombstones, Limit: 50, Continue: cont})
+	if err != nil {
+		return nil, "", fmt.Errorf("list uninstall tombstones of %q: %w", namespace, err)
+	}
+	var out []Tombstone
+	for i := range list.Items {
+		if t, ok := TombstoneFrom(&list.Items[i]); ok {
+			out = append(out, t)
 		}
 	}
+	return out, list.Continue, nil
 }
 
 // ReadTombstone reads the tombstone in Lease namespace/lease (nil when gone, or when that
