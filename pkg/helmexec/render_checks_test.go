@@ -1,6 +1,7 @@
 package helmexec
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -12,7 +13,7 @@ import (
 )
 
 // The checks, read off the one dependency processing the render keeps, are the
-// checks SchemaChecks makes on a copy: GitLab 6.5.4 (two subcharts with schemas, others
+// checks schemaChecks makes on a copy: GitLab 6.5.4 (two subcharts with schemas, others
 // disabled by the values) with its offline values.
 func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 	values, err := chartutil.ReadValuesFile(filepath.Join("..", "..", "testdata", "charts", "gitlab-values-offline.yaml"))
@@ -28,7 +29,7 @@ func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 				}
 				return ch
 			}
-			want, err := SchemaChecks(load(), vals)
+			want, err := schemaChecks(load(), vals)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,11 +42,11 @@ func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 			byChart(got)
 			byChart(want)
 			if len(got) != len(want) {
-				t.Fatalf("worker checks %d charts, SchemaChecks %d", len(got), len(want))
+				t.Fatalf("worker checks %d charts, schemaChecks %d", len(got), len(want))
 			}
 			for i := range want {
 				if got[i].Chart != want[i].Chart || !reflect.DeepEqual(got[i].Values, want[i].Values) || string(got[i].Schema) != string(want[i].Schema) {
-					t.Errorf("check %d: worker's %s, SchemaChecks' %s (or their values or schema differ)", i, got[i].Chart, want[i].Chart)
+					t.Errorf("check %d: worker's %s, schemaChecks' %s (or their values or schema differ)", i, got[i].Chart, want[i].Chart)
 				}
 			}
 			if name == "offline values" && len(want) == 0 {
@@ -53,4 +54,33 @@ func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// schemaChecks are processedChecks of ch and the user's values, ch not changed: the
+// dependencies are processed on a copy of what the check reads.
+func schemaChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
+	if ch == nil {
+		return nil, nil
+	}
+	tree := schemaTree(ch)
+	if err := chartutil.ProcessDependenciesWithMerge(tree, values); err != nil {
+		return nil, fmt.Errorf("process dependencies: %w", err)
+	}
+	return processedChecks(tree, values)
+}
+
+// schemaTree copies of ch what processing dependencies changes: the charts and their
+// dependency lists (Helm replaces a chart's Values, it does not write into them).
+func schemaTree(ch *chart.Chart) *chart.Chart {
+	md := *ch.Metadata
+	md.Dependencies = make([]*chart.Dependency, len(ch.Metadata.Dependencies))
+	for i, d := range ch.Metadata.Dependencies {
+		c := *d
+		md.Dependencies[i] = &c
+	}
+	out := &chart.Chart{Metadata: &md, Lock: ch.Lock, Schema: ch.Schema, Values: ch.Values}
+	for _, d := range ch.Dependencies() {
+		out.AddDependency(schemaTree(d))
+	}
+	return out
 }

@@ -100,21 +100,9 @@ func CompileValuesSchema(raw []byte) (*ValuesSchema, error) {
 	return &ValuesSchema{schema: s, refs: scan.refs, objects: scan.objects}, nil
 }
 
-// SchemaChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for ch
-// and the user's values: each enabled chart's schema against its coalesced values. ch is
-// not changed: the dependencies are processed on a copy of what the check reads.
-func SchemaChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
-	if ch == nil {
-		return nil, nil
-	}
-	tree := schemaTree(ch)
-	if err := chartutil.ProcessDependenciesWithMerge(tree, values); err != nil {
-		return nil, fmt.Errorf("process dependencies: %w", err)
-	}
-	return processedChecks(tree, values)
-}
-
-// processedChecks are SchemaChecks of a chart whose dependencies are processed.
+// processedChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for a
+// chart whose dependencies are processed: each enabled chart's schema against its
+// coalesced values.
 func processedChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
 	merged, err := chartutil.CoalesceValues(ch, values)
 	if err != nil {
@@ -123,22 +111,6 @@ func processedChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, err
 	var out []SchemaCheck
 	collectChecks(ch, merged, &out)
 	return out, nil
-}
-
-// schemaTree copies of ch what processing dependencies changes: the charts and their
-// dependency lists (Helm replaces a chart's Values, it does not write into them).
-func schemaTree(ch *chart.Chart) *chart.Chart {
-	md := *ch.Metadata
-	md.Dependencies = make([]*chart.Dependency, len(ch.Metadata.Dependencies))
-	for i, d := range ch.Metadata.Dependencies {
-		c := *d
-		md.Dependencies[i] = &c
-	}
-	out := &chart.Chart{Metadata: &md, Lock: ch.Lock, Schema: ch.Schema, Values: ch.Values}
-	for _, d := range ch.Dependencies() {
-		out.AddDependency(schemaTree(d))
-	}
-	return out
 }
 
 func collectChecks(ch *chart.Chart, values map[string]any, out *[]SchemaCheck) {
@@ -240,19 +212,10 @@ func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
 	return ""
 }
 
-// helmChecks are the values checks of Helm's install or upgrade: none for a chart whose
-// schema Helm's check must not compile (skipSchemaValidation).
-func helmChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
-	skip, err := skipSchemaValidation(ch)
-	if err != nil || skip {
-		return nil, err
-	}
-	return SchemaChecks(ch, values)
-}
-
 // processDependencies processes ch's dependencies in place, as Helm's action does, and
-// returns helmChecks read off that one processing: for a big chart the processing's copies
-// of the values are much of the CPU before the render.
+// returns the values checks of Helm's install or upgrade read off that one processing (none
+// for a chart whose schema Helm's check must not compile, skipSchemaValidation): for a big
+// chart the processing's copies of the values are much of the CPU before the render.
 func processDependencies(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
 	skip, err := skipSchemaValidation(ch)
 	if err != nil {
