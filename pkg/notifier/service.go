@@ -38,9 +38,8 @@ type Store interface {
 	MarkNotified(ctx context.Context, rev release.Revision, sig string) error
 	// Alive reads a revision's heartbeat Lease.
 	Alive(ctx context.Context, namespace, key string) (bool, error)
-	// Tombstones, ReadTombstone and BuryTombstone list, read and delete (as read) the
-	// tombstones of uninstalls (tombstones.go).
-	Tombstones(ctx context.Context, namespace string) ([]lease.Tombstone, error)
+	// TombstonePage, ReadTombstone and BuryTombstone list a page of, read and delete (as
+	// read) the tombstones of uninstalls (tombstones.go).
 	TombstonePage(ctx context.Context, namespace, cont string) ([]lease.Tombstone, string, error)
 	ReadTombstone(ctx context.Context, namespace, lease string) (*lease.Tombstone, error)
 	BuryTombstone(ctx context.Context, t lease.Tombstone) error

@@ -39,25 +39,16 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 	})
 }
 
-// QueueTombstones queues every tombstone: those whose executor died (no event announces
-// a Lease expiring), all of them when the notifier does not watch, and a page of those the
-// cache does not hold (pageTombstones). The leader's sweeper calls it every pass
+// QueueTombstones queues the cached tombstones (those whose executor died: no event
+// announces a Lease expiring) and a page of those the cache does not hold, or of all when
+// the notifier does not watch (pageTombstones). The leader's sweeper calls it every pass
 // (sweeper.Reporter).
 func (s *Service) QueueTombstones(ctx context.Context) error {
 	if cached, full, ok := s.leases.list(); ok && s.watching {
 		s.queueTombstones(cached)
 		return s.pageTombstones(ctx, full)
 	}
-	for _, ns := range s.namespaces() {
-		graves, err := s.Store.Tombstones(ctx, ns)
-		if err != nil {
-			return err
-		}
-		for _, t := range graves {
-			s.queue.Add(tombstoneKey + t.Namespace + "/" + t.Lease())
-		}
-	}
-	return nil
+	return s.pageTombstones(ctx, s.namespaces())
 }
 
 // queueTombstones queues the cached tombstones, but for an unfinished uninstall whose
@@ -73,14 +64,14 @@ func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
 	}
 }
 
-// pageTombstones reads one page (50) of the tombstones of the namespaces whose Leases the
-// cache does not all hold (full): one namespace a pass, in turn, each from where its last
-// page ended, so a namespace that floods costs a pass one page.
+// pageTombstones reads one page (50) of the tombstones of namespaces (those whose Leases the
+// cache does not all hold): one namespace a pass, in turn, each from where its last page
+// ended, so a namespace that floods costs a pass one page.
 func (s *Service) pageTombstones(ctx context.Context, full []string) error {
 	if len(full) == 0 {
 		return nil
 	}
-	slices.Sort(full)
+	full = slices.Sorted(slices.Values(full))
 	s.mu.Lock()
 	ns, cont := s.graves.namespace, s.graves.cont
 	if cont == "" || !slices.Contains(full, ns) {
