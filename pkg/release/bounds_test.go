@@ -56,15 +56,15 @@ func withTrailer(t *testing.T, payload []byte, size uint32) []byte {
 func TestDecodeHoldsAGzipToItsTrailer(t *testing.T) {
 	big := []byte(`{"name":"` + strings.Repeat("a", 4096) + `"}`)
 	var h Head
-	err := decodeInto(withTrailer(t, gzipped(t, big), MaxRecordBytes+1), &h, MaxRecordBytes)
+	err := decodeInto(withTrailer(t, gzipped(t, big), MaxRecordBytes+1), &h, MaxRecordBytes, "")
 	if !isErr(err, ErrUndecodable) || !isErr(err, errTooLarge) {
 		t.Fatalf("trailer over the bound: got %v", err)
 	}
-	err = decodeInto(withTrailer(t, gzipped(t, big), 1024), &h, MaxRecordBytes)
+	err = decodeInto(withTrailer(t, gzipped(t, big), 1024), &h, MaxRecordBytes, "")
 	if !isErr(err, ErrUndecodable) || !strings.Contains(err.Error(), "more than its gzip trailer's 1024 bytes") {
 		t.Fatalf("trailer under the size: got %v", err)
 	}
-	if err := decodeInto(gzipped(t, big), &h, MaxRecordBytes); err != nil || len(h.Name) != 4096 {
+	if err := decodeInto(gzipped(t, big), &h, MaxRecordBytes, ""); err != nil || len(h.Name) != 4096 {
 		t.Fatalf("a true trailer: %v", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestOneReadKeepsRecordsUpToItsBudget(t *testing.T) {
 func TestHeadDecodesWaitForTheirShareOfTheBudget(t *testing.T) {
 	payload := gzipped(t, []byte(`{"name":"web","version":1,"info":{"status":"failed","description":"x"},"manifest":"`+strings.Repeat("a", 1<<20)+`"}`))
 	all := 4 * MaxRecordBytes
-	headsInFlight.take(all)
+	inFlight.take("", all)
 	done := make(chan error, 1)
 	go func() {
 		h, err := DecodeHead(payload)
@@ -135,16 +135,16 @@ func TestHeadDecodesWaitForTheirShareOfTheBudget(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		headsInFlight.give(all)
+		inFlight.give("", all)
 		t.Fatalf("a head decode went on with no budget left: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	headsInFlight.give(all)
+	inFlight.give("", all)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	headsInFlight.take(all) // every share was given back
-	headsInFlight.give(all)
+	inFlight.take("", all) // every share was given back
+	inFlight.give("", all)
 }
 
 // The index keeps Helm's labels and async-helm's labels and annotations, values capped;

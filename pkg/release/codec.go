@@ -47,12 +47,12 @@ var ErrUndecodable = errors.New("release record does not decode")
 // limitInfo decodes only the head of each record this way. It is the one guarded decode:
 // bounded in size, every failure (even a panic) an ErrUndecodable.
 func DecodeInto(data []byte, v any) error {
-	_, err := decode(data, v, recordBound, headsInFlight) // submit's listings: heads
+	_, err := decode(data, v, recordBound, "")
 	return err
 }
 
-func decodeInto(data []byte, v any, limit int) error {
-	_, err := decode(data, v, readBudget{bytes: limit, nodes: MaxRecordNodes}, nil)
+func decodeInto(data []byte, v any, limit int, tenant string) error {
+	_, err := decode(data, v, readBudget{bytes: limit, nodes: MaxRecordNodes}, tenant)
 	return err
 }
 
@@ -82,8 +82,8 @@ func (b readBudget) less(cost readBudget) readBudget {
 var errTooLarge = errors.New("too large")
 
 // decode is the guarded decode under bound; it returns the decoded (decompressed) size and
-// nodes. With inflight set, that size is held from inflight while the payload is in memory.
-func decode(data []byte, v any, bound readBudget, inflight *byteBudget) (cost readBudget, err error) {
+// nodes. Twice that size is held from inFlight, on tenant's account, while it decodes.
+func decode(data []byte, v any, bound readBudget, tenant string) (cost readBudget, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: panic: %v", ErrUndecodable, r)
@@ -108,10 +108,8 @@ func decode(data []byte, v any, bound readBudget, inflight *byteBudget) (cost re
 	if size > bound.bytes {
 		return cost, fmt.Errorf("%w: %w: more than %d bytes", ErrUndecodable, errTooLarge, bound.bytes)
 	}
-	if inflight != nil {
-		inflight.take(size)
-		defer inflight.give(size)
-	}
+	inFlight.take(tenant, 2*size) // the decompressed payload, and what it decodes to
+	defer inFlight.give(tenant, 2*size)
 	if gzipped {
 		if raw, err = gunzip(raw, size); err != nil {
 			return cost, err
@@ -207,24 +205,24 @@ func gunzip(raw []byte, size int) ([]byte, error) {
 // info, no chart metadata, a null entry in a list): Helm and async-helm dereference those
 // without checking.
 func DecodeRelease(data []byte) (*helmrelease.Release, error) {
-	rls, _, err := decodeRelease(data, recordBound)
+	rls, _, err := decodeRelease(data, recordBound, "")
 	return rls, err
 }
 
 // decodeRelease is DecodeRelease under bound; it returns the decoded size and nodes too.
-func decodeRelease(data []byte, bound readBudget) (*helmrelease.Release, readBudget, error) {
-	rls, _, cost, err := decodeRecord(data, bound)
+func decodeRelease(data []byte, bound readBudget, tenant string) (*helmrelease.Release, readBudget, error) {
+	rls, _, cost, err := decodeRecord(data, bound, tenant)
 	return rls, cost, err
 }
 
 // decodeRecord is decodeRelease with the apply_method Helm v4 keeps beside v3's fields,
 // from the same decode.
-func decodeRecord(data []byte, bound readBudget) (*helmrelease.Release, string, readBudget, error) {
+func decodeRecord(data []byte, bound readBudget, tenant string) (*helmrelease.Release, string, readBudget, error) {
 	var rec struct {
 		helmrelease.Release
 		ApplyMethod string `json:"apply_method"`
 	}
-	cost, err := decode(data, &rec, bound, nil)
+	cost, err := decode(data, &rec, bound, tenant)
 	if err != nil {
 		return nil, "", cost, err
 	}
@@ -308,55 +306,80 @@ func (h *Head) Description() string {
 	return h.Info.Description
 }
 
-// headsInFlight bounds the decompressed bytes that head decodes (DecodeHead, DecodeInto)
-// hold at once, process-wide: the notifier's parallel workers and submit's concurrent
-// listings each decompress a whole payload to read its head, so a few
-// small hostile Secrets that each expand to MaxRecordBytes would otherwise add up past its
-// memory limit. A decode waits for its share instead of failing: a failure here would mark
-// a legitimate record undecodable, and every holder gives its share back after a bounded
-// decode.
-var headsInFlight = newByteBudget(4 * MaxRecordBytes)
+// inFlight bounds the decompressed bytes every decode holds at once, process-wide, handed
+// out per tenant (the namespace read; "" for callers that do not say): the notifier's
+// parallel workers, submit's concurrent listings and requests (an upgrade's base record)
+// each decompress a whole payload, so a few small hostile Secrets that each expand to
+// MaxRecordBytes would otherwise add up past the memory limit. A decode waits for its share
+// instead of failing: a failure here would mark a legitimate record undecodable, and every
+// holder gives its share back after a bounded decode.
+var inFlight = newByteBudget(4 * MaxRecordBytes)
 
 // DecodeHead decodes the head of a release secret's payload through the guarded decode.
-func DecodeHead(data []byte) (Head, error) {
+func DecodeHead(data []byte) (Head, error) { return decodeHead(data, "") }
+
+func decodeHead(data []byte, tenant string) (Head, error) {
 	var h Head
-	_, err := decode(data, &h, recordBound, headsInFlight)
+	_, err := decode(data, &h, recordBound, tenant)
 	return h, err
 }
 
-// byteBudget is a weighted semaphore of bytes. Acquirers queue on one mutex, so each
-// waits for its whole share alone: none holds part of a share while another waits (no
-// deadlock), and a large share is not starved by small ones.
+// byteBudget is a weighted semaphore of bytes handed out fairly: of the waiters, the
+// oldest of the tenant holding the fewest bytes is served next, and none passes it (a large
+// share is not starved by small ones; none holds part of a share while another waits).
 type byteBudget struct {
-	queue sync.Mutex
-	mu    sync.Mutex
-	freed *sync.Cond
-	free  int
+	mu      sync.Mutex
+	free    int
+	held    map[string]int
+	waiting []*byteWaiter
 }
 
-func newByteBudget(n int) *byteBudget {
-	b := &byteBudget{free: n}
-	b.freed = sync.NewCond(&b.mu)
-	return b
+type byteWaiter struct {
+	tenant string
+	n      int
+	ready  chan struct{}
 }
 
-// take waits until n bytes are free and holds them; n must not pass the budget's size.
-func (b *byteBudget) take(n int) {
-	b.queue.Lock()
-	defer b.queue.Unlock()
+func newByteBudget(n int) *byteBudget { return &byteBudget{free: n, held: map[string]int{}} }
+
+// take waits until n bytes are given to tenant; n must not pass the budget's size.
+func (b *byteBudget) take(tenant string, n int) {
+	b.mu.Lock()
+	w := &byteWaiter{tenant: tenant, n: n, ready: make(chan struct{})}
+	b.waiting = append(b.waiting, w)
+	b.grant()
+	b.mu.Unlock()
+	<-w.ready
+}
+
+func (b *byteBudget) give(tenant string, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.free < n {
-		b.freed.Wait()
+	b.free += n
+	if b.held[tenant] -= n; b.held[tenant] <= 0 {
+		delete(b.held, tenant)
 	}
-	b.free -= n
+	b.grant()
 }
 
-func (b *byteBudget) give(n int) {
-	b.mu.Lock()
-	b.free += n
-	b.mu.Unlock()
-	b.freed.Broadcast()
+// grant serves the waiters in turn while the next one's share is free.
+func (b *byteBudget) grant() {
+	for len(b.waiting) > 0 {
+		next := 0
+		for i, w := range b.waiting {
+			if b.held[w.tenant] < b.held[b.waiting[next].tenant] {
+				next = i
+			}
+		}
+		w := b.waiting[next]
+		if w.n > b.free {
+			return
+		}
+		b.free -= w.n
+		b.held[w.tenant] += w.n
+		b.waiting = append(b.waiting[:next], b.waiting[next+1:]...)
+		close(w.ready)
+	}
 }
 
 // gzipWriters reuse compressors: gzip.NewWriterLevel allocates ~1 MiB of compressor state,

@@ -49,7 +49,7 @@ func (d *SecretsDriver) getRecord(key string) (*helmrelease.Release, string, err
 	if err != nil {
 		return nil, "", fmt.Errorf("get: failed to get %q: %w", key, err)
 	}
-	rls, method, _, err := decodeRecord(obj.Data["release"], recordBound)
+	rls, method, _, err := decodeRecord(obj.Data["release"], recordBound, obj.Namespace)
 	if err == nil {
 		err = bindToSecret(rls, obj)
 	}
@@ -155,7 +155,7 @@ func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelea
 				over++
 				continue
 			}
-			rls, cost, err := decodeRelease(item.Data["release"], bound)
+			rls, cost, err := decodeRelease(item.Data["release"], bound, item.Namespace)
 			if errors.Is(err, errTooLarge) && bound != recordBound {
 				over++ // over the namespace's room, not necessarily the record's bound
 				continue

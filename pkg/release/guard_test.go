@@ -57,14 +57,14 @@ func TestDecodeRefusesWhatIsNotARecord(t *testing.T) {
 func TestDecodeBoundsTheDecompressedSize(t *testing.T) {
 	big := []byte(`{"name":"` + strings.Repeat("a", 4096) + `"}`)
 	var h Head
-	if err := decodeInto(gzipped(t, big), &h, 1024); !isErr(err, ErrUndecodable) || !strings.Contains(err.Error(), "more than 1024 bytes") {
+	if err := decodeInto(gzipped(t, big), &h, 1024, ""); !isErr(err, ErrUndecodable) || !strings.Contains(err.Error(), "more than 1024 bytes") {
 		t.Fatalf("gzip bomb: got %v", err)
 	}
-	if err := decodeInto(gzipped(t, big), &h, len(big)); err != nil || len(h.Name) != 4096 {
+	if err := decodeInto(gzipped(t, big), &h, len(big), ""); err != nil || len(h.Name) != 4096 {
 		t.Fatalf("a record at the bound decodes: %v", err)
 	}
 	plain := []byte(base64.StdEncoding.EncodeToString(big))
-	if err := decodeInto(plain, &h, 1024); !isErr(err, ErrUndecodable) {
+	if err := decodeInto(plain, &h, 1024, ""); !isErr(err, ErrUndecodable) {
 		t.Fatalf("plain record over the bound: got %v", err)
 	}
 	if MaxRecordBytes != 16<<20 {

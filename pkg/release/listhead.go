@@ -49,9 +49,11 @@ type listHead struct {
 // version, info without notes or resources, the chart's name, versions, description, icon
 // and type), through the guarded decode, each string capped: a head holds at most a few
 // KiB whatever the record.
-func DecodeListHead(data []byte) (*helmrelease.Release, error) {
+func DecodeListHead(data []byte) (*helmrelease.Release, error) { return decodeListHead(data, "") }
+
+func decodeListHead(data []byte, tenant string) (*helmrelease.Release, error) {
 	var h listHead
-	if _, err := decode(data, &h, recordBound, headsInFlight); err != nil {
+	if _, err := decode(data, &h, recordBound, tenant); err != nil {
 		return nil, err
 	}
 	field := func(s string) string { return capped(s, MaxHeadField) }

@@ -22,7 +22,7 @@ type ListHead struct {
 
 // listHeadOf is sec's ListHead.
 func listHeadOf(sec *corev1.Secret) ListHead {
-	rls, err := DecodeListHead(sec.Data["release"])
+	rls, err := decodeListHead(sec.Data["release"], sec.Namespace)
 	return ListHead{ObjectMeta: keptMeta(sec.ObjectMeta), Release: rls, Err: err}
 }
 
@@ -107,7 +107,7 @@ func (s *Store) Head(ctx context.Context, namespace, secretName, resourceVersion
 	if err != nil {
 		return nil, fmt.Errorf("read release record %s/%s: %w", namespace, secretName, err)
 	}
-	h, err := DecodeHead(sec.Data["release"])
+	h, err := decodeHead(sec.Data["release"], namespace)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", namespace, secretName, err)
 	}

@@ -53,7 +53,7 @@ func (s *Store) StoredRequest(ctx context.Context, namespace, secretName string)
 	if IsPending(rev.Status) {
 		out.Event = sec.Data[DataEvent]
 	}
-	if _, err := DecodeHead(sec.Data["release"]); err != nil {
+	if _, err := decodeHead(sec.Data["release"], namespace); err != nil {
 		out.Undecodable = err
 	}
 	return out, nil

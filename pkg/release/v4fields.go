@@ -37,7 +37,7 @@ func (k *keepingV4Fields) Get(ctx context.Context, name string, o metav1.GetOpti
 	k.read, k.fields = name, V4Fields{}
 	if err == nil && sec.Data["release"] != nil {
 		// Through the guarded decode; a payload that does not decode has none to keep.
-		_ = decodeInto(sec.Data["release"], &k.fields, MaxRecordBytes)
+		_ = decodeInto(sec.Data["release"], &k.fields, MaxRecordBytes, sec.Namespace)
 	}
 	return sec, err
 }
@@ -57,7 +57,7 @@ func (k *keepingV4Fields) Update(ctx context.Context, sec *corev1.Secret, o meta
 // driver writes them.
 func WithV4Fields(payload []byte, f V4Fields) ([]byte, error) {
 	var doc map[string]json.RawMessage
-	if err := decodeInto(payload, &doc, MaxRecordBytes); err != nil {
+	if err := decodeInto(payload, &doc, MaxRecordBytes, ""); err != nil {
 		return nil, err
 	}
 	if f.ApplyMethod != "" {
