@@ -85,7 +85,7 @@ func oldPass(b *testing.B, nss []string) (time.Duration, int) {
 		if _, err := store.PendingRevisions(context.Background(), ns); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := store.Tombstones(context.Background(), ns); err != nil {
+		if _, _, err := store.TombstonePage(context.Background(), ns, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -61,11 +61,6 @@ func (s *Store) BuryTombstone(ctx context.Context, t lease.Tombstone) error {
 	return lease.BuryTombstone(ctx, s.Client, t)
 }
 
-// Tombstones lists the tombstones of namespace ("" = all).
-func (s *Store) Tombstones(ctx context.Context, namespace string) ([]lease.Tombstone, error) {
-	return lease.Tombstones(ctx, s.Client, namespace)
-}
-
 // TombstonePage lists one page of namespace's tombstones from cont (lease.TombstonePage).
 func (s *Store) TombstonePage(ctx context.Context, namespace, cont string) ([]lease.Tombstone, string, error) {
 	return lease.TombstonePage(ctx, s.Client, namespace, cont)

@@ -95,7 +95,7 @@ func TestTombstonesAndSignsOfLifeThroughTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	graves, err := s.Tombstones(ctx(t), "ns")
+	graves, _, err := s.TombstonePage(ctx(t), "ns", "")
 	if err != nil || len(graves) != 1 || graves[0].Lease() != grave.Lease() || graves[0].LeaseUID() == "" || !graves[0].WellNamed() {
 		t.Fatalf("Tombstones: %+v %v", graves, err)
 	}

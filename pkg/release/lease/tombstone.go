@@ -140,21 +140,9 @@ func BuryTombstone(ctx context.Context, client kubernetes.Interface, t Tombstone
 // LeaseUID is the UID of the Lease the tombstone was read from ("" if not read).
 func (t Tombstone) LeaseUID() string { return t.uid }
 
-// Tombstones lists the tombstones of namespace ("" = all), in pages of 50: a tenant may label
-// any number of its Leases as tombstones, each with 256 KiB of metadata.
-func Tombstones(ctx context.Context, client kubernetes.Interface, namespace string) ([]Tombstone, error) {
-	var out []Tombstone
-	for next := ""; ; {
-		page, cont, err := TombstonePage(ctx, client, namespace, next)
-		if out = append(out, page...); err != nil || cont == "" {
-			return out, err
-		}
-		next = cont
-	}
-}
-
-// TombstonePage lists one page (50) of namespace's tombstones from cont ("": the first), and
-// where the next page starts ("": none).
+// TombstonePage lists one page (50) of namespace's tombstones ("" = all) from cont ("": the
+// first), and where the next page starts ("": none): a tenant may label any number of its
+// Leases as tombstones, each with 256 KiB of metadata.
 func TombstonePage(ctx context.Context, client kubernetes.Interface, namespace, cont string) ([]Tombstone, string, error) {
 	list, err := client.CoordinationV1().Leases(namespace).List(ctx,
 		metav1.ListOptions{LabelSelector: SelectorTombstones, Limit: 50, Continue: cont})

@@ -27,7 +27,7 @@ func TestTombstoneLifecycle(t *testing.T) {
 	if _, err := DigTombstone(ctx(t), c, dug); err != nil {
 		t.Fatalf("second dig: %v", err)
 	}
-	all, err := Tombstones(ctx(t), c, "")
+	all, _, err := TombstonePage(ctx(t), c, "", "")
 	if err != nil || len(all) != 1 {
 		t.Fatalf("Tombstones = %+v, %v", all, err)
 	}
