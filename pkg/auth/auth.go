@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -126,11 +127,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (*Use
 const PrivilegedGroup = "system:masters"
 
 func refusePrivileged(u *User) error {
-	for _, g := range u.Groups {
-		if g == PrivilegedGroup {
-			return fmt.Errorf("%w: user %q is in group %s, which async-helm does not act as; use an identity whose rights come from RBAC (e.g. a ServiceAccount bound to cluster-admin)",
-				ErrForbidden, u.Name, PrivilegedGroup)
-		}
+	if slices.Contains(u.Groups, PrivilegedGroup) {
+		return fmt.Errorf("%w: user %q is in group %s, which async-helm does not act as; use an identity whose rights come from RBAC (e.g. a ServiceAccount bound to cluster-admin)",
+			ErrForbidden, u.Name, PrivilegedGroup)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/auth"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
@@ -222,18 +224,13 @@ func IsRequestID(id string) bool {
 	return id != "" && len(validation.IsValidLabelValue(id)) == 0
 }
 
-// ForbiddenGroup is the group that bypasses every authorization check of the API server.
-// Impersonating it would make the executor's impersonation right a cluster-admin right, so
-// it is never impersonated, even when a validly signed event names it.
-const ForbiddenGroup = "system:masters"
-
-// Validate refuses a caller the executor must not act as: a member of ForbiddenGroup. (An
-// empty caller is a trusted local run without authentication: the executor acts as itself.)
+// Validate refuses a caller the executor must not act as: a member of auth.PrivilegedGroup,
+// even when a validly signed event names it (impersonating it would make the executor's
+// impersonation right a cluster-admin right). An empty caller is a trusted local run
+// without authentication: the executor acts as itself.
 func (c Caller) Validate() error {
-	for _, g := range c.Groups {
-		if g == ForbiddenGroup {
-			return fmt.Errorf("caller %q is in group %s, which async-helm never impersonates", c.User, ForbiddenGroup)
-		}
+	if slices.Contains(c.Groups, auth.PrivilegedGroup) {
+		return fmt.Errorf("caller %q is in group %s, which async-helm never impersonates", c.User, auth.PrivilegedGroup)
 	}
 	return nil
 }
