@@ -205,18 +205,12 @@ func gunzip(raw []byte, size int) ([]byte, error) {
 // info, no chart metadata, a null entry in a list): Helm and async-helm dereference those
 // without checking.
 func DecodeRelease(data []byte) (*helmrelease.Release, error) {
-	rls, _, err := decodeRelease(data, recordBound, "")
+	rls, _, _, err := decodeRecord(data, recordBound, "")
 	return rls, err
 }
 
-// decodeRelease is DecodeRelease under bound; it returns the decoded size and nodes too.
-func decodeRelease(data []byte, bound readBudget, tenant string) (*helmrelease.Release, readBudget, error) {
-	rls, _, cost, err := decodeRecord(data, bound, tenant)
-	return rls, cost, err
-}
-
-// decodeRecord is decodeRelease with the apply_method Helm v4 keeps beside v3's fields,
-// from the same decode.
+// decodeRecord is DecodeRelease under bound, on tenant's account, with the apply_method
+// Helm v4 keeps beside v3's fields and the decoded size and nodes.
 func decodeRecord(data []byte, bound readBudget, tenant string) (*helmrelease.Release, string, readBudget, error) {
 	var rec struct {
 		helmrelease.Release

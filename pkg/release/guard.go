@@ -155,7 +155,7 @@ func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelea
 				over++
 				continue
 			}
-			rls, cost, err := decodeRelease(item.Data["release"], bound, item.Namespace)
+			rls, _, cost, err := decodeRecord(item.Data["release"], bound, item.Namespace)
 			if errors.Is(err, errTooLarge) && bound != recordBound {
 				over++ // over the namespace's room, not necessarily the record's bound
 				continue

@@ -39,7 +39,7 @@ func TestDecodeListHeadKeepsAFewKiBOfAHostileRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeListHead(payload)
+	got, err := decodeListHead(payload, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // ListHead is a release Secret as a list with limitInfo reads it: the metadata the index
-// keeps (keptMeta) and its payload's list head (DecodeListHead), or why it did not decode.
+// keeps (keptMeta) and its payload's list head (decodeListHead), or why it did not decode.
 // The Secrets are the tenant's, up to 1 MiB each: a page's payloads are held only while
 // they are decoded, never a namespace's.
 type ListHead struct {
