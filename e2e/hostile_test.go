@@ -674,13 +674,6 @@ func replayedEvent(t *testing.T, s *stack, c kubernetes.Interface, ns string) {
 	}
 }
 
-func statusOf(sec *corev1.Secret) string {
-	if sec == nil {
-		return "gone"
-	}
-	return sec.Labels[release.LabelStatus]
-}
-
 func pemEncodeCert(w io.Writer, der []byte) error {
 	return pem.Encode(w, &pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

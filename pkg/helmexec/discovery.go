@@ -44,12 +44,6 @@ func WithClock(c clock.PassiveClock) FactoryOption {
 	return func(o *factoryOptions) { o.clock = c }
 }
 
-// WithDiscoveryMaxAge sets how old the shared discovery may be before an action's
-// request for fresh capabilities refetches it (DefaultDiscoveryMaxAge).
-func WithDiscoveryMaxAge(d time.Duration) FactoryOption {
-	return func(o *factoryOptions) { o.maxAge = d }
-}
-
 // sharedDiscovery is what every action of one Factory (one API server) shares: the
 // discovery cache, the REST mapper over it, the server version and which kinds the server
 // validates fields of. All of it is fetched with the factory's own identity and describes

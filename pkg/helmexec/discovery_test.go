@@ -275,3 +275,9 @@ func TestConcurrentMissesRefreshOnce(t *testing.T) {
 		t.Errorf("8 misses that looked at once refreshed %d times, want 1", n)
 	}
 }
+
+// WithDiscoveryMaxAge (tests) sets how old the shared discovery may be before an action's
+// request for fresh capabilities refetches it (DefaultDiscoveryMaxAge).
+func WithDiscoveryMaxAge(d time.Duration) FactoryOption {
+	return func(o *factoryOptions) { o.maxAge = d }
+}

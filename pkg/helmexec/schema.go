@@ -25,15 +25,10 @@ const SchemaURL = "file:///values.schema.json"
 // memory linear in its length but large (a 5 MB pattern took 10.9 s and 615 MiB).
 const MaxPatternBytes = bounds.MaxSchemaString
 
-// CompileSchema compiles a chart's values.schema.json as Helm's validation does, but fetches
-// nothing and bounds its patterns. A schema that could make a compiler fetch (ScanSchema)
-// is not compiled: ref names why, and the schema is nil. URNs get Helm's permissive schema.
-func CompileSchema(raw []byte) (s *jsonschema.Schema, ref string, err error) {
-	s, scan, err := compileSchema(raw)
-	return s, scan.fetches, err
-}
-
-// compileSchema is CompileSchema with the whole scan: scan.fetches set, s is nil.
+// compileSchema compiles a chart's values.schema.json as Helm's validation does, but
+// fetches nothing and bounds its patterns. A schema that could make a compiler fetch
+// (ScanSchema) is not compiled: scan.fetches names why, and the schema is nil. URNs get
+// Helm's permissive schema.
 func compileSchema(raw []byte) (*jsonschema.Schema, schemaScan, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {

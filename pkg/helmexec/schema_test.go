@@ -56,10 +56,10 @@ func TestSchemaReferencesAreNotFollowed(t *testing.T) {
 // Patterns a schema compiles, and values it checks as regular expressions, are bounded.
 func TestSchemaPatternsAreBounded(t *testing.T) {
 	long := strings.Repeat("a", MaxPatternBytes+1)
-	if _, _, err := CompileSchema([]byte(`{"pattern": "` + long + `"}`)); err == nil {
+	if _, _, err := compileSchema([]byte(`{"pattern": "` + long + `"}`)); err == nil {
 		t.Error("a pattern over MaxPatternBytes compiled")
 	}
-	s, _, err := CompileSchema([]byte(`{"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"x": {"format": "regex"}}}`))
+	s, _, err := compileSchema([]byte(`{"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"x": {"format": "regex"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ type SchemaCheck struct {
 // ValuesSchema is a chart's values.schema.json compiled for CheckValues.
 type ValuesSchema struct {
 	// schema is nil when the values are not checked: the schema refers to another
-	// document, which nothing fetches (CompileSchema), and Helm's check is off for it.
+	// document, which nothing fetches (compileSchema), and Helm's check is off for it.
 	schema *jsonschema.Schema
 	// refs: the schema holds references, so a check may take time and memory exponential
 	// in the values' depth; it runs in a child, bounded.
