@@ -13,11 +13,10 @@ import (
 // namespace thus keeps what it needs up to an equal share, and what one leaves the others
 // may use, whichever namespace is read first.
 type ReadBudget struct {
-	mu      sync.Mutex
-	bound   readBudget
-	spent   readBudget
-	ns      map[string]*nsRecords
-	evicted map[*helmrelease.Release]bool
+	mu    sync.Mutex
+	bound readBudget
+	spent readBudget
+	ns    map[string]*nsRecords
 }
 
 // nsRecords are a namespace's records kept by the read, oldest first, with their costs.
@@ -33,11 +32,11 @@ func NewReadBudget() *ReadBudget {
 }
 
 func newReadBudget(bound readBudget) *ReadBudget {
-	return &ReadBudget{bound: bound, ns: map[string]*nsRecords{}, evicted: map[*helmrelease.Release]bool{}}
+	return &ReadBudget{bound: bound, ns: map[string]*nsRecords{}}
 }
 
-// Kept is rels without the records the budget gave up since (Helm's list of an earlier
-// namespace returned them whole; they are emptied in place).
+// Kept is rels without the records the budget gave up since: emptied in place (Helm's list
+// of an earlier namespace returned them), so without the info every record decoded has.
 func (b *ReadBudget) Kept(rels []*helmrelease.Release) []*helmrelease.Release {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -47,7 +46,7 @@ func (b *ReadBudget) Kept(rels []*helmrelease.Release) []*helmrelease.Release {
 func (b *ReadBudget) kept(rels []*helmrelease.Release) []*helmrelease.Release {
 	out := rels[:0]
 	for _, r := range rels {
-		if !b.evicted[r] {
+		if r.Info != nil {
 			out = append(out, r)
 		}
 	}
@@ -85,7 +84,6 @@ func (b *ReadBudget) keep(ns string, rls *helmrelease.Release, cost readBudget) 
 		rel, c := v.recs[last], v.costs[last]
 		v.recs, v.costs = v.recs[:last], v.costs[:last]
 		v.spent, b.spent = v.spent.less(c), b.spent.less(c)
-		b.evicted[rel] = true
 		*rel = helmrelease.Release{} // held by an earlier list's answer until Kept drops it
 	}
 	return n

@@ -35,7 +35,7 @@ func TestAReadBudgetIsSharedFairlyByNamespace(t *testing.T) {
 				if bound, ok := b.room(ns); !ok || bound.nodes < n {
 					continue // as readWithin: over the namespace's room
 				}
-				r := &helmrelease.Release{Name: fmt.Sprint("r", i), Namespace: ns}
+				r := &helmrelease.Release{Name: fmt.Sprint("r", i), Namespace: ns, Info: &helmrelease.Info{}}
 				all = append(all, r)
 				b.keep(ns, r, readBudget{bytes: 10, nodes: n})
 			}
