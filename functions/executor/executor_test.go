@@ -130,8 +130,8 @@ func TestLiveLeaseIsLeftAloneAndExpiredLeaseIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	a := r.reserve(t, release.ActionInstall, ns, "held", chartsource.Ref{URL: r.charts.ChartURL("tiny", "0.1.0")}, nil, events.Options{})
 	other := &lease.Heartbeat{Client: cluster.Client, Holder: "other-executor", Duration: time.Minute}
-	if ok, err := other.Acquire(ctx, ns, a.SecretName); !ok || err != nil {
-		t.Fatalf("acquire: %v %v", ok, err)
+	if held, err := other.Hold(ctx, ns, a.SecretName); held == nil || err != nil {
+		t.Fatalf("hold: %v %v", held, err)
 	}
 	if code := r.deliver(t, a); code != http.StatusServiceUnavailable {
 		t.Fatalf("deliver while held: %d, want 503 (redeliver later)", code)

@@ -256,8 +256,8 @@ func TestSweeperDrivesLostWorkAgainAndFailsOnlyPastTheDeadline(t *testing.T) {
 	// An executor is alive on this one: never re-sent, never failed.
 	h.reserveWithEvent(t, "alive")
 	hb := &lease.Heartbeat{Client: cluster.Client, Holder: "test", Duration: time.Minute}
-	if ok, err := hb.Acquire(context.Background(), ns, release.SecretName("alive", 1)); !ok || err != nil {
-		t.Fatal(ok, err)
+	if held, err := hb.Hold(context.Background(), ns, release.SecretName("alive", 1)); held == nil || err != nil {
+		t.Fatal(held, err)
 	}
 	// Its executor runs it: Helm adopted the reservation, which drops the queued label (a
 	// live Lease does not hold off the queue deadline of a revision still queued).

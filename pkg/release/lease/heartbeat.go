@@ -46,13 +46,6 @@ func Expired(l *coordinationv1.Lease, now time.Time) bool {
 	return now.After(ExpiresAt(l))
 }
 
-// Acquire takes the lease of a revision if it is free or expired, for the holder h.Holder.
-// False means a live holder has it.
-func (h *Heartbeat) Acquire(ctx context.Context, namespace, key string) (bool, error) {
-	held, err := h.hold(ctx, namespace, key, h.Holder)
-	return held != nil, err
-}
-
 // Hold takes the lease of a revision for one action, under a holder identity of its own
 // (h.Holder plus a random suffix), so that two actions of one process never share a lease.
 // A nil Held means a live holder has it.
