@@ -121,14 +121,8 @@ func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := f.syncContext(r)
-	defer cancel()
-	rev, gone, err := f.svc.Await(ctx, p.Namespace, p.Name, p.Revision, p.RequestID, syncPoll)
-	switch {
-	case err != nil:
-		return syncTimeout(p, err)
-	case !gone:
-		return f.syncFailed(r, p, rev.Version)
+	if err := f.awaitFinal(r, p); err != nil {
+		return err
 	}
 	out := *acc.Release
 	info := *out.Info
@@ -139,20 +133,10 @@ func (f *Function) uninstallSync(w http.ResponseWriter, r *http.Request) error {
 }
 
 // answerFinal waits for the accepted revision to end and answers as the console: the
-// release when deployed, 502 with the reason when failed, 504 on the deadline.
+// release when deployed, else awaitFinal's error.
 func (f *Function) answerFinal(w http.ResponseWriter, r *http.Request, p pending) error {
-	ctx, cancel := f.syncContext(r)
-	defer cancel()
-	rev, gone, err := f.svc.Await(ctx, p.Namespace, p.Name, p.Revision, p.RequestID, syncPoll)
-	switch {
-	case err != nil:
-		return syncTimeout(p, err)
-	case gone:
-		// An atomic install that failed is uninstalled by Helm: nothing is left.
-		return function.WithStatus(http.StatusBadGateway, fmt.Errorf("%s: revision %d of %s/%s is gone (an atomic install failed and was uninstalled)",
-			syncFailure[p.Action], p.Revision, p.Namespace, p.Name))
-	case rev.Status != string(helmrelease.StatusDeployed):
-		return f.syncFailed(r, p, rev.Version)
+	if err := f.awaitFinal(r, p); err != nil {
+		return err
 	}
 	rel, err := f.svc.Store.Get(r.Context(), p.Namespace, p.Name, p.Revision)
 	if err != nil {
@@ -162,25 +146,32 @@ func (f *Function) answerFinal(w http.ResponseWriter, r *http.Request, p pending
 	return nil
 }
 
-// syncContext bounds a synchronous wait by SYNC_TIMEOUT and the client's own deadline.
-func (f *Function) syncContext(r *http.Request) (context.Context, context.CancelFunc) {
+// awaitFinal waits, within SYNC_TIMEOUT and the client's own deadline, for p's revision to
+// end as its action wants (deployed; an uninstall's gone): else 502 with the console's words
+// and Helm's reason, or 504 when the wait ended first (the work goes on).
+func (f *Function) awaitFinal(r *http.Request, p pending) error {
 	d := f.cfg.SyncTimeout
 	if d <= 0 {
 		d = api.DefaultTimeout
 	}
-	return context.WithTimeout(r.Context(), d)
-}
-
-// syncFailed is the 502 of a revision that ended failed: the console's words and Helm's reason.
-func (f *Function) syncFailed(r *http.Request, p pending, version int) error {
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	defer cancel()
+	rev, gone, err := f.svc.Await(ctx, p.Namespace, p.Name, p.Revision, p.RequestID, syncPoll)
+	switch {
+	case err != nil:
+		return function.WithStatus(http.StatusGatewayTimeout, fmt.Errorf("%v; it was accepted and goes on: follow GET %s", err, statusURL(p.Namespace, p.Name)))
+	case gone && p.Action == release.ActionUninstall:
+		return nil
+	case gone:
+		// An atomic install that failed is uninstalled by Helm: nothing is left.
+		return function.WithStatus(http.StatusBadGateway, fmt.Errorf("%s: revision %d of %s/%s is gone (an atomic install failed and was uninstalled)",
+			syncFailure[p.Action], p.Revision, p.Namespace, p.Name))
+	case rev.Status == string(helmrelease.StatusDeployed) && p.Action != release.ActionUninstall:
+		return nil
+	}
 	reason := "failed"
-	if rel, err := f.svc.Store.Get(r.Context(), p.Namespace, p.Name, version); err == nil && rel.Info != nil {
+	if rel, err := f.svc.Store.Get(r.Context(), p.Namespace, p.Name, rev.Version); err == nil && rel.Info != nil {
 		reason = rel.Info.Description
 	}
 	return function.WithStatus(http.StatusBadGateway, fmt.Errorf("%s: %s", syncFailure[p.Action], reason))
-}
-
-// syncTimeout is the 504 of a wait that ended first; the work goes on.
-func syncTimeout(p pending, err error) error {
-	return function.WithStatus(http.StatusGatewayTimeout, fmt.Errorf("%v; it was accepted and goes on: follow GET %s", err, statusURL(p.Namespace, p.Name)))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -105,11 +104,15 @@ func (f *Function) readAuthSecrets(cfg *rest.Config, src *chartsource.Source) er
 // asCaller carries the request's caller to the chart source (a basic auth Secret is read
 // for them only; authentication off: as submit).
 func asCaller(ctx context.Context) context.Context {
-	var c chartsource.Caller
-	if u := userFrom(ctx); u != nil {
-		c = chartsource.Caller{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
+	return chartsource.WithCaller(ctx, callerOf(userFrom(ctx)))
+}
+
+// callerOf is the chart source's caller of u (nil: submit itself).
+func callerOf(u *auth.User) chartsource.Caller {
+	if u == nil {
+		return chartsource.Caller{}
 	}
-	return chartsource.WithCaller(ctx, c)
+	return chartsource.Caller{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
 }
 
 // mayUseRepositoriesOf checks the caller may read namespace's releases: its project
@@ -202,23 +205,15 @@ func (f *Function) template(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	release, err := f.charts.renders.Take(r.Context(), chartsource.TenantOf(asCaller(r.Context()), req.Namespace))
-	if errors.Is(err, chartsource.ErrRendersBusy) {
-		return &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
-	}
+	ctx, done, err := diffRenderer{f.charts}.Slot(r.Context(), userFrom(r.Context()), req.Namespace)
 	if err != nil {
 		return err
 	}
-	defer release()
-	// In a child killed at its deadline: rendering never looks at a context.
-	out, err := f.charts.renderer.Render(r.Context(), helmexec.ChartRender{Namespace: req.Namespace, Name: req.Name,
-		Archive: c.Data, Values: req.Values, KubeVersion: f.charts.repos.KubeVersion, Budget: f.charts.source.Budget})
-	if errors.Is(err, helmexec.ErrRenderBusy) {
-		return &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
-	}
+	defer done()
+	out, err := diffRenderer{f.charts}.Render(ctx, helmexec.ChartRender{Namespace: req.Namespace, Name: req.Name,
+		Archive: c.Data, Values: req.Values})
 	if err != nil {
-		// The chart and values decide it (a retry cannot help): 422, like any render error.
-		return function.WithStatus(http.StatusUnprocessableEntity, fmt.Errorf("render %s: %w", req.Chart(), err))
+		return fmt.Errorf("render %s: %w", req.Chart(), err)
 	}
 	w.Header().Set("Content-Type", "text/yaml")
 	_, _ = w.Write([]byte(out))

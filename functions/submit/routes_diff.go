@@ -36,18 +36,15 @@ func (f *Function) routeDiff(route routeFunc) {
 	})
 }
 
-// diffRenderer is submitter.DiffRenderer on the template route's render slots and child.
+// diffRenderer is submitter.DiffRenderer on the template route's render slots and child
+// (the template route renders through it too).
 type diffRenderer struct{ charts *chartRoutes }
 
 // Slot takes a render slot of the caller's tenant (429 without one in time), its work
 // bounded by the render timeout (the render child's own bound) plus diff.MaxTime (the
 // comparison's): the slots' wait assumes a slot is held no longer than a render.
 func (d diffRenderer) Slot(ctx context.Context, user *auth.User, namespace string) (context.Context, func(), error) {
-	var c chartsource.Caller
-	if user != nil {
-		c = chartsource.Caller{User: user.Name, UID: user.UID, Groups: user.Groups, Extra: user.Extra}
-	}
-	release, err := d.charts.renders.Take(ctx, chartsource.TenantOf(chartsource.WithCaller(ctx, c), namespace))
+	release, err := d.charts.renders.Take(ctx, chartsource.TenantOf(chartsource.WithCaller(ctx, callerOf(user)), namespace))
 	if errors.Is(err, chartsource.ErrRendersBusy) {
 		return nil, nil, &function.StatusError{Code: http.StatusTooManyRequests, Err: err, RetryAfter: time.Second}
 	}
