@@ -232,7 +232,12 @@ func chartQuery(r *http.Request) (chartsource.Ref, error) {
 			return ref, fmt.Errorf("%w: chart URL is required", submitter.ErrInvalid)
 		}
 		ref.NoRepo, ref.IndexEntry, ref.AuthSecret = true, "", q.Get("basic_auth_secret_name")
-		if ref.AuthSecret != "" && ref.Namespace == "" {
+		switch {
+		case ref.AuthSecret == "":
+			// The chart is the URL's: charged to its caller alone, never to a namespace the
+			// caller names but was not reviewed for.
+			ref.Namespace = ""
+		case ref.Namespace == "":
 			ref.Namespace = "default" // the console's default namespace
 		}
 		return ref, nil
