@@ -40,7 +40,13 @@ func (r *slotReads) LiveHistory(ctx context.Context, namespace, name string) ([]
 }
 
 func (r *slotReads) check(namespace, what string) {
-	if _, held := r.cpu().Held(fairqueue.Flow{Namespace: namespace}); held == 0 {
+	held := 0
+	for _, st := range r.cpu().Stats() {
+		if st.Namespace == namespace {
+			held += st.Held
+		}
+	}
+	if held == 0 {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.outside = append(r.outside, what)

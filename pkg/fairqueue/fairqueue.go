@@ -159,13 +159,6 @@ func (q *Queue) TryAcquire(f Flow) (*Seat, bool) {
 	return seat, true
 }
 
-// Held is what f's caller and namespace hold now.
-func (q *Queue) Held(f Flow) (caller, namespace int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.held.caller[f.Caller], q.held.ns[f.Namespace]
-}
-
 // Release gives the seat back (or, for a holder without one, ends its account); a second
 // Release does nothing.
 func (s *Seat) Release() {

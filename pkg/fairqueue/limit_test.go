@@ -149,3 +149,10 @@ func TestWaiterLeavesAndTenantsAreForgotten(t *testing.T) {
 		}
 	})
 }
+
+// Held is what f's caller and namespace hold now.
+func (q *Queue) Held(f Flow) (caller, namespace int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held.caller[f.Caller], q.held.ns[f.Namespace]
+}
