@@ -137,6 +137,11 @@ func (b *bench) brokerTo(ctx context.Context, ns, sink string) (string, cpuSet, 
 	if err != nil {
 		return "", nil, fmt.Errorf("wire a Broker into %s: %w", ns, err)
 	}
+	// The probe Trigger is the local wiring's readiness check, not part of a deployment: without
+	// it each event crosses the channel to config/knative's Triggers only, as on a cluster.
+	if err := w.DropProbe(ctx, 2*time.Minute); err != nil {
+		return "", nil, err
+	}
 	pids := cpuSet{}
 	for _, name := range []string{"broker-ingress", "broker-filter", "imc-dispatcher"} {
 		if pid := local.Pids[name]; pid != 0 {

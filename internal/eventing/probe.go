@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -82,4 +86,54 @@ func (w *Wiring) probe(ctx context.Context, broker string, deadline time.Time) e
 			return fmt.Errorf("Broker %s/%s: no probe event came through the channel", w.ns, broker)
 		}
 	}
+}
+
+// DropProbe deletes the probe Trigger and waits until the channel's dispatcher reports the
+// same subscribers as the channel's spec, so the Broker fans each event out as a cluster with
+// config/knative's Triggers alone would. Only for a namespace with no events in flight (a
+// delivery to the deleted Trigger would go to dead letters).
+func (w *Wiring) DropProbe(ctx context.Context, timeout time.Duration) error {
+	err := w.dyn.Resource(TriggerGVR).Namespace(w.ns).Delete(ctx, probeTrigger, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the probe Trigger: %w", err)
+	}
+	imc := w.broker + "-kne-trigger"
+	deadline := time.Now().Add(timeout)
+	for {
+		u, err := w.dyn.Resource(imcGVR).Namespace(w.ns).Get(ctx, imc, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read channel %s: %w", imc, err)
+		}
+		if spec, status := subscriberUIDs(u, "spec"), subscriberUIDs(u, "status"); spec.n == len(w.Triggers) && spec == status {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("channel %s/%s still fans out to the probe after %s", w.ns, imc, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// uidSet is a channel's subscribers under one field: their count and sorted uids.
+type uidSet struct {
+	n    int
+	uids string
+}
+
+// subscriberUIDs reads the subscribers of a channel under field (spec or status).
+func subscriberUIDs(u *unstructured.Unstructured, field string) uidSet {
+	subs, _, _ := unstructured.NestedSlice(u.Object, field, "subscribers")
+	uids := make([]string, 0, len(subs))
+	for _, s := range subs {
+		if m, ok := s.(map[string]any); ok {
+			uid, _ := m["uid"].(string)
+			uids = append(uids, uid)
+		}
+	}
+	sort.Strings(uids)
+	return uidSet{n: len(uids), uids: strings.Join(uids, ",")}
 }
