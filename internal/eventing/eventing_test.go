@@ -26,6 +26,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/submitclient"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 )
 
 var (
@@ -93,6 +96,7 @@ type through struct {
 	dl       *deadLetters
 	eventLog *testsink.Sink
 	charts   *testcharts.Server
+	wiring   *eventing.Wiring
 }
 
 // wireThrough wires a namespace with config/knative's Broker and Triggers (delivery: a test's
@@ -144,6 +148,7 @@ func wireThrough(ctx context.Context, t *testing.T, delivery map[string]map[stri
 		t.Fatal(err)
 	}
 	t.Logf("Broker and %d Triggers Ready in %s; K_SINK %s", len(w.Triggers), time.Since(t0).Round(time.Millisecond), w.BrokerURL)
+	th.wiring = w
 	key := "eventing-test-key-0123456789abcdef0123456789"
 	notifier := teststack.RunPort(t, bins["notifier"], notifierPort, map[string]string{"KUBECONFIG": cluster.Kubeconfig,
 		"K_SINK": w.BrokerURL, "NAMESPACES": th.ns, "EVENT_SIGNING_KEY": key, "SWEEP_INTERVAL": "500ms"})
@@ -233,6 +238,36 @@ func TestExhaustedRetriesAreDeadLetteredToTheNotifier(t *testing.T) {
 	checkGaps(t, at, 200*time.Millisecond, 400*time.Millisecond)
 	if len(at) != 4 {
 		t.Errorf("exhausted was delivered %d times; want 1 + 2 retries + the notifier's re-send", len(at))
+	}
+}
+
+// The bench's cpu section drops the local probe Trigger: the channel then fans out to
+// config/knative's Triggers alone, and an accepted event still reaches the executor.
+func TestWithoutTheProbeEventsStillReachTheExecutor(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	th := wireThrough(ctx, t, nil, nil)
+	if err := th.wiring.DropProbe(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cluster.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := dyn.Resource(eventing.TriggerGVR).Namespace(th.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(th.wiring.Triggers) {
+		t.Errorf("%d Triggers after DropProbe, want config/knative's and the event log's %d", len(list.Items), len(th.wiring.Triggers))
+	}
+	th.install(ctx, t, "after-probe")
+	if !testwait.Until(30*time.Second, func() bool { return len(th.seen.of("after-probe")) >= 1 }) {
+		t.Fatal("the accepted event never reached the executor once the probe Trigger was gone")
+	}
+	if len(th.dl.seen) != 0 {
+		t.Errorf("dead letters without the probe: %q", th.dl.seen)
 	}
 }
 
