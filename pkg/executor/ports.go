@@ -28,6 +28,8 @@ type Store interface {
 	// none), which a rollback pin covers: both from one read.
 	GetWithApplyMethod(ctx context.Context, namespace, name string, revision int) (*helmrelease.Release, string, error)
 	MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (bool, error)
+	// MarkFailedSeeing is MarkFailed telling the status of a record it left alone.
+	MarkFailedSeeing(ctx context.Context, namespace, name string, revision int, reason string, ifFailed release.IfFailed) (helmrelease.Status, bool, error)
 	// LiveHistory lists the release's revisions from the API server, newest first (an
 	// uninstall checks its revision is still the latest).
 	LiveHistory(ctx context.Context, namespace, name string) ([]release.Revision, error)

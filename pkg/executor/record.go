@@ -27,12 +27,16 @@ func (s *Service) record(reqCtx context.Context, act *action, res result) Outcom
 		act.log.Warnw("action abandoned after losing the lease", "reason", detail, "error", res.err)
 		return OutcomeFailed
 	case res.err != nil:
-		s.recordFailure(ctx, act, res.err, res.logs)
-		return OutcomeFailed
+		if marked, seen := s.recordFailure(ctx, act, res.err, res.logs); marked || seen != helmrelease.StatusDeployed || act.Action.Action == release.ActionUninstall {
+			return OutcomeFailed
+		}
+		// Helm's final write landed before the error (a lost answer): the record says
+		// deployed, and the request's outcome must say the same.
+		act.log.Warnw("Helm returned an error after its record was deployed; the record stands", "error", res.err)
 	case kind != notEnded:
 		// Helm returned as the action ended: its last write may have been refused (Helm
 		// ignores a failed final write). Still pending means it was.
-		if s.recordFailure(ctx, act, errors.New("the action ended as Helm finished"), res.logs) {
+		if marked, _ := s.recordFailure(ctx, act, errors.New("the action ended as Helm finished"), res.logs); marked {
 			return OutcomeFailed
 		}
 	}
@@ -78,8 +82,8 @@ func (s *Service) finishUninstall(ctx context.Context, act *action) {
 }
 
 // recordFailure marks the revision failed with the reason, and reports whether it did (a
-// revision already final is left alone).
-func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, logs *actionlog.Buffer) bool {
+// revision already final is left alone) and the status it left alone.
+func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, logs *actionlog.Buffer) (bool, helmrelease.Status) {
 	kind, detail := act.end.get()
 	reason, ifFailed := runErr.Error(), release.ReplaceFailed
 	switch {
@@ -94,7 +98,7 @@ func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, 
 	default:
 		ifFailed = release.KeepFailed // Helm's own description of the failure stands
 	}
-	marked, err := s.Store.MarkFailed(ctx, act.Namespace, act.Name, act.Revision, reason, ifFailed)
+	seen, marked, err := s.Store.MarkFailedSeeing(ctx, act.Namespace, act.Name, act.Revision, reason, ifFailed)
 	if err != nil {
 		act.log.Errorw("could not record the failure; the notifier's sweeper will", "error", err)
 	}
@@ -104,5 +108,5 @@ func (s *Service) recordFailure(ctx context.Context, act *action, runErr error, 
 		}
 	}
 	act.log.Warnw("action failed", "error", runErr, "helmLog", logs.TailText(200))
-	return marked || err != nil
+	return marked || err != nil, seen
 }

@@ -36,23 +36,31 @@ const (
 // a revision that no longer exists (helm uninstall, an atomic install's cleanup) has
 // nothing to fail.
 func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
-	return s.markFailedRetrying(ctx, namespace, name, revision, reason, ifFailed, "")
+	return s.markFailedRetrying(ctx, namespace, name, revision, reason, ifFailed, "", nil)
+}
+
+// MarkFailedSeeing is MarkFailed that also tells the status of a record it left alone (a
+// final record's: what an action's outcome must agree with).
+func (s *Store) MarkFailedSeeing(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (helmrelease.Status, bool, error) {
+	var seen helmrelease.Status
+	done, err := s.markFailedRetrying(ctx, namespace, name, revision, reason, ifFailed, "", &seen)
+	return seen, done, err
 }
 
 // MarkFailedAt is MarkFailed of rev (KeepFailed) only while its Secret is the version rev
 // was read at: the notifier's sweeper decides from what it read, and a record rewritten
 // since (Helm's adoption, a hand-run helm uninstall's mark) is looked at again next pass.
 func (s *Store) MarkFailedAt(ctx context.Context, rev Revision, reason string) (bool, error) {
-	return s.markFailedRetrying(ctx, rev.Namespace, rev.Name, rev.Version, reason, KeepFailed, rev.ResourceVersion)
+	return s.markFailedRetrying(ctx, rev.Namespace, rev.Name, rev.Version, reason, KeepFailed, rev.ResourceVersion, nil)
 }
 
 // markFailedRetrying is markFailed, read again on a conflict; atVersion, when set, is the
-// only resourceVersion it fails.
-func (s *Store) markFailedRetrying(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string) (bool, error) {
+// only resourceVersion it fails; seen, when set, gets the status it read.
+func (s *Store) markFailedRetrying(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string, seen *helmrelease.Status) (bool, error) {
 	var done bool
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		done, err = s.markFailed(ctx, namespace, name, revision, reason, ifFailed, atVersion)
+		done, err = s.markFailed(ctx, namespace, name, revision, reason, ifFailed, atVersion, seen)
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -61,7 +69,7 @@ func (s *Store) markFailedRetrying(ctx context.Context, namespace, name string, 
 	return done, err
 }
 
-func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string) (bool, error) {
+func (s *Store) markFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed, atVersion string, seen *helmrelease.Status) (bool, error) {
 	// Rewritten through Helm v3's types, a Helm v4 record keeps its v4 fields.
 	secrets := &storage.CapturingSecrets{SecretInterface: &keepingV4Fields{SecretInterface: s.Client.CoreV1().Secrets(namespace)},
 		Ctx: ctx, Conditional: true, Carry: []string{DataDeployer}}
@@ -81,6 +89,9 @@ func (s *Store) markFailed(ctx context.Context, namespace, name string, revision
 		return false, err
 	}
 	st := rel.Info.Status
+	if seen != nil {
+		*seen = st
+	}
 	if !IsPending(st.String()) && !(ifFailed == ReplaceFailed && st == helmrelease.StatusFailed) {
 		return false, nil
 	}
