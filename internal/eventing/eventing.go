@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -429,18 +430,39 @@ func readManifests(dir string) ([]*unstructured.Unstructured, error) {
 // they start, so they are chosen first.
 type Functions struct{ Submit, Executor, Notifier int }
 
-// FreeFunctions picks three free loopback ports.
+// FreeFunctions picks three distinct free loopback ports.
 func FreeFunctions() (Functions, error) {
 	var f Functions
+	taken := map[int]bool{}
 	for _, p := range []*int{&f.Submit, &f.Executor, &f.Notifier} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := freePortBelowEphemeral(taken)
 		if err != nil {
 			return f, err
 		}
-		*p = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		*p, taken[port] = port, true
 	}
 	return f, nil
+}
+
+// freePortBelowEphemeral picks a free port under Linux's ephemeral range (32768 and up), where
+// every ":0" listener and outgoing connection of a test process takes its port: a port
+// picked here and bound a moment later by a function's process is not handed to another
+// test's receiver in between, as a ":0" port, closed and reused, could be.
+func freePortBelowEphemeral(taken map[int]bool) (int, error) {
+	const lo, hi = 20000, 32768
+	for try := 0; try < 200; try++ {
+		port := lo + rand.IntN(hi-lo)
+		if taken[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in %d-%d after 200 tries", lo, hi-1)
 }
 
 // Addresses are the Knative Services' addresses for Options.Addresses.
