@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
@@ -160,17 +161,21 @@ func checkAdopted(a *storage.AdoptingDriver, err error) error {
 	return err
 }
 
-// CheckDependencies fails for an enabled dependency that the chart does not contain. It
-// mutates ch: give it a private copy.
+// CheckDependencies processes ch's dependencies in place, as Helm's action does, and fails
+// for an enabled dependency that the chart does not contain. Values that processing would
+// copy past the chart's bounds are refused before anything copies them
+// (chartsource.ChargeValues). It mutates ch: give it a private copy.
 func CheckDependencies(ch *chart.Chart, values map[string]any) error {
-	if len(ch.Metadata.Dependencies) == 0 {
-		return nil
+	if err := chartsource.ChargeValues(ch, values); err != nil {
+		return err
 	}
 	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
 		return fmt.Errorf("process dependencies: %w", err)
 	}
-	if err := action.CheckDependencies(ch, ch.Metadata.Dependencies); err != nil {
-		return fmt.Errorf("%w: %v", ErrMissingDependency, err)
+	if deps := ch.Metadata.Dependencies; len(deps) > 0 {
+		if err := action.CheckDependencies(ch, deps); err != nil {
+			return fmt.Errorf("%w: %v", ErrMissingDependency, err)
+		}
 	}
 	return nil
 }

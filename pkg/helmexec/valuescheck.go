@@ -212,16 +212,17 @@ func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
 	return ""
 }
 
-// processDependencies processes ch's dependencies in place, as Helm's action does, and
-// returns the values checks of Helm's install or upgrade read off that one processing (none
-// for a chart whose schema Helm's check must not compile, skipSchemaValidation): for a big
-// chart the processing's copies of the values are much of the CPU before the render.
+// processDependencies processes ch's dependencies in place, as Helm's action does
+// (CheckDependencies), and returns the values checks of Helm's install or upgrade read off
+// that one processing (none for a chart whose schema Helm's check must not compile,
+// skipSchemaValidation): for a big chart the processing's copies of the values are much of
+// the CPU before the render.
 func processDependencies(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
 	skip, err := skipSchemaValidation(ch)
 	if err != nil {
 		return nil, err
 	}
-	if err := chartutil.ProcessDependenciesWithMerge(ch, values); err != nil {
+	if err := CheckDependencies(ch, values); err != nil {
 		return nil, err
 	}
 	if skip {

@@ -3,12 +3,16 @@ package helmexec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
 
 // recursiveSchema's two branches both follow a key down: values nested d deep that fail
@@ -103,5 +107,32 @@ func TestUpgradeWithoutValuesChecksTheDeployedOnes(t *testing.T) {
 	_, err := f.Upgrade(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 2, Chart: ch}, opts...)
 	if !errors.Is(err, ErrValuesInvalid) {
 		t.Errorf("upgrade: %v, want %v", err, ErrValuesInvalid)
+	}
+}
+
+// The executor processes an install's or upgrade's dependencies in its own process, where
+// Helm's coalesce gives every subchart a copy of the values' global table: 10,000 request
+// globals over 4,000 subcharts took the executor to 2,858 MiB (its limit is 2 Gi). Such
+// values are refused before anything copies them; a missing dependency is refused there too.
+func TestDependenciesAreProcessedWithinTheChartsBounds(t *testing.T) {
+	globals := map[string]any{}
+	for i := range 3000 {
+		globals[fmt.Sprintf("k%d", i)] = 1
+	}
+	top := tiny("1.0.0")
+	top.Metadata.Dependencies = []*chart.Dependency{{Name: "s0", Version: "1.0.0"}}
+	for j := range 300 {
+		top.AddDependency(&chart.Chart{Metadata: &chart.Metadata{Name: fmt.Sprintf("s%d", j), Version: "1.0.0", APIVersion: "v2"}})
+	}
+	var err error
+	n := allocated(func() { _, err = processDependencies(top, map[string]any{"global": globals}) })
+	t.Logf("300 subcharts, 3,000 request globals: %v; %d MiB allocated", err, n>>20)
+	if !errors.Is(err, chartsource.ErrTooLarge) || !strings.Contains(err.Error(), "global table") || n > 16<<20 {
+		t.Errorf("300 subcharts, 3,000 request globals: %v, %d MiB allocated; want refused before anything copies them", err, n>>20)
+	}
+	missing := tiny("1.0.0")
+	missing.Metadata.Dependencies = []*chart.Dependency{{Name: "redis", Version: "1.x", Repository: "https://x"}}
+	if _, err := processDependencies(missing, nil); !errors.Is(err, ErrMissingDependency) {
+		t.Errorf("an enabled dependency missing: %v", err)
 	}
 }

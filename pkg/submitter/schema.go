@@ -64,11 +64,16 @@ func (s *Schemas) get(digest string, raw []byte) (*helmexec.ValuesSchema, error)
 	return c, nil
 }
 
-// validateValues checks the user's values, merged over the chart's defaults, against the
-// chart's values.schema.json with the executor's check (helmexec.CheckValues), within
-// ctx's deadline and the check's own bounds, in Helm's words. A schema that refers to
-// another document is not checked: nothing fetches what a chart names.
+// validateValues refuses values that Helm's processing of the chart would copy past its
+// bounds (chartsource.ChargeValues), before anything coalesces them, then checks them, merged
+// over the chart's defaults, against the chart's values.schema.json with the executor's
+// check (helmexec.CheckValues), within ctx's deadline and the check's own bounds, in Helm's
+// words. A schema that refers to another document is not checked: nothing fetches what a
+// chart names.
 func (s *Schemas) validateValues(ctx context.Context, ch *chart.Chart, digest string, values map[string]any) error {
+	if err := chartsource.ChargeValues(ch, values); err != nil {
+		return err
+	}
 	if ch == nil || len(ch.Schema) == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
@@ -59,5 +61,38 @@ func TestSchemaCheckKeepsTheRequestsDeadline(t *testing.T) {
 	err := s.validateValues(ctx, ch, "sha256:deep", map[string]any{"a": "x"})
 	if !errors.Is(err, ErrValues) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("validate past the request's deadline: %v, want %v wrapping %v", err, ErrValues, context.DeadlineExceeded)
+	}
+}
+
+// globalsOver is a chart of subs subcharts (one Chart.yaml entry), with schema if any, and
+// values whose global table has keys keys.
+func globalsOver(subs, keys int, schema []byte) (*chart.Chart, map[string]any) {
+	top := &chart.Chart{Metadata: &chart.Metadata{Name: "top", Version: "0.1.0", APIVersion: "v2",
+		Dependencies: []*chart.Dependency{{Name: "s0", Version: "1.0.0"}}}, Schema: schema}
+	for j := range subs {
+		top.AddDependency(&chart.Chart{Metadata: &chart.Metadata{Name: fmt.Sprintf("s%d", j), Version: "1.0.0", APIVersion: "v2"}})
+	}
+	global := map[string]any{}
+	for i := range keys {
+		global[fmt.Sprintf("k%d", i)] = 1
+	}
+	return top, map[string]any{"global": global}
+}
+
+// A request's global values are copied into every subchart by Helm's coalesce: 10,000 keys
+// over a 10 KiB chart of 1,000 subcharts took submit to 960 MiB (its limit is 512 Mi), and
+// accepted without a schema, the executor past its 2 Gi. Submit refuses such values (422)
+// before anything coalesces them, whether the chart has a schema or not.
+func TestRequestGlobalsCopiedIntoEverySubchartAreRefused(t *testing.T) {
+	for _, schema := range [][]byte{nil, []byte(`{"type": "object"}`)} {
+		ch, values := globalsOver(100, 2000, schema)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		err := NewSchemas(8).validateValues(t.Context(), ch, "sha256:g", values)
+		runtime.ReadMemStats(&m1)
+		t.Logf("schema %q, 100 subcharts, 2,000 global keys: %v; %d MiB allocated", schema, err, (m1.TotalAlloc-m0.TotalAlloc)>>20)
+		if !errors.Is(err, chartsource.ErrTooLarge) || !strings.Contains(err.Error(), "global table") {
+			t.Errorf("schema %q: %v, want the values refused for their global table's copies", schema, err)
+		}
 	}
 }

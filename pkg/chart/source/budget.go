@@ -121,7 +121,10 @@ func (b Budget) load(ctx context.Context, archive []byte) (*chart.Chart, charged
 	if err := b.chargeImports(ch, &c); err != nil {
 		return ch, c, err
 	}
-	return ch, c, b.chargeAliases(ctx, ch, &c)
+	if err := b.chargeAliases(ctx, ch, &c); err != nil {
+		return ch, c, err
+	}
+	return ch, c, chargeCopies(ch, c)
 }
 
 // charged is what an archive costs against a budget, and what its load holds.

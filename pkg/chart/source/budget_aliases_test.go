@@ -71,36 +71,19 @@ func TestDependencyAliasesAreChargedACopyEach(t *testing.T) {
 	}
 }
 
-// withGlobals is a chart of subs directory subcharts beside a values.yaml whose global table
-// has keys keys, one Chart.yaml entry, so Helm processes dependencies.
-func withGlobals(t *testing.T, subs, keys int) []byte {
-	t.Helper()
-	var vals strings.Builder
-	vals.WriteString("global:\n")
-	for i := range keys {
-		fmt.Fprintf(&vals, "  k%d: 1\n", i)
-	}
-	top := "apiVersion: v2\nname: top\nversion: 0.1.0\ndependencies:\n- {name: s0, version: 1.0.0}\n"
-	es := []entry{{Name: "top/Chart.yaml", Data: []byte(top)}, {Name: "top/values.yaml", Data: []byte(vals.String())}}
-	for j := range subs {
-		es = append(es, entry{Name: fmt.Sprintf("top/charts/s%d/Chart.yaml", j), Data: []byte(fmt.Sprintf("apiVersion: v2\nname: s%d\nversion: 1.0.0\n", j))})
-	}
-	return tgz(t, es...)
-}
-
 // Helm's coalesce gives each subchart its own copy of the globals: 500 subcharts and a
 // global table of 5,000 keys (18 KiB on the wire, within the budget's scan) coalesced to
 // 155 MiB held in submit's process (1,000 x 10,000: 624 MiB). Each subchart is charged
 // the globals it receives.
 func TestGlobalsCopiedIntoEachSubchartAreCharged(t *testing.T) {
-	if _, err := (Budget{}).Load(withGlobals(t, 500, 5000)); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "copy of the globals") {
+	if _, err := (Budget{}).Load(listing(t, "global", 500, 5000, false)); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "copy of the globals") {
 		t.Errorf("500 subcharts, 5,000 global keys: %v, want it refused for the globals' copies", err)
 	}
-	_, alone, err := DefaultBudget.load(context.Background(), withGlobals(t, 10, 0))
+	_, alone, err := DefaultBudget.load(context.Background(), listing(t, "global", 10, 0, false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, with, err := DefaultBudget.load(context.Background(), withGlobals(t, 10, 100))
+	_, with, err := DefaultBudget.load(context.Background(), listing(t, "global", 10, 100, false))
 	if err != nil || with.nodes-alone.nodes < 10*200 {
 		t.Errorf("10 subcharts, 100 global keys: %v, %d nodes more than without, want each subchart's copy charged (%d)", err, with.nodes-alone.nodes, 10*200)
 	}
