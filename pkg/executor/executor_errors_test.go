@@ -81,7 +81,6 @@ func TestChartProblemsFailTheRevision(t *testing.T) {
 		reason string
 	}{
 		{"chart gone", failingCharts{}, "chart https://charts.example/tiny-1.0.0.tgz"},
-		{"missing dependency", charts{needsDep(t)}, helmexec.ErrMissingDependency.Error()},
 		{"unloadable archive", charts{&chartsource.Chart{Data: []byte("not a tgz")}}, "chart cannot be loaded"},
 		// The chart behind the event's reference is not the one the record was reserved for.
 		{"another chart", charts{repackage(t, nil, &chart.Chart{Metadata: &chart.Metadata{Name: "other", Version: "1.0.0", APIVersion: "v2"}})},
@@ -103,12 +102,6 @@ func TestChartProblemsFailTheRevision(t *testing.T) {
 			}
 		})
 	}
-}
-
-func needsDep(t *testing.T) *chartsource.Chart {
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2",
-		Dependencies: []*chart.Dependency{{Name: "redis", Version: "1.x", Repository: "https://x"}}}}
-	return repackage(t, nil, ch)
 }
 
 func TestHeartbeatLeasesAdapter(t *testing.T) {

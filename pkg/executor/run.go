@@ -108,12 +108,9 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	case a.Action == release.ActionRollback:
 		return s.Helm.Rollback(ctx, req, opts...)
 	case ch != nil:
-		// The chart's copy Helm runs, the record's labels of it; its dependencies present.
-		req.Chart = ch.run
-		req.Labels = release.Labels(a.RequestID, a.Revision, ch.run.Metadata.Name, ch.run.Metadata.Version)
-		if err := helmexec.CheckDependencies(ch.check, req.Values); err != nil {
-			return nil, err
-		}
+		// The chart's copy Helm runs (its dependencies are checked there), the record's labels of it.
+		req.Chart = ch
+		req.Labels = release.Labels(a.RequestID, a.Revision, ch.Metadata.Name, ch.Metadata.Version)
 	}
 	if a.Action == release.ActionUpgrade {
 		return s.Helm.Upgrade(ctx, req, opts...)
@@ -159,13 +156,10 @@ func (s *Service) helmOptions(act *action, logf func(string, ...any), phase *cpu
 	return opts
 }
 
-// loadedChart is an install's or upgrade's chart: run is Helm's copy (Helm mutates the
-// chart it runs), check the one its dependencies are checked on.
-type loadedChart struct{ run, check *chart.Chart }
-
 // loadChart gets the chart an install or upgrade fetches (nil for the others): the one
-// submit validated (digest), with the record's name and version.
-func (s *Service) loadChart(ctx context.Context, act *action) (*loadedChart, error) {
+// submit validated (digest), with the record's name and version, a copy of Helm's own (Helm
+// mutates the chart it runs).
+func (s *Service) loadChart(ctx context.Context, act *action) (*chart.Chart, error) {
 	a := act.Action
 	if a.Action == release.ActionUninstall || a.Action == release.ActionRollback || a.ReuseChart {
 		return nil, nil
@@ -177,17 +171,14 @@ func (s *Service) loadChart(ctx context.Context, act *action) (*loadedChart, err
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
 		return nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
-	var ch loadedChart
-	if ch.run, err = c.Fresh(ctx); err != nil {
+	ch, err := c.Fresh(ctx)
+	if err != nil {
 		return nil, err
 	}
-	got, want := ch.run.Metadata, act.rec.Chart.Metadata
+	got, want := ch.Metadata, act.rec.Chart.Metadata
 	if got.Name != want.Name || got.Version != want.Version {
 		return nil, fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
 			a.Chart, helmexec.ErrChartChanged, got.Name, got.Version, want.Name, want.Version)
 	}
-	if ch.check, err = c.Fresh(ctx); err != nil {
-		return nil, err
-	}
-	return &ch, nil
+	return ch, nil
 }

@@ -54,7 +54,7 @@ type Chart struct {
 }
 
 // Fresh parses the archive again into a chart the caller owns, in one of its source's load
-// slots (the executor loads a chart twice per action, up to containerConcurrency actions
+// slots (the executor loads a chart once per action, up to containerConcurrency actions
 // at once: each load may take ~65 MiB within the budget); an archive that did not come
 // from a Source is checked against DefaultBudget first.
 func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
