@@ -16,6 +16,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Retries and remediation of a failed install or upgrade (docs/design.md, "Retries and
@@ -144,7 +145,7 @@ func afterFailure(cur *action, res result, shutdown context.Context, total int) 
 	case cur.attempt >= total, errors.Is(res.err, helmexec.ErrRenderTimeout),
 		errors.Is(res.err, helmexec.ErrChartChanged), errors.Is(res.err, helmexec.ErrMissingDependency),
 		errors.Is(res.err, helmexec.ErrNoRollbackPin),
-		errors.Is(res.err, helmexec.ErrManifestsTooLarge):
+		errors.Is(res.err, helmexec.ErrManifestsTooLarge), errors.Is(res.err, storage.ErrManifestsTooLarge):
 		return stepRemediate
 	}
 	return stepRetry

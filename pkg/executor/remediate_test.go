@@ -242,6 +242,8 @@ func TestDecide(t *testing.T) {
 		{"the render bound", notEnded, helmexec.ErrRenderTimeout, 1, live, stepRemediate},
 		{"the chart changed", notEnded, helmexec.ErrChartChanged, 1, live, stepRemediate},
 		{"no rollback pin", notEnded, helmexec.ErrNoRollbackPin, 1, live, stepRemediate},
+		{"the chart's manifests too large", notEnded, fmt.Errorf("render: %w", helmexec.ErrManifestsTooLarge), 1, live, stepRemediate},
+		{"an oversized record", notEnded, fmt.Errorf("upgrade: %w", storage.ErrManifestsTooLarge), 1, live, stepRemediate},
 		{"cancelled", endCancel, errors.New("x"), 1, live, stepStop},
 		{"lease lost", endLost, errors.New("x"), 1, live, stepStop},
 		{"executor shut down", endShutdown, errors.New("x"), 1, live, stepStop},
