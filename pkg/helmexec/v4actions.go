@@ -77,6 +77,9 @@ func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*h
 	if err != nil {
 		return nil, err
 	}
+	if err := annotate(req, req.Chart); err != nil {
+		return nil, checkAdopted(adopter, err)
+	}
 	ch3, err := f.renderOutV4(ctx, out, cfg, req, WaitGateOf(opts...), req.Chart, req.Values, false)
 	if err != nil {
 		return nil, checkAdopted(adopter, err)
@@ -107,6 +110,9 @@ func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*h
 	ch3, err := upgradeChartV4(cfg, req)
 	if err != nil {
 		return nil, err
+	}
+	if err := annotate(req, ch3); err != nil {
+		return nil, checkAdopted(adopter, err)
 	}
 	values, err := upgradeValuesV4(cfg, req)
 	if err != nil {
