@@ -10,10 +10,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// Fanout is what Helm's processing of a chart makes of the values it is given, counted on the
+// fanout is what Helm's processing of a chart makes of the values it is given, counted on the
 // tree Helm processes: a subchart that k Chart.yaml entries name (aliases) is k copies, an
 // upper bound (versions are not compared).
-type Fanout struct {
+type fanout struct {
 	// Globals are the subcharts at every level: Helm's coalesce (coalesceGlobals) gives each
 	// its own copy of the global table.
 	Globals int64
@@ -23,9 +23,9 @@ type Fanout struct {
 	Copies int64
 }
 
-// FanoutOf counts c's Fanout in one walk of its tree.
-func FanoutOf(c *chart.Chart) Fanout {
-	var f Fanout
+// fanoutOf counts c's fanout in one walk of its tree.
+func fanoutOf(c *chart.Chart) fanout {
+	var f fanout
 	if c == nil || c.Metadata == nil {
 		return f
 	}
@@ -40,7 +40,7 @@ func FanoutOf(c *chart.Chart) Fanout {
 		f.Copies = 1
 	}
 	for _, sub := range c.Dependencies() {
-		k, s := int64(1), FanoutOf(sub)
+		k, s := int64(1), fanoutOf(sub)
 		if processed {
 			k = max(k, listed[sub.Name()])
 			f.Copies = min(f.Copies+product(k, s.Copies), fanoutCap)
@@ -70,7 +70,7 @@ func ChargeValues(ch *chart.Chart, values map[string]any) error {
 	if ch == nil || len(values) == 0 {
 		return nil
 	}
-	f := FanoutOf(ch)
+	f := fanoutOf(ch)
 	all, g := nodesUpTo(values, bounds.DefaultYAMLNodes), int64(0)
 	if global, ok := values["global"].(map[string]any); ok { // Helm skips a global that is not a table
 		g = nodesUpTo(global, bounds.DefaultYAMLNodes)
@@ -95,10 +95,10 @@ func nodesUpTo(v any, limit int64) int64 {
 }
 
 // chargeCopies charges a loaded chart Helm's dependency processing, which copies the
-// coalesced values once for each chart it processes (FanoutOf): the nodes charged so far,
+// coalesced values once for each chart it processes (fanoutOf): the nodes charged so far,
 // an upper bound on those values, that many times, against bounds.MaxValuesCopied.
 func chargeCopies(ch *chart.Chart, c charged) error {
-	if n := FanoutOf(ch).Copies; n > 0 && c.nodes > bounds.MaxValuesCopied/n {
+	if n := fanoutOf(ch).Copies; n > 0 && c.nodes > bounds.MaxValuesCopied/n {
 		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes once Helm's dependency processing copies its values (%d nodes) for each of its %d charts that list dependencies",
 			bounds.MaxValuesCopied, c.nodes, n)}
 	}

@@ -114,11 +114,11 @@ func TestFanoutCountsTheProcessedTree(t *testing.T) {
 	s.Metadata.Name = "s"
 	top := &chart.Chart{Metadata: &chart.Metadata{Name: "top", Dependencies: []*chart.Dependency{{Name: "s", Alias: "a"}, {Name: "s", Alias: "b"}, {Name: "s", Alias: "c"}}}}
 	top.AddDependency(s)
-	if f := FanoutOf(top); f != (Fanout{Globals: 9, Copies: 1 + 3*3}) {
+	if f := fanoutOf(top); f != (fanout{Globals: 9, Copies: 1 + 3*3}) {
 		t.Errorf("3 aliases of a chart of 2 subcharts, all listing dependencies: %+v", f)
 	}
 	top.Metadata.Dependencies = nil
-	if f := FanoutOf(top); f != (Fanout{Globals: 3}) {
+	if f := fanoutOf(top); f != (fanout{Globals: 3}) {
 		t.Errorf("the same unprocessed: %+v", f)
 	}
 }
@@ -134,7 +134,7 @@ func TestGitLabsCopiesAreFarWithinTheBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := FanoutOf(ch)
+	f := fanoutOf(ch)
 	t.Logf("GitLab 6.5.4: %+v; its values' copies %d x %d = %d of %d", f, f.Copies, c.nodes, f.Copies*c.nodes, bounds.MaxValuesCopied)
 	if f.Copies*c.nodes > bounds.MaxValuesCopied/8 {
 		t.Errorf("GitLab's copies %d, want far within %d", f.Copies*c.nodes, bounds.MaxValuesCopied)
