@@ -100,10 +100,10 @@ const MaxIndexBytes = 10 << 20
 // across every index.
 const MaxIndexNodes = 400_000
 
-// MaxIndexFetches bounds the index fetches (download and parse) under way in the whole
-// service: one can hold a 10 MiB index.yaml and about 68 MiB once parsed, and submit's
-// memory is every namespace's. The console's index (pkg/chart/repos: its refresh, requests
-// and refetches) and the installs by index entry share it.
+// MaxIndexFetches bounds the fetches under way in a process, an index's (download and
+// parse) or a chart archive's: one can hold a 10 MiB index.yaml and about 68 MiB once parsed,
+// or a DefaultArchiveBytes archive, and submit's memory is every namespace's. The console's
+// index (pkg/chart/repos: its refresh, requests and refetches) and every chart fetch share it.
 const MaxIndexFetches = 4
 
 // DefaultCacheBytes is the chart cache's bound when none is set: well under submit's

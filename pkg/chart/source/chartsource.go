@@ -100,10 +100,11 @@ type Source struct {
 	// slots are shared between tenants (pkg/fairqueue): a freed one goes to the waiting
 	// caller and namespace that hold the fewest.
 	MaxParallelLoads int
-	// IndexSlots bound the indexes downloaded and parsed at once, by whoever fetches them
-	// (the console's index in pkg/chartrepos, installs by index entry here): each is up to
-	// bounds.MaxIndexBytes and several times that parsed, and every distinct chart or
-	// version is a flight of its own. Nil: bounds.MaxIndexFetches, made on first use (Slots).
+	// IndexSlots bound the indexes and chart archives fetched at once, by whoever fetches
+	// them (the console's index in pkg/chartrepos, every chart fetch here): an index is up to
+	// bounds.MaxIndexBytes and several times that parsed, an archive up to MaxBytes, and
+	// every distinct chart or version is a flight of its own. Nil: bounds.MaxIndexFetches,
+	// made on first use (Slots).
 	IndexSlots *FetchSlots
 	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
 	// caller; when nil, such a chart is refused.
@@ -254,18 +255,7 @@ func (s *Source) cachedBytes() int64 {
 }
 
 func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart, error) {
-	var data []byte
-	var err error
-	switch {
-	case ref.NoRepo || creds != nil:
-		data, err = s.fetchNoRepo(ctx, ref, creds)
-	case ref.IndexEntry != "":
-		data, err = s.fetchIndexEntry(ctx, ref)
-	case isOCI(ref.URL):
-		data, err = s.fetchOCIWith(ctx, ref, nil)
-	default:
-		data, err = s.download(ctx, ref.Namespace, ref.URL)
-	}
+	data, err := s.fetchArchive(ctx, ref, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +273,26 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 	sum := sha256.Sum256(data)
 	return &Chart{Digest: "sha256:" + hex.EncodeToString(sum[:]), Data: data, Loaded: ch,
 		size: int64(len(data)) + cost.memory(), loads: s.loads}, nil
+}
+
+// fetchArchive fetches ref's archive (an index entry's index first) in one of the source's
+// fetch slots (Slots) of the request's tenant's share: a download holds up to MaxBytes for
+// up to its timeout, and a tenant's slow server held 16 bodies of 20 MiB at once in submit.
+func (s *Source) fetchArchive(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
+	release, err := s.Slots().Acquire(ctx, TenantOf(ctx, ref.Namespace))
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", ref, err)
+	}
+	defer release()
+	switch {
+	case ref.NoRepo || creds != nil:
+		return s.fetchNoRepo(ctx, ref, creds)
+	case ref.IndexEntry != "":
+		return s.fetchIndexEntry(ctx, ref)
+	case isOCI(ref.URL):
+		return s.fetchOCIWith(ctx, ref, nil)
+	}
+	return s.download(ctx, ref.Namespace, ref.URL)
 }
 
 // load checks and loads an archive in one of MaxParallelLoads slots of t's share, until
@@ -308,7 +318,7 @@ func takeLoad(ctx context.Context, slots *fairqueue.Queue, t Tenant) (release fu
 	return seat.Release, nil
 }
 
-// Slots is the one bound of the source's index fetches (IndexSlots).
+// Slots is the one bound of the source's fetches, indexes and archives (IndexSlots).
 func (s *Source) Slots() *FetchSlots {
 	s.slotsOnce.Do(func() {
 		if s.IndexSlots == nil {
@@ -391,15 +401,10 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	return s.fetchWith(ctx, rc, u, s.maxBytes())
 }
 
-// indexedURL is the URL of the chart version ref names in repository r's index.
+// indexedURL is the URL of the chart version ref names in repository r's index, fetched in
+// the archive's fetch slot (fetchArchive).
 func (s *Source) indexedURL(ctx context.Context, ref Ref, r Repository, name, repoName string) (string, error) {
-	// In the caller's and the namespace's share: their installs and console index together.
-	release, err := s.Slots().Acquire(ctx, TenantOf(ctx, ref.Namespace))
-	if err != nil {
-		return "", fmt.Errorf("fetch the index of repository %q: %w", repoName, err)
-	}
 	idx, err := s.FetchIndex(ctx, r)
-	release()
 	if err != nil {
 		return "", err
 	}

@@ -11,9 +11,9 @@ import (
 // Tenant is whose share work takes: its namespace and its caller (pkg/fairqueue's Flow).
 type Tenant = fairqueue.Flow
 
-// FetchSlots bound index fetches, shared between tenants (pkg/fairqueue): a caller with
-// many namespaces and slow servers gets no more than its share while others wait. A fetch
-// may hold its slot for its whole timeout (30 s against a slow server), so no tenant takes
+// FetchSlots bound index and chart fetches, shared between tenants (pkg/fairqueue): a caller
+// with many namespaces and slow servers gets no more than its share while others wait. A
+// fetch may hold its slot for its whole timeout (a minute against a slow server), so no tenant takes
 // the last free slot: whoever comes next finds one at once, and a freed slot goes to
 // whichever waiting caller and namespace hold the fewest.
 type FetchSlots struct{ q *fairqueue.Queue }
@@ -34,7 +34,7 @@ func (f *FetchSlots) Stats() []fairqueue.FlowStats { return f.q.Stats() }
 func (f *FetchSlots) Acquire(ctx context.Context, t Tenant) (release func(), err error) {
 	seat, err := f.q.Acquire(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("wait for one of %d index fetch slots: %w", f.q.Slots(), err)
+		return nil, fmt.Errorf("wait for one of %d fetch slots: %w", f.q.Slots(), err)
 	}
 	return seat.Release, nil
 }
