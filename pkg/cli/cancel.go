@@ -6,25 +6,20 @@ import (
 
 	"github.com/spf13/cobra"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 )
 
 // CancelOptions are cancel's flags and what Complete derives from them.
 type CancelOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name   string
+	named
 	Wait   bool
 	Output string
-
-	target
 }
 
 // NewCancelOptions are cancel's defaults on the shared flags g.
 func NewCancelOptions(g *Globals) *CancelOptions {
-	return &CancelOptions{IOStreams: g.IO, Globals: g, Output: "table"}
+	return &CancelOptions{named: newNamed(g), Output: "table"}
 }
 
 // NewCmdCancel is `cancel NAME`.
@@ -43,11 +38,6 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes the release name and finds the namespace and submit.
-func (o *CancelOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.completeName(args, &o.Name, &o.target)
-}
-
 // Validate checks the name and the output format.
 func (o *CancelOptions) Validate() error {
 	return firstError(requireName(o.Name), checkOutput(o.Output), o.validateSubmit())
@@ -55,9 +45,6 @@ func (o *CancelOptions) Validate() error {
 
 // Run asks submit to cancel, prints what it answered, and with --wait follows the revision.
 func (o *CancelOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	out, err := o.submit.Cancel(ctx, o.ns, o.Name)
 	if err != nil {
 		return err

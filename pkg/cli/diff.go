@@ -62,7 +62,7 @@ func NewCmdDiff(g *Globals) *cobra.Command {
 }
 
 // Complete takes NAME and CHART (install, upgrade) or REVISION (rollback).
-func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	if o.action != release.ActionRollback {
 		return o.ActionOptions.Complete(cmd, args)
 	}
@@ -73,7 +73,9 @@ func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
 		}
 		o.Revision = v
 	}
-	return o.completeName(args, &o.Name, &o.target)
+	o.Name = args[0]
+	o.target, err = o.findTarget()
+	return err
 }
 
 // Validate checks the name, the chart of an install and the output format.
@@ -88,9 +90,6 @@ func (o *DiffOptions) Validate() error {
 // with --context applied here (helm-diff's "..." where lines are left out), json and yaml the
 // array of changes with --context's hunks; with --detailed-exitcode, changes exit 2.
 func (o *DiffOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	url, entry := chartRef(o.Chart)
 	lines := o.Context
 	if o.Output == "diff" {

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/cli/output"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -18,18 +17,14 @@ import (
 
 // GetOptions are the flags of get's subcommands and what Complete derives from them.
 type GetOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name     string
+	named
 	Revision int
 	// AllValues (values -a): the values computed with the chart's; Output: values' -o.
 	AllValues bool
 	Output    string
 	// Template (all --template): a Go template over {"Release": the release}.
 	Template string
-
-	target
-	print func(w io.Writer, o *GetOptions, rel *api.Release) error
+	print    func(w io.Writer, o *GetOptions, rel *api.Release) error
 }
 
 // NewCmdGet is `get values|manifest|notes|hooks|all NAME`, as helm's get.
@@ -49,7 +44,7 @@ func NewCmdGet(g *Globals) *cobra.Command {
 		{"hooks", "download all hooks for a named release", printHooks},
 		{"all", "download all information for a named release", printAll},
 	} {
-		o := &GetOptions{IOStreams: g.IO, Globals: g, Output: "table", print: sub.print}
+		o := &GetOptions{named: newNamed(g), Output: "table", print: sub.print}
 		c := &cobra.Command{Use: sub.use + " RELEASE_NAME", Short: sub.short, Args: exactArgs(1), RunE: runE(o)}
 		c.Flags().IntVar(&o.Revision, "revision", o.Revision, "get the named release with revision")
 		switch sub.use {
@@ -64,11 +59,6 @@ func NewCmdGet(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes the release name and finds the namespace and submit.
-func (o *GetOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.completeName(args, &o.Name, &o.target)
-}
-
 // Validate checks the name, the output format and the template.
 func (o *GetOptions) Validate() error {
 	var badTemplate error
@@ -80,9 +70,6 @@ func (o *GetOptions) Validate() error {
 
 // Run reads the revision and prints the part asked for.
 func (o *GetOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	rel, err := fetchRelease(ctx, o.submit, o.ns, o.Name, o.Revision)
 	if err != nil {
 		return err

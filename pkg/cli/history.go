@@ -4,24 +4,19 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // HistoryOptions are history's flags and what Complete derives from them.
 type HistoryOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name   string
+	named
 	Output string
 	// Max is helm's --max: at most this many revisions, the newest.
 	Max int
-
-	target
 }
 
 // NewHistoryOptions are history's defaults on the shared flags g.
 func NewHistoryOptions(g *Globals) *HistoryOptions {
-	return &HistoryOptions{IOStreams: g.IO, Globals: g, Output: "table", Max: 256}
+	return &HistoryOptions{named: newNamed(g), Output: "table", Max: 256}
 }
 
 // NewCmdHistory is `history NAME`.
@@ -39,11 +34,6 @@ func NewCmdHistory(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes the release name and finds the namespace and submit.
-func (o *HistoryOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.completeName(args, &o.Name, &o.target)
-}
-
 // Validate checks the name and the output format.
 func (o *HistoryOptions) Validate() error {
 	return firstError(requireName(o.Name), checkOutput(o.Output), o.validateSubmit())
@@ -51,9 +41,6 @@ func (o *HistoryOptions) Validate() error {
 
 // Run prints every revision of the release.
 func (o *HistoryOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	rels, err := o.submit.History(ctx, o.ns, o.Name)
 	if err != nil {
 		return err

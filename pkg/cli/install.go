@@ -182,9 +182,6 @@ func (o *ActionOptions) Validate() error {
 
 // Run sends the request, prints the pending release, and with --wait follows it.
 func (o *ActionOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	url, entry := chartRef(o.Chart)
 	req := api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
 		ChartVersion: o.Version, Values: o.vals, Timeout: o.Timeout.String(),

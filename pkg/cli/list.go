@@ -76,9 +76,6 @@ func (o *ListOptions) Validate() error {
 
 // Run prints the releases.
 func (o *ListOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	rels, err := o.submit.ListReleases(ctx, o.ns)
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -18,19 +17,15 @@ import (
 
 // LogsOptions are logs' flags and what Complete derives from them.
 type LogsOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name     string
+	named
 	Revision int
 	Follow   bool
 	Output   string
-
-	target
 }
 
 // NewLogsOptions are logs' defaults on the shared flags g.
 func NewLogsOptions(g *Globals) *LogsOptions {
-	return &LogsOptions{IOStreams: g.IO, Globals: g, Output: "table"}
+	return &LogsOptions{named: newNamed(g), Output: "table"}
 }
 
 // NewCmdLogs is `logs NAME`.
@@ -51,11 +46,6 @@ func NewCmdLogs(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes the release name and finds the namespace and submit.
-func (o *LogsOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.completeName(args, &o.Name, &o.target)
-}
-
 // Validate refuses what cannot be printed: a negative revision, a followed log as a document.
 func (o *LogsOptions) Validate() error {
 	return firstError(requireName(o.Name),
@@ -66,9 +56,6 @@ func (o *LogsOptions) Validate() error {
 
 // Run prints the log, and with --follow polls for new lines until the action ends.
 func (o *LogsOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	l, err := o.first(ctx)
 	if err != nil {
 		return err
@@ -76,7 +63,9 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	if o.Output != "table" {
 		return encode(o.Out, o.Output, l)
 	}
-	printLogHead(o.Out, l)
+	if l.Dropped > 0 {
+		fmt.Fprintf(o.Out, "(%d earlier lines dropped: the log keeps its last lines)\n", l.Dropped)
+	}
 	last := printLogLines(o.Out, l.Lines, 0)
 	for o.Follow && l.Running {
 		if err := o.pause(ctx); err != nil {
@@ -106,12 +95,6 @@ func (o *LogsOptions) first(ctx context.Context) (*api.ActionLog, error) {
 		if err := o.pause(ctx); err != nil {
 			return nil, err
 		}
-	}
-}
-
-func printLogHead(w io.Writer, l *api.ActionLog) {
-	if l.Dropped > 0 {
-		fmt.Fprintf(w, "(%d earlier lines dropped: the log keeps its last lines)\n", l.Dropped)
 	}
 }
 

@@ -7,16 +7,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 )
 
 // RollbackOptions are rollback's flags and what Complete derives from them.
 type RollbackOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name string
+	named
 	// Revision is REVISION, or 0 for the previous one.
 	Revision    int
 	Timeout     time.Duration
@@ -26,13 +23,11 @@ type RollbackOptions struct {
 	Output      string
 	Supersede   bool
 	ApplyFlags
-
-	target
 }
 
 // NewRollbackOptions are rollback's defaults on the shared flags g.
 func NewRollbackOptions(g *Globals) *RollbackOptions {
-	return &RollbackOptions{IOStreams: g.IO, Globals: g, Timeout: 5 * time.Minute, Output: "table"}
+	return &RollbackOptions{named: newNamed(g), Timeout: 5 * time.Minute, Output: "table"}
 }
 
 // NewCmdRollback is `rollback NAME [REVISION]`.
@@ -79,9 +74,6 @@ func (o *RollbackOptions) Validate() error {
 
 // Run asks for the rollback, prints the pending revision, and with --wait follows it.
 func (o *RollbackOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	req := api.RollbackRequest{Name: o.Name, Namespace: o.ns, Version: o.Revision,
 		Timeout: o.Timeout.String(), Wait: o.Wait, WaitForJobs: o.WaitForJobs, Description: o.Description,
 		Supersede: o.Supersede, ServerSide: api.ServerSide(o.ServerSide), ForceConflicts: o.ForceConflicts}

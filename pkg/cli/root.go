@@ -80,20 +80,24 @@ func newRootCmd(g *Globals) *cobra.Command {
 
 // options is every command's XOptions: Complete derives what the flags and arguments imply
 // (names, the namespace, submit's client), Validate checks the input without side effects,
-// Run does the work (and never validates again).
+// connect finds submit (target), Run does the work (and never validates again).
 type options interface {
 	Complete(cmd *cobra.Command, args []string) error
 	Validate() error
+	connect(ctx context.Context) error
 	Run(ctx context.Context) error
 }
 
-// runE is a command's RunE: o's Complete, Validate and Run, in that order.
+// runE is a command's RunE: o's Complete, Validate, connect and Run, in that order.
 func runE(o options) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := o.Complete(cmd, args); err != nil {
 			return err
 		}
 		if err := o.Validate(); err != nil {
+			return err
+		}
+		if err := o.connect(cmd.Context()); err != nil {
 			return err
 		}
 		return o.Run(cmd.Context())
@@ -124,11 +128,21 @@ func firstError(errs ...error) error {
 	return nil
 }
 
-// completeName is the Complete of a command on one release: NAME, the namespace and
-// submit.
-func (g *Globals) completeName(args []string, name *string, t *target) (err error) {
-	*name = args[0]
-	*t, err = g.findTarget()
+// named is what a command on one release holds: the streams, the shared flags, NAME and
+// where submit is.
+type named struct {
+	genericiooptions.IOStreams
+	*Globals
+	Name string
+	target
+}
+
+func newNamed(g *Globals) named { return named{IOStreams: g.IO, Globals: g} }
+
+// Complete takes NAME and finds the namespace and submit.
+func (n *named) Complete(_ *cobra.Command, args []string) (err error) {
+	n.Name = args[0]
+	n.target, err = n.findTarget()
 	return err
 }
 

@@ -4,27 +4,22 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // StatusOptions are status's flags and what Complete derives from them.
 type StatusOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name   string
+	named
 	Watch  bool
 	Output string
 	// Revision (helm's --revision): that revision's status; 0 the latest.
 	Revision int
 	// ShowDesc is helm's --show-desc: the description is always shown (helm v4's status).
 	ShowDesc bool
-
-	target
 }
 
 // NewStatusOptions are status's defaults on the shared flags g.
 func NewStatusOptions(g *Globals) *StatusOptions {
-	return &StatusOptions{IOStreams: g.IO, Globals: g, Output: "table"}
+	return &StatusOptions{named: newNamed(g), Output: "table"}
 }
 
 // NewCmdStatus is `status NAME`.
@@ -44,11 +39,6 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes the release name and finds the namespace and submit.
-func (o *StatusOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.completeName(args, &o.Name, &o.target)
-}
-
 // Validate checks the name and the output format.
 func (o *StatusOptions) Validate() error {
 	return firstError(requireName(o.Name), checkOutput(o.Output),
@@ -58,9 +48,6 @@ func (o *StatusOptions) Validate() error {
 
 // Run prints the release's status, or with --watch follows it to its end.
 func (o *StatusOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	if o.Watch {
 		return o.track(o.target, o.Name).toEnd(ctx)
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // target is what each command's Complete derives from the shared flags: the namespace and
-// submit's client. When nothing names submit's URL, connect (Run's first step) finds it in
+// submit's client. When nothing names submit's URL, connect (runE, before Run) finds it in
 // the cluster: Complete and Validate make no call.
 type target struct {
 	ns     string

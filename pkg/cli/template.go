@@ -50,9 +50,6 @@ func (o *TemplateOptions) Validate() error {
 
 // Run asks submit for the render and prints it.
 func (o *TemplateOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	url, entry := chartRef(o.Chart)
 	out, err := o.submit.Template(ctx, api.ReleaseRequest{Name: o.Name, Namespace: o.ns, ChartURL: url, IndexEntry: entry,
 		ChartVersion: o.Version, Values: o.vals})

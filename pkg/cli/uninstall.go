@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -18,21 +17,17 @@ import (
 
 // UninstallOptions are uninstall's flags and what Complete derives from them.
 type UninstallOptions struct {
-	genericiooptions.IOStreams
-	*Globals
-	Name string
+	named
 	// Version, when set, must name an existing revision (the console's check).
 	Version int
 	Wait    bool
 	// NoHooks runs none of the release's delete hooks (helm uninstall --no-hooks).
 	NoHooks bool
-
-	target
 }
 
 // NewUninstallOptions are uninstall's defaults on the shared flags g.
 func NewUninstallOptions(g *Globals) *UninstallOptions {
-	return &UninstallOptions{IOStreams: g.IO, Globals: g}
+	return &UninstallOptions{named: newNamed(g)}
 }
 
 // NewCmdUninstall is `uninstall NAME`.
@@ -50,11 +45,6 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes the release name and finds the namespace and submit.
-func (o *UninstallOptions) Complete(_ *cobra.Command, args []string) error {
-	return o.completeName(args, &o.Name, &o.target)
-}
-
 // Validate checks the name and --version (0 for no check; a negative one would be no check
 // either, silently).
 func (o *UninstallOptions) Validate() error {
@@ -64,9 +54,6 @@ func (o *UninstallOptions) Validate() error {
 
 // Run asks for the uninstall and with --wait follows it until the release is gone.
 func (o *UninstallOptions) Run(ctx context.Context) error {
-	if err := o.connect(ctx); err != nil {
-		return err
-	}
 	if err := o.submit.Uninstall(ctx, o.ns, o.Name, o.Version, api.UninstallOptions{NoHooks: o.NoHooks}); err != nil {
 		return err
 	}
