@@ -14,22 +14,15 @@ type counts struct {
 	flow       map[Flow]int
 }
 
-func newCounts() counts {
-	return counts{ns: map[string]int{}, caller: map[string]int{}, flow: map[Flow]int{}}
-}
-
 func (c counts) add(f Flow, d int) {
 	bump(c.ns, f.Namespace, d)
 	bump(c.caller, f.Caller, d)
-	c.flow[f] += d
-	if c.flow[f] == 0 {
-		delete(c.flow, f)
-	}
+	bump(c.flow, f, d)
 }
 
-func bump(m map[string]int, k string, d int) {
-	m[k] += d
-	if m[k] == 0 {
+// bump adds d to m[k], deleting the entry at 0.
+func bump[K comparable, V int | int64](m map[K]V, k K, d V) {
+	if m[k] += d; m[k] == 0 {
 		delete(m, k)
 	}
 }

@@ -60,7 +60,7 @@ type Queue struct {
 // New makes a queue of slots (at least 1).
 func New(slots int, opts Options) *Queue {
 	slots = max(1, slots)
-	return &Queue{slots: slots, opts: opts, free: slots, held: newCounts(),
+	return &Queue{slots: slots, opts: opts, free: slots, held: counts{ns: map[string]int{}, caller: map[string]int{}, flow: map[Flow]int{}},
 		served: served{ns: map[string]uint64{}, caller: map[string]uint64{}}, waiting: map[Flow][]*waiter{}, room: newRoom()}
 }
 

@@ -26,14 +26,8 @@ func (r *room) add(w *waiter, sign int64) {
 	}
 	d := sign * w.cost
 	r.total += d
-	bump64(r.ns, w.flow.Namespace, d)
-	bump64(r.caller, w.flow.Caller, d)
-}
-
-func bump64(m map[string]int64, k string, d int64) {
-	if m[k] += d; m[k] == 0 {
-		delete(m, k)
-	}
+	bump(r.ns, w.flow.Namespace, d)
+	bump(r.caller, w.flow.Caller, d)
 }
 
 // makeRoom, once w waits, turns away the newest waiters of the tenant holding the most of

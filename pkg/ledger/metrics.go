@@ -1,72 +1,41 @@
 package ledger
 
 import (
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// NamespaceQueue is one namespace's queue: how many accepted requests wait, and since when
-// the oldest.
-type NamespaceQueue struct {
-	Namespace string
-	Count     int
-	Oldest    time.Time
+// queued is one tenant's queue: how many accepted requests wait, and since when the oldest.
+type queued struct {
+	count  int
+	oldest time.Time
 }
 
-// Queues is every namespace's queue, sorted by namespace: from the book, so nothing a tenant
-// writes in its namespace moves it.
-func (b *Book) Queues() []NamespaceQueue {
+// queues is every namespace's and every caller's queue (a caller with many namespaces is
+// one tenant: docs/design.md, "Tenants and shares"), from the book, so nothing a tenant
+// writes in its namespace moves it. Entries without a caller (no authentication) count for
+// no caller; the caller is the ledger's key of it (CallerKey), the only name it keeps.
+func (b *Book) queues() (byNamespace, byCaller map[string]queued) {
+	byNamespace, byCaller = map[string]queued{}, map[string]queued{}
 	b.mu.Lock()
-	out := make([]NamespaceQueue, 0, len(b.ns))
+	defer b.mu.Unlock()
 	for ns, t := range b.ns {
 		if len(t.order.sorted) > 0 {
-			out = append(out, NamespaceQueue{Namespace: ns, Count: len(t.order.sorted), Oldest: t.order.sorted[0].at})
+			byNamespace[ns] = queued{count: len(t.order.sorted), oldest: t.order.sorted[0].at}
 		}
 	}
-	b.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
-	return out
-}
-
-// CallerQueue is one caller's queue over every namespace: how many of its accepted requests
-// wait, and since when the oldest. Caller is the ledger's key of the caller (CallerKey),
-// the only name of it the ledger keeps.
-type CallerQueue struct {
-	Caller string
-	Count  int
-	Oldest time.Time
-}
-
-// CallerQueues is every caller's queue, sorted by caller: a caller with many namespaces is
-// one tenant (docs/design.md, "Tenants and shares"). Entries without a caller (no
-// authentication) are not counted.
-func (b *Book) CallerQueues() []CallerQueue {
-	by := map[string]*CallerQueue{}
-	b.mu.Lock()
 	for _, it := range b.entries {
-		c := it.e.Caller
-		if !it.counted || c == "" {
-			continue
-		}
-		q := by[c]
-		if q == nil {
-			q = &CallerQueue{Caller: c, Oldest: it.e.At}
-			by[c] = q
-		}
-		q.Count++
-		if it.e.At.Before(q.Oldest) {
-			q.Oldest = it.e.At
+		if c := it.e.Caller; it.counted && c != "" {
+			q, ok := byCaller[c]
+			if !ok || it.e.At.Before(q.oldest) {
+				q.oldest = it.e.At
+			}
+			q.count++
+			byCaller[c] = q
 		}
 	}
-	b.mu.Unlock()
-	out := make([]CallerQueue, 0, len(by))
-	for _, q := range by {
-		out = append(out, *q)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Caller < out[j].Caller })
-	return out
+	return byNamespace, byCaller
 }
 
 // QueueMetrics exposes each namespace's queue (docs/design.md, "Queue visibility"): a
@@ -103,12 +72,14 @@ func (m *QueueMetrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *QueueMetrics) Collect(ch chan<- prometheus.Metric) {
 	now := m.Book.now()
-	for _, q := range m.Book.Queues() {
-		ch <- prometheus.MustNewConstMetric(m.queued, prometheus.GaugeValue, float64(q.Count), q.Namespace)
-		ch <- prometheus.MustNewConstMetric(m.oldest, prometheus.GaugeValue, max(now.Sub(q.Oldest).Seconds(), 0), q.Namespace)
-	}
-	for _, q := range m.Book.CallerQueues() {
-		ch <- prometheus.MustNewConstMetric(m.callerQueued, prometheus.GaugeValue, float64(q.Count), q.Caller)
-		ch <- prometheus.MustNewConstMetric(m.callerOldest, prometheus.GaugeValue, max(now.Sub(q.Oldest).Seconds(), 0), q.Caller)
+	byNamespace, byCaller := m.Book.queues()
+	for _, s := range []struct {
+		queues        map[string]queued
+		count, oldest *prometheus.Desc
+	}{{byNamespace, m.queued, m.oldest}, {byCaller, m.callerQueued, m.callerOldest}} {
+		for key, q := range s.queues {
+			ch <- prometheus.MustNewConstMetric(s.count, prometheus.GaugeValue, float64(q.count), key)
+			ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, max(now.Sub(q.oldest).Seconds(), 0), key)
+		}
 	}
 }

@@ -151,7 +151,9 @@ func (s *Sweeper) apply(ctx context.Context, rev release.Revision, v verdict, e 
 	case fail:
 		return s.failStuck(ctx, rev, v.reason, res)
 	case resend:
-		if ok, err := s.claim(ctx, rev, v.at); err != nil || !ok {
+		// A compare-and-swap: of two notifiers, or a notifier racing Helm's adoption, one
+		// loses and sends nothing.
+		if ok, err := s.Store.ClaimRedrive(ctx, rev, v.at); err != nil || !ok {
 			return err
 		}
 		sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -181,12 +183,6 @@ func (s *Sweeper) failStuck(ctx context.Context, rev release.Revision, reason st
 		return errRecordChanged
 	}
 	return err
-}
-
-// claim records a re-send on the secret (Store.ClaimRedrive, a compare-and-swap): of two
-// notifiers, or a notifier racing Helm's adoption, one loses and sends nothing.
-func (s *Sweeper) claim(ctx context.Context, rev release.Revision, now time.Time) (bool, error) {
-	return s.Store.ClaimRedrive(ctx, rev, now)
 }
 
 // lastSignOfLife is when an executor last showed it worked on the revision

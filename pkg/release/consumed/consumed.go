@@ -117,19 +117,15 @@ func (s *Store) Consume(ctx context.Context, r Record) (first bool, err error) {
 		return false, err
 	}
 	if got == nil { // pruned between our create and read: try once more
-		return s.retryCreate(ctx, r)
+		if _, err := s.Client.CoordinationV1().Leases(s.ns()).Create(ctx, toLease(r), metav1.CreateOptions{}); err != nil {
+			return false, fmt.Errorf("consume request %s: %w", r.RequestID, err)
+		}
+		return true, nil
 	}
 	if got.SecretUID != r.SecretUID {
 		return false, fmt.Errorf("%w: request %s is bound to %s, not %s", ErrConsumedElsewhere, r.RequestID, got.SecretUID, r.SecretUID)
 	}
 	return false, nil
-}
-
-func (s *Store) retryCreate(ctx context.Context, r Record) (bool, error) {
-	if _, err := s.Client.CoordinationV1().Leases(s.ns()).Create(ctx, toLease(r), metav1.CreateOptions{}); err != nil {
-		return false, fmt.Errorf("consume request %s: %w", r.RequestID, err)
-	}
-	return true, nil
 }
 
 // MarkDone records the outcome of the request's action on its record (the executor's

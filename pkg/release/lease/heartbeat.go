@@ -157,7 +157,13 @@ func (l *Held) Sync(ctx context.Context, key, value string) (string, error) {
 			return "", fmt.Errorf("annotate lease %s/%s: %w", l.namespace, l.lease.Name, err)
 		}
 	}
-	cur, err := leases.Get(ctx, l.lease.Name, metav1.GetOptions{})
+	return l.reread(ctx)
+}
+
+// reread reads the Lease again: why it is lost, or "" with l.lease the copy read; l.mu is
+// held.
+func (l *Held) reread(ctx context.Context) (string, error) {
+	cur, err := l.h.Client.CoordinationV1().Leases(l.namespace).Get(ctx, l.lease.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "the lease was deleted", nil
 	}
@@ -249,18 +255,8 @@ func (l *Held) renew(ctx context.Context) string {
 		return ""
 	}
 	// Someone else wrote the lease: still ours (an annotation), or taken over?
-	cur, err := leases.Get(ctx, l.lease.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "the lease was deleted"
-	}
-	if err != nil {
-		return ""
-	}
-	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.holder {
-		return fmt.Sprintf("the lease was taken over by %v", ptrString(cur.Spec.HolderIdentity))
-	}
-	l.lease = cur
-	return ""
+	reason, _ := l.reread(ctx)
+	return reason
 }
 
 // Release deletes the lease if this action still holds it.
