@@ -11,20 +11,14 @@ import (
 )
 
 // History: a record the notifiers never reported, that async-helm never touched and that
-// was last written before they first ran (Service.Since, SinceOf) is the cluster's past (the helm
-// CLI's), not a change: a notifier seeing it for the first time reports nothing of it and
-// records nothing on it. Without this, the first notifier on a cluster reported (and then
-// rewrote, to mark it) every release Secret the helm CLI ever wrote: one event per revision
-// and per pod, a Get of each payload without a chart label, a compare-and-swap of each
-// Secret. Records that change later are reported as always; so is everything that changes
-// while a notifier is down, since Since is before the notifiers first ran, not when this
-// one started.
+// was last written before they first ran (Service.Since, SinceOf) is the cluster's past (the
+// helm CLI's), not a change: it is neither reported nor marked. Records that change later
+// are reported, and so is what changes while a notifier is down.
 //
-// A record carrying any async-helm label or annotation (a reservation, an uninstall mark, a
-// seal, a request id) is always news: an update of an old Secret has no date the tenant
-// cannot rewrite (Helm's modifiedAt is a label), so dating async-helm's own writes (an
-// accepted uninstall, its outcome) would let a tenant turn them into "history". A tenant
-// adding our labels only makes a record news, which it can do anyway by changing it.
+// A record carrying any async-helm label or annotation is always news: an update of an old
+// Secret has no date the tenant cannot rewrite (Helm's modifiedAt is a label), so dating
+// async-helm's own writes would let a tenant turn them into "history". A tenant adding our
+// labels only makes a record news, which it can do anyway by changing it.
 
 // HistoryMargin is how much before Since a change still counts as news: the helm CLI dates
 // its writes (modifiedAt) with its own clock, and a deployment starts submit before the

@@ -7,13 +7,11 @@ import (
 )
 
 // Recording a reported status (MarkNotified) is a compare-and-swap that rewrites the whole
-// Secret in etcd: 100 ms at p50 and seconds at the tail on a loaded API server. Done by the
-// worker that sent the event, it held that worker from the next event, and at 50 changes a
-// second the workers' queue, not the watch, made the status events' tail. In watch mode a
-// worker hands the key to the marks queue and goes on; a mark worker records the status
-// the secret has in the index if every status seen of it was reported. A mark follows an
-// acknowledged send, as before; one not made (a crash in between) means one duplicate
-// event after a restart, under the same id, which the contract allows.
+// Secret, slow on a loaded API server: in watch mode a worker hands the key to the marks
+// queue and goes on to the next event; a mark worker records the status the secret has in
+// the index if every status seen of it was reported. A mark not made (a crash after the
+// send) means one duplicate event after a restart, under the same id, which the contract
+// allows.
 
 // processMark records one secret's reported status; false when the queue shut down.
 func (s *Service) processMark(ctx context.Context) bool {
