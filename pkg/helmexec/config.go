@@ -151,32 +151,20 @@ func LogOf(opts ...Option) func(string, ...any) { return optionsOf(opts).log }
 // for listing).
 func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Configuration, error) {
 	o := optionsOf(opts)
-	cfg := rest.CopyConfig(f.rest)
-	if o.impersonate != nil {
-		cfg.Impersonate = *o.impersonate
-	}
+	cfg := f.restAs(&o)
 	o.fence.guardREST(cfg)
 	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
 	kc := o.kube
 	if kc == nil {
 		kc = f.kubeClient(getter, namespace, o.log)
 	}
-	if o.hooks != nil {
-		kc = o.hooks.router(kc)
-	}
-	if o.owner != nil {
-		kc = ownedKube{Interface: kc, owner: *o.owner, live: o.liveGetter(), log: o.log}
-	}
 	d, err := f.driverChain(cfg, namespace, &o)
 	if err != nil {
 		return nil, err
 	}
-	if o.fence != nil {
-		kc = o.gated(fencedKube{Interface: kc, f: o.fence})
-	}
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		KubeClient:       kc,
+		KubeClient:       o.actionClient(kc),
 		Releases:         helmstorage.Init(d),
 		Capabilities:     o.caps,
 		Log:              o.log,

@@ -1,18 +1,14 @@
 package helmexec
 
 import (
-	"context"
 	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/release/storage"
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
@@ -35,12 +31,8 @@ func WithDeployerSeal(s DeployerSeal) Option {
 			return
 		}
 		o.sealed = &s
-		WithStorageWrapper(func(d storage.Driver) storage.Driver {
-			return &sealingDriver{Driver: d, seal: s, o: o, cell: cell}
-		})(o)
-		WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
-			return sealingSecrets{SecretInterface: si, name: s.Secret.Name, cell: cell}
-		})(o)
+		beforeWrite((&sealer{seal: s, o: o, cell: cell}).prepare)(o)
+		withSecretsHook(secretsHook{write: cell.stamp(s.Secret.Name)})(o)
 	}
 }
 
@@ -63,15 +55,14 @@ func (c *sealCell) get() []byte {
 	return c.entry
 }
 
-// sealingDriver computes the seal of each write of the sealed Secret's record.
-type sealingDriver struct {
-	storage.Driver
+// sealer computes the seal of each write of the sealed Secret's record (cell.stamp writes it).
+type sealer struct {
 	seal DeployerSeal
 	o    *configOptions
 	cell *sealCell
 }
 
-func (d *sealingDriver) prepare(key string, rls *helmrelease.Release) {
+func (d *sealer) prepare(key string, rls *helmrelease.Release) {
 	if key != d.seal.Secret.Name {
 		return
 	}
@@ -94,46 +85,23 @@ func (d *sealingDriver) prepare(key string, rls *helmrelease.Release) {
 	d.cell.set(entry)
 }
 
-func (d *sealingDriver) Create(key string, rls *helmrelease.Release) error {
-	d.prepare(key, rls)
-	return d.Driver.Create(key, rls)
-}
-
-func (d *sealingDriver) Update(key string, rls *helmrelease.Release) error {
-	d.prepare(key, rls)
-	return d.Driver.Update(key, rls)
-}
-
-// sealingSecrets writes the prepared seal into the sealed Secret.
-type sealingSecrets struct {
-	typedcorev1.SecretInterface
-	name string
-	cell *sealCell
-}
-
-func (s sealingSecrets) stamp(sec *corev1.Secret) {
-	if sec.Name != s.name {
-		return
+// stamp writes the prepared seal into each write of the sealed Secret, name.
+func (c *sealCell) stamp(name string) func(*corev1.Secret) error {
+	return func(sec *corev1.Secret) error {
+		if sec.Name != name {
+			return nil
+		}
+		entry := c.get()
+		if len(entry) == 0 {
+			delete(sec.Data, release.DataDeployer)
+			return nil
+		}
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		sec.Data[release.DataDeployer] = entry
+		return nil
 	}
-	entry := s.cell.get()
-	if len(entry) == 0 {
-		delete(sec.Data, release.DataDeployer)
-		return
-	}
-	if sec.Data == nil {
-		sec.Data = map[string][]byte{}
-	}
-	sec.Data[release.DataDeployer] = entry
-}
-
-func (s sealingSecrets) Create(ctx context.Context, sec *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
-	s.stamp(sec)
-	return s.SecretInterface.Create(ctx, sec, o)
-}
-
-func (s sealingSecrets) Update(ctx context.Context, sec *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
-	s.stamp(sec)
-	return s.SecretInterface.Update(ctx, sec, o)
 }
 
 // SealFor is the DeployerSeal of revision of release name in namespace, whose Secret has uid.

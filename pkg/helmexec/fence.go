@@ -3,14 +3,9 @@ package helmexec
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
-	"time"
 
-	"helm.sh/helm/v3/pkg/kube"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -117,109 +112,6 @@ func (o *Orphans) add(up bool) {
 	if o.OnChange != nil {
 		o.OnChange(n)
 	}
-}
-
-// fencedKube is an action's kube client behind its fence. It implements the optional
-// interfaces Helm asserts, passing them through when the client underneath has them.
-type fencedKube struct {
-	kube.Interface
-	f *Fence
-}
-
-func (k fencedKube) call(fn func() error) error {
-	if err := k.f.enter(); err != nil {
-		return err
-	}
-	defer k.f.leave()
-	return fn()
-}
-
-func (k fencedKube) Create(r kube.ResourceList) (res *kube.Result, err error) {
-	err = k.call(func() error { res, err = k.Interface.Create(r); return err })
-	return res, err
-}
-
-// Update answers a refusal with an empty Result, as Helm's client answers every error:
-// Helm's upgrade reads the Result of a failed Update.
-func (k fencedKube) Update(original, target kube.ResourceList, force bool) (res *kube.Result, err error) {
-	if err = k.call(func() error { res, err = k.Interface.Update(original, target, force); return err }); res == nil {
-		res = &kube.Result{}
-	}
-	return res, err
-}
-
-func (k fencedKube) Delete(r kube.ResourceList) (res *kube.Result, errs []error) {
-	if err := k.call(func() error { res, errs = k.Interface.Delete(r); return nil }); err != nil {
-		return nil, []error{err}
-	}
-	return res, errs
-}
-
-func (k fencedKube) Wait(r kube.ResourceList, timeout time.Duration) error {
-	return k.call(func() error { return k.Interface.Wait(r, timeout) })
-}
-
-func (k fencedKube) WaitWithJobs(r kube.ResourceList, timeout time.Duration) error {
-	return k.call(func() error { return k.Interface.WaitWithJobs(r, timeout) })
-}
-
-func (k fencedKube) WatchUntilReady(r kube.ResourceList, timeout time.Duration) error {
-	return k.call(func() error { return k.Interface.WatchUntilReady(r, timeout) })
-}
-
-func (k fencedKube) WaitAndGetCompletedPodPhase(name string, timeout time.Duration) (p v1.PodPhase, err error) {
-	err = k.call(func() error { p, err = k.Interface.WaitAndGetCompletedPodPhase(name, timeout); return err })
-	return p, err
-}
-
-func (k fencedKube) Build(reader io.Reader, validate bool) (l kube.ResourceList, err error) {
-	err = k.call(func() error { l, err = k.Interface.Build(reader, validate); return err })
-	return l, err
-}
-
-func (k fencedKube) IsReachable() error {
-	return k.call(k.Interface.IsReachable)
-}
-
-// WaitForDelete is kube.InterfaceExt; without it underneath, Helm would skip the wait.
-func (k fencedKube) WaitForDelete(r kube.ResourceList, timeout time.Duration) error {
-	ext, ok := k.Interface.(kube.InterfaceExt)
-	if !ok {
-		return nil
-	}
-	return k.call(func() error { return ext.WaitForDelete(r, timeout) })
-}
-
-// DeleteWithPropagationPolicy is kube.InterfaceDeletionPropagation; without it underneath,
-// Helm would call Delete.
-func (k fencedKube) DeleteWithPropagationPolicy(r kube.ResourceList, policy metav1.DeletionPropagation) (res *kube.Result, errs []error) {
-	dp, ok := k.Interface.(kube.InterfaceDeletionPropagation)
-	if !ok {
-		return k.Delete(r)
-	}
-	if err := k.call(func() error { res, errs = dp.DeleteWithPropagationPolicy(r, policy); return nil }); err != nil {
-		return nil, []error{err}
-	}
-	return res, errs
-}
-
-// GetPodList is kube.InterfaceLogs (hook output logs).
-func (k fencedKube) GetPodList(namespace string, o metav1.ListOptions) (l *v1.PodList, err error) {
-	lg, ok := k.Interface.(kube.InterfaceLogs)
-	if !ok {
-		return &v1.PodList{}, nil
-	}
-	err = k.call(func() error { l, err = lg.GetPodList(namespace, o); return err })
-	return l, err
-}
-
-// OutputContainerLogsForPodList is kube.InterfaceLogs (hook output logs).
-func (k fencedKube) OutputContainerLogsForPodList(l *v1.PodList, namespace string, w func(namespace, pod, container string) io.Writer) error {
-	lg, ok := k.Interface.(kube.InterfaceLogs)
-	if !ok {
-		return nil
-	}
-	return k.call(func() error { return lg.OutputContainerLogsForPodList(l, namespace, w) })
 }
 
 func (f *Fence) String() string {

@@ -121,19 +121,6 @@ func (fz *frozen) thaw(rel *helmrelease.Release) {
 }
 
 // storage wraps d so that every record Helm writes with the frozen chart holds the real one.
-func (fz *frozen) storage(d storage.Driver) storage.Driver { return thawing{Driver: d, fz: fz} }
-
-type thawing struct {
-	storage.Driver
-	fz *frozen
-}
-
-func (t thawing) Create(key string, rls *helmrelease.Release) error {
-	t.fz.thaw(rls)
-	return t.Driver.Create(key, rls)
-}
-
-func (t thawing) Update(key string, rls *helmrelease.Release) error {
-	t.fz.thaw(rls)
-	return t.Driver.Update(key, rls)
+func (fz *frozen) storage(d storage.Driver) storage.Driver {
+	return writeHook{Driver: d, before: func(_ string, rel *helmrelease.Release) { fz.thaw(rel) }}
 }

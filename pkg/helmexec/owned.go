@@ -3,13 +3,10 @@ package helmexec
 import (
 	"errors"
 	"fmt"
-	"io"
 	"sync"
-	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -210,65 +207,4 @@ func kindOf(info *resource.Info) string {
 		return "object"
 	}
 	return info.Mapping.GroupVersionKind.Kind
-}
-
-// ownedKube is a v3 action's kube client that deletes only what the release owns. It
-// passes through the optional interfaces Helm asserts (fencedKube wraps it).
-type ownedKube struct {
-	kube.Interface
-	owner owner
-	live  liveGetter
-	log   func(string, ...any)
-}
-
-// Create remembers what the action created: its hooks may be deleted (judgeHook).
-func (k ownedKube) Create(r kube.ResourceList) (*kube.Result, error) {
-	k.owner.created.add(r)
-	return k.Interface.Create(r)
-}
-
-func (k ownedKube) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
-	return k.Interface.Update(k.owner.deletable(original, target, k.live, k.log), target, force)
-}
-
-func (k ownedKube) Delete(r kube.ResourceList) (*kube.Result, []error) {
-	if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
-		return &kube.Result{}, nil
-	}
-	return k.Interface.Delete(r)
-}
-
-func (k ownedKube) DeleteWithPropagationPolicy(r kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
-	dp, ok := k.Interface.(kube.InterfaceDeletionPropagation)
-	if !ok {
-		return k.Delete(r)
-	}
-	if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
-		return &kube.Result{}, nil
-	}
-	return dp.DeleteWithPropagationPolicy(r, policy)
-}
-
-// WaitForDelete is kube.InterfaceExt, passed through.
-func (k ownedKube) WaitForDelete(r kube.ResourceList, timeout time.Duration) error {
-	if ext, ok := k.Interface.(kube.InterfaceExt); ok {
-		return ext.WaitForDelete(r, timeout)
-	}
-	return nil
-}
-
-// GetPodList is kube.InterfaceLogs, passed through.
-func (k ownedKube) GetPodList(namespace string, o metav1.ListOptions) (*v1.PodList, error) {
-	if lg, ok := k.Interface.(kube.InterfaceLogs); ok {
-		return lg.GetPodList(namespace, o)
-	}
-	return &v1.PodList{}, nil
-}
-
-// OutputContainerLogsForPodList is kube.InterfaceLogs, passed through.
-func (k ownedKube) OutputContainerLogsForPodList(l *v1.PodList, namespace string, w func(namespace, pod, container string) io.Writer) error {
-	if lg, ok := k.Interface.(kube.InterfaceLogs); ok {
-		return lg.OutputContainerLogsForPodList(l, namespace, w)
-	}
-	return nil
 }

@@ -121,13 +121,9 @@ func (r *Renderer) child(ctx context.Context, job childJob) (renderResult, error
 // run starts the child, hands it input and reads its answer, killing it at the deadline
 // or when its answer grows over the bound.
 func (r *Renderer) run(ctx context.Context, lim RenderLimits, input []byte) ([]byte, error) {
-	bin := r.Binary
-	if bin == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("render child: %w", err)
-		}
-		bin = self
+	bin, err := orSelf(r.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("render child: %w", err)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
@@ -147,7 +143,7 @@ func (r *Renderer) run(ctx context.Context, lim RenderLimits, input []byte) ([]b
 	if r.started != nil {
 		r.started(cmd.Process.Pid)
 	}
-	err := cmd.Wait()
+	err = cmd.Wait()
 	switch {
 	case stdout.exceeded:
 		return nil, fmt.Errorf("%w: the manifests are over %d MiB", ErrRenderFailed, lim.MaxOutputBytes>>20)
@@ -155,12 +151,25 @@ func (r *Renderer) run(ctx context.Context, lim RenderLimits, input []byte) ([]b
 		return nil, fmt.Errorf("render stopped: %w", parent.Err())
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("%w: it was stopped after %s (a template that loops without end?)", ErrRenderKilled, lim.Timeout)
-	case strings.Contains(stderr.buf.String(), "out of memory"), strings.Contains(stderr.buf.String(), "cannot allocate memory"):
+	case outOfMemory(stderr.buf.String()):
 		return nil, fmt.Errorf("%w: %w: it needs more than %d MiB of memory", ErrRenderFailed, errChildMemory, lim.MaxMemoryBytes>>20)
 	case err != nil:
 		return nil, fmt.Errorf("%w: the render child failed: %v: %s", ErrRenderFailed, err, firstLine(stderr.buf.String()))
 	}
 	return stdout.buf.Bytes(), nil
+}
+
+// orSelf is bin, or this process's own executable when bin is "".
+func orSelf(bin string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	return os.Executable()
+}
+
+// outOfMemory: a child's stderr says it ran out of memory (its address space bound).
+func outOfMemory(stderr string) bool {
+	return strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory")
 }
 
 func firstLine(s string) string {

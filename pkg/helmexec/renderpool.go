@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,12 +164,9 @@ type renderWorker struct {
 }
 
 func startWorker(bin string, lim RenderLimits, started func(int)) (*renderWorker, error) {
-	if bin == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("render worker: %w", err)
-		}
-		bin = self
+	bin, err := orSelf(bin)
+	if err != nil {
+		return nil, fmt.Errorf("render worker: %w", err)
 	}
 	cmd := exec.Command(bin, RenderWorkerArg, strconv.FormatInt(lim.MaxMemoryBytes, 10))
 	// Nothing of the parent's environment (signing key, sink, kubeconfig): one core only.
@@ -340,7 +335,7 @@ func (w *renderWorker) failure(lim RenderLimits, err error) error {
 	_ = w.cmd.Process.Kill()
 	<-w.exited
 	msg := w.stderr.buf.String()
-	if strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") {
+	if outOfMemory(msg) {
 		return fmt.Errorf("%w: %w: the chart's templates used more than %d MiB", ErrRenderFailed, ErrRenderMemory, lim.MaxMemoryBytes>>20)
 	}
 	return fmt.Errorf("%w: the render worker failed: %v: %s", ErrRenderFailed, err, firstLine(msg))

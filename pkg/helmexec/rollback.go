@@ -8,7 +8,6 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // Rollback runs `helm rollback NAME RollbackTo` for a reservation of revision N+1 and
@@ -22,9 +21,7 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	}
 	// Innermost of the wrappers the adopter sees: Helm copies the target revision's labels
 	// into the new one; every write of the reserved revision carries this request's.
-	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
-		return &relabel{Driver: d, key: release.SecretName(req.Name, req.Revision), labels: req.Labels}
-	}), withRollbackPin(req))
+	opts = append(opts, beforeWrite(relabel(release.SecretName(req.Name, req.Revision), req.Labels)), withRollbackPin(req))
 	if f.v4() {
 		return f.rollbackV4(ctx, req, opts)
 	}
@@ -61,35 +58,20 @@ func newRollback(cfg *action.Configuration, req Request) *action.Rollback {
 	return r
 }
 
-// relabel replaces the custom labels of the writes of one revision with labels.
-type relabel struct {
-	storage.Driver
-	key    string
-	labels map[string]string
-}
-
-func (r *relabel) set(key string, rls *helmrelease.Release) {
-	if key != r.key || len(r.labels) == 0 {
-		return
+// relabel replaces the custom labels of the writes of the revision of Secret key with
+// labels (the adopter turns its Create into an Update).
+func relabel(key string, labels map[string]string) func(string, *helmrelease.Release) {
+	return func(k string, rls *helmrelease.Release) {
+		if k != key || len(labels) == 0 {
+			return
+		}
+		l := make(map[string]string, len(rls.Labels)+len(labels))
+		for k, v := range rls.Labels { // a copy: Helm shares the map with the target revision
+			l[k] = v
+		}
+		for k, v := range labels {
+			l[k] = v
+		}
+		rls.Labels = l
 	}
-	l := make(map[string]string, len(rls.Labels)+len(r.labels))
-	for k, v := range rls.Labels { // a copy: Helm shares the map with the target revision
-		l[k] = v
-	}
-	for k, v := range r.labels {
-		l[k] = v
-	}
-	rls.Labels = l
-}
-
-// Create relabels the reserved revision (the adopter turns it into an Update).
-func (r *relabel) Create(key string, rls *helmrelease.Release) error {
-	r.set(key, rls)
-	return r.Driver.Create(key, rls)
-}
-
-// Update relabels the reserved revision.
-func (r *relabel) Update(key string, rls *helmrelease.Release) error {
-	r.set(key, rls)
-	return r.Driver.Update(key, rls)
 }

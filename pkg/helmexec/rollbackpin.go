@@ -1,14 +1,10 @@
 package helmexec
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/storage"
@@ -23,27 +19,11 @@ import (
 func withRollbackPin(req Request) Option {
 	applied := &extrasByKey{} // the apply method of each record read, which the pin covers
 	return func(o *configOptions) {
-		WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
-			return peekingSecrets{SecretInterface: si, extras: applied}
-		})(o)
+		withSecretsHook(secretsHook{got: applied.peek})(o)
 		WithStorageWrapper(func(d storage.Driver) storage.Driver {
 			return &pinnedTarget{Driver: d, name: req.Name, reserved: req.Revision, pin: req.RollbackPin, applied: applied}
 		})(o)
 	}
-}
-
-// peekingSecrets keeps the Helm v4 fields of the records it reads (extrasSecrets' read side).
-type peekingSecrets struct {
-	typedcorev1.SecretInterface
-	extras *extrasByKey
-}
-
-func (s peekingSecrets) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
-	sec, err := s.SecretInterface.Get(ctx, name, o)
-	if err == nil {
-		extrasSecrets{extras: s.extras}.peek(sec)
-	}
-	return sec, err
 }
 
 // ErrNoRollbackPin: a rollback or an atomic upgrade came without the pin submit always

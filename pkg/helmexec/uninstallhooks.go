@@ -9,6 +9,7 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
@@ -91,14 +92,14 @@ func countDeleteHooks(hooks []*helmrelease.Hook) int {
 
 // hookGate holds one uninstall's decision, made when Helm reads the record it acts on
 // (hookStorage) and applied there (hooks not run are taken out of the record) and by the
-// kube client (hookRouter: creates go to the identity decided, or nowhere).
+// kube client (actionKube: creates go to the identity decided, or nowhere).
 type hookGate struct {
 	name string
 	opts DeleteHooks
 	o    *configOptions // the action's identity (impersonate) and log, read when deciding
 
 	mu sync.Mutex
-	// seal is the newest revision's of the Secrets Helm read (sealPeek).
+	// seal is the newest revision's of the Secrets Helm read (peek).
 	seal      peekedSeal
 	peekedRev int
 	plan      *hookPlan
@@ -120,8 +121,11 @@ func newHookGate(req Request) *hookGate {
 func (g *hookGate) option() Option {
 	return func(o *configOptions) {
 		g.o, o.hooks = o, g
-		WithSecretsClient(func(si secretsAPI) secretsAPI { return sealPeek{SecretInterface: si, g: g} })(o)
-		WithStorageWrapper(func(d storageDriver) storageDriver { return &hookStorage{Driver: d, g: g} })(o)
+		// The seal of the newest release Secret Helm reads (by its name's revision; one
+		// entry, whatever the namespace holds), carried into Helm's rewrite of that Secret
+		// (Helm writes only its own entries).
+		withSecretsHook(secretsHook{got: g.peek, listed: g.peek, write: g.carry})(o)
+		WithStorageWrapper(func(d storage.Driver) storage.Driver { return &hookStorage{Driver: d, g: g} })(o)
 	}
 }
 

@@ -11,8 +11,6 @@ import (
 	common4 "helm.sh/helm/v4/pkg/chart/common"
 	kube4 "helm.sh/helm/v4/pkg/kube"
 	storage4 "helm.sh/helm/v4/pkg/storage"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 )
 
@@ -66,15 +64,10 @@ func init() { kube4.ManagedFieldsManager = FieldManager }
 // and identity as Configuration's; ctx ends its waits.
 func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, error) {
 	o := optionsOf(opts)
-	cfg := rest.CopyConfig(f.rest)
-	if o.impersonate != nil {
-		cfg.Impersonate = *o.impersonate
-	}
+	cfg := f.restAs(&o)
 	o.fence.guardREST(cfg)
 	extras := &extrasByKey{}
-	o.secrets = append(o.secrets, func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
-		return extrasSecrets{SecretInterface: si, extras: extras}
-	})
+	withSecretsHook(extrasSecrets(nil, extras))(&o)
 	d, err := f.driverChain(cfg, namespace, &o)
 	if err != nil {
 		return nil, err
@@ -96,7 +89,7 @@ func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []
 	if o.caps != nil { // tests without a cluster
 		ac.Capabilities = common4.DefaultCapabilities.Copy()
 	}
-	ac.KubeClient = v4Kube{Interface: kc, f: o.fence, gate: o.gate, api: o.api, log: o.log, ctx: ctx, owner: o.owner, live: o.liveGetter()}
+	ac.KubeClient = v4Kube{Interface: kc, guard: guard{f: o.fence, gate: o.gate, api: o.api}, log: o.log, ctx: ctx, owner: o.owner, live: o.liveGetter()}
 	ac.Releases = store
 	return ac, nil
 }

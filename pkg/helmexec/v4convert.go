@@ -22,12 +22,8 @@ func releaseV4(r *helmrelease.Release) (*release4.Release, error) {
 	if r == nil {
 		return nil, nil
 	}
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("convert release %s v%d for helm v4: %w", r.Name, r.Version, err)
-	}
 	var out release4.Release
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := viaJSON(r, &out); err != nil {
 		return nil, fmt.Errorf("convert release %s v%d for helm v4: %w", r.Name, r.Version, err)
 	}
 	out.Labels = maps.Clone(r.Labels)
@@ -40,12 +36,8 @@ func releaseV3(r *release4.Release) (*helmrelease.Release, error) {
 	if r == nil {
 		return nil, nil
 	}
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("convert release %s v%d from helm v4: %w", r.Name, r.Version, err)
-	}
 	var out helmrelease.Release
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := viaJSON(r, &out); err != nil {
 		return nil, fmt.Errorf("convert release %s v%d from helm v4: %w", r.Name, r.Version, err)
 	}
 	out.Labels = maps.Clone(r.Labels)

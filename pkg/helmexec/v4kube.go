@@ -14,17 +14,13 @@ import (
 	"github.com/async-helm/async-helm/pkg/progress"
 )
 
-// v4Kube is a v4 action's kube client: behind the action's fence (every call refused once
-// the action ended), its waits telling the gate and ending with the action's context
-// (Helm v4's wait contexts), its apply's calls the API gate (as gatedKube's), and its
-// creates and waits logged in the lines progress.Phases reads, as hookAwareClient and Helm
-// v3 log them.
+// v4Kube is a v4 action's kube client: guarded as actionKube is, its waits ending with the
+// action's context (Helm v4's wait contexts), and its creates and waits logged in the lines
+// progress.Phases reads, as hookAwareClient and Helm v3 log them.
 type v4Kube struct {
 	kube4.Interface
-	f    *Fence
-	gate WaitGate
-	api  APIGate
-	log  func(string, ...any)
+	guard
+	log func(string, ...any)
 	// ctx ends the action's waits (a cancel, the deadline, the fence).
 	ctx context.Context
 	// owner, when set, limits deletions to what the release owns (owned.go).
@@ -33,26 +29,6 @@ type v4Kube struct {
 }
 
 var _ kube4.InterfaceWaitOptions = v4Kube{}
-
-func (k v4Kube) call(fn func() error) error {
-	if k.f == nil {
-		return fn()
-	}
-	if err := k.f.enter(); err != nil {
-		return err
-	}
-	defer k.f.leave()
-	return fn()
-}
-
-// calling is call of one of the apply's calls, between the API gate's Calling and Returned.
-func (k v4Kube) calling(fn func() error) error {
-	if k.api != nil {
-		k.api.Calling()
-		defer k.api.Returned()
-	}
-	return k.call(fn)
-}
 
 func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res *kube4.Result, err error) {
 	if isHook4(r) {
@@ -84,20 +60,8 @@ func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpd
 	return res, err
 }
 
-func (k v4Kube) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (res *kube4.Result, errs []error) {
-	if err := k.calling(func() error {
-		if k.owner != nil {
-			if r = k.owner.ownedOf(r, true, k.live, k.log); len(r) == 0 {
-				res = &kube4.Result{}
-				return nil
-			}
-		}
-		res, errs = k.Interface.Delete(r, p)
-		return nil
-	}); err != nil {
-		return nil, []error{err}
-	}
-	return res, errs
+func (k v4Kube) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (*kube4.Result, []error) {
+	return deleteOwned(k.guard, k.owner, k.live, k.log, r, func(r kube4.ResourceList) (*kube4.Result, []error) { return k.Interface.Delete(r, p) })
 }
 
 func (k v4Kube) Get(r kube4.ResourceList, related bool) (m map[string][]runtime.Object, err error) {
@@ -156,16 +120,6 @@ type v4Waiter struct {
 	k v4Kube
 }
 
-func (w v4Waiter) waiting(fn func() error) error {
-	return w.k.call(func() error {
-		if w.k.gate != nil {
-			w.k.gate.Waiting()
-			defer w.k.gate.Working()
-		}
-		return fn()
-	})
-}
-
 func (w v4Waiter) Wait(r kube4.ResourceList, timeout time.Duration) error {
 	return w.resources(r, timeout, w.w.Wait)
 }
@@ -178,7 +132,7 @@ func (w v4Waiter) WaitWithJobs(r kube4.ResourceList, timeout time.Duration) erro
 func (w v4Waiter) resources(r kube4.ResourceList, timeout time.Duration, fn func(kube4.ResourceList, time.Duration) error) error {
 	start := time.Now()
 	w.k.log("beginning wait for %d resources with timeout of %v", len(r), timeout)
-	err := w.waiting(func() error { return fn(r, timeout) })
+	err := w.k.waiting(func() error { return fn(r, timeout) })
 	if err == nil {
 		w.k.log("wait for resources succeeded within %s", time.Since(start).Round(time.Millisecond))
 	}
@@ -186,7 +140,7 @@ func (w v4Waiter) resources(r kube4.ResourceList, timeout time.Duration, fn func
 }
 
 func (w v4Waiter) WaitForDelete(r kube4.ResourceList, timeout time.Duration) error {
-	return w.waiting(func() error { return w.w.WaitForDelete(r, timeout) })
+	return w.k.waiting(func() error { return w.w.WaitForDelete(r, timeout) })
 }
 
 // WatchUntilReady is a hook's wait: logged with the hook's kind and name, as Helm v3 does.
@@ -197,7 +151,7 @@ func (w v4Waiter) WatchUntilReady(r kube4.ResourceList, timeout time.Duration) e
 			break
 		}
 	}
-	return w.waiting(func() error { return w.w.WatchUntilReady(r, timeout) })
+	return w.k.waiting(func() error { return w.w.WatchUntilReady(r, timeout) })
 }
 
 // isHook4: a v4 resource list is the same list of cli-runtime infos as a v3 one.

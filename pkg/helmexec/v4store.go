@@ -1,7 +1,6 @@
 package helmexec
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	release4 "helm.sh/helm/v4/pkg/release/v1"
 	driver4 "helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/release"
@@ -61,31 +59,28 @@ var _ driver4.Driver = (*v4Driver)(nil)
 func (v *v4Driver) Name() string { return v.d.Name() }
 
 func (v *v4Driver) Create(key string, rls releasei4.Releaser) error {
-	r3, err := v.down(key, rls)
-	if err != nil {
-		return err
-	}
-	return v4Err(v.d.Create(key, r3))
+	return v.write(key, rls, v.d.Create)
 }
 
 func (v *v4Driver) Update(key string, rls releasei4.Releaser) error {
+	return v.write(key, rls, v.d.Update)
+}
+
+// write converts rls down and writes it with w.
+func (v *v4Driver) write(key string, rls releasei4.Releaser, w func(string, *helmrelease.Release) error) error {
 	r3, err := v.down(key, rls)
 	if err != nil {
 		return err
 	}
-	return v4Err(v.d.Update(key, r3))
+	return v4Err(w(key, r3))
 }
 
-func (v *v4Driver) Delete(key string) (releasei4.Releaser, error) {
-	r3, err := v.d.Delete(key)
-	if err != nil {
-		return nil, v4Err(err)
-	}
-	return v.up(r3)
-}
+func (v *v4Driver) Delete(key string) (releasei4.Releaser, error) { return v.read(v.d.Delete(key)) }
 
-func (v *v4Driver) Get(key string) (releasei4.Releaser, error) {
-	r3, err := v.d.Get(key)
+func (v *v4Driver) Get(key string) (releasei4.Releaser, error) { return v.read(v.d.Get(key)) }
+
+// read converts what a read of the v3 driver answered up.
+func (v *v4Driver) read(r3 *helmrelease.Release, err error) (releasei4.Releaser, error) {
 	if err != nil {
 		return nil, v4Err(err)
 	}
@@ -212,57 +207,24 @@ func v4Err(err error) error {
 // extrasSecrets is the Secrets client under the v3 driver of a v4 action: it reads the v4
 // fields of every payload it returns (the guarded decode) and writes those of the release
 // being stored into its payload.
-type extrasSecrets struct {
-	typedcorev1.SecretInterface
-	extras *extrasByKey
-}
-
-func (s extrasSecrets) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
-	sec, err := s.SecretInterface.Get(ctx, name, o)
-	if err == nil {
-		s.peek(sec)
-	}
-	return sec, err
-}
-
-func (s extrasSecrets) List(ctx context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
-	l, err := s.SecretInterface.List(ctx, o)
-	if err == nil {
-		for i := range l.Items {
-			s.peek(&l.Items[i])
-		}
-	}
-	return l, err
-}
-
-func (s extrasSecrets) Create(ctx context.Context, sec *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
-	if err := s.write(sec); err != nil {
-		return nil, err
-	}
-	return s.SecretInterface.Create(ctx, sec, o)
-}
-
-func (s extrasSecrets) Update(ctx context.Context, sec *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
-	if err := s.write(sec); err != nil {
-		return nil, err
-	}
-	return s.SecretInterface.Update(ctx, sec, o)
+func extrasSecrets(si typedcorev1.SecretInterface, x *extrasByKey) secretsHook {
+	return secretsHook{SecretInterface: si, got: x.peek, listed: x.peek, write: x.write}
 }
 
 // peek keeps the v4 fields of a record; one that does not decode has none (the guarded
 // driver above refuses it anyway).
-func (s extrasSecrets) peek(sec *corev1.Secret) {
+func (x *extrasByKey) peek(sec *corev1.Secret) {
 	if sec == nil || sec.Data["release"] == nil {
 		return
 	}
 	var e v4Extras
 	if release.DecodeInto(sec.Data["release"], &e) == nil {
-		s.extras.set(sec.Name, e)
+		x.set(sec.Name, e)
 	}
 }
 
-func (s extrasSecrets) write(sec *corev1.Secret) error {
-	e := s.extras.get(sec.Name)
+func (x *extrasByKey) write(sec *corev1.Secret) error {
+	e := x.get(sec.Name)
 	if sec == nil || sec.Data["release"] == nil || e.Empty() {
 		return nil
 	}

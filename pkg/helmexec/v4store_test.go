@@ -37,7 +37,7 @@ func TestV4RecordsAreHelmV4sRecords(t *testing.T) {
 	cs := fake.NewClientset()
 	si := cs.CoreV1().Secrets("ns")
 	extras := &extrasByKey{}
-	ours := &v4Driver{d: release.GuardedSecrets(extrasSecrets{SecretInterface: si, extras: extras}), extras: extras}
+	ours := &v4Driver{d: release.GuardedSecrets(extrasSecrets(si, extras)), extras: extras}
 	theirs := driver4.NewSecrets(si)
 
 	key := storage.Key("web", 2)
@@ -58,7 +58,7 @@ func TestV4RecordsAreHelmV4sRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := &extrasByKey{} // another action: nothing known but what it reads
-	reader := &v4Driver{d: release.GuardedSecrets(extrasSecrets{SecretInterface: si, extras: fresh}), extras: fresh}
+	reader := &v4Driver{d: release.GuardedSecrets(extrasSecrets(si, fresh)), extras: fresh}
 	for _, read := range []func() (*release4.Release, error){
 		func() (*release4.Release, error) { g, err := reader.Get(key3); return asV4OrErr(g, err) },
 		func() (*release4.Release, error) {
