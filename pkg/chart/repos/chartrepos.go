@@ -112,8 +112,8 @@ type Set struct {
 	EnvCreds map[string]chartsource.Credentials
 	// Source fetches indexes (address policy, size bound, credentials).
 	Source *chartsource.Source
-	// Refresh is how often every index is fetched again (default 5m); a change of a
-	// repository object refreshes at once.
+	// Refresh is how often every index is fetched again (default 5m); a change of an
+	// administrator's repository object refreshes at once.
 	Refresh time.Duration
 	// CredentialsTTL is how long a CA, certificate or password read from the cluster is
 	// reused (default 1m): rotated credentials are picked up within it; a failed read is
@@ -148,8 +148,7 @@ type Set struct {
 	encoded     *encodings
 	encodedOnce sync.Once
 
-	mu    sync.RWMutex
-	creds map[string]credsEntry
+	creds *credsCache
 }
 
 // Start watches the repository objects and refreshes indexes until ctx ends. Resources the
@@ -163,7 +162,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	s.refreshed = make(chan struct{})
 	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
 	s.slots = s.Source.Slots()
-	s.creds = map[string]credsEntry{}
+	s.creds = newCredsCache(credsPerNamespace, credsTotal)
 	served := map[string]bool{}
 	if disc != nil {
 		if list, err := disc.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String()); err == nil {
@@ -175,31 +174,8 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 		}
 	}
 	if s.Dynamic != nil {
-		inf := dynamicinformer.NewDynamicSharedInformerFactory(s.Dynamic, 0)
-		onChange := cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.Kick() },
-			UpdateFunc: func(any, any) { s.Kick() },
-			DeleteFunc: func(any) { s.Kick() },
-		}
-		for _, g := range []struct {
-			gvr    schema.GroupVersionResource
-			lister *cache.GenericLister
-		}{{ClusterGVR, &s.cluster}, {ProjectGVR, &s.project}} {
-			if disc != nil && !served[g.gvr.Resource] {
-				s.Log.Warnw("chart repository resource not served; install config/crds or use OpenShift", "resource", g.gvr.String())
-				continue
-			}
-			gi := inf.ForResource(g.gvr)
-			if _, err := gi.Informer().AddEventHandler(onChange); err != nil {
-				return err
-			}
-			*g.lister = gi.Lister()
-		}
-		inf.Start(ctx.Done())
-		for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("cache of %v did not sync", typ)
-			}
+		if err := s.watch(ctx, func(r string) bool { return disc == nil || served[r] }); err != nil {
+			return err
 		}
 	}
 	if s.NoIndex {
@@ -210,9 +186,57 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	return nil
 }
 
+// watch starts the informers of the repository objects the cluster serves, each keeping
+// only what parse reads (slim), and waits for their caches.
+func (s *Set) watch(ctx context.Context, served func(resource string) bool) error {
+	inf := dynamicinformer.NewDynamicSharedInformerFactory(s.Dynamic, 0)
+	for _, g := range []struct {
+		gvr    schema.GroupVersionResource
+		scope  Scope
+		lister *cache.GenericLister
+	}{{ClusterGVR, ScopeCluster, &s.cluster}, {ProjectGVR, ScopeProject, &s.project}} {
+		if !served(g.gvr.Resource) {
+			s.Log.Warnw("chart repository resource not served; install config/crds or use OpenShift", "resource", g.gvr.String())
+			continue
+		}
+		gi := inf.ForResource(g.gvr)
+		if err := gi.Informer().SetTransform(s.slim); err != nil {
+			return fmt.Errorf("informer of %s: %w", g.gvr.Resource, err)
+		}
+		if h := s.onChange(g.scope); h != nil {
+			if _, err := gi.Informer().AddEventHandler(h); err != nil {
+				return fmt.Errorf("informer of %s: %w", g.gvr.Resource, err)
+			}
+		}
+		*g.lister = gi.Lister()
+	}
+	inf.Start(ctx.Done())
+	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache of %v did not sync", typ)
+		}
+	}
+	return nil
+}
+
+// onChange is what a change of a repository object of scope does: an administrator's
+// refreshes every administrator's index at once. A project repository's refreshes nothing:
+// its index is fetched on use, keyed by its configuration (Repo.cacheKey), so a changed URL
+// or credentials is a new entry, and a tenant's writes cost no other repository's fetch.
+func (s *Set) onChange(scope Scope) cache.ResourceEventHandler {
+	if scope == ScopeProject {
+		return nil
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.Kick() },
+		UpdateFunc: func(any, any) { s.Kick() },
+		DeleteFunc: func(any) { s.Kick() },
+	}
+}
+
 func (s *Set) now() time.Time { return wallclock.Or(s.Clock).Now() }
 
-// Kick asks for a refresh of every index now.
+// Kick asks for a refresh of every administrator's index now.
 func (s *Set) Kick() {
 	select {
 	case s.kick <- struct{}{}:

@@ -206,12 +206,6 @@ func (c CallerChecked) checkAdmin(ctx context.Context, namespace string, r chart
 		chartsource.ErrCredentialsRefused, r.Name, namespace)
 }
 
-type credsEntry struct {
-	value []byte
-	err   error
-	at    time.Time
-}
-
 // parse reads one repository object and its credentials. A repository whose configuration
 // is unusable keeps its name with Err set: the index lists it as invalid, an install from it
 // fails saying why.
@@ -221,6 +215,10 @@ func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Sco
 		r.Namespace = u.GetNamespace()
 	}
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	if reason, _, _ := unstructured.NestedString(spec, "refused"); reason != "" {
+		r.Err = errors.New(reason)
+		return r
+	}
 	r.Disabled, _, _ = unstructured.NestedBool(spec, "disabled")
 	r.DisplayName, _, _ = unstructured.NestedString(spec, "name")
 	r.Description, _, _ = unstructured.NestedString(spec, "description")
@@ -287,16 +285,15 @@ func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, erro
 }
 
 // cached reads one key of a ConfigMap or Secret, reusing what was read within
-// CredentialsTTL: index requests and installs do not each read the cluster.
+// CredentialsTTL (credsCache bounds what is kept): index requests and installs do not each
+// read the cluster.
 func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
-	ck := kind + "/" + ns + "/" + name + "/" + key
+	ck := kind + "/" + name + "/" + key
 	ttl := s.CredentialsTTL
 	if ttl <= 0 {
 		ttl = time.Minute
 	}
-	s.mu.RLock()
-	e, ok := s.creds[ck]
-	s.mu.RUnlock()
+	e, ok := s.creds.get(ns, ck)
 	// A failed read is retried sooner: the Secret is often created just after the
 	// repository that names it.
 	if ok && e.err != nil && ttl > 5*time.Second {
@@ -312,12 +309,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	case !found:
 		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
 	}
-	s.mu.Lock()
-	if s.creds == nil {
-		s.creds = map[string]credsEntry{}
-	}
-	s.creds[ck] = credsEntry{value: v, err: err, at: s.now()}
-	s.mu.Unlock()
+	s.creds.put(ns, ck, credsEntry{value: v, err: err, at: s.now()})
 	return v, err
 }
 
