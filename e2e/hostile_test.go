@@ -677,3 +677,59 @@ func replayedEvent(t *testing.T, s *stack, c kubernetes.Interface, ns string) {
 func pemEncodeCert(w io.Writer, der []byte) error {
 	return pem.Encode(w, &pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+// Values that Helm's processing would copy past the chart's bounds: 10,000 request global
+// keys over a chart of 1,000 subcharts (Helm's coalesce gives each subchart its own copy;
+// one such install took submit to 960 MiB of its 512 Mi), and a chart of 2,000 subcharts
+// each listing `dependencies: []` beside 20,000 values (Helm's dependency processing copies
+// the values once for each, in the executor). Submit refuses both with a clear 422 before
+// anything copies them; submit and the executor stay within their Knative memory limits.
+func TestValuesCopiedPastTheChartsBoundsAreRefused(t *testing.T) {
+	ns := cluster.Namespace(t)
+	grantDev(t, ns, "edit")
+	limits := knativeMemory(t)
+	s := newStackEnv(t, stackEnv{Submit: map[string]string{"GOMEMLIMIT": limits["submit"].gomemlimit},
+		Executor: map[string]string{"GOMEMLIMIT": limits["executor"].gomemlimit}}, ns)
+	global, data := map[string]any{}, strings.Builder{}
+	data.WriteString("data:\n")
+	for i := range 20000 {
+		global[fmt.Sprintf("k%d", i%10000)] = 1
+		fmt.Fprintf(&data, "  k%d: 1\n", i)
+	}
+	for _, tc := range []struct {
+		name, want string
+		archive    []byte
+		values     map[string]any
+	}{
+		{"globals", "once for each of its 1000 subcharts", subchartsArchive(t, "globals", 1000, "", ""), map[string]any{"global": global}},
+		{"copies", "dependency processing copies its values", subchartsArchive(t, "copies", 2000, "dependencies: []\n", data.String()), nil},
+	} {
+		url := serveArchive(t, tc.name+"-0.1.0.tgz", tc.archive).URL + "/" + tc.name + "-0.1.0.tgz"
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		start := time.Now()
+		_, err := asDev(s).Install(ctx, api.ReleaseRequest{Name: tc.name, Namespace: ns, ChartURL: url, Values: tc.values})
+		cancel()
+		t.Logf("%s (%d bytes on the wire): %v after %s", tc.name, len(tc.archive), err, time.Since(start).Round(time.Millisecond))
+		if err == nil || !strings.Contains(err.Error(), "HTTP 422") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a 422 naming %q", tc.name, err, tc.want)
+		}
+	}
+	if s.submit.Exited() || s.executor.Exited() {
+		t.Errorf("submit exited: %t, the executor exited: %t", s.submit.Exited(), s.executor.Exited())
+	}
+	checkPeakRSS(t, "submit", s.submit.Pid(), limits["submit"].limit)
+	checkPeakRSS(t, "executor", s.executor.Pid(), limits["executor"].limit)
+}
+
+// subchartsArchive is a chart of subs directory subcharts (each Chart.yaml ending with
+// subDeps) and one Chart.yaml entry, a schema, a template, and values.yaml values.
+func subchartsArchive(t *testing.T, name string, subs int, subDeps, values string) []byte {
+	t.Helper()
+	es := []hostile.Entry{{Name: name + "/Chart.yaml", Data: []byte("apiVersion: v2\nname: " + name + "\nversion: 0.1.0\ndependencies:\n- {name: s0, version: 1.0.0}\n")},
+		{Name: name + "/values.schema.json", Data: []byte(`{"type": "object"}`)}, {Name: name + "/values.yaml", Data: []byte(values)},
+		{Name: name + "/templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n")}}
+	for j := range subs {
+		es = append(es, hostile.Entry{Name: fmt.Sprintf("%s/charts/s%d/Chart.yaml", name, j), Data: []byte(fmt.Sprintf("apiVersion: v2\nname: s%d\nversion: 1.0.0\n%s", j, subDeps))})
+	}
+	return hostile.Archive(t, es...)
+}
