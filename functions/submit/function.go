@@ -372,13 +372,17 @@ func statusURL(ns, name string) string {
 	return api.PathRelease + "?" + url.Values{"ns": {ns}, "name": {name}}.Encode()
 }
 
-// decode reads a JSON body of at most api.MaxBodyBytes into v (413 over it, 400 when not JSON).
+// decode reads a JSON body of at most api.MaxBodyBytes into v (413 over it or over
+// api.MaxValueNodes, 400 when not JSON).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body := http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
 	if err := json.NewDecoder(body).Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return fmt.Errorf("%w: over %d bytes", errTooLarge, tooLarge.Limit)
+		}
+		if errors.Is(err, api.ErrTooManyValues) {
+			return fmt.Errorf("%w: %w", errTooLarge, err)
 		}
 		return fmt.Errorf("%w: body is not a JSON release request: %v", submitter.ErrInvalid, err)
 	}

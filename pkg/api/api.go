@@ -64,12 +64,12 @@ const DefaultTimeout = 5 * time.Minute
 
 // ReleaseRequest is the console's install/upgrade body plus async-helm's options.
 type ReleaseRequest struct {
-	Name         string         `json:"name"`
-	Namespace    string         `json:"namespace"`
-	ChartURL     string         `json:"chart_url,omitempty"`
-	ChartVersion string         `json:"chart_version,omitempty"`
-	IndexEntry   string         `json:"indexEntry,omitempty"`
-	Values       map[string]any `json:"values,omitempty"`
+	Name         string `json:"name"`
+	Namespace    string `json:"namespace"`
+	ChartURL     string `json:"chart_url,omitempty"`
+	ChartVersion string `json:"chart_version,omitempty"`
+	IndexEntry   string `json:"indexEntry,omitempty"`
+	Values       Values `json:"values,omitempty"`
 	// NoRepo (the console's noRepo, on installs) names a chart by chart_url outside every
 	// chart repository: oci:// or an http(s) archive URL (*.tgz, *.tar.gz).
 	NoRepo bool `json:"noRepo,omitempty"`

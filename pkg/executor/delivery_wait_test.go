@@ -136,7 +136,7 @@ func TestAWaitingDeliveryOutlivesItsExecutor(t *testing.T) {
 // once, so that another tenant's delivery waits in its place; both tenants' others run.
 func TestAFullWaitingRoomTurnsAwayTheTenantWaitingTheMost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fullRoomTurnsAwayA(t, func(s *Service) { s.MaxWaitingBytes = 2 * waitCost(0) })
+		fullRoomTurnsAwayA(t, func(s *Service) { s.MaxWaitingBytes = 2 * waitCost(nil) })
 	})
 }
 

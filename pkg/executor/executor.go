@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/async-helm/async-helm/pkg/auth"
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/helmexec"
@@ -202,7 +205,7 @@ func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stor
 		s.running.mu.Unlock()
 		close(r.done)
 	}()
-	seat, err := s.takeSlot(reqCtx, a, len(stored))
+	seat, err := s.takeSlot(reqCtx, a, stored)
 	if err != nil {
 		r.err = err
 		return "", err
@@ -289,13 +292,16 @@ const deliverySlack = time.Minute
 // connection and the decoded action.
 const waitOverhead = 32 << 10
 
-// waitCost is what a delivery of an event of size bytes holds while it waits: the event as
-// received, its stored copy and its decoded values, and waitOverhead.
-func waitCost(size int) int64 { return 3*int64(size) + waitOverhead }
+// waitCost is what a delivery of event holds while it waits: the event as received, its
+// stored copy and its decoded values (their bytes, and bounds.ParsedNodeBytes for each of
+// their JSON values: `{"a":0}` is 7 bytes and a map of ~300), and waitOverhead.
+func waitCost(event []byte) int64 {
+	return 3*int64(len(event)) + bounds.ParsedNodeBytes*yamlsize.JSONNodes(event, math.MaxInt64) + waitOverhead
+}
 
 // waitCostOf is waitCost, and at least one MaxWaiting-th of the room.
-func (s *Service) waitCostOf(size int) int64 {
-	c := waitCost(size)
+func (s *Service) waitCostOf(event []byte) int64 {
+	c := waitCost(event)
 	if s.MaxWaiting > 0 && s.MaxWaitingBytes > 0 {
 		c = max(c, s.MaxWaitingBytes/int64(s.MaxWaiting))
 	}
@@ -314,7 +320,7 @@ func (s *Service) slotWait(a events.Action) time.Duration {
 
 // takeSlot waits in the action's flow for an action slot, up to slotWait (none: a slot
 // free now, or none), holding waitCost of the waiting room.
-func (s *Service) takeSlot(ctx context.Context, a events.Action, size int) (*fairqueue.Seat, error) {
+func (s *Service) takeSlot(ctx context.Context, a events.Action, event []byte) (*fairqueue.Seat, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if wait := s.slotWait(a); wait > 0 {
@@ -322,7 +328,7 @@ func (s *Service) takeSlot(ctx context.Context, a events.Action, size int) (*fai
 	} else {
 		cancel()
 	}
-	seat, err := s.slots.AcquireCost(wctx, flowOf(a), s.waitCostOf(size))
+	seat, err := s.slots.AcquireCost(wctx, flowOf(a), s.waitCostOf(event))
 	switch {
 	case errors.Is(err, fairqueue.ErrFull):
 		return nil, fmt.Errorf("%w: %d actions running and the waiting room is full, its tenant waiting the most there", ErrBusy, s.slots.Slots())

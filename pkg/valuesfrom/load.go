@@ -23,13 +23,13 @@ type Reader interface {
 }
 
 // Load reads refs in namespace with r and merges them in order (a later one wins, maps
-// merged deeply), bounded by MaxRefs, MaxKeyBytes and MaxTotalBytes.
+// merged deeply), bounded by MaxRefs, MaxKeyBytes, MaxTotalBytes and MaxTotalNodes.
 func Load(ctx context.Context, r Reader, namespace string, refs []Ref) (map[string]any, error) {
 	if err := Validate(refs, namespace); err != nil {
 		return nil, err
 	}
 	out := map[string]any{}
-	var total int64
+	var total yamlsize.Size
 	for _, ref := range refs {
 		data, found, err := r.Data(ctx, ref.Kind, namespace, ref.Name)
 		if err != nil {
@@ -38,39 +38,42 @@ func Load(ctx context.Context, r Reader, namespace string, refs []Ref) (map[stri
 		if !found {
 			return nil, fmt.Errorf("%w: %s %s/%s not found", ErrInvalid, ref.Kind, namespace, ref.Name)
 		}
-		vals, n, err := decode(ref, namespace, data, MaxTotalBytes-total)
+		vals, n, err := decode(ref, namespace, data, yamlsize.Size{Bytes: MaxTotalBytes - total.Bytes, Nodes: MaxTotalNodes - total.Nodes})
 		if err != nil {
 			return nil, err
 		}
-		total += n
+		total.Bytes, total.Nodes = total.Bytes+n.Bytes, total.Nodes+n.Nodes
 		Merge(out, vals)
 	}
 	return out, nil
 }
 
-// decode parses ref's key of data as a YAML map, within budget bytes written out.
-func decode(ref Ref, namespace string, data map[string][]byte, budget int64) (map[string]any, int64, error) {
+// decode parses ref's key of data as a YAML map, within budget written out.
+func decode(ref Ref, namespace string, data map[string][]byte, budget yamlsize.Size) (map[string]any, yamlsize.Size, error) {
 	key := ref.KeyOrDefault()
 	raw, ok := data[key]
 	if !ok {
-		return nil, 0, fmt.Errorf("%w: %s %s/%s has no key %q", ErrInvalid, ref.Kind, namespace, ref.Name, key)
+		return nil, yamlsize.Size{}, fmt.Errorf("%w: %s %s/%s has no key %q", ErrInvalid, ref.Kind, namespace, ref.Name, key)
 	}
 	where := fmt.Sprintf("%s %s/%s key %q", ref.Kind, namespace, ref.Name, key)
 	if len(raw) > MaxKeyBytes {
-		return nil, 0, fmt.Errorf("%w: %s: %d bytes, at most %d", ErrInvalid, where, len(raw), MaxKeyBytes)
+		return nil, yamlsize.Size{}, fmt.Errorf("%w: %s: %d bytes, at most %d", ErrInvalid, where, len(raw), MaxKeyBytes)
 	}
-	size, err := yamlsize.Expanded(raw, min(budget, MaxKeyBytes))
+	size, err := yamlsize.Expanded(raw, min(budget.Bytes, MaxKeyBytes))
+	if err == nil && size.Nodes > budget.Nodes {
+		err = fmt.Errorf("%w: up to %d YAML nodes", yamlsize.ErrTooLarge, size.Nodes)
+	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %s (values_from reads at most %d bytes in all): %v", ErrInvalid, where, MaxTotalBytes, err)
+		return nil, yamlsize.Size{}, fmt.Errorf("%w: %s (values_from reads at most %d bytes and %d YAML nodes in all): %v", ErrInvalid, where, MaxTotalBytes, MaxTotalNodes, err)
 	}
 	var vals map[string]any
 	if err := yaml.Unmarshal(raw, &vals); err != nil {
-		return nil, 0, fmt.Errorf("%w: %s is not a YAML map of values: %v", ErrInvalid, where, err)
+		return nil, yamlsize.Size{}, fmt.Errorf("%w: %s is not a YAML map of values: %v", ErrInvalid, where, err)
 	}
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	return vals, size.Bytes, nil
+	return vals, size, nil
 }
 
 // Merge merges src into dst deeply, src winning (Flux's transform.MergeMaps), and returns

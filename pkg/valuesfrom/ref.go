@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 )
 
 // Kinds a reference may name.
@@ -22,11 +24,13 @@ const (
 const DefaultKey = "values.yaml"
 
 // Bounds: a reference flood and a huge object are hostile input, refused before they are
-// read (count) or parsed (bytes, and bytes with YAML aliases written out).
+// read (count) or parsed (bytes, and bytes and nodes with YAML aliases written out: what a
+// parser holds follows the nodes, 1 MiB of "{a: }," holds 57 MiB).
 const (
 	MaxRefs       = 16
-	MaxKeyBytes   = 512 << 10 // one key's YAML
-	MaxTotalBytes = 1 << 20   // every key's YAML, written out, together
+	MaxKeyBytes   = 512 << 10               // one key's YAML
+	MaxTotalBytes = 1 << 20                 // every key's YAML, written out, together
+	MaxTotalNodes = bounds.DefaultYAMLNodes // every key's YAML nodes together: the values' bound
 )
 
 // ErrInvalid is a reference that cannot be used: malformed, too many, a missing object or

@@ -130,9 +130,9 @@ func TestLoad(t *testing.T) {
 		{"a huge ConfigMap", []Ref{{Kind: KindConfigMap, Name: "huge"}}, nil,
 			fmt.Sprintf(`invalid values_from: ConfigMap team/huge key "values.yaml": %d bytes, at most %d`, len(big), MaxKeyBytes)},
 		{"past the total", []Ref{{Kind: KindConfigMap, Name: "half1"}, {Kind: KindConfigMap, Name: "half2"}, {Kind: KindConfigMap, Name: "half3"}}, nil,
-			`invalid values_from: ConfigMap team/half3 key "values.yaml" (values_from reads at most 1048576 bytes in all)`},
+			`invalid values_from: ConfigMap team/half3 key "values.yaml" (values_from reads at most 1048576 bytes and 100000 YAML nodes in all)`},
 		{"an alias bomb", []Ref{{Kind: KindConfigMap, Name: "bomb"}}, nil,
-			`invalid values_from: ConfigMap team/bomb key "values.yaml" (values_from reads at most 1048576 bytes in all)`},
+			`invalid values_from: ConfigMap team/bomb key "values.yaml" (values_from reads at most 1048576 bytes and 100000 YAML nodes in all)`},
 		{"another namespace", []Ref{{Kind: KindSecret, Name: "db", Namespace: "other"}}, nil,
 			"invalid values_from: Secret other/db: a reference reads the release's namespace team only"},
 	} {
