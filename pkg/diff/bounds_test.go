@@ -12,7 +12,7 @@ import (
 func TestOnlyTheHeadIsParsed(t *testing.T) {
 	body := strings.Repeat("{a: b},", 3*MaxDocumentNodes)
 	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels:\n    name: label\n  name: big\ndata:\n  x: \"" + body + "\"\n"
-	objs, err := Parse(doc, "team")
+	objs, err := Parse(context.Background(), doc, "team")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestOnlyTheHeadIsParsed(t *testing.T) {
 // is not shown.
 func TestParsedTextIsBounded(t *testing.T) {
 	flow := "{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, data: {" + strings.Repeat("a: b,", MaxDocumentNodes) + "}}\n"
-	if _, err := Parse(flow, "team"); err == nil || !strings.Contains(err.Error(), "nodes") {
+	if _, err := Parse(context.Background(), flow, "team"); err == nil || !strings.Contains(err.Error(), "nodes") {
 		t.Errorf("flow document over the bound: %v", err)
 	}
 	var bomb strings.Builder
@@ -34,7 +34,7 @@ func TestParsedTextIsBounded(t *testing.T) {
 	for i := 1; i < 9; i++ {
 		fmt.Fprintf(&bomb, "  namespace: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
 	}
-	if _, err := Parse(bomb.String(), "team"); err == nil || !strings.Contains(err.Error(), "expands") {
+	if _, err := Parse(context.Background(), bomb.String(), "team"); err == nil || !strings.Contains(err.Error(), "expands") {
 		t.Errorf("aliases in a head: %v", err)
 	}
 	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n" + strings.Repeat("  k: eA==\n", MaxDocumentNodes)

@@ -62,15 +62,20 @@ const MaxTime = 2 * time.Second
 
 // Compute compares the objects of two manifests of a release in namespace: what it has
 // (before) and what an action would apply (after). Objects equal on both sides are left out.
-// Past ctx's end or MaxTime, the objects left are shown as changed without their lines.
+// Past ctx's end or MaxTime, the objects left are shown as changed without their lines; the
+// objects are named within MaxTime, past ctx's end too (a manifest not parsed by then is an
+// error).
 func Compute(ctx context.Context, before, after, namespace string, o Options) ([]Change, error) {
-	ctx, cancel := context.WithTimeout(ctx, MaxTime)
+	deadline := time.Now().Add(MaxTime)
+	named, stop := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer stop()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	b, err := Parse(before, namespace)
+	b, err := Parse(named, before, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("the release's manifest: %w", err)
 	}
-	a, err := Parse(after, namespace)
+	a, err := Parse(named, after, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("the manifest to apply: %w", err)
 	}

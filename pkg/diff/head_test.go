@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,7 @@ func TestObjectsAreNamedAsTheApplyReadsThem(t *testing.T) {
 		{"plain block style", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels:\n    name: label\n  name: big\ndata:\n  x: |\n    \"kind\": Secret\n", "team, big, ConfigMap (v1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := Parse(tc.doc, "team")
+			objs, err := Parse(context.Background(), tc.doc, "team")
 			if err != nil {
 				t.Fatal(err)
 			}

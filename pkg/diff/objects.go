@@ -4,11 +4,14 @@
 package diff
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
 // Object is one document of a manifest.
@@ -39,16 +42,27 @@ var ErrDuplicateObject = errors.New("two documents name one object")
 
 var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
+// MaxDocuments bounds the documents of a manifest compared: a record's is the tenant's, and
+// tiny documents cost a parse each (GitLab 6.5.4 renders a few hundred).
+const MaxDocuments = 10_000
+
 // Parse splits a manifest (Helm's: documents after "---", "# Source:" comments) into its
-// objects, those without a namespace in namespace, parsing only what names each (headOf).
-// Documents with no kind (comments only, empty) are skipped; two documents naming one
-// object (Key: any version) are ErrDuplicateObject, as there is no one answer to show: an
-// install fails on the second create, an upgrade patches both in turn.
-func Parse(manifest, namespace string) (map[string]Object, error) {
+// objects, those without a namespace in namespace, parsing only what names each (headOf),
+// until ctx ends. Documents with no kind (comments only, empty) are skipped; two documents
+// naming one object (Key: any version) are ErrDuplicateObject, as there is no one answer to
+// show: an install fails on the second create, an upgrade patches both in turn.
+func Parse(ctx context.Context, manifest, namespace string) (map[string]Object, error) {
+	docs := separator.Split(manifest, MaxDocuments+2)
+	if len(docs) > MaxDocuments+1 {
+		return nil, fmt.Errorf("%w: more than %d documents", yamlsize.ErrTooLarge, MaxDocuments)
+	}
 	out := map[string]Object{}
-	for _, doc := range separator.Split(manifest, -1) {
+	for _, doc := range docs {
 		if strings.TrimSpace(doc) == "" {
 			continue
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("parse a manifest: %w", context.Cause(ctx))
 		}
 		h, err := headOf(doc)
 		if err != nil {
