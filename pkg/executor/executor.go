@@ -4,6 +4,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,9 @@ type Service struct {
 	// and the platform lets a pod hold only so many (containerConcurrency): past that it
 	// queues them first come, first served, before any fair queue sees them.
 	MaxWaiting int
+	// MaxChartBytes bounds what actions hold of their loaded charts, a tenant a quarter of it
+	// (chartMemory; 0: DefaultChartBytes).
+	MaxChartBytes int64
 	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once;
 	// an action waiting for readiness holds none (0: GOMAXPROCS). The parallel of New
 	// bounds the actions held in all phases.
@@ -123,6 +127,7 @@ type Service struct {
 	cpu           *fairqueue.Queue
 	progressReads *rate.Limiter
 	running       *running
+	chartMem      *chartMemory
 }
 
 // running is the set of revisions this process is handling.
@@ -158,6 +163,7 @@ func New(s Service, parallel int) *Service {
 	}
 	s.progressReads = rate.NewLimiter(rate.Limit(reads), 1)
 	s.running = &running{m: map[string]*run{}}
+	s.chartMem = newChartMemory(cmp.Or(s.MaxChartBytes, DefaultChartBytes))
 	if s.Orphans == nil {
 		s.Orphans = &helmexec.Orphans{}
 	}

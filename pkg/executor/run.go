@@ -81,10 +81,11 @@ func (s *Service) run(ctx context.Context, act *action, o runOptions) (*helmrele
 	// server the caller chose, a load for one of the chart source's load slots (each bounded
 	// there: time, size, its slots per tenant), and neither may hold one of the few CPU slots
 	// every tenant needs.
-	ch, err := s.loadChart(ctx, act)
+	ch, free, err := s.loadChart(ctx, act)
 	if err != nil {
 		return nil, err
 	}
+	defer free()
 	values, err := s.actionValues(ctx, act.Action)
 	if err != nil {
 		return nil, err
@@ -158,27 +159,33 @@ func (s *Service) helmOptions(act *action, logf func(string, ...any), phase *cpu
 
 // loadChart gets the chart an install or upgrade fetches (nil for the others): the one
 // submit validated (digest), with the record's name and version, a copy of Helm's own (Helm
-// mutates the chart it runs).
-func (s *Service) loadChart(ctx context.Context, act *action) (*chart.Chart, error) {
+// mutates the chart it runs), and free, which gives back the chart memory the copy holds
+// (holdChart) once Helm is done with it.
+func (s *Service) loadChart(ctx context.Context, act *action) (_ *chart.Chart, free func(), err error) {
 	a := act.Action
 	if a.Action == release.ActionUninstall || a.Action == release.ActionRollback || a.ReuseChart {
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	c, err := s.Charts.Get(ctx, a.Chart)
 	if err != nil {
-		return nil, fmt.Errorf("chart %s: %w", a.Chart, err)
+		return nil, nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
-		return nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
+		return nil, nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
+	}
+	if free, err = s.holdChart(ctx, a, c.Size()); err != nil {
+		return nil, nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}
 	ch, err := c.Fresh(ctx)
 	if err != nil {
-		return nil, err
+		free()
+		return nil, nil, err
 	}
 	got, want := ch.Metadata, act.rec.Chart.Metadata
 	if got.Name != want.Name || got.Version != want.Version {
-		return nil, fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
+		free()
+		return nil, nil, fmt.Errorf("chart %s: %w: it is %s %s, the record was reserved for %s %s",
 			a.Chart, helmexec.ErrChartChanged, got.Name, got.Version, want.Name, want.Version)
 	}
-	return ch, nil
+	return ch, free, nil
 }

@@ -153,3 +153,81 @@ type runOptions struct {
 	started func()
 	logf    func(string, ...any)
 }
+
+// ErrNoChartMemory: an action's chart found no room in the executor's chart memory within
+// its bound (queueWait), or is larger than a tenant's share of it.
+var ErrNoChartMemory = errors.New("no memory for the action's chart")
+
+// DefaultChartBytes is the executor's chart memory when Service.MaxChartBytes is 0: half of
+// its 2 GiB container.
+const DefaultChartBytes = 1 << 30
+
+// chartMemory bounds what the executor's actions hold of their charts: Helm's loaded copy,
+// kept for the action's life, waits included (56 KiB of archive may unpack to 56 MiB), which
+// the action slots do not bound. Each action holds its chart's size (chartsource.Chart.Size)
+// until it ends; a tenant, as namespace and as caller, at most a quarter of the whole, so
+// that the others find room. An action waits until its chart fits (the waiters look again
+// whenever bytes are given back, in no order).
+type chartMemory struct {
+	mu         sync.Mutex
+	limit      int64
+	used       int64
+	ns, caller map[string]int64
+	// freed is closed, and made again, whenever bytes are given back.
+	freed chan struct{}
+}
+
+func newChartMemory(limit int64) *chartMemory {
+	return &chartMemory{limit: limit, ns: map[string]int64{}, caller: map[string]int64{}, freed: make(chan struct{})}
+}
+
+// hold waits until n bytes are f's, or ctx ends, and returns their release.
+func (m *chartMemory) hold(ctx context.Context, f fairqueue.Flow, n int64) (func(), error) {
+	share := m.limit / 4
+	if n > share {
+		return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, a tenant at most %d MiB", ErrNoChartMemory, n>>20, share>>20)
+	}
+	for {
+		m.mu.Lock()
+		if m.used+n <= m.limit && m.ns[f.Namespace]+n <= share && m.caller[f.Caller]+n <= share {
+			m.add(f, n)
+			m.mu.Unlock()
+			return func() { m.mu.Lock(); m.add(f, -n); m.mu.Unlock() }, nil
+		}
+		freed := m.freed
+		m.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, and the executor's %d MiB or its tenant's %d MiB are taken: %w",
+				ErrNoChartMemory, n>>20, m.limit>>20, share>>20, context.Cause(ctx))
+		}
+	}
+}
+
+// add counts d bytes more for f (fewer, given back: the waiters look again).
+func (m *chartMemory) add(f fairqueue.Flow, d int64) {
+	m.used, m.ns[f.Namespace], m.caller[f.Caller] = m.used+d, m.ns[f.Namespace]+d, m.caller[f.Caller]+d
+	if d < 0 {
+		if m.ns[f.Namespace] == 0 {
+			delete(m.ns, f.Namespace)
+		}
+		if m.caller[f.Caller] == 0 {
+			delete(m.caller, f.Caller)
+		}
+		close(m.freed)
+		m.freed = make(chan struct{})
+	}
+}
+
+// holdChart holds size bytes of the chart memory for a's action, waiting up to queueWait
+// (as for its first CPU slot), and returns their release.
+func (s *Service) holdChart(ctx context.Context, a events.Action, size int64) (func(), error) {
+	if size <= 0 {
+		return func() {}, nil
+	}
+	wait := s.queueWait(a)
+	ctx, stop := bounded(ctx, s.afterFunc, wait, fmt.Errorf("none within %s", wait))
+	defer stop()
+	return s.chartMem.hold(ctx, flowOf(a), size)
+}

@@ -1,0 +1,136 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/async-helm/async-helm/internal/testwait"
+	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+)
+
+// sizedChart is the tiny chart with 8 MiB of zeros in files/ (a few KiB of archive), fetched
+// through a Source, which measures what it unpacks to (Chart.Size).
+func sizedChart(t *testing.T) *chartsource.Chart {
+	t.Helper()
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "1.0.0", APIVersion: "v2"},
+		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")}},
+		Files:     []*chart.File{{Name: "files/a", Data: make([]byte, 4<<20)}, {Name: "files/b", Data: make([]byte, 4<<20)}}}
+	path, err := chartutil.Save(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := os.ReadFile(filepath.Clean(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(srv.Close)
+	src := &chartsource.Source{HTTP: chartsource.Policy{AllowLoopback: true}.HTTPClient(time.Minute)}
+	c, err := src.Get(ctx(t), chartref.Ref{URL: srv.URL + "/tiny-1.0.0.tgz", Namespace: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("archive %d KiB, held loaded %d MiB", len(archive)>>10, c.Size()>>20)
+	return c
+}
+
+// Each action holds Helm's loaded copy of its chart for its whole life, waits included (a
+// 56 KiB archive held 56 MiB per action, the 64 action slots bounding nothing of it). With
+// chart memory for four such charts, a tenant's two installs that wait do not hold two at
+// once: the second waits for the first's to be given back, while another tenant's install
+// runs. Without the bound both of A's copies were held at once.
+func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
+	e := newEnv(t, 4)
+	c := sizedChart(t)
+	e.svc.SlotWait = time.Hour // the fake clock never gets there: A's second waits for memory
+	e.svc.chartMem = newChartMemory(4 * c.Size())
+	var inHelm, got atomic.Int32
+	release := make(chan struct{})
+	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
+		if req.Namespace == "a" {
+			inHelm.Add(1)
+			gate := e.helm.gate(req.Name)
+			gate.Waiting() // Helm's wait for readiness, holding its chart
+			<-release
+			gate.Working()
+			defer inHelm.Add(-1)
+		}
+		return e.writes(ctx, req)
+	}
+	e.svc.Charts = countingCharts{charts{c}, &got}
+	outcomes := make(chan Outcome, 2)
+	for i, name := range []string{"one", "two"} {
+		a := e.reserveAs("a", "alice", name, "a-"+name)
+		go func() { o, _ := e.svc.Handle(ctx(t), context.Background(), a, nil); outcomes <- o }()
+		testwait.For(t, func() bool { return got.Load() == int32(i+1) })
+	}
+	testwait.For(t, func() bool { return inHelm.Load() >= 1 })
+	if o, err := e.svc.Handle(ctx(t), context.Background(), e.reserveAs("b", "bob", "web", "b-1"), nil); o != OutcomeDeployed {
+		t.Fatalf("B's install while A's wait: %s, %v", o, err)
+	}
+	if n := inHelm.Load(); n != 1 {
+		t.Errorf("%d of A's installs hold their %d MiB charts in Helm at once; A's share of the chart memory is one", n, c.Size()>>20)
+	}
+	close(release)
+	for range 2 {
+		if o := <-outcomes; o != OutcomeDeployed {
+			t.Errorf("A's install: %s", o)
+		}
+	}
+	if e.svc.chartMem.used != 0 {
+		t.Errorf("%d bytes of chart memory held once every action ended", e.svc.chartMem.used)
+	}
+}
+
+// countingCharts counts the charts got.
+type countingCharts struct {
+	charts
+	got *atomic.Int32
+}
+
+func (c countingCharts) Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error) {
+	defer c.got.Add(1)
+	return c.charts.Get(ctx, ref)
+}
+
+// A chart larger than a tenant's share is refused at once; one that finds no room waits
+// until its context ends; another tenant's finds its own share.
+func TestChartMemoryIsSharedPerTenant(t *testing.T) {
+	m := newChartMemory(400)
+	alice, bob := fairqueue.Flow{Namespace: "a", Caller: "alice"}, fairqueue.Flow{Namespace: "b", Caller: "bob"}
+	if _, err := m.hold(context.Background(), alice, 101); !errors.Is(err, ErrNoChartMemory) {
+		t.Errorf("a chart over a tenant's share: %v", err)
+	}
+	free, err := m.hold(context.Background(), alice, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, f := range []fairqueue.Flow{alice, {Namespace: "a", Caller: "carol"}, {Namespace: "c", Caller: "alice"}} {
+		if _, err := m.hold(ended, f, 1); !errors.Is(err, ErrNoChartMemory) || !errors.Is(err, context.Canceled) {
+			t.Errorf("%+v past its tenant's share: %v", f, err)
+		}
+	}
+	if _, err := m.hold(ended, bob, 100); err != nil {
+		t.Errorf("another tenant: %v", err)
+	}
+	free()
+	if _, err := m.hold(ended, alice, 100); err != nil || m.ns["a"] != 100 || m.used != 200 {
+		t.Errorf("once given back: %v, %d held", err, m.used)
+	}
+}
