@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
 // gzipMagic starts a gzipped payload; Helm stores older records as plain JSON.
@@ -31,7 +33,7 @@ var gzipReaders sync.Pool
 // workers and one Helm List stay well under their memory limits.
 const MaxRecordBytes = 16 << 20
 
-// MaxRecordNodes bounds the JSON values of a decoded record (jsonNodes): Helm decodes
+// MaxRecordNodes bounds the JSON values of a decoded record (yamlsize.JSONNodes): Helm decodes
 // config and chart values into maps, so a record's bytes do not bound its memory (a list
 // of `{}` is one map every three bytes, ~30 bytes held per node). GitLab 6.5.4's record
 // counts ~2,000 (TestGitLabRecordIsWellWithinTheNodeBound); 400,000 holds ~12 MiB.
@@ -115,7 +117,7 @@ func decode(data []byte, v any, bound readBudget, tenant string) (cost readBudge
 			return cost, err
 		}
 	}
-	nodes := jsonNodes(raw, bound.nodes)
+	nodes := int(yamlsize.JSONNodes(raw, int64(bound.nodes)))
 	if nodes > bound.nodes {
 		return cost, fmt.Errorf("%w: %w: more than %d JSON values", ErrUndecodable, errTooLarge, bound.nodes)
 	}
@@ -123,42 +125,6 @@ func decode(data []byte, v any, bound readBudget, tenant string) (cost readBudge
 		return cost, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
 	return readBudget{bytes: size, nodes: nodes}, nil
-}
-
-// jsonNodes counts the values of a JSON document by its structural bytes outside strings
-// (`{`, `[`, `,`, `:`, one more than their count): a byte scan before json.Unmarshal
-// allocates a map, slice or interface for each. It stops past limit.
-func jsonNodes(raw []byte, limit int) int {
-	n := 1
-	for i := 0; i < len(raw) && n <= limit; i++ {
-		switch raw[i] {
-		case '"':
-			i += stringEnd(raw[i+1:]) + 1
-		case '{', '[', ',', ':':
-			n++
-		}
-	}
-	return n
-}
-
-// stringEnd is the index in s of the quote that closes a JSON string s starts inside
-// (len(s) when none does): the first quote not escaped by an odd run of backslashes.
-func stringEnd(s []byte) int {
-	for at := 0; ; {
-		q := bytes.IndexByte(s[at:], '"')
-		if q < 0 {
-			return len(s)
-		}
-		q += at
-		bs := 0
-		for bs < q && s[q-1-bs] == '\\' {
-			bs++
-		}
-		if bs%2 == 0 {
-			return q
-		}
-		at = q + 1
-	}
 }
 
 // gzipSize is the decompressed size a gzipped payload announces in its trailer (ISIZE),

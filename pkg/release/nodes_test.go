@@ -13,7 +13,12 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
+
+// jsonNodes is the decode's count of raw's JSON values, as an int.
+func jsonNodes(raw []byte, limit int) int { return int(yamlsize.JSONNodes(raw, int64(limit))) }
 
 // flatRecord is a valid record of name whose config is a list of items `{}`: one map
 // decoded for every three bytes of JSON.
