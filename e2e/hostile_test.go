@@ -733,3 +733,49 @@ func subchartsArchive(t *testing.T, name string, subs int, subDeps, values strin
 	}
 	return hostile.Archive(t, es...)
 }
+
+// A tenant's chart server sends each of 24 chart URLs 20 MiB less a byte and holds the last;
+// dev asks the 24 installs at once. Submit fetched all 24 at once (nothing bounded downloads
+// in flight); now a tenant's fetches take at most 3 of submit's 4 fetch slots, and submit
+// stays within its Knative memory limit.
+func TestSlowChartDownloadsKeepSubmitWithinItsLimit(t *testing.T) {
+	const n, slots = 24, 3
+	ns := cluster.Namespace(t)
+	grantDev(t, ns, "edit")
+	limits := knativeMemory(t)
+	s := newStackEnv(t, stackEnv{Submit: map[string]string{"GOMEMLIMIT": limits["submit"].gomemlimit}}, ns)
+	body, release := make([]byte, 20<<20-1), make(chan struct{})
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body)
+		w.(http.Flusher).Flush()
+		sent.Add(1)
+		select { // the last byte comes only once the test has counted
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = asDev(s).Install(ctx, api.ReleaseRequest{Name: fmt.Sprintf("slow-%d", i), Namespace: ns, ChartURL: fmt.Sprintf("%s/slow-%d.tgz", srv.URL, i)})
+		}()
+	}
+	for start := time.Now(); sent.Load() < slots && time.Since(start) < time.Minute; {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(10 * time.Second) // what more submit would fetch, were a tenant's fetches not bounded
+	got := sent.Load()
+	close(release)
+	wg.Wait()
+	t.Logf("%d installs by dev: %d bodies of 20 MiB sent while the first ones hung", n, got)
+	if got > slots || s.submit.Exited() {
+		t.Errorf("%d bodies fetched at once for one tenant (want at most %d); submit exited: %t", got, slots, s.submit.Exited())
+	}
+	checkPeakRSS(t, "submit", s.submit.Pid(), limits["submit"].limit)
+}
