@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -198,14 +200,14 @@ func (s *Store) namespace(ctx context.Context, name string) (*corev1.Namespace, 
 // owns tells whether namespace ns owns log cm: the one whose UID the log carries (a log
 // written before logs carried UIDs is no namespace's). A namespace that is gone (nil) has no
 // new owner: its logs stay readable until pruned.
-func owns(ns *corev1.Namespace, cm *corev1.ConfigMap) bool {
-	uid, keyed := cm.Labels[LabelNamespaceUID]
+func owns(ns *corev1.Namespace, cm metav1.Object) bool {
+	uid, keyed := cm.GetLabels()[LabelNamespaceUID]
 	return ns == nil || keyed && uid == string(ns.UID)
 }
 
 // Latest reads the most recently started log of a release.
 func (s *Store) Latest(ctx context.Context, namespace, name string) (*Record, error) {
-	cms, err := s.list(ctx, namespace, name)
+	heads, err := s.logs(ctx, labels.Set{LabelNamespace: namespace, LabelRelease: name})
 	if err != nil {
 		return nil, err
 	}
@@ -213,91 +215,89 @@ func (s *Store) Latest(ctx context.Context, namespace, name string) (*Record, er
 	if err != nil {
 		return nil, err
 	}
-	for i := range cms {
-		if owns(ns, &cms[i]) {
-			return decode(&cms[i], namespace, name)
+	for i := range heads {
+		if owns(ns, &heads[i]) {
+			rev, _ := strconv.Atoi(heads[i].Labels[LabelRevision])
+			return s.Get(ctx, namespace, name, rev)
 		}
 	}
 	return nil, fmt.Errorf("%w: no log of %s/%s", release.ErrNotFound, namespace, name)
 }
 
-// list is a release's logs (at most maxListed), most recently started first.
-func (s *Store) list(ctx context.Context, namespace, name string) ([]corev1.ConfigMap, error) {
-	// A name that is no label value (a caller's "a,b" would widen the selector) has no log.
-	sel, err := labels.ValidatedSelectorFromSet(labels.Set{LabelNamespace: namespace, LabelRelease: name})
+// logs are the logs set selects, their metadata only, most recently started first (none
+// when a value is no label value: a caller's "a,b" would widen the selector).
+func (s *Store) logs(ctx context.Context, set labels.Set) ([]metav1.PartialObjectMetadata, error) {
+	sel, err := labels.ValidatedSelectorFromSet(set)
 	if err != nil {
 		return nil, nil
 	}
-	l, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String(), Limit: maxListed})
-	if err != nil {
-		return nil, fmt.Errorf("action logs of %s/%s: %w", namespace, name, err)
-	}
-	items := l.Items
-	sort.SliceStable(items, func(i, j int) bool {
-		return started(&items[i]).After(started(&items[j]))
-	})
-	return items, nil
-}
-
-func started(cm *corev1.ConfigMap) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, cm.Annotations[annotationStarted])
-	return t
-}
-
-// Prune deletes a release's logs beyond the keep most recently started.
-func (s *Store) Prune(ctx context.Context, namespace, name string, keep int) error {
-	if keep <= 0 {
-		keep = DefaultKeep
-	}
-	cms, err := s.list(ctx, namespace, name)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for i := keep; i < len(cms); i++ {
-		errs = append(errs, s.delete(ctx, &cms[i]))
-	}
-	if len(cms) <= 1 {
-		// A release's first log: only a new release name grows the namespace's logs.
-		errs = append(errs, s.pruneNamespace(ctx, namespace))
-	}
-	return errors.Join(errs...)
-}
-
-// pruneNamespace deletes a namespace's logs beyond the NamespaceKeep most recently started.
-func (s *Store) pruneNamespace(ctx context.Context, namespace string) error {
-	keep := cmp.Or(s.NamespaceKeep, DefaultNamespaceKeep)
-	sel, err := labels.ValidatedSelectorFromSet(labels.Set{LabelNamespace: namespace})
-	if err != nil {
-		return nil
-	}
-	type kept struct {
-		name    string
-		uid     types.UID
-		started time.Time
-	}
-	var all []kept
+	var all []metav1.PartialObjectMetadata
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: maxListed}
 	for {
-		l, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, opts)
+		l, err := s.heads(ctx, opts)
 		if err != nil {
-			return fmt.Errorf("action logs of namespace %s: %w", namespace, err)
+			return nil, fmt.Errorf("action logs of %s: %w", sel, err)
 		}
-		for i := range l.Items {
-			all = append(all, kept{l.Items[i].Name, l.Items[i].UID, started(&l.Items[i])})
-		}
+		all = append(all, l.Items...)
 		if opts.Continue = l.Continue; opts.Continue == "" {
 			break
 		}
 	}
-	if len(all) <= keep {
-		return nil
+	sort.SliceStable(all, func(i, j int) bool { return started(&all[i]).After(started(&all[j])) })
+	return all, nil
+}
+
+// heads lists one page of logs, their metadata only: a log's data is up to 1 MiB, and
+// choosing and pruning logs need only their labels and annotations. A client without a
+// REST client (a fake clientset) answers a typed list.
+func (s *Store) heads(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	var l metav1.PartialObjectMetadataList
+	if rc, _ := s.Client.CoreV1().RESTClient().(*rest.RESTClient); rc != nil {
+		raw, err := rc.Get().Namespace(s.Namespace).Resource("configmaps").VersionedParams(&opts, scheme.ParameterCodec).
+			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").DoRaw(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &l, json.Unmarshal(raw, &l)
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].started.After(all[j].started) })
+	typed, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	l.ListMeta = typed.ListMeta
+	for i := range typed.Items {
+		l.Items = append(l.Items, metav1.PartialObjectMetadata{ObjectMeta: typed.Items[i].ObjectMeta})
+	}
+	return &l, nil
+}
+
+func started(m metav1.Object) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, m.GetAnnotations()[annotationStarted])
+	return t
+}
+
+// Prune deletes a release's logs beyond the keep most recently started, and at a release's
+// first log (only a new release name grows them) its namespace's beyond NamespaceKeep.
+func (s *Store) Prune(ctx context.Context, namespace, name string, keep int) error {
+	if keep <= 0 {
+		keep = DefaultKeep
+	}
+	heads, err := s.logs(ctx, labels.Set{LabelNamespace: namespace, LabelRelease: name})
+	if err != nil {
+		return err
+	}
+	errs := []error{s.deleteAll(ctx, heads[min(keep, len(heads)):])}
+	if len(heads) <= 1 {
+		all, err := s.logs(ctx, labels.Set{LabelNamespace: namespace})
+		errs = append(errs, err, s.deleteAll(ctx, all[min(cmp.Or(s.NamespaceKeep, DefaultNamespaceKeep), len(all)):]))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) deleteAll(ctx context.Context, heads []metav1.PartialObjectMetadata) error {
 	var errs []error
-	for _, k := range all[keep:] {
-		cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.name, UID: k.uid}}
-		errs = append(errs, s.delete(ctx, &cm))
+	for i := range heads {
+		errs = append(errs, s.delete(ctx, &heads[i]))
 	}
 	return errors.Join(errs...)
 }
@@ -307,7 +307,7 @@ func (s *Store) PruneOlder(ctx context.Context, cutoff time.Time) (int, error) {
 	opts := metav1.ListOptions{LabelSelector: LabelRelease, Limit: 200}
 	n := 0
 	for {
-		l, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, opts)
+		l, err := s.heads(ctx, opts)
 		if err != nil {
 			return n, fmt.Errorf("action logs: %w", err)
 		}
@@ -327,11 +327,11 @@ func (s *Store) PruneOlder(ctx context.Context, cutoff time.Time) (int, error) {
 	}
 }
 
-func (s *Store) delete(ctx context.Context, cm *corev1.ConfigMap) error {
-	err := s.Client.CoreV1().ConfigMaps(s.Namespace).Delete(ctx, cm.Name,
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+func (s *Store) delete(ctx context.Context, m *metav1.PartialObjectMetadata) error {
+	err := s.Client.CoreV1().ConfigMaps(s.Namespace).Delete(ctx, m.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &m.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("action log %s: %w", cm.Name, err)
+		return fmt.Errorf("action log %s: %w", m.Name, err)
 	}
 	return nil
 }
