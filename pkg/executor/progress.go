@@ -20,7 +20,8 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 	}
 	var collector *progress.Collector
 	if client, err := s.Helm.Client(s.callerOptions(a)...); err == nil {
-		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Since: start, Ready: s.Helm.Readiness()}
+		collector = &progress.Collector{Client: client, Namespace: a.Namespace, Release: a.Name, Applied: phases.Workloads,
+			Since: start, Ready: s.Helm.Readiness()}
 	}
 	// A retry's progress says which attempt it is (remediate.go).
 	last := progress.Progress{Attempt: a.Attempt}
@@ -59,8 +60,8 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 	}
 }
 
-// readWorkloads says whether a progress tick reads the namespace's workloads (four lists of
-// the whole namespace): only while Helm waits for them (readiness, hooks), and no more than
+// readWorkloads says whether a progress tick reads the release's workloads and the
+// namespace's Warning events: only while Helm waits for them (readiness, hooks), and no more than
 // ProgressReads times a second for the whole executor. Every running action did it every
 // tick: in a burst of installs into one namespace that was a list of every release's
 // objects per action every 2 s, on the API server submit answers from.

@@ -12,7 +12,8 @@ import (
 // hookAwareClient is Helm's kube client that says, before each create, whether it creates
 // a hook's resources or the release's own: Helm logs both as "creating N resource(s)", and
 // a hook of a kind Helm does not watch (a ConfigMap, a ServiceAccount) is followed by no
-// other line, so the log alone cannot tell the phases apart (progress.Phases reads these).
+// other line, so the log alone cannot tell the phases apart (progress.Phases reads these,
+// and the release's workloads they name).
 // Embedding the client keeps every optional interface Helm asserts (InterfaceExt, ...).
 type hookAwareClient struct {
 	*kube.Client
@@ -23,10 +24,17 @@ func (c hookAwareClient) Create(resources kube.ResourceList) (*kube.Result, erro
 		if isHook(resources) {
 			c.Log(progress.LogCreateHook, len(resources))
 		} else {
-			c.Log(progress.LogCreateRelease, len(resources))
+			c.Log(progress.LogCreateRelease, len(resources), progress.WorkloadsOf(resources))
 		}
 	}
 	return c.Client.Create(resources)
+}
+
+func (c hookAwareClient) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	if c.Log != nil {
+		c.Log(progress.LogUpdateRelease, len(target), progress.WorkloadsOf(target))
+	}
+	return c.Client.Update(original, target, force)
 }
 
 // isHook: Helm creates each hook on its own, and a hook's manifest carries the annotation.

@@ -34,7 +34,7 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 	if isHook4(r) {
 		k.log(progress.LogCreateHook, len(r))
 	} else {
-		k.log(progress.LogCreateRelease, len(r))
+		k.log(progress.LogCreateRelease, len(r), progress.WorkloadsOf(r))
 	}
 	if k.owner != nil {
 		k.owner.created.add(r) // its hooks may be deleted (judgeHook)
@@ -46,7 +46,7 @@ func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res
 // Update answers a refusal with an empty Result, as Helm's client answers every error:
 // Helm's upgrade reads the Result of a failed Update.
 func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpdateOption) (res *kube4.Result, err error) {
-	k.log("checking %d resources for changes", len(target))
+	k.log(progress.LogUpdateRelease, len(target), progress.WorkloadsOf(target))
 	err = k.calling(func() error {
 		if k.owner != nil {
 			original = k.owner.deletable(original, target, k.live, k.log)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -17,14 +19,24 @@ import (
 // releaseNameAnnotation is what Helm puts on every object it creates for a release.
 const releaseNameAnnotation = "meta.helm.sh/release-name"
 
-// MaxWarnings is how many of the latest Warning events are kept.
-const MaxWarnings = 3
+// Bounds of one read (a tenant's namespace may hold any number of objects, each up to
+// 1.5 MiB): the workloads Applied names (at most MaxWorkloads), the latest MaxWarnings
+// Warning events of at most eventPages pages of eventPage, each line cut at MaxLineBytes;
+// all within ReadTimeout.
+const (
+	MaxWarnings, MaxLineBytes = 3, 256
+	eventPage, eventPages     = 100, 5
+	ReadTimeout               = 5 * time.Second
+)
 
 // Collector reads the release's workloads and Warning events, with the caller's rights.
 type Collector struct {
 	Client    kubernetes.Interface
 	Namespace string
 	Release   string
+	// Applied names the workloads the action applied ("Deployment/web"; Phases.Workloads):
+	// each is read by name, nothing else of the namespace.
+	Applied func() []string
 	// Since drops Warning events older than the action.
 	Since time.Time
 	// Ready, when set, judges a workload as the engine's wait does (Helm v4's kstatus);
@@ -43,44 +55,21 @@ func (c *Collector) ready(kind string, obj runtime.Object, rule func() bool) boo
 	return rule()
 }
 
-// Workloads fills Ready, Total and WaitingFor from the release's Deployments,
-// StatefulSets, DaemonSets and Jobs, and Warnings from their events.
+// Workloads fills Ready, Total and WaitingFor from the workloads the action applied that
+// carry the release's name, and Warnings from their events, within ReadTimeout.
 func (c *Collector) Workloads(ctx context.Context, p *Progress) error {
+	ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
+	defer cancel()
 	var states []state
-	deps, err := c.Client.AppsV1().Deployments(c.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list deployments: %w", err)
-	}
-	for i := range deps.Items {
-		if d := &deps.Items[i]; c.ours(d.ObjectMeta) {
-			states = append(states, state{"Deployment/" + d.Name, d.Name, c.ready("Deployment", d, func() bool { return deploymentReady(d) })})
-		}
-	}
-	sts, err := c.Client.AppsV1().StatefulSets(c.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list statefulsets: %w", err)
-	}
-	for i := range sts.Items {
-		if s := &sts.Items[i]; c.ours(s.ObjectMeta) {
-			states = append(states, state{"StatefulSet/" + s.Name, s.Name, c.ready("StatefulSet", s, func() bool { return statefulSetReady(s) })})
-		}
-	}
-	dss, err := c.Client.AppsV1().DaemonSets(c.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list daemonsets: %w", err)
-	}
-	for i := range dss.Items {
-		if d := &dss.Items[i]; c.ours(d.ObjectMeta) {
-			states = append(states, state{"DaemonSet/" + d.Name, d.Name, c.ready("DaemonSet", d, func() bool { return daemonSetReady(d) })})
-		}
-	}
-	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list jobs: %w", err)
-	}
-	for i := range jobs.Items {
-		if j := &jobs.Items[i]; c.ours(j.ObjectMeta) {
-			states = append(states, state{"Job/" + j.Name, j.Name, c.ready("Job", j, func() bool { return jobDone(j) })})
+	for _, id := range c.Applied() {
+		kind, name, _ := strings.Cut(id, "/")
+		obj, m, rule, err := c.get(ctx, kind, name)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read %s: %w", id, err)
+		case m.GetAnnotations()[releaseNameAnnotation] == c.Release:
+			states = append(states, state{id, name, c.ready(kind, obj, rule)})
 		}
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].id < states[j].id })
@@ -100,39 +89,68 @@ type state struct {
 	ready    bool
 }
 
-func (c *Collector) ours(m metav1.ObjectMeta) bool {
-	return m.Annotations[releaseNameAnnotation] == c.Release
+// get is one workload of kind, typed, and its readiness rule.
+func (c *Collector) get(ctx context.Context, kind, name string) (runtime.Object, metav1.Object, func() bool, error) {
+	o := metav1.GetOptions{}
+	switch kind {
+	case "Deployment":
+		d, err := c.Client.AppsV1().Deployments(c.Namespace).Get(ctx, name, o)
+		return d, d, func() bool { return deploymentReady(d) }, err
+	case "StatefulSet":
+		s, err := c.Client.AppsV1().StatefulSets(c.Namespace).Get(ctx, name, o)
+		return s, s, func() bool { return statefulSetReady(s) }, err
+	case "DaemonSet":
+		d, err := c.Client.AppsV1().DaemonSets(c.Namespace).Get(ctx, name, o)
+		return d, d, func() bool { return daemonSetReady(d) }, err
+	case "Job":
+		j, err := c.Client.BatchV1().Jobs(c.Namespace).Get(ctx, name, o)
+		return j, j, func() bool { return jobDone(j) }, err
+	}
+	return nil, nil, nil, fmt.Errorf("%s is no workload", kind)
 }
 
 // warnings keeps the latest Warning events of the workloads and of their pods (whose names
-// start with the workload's).
+// start with the workload's), read in pages, at most eventPages of them.
 func (c *Collector) warnings(ctx context.Context, states []state, p *Progress) error {
-	evs, err := c.Client.CoreV1().Events(c.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "type=" + corev1.EventTypeWarning})
-	if err != nil {
-		return fmt.Errorf("list warning events: %w", err)
+	p.Warnings = nil
+	if len(states) == 0 {
+		return nil
 	}
 	type warn struct {
 		at  time.Time
 		msg string
 	}
 	var ws []warn
-	for i := range evs.Items {
-		e := &evs.Items[i]
-		at := e.LastTimestamp.Time
-		if at.IsZero() {
-			at = e.EventTime.Time
+	opts := metav1.ListOptions{FieldSelector: "type=" + corev1.EventTypeWarning, Limit: eventPage}
+	for page := 0; page < eventPages; page++ {
+		evs, err := c.Client.CoreV1().Events(c.Namespace).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("list warning events: %w", err)
 		}
-		if at.IsZero() {
-			at = e.CreationTimestamp.Time
+		for i := range evs.Items {
+			e := &evs.Items[i]
+			at := e.LastTimestamp.Time
+			if at.IsZero() {
+				at = e.EventTime.Time
+			}
+			if at.IsZero() {
+				at = e.CreationTimestamp.Time
+			}
+			// Event times have whole seconds: compare at that precision.
+			if at.Before(c.Since.Truncate(time.Second)) || !relatedTo(e.InvolvedObject.Name, states) {
+				continue
+			}
+			msg := fmt.Sprintf("%s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			if len(msg) > MaxLineBytes {
+				msg = strings.ToValidUTF8(msg[:MaxLineBytes], "") + "…"
+			}
+			ws = append(ws, warn{at, msg})
 		}
-		// Event times have whole seconds: compare at that precision.
-		if at.Before(c.Since.Truncate(time.Second)) || !relatedTo(e.InvolvedObject.Name, states) {
-			continue
+		if opts.Continue = evs.Continue; opts.Continue == "" {
+			break
 		}
-		ws = append(ws, warn{at, fmt.Sprintf("%s/%s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)})
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].at.After(ws[j].at) })
-	p.Warnings = nil
 	for i := 0; i < len(ws) && i < MaxWarnings; i++ {
 		p.Warnings = append(p.Warnings, ws[i].msg)
 	}

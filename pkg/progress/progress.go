@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/resource"
 )
 
 // Phases of an action, in order.
@@ -78,11 +81,40 @@ func Decode(s string) (*Progress, error) {
 }
 
 // Lines the executor's Helm kube client (pkg/helmexec) logs before each create, where Helm's
-// own "creating %d resource(s)" is the same for a hook and for the release's resources.
+// own "creating %d resource(s)" is the same for a hook and for the release's resources, and
+// before it updates the release's resources. The release's lines name its workloads
+// (WorkloadsOf): what the Collector reads.
 const (
 	LogCreateHook    = "async-helm: creating %d hook resource(s)"
-	LogCreateRelease = "async-helm: creating %d release resource(s)"
+	LogCreateRelease = "async-helm: creating %d release resource(s)%s"
+	LogUpdateRelease = "async-helm: updating %d release resource(s)%s"
+	// MaxWorkloads is how many of a release's workloads are named, and read each progress tick.
+	MaxWorkloads    = 64
+	workloadsPrefix = "; workloads: "
 )
+
+// Workloads is what LogCreateRelease and LogUpdateRelease name: "" or "; workloads: " and
+// "Kind/name" of each.
+type Workloads string
+
+// WorkloadsOf names the Deployments, StatefulSets, DaemonSets and Jobs among objs, at most
+// MaxWorkloads; a name the API server would refuse is skipped.
+func WorkloadsOf(objs []*resource.Info) Workloads {
+	var names []string
+	for _, o := range objs {
+		if o == nil || o.Mapping == nil || len(names) == MaxWorkloads || len(validation.IsDNS1123Subdomain(o.Name)) > 0 {
+			continue
+		}
+		switch gvk := o.Mapping.GroupVersionKind; gvk.Group + "/" + gvk.Kind {
+		case "apps/Deployment", "apps/StatefulSet", "apps/DaemonSet", "batch/Job":
+			names = append(names, gvk.Kind+"/"+o.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return Workloads(workloadsPrefix + strings.Join(names, " "))
+}
 
 // Phases follows Helm's debug log to tell the phase and the running hook. It matches on
 // Helm's format strings (stable across its releases), not on the formatted text, and on
@@ -93,6 +125,8 @@ type Phases struct {
 	hook  string
 	// applied: the release's own resources are created or updated.
 	applied bool
+	// workloads: what the latest create or update of them named.
+	workloads []string
 	// Next receives every log line too (the executor's log buffer).
 	Next func(format string, args ...any)
 }
@@ -115,8 +149,12 @@ func (t *Phases) Log(format string, args ...any) {
 	switch {
 	case format == LogCreateHook:
 		t.phase, t.hook = t.hookPhase(), ""
-	case format == LogCreateRelease:
+	case format == LogCreateRelease || format == LogUpdateRelease:
 		t.phase, t.hook, t.applied = PhaseApplying, "", true
+		if len(args) > 1 {
+			w, _ := args[1].(Workloads)
+			t.workloads = strings.Fields(strings.TrimPrefix(string(w), workloadsPrefix))
+		}
 	case strings.HasPrefix(format, "Watching for changes to ") && len(args) >= 2:
 		// Helm watches a hook (a Job or Pod) until it completes.
 		t.hook, t.phase = fmt.Sprintf("%v/%v", args[0], args[1]), t.hookPhase()
@@ -139,4 +177,12 @@ func (t *Phases) Current() (phase, hook string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.phase, t.hook
+}
+
+// Workloads are the release's workloads ("Kind/name") its kube client last created or
+// updated.
+func (t *Phases) Workloads() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.workloads
 }

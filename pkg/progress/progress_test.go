@@ -38,7 +38,7 @@ func TestPhasesFollowHelmsLog(t *testing.T) {
 			{create, []any{1}, PhasePreHooks, ""},
 			{watch, []any{"Job", "shared-secrets", time.Minute}, PhasePreHooks, "Job/shared-secrets"},
 			{"%s: Jobs active: %d, jobs failed: %d, jobs succeeded: %d", []any{"shared-secrets", 1, 0, 0}, PhasePreHooks, "Job/shared-secrets"},
-			{LogCreateRelease, []any{12}, PhaseApplying, ""},
+			{LogCreateRelease, []any{12, Workloads("")}, PhaseApplying, ""},
 			{wait, []any{12, time.Minute}, PhaseWaiting, ""},
 			{"wait for resources succeeded within %v", []any{time.Second}, PhasePostHooks, ""},
 			{LogCreateHook, []any{1}, PhasePostHooks, ""},
@@ -50,7 +50,7 @@ func TestPhasesFollowHelmsLog(t *testing.T) {
 			{LogCreateHook, []any{1}, PhasePreHooks, ""},
 			{create, []any{1}, PhasePreHooks, ""},
 			{watch, []any{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
-			{LogCreateRelease, []any{12}, PhaseApplying, ""},
+			{LogCreateRelease, []any{12, Workloads("")}, PhaseApplying, ""},
 			{create, []any{12}, PhaseApplying, ""},
 			{LogCreateHook, []any{1}, PhasePostHooks, ""},
 			{create, []any{1}, PhasePostHooks, ""},
@@ -59,6 +59,7 @@ func TestPhasesFollowHelmsLog(t *testing.T) {
 			{LogCreateHook, []any{1}, PhasePreHooks, ""},
 			{watch, []any{"Job", "upgrade-check", time.Minute}, PhasePreHooks, "Job/upgrade-check"},
 			{"checking %d resources for changes", []any{3}, PhaseApplying, ""},
+			{LogUpdateRelease, []any{3, Workloads("")}, PhaseApplying, ""},
 			{LogCreateHook, []any{1}, PhasePostHooks, ""},
 			{watch, []any{"Job", "smoke", time.Minute}, PhasePostHooks, "Job/smoke"},
 		}},
@@ -106,7 +107,11 @@ func TestCollectorCountsTheReleasesWorkloadsAndWarnings(t *testing.T) {
 		warning("e3", "Pod", "other-1", "Unhealthy", "not ours", now),
 		warning("e4", "Pod", "gitaly-0", "Unhealthy", "before the action", now.Add(-time.Hour)),
 	}
-	c := &Collector{Client: fake.NewSimpleClientset(objs...), Namespace: "ns", Release: "web", Since: now.Add(-time.Minute)}
+	// The action applied the release's four, and names "other" (another release's now) and
+	// "gone" (deleted since): neither is counted.
+	applied := []string{"Deployment/ready", "Deployment/rolling", "StatefulSet/gitaly", "Job/migrate", "Deployment/other", "Deployment/gone"}
+	c := &Collector{Client: fake.NewSimpleClientset(objs...), Namespace: "ns", Release: "web", Since: now.Add(-time.Minute),
+		Applied: func() []string { return applied }}
 	var p Progress
 	if err := c.Workloads(context.Background(), &p); err != nil {
 		t.Fatal(err)

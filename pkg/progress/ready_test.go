@@ -75,7 +75,8 @@ func TestWarningsNewestFirstAndBounded(t *testing.T) {
 	byEventTime := warning("et", "Pod", "web-y", "R", "event time", time.Time{})
 	byEventTime.EventTime = metav1.NewMicroTime(now.Add(10 * time.Second))
 	objs = append(objs, byEventTime)
-	c := &Collector{Client: fake.NewSimpleClientset(objs...), Namespace: "ns", Release: "web", Since: now.Add(-time.Minute)}
+	c := &Collector{Client: fake.NewSimpleClientset(objs...), Namespace: "ns", Release: "web", Since: now.Add(-time.Minute),
+		Applied: func() []string { return []string{"DaemonSet/web"} }}
 	var p Progress
 	if err := c.Workloads(context.Background(), &p); err != nil {
 		t.Fatal(err)
@@ -89,16 +90,21 @@ func TestWarningsNewestFirstAndBounded(t *testing.T) {
 	}
 }
 
-// A failed list is reported (the executor keeps the last counts).
-func TestWorkloadsListError(t *testing.T) {
+// A failed read is reported (the executor keeps the last counts).
+func TestWorkloadsReadError(t *testing.T) {
+	ours := func(n string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: n, Namespace: "ns", Annotations: map[string]string{releaseNameAnnotation: "web"}}
+	}
+	applied := []string{"Deployment/d", "StatefulSet/s", "DaemonSet/ds", "Job/j"}
 	for _, resource := range []string{"deployments", "statefulsets", "daemonsets", "jobs", "events"} {
-		cs := fake.NewSimpleClientset()
-		cs.PrependReactor("list", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		cs := fake.NewSimpleClientset(&appsv1.Deployment{ObjectMeta: ours("d")}, &appsv1.StatefulSet{ObjectMeta: ours("s")},
+			&appsv1.DaemonSet{ObjectMeta: ours("ds")}, &batchv1.Job{ObjectMeta: ours("j")})
+		cs.PrependReactor("*", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, errors.New("forbidden")
 		})
-		c := &Collector{Client: cs, Namespace: "ns", Release: "web"}
+		c := &Collector{Client: cs, Namespace: "ns", Release: "web", Applied: func() []string { return applied }}
 		if err := c.Workloads(context.Background(), &Progress{}); err == nil {
-			t.Errorf("a failed list of %s went unnoticed", resource)
+			t.Errorf("a failed read of %s went unnoticed", resource)
 		}
 	}
 }
