@@ -82,7 +82,7 @@ func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []
 	store.SetLogger(h)
 	ac := action4.NewConfiguration(action4.ConfigurationSetLogger(h))
 	ac.RESTClientGetter = getter
-	var kc kube4.Interface = v4Reachability{Interface: c, s: f.shared}
+	var kc kube4.Interface = v4Reachability{Interface: c, s: f.shared, waits: polledWaiter{ctx: ctx, get: o.liveGetter()}}
 	if o.kube4 != nil {
 		kc = o.kube4
 	}
@@ -94,10 +94,12 @@ func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []
 	return ac, nil
 }
 
-// v4Reachability answers IsReachable from the shared server version, as sharedReachability.
+// v4Reachability answers IsReachable from the shared server version, as sharedReachability,
+// and waits with polledWaiter.
 type v4Reachability struct {
 	kube4.Interface
-	s *sharedDiscovery
+	s     *sharedDiscovery
+	waits polledWaiter
 }
 
 func (c v4Reachability) IsReachable() error {
@@ -107,12 +109,16 @@ func (c v4Reachability) IsReachable() error {
 	return nil
 }
 
-// GetWaiterWithOptions passes through (the embedded interface hides it).
-func (c v4Reachability) GetWaiterWithOptions(ws kube4.WaitStrategy, o ...kube4.WaitOption) (kube4.Waiter, error) {
-	if w, ok := c.Interface.(kube4.InterfaceWaitOptions); ok {
-		return w.GetWaiterWithOptions(ws, o...)
-	}
-	return c.Interface.GetWaiter(ws)
+// GetWaiterWithOptions is polledWaiter, hooks only with HookOnlyStrategy (the contexts of o
+// are the action's, which the waiter already has).
+func (c v4Reachability) GetWaiterWithOptions(ws kube4.WaitStrategy, _ ...kube4.WaitOption) (kube4.Waiter, error) {
+	w := c.waits
+	w.hooksOnly = ws == kube4.HookOnlyStrategy
+	return w, nil
+}
+
+func (c v4Reachability) GetWaiter(ws kube4.WaitStrategy) (kube4.Waiter, error) {
+	return c.GetWaiterWithOptions(ws)
 }
 
 // logHandler is Helm v4's slog log as the debug log the executor keeps: "message key=value".
