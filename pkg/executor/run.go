@@ -173,7 +173,7 @@ func (s *Service) loadChart(ctx context.Context, act *action) (_ *chart.Chart, f
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
 		return nil, nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
-	if free, err = s.holdChart(ctx, a, c.Size()); err != nil {
+	if free, err = s.holdChart(ctx, act, c.Size()); err != nil {
 		return nil, nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}
 	ch, err := c.Fresh(ctx)

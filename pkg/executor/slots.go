@@ -181,26 +181,38 @@ func newChartMemory(limit int64) *chartMemory {
 	return &chartMemory{limit: limit, ns: map[string]int64{}, caller: map[string]int64{}, freed: make(chan struct{})}
 }
 
-// hold waits until n bytes are f's, or ctx ends, and returns their release.
-func (m *chartMemory) hold(ctx context.Context, f fairqueue.Flow, n int64) (func(), error) {
-	share := m.limit / 4
-	if n > share {
-		return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, a tenant at most %d MiB", ErrNoChartMemory, n>>20, share>>20)
+// take gives n bytes to f if they fit now, and returns their release.
+func (m *chartMemory) take(f fairqueue.Flow, n int64) (func(), bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.used+n > m.limit || m.ns[f.Namespace]+n > m.limit/4 || m.caller[f.Caller]+n > m.limit/4 {
+		return nil, false
 	}
-	for {
+	m.add(f, n)
+	return func() { m.mu.Lock(); m.add(f, -n); m.mu.Unlock() }, true
+}
+
+// hold waits until n bytes are f's, or ctx ends, and returns their release; lend is called
+// once before it waits.
+func (m *chartMemory) hold(ctx context.Context, f fairqueue.Flow, n int64, lend func()) (func(), error) {
+	if n > m.limit/4 {
+		return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, a tenant at most %d MiB", ErrNoChartMemory, n>>20, m.limit/4>>20)
+	}
+	for waited := false; ; waited = true {
 		m.mu.Lock()
-		if m.used+n <= m.limit && m.ns[f.Namespace]+n <= share && m.caller[f.Caller]+n <= share {
-			m.add(f, n)
-			m.mu.Unlock()
-			return func() { m.mu.Lock(); m.add(f, -n); m.mu.Unlock() }, nil
-		}
 		freed := m.freed
 		m.mu.Unlock()
+		if free, ok := m.take(f, n); ok {
+			return free, nil
+		}
+		if !waited {
+			lend()
+		}
 		select {
 		case <-freed:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, and the executor's %d MiB or its tenant's %d MiB are taken: %w",
-				ErrNoChartMemory, n>>20, m.limit>>20, share>>20, context.Cause(ctx))
+				ErrNoChartMemory, n>>20, m.limit>>20, m.limit/4>>20, context.Cause(ctx))
 		}
 	}
 }
@@ -220,14 +232,19 @@ func (m *chartMemory) add(f fairqueue.Flow, d int64) {
 	}
 }
 
-// holdChart holds size bytes of the chart memory for a's action, waiting up to queueWait
-// (as for its first CPU slot), and returns their release.
-func (s *Service) holdChart(ctx context.Context, a events.Action, size int64) (func(), error) {
+// holdChart holds size bytes of the chart memory for act, waiting up to queueWait (as for
+// its first CPU slot) with its action slot lent, and returns their release.
+func (s *Service) holdChart(ctx context.Context, act *action, size int64) (func(), error) {
 	if size <= 0 {
 		return func() {}, nil
 	}
-	wait := s.queueWait(a)
+	wait := s.queueWait(act.Action)
 	ctx, stop := bounded(ctx, s.afterFunc, wait, fmt.Errorf("none within %s", wait))
 	defer stop()
-	return s.chartMem.hold(ctx, flowOf(a), size)
+	lend := func() {}
+	if act.seat != nil {
+		lend = act.seat.Lend
+		defer act.seat.Reclaim()
+	}
+	return s.chartMem.hold(ctx, flowOf(act.Action), size, lend)
 }

@@ -50,11 +50,12 @@ func sizedChart(t *testing.T) *chartsource.Chart {
 
 // Each action holds Helm's loaded copy of its chart for its whole life, waits included (a
 // 56 KiB archive held 56 MiB per action, the 64 action slots bounding nothing of it). With
-// chart memory for four such charts, a tenant's two installs that wait do not hold two at
-// once: the second waits for the first's to be given back, while another tenant's install
-// runs. Without the bound both of A's copies were held at once.
+// chart memory for four such charts, a tenant's two installs do not hold two at once: the
+// second waits for the first's to be given back, its action slot lent, so that another
+// tenant's install runs on it. Without the bound both of A's copies were held at once.
 func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
-	e := newEnv(t, 4)
+	e := newEnv(t, 2)
+	e.svc.cpu = fairqueue.New(2, fairqueue.Options{Lending: true})
 	c := sizedChart(t)
 	e.svc.SlotWait = time.Hour // the fake clock never gets there: A's second waits for memory
 	e.svc.chartMem = newChartMemory(4 * c.Size())
@@ -63,10 +64,7 @@ func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		if req.Namespace == "a" {
 			inHelm.Add(1)
-			gate := e.helm.gate(req.Name)
-			gate.Waiting() // Helm's wait for readiness, holding its chart
-			<-release
-			gate.Working()
+			<-release // holding its chart, its action slot and a CPU slot
 			defer inHelm.Add(-1)
 		}
 		return e.writes(ctx, req)
@@ -112,25 +110,26 @@ func (c countingCharts) Get(ctx context.Context, ref chartref.Ref) (*chartsource
 func TestChartMemoryIsSharedPerTenant(t *testing.T) {
 	m := newChartMemory(400)
 	alice, bob := fairqueue.Flow{Namespace: "a", Caller: "alice"}, fairqueue.Flow{Namespace: "b", Caller: "bob"}
-	if _, err := m.hold(context.Background(), alice, 101); !errors.Is(err, ErrNoChartMemory) {
+	if _, err := m.hold(context.Background(), alice, 101, nil); !errors.Is(err, ErrNoChartMemory) {
 		t.Errorf("a chart over a tenant's share: %v", err)
 	}
-	free, err := m.hold(context.Background(), alice, 100)
+	free, err := m.hold(context.Background(), alice, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, f := range []fairqueue.Flow{alice, {Namespace: "a", Caller: "carol"}, {Namespace: "c", Caller: "alice"}} {
-		if _, err := m.hold(ended, f, 1); !errors.Is(err, ErrNoChartMemory) || !errors.Is(err, context.Canceled) {
-			t.Errorf("%+v past its tenant's share: %v", f, err)
+		lent := false
+		if _, err := m.hold(ended, f, 1, func() { lent = true }); !errors.Is(err, ErrNoChartMemory) || !errors.Is(err, context.Canceled) || !lent {
+			t.Errorf("%+v past its tenant's share: %v (its action slot lent: %v)", f, err, lent)
 		}
 	}
-	if _, err := m.hold(ended, bob, 100); err != nil {
+	if _, err := m.hold(ended, bob, 100, nil); err != nil {
 		t.Errorf("another tenant: %v", err)
 	}
 	free()
-	if _, err := m.hold(ended, alice, 100); err != nil || m.ns["a"] != 100 || m.used != 200 {
+	if _, err := m.hold(ended, alice, 100, nil); err != nil || m.ns["a"] != 100 || m.used != 200 {
 		t.Errorf("once given back: %v, %d held", err, m.used)
 	}
 }
