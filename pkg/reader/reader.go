@@ -69,7 +69,7 @@ type Service struct {
 
 	heads     heads
 	slotsOnce sync.Once
-	slots     *fairqueue.Queue // seat's
+	slots     *fairqueue.Queue // open's
 }
 
 // readNeed is the permission a read needs: Helm's release records are secrets.
@@ -82,7 +82,7 @@ func readNeed(namespace string) auth.Need {
 // Without a namespace the caller's namespaces are found first (readScope): nothing of a
 // namespace the caller may not read is read or decoded.
 func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool) (any, error) {
-	seat, err := s.seat(ctx, u, namespace)
+	seat, err := s.open(ctx, u, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -154,14 +154,11 @@ func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Releas
 
 // Latest is the latest revision of a release, whatever its status, with its progress.
 func (s *Service) Latest(ctx context.Context, u *auth.User, namespace, name string) (api.Release, error) {
-	seat, err := s.seat(ctx, u, namespace)
+	seat, err := s.open(ctx, u, namespace)
 	if err != nil {
 		return api.Release{}, err
 	}
 	defer seat.Release()
-	if err := s.canRead(ctx, u, namespace); err != nil {
-		return api.Release{}, err
-	}
 	rel, err := s.Helm.Latest(ctx, namespace, name, s.Options...)
 	if err != nil {
 		return api.Release{}, err
@@ -186,20 +183,10 @@ func (s *Service) withProgress(ctx context.Context, rel *helmrelease.Release) ap
 
 // History is every revision of a release, oldest first.
 func (s *Service) History(ctx context.Context, u *auth.User, namespace, name string) ([]*helmrelease.Release, error) {
-	seat, err := s.seat(ctx, u, namespace)
+	seat, err := s.open(ctx, u, namespace)
 	if err != nil {
 		return nil, err
 	}
 	defer seat.Release()
-	if err := s.canRead(ctx, u, namespace); err != nil {
-		return nil, err
-	}
 	return s.Helm.History(ctx, namespace, name, s.Options...)
-}
-
-func (s *Service) canRead(ctx context.Context, u *auth.User, namespace string) error {
-	if u == nil || s.Authorizer == nil {
-		return nil
-	}
-	return s.Authorizer.Check(ctx, u, readNeed(namespace))
 }

@@ -13,17 +13,24 @@ import (
 // budget of records (release.ReadBudget).
 const readSlots = 4
 
-// seat waits for one of the read slots, handed out fairly (fairqueue) between tenants: the
-// caller and the namespace read (an all-namespaces list is its caller's alone). A tenant
-// holds at most all but one, so one caller's many lists never keep another tenant's waiting
-// behind them.
-func (s *Service) seat(ctx context.Context, u *auth.User, namespace string) (*fairqueue.Seat, error) {
+// open authorizes a read of a named namespace, then waits for one of the read slots,
+// handed out fairly (fairqueue) between tenants: the caller (a namespace's ServiceAccounts
+// are one) and the namespace read. Only a caller who may read a namespace is ever charged
+// to it: a denied read waits for nothing but its review. An all-namespaces list is its
+// caller's alone (its namespaces are reviewed in the slot, readScope). A tenant holds at
+// most all but one slot, so one caller's many reads never keep another tenant's waiting.
+func (s *Service) open(ctx context.Context, u *auth.User, namespace string) (*fairqueue.Seat, error) {
+	if namespace != "" && u != nil && s.Authorizer != nil {
+		if err := s.Authorizer.Check(ctx, u, readNeed(namespace)); err != nil {
+			return nil, err
+		}
+	}
 	s.slotsOnce.Do(func() {
 		s.slots = fairqueue.New(readSlots, fairqueue.Options{Limit: func(fairqueue.Flow) int { return readSlots - 1 }})
 	})
 	f := fairqueue.Flow{Namespace: namespace}
 	if u != nil {
-		f.Caller = u.Name
+		f.Caller = auth.ShareName(u.Name)
 	}
 	if namespace == "" {
 		f.Namespace = "*/" + f.Caller // no namespace is named so
