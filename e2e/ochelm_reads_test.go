@@ -3,6 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	helmtime "helm.sh/helm/v3/pkg/time"
+
 	"github.com/async-helm/async-helm/internal/testcluster"
+	"github.com/async-helm/async-helm/pkg/api"
+	"github.com/async-helm/async-helm/pkg/release"
+	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // oc helm's read side prints what helm v3.21's CLI prints on the same records, byte for
@@ -74,6 +85,70 @@ func TestOcHelmReadsAsHelms(t *testing.T) {
 		t.Errorf("oc helm list is not helm list -a:\n%s", ours)
 	}
 	checkErrorsAsHelms(t, s, ns)
+}
+
+// Full lists (no limitInfo) of records written by hand, 20 KiB Secrets whose manifests are
+// 15 MiB, 4 at once: each read slot keeps at most its share of records, so each is refused
+// 413 and submit, under its GOMEMLIMIT, stays within its Knative limit. One such record
+// still reads whole, in a list and a get.
+func TestFullListsOfLargeRecordsKeepSubmitWithinItsLimit(t *testing.T) {
+	t.Parallel()
+	ns, one := cluster.Namespace(t), cluster.Namespace(t)
+	limits := knativeMemory(t)
+	s := newStackWith(t, map[string]string{"GOMEMLIMIT": limits["submit"].gomemlimit}, ns, one)
+	manifest := strings.Repeat("m", 15<<20)
+	for i := range 4 {
+		largeRecord(t, ns, fmt.Sprintf("big-%d", i), manifest)
+	}
+	largeRecord(t, one, "big-0", manifest)
+	codes := make(chan string, 4)
+	for range 4 {
+		go func() { codes <- operatorGet(s, api.PathList, url.Values{"ns": {ns}}) }()
+	}
+	for range 4 {
+		if got := <-codes; !strings.HasPrefix(got, "413 ") {
+			t.Errorf("a full list of 4 records of 15 MiB manifests: %s, want 413", got)
+		}
+	}
+	for _, q := range []url.Values{{"ns": {one}}, {"ns": {ns}, "name": {"big-0"}}, {"ns": {ns}, "limitInfo": {"true"}}} {
+		path := api.PathList
+		if q.Has("name") {
+			path = api.PathRelease
+		}
+		if got := operatorGet(s, path, q); !strings.HasPrefix(got, "200 ") {
+			t.Errorf("%s?%s: %s, want 200", path, q.Encode(), got)
+		}
+	}
+	checkPeakRSS(t, "submit", s.submit.Pid(), limits["submit"].limit)
+}
+
+// largeRecord writes revision 1 of release name into ns as Helm would, with manifest.
+func largeRecord(t *testing.T, ns, name, manifest string) {
+	t.Helper()
+	now := helmtime.Now()
+	r := &helmrelease.Release{Name: name, Namespace: ns, Version: 1, Manifest: manifest,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "tiny", Version: "0.1.0", APIVersion: "v2"}},
+		Info:  &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Status: helmrelease.StatusDeployed}}
+	if err := storage.NewSecrets(cluster.Client.CoreV1().Secrets(ns)).Create(release.SecretName(name, 1), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// operatorGet reads path?q from submit as the operator: the status and the answer's size,
+// or the error.
+func operatorGet(s *stack, path string, q url.Values) string {
+	req, err := http.NewRequest(http.MethodGet, s.submit.URL+path+"?"+q.Encode(), nil)
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+cluster.Operator.BearerToken)
+	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	return fmt.Sprintf("%d (%d bytes, %v)", resp.StatusCode, n, err)
 }
 
 // checkErrorsAsHelms: bad input is refused with helm's message (the command path aside)

@@ -9,6 +9,7 @@ import (
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/reader"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/submitter"
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
@@ -39,7 +40,7 @@ func statusOf(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, auth.ErrForbidden), errors.Is(err, valuesfrom.ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), errors.Is(err, reader.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, submitter.ErrInvalid), errors.Is(err, chartsource.ErrInvalidRef), errors.Is(err, chartsource.ErrForbiddenHost):
 		return http.StatusBadRequest

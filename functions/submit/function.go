@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -299,24 +298,6 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.E
 	return function.EventReply{Event: &reply, Result: cloudevents.NewHTTPResult(http.StatusCreated, "reserved %s", acc.Secret.Name)}, nil
 }
 
-// list answers the releases of ?ns= (every namespace the caller may read when empty).
-func (f *Function) list(w http.ResponseWriter, r *http.Request) error {
-	limit, _ := strconv.ParseBool(r.URL.Query().Get("limitInfo"))
-	out, err := f.reads.List(r.Context(), userFrom(r.Context()), r.URL.Query().Get("ns"), limit)
-	if err != nil {
-		return err
-	}
-	function.WriteJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// get answers the latest revision of ?ns=&name=.
-func (f *Function) get(w http.ResponseWriter, r *http.Request) error {
-	return f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
-		return f.reads.Latest(ctx, userFrom(ctx), ns, name)
-	})
-}
-
 // cancel stops the pending revision of ?ns=&name=: 202 while its executor stops, 200 when
 // it was failed at once, 409 when nothing is pending.
 func (f *Function) cancel(w http.ResponseWriter, r *http.Request) error {
@@ -334,27 +315,6 @@ func (f *Function) cancel(w http.ResponseWriter, r *http.Request) error {
 		code = http.StatusOK
 	}
 	function.WriteJSON(w, code, out)
-	return nil
-}
-
-// history answers every revision of ?ns=&name=.
-func (f *Function) history(w http.ResponseWriter, r *http.Request) error {
-	return f.readRelease(w, r, func(ctx context.Context, ns, name string) (any, error) {
-		return f.reads.History(ctx, userFrom(ctx), ns, name)
-	})
-}
-
-// readRelease answers a read of one release (?ns=&name=).
-func (f *Function) readRelease(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, ns, name string) (any, error)) error {
-	ns, name, err := nsAndName(r)
-	if err != nil {
-		return err
-	}
-	out, err := read(r.Context(), ns, name)
-	if err != nil {
-		return err
-	}
-	function.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

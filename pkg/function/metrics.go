@@ -101,6 +101,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets a route reach the connection's own controls (http.ResponseController: a
+// write deadline).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // NewSender is the function's event sender to its K_SINK, counted in m (when not nil).
 func NewSender(cfg events.SinkConfig, m *Metrics) (*events.Sender, error) {
 	s, err := events.NewSender(cfg, nil)

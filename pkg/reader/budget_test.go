@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -58,7 +59,7 @@ func helmRecord(t *testing.T, cs *fake.Clientset, ns, name string, config map[st
 }
 
 // listAsAlice lists every namespace alice may read (team-a and team-b) without limitInfo.
-func listAsAlice(t *testing.T, cs *fake.Clientset) map[string]int {
+func listAsAlice(t *testing.T, cs *fake.Clientset) (map[string]int, error) {
 	t.Helper()
 	f, err := helmexec.NewFactory(&rest.Config{Host: "http://127.0.0.1:1"})
 	if err != nil {
@@ -69,41 +70,43 @@ func listAsAlice(t *testing.T, cs *fake.Clientset) map[string]int {
 	s := &Service{Helm: secretsHelm{f: f, cs: cs}, Authorizer: a, Index: idx}
 	out, err := s.List(ctx(t), &auth.User{Name: "alice"}, "", false)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	got := map[string]int{}
 	for _, r := range out.([]api.Release) {
 		got[r.Namespace]++
 	}
-	return got
+	return got, nil
 }
 
-// One list over a caller's namespaces holds one read's records, not one read's per
-// namespace: two namespaces of 4 records near a record's node bound each (which together
-// fill one read's twice) answer 4 of them, 2 of each.
-func TestOneListOverManyNamespacesHasOneReadBudget(t *testing.T) {
-	cs := fake.NewClientset()
-	for _, ns := range []string{"team-a", "team-b"} {
-		for i := range 4 {
-			helmRecord(t, cs, ns, fmt.Sprintf("big-%d", i), bigConfig(release.MaxRecordNodes-10_000))
-		}
-	}
-	if got := listAsAlice(t, cs); got["team-a"] != 2 || got["team-b"] != 2 {
-		t.Errorf("one list of 2 namespaces kept %v records of %d JSON values each, want 2 of each (one read's %d values)",
-			got, release.MaxRecordNodes-10_000, release.MaxReadNodes)
-	}
-}
-
-// The read budget of a list over many namespaces is shared fairly: a namespace read first
-// whose records would fill it leaves the other namespaces their share (H8: team-b's
-// release was cut off by team-a's 5 records near a record's node bound).
-func TestOneNamespaceDoesNotSpendTheWholeReadBudget(t *testing.T) {
-	cs := fake.NewClientset()
-	for i := range 5 {
-		helmRecord(t, cs, "team-a", fmt.Sprintf("big-%d", i), bigConfig(release.MaxRecordNodes-10_000))
-	}
-	helmRecord(t, cs, "team-b", "web", bigConfig(50_000))
-	if got := listAsAlice(t, cs); got["team-b"] != 1 || got["team-a"] != 3 {
-		t.Errorf("listed %v, want team-b's release and 3 of team-a's (within one read's %d values)", got, release.MaxReadNodes)
+// One list over a caller's namespaces keeps one slot's share of records in all, not one
+// per namespace (records near a record's node bound: 2 fit). Past it the list is refused
+// whole, whichever namespace holds them: never answered without another namespace's
+// releases (H8: team-b's release was cut off by team-a's records) or without some of its own.
+func TestOneListOverManyNamespacesKeepsOneSlotsRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		a, b   int // records of team-a and team-b
+		refuse bool
+	}{
+		{"within the share", 1, 1, false},
+		{"past it in both", 4, 4, true},
+		{"past it in the namespace read first", 5, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			for ns, n := range map[string]int{"team-a": tc.a, "team-b": tc.b} {
+				for i := range n {
+					helmRecord(t, cs, ns, fmt.Sprintf("big-%d", i), bigConfig(release.MaxRecordNodes-10_000))
+				}
+			}
+			got, err := listAsAlice(t, cs)
+			switch {
+			case tc.refuse && !errors.Is(err, ErrTooLarge):
+				t.Errorf("listed %v (%v), want ErrTooLarge past %d values", got, err, release.MaxReadNodes/slotShare)
+			case !tc.refuse && (err != nil || got["team-a"] != tc.a || got["team-b"] != tc.b):
+				t.Errorf("listed %v (%v), want %d of team-a and %d of team-b", got, err, tc.a, tc.b)
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ package reader
 
 import (
 	"context"
-	"slices"
 	"sort"
 	"sync"
 
@@ -81,12 +80,12 @@ func readNeed(namespace string) auth.Need {
 // caller may read), in every status. With limitInfo, each is trimmed to api.ReleaseInfo.
 // Without a namespace the caller's namespaces are found first (readScope): nothing of a
 // namespace the caller may not read is read or decoded.
-func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool) (any, error) {
-	seat, err := s.open(ctx, u, namespace)
+func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool, opts ...Option) (any, error) {
+	sl, err := s.open(ctx, u, namespace, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer seat.Release()
+	defer sl.close()
 	sc, err := s.readScope(ctx, u, namespace)
 	if err != nil {
 		return nil, err
@@ -95,7 +94,7 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 		rows, err := s.listLimited(ctx, sc)
 		return s.Queue.mark(rows), err
 	}
-	rels, err := s.helmList(ctx, sc)
+	rels, err := s.helmList(ctx, sc, sl)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +113,12 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 }
 
 // helmList runs Helm's list over the scope: once when the caller may read every namespace
-// that holds records, else once per allowed namespace, the lists within one read's budget
-// (release.ReadBudget: each namespace up to its share, whichever is read first).
-func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Release, error) {
+// that holds records, else once per allowed namespace, every list within the slot's budget
+// (ErrTooLarge past it).
+func (s *Service) helmList(ctx context.Context, sc scope, sl *slot) ([]*helmrelease.Release, error) {
 	if sc.all() {
-		rels, err := s.Helm.List(ctx, sc.namespace, s.Options...)
-		if err != nil || sc.allowed == nil {
+		rels, err := s.Helm.List(ctx, sc.namespace, sl.helm...)
+		if err = sl.within(err); err != nil || sc.allowed == nil {
 			return rels, err
 		}
 		// A namespace that got records after the metadata list was not reviewed: left out.
@@ -132,16 +131,13 @@ func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Releas
 		return kept, nil
 	}
 	var out []*helmrelease.Release
-	budget := release.NewReadBudget() // one read's budget for them all, shared fairly
-	opts := append(slices.Clone(s.Options), helmexec.WithReadBudget(budget))
 	for _, ns := range sc.namespaces() {
-		rels, err := s.Helm.List(ctx, ns, opts...)
-		if err != nil {
+		rels, err := s.Helm.List(ctx, ns, sl.helm...)
+		if err = sl.within(err); err != nil {
 			return nil, err
 		}
-		out = append(budget.Kept(out), rels...)
+		out = append(out, rels...)
 	}
-	out = budget.Kept(out)
 	// Helm's list sorts by name (then namespace, for a stable order across namespaces).
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {
@@ -153,14 +149,14 @@ func (s *Service) helmList(ctx context.Context, sc scope) ([]*helmrelease.Releas
 }
 
 // Latest is the latest revision of a release, whatever its status, with its progress.
-func (s *Service) Latest(ctx context.Context, u *auth.User, namespace, name string) (api.Release, error) {
-	seat, err := s.open(ctx, u, namespace)
+func (s *Service) Latest(ctx context.Context, u *auth.User, namespace, name string, opts ...Option) (api.Release, error) {
+	sl, err := s.open(ctx, u, namespace, opts)
 	if err != nil {
 		return api.Release{}, err
 	}
-	defer seat.Release()
-	rel, err := s.Helm.Latest(ctx, namespace, name, s.Options...)
-	if err != nil {
+	defer sl.close()
+	rel, err := s.Helm.Latest(ctx, namespace, name, sl.helm...)
+	if err = sl.within(err); err != nil {
 		return api.Release{}, err
 	}
 	return s.withProgress(ctx, rel), nil
@@ -182,11 +178,12 @@ func (s *Service) withProgress(ctx context.Context, rel *helmrelease.Release) ap
 }
 
 // History is every revision of a release, oldest first.
-func (s *Service) History(ctx context.Context, u *auth.User, namespace, name string) ([]*helmrelease.Release, error) {
-	seat, err := s.open(ctx, u, namespace)
+func (s *Service) History(ctx context.Context, u *auth.User, namespace, name string, opts ...Option) ([]*helmrelease.Release, error) {
+	sl, err := s.open(ctx, u, namespace, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer seat.Release()
-	return s.Helm.History(ctx, namespace, name, s.Options...)
+	defer sl.close()
+	rels, err := s.Helm.History(ctx, namespace, name, sl.helm...)
+	return rels, sl.within(err)
 }

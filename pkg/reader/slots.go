@@ -2,16 +2,48 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/async-helm/async-helm/pkg/auth"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
+	"github.com/async-helm/async-helm/pkg/helmexec"
+	"github.com/async-helm/async-helm/pkg/release"
 )
 
 // readSlots is how many reads (lists, gets, histories) submit runs at once, for every
-// tenant together: each holds a page of the API server's answer and up to one read's
-// budget of records (release.ReadBudget).
-const readSlots = 4
+// tenant together. Each holds a page of the API server's answer and 1/slotShare of one
+// read's budget of whole records (release.ReadBudget: 32 MiB decoded) until its answer is
+// written: the slots hand out submit's memory for records, 128 MiB in all.
+const (
+	readSlots = 4
+	slotShare = 2
+)
+
+// ErrTooLarge is a read whose whole records pass its slot's share (the edge answers 413):
+// an answer without some of them would be false (a list missing releases, an older
+// revision shown as the latest).
+var ErrTooLarge = errors.New("the release records decode to more than one read may hold")
+
+// Option adjusts one read.
+type Option func(*slot)
+
+// UntilWritten keeps the read's slot, and the records of its answer with it, after the
+// read returns, until the caller has written the answer and calls *done (a route, after
+// its write). Without it the slot is given back when the read returns.
+func UntilWritten(done *func()) Option {
+	*done = func() {}
+	return func(s *slot) { s.done = done }
+}
+
+// slot is a read's seat, and its Helm reads' options: its records within the slot's budget.
+type slot struct {
+	seat   *fairqueue.Seat
+	budget *release.ReadBudget
+	helm   []helmexec.Option
+	done   *func()
+}
 
 // open authorizes a read of a named namespace, then waits for one of the read slots,
 // handed out fairly (fairqueue) between tenants: the caller (a namespace's ServiceAccounts
@@ -19,7 +51,7 @@ const readSlots = 4
 // to it: a denied read waits for nothing but its review. An all-namespaces list is its
 // caller's alone (its namespaces are reviewed in the slot, readScope). A tenant holds at
 // most all but one slot, so one caller's many reads never keep another tenant's waiting.
-func (s *Service) open(ctx context.Context, u *auth.User, namespace string) (*fairqueue.Seat, error) {
+func (s *Service) open(ctx context.Context, u *auth.User, namespace string, opts []Option) (*slot, error) {
 	if namespace != "" && u != nil && s.Authorizer != nil {
 		if err := s.Authorizer.Check(ctx, u, readNeed(namespace)); err != nil {
 			return nil, err
@@ -39,5 +71,28 @@ func (s *Service) open(ctx context.Context, u *auth.User, namespace string) (*fa
 	if err != nil {
 		return nil, fmt.Errorf("waiting for a read slot: %w", err)
 	}
-	return seat, nil
+	sl := &slot{seat: seat, budget: release.NewReadBudgetOf(slotShare)}
+	sl.helm = append(slices.Clone(s.Options), helmexec.WithReadBudget(sl.budget))
+	for _, o := range opts {
+		o(sl)
+	}
+	return sl, nil
+}
+
+// close gives the slot back, or hands it to UntilWritten's done.
+func (sl *slot) close() {
+	if sl.done != nil {
+		*sl.done = sl.seat.Release
+		return
+	}
+	sl.seat.Release()
+}
+
+// within is err, or ErrTooLarge when the slot's budget left records out.
+func (sl *slot) within(err error) error {
+	if n := sl.budget.Over(); err == nil && n > 0 {
+		return fmt.Errorf("%w: %d records past %d MiB decoded; list with limitInfo=true, or read one release",
+			ErrTooLarge, n, release.MaxReadBytes/slotShare>>20)
+	}
+	return err
 }

@@ -100,7 +100,7 @@ func TestOneReadKeepsRecordsUpToItsBudget(t *testing.T) {
 	d := GuardedSecrets(records{payloads: payloads})
 	var logged []string
 	d.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
-	rels, err := d.readWithin(SelectorReleaseSecrets, newReadBudget(readBudget{bytes: 3*size + size/2, nodes: MaxReadNodes}))
+	rels, err := d.readWithin(SelectorReleaseSecrets, &ReadBudget{bound: readBudget{bytes: 3*size + size/2, nodes: MaxReadNodes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestHeadDecodesWaitForTheirShareOfTheBudget(t *testing.T) {
 	inFlight.take("", all)
 	done := make(chan error, 1)
 	go func() {
-		h, err := DecodeHead(payload)
+		h, err := decodeHead(payload, "")
 		if err == nil && h.Description() != "x" {
 			err = fmt.Errorf("head %+v", h)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -128,18 +129,41 @@ const (
 	MaxReadNodes = 4 * MaxRecordNodes
 )
 
+// ReadBudget is MaxReadBytes and MaxReadNodes for one read, or for several reads together
+// (Shared: one request that lists many namespaces holds one budget, not one each). A record
+// past what is left is not decoded, and counted (Over): a read that must answer every
+// record (submit's) is refused then, whichever namespace spent the budget.
+type ReadBudget struct {
+	mu    sync.Mutex
+	bound readBudget
+	spent readBudget
+	over  int // records left out past the bound
+}
+
+// NewReadBudgetOf is 1/n of one read's budget (a read slot's share of submit's memory).
+func NewReadBudgetOf(n int) *ReadBudget {
+	return &ReadBudget{bound: readBudget{bytes: MaxReadBytes / n, nodes: MaxReadNodes / n}}
+}
+
+// Over is how many records the reads on b left out past its bound.
+func (b *ReadBudget) Over() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.over
+}
+
 func (d *SecretsDriver) decodeAll(selector string) ([]*helmrelease.Release, error) {
 	b := d.Shared
 	if b == nil {
-		b = NewReadBudget()
+		b = NewReadBudgetOf(1)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return d.readWithin(selector, b)
 }
 
-// readWithin decodes the records selector lists, read in pages, each namespace within its
-// share of b (ReadBudget.room), and logs once the records it skipped or gave up.
+// readWithin decodes the records selector lists, read in pages, within b, and logs once
+// the records it left out past it.
 func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelease.Release, error) {
 	var out []*helmrelease.Release
 	over := 0
@@ -150,14 +174,14 @@ func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelea
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			bound, ok := b.room(item.Namespace)
-			if !ok {
+			bound := b.bound.less(b.spent).within()
+			if bound.bytes <= 0 || bound.nodes <= 0 {
 				over++
 				continue
 			}
 			rls, _, cost, err := decodeRecord(item.Data["release"], bound, item.Namespace)
 			if errors.Is(err, errTooLarge) && bound != recordBound {
-				over++ // over the namespace's room, not necessarily the record's bound
+				over++ // over what is left, not necessarily the record's bound
 				continue
 			}
 			if err == nil {
@@ -169,18 +193,18 @@ func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelea
 			}
 			rls.Labels = item.Labels // as Helm's List and Query keep them
 			out = append(out, rls)
-			over += b.keep(item.Namespace, rls, cost)
+			b.spent = b.spent.plus(cost)
 		}
 		return list.Continue, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if over > 0 {
+	if b.over += over; over > 0 {
 		d.Log("skipping %d release records of %q: the read passed its budget of %d decoded bytes, %d JSON values",
 			over, selector, b.bound.bytes, b.bound.nodes)
 	}
-	return b.kept(out), nil
+	return out, nil
 }
 
 // Delete reads the record (guarded) before deleting it, as Helm's does.

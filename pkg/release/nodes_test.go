@@ -129,7 +129,7 @@ func TestOneReadKeepsRecordsUpToItsNodes(t *testing.T) {
 	d := GuardedSecrets(records{payloads: payloads})
 	var logged []string
 	d.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
-	rels, err := d.readWithin(SelectorReleaseSecrets, newReadBudget(readBudget{bytes: MaxReadBytes, nodes: 3*nodes + nodes/2}))
+	rels, err := d.readWithin(SelectorReleaseSecrets, &ReadBudget{bound: readBudget{bytes: MaxReadBytes, nodes: 3*nodes + nodes/2}})
 	if err != nil {
 		t.Fatal(err)
 	}
