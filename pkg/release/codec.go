@@ -275,9 +275,6 @@ func (h *Head) Description() string {
 // holder gives its share back after a bounded decode.
 var inFlight = newByteBudget(4 * MaxRecordBytes)
 
-// DecodeHead decodes the head of a release secret's payload through the guarded decode.
-func DecodeHead(data []byte) (Head, error) { return decodeHead(data, "") }
-
 func decodeHead(data []byte, tenant string) (Head, error) {
 	var h Head
 	_, err := decode(data, &h, recordBound, tenant)

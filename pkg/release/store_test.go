@@ -207,27 +207,6 @@ func TestMarkFailed(t *testing.T) {
 	}
 }
 
-func TestStoredEvent(t *testing.T) {
-	s, c, _ := newStore(t)
-	reserve(t, s, "web", ActionInstall, "r1")
-	got, err := s.StoredEvent(ctx(t), "ns", SecretName("web", 1))
-	if err != nil || string(got) != `{"id":"r1"}` {
-		t.Fatalf("stored event of a pending revision = %q, %v", got, err)
-	}
-	finish(t, c, "web", 1, helmrelease.StatusDeployed)
-	if got, err := s.StoredEvent(ctx(t), "ns", SecretName("web", 1)); err != nil || got != nil {
-		t.Errorf("a final revision has no work to drive: %q, %v", got, err)
-	}
-	if _, err := s.StoredEvent(ctx(t), "ns", SecretName("web", 9)); !errors.Is(err, ErrNotFound) {
-		t.Errorf("missing revision: %v", err)
-	}
-	c.Fail("get", "secrets", errors.New("apiserver down"))
-	if _, err := s.StoredEvent(ctx(t), "ns", SecretName("web", 1)); err == nil || errors.Is(err, ErrNotFound) ||
-		!strings.Contains(err.Error(), "apiserver down") {
-		t.Errorf("a failed read must not read as a missing revision: %v", err)
-	}
-}
-
 // TestRevisionIndex: submit's admission count and history come from the shared index.
 func TestRevisionIndex(t *testing.T) {
 	s, c, _ := newStore(t)

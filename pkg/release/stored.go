@@ -9,21 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// StoredEvent is the accepted event kept in a pending revision's secret (nil if none).
-func (s *Store) StoredEvent(ctx context.Context, namespace, secretName string) ([]byte, error) {
-	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, secretName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read stored event of %s/%s: %w", namespace, secretName, err)
-	}
-	if !IsPending(sec.Labels[LabelStatus]) {
-		return nil, nil
-	}
-	return sec.Data[DataEvent], nil
-}
-
 // StoredRequest is what the sweeper needs of a pending revision's Secret before it sends
 // the work again: the Secret's labels as read now (with its UID), the stored event, and
 // whether the record itself decodes. Nothing in it is trusted: the sweeper checks the event
