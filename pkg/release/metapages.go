@@ -24,15 +24,16 @@ const (
 
 var errPageTooLarge = errors.New("metadata page over its byte cap")
 
-// metaPages calls each with every page of the metadata list of namespace's release Secrets.
-// Without a REST client to read the answer from (a fake clientset), pages are of listPage.
-func (s *Store) metaPages(ctx context.Context, namespace string, each func(*metav1.PartialObjectMetadataList)) error {
+// metaPages calls each with every page of the metadata list of namespace's Secrets that
+// selector selects: every metadata list of a tenant's Secrets is read through it. Without a
+// REST client to read the answer from (a fake clientset), pages are of listPage.
+func (s *Store) metaPages(ctx context.Context, namespace, selector string, each func(*metav1.PartialObjectMetadataList)) error {
 	var rc *rest.RESTClient
 	if s.Client != nil {
 		rc, _ = s.Client.CoreV1().RESTClient().(*rest.RESTClient)
 	}
 	capped := rc != nil
-	opts := metav1.ListOptions{LabelSelector: SelectorReleaseSecrets, Limit: listPage}
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: listPage}
 	if capped {
 		opts.Limit = metaPage
 	}

@@ -84,7 +84,7 @@ func (s *Store) ReleaseHead(ctx context.Context, namespace, name string) (*ListH
 // pages (metaPages) and keeps of each only what the index keeps (keptMeta).
 func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error) {
 	var out []*metav1.PartialObjectMetadata
-	err := s.metaPages(ctx, namespace, func(list *metav1.PartialObjectMetadataList) {
+	err := s.metaPages(ctx, namespace, SelectorReleaseSecrets, func(list *metav1.PartialObjectMetadataList) {
 		for i := range list.Items {
 			out = append(out, &metav1.PartialObjectMetadata{TypeMeta: list.Items[i].TypeMeta, ObjectMeta: keptMeta(list.Items[i].ObjectMeta)})
 		}

@@ -61,28 +61,29 @@ func (s *Store) LiveHistory(ctx context.Context, namespace, name string) ([]Revi
 }
 
 func (s *Store) history(ctx context.Context, namespace, name string, cached bool) ([]Revision, error) {
+	revs := []Revision{}
 	if cached {
 		objs, err := s.Revisions.ByIndex(ReleaseIndex, namespace+"/"+name)
 		if err != nil {
 			return nil, err
 		}
-		revs := make([]Revision, 0, len(objs))
 		for _, o := range objs {
 			if r, ok := RevisionFromMeta(o.(metav1.Object)); ok {
 				revs = append(revs, r)
 			}
 		}
-		sort.Slice(revs, func(i, j int) bool { return revs[i].Version > revs[j].Version })
-		return revs, nil
-	}
-	list, err := s.Metadata.Resource(SecretsResource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: SelectorRelease(name)})
-	if err != nil {
-		return nil, fmt.Errorf("list revisions of %s/%s: %w", namespace, name, err)
-	}
-	revs := make([]Revision, 0, len(list.Items))
-	for i := range list.Items {
-		if r, ok := RevisionFromMeta(&list.Items[i]); ok {
-			revs = append(revs, r)
+	} else {
+		// In capped pages, keeping of each what the index keeps: the metadata is the tenant's.
+		err := s.metaPages(ctx, namespace, SelectorRelease(name), func(list *metav1.PartialObjectMetadataList) {
+			for i := range list.Items {
+				m := keptMeta(list.Items[i].ObjectMeta)
+				if r, ok := RevisionFromMeta(&m); ok {
+					revs = append(revs, r)
+				}
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list revisions of %s/%s: %w", namespace, name, err)
 		}
 	}
 	sort.Slice(revs, func(i, j int) bool { return revs[i].Version > revs[j].Version })
