@@ -15,9 +15,17 @@ type counts struct {
 }
 
 func (c counts) add(f Flow, d int) {
-	bump(c.ns, f.Namespace, d)
+	bumpNS(c.ns, f.Namespace, d)
 	bump(c.caller, f.Caller, d)
 	bump(c.flow, f, d)
+}
+
+// bumpNS is bump for a namespace: work with none (a chart with no namespace, the
+// administrators' refresh) is its caller's alone, so "" is never counted as a namespace.
+func bumpNS[V int | int64](m map[string]V, ns string, d V) {
+	if ns != "" {
+		bump(m, ns, d)
+	}
 }
 
 // bump adds d to m[k], deleting the entry at 0.
@@ -44,6 +52,7 @@ func (q *Queue) shares() (ns, caller int) {
 	for f := range q.waiting {
 		nss[f.Namespace], callers[f.Caller] = true, true
 	}
+	delete(nss, "")
 	return max(1, q.slots/max(1, len(nss))), max(1, q.slots/max(1, len(callers)))
 }
 
@@ -120,8 +129,10 @@ func (q *Queue) next() *waiter {
 	return best
 }
 
-// sameTenant: the flows share their namespace or their caller.
-func sameTenant(a, b Flow) bool { return a.Namespace == b.Namespace || a.Caller == b.Caller }
+// sameTenant: the flows share their namespace (not none) or their caller.
+func sameTenant(a, b Flow) bool {
+	return a.Namespace != "" && a.Namespace == b.Namespace || a.Caller == b.Caller
+}
 
 // first is next's order over the flows whose head keep accepts.
 func (q *Queue) first(keep func(*waiter) bool) *waiter {
@@ -154,7 +165,10 @@ type served struct {
 // mark records a grant to f.
 func (s *served) mark(f Flow) {
 	s.n++
-	s.ns[f.Namespace], s.caller[f.Caller] = s.n, s.n
+	s.caller[f.Caller] = s.n
+	if f.Namespace != "" {
+		s.ns[f.Namespace] = s.n
+	}
 }
 
 // forget drops what is remembered of f's namespace and caller once they neither hold nor

@@ -26,7 +26,7 @@ func (r *room) add(w *waiter, sign int64) {
 	}
 	d := sign * w.cost
 	r.total += d
-	bump(r.ns, w.flow.Namespace, d)
+	bumpNS(r.ns, w.flow.Namespace, d)
 	bump(r.caller, w.flow.Caller, d)
 }
 
