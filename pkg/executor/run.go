@@ -173,6 +173,8 @@ func (s *Service) loadChart(ctx context.Context, act *action) (_ *chart.Chart, f
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
 		return nil, nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
+	archive := *c // across the wait for chart memory, the archive only: the parsed copy is the cache's
+	archive.Loaded, c = nil, &archive
 	if free, err = s.holdChart(ctx, act, c.Size()); err != nil {
 		return nil, nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,14 +53,15 @@ func sizedChart(t *testing.T) *chartsource.Chart {
 // 56 KiB archive held 56 MiB per action, the 64 action slots bounding nothing of it). With
 // chart memory for four such charts, a tenant's two installs do not hold two at once: the
 // second waits for the first's to be given back, its action slot lent, so that another
-// tenant's install runs on it. Without the bound both of A's copies were held at once.
+// tenant's install runs on it; it keeps the archive only, not the source's parsed copy. Without
+// the bound both of A's copies were held at once.
 func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 	e := newEnv(t, 2)
 	e.svc.cpu = fairqueue.New(2, fairqueue.Options{Lending: true})
 	c := sizedChart(t)
 	e.svc.SlotWait = time.Hour // the fake clock never gets there: A's second waits for memory
 	e.svc.chartMem = newChartMemory(4 * c.Size())
-	var inHelm, got atomic.Int32
+	var inHelm, got, dropped atomic.Int32
 	release := make(chan struct{})
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
 		if req.Namespace == "a" {
@@ -69,7 +71,7 @@ func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 		}
 		return e.writes(ctx, req)
 	}
-	e.svc.Charts = countingCharts{charts{c}, &got}
+	e.svc.Charts = countingCharts{charts{c}, &got, &dropped}
 	outcomes := make(chan Outcome, 2)
 	for i, name := range []string{"one", "two"} {
 		a := e.reserveAs("a", "alice", name, "a-"+name)
@@ -83,6 +85,8 @@ func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 	if n := inHelm.Load(); n != 1 {
 		t.Errorf("%d of A's installs hold their %d MiB charts in Helm at once; A's share of the chart memory is one", n, c.Size()>>20)
 	}
+	// Neither keeps the source's parsed copy: the one waiting for memory holds the archive only.
+	testwait.For(t, func() bool { runtime.GC(); return dropped.Load() == 3 }) // A's two and B's
 	close(release)
 	for range 2 {
 		if o := <-outcomes; o != OutcomeDeployed {
@@ -94,15 +98,23 @@ func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 	}
 }
 
-// countingCharts counts the charts got.
+// countingCharts counts the charts got, each with a parsed copy of its own (as the cache's,
+// once it evicted them) whose collections it counts in dropped.
 type countingCharts struct {
 	charts
-	got *atomic.Int32
+	got, dropped *atomic.Int32
 }
 
 func (c countingCharts) Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error) {
 	defer c.got.Add(1)
-	return c.charts.Get(ctx, ref)
+	got, err := c.charts.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	cp := *got
+	cp.Loaded = &chart.Chart{Metadata: got.Loaded.Metadata}
+	runtime.SetFinalizer(cp.Loaded, func(*chart.Chart) { c.dropped.Add(1) })
+	return &cp, nil
 }
 
 // A chart larger than a tenant's share is refused at once; one that finds no room waits
