@@ -84,7 +84,7 @@ type Service struct {
 	// queues them first come, first served, before any fair queue sees them.
 	MaxWaiting int
 	// MaxChartBytes bounds what actions hold of their loaded charts, a tenant a quarter of it
-	// (chartMemory; 0: DefaultChartBytes).
+	// (holdChart; 0: DefaultChartBytes).
 	MaxChartBytes int64
 	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once;
 	// an action waiting for readiness holds none (0: GOMAXPROCS). The parallel of New
@@ -127,7 +127,7 @@ type Service struct {
 	cpu           *fairqueue.Queue
 	progressReads *rate.Limiter
 	running       *running
-	chartMem      *chartMemory
+	chartMem      *fairqueue.Bytes
 }
 
 // running is the set of revisions this process is handling.
@@ -163,7 +163,7 @@ func New(s Service, parallel int) *Service {
 	}
 	s.progressReads = rate.NewLimiter(rate.Limit(reads), 1)
 	s.running = &running{m: map[string]*run{}}
-	s.chartMem = newChartMemory(cmp.Or(s.MaxChartBytes, DefaultChartBytes))
+	s.chartMem = fairqueue.NewBytes(cmp.Or(s.MaxChartBytes, DefaultChartBytes))
 	if s.Orphans == nil {
 		s.Orphans = &helmexec.Orphans{}
 	}

@@ -162,78 +162,11 @@ var ErrNoChartMemory = errors.New("no memory for the action's chart")
 // its 2 GiB container.
 const DefaultChartBytes = 1 << 30
 
-// chartMemory bounds what the executor's actions hold of their charts: Helm's loaded copy,
-// kept for the action's life, waits included (56 KiB of archive may unpack to 56 MiB), which
-// the action slots do not bound. Each action holds its chart's size (chartsource.Chart.Size)
-// until it ends; a tenant, as namespace and as caller, at most a quarter of the whole, so
-// that the others find room. An action waits until its chart fits (the waiters look again
-// whenever bytes are given back, in no order).
-type chartMemory struct {
-	mu         sync.Mutex
-	limit      int64
-	used       int64
-	ns, caller map[string]int64
-	// freed is closed, and made again, whenever bytes are given back.
-	freed chan struct{}
-}
-
-func newChartMemory(limit int64) *chartMemory {
-	return &chartMemory{limit: limit, ns: map[string]int64{}, caller: map[string]int64{}, freed: make(chan struct{})}
-}
-
-// take gives n bytes to f if they fit now, and returns their release.
-func (m *chartMemory) take(f fairqueue.Flow, n int64) (func(), bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.used+n > m.limit || m.ns[f.Namespace]+n > m.limit/4 || m.caller[f.Caller]+n > m.limit/4 {
-		return nil, false
-	}
-	m.add(f, n)
-	return func() { m.mu.Lock(); m.add(f, -n); m.mu.Unlock() }, true
-}
-
-// hold waits until n bytes are f's, or ctx ends, and returns their release; lend is called
-// once before it waits.
-func (m *chartMemory) hold(ctx context.Context, f fairqueue.Flow, n int64, lend func()) (func(), error) {
-	if n > m.limit/4 {
-		return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, a tenant at most %d MiB", ErrNoChartMemory, n>>20, m.limit/4>>20)
-	}
-	for waited := false; ; waited = true {
-		m.mu.Lock()
-		freed := m.freed
-		m.mu.Unlock()
-		if free, ok := m.take(f, n); ok {
-			return free, nil
-		}
-		if !waited {
-			lend()
-		}
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: the chart holds %d MiB loaded, and the executor's %d MiB or its tenant's %d MiB are taken: %w",
-				ErrNoChartMemory, n>>20, m.limit>>20, m.limit/4>>20, context.Cause(ctx))
-		}
-	}
-}
-
-// add counts d bytes more for f (fewer, given back: the waiters look again).
-func (m *chartMemory) add(f fairqueue.Flow, d int64) {
-	m.used, m.ns[f.Namespace], m.caller[f.Caller] = m.used+d, m.ns[f.Namespace]+d, m.caller[f.Caller]+d
-	if d < 0 {
-		if m.ns[f.Namespace] == 0 {
-			delete(m.ns, f.Namespace)
-		}
-		if m.caller[f.Caller] == 0 {
-			delete(m.caller, f.Caller)
-		}
-		close(m.freed)
-		m.freed = make(chan struct{})
-	}
-}
-
 // holdChart holds size bytes of the chart memory for act, waiting up to queueWait (as for
-// its first CPU slot) with its action slot lent, and returns their release.
+// its first CPU slot) with its action slot lent, and returns their release. The chart memory
+// bounds what actions hold of their charts: Helm's loaded copy, kept for the action's life,
+// waits included (56 KiB of archive may unpack to 56 MiB), which the action slots do not
+// bound; each action holds its chart's size (chartsource.Chart.Size), a tenant a quarter.
 func (s *Service) holdChart(ctx context.Context, act *action, size int64) (func(), error) {
 	if size <= 0 {
 		return func() {}, nil
@@ -246,5 +179,9 @@ func (s *Service) holdChart(ctx context.Context, act *action, size int64) (func(
 		lend = act.seat.Lend
 		defer act.seat.Reclaim()
 	}
-	return s.chartMem.hold(ctx, flowOf(act.Action), size, lend)
+	free, err := s.chartMem.Hold(ctx, flowOf(act.Action), size, lend)
+	if err != nil {
+		return nil, fmt.Errorf("%w: its chart holds %w", ErrNoChartMemory, err)
+	}
+	return free, nil
 }

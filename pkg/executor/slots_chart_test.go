@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -60,7 +59,7 @@ func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 	e.svc.cpu = fairqueue.New(2, fairqueue.Options{Lending: true})
 	c := sizedChart(t)
 	e.svc.SlotWait = time.Hour // the fake clock never gets there: A's second waits for memory
-	e.svc.chartMem = newChartMemory(4 * c.Size())
+	e.svc.chartMem = fairqueue.NewBytes(4 * c.Size())
 	var inHelm, got, dropped atomic.Int32
 	release := make(chan struct{})
 	e.helm.run = func(ctx context.Context, req helmexec.Request) (*helmrelease.Release, error) {
@@ -93,8 +92,8 @@ func TestActionsHoldTheirChartsWithinTheExecutorsChartMemory(t *testing.T) {
 			t.Errorf("A's install: %s", o)
 		}
 	}
-	if e.svc.chartMem.used != 0 {
-		t.Errorf("%d bytes of chart memory held once every action ended", e.svc.chartMem.used)
+	if n := e.svc.chartMem.Used(); n != 0 {
+		t.Errorf("%d bytes of chart memory held once every action ended", n)
 	}
 }
 
@@ -115,33 +114,4 @@ func (c countingCharts) Get(ctx context.Context, ref chartref.Ref) (*chartsource
 	cp.Loaded = &chart.Chart{Metadata: got.Loaded.Metadata}
 	runtime.SetFinalizer(cp.Loaded, func(*chart.Chart) { c.dropped.Add(1) })
 	return &cp, nil
-}
-
-// A chart larger than a tenant's share is refused at once; one that finds no room waits
-// until its context ends; another tenant's finds its own share.
-func TestChartMemoryIsSharedPerTenant(t *testing.T) {
-	m := newChartMemory(400)
-	alice, bob := fairqueue.Flow{Namespace: "a", Caller: "alice"}, fairqueue.Flow{Namespace: "b", Caller: "bob"}
-	if _, err := m.hold(context.Background(), alice, 101, nil); !errors.Is(err, ErrNoChartMemory) {
-		t.Errorf("a chart over a tenant's share: %v", err)
-	}
-	free, err := m.hold(context.Background(), alice, 100, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ended, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, f := range []fairqueue.Flow{alice, {Namespace: "a", Caller: "carol"}, {Namespace: "c", Caller: "alice"}} {
-		lent := false
-		if _, err := m.hold(ended, f, 1, func() { lent = true }); !errors.Is(err, ErrNoChartMemory) || !errors.Is(err, context.Canceled) || !lent {
-			t.Errorf("%+v past its tenant's share: %v (its action slot lent: %v)", f, err, lent)
-		}
-	}
-	if _, err := m.hold(ended, bob, 100, nil); err != nil {
-		t.Errorf("another tenant: %v", err)
-	}
-	free()
-	if _, err := m.hold(ended, alice, 100, nil); err != nil || m.ns["a"] != 100 || m.used != 200 {
-		t.Errorf("once given back: %v, %d held", err, m.used)
-	}
 }

@@ -1,0 +1,82 @@
+package fairqueue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Bytes is a budget of memory held by work in flight, accounted per tenant: a tenant, as
+// namespace and as caller, holds at most a quarter of it, so that the others find room
+// (the executor's actions' charts, submit's requests in flight).
+type Bytes struct {
+	mu         sync.Mutex
+	limit      int64
+	used       int64
+	ns, caller map[string]int64
+	// freed is closed, and made again, whenever bytes are given back.
+	freed chan struct{}
+}
+
+// NewBytes is a budget of limit bytes.
+func NewBytes(limit int64) *Bytes {
+	return &Bytes{limit: limit, ns: map[string]int64{}, caller: map[string]int64{}, freed: make(chan struct{})}
+}
+
+// Used is the bytes held now.
+func (b *Bytes) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// Take gives n bytes to f if they fit now, and returns their release.
+func (b *Bytes) Take(f Flow, n int64) (func(), bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit || b.ns[f.Namespace]+n > b.limit/4 || b.caller[f.Caller]+n > b.limit/4 {
+		return nil, false
+	}
+	b.add(f, n)
+	return func() { b.mu.Lock(); b.add(f, -n); b.mu.Unlock() }, true
+}
+
+// Hold waits until n bytes are f's, or ctx ends (context.Cause), and returns their release;
+// lend is called once before it waits. More than a tenant's share is ErrFull at once. The
+// waiters look again whenever bytes are given back, in no order: the shares are the fairness.
+func (b *Bytes) Hold(ctx context.Context, f Flow, n int64, lend func()) (func(), error) {
+	if n > b.limit/4 {
+		return nil, fmt.Errorf("%w: %d MiB, a tenant holds at most %d MiB", ErrFull, n>>20, b.limit/4>>20)
+	}
+	for waited := false; ; waited = true {
+		b.mu.Lock()
+		freed := b.freed
+		b.mu.Unlock()
+		if free, ok := b.Take(f, n); ok {
+			return free, nil
+		}
+		if !waited {
+			lend()
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d MiB: the %d MiB or the tenant's %d MiB are taken: %w", n>>20, b.limit>>20, b.limit/4>>20, context.Cause(ctx))
+		}
+	}
+}
+
+// add counts d bytes more for f (fewer, given back: the waiters look again).
+func (b *Bytes) add(f Flow, d int64) {
+	b.used, b.ns[f.Namespace], b.caller[f.Caller] = b.used+d, b.ns[f.Namespace]+d, b.caller[f.Caller]+d
+	if d < 0 {
+		if b.ns[f.Namespace] == 0 {
+			delete(b.ns, f.Namespace)
+		}
+		if b.caller[f.Caller] == 0 {
+			delete(b.caller, f.Caller)
+		}
+		close(b.freed)
+		b.freed = make(chan struct{})
+	}
+}
