@@ -21,6 +21,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 	chartrepos "github.com/async-helm/async-helm/pkg/chart/repos"
 	"github.com/async-helm/async-helm/pkg/events"
+	"github.com/async-helm/async-helm/pkg/fairqueue"
 	"github.com/async-helm/async-helm/pkg/function"
 	"github.com/async-helm/async-helm/pkg/helmexec"
 	"github.com/async-helm/async-helm/pkg/kube"
@@ -47,11 +48,13 @@ type Function struct {
 	charts  *chartRoutes
 	logs    *actionlog.Reader
 	handoff *events.Handoff // nil: every send on the request's path
+	// room holds the requests in flight (inflight.go).
+	room *fairqueue.Bytes
 }
 
 // New builds submit from its configuration; Start opens its clients.
 func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Function {
-	return &Function{cfg: cfg, log: log, metrics: metrics}
+	return &Function{cfg: cfg, log: log, metrics: metrics, room: fairqueue.NewBytes(maxInFlightBytes)}
 }
 
 // Start connects to the cluster and syncs the namespace cache.
@@ -245,7 +248,7 @@ type routeFunc func(pattern string, h function.HandlerFunc)
 func (f *Function) router(mux *http.ServeMux) routeFunc {
 	answers := f.errorAnswers()
 	return func(pattern string, h function.HandlerFunc) {
-		mux.HandleFunc(pattern, answers.Func(f.authenticated(h)))
+		mux.HandleFunc(pattern, answers.Func(f.authenticated(f.inFlight(h))))
 	}
 }
 
