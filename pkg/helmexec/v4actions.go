@@ -409,14 +409,24 @@ func (w polledWaiter) poll(r kube4.ResourceList, timeout time.Duration, skip boo
 	ctx, cancel := context.WithTimeout(w.ctx, timeout)
 	defer cancel()
 	var waiting string
+	// Each poll reads from the first object still waited for on: those found done before it
+	// are not read again until all are, and then all once more together, so a wait on one
+	// unready object does not re-read every ready one (a tenant's large Secrets) every 2 s.
+	pending, all := r, true
 	err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(context.Context) (bool, error) {
-		for _, info := range r {
-			var err error
-			if waiting, err = w.check(info, j); waiting != "" || err != nil {
-				return false, err
+		for {
+			for i, info := range pending {
+				var err error
+				if waiting, err = w.check(info, j); waiting != "" || err != nil {
+					pending, all = pending[i:], false
+					return false, err
+				}
 			}
+			if all {
+				return true, nil
+			}
+			pending, all = r, true
 		}
-		return true, nil
 	})
 	if err != nil && waiting != "" {
 		return fmt.Errorf("%s: %w", waiting, err)
