@@ -66,16 +66,13 @@ func (b *Bytes) Hold(ctx context.Context, f Flow, n int64, lend func()) (func(),
 	}
 }
 
-// add counts d bytes more for f (fewer, given back: the waiters look again).
+// add counts d bytes more for f, as the seats are counted (work with no namespace is its
+// caller's alone); fewer, given back: the waiters look again.
 func (b *Bytes) add(f Flow, d int64) {
-	b.used, b.ns[f.Namespace], b.caller[f.Caller] = b.used+d, b.ns[f.Namespace]+d, b.caller[f.Caller]+d
+	b.used += d
+	bumpNS(b.ns, f.Namespace, d)
+	bump(b.caller, f.Caller, d)
 	if d < 0 {
-		if b.ns[f.Namespace] == 0 {
-			delete(b.ns, f.Namespace)
-		}
-		if b.caller[f.Caller] == 0 {
-			delete(b.caller, f.Caller)
-		}
 		close(b.freed)
 		b.freed = make(chan struct{})
 	}
