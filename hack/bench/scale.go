@@ -224,7 +224,8 @@ func (n *scaleNotifier) start() error {
 		return err
 	}
 	n.p = p
-	n.stopFns = append(n.stopFns, p.Stop)
+	lease := localstack.NotifierLease(n.nss[0])
+	n.stopFns = append(n.stopFns, func() { n.b.deleteElectionLease(lease) }, p.Stop)
 	n.rss0, _ = procMem(p.Pid())
 	return nil
 }
