@@ -151,24 +151,30 @@ func LogOf(opts ...Option) func(string, ...any) { return optionsOf(opts).log }
 // for listing).
 func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Configuration, error) {
 	o := optionsOf(opts)
-	cfg := f.restAs(&o)
-	o.fence.guardREST(cfg)
-	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
+	cfg, getter, err := f.base(namespace, &o)
+	if err != nil {
+		return nil, err
+	}
 	kc := o.kube
 	if kc == nil {
 		kc = f.kubeClient(getter, namespace, o.log)
 	}
-	d, err := f.driverChain(cfg, namespace, &o)
+	cfg.KubeClient = o.actionClient(kc)
+	return cfg, nil
+}
+
+// base is what either engine's configuration is built on: the getter (the action's
+// identity, fenced, on the shared discovery) and Helm v3's configuration, without a kube
+// client, over the action's storage chain: both engines read records and render through it.
+func (f *Factory) base(namespace string, o *configOptions) (*action.Configuration, *restGetter, error) {
+	cfg := f.restAs(o)
+	o.fence.guardREST(cfg)
+	d, err := f.driverChain(cfg, namespace, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &action.Configuration{
-		RESTClientGetter: getter,
-		KubeClient:       o.actionClient(kc),
-		Releases:         helmstorage.Init(d),
-		Capabilities:     o.caps,
-		Log:              o.log,
-	}, nil
+	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
+	return &action.Configuration{RESTClientGetter: getter, Releases: helmstorage.Init(d), Capabilities: o.caps, Log: o.log}, getter, nil
 }
 
 // kubeClient is Helm's kube client with getter's identity, on the shared discovery.

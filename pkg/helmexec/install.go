@@ -13,7 +13,6 @@ import (
 
 	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
 // ErrMissingDependency is returned for a chart whose enabled dependency is not inside it,
@@ -82,32 +81,16 @@ var ErrChartChanged = errors.New("the chart changed since the request was accept
 
 // Install runs `helm install` for a reservation and returns the final release.
 func (f *Factory) Install(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
-	opts = append(opts, ownedBy(req)) // records are the tenant's: delete only what the release owns
-	if f.v4() {
-		return f.installV4(ctx, req, opts)
-	}
-	out, opts, err := renderOutOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := annotate(req, req.Chart); err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	i := newInstall(cfg, req)
-	ch, err := f.renderOutV3(ctx, out, cfg, req, WaitGateOf(opts...), req.Chart, req.Values, false)
-	if err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	i.SkipSchemaValidation = true // checked in the worker, within its bounds
-	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
-		return i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values)
-	})
-	out.thaw(rel)
-	return rel, checkAdopted(adopter, err)
+	// Records are the tenant's: delete only what the release owns.
+	return f.rendered(ctx, req, append(opts, ownedBy(req)), false)
+}
+
+// v3Helm is the v3 engine's Helm (action.go).
+type v3Helm struct{ cfg *action.Configuration }
+
+func (h v3Helm) install(ctx context.Context, req Request, ch *chart.Chart, values map[string]any) (*helmrelease.Release, error) {
+	h.cfg.Releases.MaxHistory = req.MaxHistory // Helm's upgrade and rollback set it, its install does not
+	return newInstall(h.cfg, req).RunWithContext(ctx, ch, values)
 }
 
 // newInstall maps a request onto Helm's Install; tests check it without a cluster.
@@ -122,43 +105,8 @@ func newInstall(cfg *action.Configuration, req Request) *action.Install {
 	i.Description = req.Description
 	i.Labels = req.Labels
 	i.Replace = req.Replace
+	i.SkipSchemaValidation = true // checked in the worker, within its bounds
 	return i
-}
-
-// adoptingConfiguration is the configuration of an action on a reservation, and the fence
-// it runs behind (the caller's, from WithFence, or one of its own).
-func (f *Factory) adoptingConfiguration(req Request, opts []Option) (*action.Configuration, *storage.AdoptingDriver, *Fence, error) {
-	var adopter *storage.AdoptingDriver
-	fence := optionsOf(opts).fence
-	if fence == nil {
-		fence = &Fence{}
-		opts = append(opts, WithFence(fence))
-	}
-	// Last, so the adopter wraps whatever storage the options give (fault injection in tests).
-	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
-		adopter = storage.NewAdoptingDriver(d, req.Name, req.Revision)
-		return adopter
-	}))
-	cfg, err := f.Configuration(req.Namespace, opts...)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	// Helm's upgrade and rollback set it themselves; install does not, so set it here too.
-	cfg.Releases.MaxHistory = req.MaxHistory
-	if req.Atomic {
-		adopter.AllowAtomicRollback()
-	}
-	return cfg, adopter, fence, nil
-}
-
-// checkAdopted makes an action that never reached the reservation an error: Helm refused
-// before storing anything (bad chart, RBAC, ...), and the reservation must be failed by
-// the caller with that reason.
-func checkAdopted(a *storage.AdoptingDriver, err error) error {
-	if err != nil && !a.Adopted() {
-		return fmt.Errorf("%w (the reservation was not adopted)", err)
-	}
-	return err
 }
 
 // CheckDependencies processes ch's dependencies in place, as Helm's action does, and fails

@@ -74,12 +74,14 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSit
 	return o.fz.chart, nil
 }
 
-// renderOutV3 is renderOut for Helm v3's install (upgrade false) or upgrade.
+// renderOutV3 is renderOut for the factory's engine's install (upgrade false) or upgrade,
+// on the Helm v3 configuration both engines read through (action.go).
 func (f *Factory) renderOutV3(ctx context.Context, o *outOfProcess, cfg *action.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
 	site, err := siteV3(cfg, req, upgrade)
 	if err != nil {
 		return nil, err
 	}
+	site.engine = f.Engine()
 	return f.renderOut(ctx, o, site, req, gate, ch, values)
 }
 

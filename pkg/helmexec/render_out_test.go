@@ -176,42 +176,18 @@ func sameRecords(t *testing.T, rev int, random *regexp.Regexp, helms, worker *he
 // worker, must write.
 func helmsOwn(t *testing.T, f *Factory, req Request, opts []Option) error {
 	t.Helper()
-	opts = append(opts, ownedBy(req))
 	c := ctx(t)
-	if f.v4() {
-		cfg, adopter, _, err := f.adoptingV4(c, req, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch, err := chartV4(req.Chart)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if req.Revision == 1 {
-			_, err = v4Out(newInstallV4(cfg, req).RunWithContext(c, ch, req.Values))
-		} else if values, verr := upgradeValuesV4(cfg, req); verr != nil {
-			err = verr
-		} else {
-			_, err = v4Out(newUpgradeV4(cfg, req).RunWithContext(c, req.Name, ch, values))
-		}
-		return checkAdopted(adopter, err)
-	}
-	cfg, adopter, _, err := f.adoptingConfiguration(req, opts)
+	p, err := f.prepare(c, req, append(opts, ownedBy(req)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	values := req.Values
 	if req.Revision == 1 {
-		i := newInstall(cfg, req)
-		i.SkipSchemaValidation = true
-		_, err = i.RunWithContext(c, req.Chart, req.Values)
-	} else if values, verr := upgradeValues(cfg, req); verr != nil {
-		err = verr
-	} else {
-		u := newUpgrade(cfg, req)
-		u.SkipSchemaValidation = true
-		_, err = u.RunWithContext(c, req.Name, req.Chart, values)
+		_, err = p.install(c, req, req.Chart, values)
+	} else if values, err = upgradeValues(p.cfg, req); err == nil {
+		_, err = p.upgrade(c, req, req.Chart, values)
 	}
-	return checkAdopted(adopter, err)
+	return checkAdopted(p.adopter, err)
 }
 
 // A template that builds a 400 MiB string fails the install with the memory reason, on

@@ -22,10 +22,7 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	// Innermost of the wrappers the adopter sees: Helm copies the target revision's labels
 	// into the new one; every write of the reserved revision carries this request's.
 	opts = append(opts, beforeWrite(relabel(release.SecretName(req.Name, req.Revision), req.Labels)), withRollbackPin(req))
-	if f.v4() {
-		return f.rollbackV4(ctx, req, opts)
-	}
-	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
+	p, err := f.prepare(ctx, req, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -34,18 +31,18 @@ func (f *Factory) Rollback(ctx context.Context, req Request, opts ...Option) (*h
 	}
 	// Helm's rollback takes no context: it runs in a goroutine of its own, and an end of
 	// ctx (a cancel, the deadline) fences it off and leaves it as an orphan.
-	_, err = runBounded(ctx, fence, func() (*helmrelease.Release, error) {
-		return nil, newRollback(cfg, req).Run(req.Name)
-	})
-	if err = checkAdopted(adopter, err); err != nil {
+	_, err = runBounded(ctx, p.fence, func() (*helmrelease.Release, error) { return nil, p.rollback(req) })
+	if err = checkAdopted(p.adopter, err); err != nil {
 		return nil, err
 	}
-	rel, err := cfg.Releases.Get(req.Name, req.Revision)
+	rel, err := p.cfg.Releases.Get(req.Name, req.Revision)
 	if err != nil {
 		return nil, fmt.Errorf("read the rolled back revision %d of %s/%s: %w", req.Revision, req.Namespace, req.Name, err)
 	}
 	return rel, nil
 }
+
+func (h v3Helm) rollback(req Request) error { return newRollback(h.cfg, req).Run(req.Name) }
 
 // newRollback maps a request onto Helm's Rollback; tests check it without a cluster.
 func newRollback(cfg *action.Configuration, req Request) *action.Rollback {

@@ -17,19 +17,7 @@ func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*
 	// release owns; run the record's delete hooks only as whoever wrote them, if async-helm
 	// did (uninstallhooks.go).
 	gate := newHookGate(req)
-	rel, err := f.uninstallGated(ctx, req, append(opts, ownedByRecordHooks(req), measuredRecords(), gate.option()))
-	if rel != nil && rel.Info != nil {
-		rel.Info.Description += gate.note()
-	}
-	return rel, err
-}
-
-// uninstallGated runs the uninstall with opts, withDeleteHooks among them.
-func (f *Factory) uninstallGated(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	if f.v4() {
-		return f.uninstallV4(ctx, req, opts)
-	}
-	cfg, err := f.Configuration(req.Namespace, opts...)
+	_, h, err := f.configure(ctx, req.Namespace, append(opts, ownedByRecordHooks(req), measuredRecords(), gate.option()))
 	if err != nil {
 		return nil, err
 	}
@@ -38,17 +26,22 @@ func (f *Factory) uninstallGated(ctx context.Context, req Request, opts []Option
 	}
 	// Guarded as runBounded's actions are: Helm's uninstall runs on the caller's goroutine,
 	// and a panic on a hostile record must fail this action, not the process.
-	rel, err := guarded(func() (*helmrelease.Release, error) {
-		res, err := newUninstall(cfg, req).Run(req.Name)
-		if res != nil {
-			return res.Release, err
-		}
-		return nil, err
-	})
+	rel, err := guarded(func() (*helmrelease.Release, error) { return h.uninstall(req) })
+	if rel != nil && rel.Info != nil {
+		rel.Info.Description += gate.note()
+	}
 	if err != nil {
 		return rel, fmt.Errorf("uninstall %s/%s: %w", req.Namespace, req.Name, err)
 	}
 	return rel, nil
+}
+
+func (h v3Helm) uninstall(req Request) (*helmrelease.Release, error) {
+	res, err := newUninstall(h.cfg, req).Run(req.Name)
+	if res != nil {
+		return res.Release, err
+	}
+	return nil, err
 }
 
 // newUninstall maps a request onto Helm's Uninstall; tests check it without a cluster.

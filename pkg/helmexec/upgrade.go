@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/async-helm/async-helm/pkg/release"
@@ -20,55 +21,36 @@ func (f *Factory) Upgrade(ctx context.Context, req Request, opts ...Option) (*he
 		}
 		opts = append(opts, withRollbackPin(req))
 	}
-	if f.v4() {
-		return f.upgradeV4(ctx, req, opts)
+	return f.rendered(ctx, req, opts, true)
+}
+
+// upgradeChart is the chart an upgrade runs: the request's, or without one the deployed
+// revision's (reservations never hold templates), as `helm upgrade --reuse-values` users
+// expect of the console's upgrade without a chart URL, checked against the digest submit
+// validated.
+func upgradeChart(cfg *action.Configuration, req Request) (*chart.Chart, error) {
+	if req.Chart != nil {
+		return req.Chart, nil
 	}
-	out, opts, err := renderOutOptions(opts)
+	cur, err := cfg.Releases.Deployed(req.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
 	}
-	cfg, adopter, fence, err := f.adoptingConfiguration(req, opts)
-	if err != nil {
-		return nil, err
-	}
-	ch := req.Chart
-	if ch == nil {
-		// Reuse the deployed chart, as `helm upgrade --reuse-values` users expect of the
-		// console's upgrade without a chart URL. Reservations never hold templates, so the
-		// deployed revision (adopted and complete) is the one to take.
-		cur, err := cfg.Releases.Deployed(req.Name)
+	if req.ChartDigest != "" {
+		got, err := release.ChartDigest(cur.Chart)
 		if err != nil {
-			return nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
+			return nil, err
 		}
-		if req.ChartDigest != "" {
-			got, err := release.ChartDigest(cur.Chart)
-			if err != nil {
-				return nil, err
-			}
-			if got != req.ChartDigest {
-				return nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
-					ErrChartChanged, cur.Version, got, req.ChartDigest)
-			}
+		if got != req.ChartDigest {
+			return nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
+				ErrChartChanged, cur.Version, got, req.ChartDigest)
 		}
-		ch = cur.Chart
 	}
-	if err := annotate(req, ch); err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	u := newUpgrade(cfg, req)
-	values, err := upgradeValues(cfg, req)
-	if err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	if ch, err = f.renderOutV3(ctx, out, cfg, req, WaitGateOf(opts...), ch, values, true); err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	u.SkipSchemaValidation = true // checked in the worker, within its bounds
-	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
-		return u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values)
-	})
-	out.thaw(rel)
-	return rel, checkAdopted(adopter, err)
+	return cur.Chart, nil
+}
+
+func (h v3Helm) upgrade(ctx context.Context, req Request, ch *chart.Chart, values map[string]any) (*helmrelease.Release, error) {
+	return newUpgrade(h.cfg, req).RunWithContext(ctx, req.Name, ch, values)
 }
 
 func newUpgrade(cfg *action.Configuration, req Request) *action.Upgrade {
@@ -84,5 +66,6 @@ func newUpgrade(cfg *action.Configuration, req Request) *action.Upgrade {
 	// upgradeValues gave Helm the values to run, reused ones included: Helm must not read
 	// the record again for values of its own.
 	u.ResetValues = true
+	u.SkipSchemaValidation = true // checked in the worker, within its bounds
 	return u
 }

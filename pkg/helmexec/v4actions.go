@@ -6,47 +6,27 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	action4 "helm.sh/helm/v4/pkg/action"
+	chart4 "helm.sh/helm/v4/pkg/chart/v2"
 	kube4 "helm.sh/helm/v4/pkg/kube"
 	releasei4 "helm.sh/helm/v4/pkg/release"
-	common4 "helm.sh/helm/v4/pkg/release/common"
 	release4 "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
-
-	"github.com/async-helm/async-helm/pkg/release"
-	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
-// The v4 engine's verbs: the same reservation, fence, values check and bounds as the v3
-// engine's (install.go, upgrade.go, rollback.go, uninstall.go), on Helm v4's actions.
-
-// adoptingV4 is adoptingConfiguration for a Helm v4 action.
-func (f *Factory) adoptingV4(ctx context.Context, req Request, opts []Option) (*action4.Configuration, *storage.AdoptingDriver, *Fence, error) {
-	var adopter *storage.AdoptingDriver
-	fence := FenceOf(opts...)
-	if fence == nil {
-		fence = &Fence{}
-		opts = append(opts, WithFence(fence))
-	}
-	opts = append(opts, WithStorageWrapper(func(d storage.Driver) storage.Driver {
-		adopter = storage.NewAdoptingDriver(d, req.Name, req.Revision)
-		return adopter
-	}))
-	cfg, err := f.configurationV4(ctx, req.Namespace, opts)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cfg.Releases.MaxHistory = req.MaxHistory
-	if req.Atomic {
-		adopter.AllowAtomicRollback()
-	}
-	return cfg, adopter, fence, nil
+// v4Helm is the v4 engine's Helm (action.go): Helm v4's actions on the same storage; read
+// is Helm v3's configuration over it, whose capabilities (fixed by the render) Helm v4's
+// install and upgrade run with.
+type v4Helm struct {
+	cfg  *action4.Configuration
+	read *action.Configuration
 }
 
 // waitStrategy: `wait` is kstatus's watcher; without it Helm v4 waits for hooks only, as
@@ -75,69 +55,29 @@ func v4Out(rel releasei4.Releaser, err error) (*helmrelease.Release, error) {
 	return r3, err
 }
 
-func (f *Factory) installV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	out, opts, err := renderOutOptions(opts)
-	if err != nil {
-		return nil, err
+// chartToRun is ch as Helm v4's, with Helm v4's capabilities those the render fixed.
+func (h v4Helm) chartToRun(ch *chart.Chart) (*chart4.Chart, error) {
+	if c := h.read.Capabilities; c != nil {
+		h.cfg.Capabilities = capsV4(c)
 	}
-	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := annotate(req, req.Chart); err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	ch3, err := f.renderOutV4(ctx, out, cfg, req, WaitGateOf(opts...), req.Chart, req.Values, false)
-	if err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	ch, err := chartV4(ch3)
-	if err != nil {
-		return nil, err
-	}
-	i := newInstallV4(cfg, req)
-	// Helm v4's install goes on in the background when its context ends: it gets one that
-	// does not end, its waits end with ctx (v4Kube), and the fence stops the rest.
-	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
-		return v4Out(i.RunWithContext(context.WithoutCancel(ctx), ch, req.Values))
-	})
-	out.thaw(rel)
-	return rel, checkAdopted(adopter, err)
+	return chartV4(ch)
 }
 
-func (f *Factory) upgradeV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	out, opts, err := renderOutOptions(opts)
+func (h v4Helm) install(ctx context.Context, req Request, ch *chart.Chart, values map[string]any) (*helmrelease.Release, error) {
+	ch4, err := h.chartToRun(ch)
 	if err != nil {
 		return nil, err
 	}
-	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
+	h.cfg.Releases.MaxHistory = req.MaxHistory
+	return v4Out(newInstallV4(h.cfg, req).RunWithContext(ctx, ch4, values))
+}
+
+func (h v4Helm) upgrade(ctx context.Context, req Request, ch *chart.Chart, values map[string]any) (*helmrelease.Release, error) {
+	ch4, err := h.chartToRun(ch)
 	if err != nil {
 		return nil, err
 	}
-	ch3, err := upgradeChartV4(cfg, req)
-	if err != nil {
-		return nil, err
-	}
-	if err := annotate(req, ch3); err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	values, err := upgradeValuesV4(cfg, req)
-	if err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	if ch3, err = f.renderOutV4(ctx, out, cfg, req, WaitGateOf(opts...), ch3, values, true); err != nil {
-		return nil, checkAdopted(adopter, err)
-	}
-	ch, err := chartV4(ch3)
-	if err != nil {
-		return nil, err
-	}
-	u := newUpgradeV4(cfg, req)
-	rel, err := runBounded(ctx, fence, func() (*helmrelease.Release, error) {
-		return v4Out(u.RunWithContext(context.WithoutCancel(ctx), req.Name, ch, values))
-	})
-	out.thaw(rel)
-	return rel, checkAdopted(adopter, err)
+	return v4Out(newUpgradeV4(h.cfg, req).RunWithContext(ctx, req.Name, ch4, values))
 }
 
 // newInstallV4 maps a request onto Helm v4's Install.
@@ -147,7 +87,7 @@ func newInstallV4(cfg *action4.Configuration, req Request) *action4.Install {
 	i.Timeout, i.WaitStrategy, i.WaitForJobs = req.Timeout, waitStrategy(req), req.WaitForJobs
 	i.RollbackOnFailure = req.Atomic
 	i.Description, i.Labels, i.Replace = req.Description, req.Labels, req.Replace
-	i.ServerSideApply = req.ServerSide == "true" || (req.ServerSide == "auto" && req.Replace && lastApplyMethod(cfg, req.Name) == "ssa")
+	i.ServerSideApply = req.ServerSide == "true" || (req.ServerSide == "auto" && req.Replace && applyMethod(cfg.Releases.Last(req.Name)) == "ssa")
 	i.ForceConflicts = req.ForceConflicts && i.ServerSideApply
 	i.SkipSchemaValidation = true // checked in the worker, within its bounds
 	return i
@@ -159,9 +99,9 @@ func newUpgradeV4(cfg *action4.Configuration, req Request) *action4.Upgrade {
 	u.Namespace, u.Timeout, u.WaitStrategy, u.WaitForJobs = req.Namespace, req.Timeout, waitStrategy(req), req.WaitForJobs
 	u.RollbackOnFailure = req.Atomic
 	u.Description, u.Labels, u.MaxHistory = req.Description, req.Labels, req.MaxHistory
-	u.ResetValues = true // values holds the reused ones (upgradeValuesV4)
+	u.ResetValues = true // values holds the reused ones (upgradeValues)
 	u.ServerSideApply = serverSideOf(req)
-	u.ForceConflicts = forceOf(req, func() string { return lastApplyMethod(cfg, req.Name) })
+	u.ForceConflicts = forceOf(req, func() string { return applyMethod(cfg.Releases.Last(req.Name)) })
 	u.SkipSchemaValidation = true // checked in the worker, within its bounds
 	return u
 }
@@ -190,140 +130,35 @@ func forceOf(req Request, replaced func() string) bool {
 	return false
 }
 
-// upgradeChartV4 is the chart an upgrade runs (the request's, or the deployed one's when
-// it names none, checked against the digest submit validated), as Helm v3's.
-func upgradeChartV4(cfg *action4.Configuration, req Request) (*chart.Chart, error) {
-	if req.Chart != nil {
-		return req.Chart, nil
+// applyMethod is the apply method of the record a read of Helm v4's storage answered (""
+// without one).
+func applyMethod(rel releasei4.Releaser, err error) string {
+	if r, cerr := asV4(rel); err == nil && cerr == nil && r != nil {
+		return r.ApplyMethod
 	}
-	got, err := cfg.Releases.Deployed(req.Name)
-	if err != nil {
-		return nil, fmt.Errorf("find the deployed chart of %s/%s to reuse: %w", req.Namespace, req.Name, err)
-	}
-	cur, err := asV4(got)
-	if err != nil {
-		return nil, err
-	}
-	cur3, err := releaseV3(cur)
-	if err != nil {
-		return nil, err
-	}
-	if req.ChartDigest != "" {
-		digest, err := release.ChartDigest(cur3.Chart)
-		if err != nil {
-			return nil, err
-		}
-		if digest != req.ChartDigest {
-			return nil, fmt.Errorf("%w: revision %d (the deployed one) has chart %s, the request was validated against %s",
-				ErrChartChanged, cur.Version, digest, req.ChartDigest)
-		}
-	}
-	return cur3.Chart, nil
+	return ""
 }
 
-// upgradeValuesV4 is upgradeValues on Helm v4's storage.
-func upgradeValuesV4(cfg *action4.Configuration, req Request) (map[string]any, error) {
-	if len(req.Values) > 0 && !req.ReuseValues {
-		return req.Values, nil
-	}
-	current, err := lastValuesOfV4(cfg, req.Name)
-	if err != nil {
-		return nil, err
-	}
-	return reusedValues(req, current)
-}
-
-// lastValuesOfV4 is lastValuesOf on Helm v4's storage, as Helm v3's release (nil: none).
-func lastValuesOfV4(cfg *action4.Configuration, name string) (*helmrelease.Release, error) {
-	last, err := latestV4(cfg.Releases.Last(name))
-	if err != nil || last.Info == nil {
-		return nil, nil // Helm fails the same way
-	}
-	current := last
-	if last.Info.Status != common4.StatusDeployed {
-		if current, err = latestV4(cfg.Releases.Deployed(name)); err != nil {
-			if last.Info.Status != common4.StatusFailed && last.Info.Status != common4.StatusSuperseded {
-				return nil, nil
-			}
-			current = last
-		}
-	}
-	return releaseV3(current)
-}
-
-func latestV4(rel releasei4.Releaser, err error) (*release4.Release, error) {
-	if err != nil {
-		return nil, err
-	}
-	return asV4(rel)
-}
-
-// lastApplyMethod is the apply method of the release's latest record ("" without one).
-func lastApplyMethod(cfg *action4.Configuration, name string) string {
-	last, err := latestV4(cfg.Releases.Last(name))
-	if err != nil || last == nil {
-		return ""
-	}
-	return last.ApplyMethod
-}
-
-// applyMethodOf is the apply method of a revision of the release ("" without one).
-func applyMethodOf(cfg *action4.Configuration, name string, version int) string {
-	rel, err := latestV4(cfg.Releases.Get(name, version))
-	if err != nil || rel == nil {
-		return ""
-	}
-	return rel.ApplyMethod
-}
-
-// rollbackV4 runs with Rollback's relabel and pin wrappers in opts.
-func (f *Factory) rollbackV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	cfg, adopter, fence, err := f.adoptingV4(ctx, req, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r := action4.NewRollback(cfg)
+func (h v4Helm) rollback(req Request) error {
+	r := action4.NewRollback(h.cfg)
 	r.Version, r.Timeout, r.WaitStrategy, r.WaitForJobs = req.RollbackTo, req.Timeout, waitStrategy(req), req.WaitForJobs
 	r.MaxHistory = req.MaxHistory
 	r.ServerSideApply = serverSideOf(req)
-	r.ForceConflicts = forceOf(req, func() string { return applyMethodOf(cfg, req.Name, req.RollbackTo) })
-	// Helm v4's rollback takes no context either: its waits end with ctx, the fence stops the rest.
-	_, err = runBounded(ctx, fence, func() (*helmrelease.Release, error) {
-		return nil, applyConflict(r.Run(req.Name))
-	})
-	if err = checkAdopted(adopter, err); err != nil {
-		return nil, err
-	}
-	return v4Out(cfg.Releases.Get(req.Name, req.Revision))
+	r.ForceConflicts = forceOf(req, func() string { return applyMethod(h.cfg.Releases.Get(req.Name, req.RollbackTo)) })
+	return applyConflict(r.Run(req.Name))
 }
 
-func (f *Factory) uninstallV4(ctx context.Context, req Request, opts []Option) (*helmrelease.Release, error) {
-	cfg, err := f.configurationV4(ctx, req.Namespace, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	u := action4.NewUninstall(cfg)
+func (h v4Helm) uninstall(req Request) (*helmrelease.Release, error) {
+	u := action4.NewUninstall(h.cfg)
 	u.Timeout, u.Description = req.Timeout, req.Description
 	// Wait until every deleted resource is gone: "uninstalled" then means nothing is left.
 	u.WaitStrategy = kube4.StatusWatcherStrategy
 	u.DeletionPropagation = "background"
-	rel, err := guarded(func() (*helmrelease.Release, error) {
-		res, err := u.Run(req.Name)
-		if res != nil && res.Release != nil {
-			return v4Out(res.Release, err)
-		}
-		return nil, err
-	})
-	if err != nil {
-		return rel, fmt.Errorf("uninstall %s/%s: %w", req.Namespace, req.Name, err)
+	res, err := u.Run(req.Name)
+	if res != nil && res.Release != nil {
+		return v4Out(res.Release, err)
 	}
-	return rel, nil
+	return nil, err
 }
 
 // polledWaiter is the v4 engine's waiter. Helm v4's own (kstatus's DefaultStatusWatcher) runs,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/action"
 	action4 "helm.sh/helm/v4/pkg/action"
 	common4 "helm.sh/helm/v4/pkg/chart/common"
 	kube4 "helm.sh/helm/v4/pkg/kube"
@@ -60,25 +61,28 @@ func (f *Factory) v4() bool { return f.engine == EngineV4 }
 // FieldManager for Helm v4 too: its default is the binary's name.
 func init() { kube4.ManagedFieldsManager = FieldManager }
 
-// configurationV4 is a Helm v4 action configuration on the same storage chain, discovery
-// and identity as Configuration's; ctx ends its waits.
+// configurationV4 is configureV4's Helm v4 configuration.
 func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, error) {
+	cfg, _, err := f.configureV4(ctx, namespace, opts)
+	return cfg, err
+}
+
+// configureV4 is a Helm v4 action configuration on base's storage chain, discovery and
+// identity, and base's Helm v3 configuration; ctx ends its waits.
+func (f *Factory) configureV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, *action.Configuration, error) {
 	o := optionsOf(opts)
-	cfg := f.restAs(&o)
-	o.fence.guardREST(cfg)
 	extras := &extrasByKey{}
 	withSecretsHook(extrasSecrets(nil, extras))(&o)
-	d, err := f.driverChain(cfg, namespace, &o)
+	read, getter, err := f.base(namespace, &o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := logHandler{log: o.log}
-	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
 	c := kube4.New(getter)
 	c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
 	c.Namespace = namespace
 	c.SetLogger(h)
-	store := storage4.Init(&v4Driver{d: d, extras: extras})
+	store := storage4.Init(&v4Driver{d: read.Releases.Driver, extras: extras})
 	store.SetLogger(h)
 	ac := action4.NewConfiguration(action4.ConfigurationSetLogger(h))
 	ac.RESTClientGetter = getter
@@ -91,7 +95,7 @@ func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []
 	}
 	ac.KubeClient = v4Kube{Interface: kc, guard: guard{f: o.fence, gate: o.gate, api: o.api}, log: o.log, ctx: ctx, owner: o.owner, live: o.liveGetter()}
 	ac.Releases = store
-	return ac, nil
+	return ac, read, nil
 }
 
 // v4Reachability answers IsReachable from the shared server version, as sharedReachability,

@@ -1,11 +1,8 @@
 package helmexec
 
 import (
-	"context"
-
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
-	action4 "helm.sh/helm/v4/pkg/action"
 	common4 "helm.sh/helm/v4/pkg/chart/common"
 	util4 "helm.sh/helm/v4/pkg/chart/common/util"
 	engine4 "helm.sh/helm/v4/pkg/engine"
@@ -44,42 +41,4 @@ func capsV4(c *chartutil.Capabilities) *common4.Capabilities {
 	return &common4.Capabilities{APIVersions: common4.VersionSet(c.APIVersions),
 		KubeVersion: common4.KubeVersion{Version: c.KubeVersion.Version, Major: c.KubeVersion.Major, Minor: c.KubeVersion.Minor},
 		HelmVersion: common4.DefaultCapabilities.HelmVersion}
-}
-
-// siteV4 is what Helm v4's install (upgrade true: upgrade) of req renders with: its
-// capabilities fixed in cfg, as Helm v4 finds them, so that its render of the frozen chart
-// sees the worker's.
-func siteV4(cfg *action4.Configuration, req Request, upgrade bool) (renderSite, error) {
-	if cfg.Capabilities == nil {
-		caps, err := discoverCapabilities(cfg.RESTClientGetter)
-		if err != nil {
-			return renderSite{}, err
-		}
-		cfg.Capabilities = capsV4(caps)
-	}
-	c := cfg.Capabilities
-	caps := &chartutil.Capabilities{APIVersions: chartutil.VersionSet(c.APIVersions),
-		KubeVersion: chartutil.KubeVersion{Version: c.KubeVersion.Version, Major: c.KubeVersion.Major, Minor: c.KubeVersion.Minor}}
-	rel := chartutil.ReleaseOptions{Name: req.Name, Namespace: req.Namespace, Revision: 1, IsInstall: true}
-	if upgrade {
-		last, err := latestV4(cfg.Releases.Last(req.Name))
-		if err != nil {
-			return renderSite{}, lastRevisionError(req, err)
-		}
-		rel = chartutil.ReleaseOptions{Name: req.Name, Namespace: req.Namespace, Revision: last.Version + 1, IsUpgrade: true}
-	}
-	restCfg, err := cfg.RESTClientGetter.ToRESTConfig()
-	if err != nil {
-		return renderSite{}, err
-	}
-	return renderSite{engine: EngineV4, caps: caps, release: rel, rest: restCfg}, nil
-}
-
-// renderOutV4 is renderOut for Helm v4's install (upgrade false) or upgrade.
-func (f *Factory) renderOutV4(ctx context.Context, o *outOfProcess, cfg *action4.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
-	site, err := siteV4(cfg, req, upgrade)
-	if err != nil {
-		return nil, err
-	}
-	return f.renderOut(ctx, o, site, req, gate, ch, values)
 }
