@@ -183,7 +183,7 @@ func (f *Factory) kubeClient(getter *restGetter, namespace string, log func(stri
 	c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
 	c.Namespace = namespace
 	c.Log = log
-	return sharedReachability{hookAwareClient: hookAwareClient{Client: c}, s: f.shared}
+	return sharedReachability{Client: c, s: f.shared}
 }
 
 // driverChain is the storage an action's Helm stores through: the namespace's Secrets

@@ -1,7 +1,7 @@
 package helmexec
 
 import (
-	"sync"
+	"sync/atomic"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
@@ -38,21 +38,15 @@ func WithDeployerSeal(s DeployerSeal) Option {
 
 // sealCell hands the seal of a record from the driver (which has the release) to the
 // Secrets client (which writes it), within one write.
-type sealCell struct {
-	mu    sync.Mutex
-	entry []byte
-}
+type sealCell struct{ entry atomic.Pointer[[]byte] }
 
-func (c *sealCell) set(b []byte) {
-	c.mu.Lock()
-	c.entry = b
-	c.mu.Unlock()
-}
+func (c *sealCell) set(b []byte) { c.entry.Store(&b) }
 
 func (c *sealCell) get() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entry
+	if p := c.entry.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // sealer computes the seal of each write of the sealed Secret's record (cell.stamp writes it).

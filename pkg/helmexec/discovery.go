@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -141,13 +142,16 @@ func (d actionDiscovery) ServerVersion() (*version.Info, error) { return d.s.ser
 // sharedReachability is Helm's kube client whose IsReachable (Helm asks before every
 // action; the kube client answers with a GET /version as the caller) is the shared server
 // version: known, the server was reached. An unreachable server fails the first request.
+// Embedding the client keeps every optional interface Helm asserts (InterfaceExt, ...).
 type sharedReachability struct {
-	hookAwareClient
+	*kube.Client
 	s *sharedDiscovery
 }
 
-func (c sharedReachability) IsReachable() error {
-	if _, err := c.s.serverVersion(); err != nil {
+func (c sharedReachability) IsReachable() error { return c.s.reachable() }
+
+func (s *sharedDiscovery) reachable() error {
+	if _, err := s.serverVersion(); err != nil {
 		return fmt.Errorf("Kubernetes cluster unreachable: %w", err)
 	}
 	return nil

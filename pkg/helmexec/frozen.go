@@ -27,7 +27,7 @@ type frozen struct {
 	nonce    string
 }
 
-// newFrozen is an action's frozen chart, to be built (freeze) once its storage wraps it.
+// newFrozen is an action's frozen chart, built (freeze) once its storage wraps it.
 func newFrozen() (*frozen, error) {
 	var nonce [12]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
@@ -36,13 +36,11 @@ func newFrozen() (*frozen, error) {
 	return &frozen{nonce: hex.EncodeToString(nonce[:])}, nil
 }
 
-// freeze builds the chart Helm renders in process instead of ch (dependencies processed,
-// as Helm would have): the same tree, each template the literal text the worker rendered
-// from it, so Helm's manifests, hooks, notes and `# Source:` lines are the worker's, and
-// running it costs Helm's engine a copy. It has no values, schemas or dependency
-// conditions (nothing left to decide); its files (CRDs) are the chart's. check fails
-// Helm's render when the release or capabilities are not the ones the worker rendered
-// with.
+// freeze builds the chart Helm renders in process instead of ch (dependencies processed):
+// the same tree, each template the literal text the worker rendered from it, so Helm's
+// manifests, hooks, notes and `# Source:` lines are the worker's at the cost of a copy. It
+// has no values, schemas or conditions; its files (CRDs) are the chart's. check fails
+// Helm's render with another release or capabilities than the worker's.
 func (fz *frozen) freeze(ch *chart.Chart, files map[string]string, check GuardRender) {
 	fz.original = ch
 	fz.chart = freezeTree(ch, nil, files)
@@ -92,7 +90,7 @@ func forEachTemplate(c *chart.Chart, fn func(*chart.File)) {
 }
 
 // literal is a Go template whose output is s: one action printing s as one quoted string,
-// so parsing it costs about twice s whatever s holds (an action per "{{" cost the parser
+// so parsing it costs about twice s whatever s holds (an action per "{{" costs the parser
 // two hundred times the output).
 func literal(s string) string {
 	if s == "" {

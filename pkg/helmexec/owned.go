@@ -144,10 +144,7 @@ func (w owner) judgeHook(info *resource.Info, live metav1.Object, why string) (v
 
 // createdObjects are the objects an action created (its hooks), by group, kind, namespace
 // and name.
-type createdObjects struct {
-	mu   sync.Mutex
-	keys map[string]bool
-}
+type createdObjects struct{ keys sync.Map }
 
 func objectKey(info *resource.Info) string {
 	gk := ""
@@ -161,14 +158,9 @@ func (c *createdObjects) add(infos []*resource.Info) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.keys == nil {
-		c.keys = map[string]bool{}
-	}
 	for _, info := range infos {
 		if info != nil {
-			c.keys[objectKey(info)] = true
+			c.keys.Store(objectKey(info), true)
 		}
 	}
 }
@@ -177,9 +169,8 @@ func (c *createdObjects) has(info *resource.Info) bool {
 	if c == nil {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.keys[objectKey(info)]
+	_, ok := c.keys.Load(objectKey(info))
+	return ok
 }
 
 // deletable is original without the objects an update would delete (those target lacks)

@@ -93,7 +93,7 @@ func (f *Factory) configureV4(ctx context.Context, namespace string, opts []Opti
 	if o.caps != nil { // tests without a cluster
 		ac.Capabilities = common4.DefaultCapabilities.Copy()
 	}
-	ac.KubeClient = v4Kube{Interface: kc, guard: guard{f: o.fence, gate: o.gate, api: o.api}, log: o.log, ctx: ctx, owner: o.owner, live: o.liveGetter()}
+	ac.KubeClient = v4Kube{Interface: kc, actionGuard: o.actionGuard(), ctx: ctx}
 	ac.Releases = store
 	return ac, read, nil
 }
@@ -106,12 +106,7 @@ type v4Reachability struct {
 	waits polledWaiter
 }
 
-func (c v4Reachability) IsReachable() error {
-	if _, err := c.s.serverVersion(); err != nil {
-		return fmt.Errorf("Kubernetes cluster unreachable: %w", err)
-	}
-	return nil
-}
+func (c v4Reachability) IsReachable() error { return c.s.reachable() }
 
 // GetWaiterWithOptions is polledWaiter, hooks only with HookOnlyStrategy (the contexts of o
 // are the action's, which the waiter already has).

@@ -5,52 +5,32 @@ import (
 	"io"
 	"time"
 
-	"helm.sh/helm/v3/pkg/kube"
 	kube4 "helm.sh/helm/v4/pkg/kube"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/async-helm/async-helm/pkg/progress"
+	"k8s.io/cli-runtime/pkg/resource"
 )
 
 // v4Kube is a v4 action's kube client: guarded as actionKube is, its waits ending with the
-// action's context (Helm v4's wait contexts), and its creates and waits logged in the lines
-// progress.Phases reads, as hookAwareClient and Helm v3 log them.
+// action's context (Helm v4's wait contexts).
 type v4Kube struct {
 	kube4.Interface
-	guard
-	log func(string, ...any)
+	actionGuard
 	// ctx ends the action's waits (a cancel, the deadline, the fence).
 	ctx context.Context
-	// owner, when set, limits deletions to what the release owns (owned.go).
-	owner *owner
-	live  liveGetter
 }
 
 var _ kube4.InterfaceWaitOptions = v4Kube{}
 
 func (k v4Kube) Create(r kube4.ResourceList, o ...kube4.ClientCreateOption) (res *kube4.Result, err error) {
-	if isHook4(r) {
-		k.log(progress.LogCreateHook, len(r))
-	} else {
-		k.log(progress.LogCreateRelease, len(r), progress.WorkloadsOf(r))
-	}
-	if k.owner != nil {
-		k.owner.created.add(r) // its hooks may be deleted (judgeHook)
-	}
-	err = k.calling(func() error { res, err = k.Interface.Create(r, o...); return err })
+	err = k.create(r, func() (err error) { res, err = k.Interface.Create(r, o...); return err })
 	return res, err
 }
 
-// Update answers a refusal with an empty Result, as Helm's client answers every error:
-// Helm's upgrade reads the Result of a failed Update.
+// Update answers a refusal with an empty Result, as actionKube does.
 func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpdateOption) (res *kube4.Result, err error) {
-	k.log(progress.LogUpdateRelease, len(target), progress.WorkloadsOf(target))
-	err = k.calling(func() error {
-		if k.owner != nil {
-			original = k.owner.deletable(original, target, k.live, k.log)
-		}
+	err = k.update(original, target, func(original []*resource.Info) (err error) {
 		res, err = k.Interface.Update(original, target, o...)
 		return err
 	})
@@ -61,7 +41,7 @@ func (k v4Kube) Update(original, target kube4.ResourceList, o ...kube4.ClientUpd
 }
 
 func (k v4Kube) Delete(r kube4.ResourceList, p metav1.DeletionPropagation) (*kube4.Result, []error) {
-	return deleteOwned(k.guard, k.owner, k.live, k.log, r, func(r kube4.ResourceList) (*kube4.Result, []error) { return k.Interface.Delete(r, p) })
+	return deleteOwned(k.actionGuard, r, func(r kube4.ResourceList) (*kube4.Result, []error) { return k.Interface.Delete(r, p) })
 }
 
 func (k v4Kube) Get(r kube4.ResourceList, related bool) (m map[string][]runtime.Object, err error) {
@@ -153,6 +133,3 @@ func (w v4Waiter) WatchUntilReady(r kube4.ResourceList, timeout time.Duration) e
 	}
 	return w.k.waiting(func() error { return w.w.WatchUntilReady(r, timeout) })
 }
-
-// isHook4: a v4 resource list is the same list of cli-runtime infos as a v3 one.
-func isHook4(r kube4.ResourceList) bool { return isHook(kube.ResourceList(r)) }

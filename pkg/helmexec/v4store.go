@@ -28,24 +28,14 @@ import (
 type v4Extras = release.V4Fields
 
 // extrasByKey is what one action's storage knows of the v4 fields, per record key.
-type extrasByKey struct {
-	mu sync.Mutex
-	m  map[string]v4Extras
-}
+type extrasByKey struct{ m sync.Map }
 
-func (x *extrasByKey) set(key string, e v4Extras) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.m == nil {
-		x.m = map[string]v4Extras{}
-	}
-	x.m[key] = e
-}
+func (x *extrasByKey) set(key string, e v4Extras) { x.m.Store(key, e) }
 
 func (x *extrasByKey) get(key string) v4Extras {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.m[key]
+	e, _ := x.m.Load(key)
+	v, _ := e.(v4Extras)
+	return v
 }
 
 // v4Driver is Helm v4's storage driver over a Helm v3 one.
@@ -95,7 +85,9 @@ func (v *v4Driver) List(filter func(releasei4.Releaser) bool) ([]releasei4.Relea
 	rels, err := v.d.List(func(r3 *helmrelease.Release) bool {
 		r4, err := v.up(r3)
 		if err != nil {
-			convErr = cmpErr(convErr, err)
+			if convErr == nil {
+				convErr = err
+			}
 			return false
 		}
 		seen[r3] = r4
@@ -104,15 +96,9 @@ func (v *v4Driver) List(filter func(releasei4.Releaser) bool) ([]releasei4.Relea
 	if err != nil {
 		return nil, v4Err(err)
 	}
-	out := make([]releasei4.Releaser, 0, len(rels))
-	for _, r3 := range rels {
-		r4, ok := seen[r3]
-		if !ok {
-			if r4, err = v.up(r3); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, r4)
+	out, err := v.upAll(rels, seen)
+	if err != nil {
+		return nil, err
 	}
 	return out, convErr
 }
@@ -122,22 +108,23 @@ func (v *v4Driver) Query(labels map[string]string) ([]releasei4.Releaser, error)
 	if err != nil {
 		return nil, v4Err(err)
 	}
+	return v.upAll(rels, nil)
+}
+
+// upAll converts rels up, each once (known: those converted already).
+func (v *v4Driver) upAll(rels []*helmrelease.Release, known map[*helmrelease.Release]*release4.Release) ([]releasei4.Releaser, error) {
 	out := make([]releasei4.Releaser, 0, len(rels))
 	for _, r3 := range rels {
-		r4, err := v.up(r3)
-		if err != nil {
-			return nil, err
+		r4, ok := known[r3]
+		if !ok {
+			var err error
+			if r4, err = v.up(r3); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, r4)
 	}
 	return out, nil
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // down is a v4 release as Helm v3's, its v4 fields kept aside for the payload's write.
@@ -188,18 +175,15 @@ type v4StorageError struct{ err, v4 error }
 func (e *v4StorageError) Error() string   { return e.err.Error() }
 func (e *v4StorageError) Unwrap() []error { return []error{e.err, e.v4} }
 
+// v4Errs are the v3 drivers' errors Helm v4 has its own of.
+var v4Errs = [][2]error{{driver3.ErrReleaseNotFound, driver4.ErrReleaseNotFound}, {driver3.ErrReleaseExists, driver4.ErrReleaseExists},
+	{driver3.ErrNoDeployedReleases, driver4.ErrNoDeployedReleases}, {driver3.ErrInvalidKey, driver4.ErrInvalidKey}}
+
 func v4Err(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, driver3.ErrReleaseNotFound):
-		return &v4StorageError{err, driver4.ErrReleaseNotFound}
-	case errors.Is(err, driver3.ErrReleaseExists):
-		return &v4StorageError{err, driver4.ErrReleaseExists}
-	case errors.Is(err, driver3.ErrNoDeployedReleases):
-		return &v4StorageError{err, driver4.ErrNoDeployedReleases}
-	case errors.Is(err, driver3.ErrInvalidKey):
-		return &v4StorageError{err, driver4.ErrInvalidKey}
+	for _, e := range v4Errs {
+		if errors.Is(err, e[0]) {
+			return &v4StorageError{err, e[1]}
+		}
 	}
 	return err
 }
