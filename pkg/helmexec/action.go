@@ -12,9 +12,8 @@ import (
 )
 
 // helm is what differs per engine: the verbs as one Helm major runs them (v3 beside each
-// verb, install.go and the others; v4 in v4actions.go). Everything around them is written
-// once: the reservation adopted, the fence, the chart and values read and rendered in a
-// worker, the result as Helm v3's release.
+// verb, v4 in v4actions.go). What is around them is written once: the reservation
+// adopted, the fence, the chart and values read and rendered in a worker.
 type helm interface {
 	install(ctx context.Context, req Request, ch *chart.Chart, values map[string]any) (*helmrelease.Release, error)
 	upgrade(ctx context.Context, req Request, ch *chart.Chart, values map[string]any) (*helmrelease.Release, error)

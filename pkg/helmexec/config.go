@@ -241,3 +241,35 @@ func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(),
 		&clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
 }
+
+// Client is a Kubernetes client with the options' identity (impersonation): what the
+// executor reads about a release's objects while Helm runs, with the caller's rights.
+func (f *Factory) Client(opts ...Option) (kubernetes.Interface, error) {
+	o := optionsOf(opts)
+	cs, err := kubernetes.NewForConfig(f.restAs(&o))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}
+
+// restAs is the factory's REST config as the options' identity (impersonation).
+func (f *Factory) restAs(o *configOptions) *rest.Config {
+	cfg := rest.CopyConfig(f.rest)
+	if o.impersonate != nil {
+		cfg.Impersonate = *o.impersonate
+	}
+	return cfg
+}
+
+// FieldManager is the field manager of everything Helm applies for async-helm: the name the
+// helm CLI applies with (Helm's default is the binary's name, "executor" here). Helm v4
+// (its CLI, the console, Flux) moves a release from client-side to server-side apply by
+// converting the managed fields of its own manager, "helm", and only of it: under any other
+// name, the fields an async-helm upgrade changed would make a later
+// `helm upgrade --server-side=true` fail with a conflict naming that manager
+// (docs/design.md, "Two engines").
+const FieldManager = "helm"
+
+// Both Helms read the manager from a package variable only; set once, before any action runs.
+func init() { kube.ManagedFieldsManager, kube4.ManagedFieldsManager = FieldManager, FieldManager }

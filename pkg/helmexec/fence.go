@@ -2,7 +2,6 @@ package helmexec
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 
@@ -112,12 +111,6 @@ func (o *Orphans) add(up bool) {
 	if o.OnChange != nil {
 		o.OnChange(n)
 	}
-}
-
-func (f *Fence) String() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return fmt.Sprintf("fence{ended=%v running=%v inflight=%d}", f.ended, f.running, f.inflight)
 }
 
 // FenceOf is the fence opts carry (nil without WithFence): fakes of Helm in tests honour it.

@@ -33,14 +33,12 @@ type Request struct {
 	WaitForJobs bool
 	Atomic      bool
 	Description string
-	// DeleteHooks (uninstalls): whether the record's delete hooks may run, and the key that
-	// proves who wrote them (uninstallhooks.go).
+	// DeleteHooks (uninstalls): whether the record's delete hooks may run (uninstallhooks.go).
 	DeleteHooks DeleteHooks
-	// MaxHistory is the number of revisions kept per release (0: all, as Helm's
-	// --history-max 0); older ones are pruned when Helm writes a new one.
+	// MaxHistory is the number of revisions kept per release (0: all, as Helm's).
 	MaxHistory int
-	// ChartDigest, when set on an upgrade that reuses the deployed chart (Chart nil), is
-	// the release.ChartDigest submit validated: any other chart is refused.
+	// ChartDigest, on an upgrade that reuses the deployed chart (Chart nil), is the
+	// release.ChartDigest submit validated: any other chart is refused.
 	ChartDigest string
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int
@@ -50,8 +48,7 @@ type Request struct {
 	// ValuesPin, on an upgrade, pins the values it may reuse (release.Pin.CheckValues):
 	// nil runs with whatever the record holds (events of an older submit).
 	ValuesPin *release.Pin
-	// RenderTimeout bounds the CPU time of the templates' render in its worker (0: the
-	// render pool's bound).
+	// RenderTimeout bounds the CPU time of the render in its worker (0: the pool's bound).
 	RenderTimeout time.Duration
 	// Replace (installs): install over a release whose latest revision failed, as
 	// `helm install --replace` (a retry, docs/design.md "Retries and remediation").
@@ -64,8 +61,7 @@ type Request struct {
 	ForceConflicts bool
 	// ReuseValues (upgrades): the last release's values under Values, as --reuse-values.
 	ReuseValues bool
-	// Annotate, when set, writes the record's own annotations into the chart Helm runs
-	// (a reused one too), before it runs.
+	// Annotate, when set, writes the record's own annotations into the chart Helm runs.
 	Annotate func(*chart.Chart) error
 }
 

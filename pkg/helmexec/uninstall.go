@@ -14,8 +14,7 @@ import (
 // timeout bounds its waits once it runs.
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
 	// Records are the tenant's: measured before Helm parses them; delete only what the
-	// release owns; run the record's delete hooks only as whoever wrote them, if async-helm
-	// did (uninstallhooks.go).
+	// release owns; run its delete hooks only as their async-helm writer (uninstallhooks.go).
 	gate := newHookGate(req)
 	_, h, err := f.configure(ctx, req.Namespace, append(opts, ownedByRecordHooks(req), measuredRecords(), gate.option()))
 	if err != nil {

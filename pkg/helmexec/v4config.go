@@ -58,15 +58,6 @@ func WithTransport(wrap func(http.RoundTripper) http.RoundTripper) FactoryOption
 
 func (f *Factory) v4() bool { return f.engine == EngineV4 }
 
-// FieldManager for Helm v4 too: its default is the binary's name.
-func init() { kube4.ManagedFieldsManager = FieldManager }
-
-// configurationV4 is configureV4's Helm v4 configuration.
-func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, error) {
-	cfg, _, err := f.configureV4(ctx, namespace, opts)
-	return cfg, err
-}
-
 // configureV4 is a Helm v4 action configuration on base's storage chain, discovery and
 // identity, and base's Helm v3 configuration; ctx ends its waits.
 func (f *Factory) configureV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, *action.Configuration, error) {
@@ -124,7 +115,6 @@ func (c v4Reachability) GetWaiter(ws kube4.WaitStrategy) (kube4.Waiter, error) {
 type logHandler struct {
 	log   func(string, ...any)
 	attrs []slog.Attr
-	group string
 }
 
 func (h logHandler) Enabled(context.Context, slog.Level) bool { return h.log != nil }
@@ -133,11 +123,7 @@ func (h logHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Message)
 	add := func(a slog.Attr) bool {
-		key := a.Key
-		if h.group != "" {
-			key = h.group + "." + key
-		}
-		fmt.Fprintf(&b, " %s=%v", key, a.Value)
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 		return true
 	}
 	for _, a := range h.attrs {
@@ -153,10 +139,5 @@ func (h logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return h
 }
 
-func (h logHandler) WithGroup(name string) slog.Handler {
-	if h.group != "" {
-		name = h.group + "." + name
-	}
-	h.group = name
-	return h
-}
+// WithGroup is h: Helm v4 names no groups.
+func (h logHandler) WithGroup(string) slog.Handler { return h }

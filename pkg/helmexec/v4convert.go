@@ -6,10 +6,14 @@ import (
 	"maps"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	common4 "helm.sh/helm/v4/pkg/chart/common"
+	util4 "helm.sh/helm/v4/pkg/chart/common/util"
 	chart4 "helm.sh/helm/v4/pkg/chart/v2"
+	engine4 "helm.sh/helm/v4/pkg/engine"
 	release4 "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/client-go/rest"
 )
 
 // The executor, the store and the events speak Helm v3's types; the v4 engine converts at
@@ -90,4 +94,38 @@ func viaJSON(in, out any) error {
 		return nil
 	}
 	return json.Unmarshal(raw, out)
+}
+
+// The v4 engine renders in the tenant's render worker as the v3 engine does
+// (render_out.go): the worker runs Helm v4's engine with Helm v4's capabilities, and Helm
+// v4's action runs the frozen chart.
+
+// renderV4 renders ch as Helm v4's install or upgrade does; lookups go through cfg (nil:
+// they find nothing).
+func renderV4(g GuardRender, ch *chart.Chart, cfg *rest.Config) (map[string]string, error) {
+	ch4, err := chartV4(ch)
+	if err != nil {
+		return nil, err
+	}
+	rel := common4.ReleaseOptions{Name: g.Release.Name, Namespace: g.Release.Namespace, Revision: g.Release.Revision,
+		IsUpgrade: g.Release.IsUpgrade, IsInstall: g.Release.IsInstall}
+	vals, err := util4.ToRenderValuesWithSchemaValidation(ch4, g.Values, rel, capsV4(g.Caps), true)
+	if err != nil {
+		return nil, err
+	}
+	e := engine4.Engine{}
+	if cfg != nil {
+		e = engine4.New(cfg)
+	}
+	return e.Render(ch4, vals)
+}
+
+// capsV4 are the capabilities a v4 job carries as Helm v4's, with Helm v4's version.
+func capsV4(c *chartutil.Capabilities) *common4.Capabilities {
+	if c == nil {
+		return common4.DefaultCapabilities.Copy()
+	}
+	return &common4.Capabilities{APIVersions: common4.VersionSet(c.APIVersions),
+		KubeVersion: common4.KubeVersion{Version: c.KubeVersion.Version, Major: c.KubeVersion.Major, Minor: c.KubeVersion.Minor},
+		HelmVersion: common4.DefaultCapabilities.HelmVersion}
 }

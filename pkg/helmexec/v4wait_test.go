@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	action4 "helm.sh/helm/v4/pkg/action"
 	kube4 "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/client-go/rest"
 )
@@ -103,4 +104,10 @@ func TestAV4WaitReadsOnlyTheWaitedObjects(t *testing.T) {
 			t.Logf("%s: the wait read %d bytes", ws, read)
 		}
 	}
+}
+
+// configurationV4 is configureV4's Helm v4 configuration (for tests of its kube client).
+func (f *Factory) configurationV4(ctx context.Context, namespace string, opts []Option) (*action4.Configuration, error) {
+	cfg, _, err := f.configureV4(ctx, namespace, opts)
+	return cfg, err
 }
