@@ -1,9 +1,8 @@
 package repos
 
 import (
-	"container/list"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"helm.sh/helm/v3/pkg/repo"
@@ -22,21 +21,11 @@ type fetched struct {
 	busy bool
 }
 
-// indexCache keeps parsed indexes by Repo.id within a byte budget, least recently used
-// out, as the chart cache keeps charts: any namespace may configure repositories, and
-// their indexes must not grow submit's memory without bound.
+// indexCache keeps parsed indexes by Repo.cacheKey within a byte budget, least recently used
+// out; an index over maxEntry is kept as an error.
 type indexCache struct {
-	budget, maxEntry int64
-
-	mu    sync.Mutex
-	byID  map[string]*list.Element // of *cacheEntry
-	order *list.List               // front: most recently used
-	bytes int64
-}
-
-type cacheEntry struct {
-	id string
-	f  *fetched
+	*tenantLRU[*fetched]
+	maxEntry atomic.Int64
 }
 
 func newIndexCache(budget, maxEntry int64) *indexCache {
@@ -46,92 +35,29 @@ func newIndexCache(budget, maxEntry int64) *indexCache {
 	if maxEntry <= 0 {
 		maxEntry = bounds.MaxIndexCost
 	}
-	return &indexCache{budget: budget, maxEntry: maxEntry, byID: map[string]*list.Element{}, order: list.New()}
+	c := &indexCache{tenantLRU: newTenantLRU[*fetched](budget, 0, 0)}
+	c.maxEntry.Store(maxEntry)
+	return c
 }
 
-// setBudget changes the bounds, dropping least recently used entries to fit.
+// setBudget changes the bounds (0 keeps one), dropping least recently used entries to fit.
 func (c *indexCache) setBudget(budget, maxEntry int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if budget > 0 {
-		c.budget = budget
-	}
 	if maxEntry > 0 {
-		c.maxEntry = maxEntry
+		c.maxEntry.Store(maxEntry)
 	}
-	c.evict()
+	c.tenantLRU.setBudget(budget)
 }
 
-func (c *indexCache) evict() {
-	for c.bytes > c.budget && c.order.Len() > 0 {
-		c.remove(c.order.Back())
-	}
-}
-
-// get is the entry of id, marked used.
-func (c *indexCache) get(id string) (*fetched, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byID[id]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(e)
-	return e.Value.(*cacheEntry).f, true
-}
-
-// put keeps f as id's entry (a busy f leaves the entry as it is). A used entry (front)
-// stays where it is when refreshed in the background (used false): a refresh is not a use.
-// An index over maxEntry is kept as an error; then the least recently used entries go
-// until the cache fits its budget.
+// put keeps f as id's entry (a busy f leaves the entry as it is); used as tenantLRU.put.
 func (c *indexCache) put(id string, f *fetched, used bool) {
 	if f.busy {
 		return
 	}
-	if f.err == nil && f.cost > c.maxEntry {
+	if max := c.maxEntry.Load(); f.err == nil && f.cost > max {
 		f = &fetched{err: fmt.Errorf("its index holds about %d MiB parsed, over the cache's bound of %d MiB per repository (CHART_INDEX_MAX_BYTES)",
-			f.cost>>20, c.maxEntry>>20), at: f.at}
+			f.cost>>20, max>>20), at: f.at}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byID[id]; ok {
-		c.bytes -= e.Value.(*cacheEntry).f.cost
-		e.Value.(*cacheEntry).f = f
-		if used {
-			c.order.MoveToFront(e)
-		}
-	} else {
-		c.byID[id] = c.order.PushFront(&cacheEntry{id: id, f: f})
-	}
-	c.bytes += f.cost
-	c.evict()
-}
-
-// retain drops the entries whose id keep refuses (repositories that are gone).
-func (c *indexCache) retain(keep func(id string) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for e := c.order.Front(); e != nil; {
-		next := e.Next()
-		if !keep(e.Value.(*cacheEntry).id) {
-			c.remove(e)
-		}
-		e = next
-	}
-}
-
-func (c *indexCache) remove(e *list.Element) {
-	ce := e.Value.(*cacheEntry)
-	c.bytes -= ce.f.cost
-	delete(c.byID, ce.id)
-	c.order.Remove(e)
-}
-
-// size is the bytes held and the number of entries.
-func (c *indexCache) size() (int64, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.bytes, c.order.Len()
+	c.tenantLRU.put(id, f, f.cost, used, "")
 }
 
 // indexCost estimates the live bytes of a parsed index: its strings and a fixed overhead

@@ -28,8 +28,11 @@ type encodings struct {
 
 	flights singleflight.Group
 	slot    *fairqueue.Queue // one encoding at a time, fairly between tenants
-	*answers
-	mu sync.Mutex
+	// answers are kept by version, each charged to the caller and namespace that encoded
+	// it: a tenant that rotates between versions evicts its own answers, and keeps at most
+	// half the budget.
+	answers *tenantLRU[encoded]
+	mu      sync.Mutex
 	// encodes counts the encodings run; during, when set, runs in the slot (tests).
 	encodes int
 	during  func(fairqueue.Flow)
@@ -42,7 +45,7 @@ type encoded struct {
 
 func newEncodings() *encodings {
 	return &encodings{maxCost: bounds.MaxMergedIndexCost, maxBytes: bounds.MaxIndexYAMLBytes,
-		slot: fairqueue.New(1, fairqueue.Options{}), answers: newAnswers(bounds.IndexYAMLCacheBytes)}
+		slot: fairqueue.New(1, fairqueue.Options{}), answers: newTenantLRU[encoded](bounds.IndexYAMLCacheBytes, bounds.IndexYAMLCacheBytes/2, 1024)}
 }
 
 // IndexOptions are one request of the merged index.yaml.
@@ -65,7 +68,7 @@ func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions
 	}
 	e := s.yamlCache()
 	key := versionOf(parts, opts.OnlyCompatible)
-	if got, ok := e.get(key); ok {
+	if got, ok := e.answers.get(key); ok {
 		return got.yaml, got.err
 	}
 	if opts.Admit != nil {
@@ -82,7 +85,7 @@ func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions
 		if got == nil {
 			got = e.encode(flight, flow, func() *encoded { return s.encodeMerged(e, parts, onlyCompatible) })
 		}
-		e.put(key, *got, flow)
+		e.answers.put(key, *got, int64(len(got.yaml)), true, "caller/"+flow.Caller, "namespace/"+flow.Namespace)
 		return *got, nil
 	})
 	select {

@@ -138,7 +138,8 @@ func TestIndexYAMLRotationEvictsOnlyItsOwnAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := s.yamlCache()
-	e.budget = int64(len(b)) * 7 / 2 // three answers of this size
+	e.answers.budget = int64(len(b)) * 7 / 2 // three answers of this size
+	e.answers.share = e.answers.budget / 2
 	for i := 0; i < 12; i++ {
 		if err := evilYAML(s, fmt.Sprintf("evil-%d", i%4+1)); err != nil {
 			t.Fatal(err)
