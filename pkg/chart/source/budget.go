@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"regexp"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -83,17 +84,6 @@ func (e *BudgetError) Error() string { return "chart " + e.Bound }
 // Is makes errors.Is(err, ErrTooLarge) true: the edge answers 422.
 func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
 
-// check streams the archive, and every nested archive Helm's loader would unpack, against
-// the budget, before anything is loaded, until ctx ends, and returns what it was charged:
-// it holds one gzip window per nesting level and at most one file, a YAML file the loader
-// parses, whose nodes it counts and whose aliases it measures. An archive that does not
-// unpack is an error too (Helm's loader would refuse it).
-func (b Budget) check(ctx context.Context, archive io.Reader) (charged, error) {
-	s := &budgetScan{b: b.withDefaults(), ctx: ctx}
-	err := s.archive(archive, 0)
-	return s.charged, err
-}
-
 // Load checks the archive against the budget and only then loads it with Helm's loader.
 // It has no context: it is the load of a process killed at its deadline (the render
 // child); a request's load is its Source's, which stops when the request ends.
@@ -106,22 +96,34 @@ func (b Budget) Load(archive []byte) (*chart.Chart, error) {
 	return ch, err
 }
 
+// check unpacks the archive once, checking every file, and every nested archive Helm's
+// loader would unpack, against the budget before anything is loaded, until ctx ends; it
+// keeps the archive's own files for the loader. An archive that does not unpack is an
+// error too (Helm's loader would refuse it).
+func (b Budget) check(ctx context.Context, archive []byte) (*budgetScan, error) {
+	s := &budgetScan{b: b.withDefaults(), ctx: ctx}
+	return s, s.archive(bytes.NewReader(archive), 0)
+}
+
 // load is Load with the loader's errors (and the scan's, but the budget's) as they are,
 // and what the archive was charged; it stops between its steps once ctx ends.
 func (b Budget) load(ctx context.Context, archive []byte) (*chart.Chart, charged, error) {
-	c, err := b.check(ctx, bytes.NewReader(archive))
+	s, err := b.check(ctx, archive)
 	if err != nil {
-		return nil, c, err
+		return nil, s.charged, err
 	}
-	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if len(s.loaderFiles) == 0 {
+		return nil, s.charged, errors.New("no files in chart archive")
+	}
+	ch, err := loader.LoadFiles(s.loaderFiles)
 	if err != nil {
-		return nil, c, err
+		return nil, s.charged, err
 	}
-	b = b.withDefaults()
-	if err := b.chargeImports(ch, &c); err != nil {
+	c := s.charged
+	if err := s.b.chargeImports(ch, &c); err != nil {
 		return ch, c, err
 	}
-	if err := b.chargeAliases(ctx, ch, &c); err != nil {
+	if err := s.b.chargeAliases(ctx, ch, &c); err != nil {
 		return ch, c, err
 	}
 	return ch, c, chargeCopies(ch, c)
@@ -148,10 +150,16 @@ type charged struct {
 // counted: the cached chart is not processed).
 func (c charged) memory() int64 { return c.bytes + c.nodes*bounds.ParsedNodeBytes }
 
+// budgetScan holds one gzip window per nesting level and, past the chart's own archive,
+// at most one file: a YAML file the loader parses, whose nodes it counts and whose aliases
+// it measures. The files of the chart's own archive are kept for Helm's loader.
 type budgetScan struct {
 	b   Budget
 	ctx context.Context
 	charged
+	loaderFiles []*loader.BufferedFile
+	// kept are the bytes of loaderFiles, against Helm's own bound of an archive.
+	kept int64
 }
 
 func (s *budgetScan) archive(r io.Reader, depth int) error {
@@ -182,30 +190,72 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 		if err := s.count(hd); err != nil {
 			return err
 		}
-		n := helmPath(hd.Name)
-		if isSubchartArchive(n) {
-			if err := s.archive(tr, depth+1); err != nil {
-				return err
-			}
-		}
-		if parsedAsYAML(n) {
-			if err := s.parsed(tr, hd.Size, &s.nodes, s.b.MaxNodes, "in the files Helm's loader parses"); err != nil {
-				return err
-			}
-		}
-		if isCRDFile(n) {
-			if err := s.parsed(tr, hd.Size, &s.crdNodes, s.b.MaxCRDNodes, "in its crds/ files"); err != nil {
-				return err
-			}
-		}
-		if path.Base(n) == "values.schema.json" {
-			if err := s.schema(tr, hd.Size); err != nil {
-				return err
-			}
+		if err := s.file(tr, hd, depth); err != nil {
+			return err
 		}
 		// The rest of the entry is skipped by Next: at most the size just counted.
 	}
 }
+
+// file checks one file of an archive at depth; one of the chart's own archive is read
+// whole and kept, as Helm's LoadArchiveFiles reads it, deeper only what is measured.
+func (s *budgetScan) file(r io.Reader, hd *tar.Header, depth int) error {
+	n, nameErr := loaderName(hd.Name)
+	schema := path.Base(n) == "values.schema.json"
+	var data []byte
+	var err error
+	switch {
+	case depth == 0:
+		data, err = s.keep(r, hd, n, nameErr)
+	case parsedAsYAML(n) || isCRDFile(n) || schema:
+		data, err = readWhole(r, hd.Size, n)
+	}
+	if err != nil {
+		return err
+	}
+	if isSubchartArchive(n) {
+		if data != nil {
+			r = bytes.NewReader(data)
+		}
+		if err := s.archive(r, depth+1); err != nil {
+			return err
+		}
+	}
+	if parsedAsYAML(n) {
+		if err := s.parsed(data, &s.nodes, s.b.MaxNodes, "in the files Helm's loader parses"); err != nil {
+			return err
+		}
+	}
+	if isCRDFile(n) {
+		if err := s.parsed(data, &s.crdNodes, s.b.MaxCRDNodes, "in its crds/ files"); err != nil {
+			return err
+		}
+	}
+	if schema {
+		return s.schema(data)
+	}
+	return nil
+}
+
+// keep reads a file of the chart's own archive for Helm's loader (loader.LoadFiles), with
+// the checks of Helm's LoadArchiveFiles: its name (nameErr), Helm's bounds of a file and
+// of the archive, a leading byte order mark dropped.
+func (s *budgetScan) keep(r io.Reader, hd *tar.Header, n string, nameErr error) ([]byte, error) {
+	if nameErr != nil {
+		return nil, nameErr
+	}
+	if s.kept += hd.Size; s.kept > loader.MaxDecompressedChartSize {
+		return nil, fmt.Errorf("decompressed chart is larger than the maximum file size %d", loader.MaxDecompressedChartSize)
+	}
+	data, err := readWhole(r, hd.Size, n)
+	if err != nil {
+		return nil, err
+	}
+	s.loaderFiles = append(s.loaderFiles, &loader.BufferedFile{Name: n, Data: bytes.TrimPrefix(data, utf8BOM)})
+	return data, nil
+}
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // count charges one file to the budget, by the size its header declares (the tar reader
 // never yields more), before any of it is read.
@@ -249,44 +299,24 @@ func isCRDFile(n string) bool {
 // parsed charges a YAML file Helm parses (the loader's, or a crds/ file Helm's install
 // parses) its nodes, against *total up to max, and what its aliases add once written out
 // (pkg/yamlsize): the parser expands them, so a few KiB could otherwise parse into
-// gigabytes under a budget that counted only the file.
-func (s *budgetScan) parsed(r io.Reader, size int64, total *int64, max int64, where string) error {
-	nodes, err := s.expanded(r, size)
-	if err != nil {
-		return err
+// gigabytes under a budget that counted only the file (whose size is counted already).
+func (s *budgetScan) parsed(data []byte, total *int64, max int64, where string) error {
+	own := int64(len(data))
+	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
+	if err != nil { // always yamlsize.ErrTooLarge
+		return &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
 	}
-	if *total += nodes; *total > max {
+	if expanded.Bytes > own {
+		s.bytes += expanded.Bytes - own
+	}
+	if *total += expanded.Nodes; *total > max {
 		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes %s", max, where)}
 	}
 	return nil
 }
 
-// expanded charges a YAML file what its aliases add to its bytes once written out and
-// returns its nodes. The file is read whole; its size is already counted.
-func (s *budgetScan) expanded(r io.Reader, size int64) (nodes int64, err error) {
-	// Helm refuses such a file anyway; it is not read, let alone parsed, here.
-	data, err := readWhole(r, size, "YAML file")
-	if err != nil {
-		return 0, err
-	}
-	own := int64(len(data))
-	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)
-	if err != nil { // always yamlsize.ErrTooLarge
-		return 0, &BudgetError{Bound: fmt.Sprintf("unpacks to more than %s across its nested archives once its YAML aliases are written out", mib(s.b.MaxBytes))}
-	}
-	if expanded.Bytes > own {
-		s.bytes += expanded.Bytes - own
-	}
-	return expanded.Nodes, nil
-}
-
-// schema charges a values.schema.json its subschemas. The file is read whole (Helm's loader
-// reads it too); its size is already counted.
-func (s *budgetScan) schema(r io.Reader, size int64) error {
-	data, err := readWhole(r, size, "values.schema.json")
-	if err != nil {
-		return err
-	}
+// schema charges a values.schema.json its subschemas (its size is counted already).
+func (s *budgetScan) schema(data []byte) error {
 	if s.schemaNodes += SchemaNodes(data); s.schemaNodes > s.b.MaxSchemaNodes {
 		return &BudgetError{Bound: fmt.Sprintf("has more than %d subschemas in its values.schema.json files", s.b.MaxSchemaNodes)}
 	}
@@ -296,10 +326,17 @@ func (s *budgetScan) schema(r io.Reader, size int64) error {
 	return nil
 }
 
-// readWhole reads a file the loader parses, of the size its header declares; one over
-// Helm's own per-file cap is refused (the loader would refuse it) before it is read.
-func readWhole(r io.Reader, size int64, what string) ([]byte, error) {
+// readWhole reads file n of the size its header declares; one over Helm's own per-file cap
+// is refused (the loader would refuse it) before it is read.
+func readWhole(r io.Reader, size int64, n string) ([]byte, error) {
 	if size > loader.MaxDecompressedFileSize {
+		what := "file"
+		switch {
+		case path.Base(n) == "values.schema.json":
+			what = "values.schema.json"
+		case parsedAsYAML(n), isCRDFile(n):
+			what = "YAML file"
+		}
 		return nil, &BudgetError{Bound: fmt.Sprintf("has a %s over Helm's %s", what, mib(loader.MaxDecompressedFileSize))}
 	}
 	data := make([]byte, size)
@@ -354,16 +391,32 @@ func mib(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// helmPath is the name Helm's LoadArchiveFiles gives an entry: without its first element,
-// "\" as "/" in archives made on Windows, cleaned.
-func helmPath(name string) string {
+// drivePath is a name Helm's LoadArchiveFiles refuses (c:/...).
+var drivePath = regexp.MustCompile(`^[a-zA-Z]:/`)
+
+// loaderName is the name Helm's LoadArchiveFiles gives an entry: without its first element,
+// "\" as "/" in archives made on Windows, cleaned; and the error it gives a name it refuses.
+func loaderName(name string) (string, error) {
 	delimiter := "/"
 	if strings.ContainsRune(name, '\\') {
 		delimiter = "\\"
 	}
 	parts := strings.Split(name, delimiter)
-	n := strings.ReplaceAll(strings.Join(parts[1:], delimiter), delimiter, "/")
-	return path.Clean(n)
+	raw := strings.ReplaceAll(strings.Join(parts[1:], delimiter), delimiter, "/")
+	n := path.Clean(raw)
+	switch {
+	case path.IsAbs(raw):
+		return n, errors.New("chart illegally contains absolute paths")
+	case n == ".":
+		return n, fmt.Errorf("chart illegally contains content outside the base directory: %q", name)
+	case strings.HasPrefix(n, ".."):
+		return n, errors.New("chart illegally references parent directory")
+	case drivePath.MatchString(n):
+		return n, errors.New("chart contains illegally named files")
+	case parts[0] == "Chart.yaml":
+		return n, errors.New("chart yaml not in base directory")
+	}
+	return n, nil
 }
 
 // isSubchartArchive tells whether Helm's LoadFiles would unpack the file as a subchart

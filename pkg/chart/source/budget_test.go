@@ -105,6 +105,10 @@ func TestFreshChecksAnUncheckedArchive(t *testing.T) {
 
 // Only what Helm's loader unpacks as a subchart archive is scanned as one.
 func TestSubchartArchivesAreHelms(t *testing.T) {
+	helmPath := func(name string) string {
+		n, _ := loaderName(name)
+		return n
+	}
 	for n, want := range map[string]bool{
 		"charts/a.tgz":                 true,
 		"charts/d/charts/a.tgz":        true,

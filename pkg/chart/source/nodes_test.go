@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +53,7 @@ func TestYAMLNodesAreCountedAcrossTheTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := DefaultBudget.check(context.Background(), bytes.NewReader(gitlab))
+	c, err := DefaultBudget.check(context.Background(), gitlab)
 	nodes := c.nodes
 	t.Logf("GitLab 6.5.4: %d nodes and %d subschemas counted, %d and %d allowed", nodes, c.schemaNodes, DefaultBudget.MaxNodes, DefaultBudget.MaxSchemaNodes)
 	if err != nil || nodes == 0 || nodes > DefaultBudget.MaxNodes/5 || c.schemaNodes > DefaultBudget.MaxSchemaNodes/5 {
