@@ -23,12 +23,10 @@ import (
 )
 
 // ErrRevisionNotFound is a rollback or an uninstall naming a revision the release does not
-// have: 404, worded as the console's "revision not found for provided release" for a
-// rollback and by RevisionNotFoundError for an uninstall.
+// have (404, worded as the console's).
 var ErrRevisionNotFound = errors.New("revision not found for provided release")
 
-// RevisionNotFoundError is an uninstall of a revision a release that exists does not have:
-// 404 as ErrRevisionNotFound, worded for the revision ("release not found" misled).
+// RevisionNotFoundError is an uninstall of a revision an existing release does not have.
 type RevisionNotFoundError struct {
 	Namespace, Name string
 	Revision        int
@@ -41,8 +39,7 @@ func (e *RevisionNotFoundError) Error() string {
 // Is makes errors.Is(err, ErrRevisionNotFound) true.
 func (e *RevisionNotFoundError) Is(target error) bool { return target == ErrRevisionNotFound }
 
-// UninstallAccepted is what an accepted uninstall tells the client: the revision marked
-// uninstalling.
+// UninstallAccepted is the revision an accepted uninstall marked uninstalling.
 type UninstallAccepted struct {
 	Revision  int
 	RequestID string
@@ -52,10 +49,9 @@ type UninstallAccepted struct {
 	Release *helmrelease.Release
 }
 
-// Uninstall accepts an uninstall of release name: it checks the caller may delete the
-// release's records, marks the latest revision uninstalling (with the signed event stored
-// in it) and hands the work to the executor. version, when not empty, must name an existing
-// revision (the console's check); the uninstall is of the release as a whole.
+// Uninstall accepts an uninstall of release name: it checks the caller may delete its
+// records, marks the latest revision uninstalling (its signed event stored in it) and hands
+// the work over. version, when set, must name an existing revision (the console's check).
 func (s *Service) Uninstall(ctx context.Context, namespace, name, version string, user *auth.User, opts ...api.UninstallOptions) (*UninstallAccepted, error) {
 	if err := api.ValidateRelease(namespace, name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -119,9 +115,8 @@ func noHooks(opts []api.UninstallOptions) bool {
 	return slices.ContainsFunc(opts, func(o api.UninstallOptions) bool { return o.NoHooks })
 }
 
-// Rollback accepts a rollback of a release to revision req.Version: it reserves the next
-// revision as pending-rollback, with the target's chart metadata and values, exactly as an
-// upgrade reserves its revision, and hands the work to the executor.
+// Rollback accepts a rollback to revision req.Version: it reserves the next revision as
+// pending-rollback, with the target's chart metadata and values, as an upgrade does.
 func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *auth.User) (*Accepted, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -206,12 +201,9 @@ func (s *Service) authorize(ctx context.Context, user *auth.User, namespace stri
 }
 
 // bindQueued binds the request of a queued revision about to be failed unrun (a cancel, a
-// supersede) to its Secret with the outcome cancelled, so that no delivery ever runs it:
-// not the genuine one still in the broker, nor the stored event a tenant puts back on the
-// record, rewound in place or made again under its name. The request is found in the
-// Secret itself (cancelledRequests), never through the labels the history was read by: a
-// tenant who had moved the version or revision labels had the binding skipped, and got
-// its cancelled request run once it made the Secret again with the stored event and seal.
+// supersede) to its Secret with the outcome cancelled, so that no delivery ever runs it,
+// nor the stored event a tenant puts back on the record. The request is found in the
+// Secret itself (cancelledRequests), never through its labels, which a tenant can move.
 func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
 	if len(s.SigningKey) == 0 {
 		return s.bindByLabels(ctx, rev) // no seal, no signature: the labels are all there is
@@ -228,8 +220,7 @@ func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
 	return nil
 }
 
-// bindByLabels is bindQueued without a signing key: the request the labels name, if they
-// say this is a pending revision of ours.
+// bindByLabels is bindQueued without a signing key: the request the labels name.
 func (s *Service) bindByLabels(ctx context.Context, rev release.Revision) error {
 	action, ok := release.PendingAction(rev.Status)
 	if !ok || !rev.Ours || rev.RequestID == "" || rev.UID == "" {
@@ -239,11 +230,9 @@ func (s *Service) bindByLabels(ctx context.Context, rev release.Revision) error 
 		Revision: rev.Version, SecretName: rev.SecretName, RequestID: rev.RequestID}, rev.UID, consumed.OutcomeCancelled)
 }
 
-// cancelledRequests are the requests that could run on the Secret rev was listed from,
-// read from that Secret now (by its name, whatever its labels say), with its UID: the
-// stored event if submit signed it for this namespace and Secret, and the request-id label
-// if submit's seal for this Secret verifies. Another caller's request id written on a
-// hand-made Secret has neither, and is not bound to it.
+// cancelledRequests are the requests that could run on the Secret rev was listed from, read
+// from it now by name, with its UID: the stored event if submit signed it for this Secret,
+// and the request-id label if submit's seal for this Secret verifies.
 func (s *Service) cancelledRequests(ctx context.Context, rev release.Revision) ([]events.Action, types.UID, error) {
 	kept, err := s.Store.KeptRequest(ctx, rev.Namespace, rev.SecretName)
 	if err != nil {
@@ -281,9 +270,8 @@ func withRequest(out []events.Action, rev release.Revision, id string) []events.
 		Revision: rev.Version, SecretName: rev.SecretName, RequestID: id})
 }
 
-// storedRequest is the accepted request of a stored event, if submit signed it and it
-// names this namespace and Secret. Only the signature is checked, not the event's age: an
-// expired request cannot run anyway, and binding it costs nothing.
+// storedRequest is the accepted request of a stored event, if submit signed it for this
+// namespace and Secret (its age is not checked: binding an expired one costs nothing).
 func (s *Service) storedRequest(stored []byte, rev release.Revision) (events.Action, bool) {
 	var e cloudevents.Event
 	if len(stored) == 0 || e.UnmarshalJSON(stored) != nil || events.Verify(e, s.SigningKey, e.Time(), time.Minute) != nil {
@@ -296,11 +284,9 @@ func (s *Service) storedRequest(stored []byte, rev release.Revision) (events.Act
 	return a, true
 }
 
-// cancelRequest binds a to the Secret uid with the outcome cancelled. A request an
-// executor bound to this Secret and lost (no outcome yet) gets cancelled written on its
-// record: without it the next delivery, after the tenant rewound the failed record in
-// place, resumed it. One bound to another UID of this name runs nowhere: that Secret is
-// gone, and every delivery on another is refused.
+// cancelRequest binds a to the Secret uid with the outcome cancelled. A request an executor
+// bound to this Secret and lost gets cancelled written on its record, so no delivery
+// resumes it on a record rewound in place; one bound to another UID runs nowhere.
 func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.UID) error {
 	if s.Bindings == nil {
 		return nil
@@ -325,10 +311,9 @@ func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.
 	return nil
 }
 
-// bind records, in state tenants cannot write, that the request belongs to the Secret
-// with this UID and no other (no-op without Bindings). Only for requests that will not run
-// from their delivery: a send that failed, a revision cancelled before an executor ran it.
-// The executor binds the others when it first runs them.
+// bind records, where tenants cannot write, that the request belongs to the Secret with
+// this UID only (no-op without Bindings): for requests that will not run from their
+// delivery; the executor binds the others when it first runs them.
 func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID, outcome string) error {
 	if s.Bindings == nil {
 		return nil
@@ -363,10 +348,8 @@ func (s *Service) signed(a events.Action) (cloudevents.Event, []byte, error) {
 }
 
 // uninstallRecord is the record an uninstall marks: the release's own newest, as a cancel
-// finds it (latestRecord). Taken as the history's first, a Secret a tenant labelled with
-// this name and a higher version made the uninstall answer 409 (it looked pending) or 404
-// (no record of that version), or mark another record. want, when set, must be one of the
-// release's own records too, found by its Secret's name.
+// finds it (latestRecord), not the history's first, which a tenant's labels can make any
+// Secret. want, when set, must be one of the release's own records too.
 func uninstallRecord(revs []release.Revision, namespace, name string, want int) (release.Revision, error) {
 	latest, ok := latestRecord(revs, name)
 	if !ok {
@@ -383,15 +366,12 @@ func hasRecord(revs []release.Revision, secretName string) bool {
 	return slices.ContainsFunc(revs, func(r release.Revision) bool { return r.SecretName == secretName })
 }
 
-// ErrStillRunning is a wait for an accepted action that ended before the action did; the
-// action goes on.
+// ErrStillRunning is a wait that ended before the action did; the action goes on.
 var ErrStillRunning = errors.New("the action is still running")
 
-// Await polls (every `every`, from the cache when there is one) until revision of a release,
-// as written for request requestID, is no longer pending, and returns it; gone is true when
-// the release has no such revision of that request any more (an uninstall's end). A cache
-// that has not seen the request's write yet is confirmed with the API server. At ctx's end it
-// returns ErrStillRunning: nothing is undone.
+// Await polls (every `every`, from the cache) until revision of a release, as written for
+// requestID, is no longer pending, and returns it; gone: no such revision any more (an
+// uninstall's end), confirmed with the API server. At ctx's end, ErrStillRunning.
 func (s *Service) Await(ctx context.Context, namespace, name string, revision int, requestID string, every time.Duration) (rev release.Revision, gone bool, err error) {
 	t := time.NewTicker(every)
 	defer t.Stop()

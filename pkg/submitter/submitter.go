@@ -80,17 +80,12 @@ type Service struct {
 	SigningKey signing.Key
 	NewID      func() string
 	// Ledger counts the requests accepted and not consumed yet, per tenant, where tenants
-	// cannot write; nil: no admission bound.
-	Ledger Ledger
-	// MaxQueued and MaxQueuedPerNamespace bound them (ledger.Limits); past them a request
-	// is refused (429) before anything is reserved. 0: no bound.
+	// cannot write (nil: no admission bound); past MaxQueued, MaxQueuedPerNamespace or
+	// MaxRetained (ledger.Limits; 0: none) a request is refused (429) before any write.
+	Ledger                           Ledger
 	MaxQueued, MaxQueuedPerNamespace int
-	// MaxRetained bounds the requests whose consumed records are kept, per tenant share
-	// (ledger.Limits.MaxRetained); 0: no bound.
-	MaxRetained int
-	// Clock dates what submit records and signs and bounds a supersede's wait (nil: the wall
-	// clock; tests give a fake one).
-	Clock clock.PassiveClock
+	MaxRetained                      int
+	Clock                            clock.PassiveClock // nil: the wall clock
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
 	Heartbeat Leases
 	// LeaseAlive says whether an executor holds a revision's Lease now (lease.Alive).
@@ -98,15 +93,13 @@ type Service struct {
 	LeaseAlive func(ctx context.Context, namespace, key string) (bool, error)
 	// Schemas keeps compiled values schemas by chart digest (nil: compiled per request).
 	Schemas *Schemas
-	// RepoSecrets, with an Authorizer, makes a chart from a project repository with
-	// credentials need the caller's right to get each Secret it names: submit reads them
-	// with its own rights, and the chart's server receives their contents.
+	// RepoSecrets, with an Authorizer, makes a chart from a project repository need the
+	// caller's right to get each Secret whose contents its server would receive.
 	RepoSecrets RepoSecrets
 	// Supersede bounds the wait of a request with supersede for the revision it cancels.
 	Supersede SupersedeOptions
-	// Bindings, when set, binds to its reservation Secret's UID each accepted request that
-	// will not run from its delivery: a send that failed, a cancel before any executor ran
-	// it (docs/design.md, "Consumed requests"). Delivered events carry their binding.
+	// Bindings, when set, binds each accepted request that will not run from its delivery
+	// to its reservation Secret's UID (docs/design.md, "Consumed requests").
 	Bindings Bindings
 	// ValuesObjects reads the objects of values_from with submit's rights, after the
 	// caller's access review (valuesfrom.KubeReader); nil: values_from is refused.
@@ -174,12 +167,9 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 }
 
 // latestRecord is the newest of revs that is a record of release name, its version read
-// from its Secret's name: Helm names a record's Secret from its release and version, and
-// the guarded decode holds the payload to that name. The labels are the tenant's: with the
-// version label of a queued revision moved to 9, a cancel failed "revision 9", which does
-// not exist, and answered failed for it while the record it had read (and bound) stayed
-// pending. A Secret of another release labelled with this name is none of its records: a
-// cancel never takes that release's Lease or fails its record.
+// from its Secret's name (Helm's, to which the guarded decode holds the payload), never
+// from the labels, which are the tenant's: a Secret of another release labelled with this
+// name is none of its records.
 func latestRecord(revs []release.Revision, name string) (release.Revision, bool) {
 	var latest release.Revision
 	found := false

@@ -49,14 +49,11 @@ const (
 )
 
 // withLiveRetry runs attempt with the revision the cache gives and, when the create found
-// a revision the cache guessed taken (guessTaken), once more from a live read. The cache
-// lags the API server: a client's second request, sent after the first one's 201, may find
-// it without the first's revision, and must be answered as if it had been current (the
-// first pending: 409, or superseded), not refused as a race it did not run. A revision the
-// API server gave (no cache, a refusal the cache gave confirmed live, the one after a
-// pending revision being superseded) that the create found taken was taken after that
-// read: a real race, answered 409, and never retried (a supersede retried so would cancel
-// the revision of the request that won, after this one had cancelled the one before).
+// a revision the cache guessed taken (guessTaken), once more from a live read: the cache
+// lags, and a client's second request after the first one's 201 must be answered as if it
+// were current. A revision the API server gave that the create found taken was taken
+// after that read: a real race, answered 409, never retried (a retried supersede would
+// cancel the winner's revision).
 func (s *Service) withLiveRetry(attempt func(readFrom) (*Accepted, error)) (*Accepted, error) {
 	acc, err := attempt(fromCache)
 	var guess guessTaken
@@ -66,8 +63,7 @@ func (s *Service) withLiveRetry(attempt func(readFrom) (*Accepted, error)) (*Acc
 	return acc, err
 }
 
-// guessTaken is Reserve's ErrConflict on a revision the cache guessed, with nothing written
-// before it: the one conflict withLiveRetry computes again.
+// guessTaken is Reserve's ErrConflict on a revision the cache guessed, nothing written.
 type guessTaken struct{ error }
 
 func (g guessTaken) Unwrap() error { return g.error }
@@ -81,9 +77,8 @@ func reserveErr(err error, guessed bool) error {
 }
 
 // nextRevision is Store.CachedNextRevision (or LiveNextRevision), except that with
-// supersede a pending revision does not refuse the request: it is returned as the one to
-// supersede, and the request's revision is the one after it, read live (never guessed).
-// Nothing is written here.
+// supersede a pending revision is returned as the one to supersede, and the request's
+// revision is the one after it, read live. Nothing is written here.
 func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool, from readFrom) (rev int, old *release.Revision, guessed bool, err error) {
 	if from == fromAPI {
 		rev, err = s.Store.LiveNextRevision(ctx, namespace, name, action)
@@ -105,8 +100,8 @@ func (s *Service) nextRevision(ctx context.Context, namespace, name string, acti
 	return rev, &o, false, nil
 }
 
-// supersedable reads the pending revision from the API server and checks that it may be
-// cancelled for a new request: not an uninstall, not a running rollback.
+// supersedable reads the pending revision live and checks that it may be cancelled for a
+// new request: not an uninstall, not a running rollback.
 func (s *Service) supersedable(ctx context.Context, namespace, name string, version int) (release.Revision, error) {
 	revs, err := s.Store.LiveHistory(ctx, namespace, name)
 	if err != nil {
@@ -139,10 +134,9 @@ func refuseTarget(old *release.Revision, to int) error {
 	return nil
 }
 
-// supersede cancels the pending revision old for the request id that will reserve revision
-// rev, with cancel's machinery, and returns once old is final: failed at once when nobody
-// runs it, else ended by its executor through its Lease. A nil old is a request without
-// supersede. Past SupersedeOptions.Wait it answers ErrNotAccepted (503): nothing reserved.
+// supersede cancels the pending revision old (nil: none) for request id of revision rev,
+// with cancel's machinery, and returns once old is final. Past SupersedeOptions.Wait it
+// answers ErrNotAccepted (503): nothing reserved.
 func (s *Service) supersede(ctx context.Context, old *release.Revision, user *auth.User, rev int, id string) error {
 	if old == nil {
 		return nil
@@ -173,12 +167,11 @@ func (s *Service) supersede(ctx context.Context, old *release.Revision, user *au
 }
 
 // maxSupersedeTicks caps the backoff of awaitEnd's reads, in polls: a revision a tenant
-// keeps "running" (its Lease is the tenant's to renew) costs a supersede 7 reads in
-// 30 s, not 120.
+// keeps "running" costs a supersede 7 reads in 30 s, not 120.
 const maxSupersedeTicks = 40
 
-// awaitEnd reads the live history, at doubling intervals (counted in polls, so a test's
-// frozen clock still reads), until revision old is no longer pending (or gone).
+// awaitEnd reads the live history at doubling intervals (counted in polls) until revision
+// old is no longer pending (or gone).
 func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 	deadline := wallclock.Or(s.Clock).Now().Add(s.Supersede.wait())
 	t := time.NewTicker(s.Supersede.poll())
@@ -205,10 +198,8 @@ func (s *Service) awaitEnd(ctx context.Context, old release.Revision) error {
 	}
 }
 
-// ended says whether the record of Secret secretName is final or gone. The record is
-// found by its Secret's name, as supersedable found it (latestRecord), never by its version
-// label: the tenant's to move, and a record labelled with another version was taken for
-// ended at once, its successor reserved while it still ran.
+// ended says whether the record of Secret secretName is final or gone, found by its
+// Secret's name (latestRecord), never by its version label, which the tenant can move.
 func ended(revs []release.Revision, secretName string) bool {
 	i := slices.IndexFunc(revs, func(r release.Revision) bool { return r.SecretName == secretName })
 	return i < 0 || !release.IsPending(revs[i].Status)

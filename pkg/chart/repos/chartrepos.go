@@ -79,8 +79,7 @@ type Repo struct {
 	Disabled                 bool
 }
 
-// id names a repository's configuration in the index cache: a changed URL or credentials
-// make a new entry (fetched on the next refresh).
+// id names a repository's configuration: a changed URL or credentials make a new entry.
 func (r Repo) id() string {
 	h := sha256.New()
 	for _, b := range [][]byte{[]byte(r.Scope), []byte(r.Namespace), []byte(r.Name), []byte(r.URL),
@@ -94,8 +93,8 @@ func (r Repo) id() string {
 // cacheKey is id with the scope in front (a refresh keeps project entries it does not fetch).
 func (r Repo) cacheKey() string { return string(r.Scope) + "/" + r.id() }
 
-// tenant is whose share of the index fetches r's take (chartsource.FetchSlots): the caller's
-// in ctx and its namespace's for a project repository, the administrators' otherwise.
+// tenant is whose share of the fetch slots r's fetches take: the caller's in ctx and its
+// namespace's for a project repository, the administrators' otherwise.
 func (r Repo) tenant(ctx context.Context) chartsource.Tenant {
 	if r.Scope != ScopeProject {
 		return chartsource.RefreshTenant
@@ -110,41 +109,31 @@ type Set struct {
 	// Env are CHART_REPOSITORIES (name -> URL) and the credentials of CHART_REPOSITORY_SECRETS.
 	Env      map[string]string
 	EnvCreds map[string]chartsource.Credentials
-	// Source fetches indexes (address policy, size bound, credentials).
-	Source *chartsource.Source
+	Source   *chartsource.Source // fetches the indexes
 	// Refresh is how often every index is fetched again (default 5m); a change of an
 	// administrator's repository object refreshes at once.
 	Refresh time.Duration
-	// CredentialsTTL is how long a CA, certificate or password read from the cluster is
-	// reused (default 1m): rotated credentials are picked up within it; a failed read is
-	// retried after 5 s at most.
+	// CredentialsTTL is how long what was read of a CA, certificate or password is reused
+	// (default 1m; a failed read 5 s at most).
 	CredentialsTTL time.Duration
-	// FetchTimeout bounds the fetch of one index (default 30s).
-	FetchTimeout time.Duration
-	// KubeVersion is the cluster's version, for onlyCompatible.
-	KubeVersion string
-	// NoIndex keeps no index cache (the executor only resolves repositories).
-	NoIndex bool
-	// IndexCacheBytes bounds the parsed indexes kept (estimated; default 64 MiB), least
-	// recently used out; MaxIndexCost bounds one (default 32 MiB): a larger index is not
-	// kept and is named in the index's warning.
+	FetchTimeout   time.Duration // of one index (default bounds.IndexFetchTime)
+	KubeVersion    string        // the cluster's, for onlyCompatible
+	NoIndex        bool          // no index cache: the executor only resolves repositories
+	// IndexCacheBytes bounds the parsed indexes kept, MaxIndexCost one (package bounds).
 	IndexCacheBytes, MaxIndexCost int64
 	Log                           *zap.SugaredLogger
-	// Clock dates fetched indexes and credentials read (nil: the wall clock).
-	Clock clock.PassiveClock
+	Clock                         clock.PassiveClock // nil: the wall clock
 
 	cluster, project cache.GenericLister
 	kick             chan struct{}
 	refreshed        chan struct{} // closed after the first refresh
 
-	indexes *indexCache // by cacheKey
-	// flights are the fetches of cache misses, one per cacheKey.
-	flights singleflight.Group
-	// slots bound the index fetches of the refresh, the misses and the refetches together.
-	slots *chartsource.FetchSlots
-	// refetching are the cache keys of project repositories being fetched again.
-	refetching sync.Map
-	// encoded are the merged indexes encoded for the index.yaml route (indexyaml.go).
+	indexes *indexCache        // by cacheKey
+	flights singleflight.Group // the fetches of misses, one per cacheKey
+	// slots bound the refresh's, the misses' and the refetches' fetches together.
+	slots      *chartsource.FetchSlots
+	refetching sync.Map // cache keys of project repositories being fetched again
+	// encoded are the merged indexes encoded for the index.yaml route.
 	encoded     *encodings
 	encodedOnce sync.Once
 
@@ -152,8 +141,7 @@ type Set struct {
 }
 
 // Start watches the repository objects and refreshes indexes until ctx ends. Resources the
-// cluster does not serve (the CRDs are not installed) are skipped with a warning: only
-// CHART_REPOSITORIES are seen then, as the console sees no repositories.
+// cluster does not serve are skipped with a warning: only CHART_REPOSITORIES are seen then.
 func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) error {
 	if s.Log == nil {
 		s.Log = zap.NewNop().Sugar()
@@ -219,10 +207,9 @@ func (s *Set) watch(ctx context.Context, served func(resource string) bool) erro
 	return nil
 }
 
-// onChange is what a change of a repository object of scope does: an administrator's
-// refreshes every administrator's index at once. A project repository's refreshes nothing:
-// its index is fetched on use, keyed by its configuration (Repo.cacheKey), so a changed URL
-// or credentials is a new entry, and a tenant's writes cost no other repository's fetch.
+// onChange: a change of an administrator's repository object refreshes every
+// administrator's index at once; a project repository's nothing (its index is fetched on
+// use, keyed by its configuration), so a tenant's writes cost no other repository's fetch.
 func (s *Set) onChange(scope Scope) cache.ResourceEventHandler {
 	if scope == ScopeProject {
 		return nil
@@ -269,11 +256,9 @@ func (s *Set) loop(ctx context.Context) {
 	}
 }
 
-// refresh fetches the indexes of the cluster's repositories and CHART_REPOSITORIES, within
-// the bound every index fetch shares (Set.slots), and drops the indexes of those that are
-// gone. Project repositories are fetched on use only (Index): a tenant's repository
-// objects cost nothing until someone who works in that namespace asks for its index, and
-// their credentials are never read without such a request.
+// refresh fetches the indexes of the cluster's repositories and CHART_REPOSITORIES in the
+// fetch slots, and drops those that are gone. Project repositories are fetched on use only
+// (Index): their credentials are never read without a request in their namespace.
 func (s *Set) refresh(ctx context.Context) {
 	all := s.admins(ctx)
 	results := make([]*fetched, len(all))
@@ -282,8 +267,7 @@ func (s *Set) refresh(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// As long as it takes: a refresh skips no repository (its goroutines are one
-			// per administrators' repository, not per request).
+			// As long as it takes: one goroutine per administrators' repository.
 			release, err := s.slots.Acquire(ctx, r.tenant(ctx))
 			if err != nil {
 				results[i] = &fetched{err: fmt.Errorf("refresh of chart repository %q: %w", r.Name, err), at: s.now(), busy: true}
@@ -313,8 +297,7 @@ func (s *Set) fetchTimeout() time.Duration {
 	return s.FetchTimeout
 }
 
-// fetch downloads and parses r's index, bounded by FetchTimeout. Callers hold a slot of
-// Set.slots (boundedFetch).
+// fetch downloads and parses r's index within FetchTimeout, in a fetch slot the caller holds.
 func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
 	now := s.now()
 	if r.Err != nil {
@@ -324,16 +307,15 @@ func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
 	defer cancel()
 	idx, err := s.Source.FetchIndex(ctx, r.Repository)
 	if err != nil {
-		// The URL may carry a user and password (https://user:pass@host): errors reach
-		// logs and the console-warning of an index anyone may read.
+		// Errors reach logs and the console-warning anyone may read: redacted.
 		return &fetched{err: chartref.RedactError(err), at: now}
 	}
 	redactChartURLs(idx)
 	return &fetched{index: idx, cost: indexCost(idx), at: now}
 }
 
-// redactChartURLs removes the credentials of a repository URL from the chart URLs made
-// absolute against it: the cached index is only served, never used to fetch.
+// redactChartURLs removes a repository URL's credentials from the chart URLs made absolute
+// against it: the cached index is only served, never fetched from.
 func redactChartURLs(idx *repo.IndexFile) {
 	for _, versions := range idx.Entries {
 		for _, cv := range versions {
@@ -344,8 +326,7 @@ func redactChartURLs(idx *repo.IndexFile) {
 	}
 }
 
-// admins are the enabled repositories the cluster's administrators configured: env and
-// cluster-scoped.
+// admins are the enabled repositories of env and the cluster.
 func (s *Set) admins(ctx context.Context) []Repo {
 	out := append(s.envRepos(), s.clusterRepos(ctx)...)
 	kept := out[:0]
@@ -357,9 +338,8 @@ func (s *Set) admins(ctx context.Context) []Repo {
 	return kept
 }
 
-// Repos are the repositories namespace sees, disabled ones included, one per name: a
-// project repository hides a cluster one of the same name, which hides one of
-// CHART_REPOSITORIES (the console resolves project first, then cluster).
+// Repos are the repositories namespace sees, disabled ones included, one per name: project
+// hides cluster, which hides CHART_REPOSITORIES (as the console resolves them).
 func (s *Set) Repos(ctx context.Context, namespace string) []Repo {
 	ctx, cancel := context.WithTimeout(ctx, bounds.RepositoryListTime)
 	defer cancel()
@@ -451,14 +431,12 @@ func (s *Set) parseAll(ctx context.Context, objs []runtime.Object, scope Scope) 
 	return out
 }
 
-// Index says whether a Set keeps the merged index of its repositories (submit serves it;
-// the executor only resolves index entries and chart URLs).
+// Index says whether a Set keeps the merged index (submit serves it; the executor only
+// resolves references), refreshed in the background.
 type Index bool
 
 const (
-	// WithIndex keeps the index, refreshed in the background.
-	WithIndex Index = true
-	// WithoutIndex fetches nothing in the background.
+	WithIndex    Index = true
 	WithoutIndex Index = false
 )
 
@@ -469,10 +447,8 @@ type OpenOptions struct {
 	Log     *zap.SugaredLogger
 }
 
-// Open builds and starts the set of a function from its cluster config and the chart
-// source's environment (repositories and credentials). The caller makes it the source's
-// repositories (src.Repos), so index entries and chart URLs resolve against the same
-// repositories (and credentials) the index lists; Open does not change src.
+// Open builds and starts a function's set from its cluster config and src's repositories;
+// the caller makes it src.Repos, so references resolve against what the index lists.
 func Open(ctx context.Context, cfg *rest.Config, src *chartsource.Source, o OpenOptions) (*Set, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

@@ -25,14 +25,10 @@ import (
 )
 
 // CredentialSecrets names the Secrets of namespace whose contents a fetch would send: those
-// named (basicAuthConfig, tlsClientConfig) by the namespace's enabled project repositories
-// that an index entry names or a chart URL is under. Only the repository objects are read,
-// never the Secrets: submit asks whether the caller may get each before anything is
-// fetched (submitter.RepoSecrets).
-//
-// An index entry whose repository the namespace does not see (yet) is an error: the
-// repository could appear between this check and the fetch (a tenant creates it while
-// installing), and would then be used unchecked.
+// the enabled project repositories an index entry names or a chart URL is under name. Only
+// the objects are read: submit asks whether the caller may get each before any fetch. An
+// index entry whose repository the namespace does not see (yet) is an error: it could
+// appear before the fetch and be used unchecked.
 func (s *Set) CredentialSecrets(namespace, indexEntry, chartURL string) ([]string, error) {
 	repoName := ""
 	if indexEntry != "" {
@@ -78,8 +74,8 @@ func (s *Set) CredentialSecrets(namespace, indexEntry, chartURL string) ([]strin
 	return out, nil
 }
 
-// sees says whether namespace sees a repository named name (the one of the three that
-// resolution would pick is enabled), from the objects only: no credential is read.
+// sees says whether the repository namespace resolves name to is enabled, from the objects
+// only.
 func (s *Set) sees(namespace, name string) bool {
 	if namespace != "" && s.project != nil {
 		if o, err := s.project.ByNamespace(namespace).Get(name); err == nil {
@@ -105,18 +101,16 @@ func enabled(o runtime.Object) bool {
 }
 
 // CallerChecked are the repositories of a Set whose project credentials are sent only for a
-// caller who may read them (chartsource.CredentialChecker): the executor fetches with its own
-// rights long after submit's access review, and a tenant can create a repository under a
-// queued chart URL in between. Cluster and CHART_REPOSITORIES credentials are the
-// administrators' and are sent as configured.
+// caller who may read them (chartsource.CredentialChecker): the executor fetches long after
+// submit's review, and a tenant can create a repository under a queued chart URL between.
+// The administrators' credentials are sent as configured.
 type CallerChecked struct {
 	*Set
 	// AsCaller is a client acting as the caller (Impersonating).
 	AsCaller func(chartsource.Caller) (kubernetes.Interface, error)
 }
 
-// Impersonating builds clients that act as the caller; an empty caller (a trusted local
-// run) gets cfg's own identity, as the executor's Helm actions do.
+// Impersonating builds clients that act as the caller (an empty one: cfg's own identity).
 func Impersonating(cfg *rest.Config) func(chartsource.Caller) (kubernetes.Interface, error) {
 	return func(c chartsource.Caller) (kubernetes.Interface, error) {
 		return kube.Impersonating(cfg, rest.ImpersonationConfig{UserName: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra})
@@ -124,9 +118,8 @@ func Impersonating(cfg *rest.Config) func(chartsource.Caller) (kubernetes.Interf
 }
 
 // CheckCredentials lets r's credentials go only if they are what the caller in ctx reads
-// from the Secrets the namespace's project repository r names now, or an administrator's
-// repository's own. Comparing the values, not only the names, closes the window between
-// resolving the repository and sending (its object may change in between).
+// now from the Secrets r's project repository names, or an administrator's repository's
+// own: values, not names, are compared (the object may change after it was resolved).
 func (c CallerChecked) CheckCredentials(ctx context.Context, namespace string, r chartsource.Repository) error {
 	if r.Username == "" && len(r.CertPEM) == 0 {
 		return nil
@@ -176,8 +169,8 @@ func (c CallerChecked) CheckCredentials(ctx context.Context, namespace string, r
 	return nil
 }
 
-// projectObject is the namespace's project repository named name, if any: it hides a
-// cluster repository of that name, so its Secrets are the ones a fetch would send.
+// projectObject is the namespace's project repository named name, if any (it hides a
+// cluster one).
 func (c CallerChecked) projectObject(namespace, name string) *unstructured.Unstructured {
 	if namespace == "" || c.project == nil {
 		return nil
@@ -191,7 +184,7 @@ func (c CallerChecked) projectObject(namespace, name string) *unstructured.Unstr
 }
 
 // checkAdmin lets credentials go that are an administrator's repository's own (same name,
-// URL and credentials): a project repository deleted after it was resolved fails here.
+// URL and credentials).
 func (c CallerChecked) checkAdmin(ctx context.Context, namespace string, r chartsource.Repository) error {
 	byName := map[string]Repo{}
 	for _, a := range append(c.envRepos(), c.clusterRepos(ctx)...) {
@@ -206,9 +199,8 @@ func (c CallerChecked) checkAdmin(ctx context.Context, namespace string, r chart
 		chartsource.ErrCredentialsRefused, r.Name, namespace)
 }
 
-// parse reads one repository object and its credentials. A repository whose configuration
-// is unusable keeps its name with Err set: the index lists it as invalid, an install from it
-// fails saying why.
+// parse reads one repository object and its credentials; an unusable one keeps its name with
+// Err set (listed as invalid, its installs fail saying why).
 func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Scope) Repo {
 	r := Repo{Scope: scope, Repository: chartsource.Repository{Name: u.GetName()}}
 	if scope == ScopeProject {
@@ -285,8 +277,7 @@ func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, erro
 }
 
 // cached reads one key of a ConfigMap or Secret, reusing what was read within
-// CredentialsTTL (credsCache bounds what is kept): index requests and installs do not each
-// read the cluster.
+// CredentialsTTL.
 func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
 	ck := kind + "/" + name + "/" + key
 	ttl := s.CredentialsTTL
@@ -294,8 +285,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 		ttl = time.Minute
 	}
 	e, ok := s.creds.get(ns, ck)
-	// A failed read is retried sooner: the Secret is often created just after the
-	// repository that names it.
+	// A failed read is retried sooner: a Secret often comes just after its repository.
 	if ok && e.err != nil && ttl > 5*time.Second {
 		ttl = 5 * time.Second
 	}
@@ -313,15 +303,11 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	return v, err
 }
 
-// ReviewedAuthSecrets read the basic auth Secret a chart by URL names (the console's
-// basic_auth_secret_name) for submit: the caller in the context must be allowed to get it
-// (MayGet, an access review) before submit reads it with its own rights, as submit does for
-// every Secret whose contents a fetch would send. A context without a caller is refused;
-// an empty caller (authentication off) reads as submit.
+// ReviewedAuthSecrets read a chart's basic auth Secret for submit: the caller in the context
+// must be allowed to get it (MayGet, an access review; nil: authentication off) before
+// submit reads it with its own rights. A context without a caller is refused.
 type ReviewedAuthSecrets struct {
 	Client kubernetes.Interface
-	// MayGet answers whether the caller may get Secret name of namespace (nil: no reviews,
-	// authentication off).
 	MayGet func(ctx context.Context, c chartsource.Caller, namespace, name string) error
 }
 
@@ -340,8 +326,7 @@ func (r ReviewedAuthSecrets) ReadAuthSecret(ctx context.Context, namespace, name
 }
 
 // ReadAuthSecret reads a chart's basic auth Secret impersonating the caller in the context
-// (the executor's fetch, long after submit's review): one who may not read it now gets
-// ErrCredentialsRefused and nothing is fetched with it.
+// (the executor, long after submit's review).
 func (c CallerChecked) ReadAuthSecret(ctx context.Context, namespace, name string) (chartsource.Credentials, error) {
 	caller, ok := chartsource.CallerFrom(ctx)
 	if !ok {
@@ -382,8 +367,7 @@ func basicAuth(namespace, name string, data map[string][]byte) (chartsource.Cred
 	return chartsource.Credentials{Username: string(u), Password: string(p)}, nil
 }
 
-// NewSource builds the chart source of settings, with the credentials of
-// CHART_REPOSITORY_SECRETS read from their Secrets.
+// NewSource builds settings' chart source with the credentials of CHART_REPOSITORY_SECRETS.
 func NewSource(ctx context.Context, settings chartsource.Settings, client kubernetes.Interface, ttl, timeout time.Duration) (*chartsource.Source, error) {
 	creds, err := LoadCredentials(ctx, client, settings.ChartSecretsNamespace, settings.ChartRepositorySecrets)
 	if err != nil {
@@ -392,8 +376,8 @@ func NewSource(ctx context.Context, settings chartsource.Settings, client kubern
 	return settings.NewSource(creds, ttl, timeout)
 }
 
-// LoadCredentials reads the Secret of each repository of CHART_REPOSITORIES: secrets maps
-// a repository name to the name of a Secret in namespace (keys username, password, ca.crt).
+// LoadCredentials reads the Secret (keys username, password, ca.crt) secrets names in
+// namespace for each repository of CHART_REPOSITORIES.
 func LoadCredentials(ctx context.Context, client kubernetes.Interface, namespace string, secrets map[string]string) (map[string]chartsource.Credentials, error) {
 	out := map[string]chartsource.Credentials{}
 	for repo, name := range secrets {

@@ -23,10 +23,9 @@ type credsEntry struct {
 	at    time.Time
 }
 
-// credsCache keeps what was read of the ConfigMaps and Secrets repositories name, by the
-// namespace read: a namespace keeps at most perNamespace bytes, its least recently used
-// values out first, and all at most total, the least recently used namespaces out. A
-// tenant whose repositories name ever new ConfigMaps pushes out only its own values.
+// credsCache keeps what was read of the ConfigMaps and Secrets repositories name: a
+// namespace at most perNamespace bytes, its least recently used out first, and all at most
+// total, the least recently used namespaces out.
 type credsCache struct {
 	perNamespace, total int64
 

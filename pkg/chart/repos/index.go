@@ -27,11 +27,10 @@ type InvalidRepo struct {
 // new one lists the same chart.
 var overwrites = map[string]string{"openshift-helm-charts": "redhat-helm-repo"}
 
-// Index is the merged index namespace sees ("" for the cluster's and CHART_REPOSITORIES
-// only): every chart of every enabled repository keyed "<chart>--<repo>", chart URLs
-// absolute, versions newest first, library charts left out (they cannot be installed) and,
-// with onlyCompatible, versions whose kubeVersion excludes the cluster's. It is answered from
-// the background cache; a repository not fetched yet (just created) is fetched once now.
+// Index is the merged index namespace sees ("": the administrators' only): every chart of
+// every enabled repository keyed "<chart>--<repo>", versions newest first, without library
+// charts and, with onlyCompatible, versions whose kubeVersion excludes the cluster's. It is
+// answered from the cache; a repository not fetched yet is fetched once now.
 func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) (*repo.IndexFile, error) {
 	parts, err := s.parts(ctx, namespace)
 	if err != nil {
@@ -46,8 +45,7 @@ type part struct {
 	f *fetched
 }
 
-// parts are namespace's enabled repositories with their indexes (from the cache, or
-// fetched now on a miss).
+// parts are namespace's enabled repositories with their indexes.
 func (s *Set) parts(ctx context.Context, namespace string) ([]part, error) {
 	select {
 	case <-s.refreshed:
@@ -114,15 +112,10 @@ func (s *Set) merge(parts []part, onlyCompatible bool) (*repo.IndexFile, error) 
 	return out, nil
 }
 
-// cachedIndex is a repository's index from the cache, fetched now on a miss (a project
-// repository, or one created a moment ago). A project repository's index older than
-// Refresh is answered as it is and fetched again behind the answer, once at a time.
-//
-// Concurrent misses of one key share one fetch (a tenant's burst of requests costs one
-// index in memory); the key holds the namespace, so no request waits on another
-// namespace's repository. The fetch belongs to the flight, not to the request that started
-// it: it goes on for the others (bounded by FetchTimeout) when that request leaves, and a
-// request whose ctx ends returns at once with its ctx's error.
+// cachedIndex is a repository's index from the cache, fetched now on a miss; a project
+// repository's index older than Refresh is answered and fetched again behind the answer.
+// Misses of one key share one fetch, which belongs to the flight (within FetchTimeout), not
+// to the request that started it; a request whose ctx ends returns at once.
 func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	key := r.cacheKey()
 	if f, ok := s.indexes.get(key); ok {
@@ -144,10 +137,8 @@ func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	}
 }
 
-// boundedFetch is a flight's fetch, within the service's bound of index fetches
-// (Set.slots). Its ctx is the flight's (no request ends it), so the wait for a slot is
-// bounded by FetchTimeout too; a fetch that found none is busy: it says nothing of the
-// repository and is not kept.
+// boundedFetch is a flight's fetch in a fetch slot, waited for within FetchTimeout (no
+// request ends the flight); one that found none is busy, and not kept.
 func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
 	if r.Err != nil {
 		return s.fetch(ctx, r) // nothing to download
@@ -163,10 +154,8 @@ func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
 	return s.fetch(ctx, r)
 }
 
-// refetch fetches a project repository's index again in the background, bounded by
-// FetchTimeout, unless that is under way already. It only starts with a slot free now:
-// stale repositories never queue goroutines behind the bound, and are tried again on their
-// next use (meanwhile they are answered as they are).
+// refetch fetches a project repository's index again in the background, unless under way,
+// only with a slot free now: stale repositories never queue goroutines behind the bound.
 func (s *Set) refetch(ctx context.Context, r Repo) {
 	key := r.cacheKey()
 	if _, busy := s.refetching.LoadOrStore(key, true); busy {
@@ -191,9 +180,8 @@ func (s *Set) refreshEvery() time.Duration {
 	return s.Refresh
 }
 
-// SetIndexBudget bounds the parsed indexes kept: total bytes (CHART_INDEX_CACHE_BYTES) and
-// bytes of one index (CHART_INDEX_MAX_BYTES), both estimated; 0 keeps a bound as it is.
-// Call it after Start.
+// SetIndexBudget bounds the parsed indexes kept (CHART_INDEX_CACHE_BYTES) and one
+// (CHART_INDEX_MAX_BYTES), estimated; 0 keeps a bound. Call it after Start.
 func (s *Set) SetIndexBudget(total, perIndex int64) {
 	if s.indexes != nil {
 		s.indexes.setBudget(total, perIndex)

@@ -20,17 +20,14 @@ import (
 // errors.Is(err, chartsource.ErrTooLarge) holds too).
 var ErrIndexTooLarge = errors.New("the merged chart index is too large to serve")
 
-// encodings are the merged indexes encoded, by version: a version names every repository
-// merged and the very index cached for it, so namespaces that see the same repositories
-// share one encoding, and a GET re-encodes only after an index changed.
+// encodings are the merged indexes encoded, by version (every repository merged and the
+// index cached for it): namespaces that see the same repositories share one encoding.
 type encodings struct {
 	maxCost, maxBytes int64
 
 	flights singleflight.Group
 	slot    *fairqueue.Queue // one encoding at a time, fairly between tenants
-	// answers are kept by version, each charged to the caller and namespace that encoded
-	// it: a tenant that rotates between versions evicts its own answers, and keeps at most
-	// half the budget.
+	// answers are charged to the caller and namespace that encoded them, half the budget each.
 	answers *tenantLRU[encoded]
 	mu      sync.Mutex
 	// encodes counts the encodings run; during, when set, runs in the slot (tests).
@@ -51,16 +48,13 @@ func newEncodings() *encodings {
 // IndexOptions are one request of the merged index.yaml.
 type IndexOptions struct {
 	OnlyCompatible bool // leave out charts whose kubeVersion the cluster does not meet
-	// Admit is asked only when no answer is kept for the request's version (an encoding may
-	// follow): the caller pays its rate for what costs, not for a kept answer.
+	// Admit is asked only when no answer is kept: the caller pays its rate for what costs.
 	Admit func() error
 }
 
-// IndexYAML is Index encoded as the console's index.yaml route answers it: encoded once
-// per version of the merged index and answered from the bytes kept; ErrIndexTooLarge past
-// bounds.MaxMergedIndexCost (before encoding) or MaxIndexYAMLBytes. The encoding
-// and the answer kept are the tenant's of the request that started it (the caller in ctx,
-// namespace).
+// IndexYAML is Index encoded as the console's index.yaml route answers it, once per version,
+// by the tenant of the request that started it; ErrIndexTooLarge past
+// bounds.MaxMergedIndexCost (before encoding) or MaxIndexYAMLBytes.
 func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions) ([]byte, error) {
 	parts, err := s.parts(ctx, namespace)
 	if err != nil {
@@ -97,8 +91,7 @@ func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions
 	}
 }
 
-// tooCostly refuses parts whose indexes hold more than e.maxCost, before anything is
-// merged or encoded (nil: within the bound).
+// tooCostly refuses parts whose indexes hold more than e.maxCost (nil: within it).
 func (e *encodings) tooCostly(parts []part) *encoded {
 	var cost int64
 	for _, p := range parts {
@@ -130,8 +123,7 @@ func (s *Set) encodeMerged(e *encodings, parts []part, onlyCompatible bool) *enc
 	return &encoded{yaml: b}
 }
 
-// versionOf names the merged index of parts: each repository (name and cache key) and the
-// index cached for it (a new fetch is a new *fetched).
+// versionOf names the merged index of parts (a new fetch is a new *fetched).
 func versionOf(parts []part, onlyCompatible bool) string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatBool(onlyCompatible))
@@ -141,8 +133,7 @@ func versionOf(parts []part, onlyCompatible bool) string {
 	return b.String()
 }
 
-// encode runs fn in e's one encoding slot, taken in flow's turn (the flight waits for it;
-// its callers leave with their contexts).
+// encode runs fn in e's one encoding slot, taken in flow's turn.
 func (e *encodings) encode(ctx context.Context, flow fairqueue.Flow, fn func() *encoded) *encoded {
 	seat, err := e.slot.Acquire(ctx, flow)
 	if err != nil {

@@ -27,10 +27,9 @@ var slimFields = []struct {
 var refusedPath = []string{"spec", "refused"}
 
 // slim is what the informers keep of a repository object (cache.TransformFunc): its name,
-// namespace and the slimFields, nothing else (no annotations, labels, managedFields or
-// status: any tenant may write 256 KiB of those on each of its objects). An object whose
-// read field is over its bound, or of another type than the CRD's, is kept as refused: its
-// name only, with the reason. slim of its own result is that result.
+// namespace and the slimFields (a tenant may write 256 KiB of annotations on each object).
+// One whose field is over its bound or of another type is kept as refused, with why.
+// slim of its own result is that result.
 func (s *Set) slim(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {

@@ -19,36 +19,30 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// Budget bounds what one chart archive may unpack to, across its nested archives. Helm's
-// loader caps each archive at 100 MiB but gives every nested charts/*.tgz a fresh cap, so a
-// few KiB of chart could unpack to gigabytes: the budget is for the whole tree. Zero fields
-// take DefaultBudget's.
+// Budget bounds what one chart archive may unpack to, across its nested archives: Helm's
+// loader gives every nested charts/*.tgz a fresh 100 MiB cap, so a few KiB of chart could
+// unpack to gigabytes. Zero fields take DefaultBudget's.
 type Budget struct {
-	// MaxBytes bounds the sizes and names of every file at every level (a nested archive's
-	// own bytes count too: Helm keeps them as well as what they unpack to).
+	// MaxBytes bounds the sizes and names of every file at every level (a nested
+	// archive's own bytes too: Helm keeps them as well as what they unpack to).
 	MaxBytes int64
-	// MaxFiles bounds the files at every level.
 	MaxFiles int
-	// MaxDepth bounds how deep archives nest inside the chart's own (1: its subcharts may be
-	// archives, theirs may not).
+	// MaxDepth bounds how deep archives nest inside the chart's own (1: its subcharts may
+	// be archives, theirs may not).
 	MaxDepth int
-	// MaxNodes bounds the YAML nodes of the files Helm's loader parses, at every level, with
-	// aliases written out (yamlsize.Expanded): the parser's memory follows the nodes, and a
-	// few MiB of "{}," or a few KiB of aliases would parse into gigabytes within MaxBytes.
+	// MaxNodes bounds the YAML nodes of the files Helm's loader parses, aliases written out
+	// (yamlsize.Expanded): the parser's memory follows the nodes, and a few MiB of "{}," or
+	// a few KiB of aliases would parse into gigabytes within MaxBytes.
 	MaxNodes int64
-	// MaxCRDNodes bounds the YAML nodes of the crds/ files at every level, with aliases
-	// written out: Helm's install parses each whole in the executor (installCRDs) before any
-	// API call, so they cost what the loader's files cost, against a bound of their own
-	// (real CRD sets are larger than values).
+	// MaxCRDNodes bounds the nodes of the crds/ files, which Helm's install parses whole
+	// before any API call; real CRD sets are larger than values.
 	MaxCRDNodes int64
-	// MaxSchemaNodes bounds the subschemas of the values.schema.json files at every level,
-	// counted from their bytes (SchemaNodes): compiling a schema takes time quadratic in
-	// its subschemas (jsonschema v6; 300 KB of "{}," took 93 s in submit).
+	// MaxSchemaNodes bounds the subschemas of the values.schema.json files (SchemaNodes):
+	// compiling takes time quadratic in them (300 KB of "{}," took 93 s in submit).
 	MaxSchemaNodes int64
 }
 
-// DefaultBudget is the budget of a chart whose settings set none (bounds.DefaultUnpackedBytes
-// and the rest).
+// DefaultBudget is the budget of a chart whose settings set none (package bounds).
 var DefaultBudget = Budget{MaxBytes: bounds.DefaultUnpackedBytes, MaxFiles: bounds.DefaultFiles,
 	MaxDepth: bounds.DefaultDepth, MaxNodes: bounds.DefaultYAMLNodes, MaxSchemaNodes: bounds.DefaultSchemaSubnodes,
 	MaxCRDNodes: bounds.DefaultCRDNodes}
@@ -85,8 +79,7 @@ func (e *BudgetError) Error() string { return "chart " + e.Bound }
 func (e *BudgetError) Is(target error) bool { return target == ErrTooLarge }
 
 // Load checks the archive against the budget and only then loads it with Helm's loader.
-// It has no context: it is the load of a process killed at its deadline (the render
-// child); a request's load is its Source's, which stops when the request ends.
+// It has no context: it is the load of a process killed at its deadline (the render child).
 func (b Budget) Load(archive []byte) (*chart.Chart, error) {
 	ch, _, err := b.load(context.Background(), archive)
 	var over *BudgetError
@@ -129,25 +122,15 @@ func (b Budget) load(ctx context.Context, archive []byte) (*chart.Chart, charged
 	return ch, c, chargeCopies(ch, c)
 }
 
-// charged is what an archive costs against a budget, and what its load holds.
+// charged is what an archive costs against a budget, aliases written out: every file's
+// size and name, the YAML nodes the loader parses (and its import-values add), those of
+// crds/, the subschemas, and Helm's dependency matching (entriesOf).
 type charged struct {
-	// bytes are every file's size and name at every level, aliases written out.
-	bytes int64
-	files int
-	// nodes are the YAML nodes the loader parses, aliases written out, and those its
-	// import-values add (chargeImports).
-	nodes int64
-	// crdNodes are the YAML nodes of its crds/ files, aliases written out; the loader keeps
-	// them as files, Helm's install parses them.
-	crdNodes int64
-	// schemaNodes bound the subschemas of its values.schema.json files (SchemaNodes).
-	schemaNodes int64
-	// matching is the work of Helm's dependency matching in its processed tree (entriesOf).
-	matching int64
+	bytes, nodes, crdNodes, schemaNodes, matching int64
+	files                                         int
 }
 
-// memory bounds what a loaded chart holds: its files and its parsed YAML (alias copies
-// counted: the cached chart is not processed).
+// memory bounds what a loaded chart holds: its files and its parsed YAML.
 func (c charged) memory() int64 { return c.bytes + c.nodes*bounds.ParsedNodeBytes }
 
 // budgetScan holds one gzip window per nesting level and, past the chart's own archive,
@@ -257,8 +240,8 @@ func (s *budgetScan) keep(r io.Reader, hd *tar.Header, n string, nameErr error) 
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// count charges one file to the budget, by the size its header declares (the tar reader
-// never yields more), before any of it is read.
+// count charges one file by the size its header declares (the tar reader never yields
+// more), before any of it is read.
 func (s *budgetScan) count(hd *tar.Header) error {
 	if hd.Size < 0 {
 		return fmt.Errorf("%q has a negative size", hd.Name)
@@ -274,15 +257,15 @@ func (s *budgetScan) count(hd *tar.Header) error {
 	return nil
 }
 
-// loaderYAML are the files Helm's loader parses with sigs.k8s.io/yaml, in a chart and in
-// every subchart; templates are parsed only when rendered, in the executor.
+// loaderYAML are the files Helm's loader parses, in a chart and every subchart; templates
+// are parsed only when rendered.
 var loaderYAML = map[string]bool{"Chart.yaml": true, "Chart.lock": true, "values.yaml": true,
 	"requirements.yaml": true, "requirements.lock": true}
 
 func parsedAsYAML(n string) bool { return loaderYAML[path.Base(n)] }
 
-// isCRDFile tells whether Helm's install parses the file as a CRD (chart.CRDObjects): under
-// crds/ of the chart or of a directory subchart (charts/<d>/...), with a manifest extension.
+// isCRDFile: Helm's install parses the file as a CRD (chart.CRDObjects): under crds/ of the
+// chart or of a directory subchart, with a manifest extension.
 func isCRDFile(n string) bool {
 	parts := strings.Split(n, "/")
 	i := 0
@@ -346,8 +329,7 @@ func readWhole(r io.Reader, size int64, n string) ([]byte, error) {
 	return data, nil
 }
 
-// longestString is the length of the longest JSON string in data, escapes included (an
-// upper bound on what it decodes to).
+// longestString bounds the longest JSON string in data (escapes included).
 func longestString(data []byte) int {
 	longest, start, in, escaped := 0, 0, false, false
 	for i, c := range data {
@@ -419,9 +401,8 @@ func loaderName(name string) (string, error) {
 	return n, nil
 }
 
-// isSubchartArchive tells whether Helm's LoadFiles would unpack the file as a subchart
-// archive: charts/<x>.tgz, also inside directory subcharts (charts/<d>/charts/<x>.tgz),
-// where no <d> or <x> starts with "_" or ".".
+// isSubchartArchive: Helm's LoadFiles unpacks the file as a subchart: charts/<x>.tgz, also
+// in directory subcharts (charts/<d>/charts/<x>.tgz), no <d> or <x> starting "_" or ".".
 func isSubchartArchive(n string) bool {
 	parts := strings.Split(n, "/")
 	if len(parts) < 2 || len(parts)%2 != 0 {

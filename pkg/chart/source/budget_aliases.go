@@ -12,16 +12,13 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// chargeAliases charges a loaded chart the processed tree Helm makes of it: Helm's
-// ProcessDependencies makes one copy of a subchart per Chart.yaml entry that names it (each
-// alias, or the same name listed again), and its coalesce gives each subchart its own copy
-// of the globals (its parent's and its own `global` tables); whatever writes the processed
-// chart out (the executor's render frame, the values checks, each copy's CRDs parsed by the
-// install) writes every copy, while the archive held it once. Each entry after the first
-// that resolves to a loaded subchart is charged that subchart's whole tree (its own copies
-// included), and each subchart the globals it receives, against MaxBytes, MaxNodes and
-// MaxCRDNodes. Every chart of the processed tree is charged its matching too (entriesOf),
-// against bounds.MaxDependencyMatching, before it is matched here.
+// chargeAliases charges a loaded chart the processed tree Helm makes of it, which whatever
+// writes it out (the render frame, the values checks, each copy's CRDs) writes whole:
+// ProcessDependencies makes a copy of a subchart per Chart.yaml entry that names it, and
+// coalesce gives each subchart its own copy of the globals. Each entry after the first is
+// charged its subchart's whole tree, each subchart the globals it receives, against
+// MaxBytes, MaxNodes and MaxCRDNodes; each chart its matching (entriesOf), against
+// bounds.MaxDependencyMatching, before it is matched here.
 func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) error {
 	s := aliasScan{ctx: ctx, room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes,
 		matching: bounds.MaxDependencyMatching}, archived: map[*chart.Chart]charged{}, compatible: map[[2]string]bool{}}
@@ -43,16 +40,14 @@ func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) 
 	return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes in the files Helm's loader parses"+s.what, b.MaxNodes)}
 }
 
-// aliasScan adds up what the copies cost, up to the room the budget has left.
+// aliasScan adds up what the copies cost, up to the room the budget has left. over names
+// the bound passed (bytes, nodes, crds, matching, or ctx), what which copies.
 type aliasScan struct {
 	ctx         context.Context
 	room, total charged
 	archived    map[*chart.Chart]charged
-	// compatible are the (constraint, version) pairs matched so far.
-	compatible map[[2]string]bool
-	// over names the bound the copies passed: bytes, nodes, crds or matching; ctx when
-	// the load's request ended. what says which copies, for the message.
-	over, what string
+	compatible  map[[2]string]bool // the (constraint, version) pairs matched so far
+	over, what  string
 }
 
 const (
@@ -60,9 +55,9 @@ const (
 	globalCopies = " once each subchart's copy of the globals is written out"
 )
 
-// extra is what c's processed tree costs beyond its archive, c having received globals:
-// its matching (entriesOf), and for each subchart the globals it receives, what its own
-// tree adds, and k-1 copies of all that when k entries resolve to it.
+// extra is what c's processed tree costs beyond its archive, c having received globals: its
+// matching, and for each subchart its globals, its own tree's extra, and k-1 copies of all
+// that when k entries resolve to it.
 func (s *aliasScan) extra(c *chart.Chart, received yamlsize.Size) (added charged, over bool) {
 	copies, work, ok := s.entriesOf(c)
 	if added.matching = work; !ok {
@@ -91,8 +86,7 @@ func (s *aliasScan) extra(c *chart.Chart, received yamlsize.Size) (added charged
 	return added, false
 }
 
-// charge adds k of one to the total, unless they pass the room left: then it notes which
-// bound, and what copies (for the message).
+// charge adds k of one to the total, unless they pass the room left (noting what).
 func (s *aliasScan) charge(one charged, k int, what string) bool {
 	if s.exceeds(one, k) {
 		s.what = what
@@ -102,8 +96,8 @@ func (s *aliasScan) charge(one charged, k int, what string) bool {
 	return false
 }
 
-// globals measures c's own `global` table, which Helm copies, with what c received, into
-// each of its subcharts; the walk stops past the room left.
+// globals measures c's own `global` table, which Helm copies into each of its subcharts;
+// the walk stops past the room left.
 func (s *aliasScan) globals(c *chart.Chart) yamlsize.Size {
 	g, ok := c.Values["global"].(map[string]any)
 	if !ok {
@@ -132,12 +126,10 @@ func (s *aliasScan) exceeds(one charged, k int) bool {
 	return true
 }
 
-// entriesOf charges c's matching, as Helm's processDependencyEnabled does it twice a pass
-// (each Chart.yaml entry against each subchart, one a pair, and the constraint's and the
-// version's bytes for a subchart of its name), then counts the entries that resolve to
-// each loaded subchart, as Helm's getAliasDependency resolves them: the first of that name
-// in a compatible version, each (constraint, version) pair matched once. ok is false past
-// the bound or once the load's request has ended.
+// entriesOf charges c's matching as Helm's processDependencyEnabled does it (each entry
+// against each subchart, and the constraint's and version's bytes for one of its name),
+// then counts the entries that resolve to each subchart as getAliasDependency does: the
+// first of that name in a compatible version. ok is false past the bound or once ctx ends.
 func (s *aliasScan) entriesOf(c *chart.Chart) (n map[*chart.Chart]int, work int64, ok bool) {
 	n = map[*chart.Chart]int{}
 	if c.Metadata == nil {
@@ -187,8 +179,7 @@ func (s *aliasScan) compatibleRange(constraint, version string) bool {
 	return ok
 }
 
-// archive is what the budget's scan charged c's tree: its files (a nested archive's own
-// bytes too), YAML aliases written out, the nodes of the loader's files and of crds/.
+// archive is what the budget's scan charged c's tree.
 func (s *aliasScan) archive(c *chart.Chart) charged {
 	if a, ok := s.archived[c]; ok {
 		return a
@@ -202,7 +193,7 @@ func (s *aliasScan) archive(c *chart.Chart) charged {
 		if !parsedAsYAML(f.Name) && !isCRDFile(f.Name) {
 			continue
 		}
-		// The scan measured these within the budget already; a failure here counts the file.
+		// Measured within the budget by the scan already: a failure counts as over.
 		size, err := yamlsize.Expanded(f.Data, s.room.bytes+int64(len(f.Data)))
 		if err != nil {
 			size = yamlsize.Size{Bytes: s.room.bytes + 1, Nodes: s.room.nodes + 1}

@@ -10,11 +10,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// chargeImports charges a loaded chart what Helm's import-values add to its values: Helm
-// puts the child table each entry names under its parent key by reference, so a Chart.yaml
-// naming one table many times costs a few nodes a line, while whatever writes the processed
-// values out (the executor's render frame, the release record) writes every copy. Each
-// entry is charged the bytes and nodes of the table it names, against MaxBytes and MaxNodes.
+// chargeImports charges a loaded chart what Helm's import-values add to its values: each
+// entry puts the child table it names under its parent by reference (a few nodes a line),
+// while whatever writes the values out writes every copy. Each entry is charged its
+// table's bytes and nodes, against MaxBytes and MaxNodes.
 func (b Budget) chargeImports(ch *chart.Chart, c *charged) error {
 	s := importScan{left: yamlsize.Size{Bytes: b.MaxBytes - c.bytes, Nodes: b.MaxNodes - c.nodes}}
 	_, over := s.chart(ch)
@@ -34,11 +33,10 @@ type importScan struct {
 	left, total yamlsize.Size
 }
 
-// chart charges the imports of c and of its subcharts, and returns what they add to c's
-// values. An entry is charged the table it names in the subchart's values, in c's own
-// values for the subchart (Helm coalesces the two), and what the subchart's own imports
-// added (an upper bound: they may land outside that table). over is true once the total
-// passes what was left.
+// chart charges the imports of c and its subcharts and returns what they add to c's values:
+// an entry the table it names in the subchart's values, in c's values for the subchart
+// (Helm coalesces the two), and what the subchart's own imports added (an upper bound).
+// over is true once the total passes what was left.
 func (s *importScan) chart(c *chart.Chart) (added yamlsize.Size, over bool) {
 	grown := map[*chart.Chart]yamlsize.Size{}
 	for _, sub := range c.Dependencies() {
@@ -78,8 +76,8 @@ func (s *importScan) chart(c *chart.Chart) (added yamlsize.Size, over bool) {
 	return added, false
 }
 
-// importedTable is the child table an import-values entry names, as Helm reads it: a map's
-// "child", or a string's "exports.<string>".
+// importedTable is the child table an import-values entry names: a map's "child", or a
+// string's "exports.<string>".
 func importedTable(iv any) (string, bool) {
 	switch iv := iv.(type) {
 	case map[string]any:
@@ -90,8 +88,7 @@ func importedTable(iv any) (string, bool) {
 	return "", false
 }
 
-// table measures the value at a dotted path of values (Helm's Values.Table), none if there
-// is none; the walk stops past what the budget has left.
+// table measures the table at a dotted path of values; the walk stops past what is left.
 func (s *importScan) table(values map[string]any, dotted string) yamlsize.Size {
 	var v any = values
 	for _, k := range strings.Split(dotted, ".") {
@@ -111,8 +108,7 @@ func (s *importScan) table(values map[string]any, dotted string) yamlsize.Size {
 	return w.size
 }
 
-// sizeWalk measures a parsed value about as yamlsize does its JSON form: bytes as JSON
-// writes them, a node per map, list, key and scalar.
+// sizeWalk measures a parsed value as yamlsize does its JSON form.
 type sizeWalk struct {
 	limit, size yamlsize.Size
 }

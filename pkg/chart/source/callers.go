@@ -13,18 +13,15 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// CallerLimits is a token bucket per caller (an authenticated identity) for the routes that
-// fetch and render charts on anyone's behalf: any valid token may call them, so one caller
-// must not be able to keep submit fetching and rendering for everyone.
+// CallerLimits is a token bucket per caller for the routes that fetch and render charts:
+// any valid token may call them, so one caller must not keep submit busy for everyone.
 type CallerLimits struct {
-	// Rate is the tokens per second of each caller's bucket, Burst its size.
-	Rate  float64
+	Rate  float64 // tokens a second
 	Burst int
-	// MaxCallers bounds the callers remembered (default 10,000); when full, callers whose
-	// bucket is full again are forgotten (a fresh bucket is the same).
+	// MaxCallers bounds the callers remembered (default 10,000); when full, those whose
+	// bucket is full again are forgotten.
 	MaxCallers int
-	// Clock times the buckets (nil: the wall clock).
-	Clock clock.PassiveClock
+	Clock      clock.PassiveClock // nil: the wall clock
 
 	mu       sync.Mutex
 	byCaller map[string]*rate.Limiter
@@ -73,12 +70,11 @@ func (l *CallerLimits) forgetFull(now time.Time) {
 	}
 }
 
-// ErrCredentialsRefused means a repository's credentials were not sent: the caller a fetch
-// is for may not read the Secrets they come from (or they changed while fetching).
+// ErrCredentialsRefused: a repository's credentials were not sent, the caller may not read
+// their Secrets (or they changed while fetching).
 var ErrCredentialsRefused = errors.New("chart repository credentials refused")
 
-// Caller is who a fetch is for: the identity the executor impersonates (events.Caller).
-// An empty User is a trusted local run: the executor acts as itself.
+// Caller is who a fetch is for (events.Caller); an empty User is a trusted local run.
 type Caller struct {
 	User, UID string
 	Groups    []string
@@ -87,8 +83,7 @@ type Caller struct {
 
 type callerKey struct{}
 
-// WithCaller carries the caller of a fetch to a CredentialChecker: the Charts port takes
-// only a context and a reference, and the caller must travel with the action.
+// WithCaller carries the caller of a fetch to the credential checks and readers.
 func WithCaller(ctx context.Context, c Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }

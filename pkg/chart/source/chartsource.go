@@ -42,21 +42,17 @@ type Chart struct {
 	Digest string
 	Data   []byte
 	Loaded *chart.Chart
-	// size is the memory Data and Loaded hold, for the cache's bound.
-	size int64
-	// loads are the load slots of the source whose Budget Data passed (nil: a Chart made
-	// elsewhere): Fresh waits for one of tenant's share (the request's that got it) too.
-	loads  *fairqueue.Queue
-	tenant Tenant
-	// annotate, when set, writes the request's chart annotations into each Fresh chart
-	// (forRequest).
+	size   int64 // what Data and Loaded hold, for the cache's bound
+	// loads are the load slots of the Source whose Budget Data passed (nil: made
+	// elsewhere), taken in tenant's share; annotate writes the request's annotations.
+	loads    *fairqueue.Queue
+	tenant   Tenant
 	annotate func(*chart.Chart)
 }
 
 // Fresh parses the archive again into a chart the caller owns, in one of its source's load
-// slots (the executor loads a chart once per action, up to containerConcurrency actions
-// at once: each load may take ~65 MiB within the budget); an archive that did not come
-// from a Source is checked against DefaultBudget first.
+// slots (each load may take ~65 MiB within the budget); an archive that did not come from
+// a Source is checked against DefaultBudget first.
 func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
 	if c.loads == nil {
 		return c.annotated(DefaultBudget.Load(c.Data))
@@ -76,49 +72,37 @@ func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
 // Source fetches charts through a cache.
 type Source struct {
 	HTTP *http.Client
-	// Repositories maps a repository name to its URL, for index entries.
+	// Repositories (name to URL) and their Credentials, unless Repos gives each namespace
+	// its own (package repos).
 	Repositories map[string]string
-	// Credentials of repositories (by name), applied to every URL under the repository's.
-	Credentials map[string]Credentials
-	// Repos, when set, are the repositories instead of Repositories and Credentials: each
-	// namespace sees its own (package chartrepos).
-	Repos Repositories
+	Credentials  map[string]Credentials
+	Repos        Repositories
 	// PlainHTTPRegistries are OCI registry hosts (host:port) spoken to over plain HTTP.
 	PlainHTTPRegistries []string
 	MaxBytes            int64
 	TTL                 time.Duration
-	// MaxCacheBytes bounds the memory the cache holds (archives and their parsed charts,
-	// counted once per digest); least recently used entries are dropped first. Default
-	// bounds.DefaultCacheBytes.
+	// MaxCacheBytes bounds the cache's archives and parsed charts, each digest counted
+	// once (default bounds.DefaultCacheBytes).
 	MaxCacheBytes int64
-	// Budget bounds what a chart unpacks to, across its nested archives, checked before
-	// Helm's loader runs; zero fields take DefaultBudget's.
+	// Budget bounds what a chart unpacks to, checked before Helm's loader runs.
 	Budget Budget
-	// MaxParallelLoads bounds the archives checked and loaded at once (default 2): each may
-	// take up to twice its budget while Helm's loader runs, so the budget alone does not
-	// bound memory under many callers. Downloads and cache hits do not wait for it. The
-	// slots are shared between tenants (pkg/fairqueue): a freed one goes to the waiting
-	// caller and namespace that hold the fewest.
+	// MaxParallelLoads bounds the archives checked and loaded at once (default 2), shared
+	// between tenants (pkg/fairqueue): each may take up to twice its budget while Helm's
+	// loader runs, so the budget alone does not bound memory under many callers.
 	MaxParallelLoads int
-	// IndexSlots bound the indexes and chart archives fetched at once, by whoever fetches
-	// them (the console's index in pkg/chartrepos, every chart fetch here): an index is up to
-	// bounds.MaxIndexBytes and several times that parsed, an archive up to MaxBytes, and
-	// every distinct chart or version is a flight of its own. Nil: bounds.MaxIndexFetches,
-	// made on first use (Slots).
+	// IndexSlots bound the indexes and archives fetched at once, here and by package repos
+	// (default bounds.MaxIndexFetches): each holds up to its bound for its whole download.
 	IndexSlots *FetchSlots
-	// AuthSecrets reads the basic auth Secret of a chart by URL (Ref.AuthSecret) for the
-	// caller; when nil, such a chart is refused.
+	// AuthSecrets reads a chart's basic auth Secret (Ref.AuthSecret) for the caller (nil:
+	// such a chart is refused); Checker is asked before any repository's credentials go.
 	AuthSecrets AuthSecretReader
-	// Checker, when set, is asked before every request that carries a repository's
-	// credentials (CredentialChecker).
-	Checker CredentialChecker
+	Checker     CredentialChecker
 
-	loadsOnce sync.Once
-	loads     *fairqueue.Queue
-	slotsOnce sync.Once
-	// parses weighs the indexes being parsed by their nodes (parseIndex).
+	loadsOnce  sync.Once
+	loads      *fairqueue.Queue
+	slotsOnce  sync.Once
 	parsesOnce sync.Once
-	parses     *semaphore.Weighted
+	parses     *semaphore.Weighted // the indexes being parsed, by their nodes (parseIndex)
 
 	mu      sync.Mutex
 	byKey   map[string]*cached
@@ -126,9 +110,8 @@ type Source struct {
 }
 
 type cached struct {
-	chart *Chart
-	// namespace is the request's: the tenant the entry is charged to (evict).
-	namespace     string
+	chart         *Chart
+	namespace     string // the request's: whom the entry is charged to (evict)
 	fetched, used time.Time
 }
 
@@ -139,11 +122,10 @@ type flight struct {
 }
 
 // Get returns the chart a reference names, downloading it at most once per TTL
-// (concurrent requests for one key share a single download).
+// (concurrent requests for one key share a single download). Its errors never show the
+// credentials of a chart URL (https://user:pass@host/...).
 func (s *Source) Get(ctx context.Context, ref Ref) (*Chart, error) {
 	c, err := s.get(ctx, ref)
-	// Credentials in a chart URL (https://user:pass@host/...) never reach an answer, a
-	// failure reason, an event or a log through an error.
 	return forRequest(c, ref, TenantOf(ctx, ref.Namespace)), chartref.RedactError(err)
 }
 
@@ -151,15 +133,12 @@ func (s *Source) get(ctx context.Context, ref Ref) (*Chart, error) {
 	if err := ref.Validate(); err != nil {
 		return nil, err
 	}
-	// A basic auth Secret is read for the caller before anything else, a cache hit
-	// included: one who may not read it gets nothing fetched with it.
+	// Read for the caller before anything else, a cache hit included: one who may not
+	// read it gets nothing fetched with it.
 	creds, err := s.readAuthSecret(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	// The namespace is part of the key: its project repositories (and their credentials)
-	// decide what an index entry or a URL under them is; another namespace must not be
-	// served a chart fetched with credentials it does not have.
 	key := cacheKey(ref, creds)
 	s.mu.Lock()
 	if s.byKey == nil {
@@ -208,9 +187,8 @@ func (s *Source) dedupe(c *Chart) *Chart {
 
 func (s *Source) maxCacheBytes() int64 { return positiveOr(s.MaxCacheBytes, bounds.DefaultCacheBytes) }
 
-// evict drops entries until the cache holds at most MaxCacheBytes: the least recently used
-// of the namespace whose entries hold the most, so a namespace's many charts push out its
-// own before another's.
+// evict drops the least recently used entries of the namespace holding the most until the
+// cache fits MaxCacheBytes: a namespace's many charts push out its own first.
 func (s *Source) evict() {
 	for len(s.byKey) > 0 && s.cachedBytes() > s.maxCacheBytes() {
 		top := s.largestNamespace()
@@ -224,8 +202,8 @@ func (s *Source) evict() {
 	}
 }
 
-// largestNamespace is the namespace whose entries hold the most (a chart shared between
-// keys counts for each, and each key its keyBytes), the first by name of equals.
+// largestNamespace holds the most (a chart shared between keys counts for each), the
+// first by name of equals.
 func (s *Source) largestNamespace() string {
 	held := map[string]int64{}
 	for _, e := range s.byKey {
@@ -240,8 +218,7 @@ func (s *Source) largestNamespace() string {
 	return top
 }
 
-// cachedBytes is the memory the cache holds: each digest once (keys may share a chart),
-// and each key (keyBytes).
+// cachedBytes is what the cache holds: each digest once, and keyBytes a key.
 func (s *Source) cachedBytes() int64 {
 	seen := map[string]bool{}
 	n := int64(len(s.byKey)) * keyBytes
@@ -275,9 +252,8 @@ func (s *Source) fetch(ctx context.Context, ref Ref, creds *Credentials) (*Chart
 		size: int64(len(data)) + cost.memory(), loads: s.loads}, nil
 }
 
-// fetchArchive fetches ref's archive (an index entry's index first) in one of the source's
-// fetch slots (Slots) of the request's tenant's share: a download holds up to MaxBytes for
-// up to its timeout, and a tenant's slow server held 16 bodies of 20 MiB at once in submit.
+// fetchArchive fetches ref's archive (an index entry's index first) in a fetch slot of the
+// request's tenant (Slots): a download holds up to MaxBytes for up to its timeout.
 func (s *Source) fetchArchive(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
 	release, err := s.Slots().Acquire(ctx, TenantOf(ctx, ref.Namespace))
 	if err != nil {
@@ -295,8 +271,8 @@ func (s *Source) fetchArchive(ctx context.Context, ref Ref, creds *Credentials) 
 	return s.download(ctx, ref.Namespace, ref.URL)
 }
 
-// load checks and loads an archive in one of MaxParallelLoads slots of t's share, until
-// ctx ends; it also returns what the archive was charged.
+// load checks and loads an archive in a load slot of t's share, until ctx ends; it also
+// returns what the archive was charged.
 func (s *Source) load(ctx context.Context, t Tenant, data []byte) (*chart.Chart, charged, error) {
 	s.loadsOnce.Do(func() {
 		s.loads = fairqueue.New(positiveOr(s.MaxParallelLoads, 2), fairqueue.Options{})
@@ -328,8 +304,7 @@ func (s *Source) Slots() *FetchSlots {
 	return s.IndexSlots
 }
 
-// Size is the memory the chart holds (the archive and what it unpacks to), as the cache
-// counts it.
+// Size is what the chart holds (the archive and what it unpacks to), as the cache counts it.
 func (c *Chart) Size() int64 { return c.size }
 
 func (s *Source) maxBytes() int64 { return positiveOr(s.MaxBytes, bounds.DefaultArchiveBytes) }
@@ -375,10 +350,9 @@ func (s *Source) fetchWith(ctx context.Context, rc *repoClient, u string, limit 
 	return data, nil
 }
 
-// fetchIndexEntry fetches the chart an index entry names with its repository's client (CA,
-// client certificate) wherever the chart's URL points; basic auth goes to the repository's
-// own host only. The console sends the chart URL of the version the user chose beside the
-// entry: that URL is fetched, unless it is an oci:// one (then the entry's index is read).
+// fetchIndexEntry fetches the chart an index entry names with its repository's client
+// wherever the chart's URL points (basic auth to the repository's host only): the URL the
+// console sends beside the entry, unless it is oci:// (then the entry's index is read).
 func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	name, repoName, err := chartref.SplitIndexEntry(ref.IndexEntry)
 	if err != nil {
@@ -401,8 +375,7 @@ func (s *Source) fetchIndexEntry(ctx context.Context, ref Ref) ([]byte, error) {
 	return s.fetchWith(ctx, rc, u, s.maxBytes())
 }
 
-// indexedURL is the URL of the chart version ref names in repository r's index, fetched in
-// the archive's fetch slot (fetchArchive).
+// indexedURL is the URL of ref's chart version in repository r's index.
 func (s *Source) indexedURL(ctx context.Context, ref Ref, r Repository, name, repoName string) (string, error) {
 	idx, err := s.FetchIndex(ctx, r)
 	if err != nil {

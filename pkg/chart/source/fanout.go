@@ -10,17 +10,13 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// fanout is what Helm's processing of a chart makes of the values it is given, counted on the
-// tree Helm processes: a subchart that k Chart.yaml entries name (aliases) is k copies, an
-// upper bound (versions are not compared).
+// fanout is what Helm's processing of a chart makes of the values it is given (a subchart
+// that k entries name is k copies, versions not compared): Globals, the subcharts at every
+// level, each given its own copy of the global table (coalesceGlobals); Copies, the charts
+// whose dependencies Helm processes (a Dependencies list, empty too), each copying the
+// coalesced values whole (processDependencyEnabled).
 type fanout struct {
-	// Globals are the subcharts at every level: Helm's coalesce (coalesceGlobals) gives each
-	// its own copy of the global table.
-	Globals int64
-	// Copies are the charts whose dependencies Helm processes (a Metadata.Dependencies that
-	// is not nil, an empty list too, under a parent it processes): each copies the coalesced
-	// values whole (processDependencyEnabled's CoalesceValues).
-	Copies int64
+	Globals, Copies int64
 }
 
 // fanoutOf counts c's fanout in one walk of its tree.
@@ -62,10 +58,9 @@ func product(a, b int64) int64 {
 }
 
 // ChargeValues refuses values that Helm's processing of ch would copy into more than
-// bounds.DefaultYAMLNodes (their nodes, and their global table's once for each subchart), or
-// that its dependency processing would copy, that many once for each chart it processes,
-// into more than bounds.MaxValuesCopied. Submit checks a request's values with it before
-// anything coalesces them, and the executor again before it processes the dependencies.
+// bounds.DefaultYAMLNodes (their nodes, their global table's once a subchart), or its
+// dependency processing into more than bounds.MaxValuesCopied (that many once a chart it
+// processes). Submit and the executor check a request's values before anything coalesces them.
 func ChargeValues(ch *chart.Chart, values map[string]any) error {
 	if ch == nil || len(values) == 0 {
 		return nil
@@ -86,17 +81,15 @@ func ChargeValues(ch *chart.Chart, values map[string]any) error {
 	return nil
 }
 
-// nodesUpTo counts v's YAML nodes as the budget does (a node per map, list, key and scalar),
-// stopping past limit.
+// nodesUpTo counts v's YAML nodes as the budget does, stopping past limit.
 func nodesUpTo(v any, limit int64) int64 {
 	w := sizeWalk{limit: yamlsize.Size{Bytes: math.MaxInt64, Nodes: limit}}
 	w.value(v)
 	return w.size.Nodes
 }
 
-// chargeCopies charges a loaded chart Helm's dependency processing, which copies the
-// coalesced values once for each chart it processes (fanoutOf): the nodes charged so far,
-// an upper bound on those values, that many times, against bounds.MaxValuesCopied.
+// chargeCopies charges a loaded chart its nodes (an upper bound on its values) once for each
+// chart Helm's dependency processing copies them for, against bounds.MaxValuesCopied.
 func chargeCopies(ch *chart.Chart, c charged) error {
 	if n := fanoutOf(ch).Copies; n > 0 && c.nodes > bounds.MaxValuesCopied/n {
 		return &BudgetError{Bound: fmt.Sprintf("has more than %d YAML nodes once Helm's dependency processing copies its values (%d nodes) for each of its %d charts that list dependencies",

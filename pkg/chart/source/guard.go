@@ -51,9 +51,8 @@ func (p Policy) Allowed(ip net.IP) bool {
 	return true
 }
 
-// HTTPClient checks the address of every connection it makes, after DNS resolution and on
-// every redirect (each redirect dials again), so neither a hostname nor a redirect can
-// reach a forbidden address. Proxies are not used: they would hide the real destination.
+// HTTPClient checks the address of every connection it dials, after DNS resolution and on
+// every redirect; no proxy, which would hide the real destination.
 func (p Policy) HTTPClient(timeout time.Duration) *http.Client {
 	dialer := &net.Dialer{
 		Timeout: bounds.DialTime,

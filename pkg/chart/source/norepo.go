@@ -16,12 +16,10 @@ import (
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
-// cacheKey keys a fetch: the namespace (its project repositories decide what a URL or an
-// index entry resolves with), and for a chart outside the repositories, whether it is one
-// and the credentials it was fetched with (a chart fetched with one Secret is never served
-// for another, and never without reading that Secret for the caller first). The URL's
-// fragment is never fetched, so not part of it. It is a digest: a key costs keyBytes
-// however long the reference.
+// cacheKey keys a fetch: the namespace (its project repositories decide what a reference
+// resolves with), the reference without its fragment (never fetched), and the credentials
+// fetched with (a chart fetched with one Secret is never served for another). A digest: a
+// key costs keyBytes however long the reference.
 func cacheKey(ref Ref, creds *Credentials) string {
 	u, _, _ := strings.Cut(ref.URL, "#")
 	parts := []string{ref.Namespace, u, ref.Version, ref.IndexEntry, strconv.FormatBool(ref.NoRepo)}
@@ -38,8 +36,8 @@ func cacheKey(ref Ref, creds *Credentials) string {
 // keyBytes is what the cache counts for a key: its digest, its entry and its namespace.
 const keyBytes = 256
 
-// fetchNoRepo fetches a chart by URL outside every chart repository, with the basic auth of
-// creds (nil: none), through the same address guard and bounds as any download.
+// fetchNoRepo fetches a chart by URL outside every repository, with creds' basic auth (nil:
+// none), through the same guard and bounds as any download.
 func (s *Source) fetchNoRepo(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
 	if isOCI(ref.URL) {
 		return s.fetchOCIWith(ctx, ref, creds)
@@ -63,8 +61,7 @@ func ociAuthorizer(client *http.Client, host string, creds *Credentials) registr
 		Credential: auth.StaticCredential(host, auth.Credential{Username: creds.Username, Password: creds.Password})})
 }
 
-// urlInstall is what a release of ref records in its chart's annotations, as the console
-// writes them for a chart by URL (chartref.URLInstall).
+// urlInstall is what a release of ref records in its chart's annotations (chartref.URLInstall).
 func urlInstall(ref Ref) chartref.URLInstall {
 	var u chartref.URLInstall
 	if ref.NoRepo || ref.AuthSecret != "" {
@@ -77,8 +74,7 @@ func urlInstall(ref Ref) chartref.URLInstall {
 	return u
 }
 
-// forRequest is c for ref: a copy whose Fresh loads take t's share and write ref's
-// annotations into every Fresh chart (the shared, cached chart is left as it is).
+// forRequest is a copy of c whose Fresh loads take t's share and write ref's annotations.
 func forRequest(c *Chart, ref Ref, t Tenant) *Chart {
 	if c == nil {
 		return c
@@ -99,20 +95,17 @@ func (c *Chart) annotated(ch *chart.Chart, err error) (*chart.Chart, error) {
 	return ch, err
 }
 
-// ErrAuthSecret is a basic auth Secret (Ref.AuthSecret) that is missing or lacks its keys:
-// the request names something that cannot be used (400, as the console answers it).
+// ErrAuthSecret is a basic auth Secret (Ref.AuthSecret) missing or without its keys (400).
 var ErrAuthSecret = fmt.Errorf("%w: basic auth secret", ErrInvalidRef)
 
-// AuthSecretReader reads the basic auth Secret a reference names (Ref.AuthSecret) for the
-// caller in ctx (CallerFrom) only: a caller who may not read it gets an error, and nothing
-// is fetched with it. Submit reviews the caller's access and reads with its own rights;
-// the executor reads impersonating the caller (package chartrepos).
+// AuthSecretReader reads the basic auth Secret a reference names for the caller in ctx
+// (CallerFrom) only: one who may not read it gets an error, and nothing is fetched with it.
 type AuthSecretReader interface {
 	ReadAuthSecret(ctx context.Context, namespace, name string) (Credentials, error)
 }
 
-// readAuthSecret reads the reference's basic auth, for the caller in ctx; every request
-// for such a chart reads it again (a cache hit too): the read is the access check.
+// readAuthSecret reads the reference's basic auth for the caller in ctx, on every request:
+// the read is the access check.
 func (s *Source) readAuthSecret(ctx context.Context, ref Ref) (*Credentials, error) {
 	if ref.AuthSecret == "" {
 		return nil, nil

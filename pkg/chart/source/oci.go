@@ -12,10 +12,9 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 )
 
-// fetchOCIWith pulls a chart with Helm's registry client (with creds' basic auth, for the
-// registry's host only, when set) under the same bounds as a
-// download: at most MaxBytes (counted on the wire, whatever the manifest claims), and
-// cancelled with ctx (Helm's Pull takes no context; the transport carries it).
+// fetchOCIWith pulls a chart with Helm's registry client (creds' basic auth to the
+// registry's host only) within MaxBytes counted on the wire, cancelled with ctx (Helm's
+// Pull takes no context; the transport carries it).
 func (s *Source) fetchOCIWith(ctx context.Context, ref Ref, creds *Credentials) ([]byte, error) {
 	base := s.client()
 	next := base.Transport
@@ -60,8 +59,8 @@ func (s *Source) fetchOCIWith(ctx context.Context, ref Ref, creds *Credentials) 
 
 func isOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
 
-// boundedTransport gives every request of one pull the pull's context (as well as its
-// own) and stops reading once the pull's responses exceed their byte budget.
+// boundedTransport gives every request of one pull the pull's context and stops reading
+// once the pull's responses pass their byte budget.
 type boundedTransport struct {
 	ctx       context.Context
 	next      http.RoundTripper

@@ -9,19 +9,15 @@ import (
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
-// ErrRendersBusy is a render that found no slot of its tenant's share in time (429 at the
-// edge).
+// ErrRendersBusy is a render that found no slot of its tenant's share in time (429).
 var ErrRendersBusy = errors.New("too many renders at once")
 
 // RenderSlots are the template route's renders at once (TEMPLATE_RENDER_MAX_PARALLEL),
-// shared between tenants (pkg/fairqueue). They are work-conserving: a caller alone
-// renders in every slot; a caller whose slow templates fill them at its allowed rate keeps
-// them only until another caller waits, who gets the next one that frees.
+// shared between tenants (pkg/fairqueue): a caller alone renders in every slot, until
+// another waits. A slot is waited for at most the render timeout, within which one frees.
 type RenderSlots struct {
 	slots *fairqueue.Queue
-	// wait bounds the wait for a slot: a render holds its slot at most the render timeout,
-	// so one frees within it.
-	wait time.Duration
+	wait  time.Duration
 }
 
 // NewRenderSlots is total renders at once, each waited for at most wait.
@@ -34,11 +30,10 @@ func (c RouteSettings) RenderSlots() *RenderSlots {
 	return NewRenderSlots(positiveOr(c.TemplateRenderMaxParallel, 2), positiveOr(c.TemplateRenderTimeout, 10*time.Second))
 }
 
-// Stats are what each tenant holds of the render slots and waits for (submit's metrics).
+// Stats are what each tenant holds and waits for (submit's metrics).
 func (r *RenderSlots) Stats() []fairqueue.FlowStats { return r.slots.Stats() }
 
-// Take waits for a slot of t's share until ctx ends or the wait bound passes
-// (ErrRendersBusy).
+// Take waits for a slot of t's share until ctx ends or the wait bound passes.
 func (r *RenderSlots) Take(ctx context.Context, t Tenant) (release func(), err error) {
 	wait, cancel := context.WithTimeout(ctx, r.wait)
 	defer cancel()

@@ -20,18 +20,14 @@ import (
 )
 
 // Repository is one chart repository a namespace sees: its name (the "<repo>" of an index
-// entry "<chart>--<repo>"), URL and credentials. Err is set when its configuration cannot
-// be used (a CA ConfigMap missing, a certificate that does not parse): every use of the
-// repository then fails with it, instead of trying without the credentials.
+// entry "<chart>--<repo>"), URL and credentials. Err is why its configuration cannot be
+// used (a CA ConfigMap missing): every use fails with it, never tries without credentials.
 type Repository struct {
 	Name string
 	URL  string
 	Credentials
-	Err error
-
-	// namespace is the one the repository was resolved for (reposFor): a CredentialChecker
-	// needs it to find the project repository the credentials came from.
-	namespace string
+	Err       error
+	namespace string // resolved for (reposFor), for a CredentialChecker
 }
 
 // Credentials of one chart repository: basic auth, the CA its server certificate is
@@ -42,21 +38,16 @@ type Credentials struct {
 	CertPEM, KeyPEM    []byte
 }
 
-// CredentialChecker, when set as Source.Checker, is asked before every request that
-// carries a repository's credentials (basic auth, TLS client certificate): a project
-// repository's Secrets are the tenant's, and a repository created while a request waits
-// must not make the fetcher send Secrets its caller may not read (docs/design.md). A
-// refusal fails the fetch before anything reaches the server.
+// CredentialChecker, as Source.Checker, is asked before every request that carries a
+// repository's credentials: a repository created while a request waits must not make the
+// fetcher send Secrets its caller may not read (docs/design.md). A refusal fails the fetch
+// before anything reaches the server.
 type CredentialChecker interface {
 	CheckCredentials(ctx context.Context, namespace string, r Repository) error
 }
 
-// Repositories are the chart repositories each namespace sees (package chartrepos merges
-// the cluster's HelmChartRepository and ProjectHelmChartRepository objects with
-// CHART_REPOSITORIES).
+// Repositories are the chart repositories each namespace sees, one per name (package repos).
 type Repositories interface {
-	// Repositories lists what namespace sees, one per name (a project repository hides a
-	// cluster one of the same name, as in the console).
 	Repositories(ctx context.Context, namespace string) []Repository
 }
 
@@ -83,8 +74,7 @@ func (s *Source) repositories() Repositories {
 }
 
 // reposFor is what namespace sees. A chart named without a namespace has no access review
-// behind it (any valid token may ask): its repositories come without credentials (basic
-// auth, client certificate); the CA still checks the server.
+// behind it: its repositories come without credentials; the CA still checks the server.
 func (s *Source) reposFor(ctx context.Context, namespace string) []Repository {
 	repos := s.repositories().Repositories(ctx, namespace)
 	out := make([]Repository, len(repos))
@@ -108,8 +98,8 @@ func (s *Source) Lookup(ctx context.Context, namespace, name string) (Repository
 	return Repository{}, fmt.Errorf("%w: no chart repository %q is configured", ErrNotFound, name)
 }
 
-// forURL finds the repository a chart URL belongs to (by URL prefix) among those namespace
-// sees, and the client to fetch it with; other URLs use the default client.
+// forURL is the client of the repository namespace sees that a chart URL is under (the
+// longest prefix), or the default client.
 func (s *Source) forURL(ctx context.Context, namespace, u string) (*repoClient, error) {
 	var best *Repository
 	for _, r := range s.reposFor(ctx, namespace) {
@@ -124,15 +114,15 @@ func (s *Source) forURL(ctx context.Context, namespace, u string) (*repoClient, 
 	return s.clientFor(*best)
 }
 
-// repoClient is what fetching from one repository uses: its client (CA, client
-// certificate) and the basic auth sent to the repository's own host.
+// repoClient fetches from one repository: its client (CA, client certificate), and its
+// basic auth, sent to the repository's own host.
 type repoClient struct {
 	http *http.Client
 	repo *Repository
 }
 
-// authorize adds the repository's basic auth to a request for its own scheme and host only:
-// a chart URL of its index may point elsewhere (as Helm's PassCredentialsAll=false).
+// authorize adds the basic auth to a request for the repository's scheme and host only
+// (as Helm's PassCredentialsAll=false).
 func (rc *repoClient) authorize(req *http.Request) {
 	if rc.repo == nil || rc.repo.Username == "" {
 		return
@@ -143,8 +133,8 @@ func (rc *repoClient) authorize(req *http.Request) {
 	}
 }
 
-// clientFor is the guarded client with the repository's TLS settings; when Repos check
-// credentials, every request of a repository with some goes through the check first.
+// clientFor is the guarded client with the repository's TLS settings; with a Checker, every
+// request carrying credentials is checked first.
 func (s *Source) clientFor(r Repository) (*repoClient, error) {
 	rc, err := s.tlsClientFor(r)
 	if err != nil {
@@ -164,9 +154,8 @@ func (s *Source) clientFor(r Repository) (*repoClient, error) {
 	return rc, nil
 }
 
-// checkedTransport runs check with each request's context before the request leaves: the
-// check sits below basic auth and the TLS handshake, so nothing of the credentials (nor the
-// request itself) reaches the server when it refuses, redirects included.
+// checkedTransport runs check before each request leaves, below basic auth and the TLS
+// handshake: nothing reaches the server when it refuses, redirects included.
 type checkedTransport struct {
 	next  http.RoundTripper
 	check func(ctx context.Context) error
@@ -216,8 +205,7 @@ func (s *Source) tlsClientFor(r Repository) (*repoClient, error) {
 }
 
 // FetchIndex downloads a repository's index.yaml with its credentials, through the address
-// policy, and makes every chart URL in it absolute. Its errors never show the credentials of
-// the repository's URL (they reach console-warning and logs).
+// policy, and makes every chart URL in it absolute; its errors show no credentials.
 func (s *Source) FetchIndex(ctx context.Context, r Repository) (*repo.IndexFile, error) {
 	idx, err := s.fetchIndex(ctx, r)
 	return idx, chartref.RedactError(err)
@@ -245,9 +233,7 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	if err != nil {
 		return nil, err
 	}
-	// Free-form YAML nothing serves (the console's merged index is built from entries):
-	// not kept in the index cache.
-	idx.ServerInfo = nil
+	idx.ServerInfo = nil // free-form YAML nothing serves: not kept
 	base := strings.TrimSuffix(indexURL, "index.yaml")
 	for name, versions := range idx.Entries {
 		kept := versions[:0]
@@ -270,11 +256,9 @@ func (s *Source) fetchIndex(ctx context.Context, r Repository) (*repo.IndexFile,
 	return idx, nil
 }
 
-// parseIndex parses an index of n nodes (at most bounds.MaxIndexNodes), while the indexes
-// parsed at once count at most bounds.MaxIndexNodes together: the index slots bound the fetches, not
-// what each parse takes (a real index of 4.5 MiB peaks at ~110 MiB, a denser one of as
-// many nodes at ~280 MiB), so one big parse runs alone and small ones together, first
-// come first served.
+// parseIndex parses an index of n nodes, while the indexes parsed at once count at most
+// bounds.MaxIndexNodes together: a parse takes what its nodes make (a real index of 4.5
+// MiB peaks at ~110 MiB, a denser one at ~280 MiB), so a big one runs alone.
 func (s *Source) parseIndex(ctx context.Context, name string, raw []byte, n int64) (*repo.IndexFile, error) {
 	if n > bounds.MaxIndexNodes {
 		return nil, fmt.Errorf("%w: index of chart repository %q: more than %d YAML nodes", ErrTooLarge, name, bounds.MaxIndexNodes)

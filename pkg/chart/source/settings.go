@@ -5,33 +5,30 @@ import (
 	"time"
 )
 
-// Settings are the chart settings of every function that fetches charts, read from its
-// environment (embed it in the function's env struct).
+// Settings are the chart settings of every function that fetches charts (its environment).
 type Settings struct {
 	// ChartRepositories lists the repositories of index entries: "name=url,name=url".
 	ChartRepositories string `envconfig:"CHART_REPOSITORIES"`
 	// ChartRepositorySecrets names the Secret of a repository's credentials: "name:secret,...".
 	ChartRepositorySecrets map[string]string `envconfig:"CHART_REPOSITORY_SECRETS"`
 	ChartSecretsNamespace  string            `envconfig:"CHART_SECRETS_NAMESPACE" default:"async-helm"`
-	// Chart hosts on loopback or private addresses are refused unless allowed;
-	// AllowChartAddresses are ip:port hosts allowed whatever their range.
+	// Loopback and private hosts are refused unless allowed; AllowChartAddresses (ip:port)
+	// are allowed whatever their range.
 	AllowLoopbackCharts bool     `envconfig:"ALLOW_LOOPBACK_CHARTS"`
 	AllowPrivateCharts  bool     `envconfig:"ALLOW_PRIVATE_CHARTS"`
 	AllowChartAddresses []string `envconfig:"ALLOW_CHART_ADDRESSES"`
 	// PlainHTTPRegistries are OCI registries (host:port) without TLS, as helm's --plain-http.
 	PlainHTTPRegistries []string `envconfig:"CHART_PLAIN_HTTP_REGISTRIES"`
-	// ChartCacheMiB bounds the memory of the chart cache (archives and parsed charts),
-	// least recently used first out (unset or 0: bounds.DefaultCacheBytes).
+	// ChartCacheMiB bounds the chart cache (0: bounds.DefaultCacheBytes).
 	ChartCacheMiB int64 `envconfig:"CHART_CACHE_MIB"`
-	// ChartIndexRefresh is how often the indexes of the chart repositories are fetched
-	// again in the background (a change of a repository object refreshes at once).
+	// ChartIndexRefresh is how often the repositories' indexes are fetched again.
 	ChartIndexRefresh time.Duration `envconfig:"CHART_INDEX_REFRESH" default:"5m"`
-	// The budget of one chart's unpacked tree (Budget; unset or 0: bounds' defaults).
+	// The budget of one chart's unpacked tree (0: bounds' defaults).
 	ChartMaxUnpackedMiB int64 `envconfig:"CHART_MAX_UNPACKED_MIB"`
 	ChartMaxFiles       int   `envconfig:"CHART_MAX_FILES"`
 	ChartMaxDepth       int   `envconfig:"CHART_MAX_DEPTH"`
 	ChartMaxYAMLNodes   int64 `envconfig:"CHART_MAX_YAML_NODES"`
-	// ChartMaxParallelLoads bounds the charts checked and loaded at once (Source.MaxParallelLoads).
+	// ChartMaxParallelLoads is Source.MaxParallelLoads.
 	ChartMaxParallelLoads int `envconfig:"CHART_MAX_PARALLEL_LOADS" default:"2"`
 	RouteSettings
 }
@@ -41,9 +38,8 @@ type RouteSettings struct {
 	// ChartRoutesRate and ChartRoutesBurst are each caller's token bucket (CallerLimits).
 	ChartRoutesRate  float64 `envconfig:"CHART_ROUTES_RATE" default:"2"`
 	ChartRoutesBurst int     `envconfig:"CHART_ROUTES_BURST" default:"10"`
-	// A render of the template route runs in a child process killed after
-	// TemplateRenderTimeout, its data segment bounded by TemplateRenderMaxMiB, at most
-	// TemplateRenderMaxParallel at once.
+	// A template route's render runs in a child killed after its timeout, its data segment
+	// bounded, so many at once.
 	TemplateRenderTimeout     time.Duration `envconfig:"TEMPLATE_RENDER_TIMEOUT" default:"10s"`
 	TemplateRenderMaxMiB      int64         `envconfig:"TEMPLATE_RENDER_MAX_MIB" default:"256"`
 	TemplateRenderMaxParallel int           `envconfig:"TEMPLATE_RENDER_MAX_PARALLEL" default:"2"`
@@ -68,9 +64,8 @@ func (c Settings) Budget() (Budget, error) {
 		MaxNodes: c.ChartMaxYAMLNodes}.withDefaults(), nil
 }
 
-// NewSource builds a chart source from the settings: repositories, their credentials (read
-// from the Secrets of ChartRepositorySecrets: chartrepos.NewSource), and the address policy
-// every download goes through.
+// NewSource builds a chart source from the settings, with the credentials of
+// ChartRepositorySecrets (repos.NewSource reads them).
 func (c Settings) NewSource(creds map[string]Credentials, ttl, timeout time.Duration) (*Source, error) {
 	repos, err := ParseRepositories(c.ChartRepositories)
 	if err != nil {

@@ -11,15 +11,12 @@ import (
 // Tenant is whose share work takes: its namespace and its caller (pkg/fairqueue's Flow).
 type Tenant = fairqueue.Flow
 
-// FetchSlots bound index and chart fetches, shared between tenants (pkg/fairqueue): a caller
-// with many namespaces and slow servers gets no more than its share while others wait. A
-// fetch may hold its slot for its whole timeout (a minute against a slow server), so no tenant takes
-// the last free slot: whoever comes next finds one at once, and a freed slot goes to
-// whichever waiting caller and namespace hold the fewest.
+// FetchSlots bound index and chart fetches, shared between tenants (pkg/fairqueue). A fetch
+// may hold its slot for its whole timeout, so no tenant takes the last free one: whoever
+// comes next finds one at once.
 type FetchSlots struct{ q *fairqueue.Queue }
 
-// RefreshTenant is who fetches the administrators' repositories (cluster and
-// CHART_REPOSITORIES), in the background refresh or on a miss.
+// RefreshTenant fetches the administrators' repositories (cluster and CHART_REPOSITORIES).
 var RefreshTenant = Tenant{Caller: "system:async-helm:refresh"}
 
 // NewFetchSlots is total fetches at once, shared as FetchSlots says.
@@ -27,7 +24,7 @@ func NewFetchSlots(total int) *FetchSlots {
 	return &FetchSlots{q: fairqueue.New(total, fairqueue.Options{Limit: func(Tenant) int { return total - 1 }})}
 }
 
-// Stats are what each tenant holds of the fetch slots and waits for (submit's metrics).
+// Stats are what each tenant holds and waits for (submit's metrics).
 func (f *FetchSlots) Stats() []fairqueue.FlowStats { return f.q.Stats() }
 
 // Acquire waits until ctx ends for a slot of t's share.
@@ -48,9 +45,8 @@ func (f *FetchSlots) TryAcquire(t Tenant) (release func(), ok bool) {
 	return seat.Release, true
 }
 
-// TenantOf is whose share work for namespace takes (an index fetch, a render): the caller in
-// ctx (CallerFrom; none: the empty caller), the ServiceAccounts of one namespace being one
-// caller (auth.Share), and the namespace.
+// TenantOf is whose share work for namespace takes: the caller in ctx (CallerFrom), a
+// namespace's ServiceAccounts being one caller (auth.ShareName), and the namespace.
 func TenantOf(ctx context.Context, namespace string) Tenant {
 	c, _ := CallerFrom(ctx)
 	return Tenant{Caller: auth.ShareName(c.User), Namespace: namespace}
