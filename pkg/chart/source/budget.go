@@ -191,7 +191,7 @@ func (s *budgetScan) file(r io.Reader, hd *tar.Header, depth int) error {
 	case depth == 0:
 		data, err = s.keep(r, hd, n, nameErr)
 	case parsedAsYAML(n) || isCRDFile(n) || schema:
-		data, err = readWhole(r, hd.Size, n)
+		data, err = readWhole(r, hd, n)
 	}
 	if err != nil {
 		return err
@@ -230,7 +230,7 @@ func (s *budgetScan) keep(r io.Reader, hd *tar.Header, n string, nameErr error) 
 	if s.kept += hd.Size; s.kept > loader.MaxDecompressedChartSize {
 		return nil, fmt.Errorf("decompressed chart is larger than the maximum file size %d", loader.MaxDecompressedChartSize)
 	}
-	data, err := readWhole(r, hd.Size, n)
+	data, err := readWhole(r, hd, n)
 	if err != nil {
 		return nil, err
 	}
@@ -309,20 +309,20 @@ func (s *budgetScan) schema(data []byte) error {
 	return nil
 }
 
-// readWhole reads file n of the size its header declares; one over Helm's own per-file cap
-// is refused (the loader would refuse it) before it is read.
-func readWhole(r io.Reader, size int64, n string) ([]byte, error) {
-	if size > loader.MaxDecompressedFileSize {
-		what := "file"
+// readWhole reads file n whole; one over Helm's own per-file cap is refused before it is
+// read (the loader would refuse it), in Helm's words for a file the scan does not measure.
+func readWhole(r io.Reader, hd *tar.Header, n string) ([]byte, error) {
+	if hd.Size > loader.MaxDecompressedFileSize {
+		what := "YAML file"
 		switch {
 		case path.Base(n) == "values.schema.json":
 			what = "values.schema.json"
-		case parsedAsYAML(n), isCRDFile(n):
-			what = "YAML file"
+		case !parsedAsYAML(n) && !isCRDFile(n):
+			return nil, fmt.Errorf("decompressed chart file %q is larger than the maximum file size %d", hd.Name, loader.MaxDecompressedFileSize)
 		}
 		return nil, &BudgetError{Bound: fmt.Sprintf("has a %s over Helm's %s", what, mib(loader.MaxDecompressedFileSize))}
 	}
-	data := make([]byte, size)
+	data := make([]byte, hd.Size)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return nil, err
 	}

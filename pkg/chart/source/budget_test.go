@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/async-helm/async-helm/internal/testcharts/hostile"
 	"github.com/async-helm/async-helm/pkg/fairqueue"
@@ -158,5 +161,17 @@ func TestChartLoadsWaitForASlot(t *testing.T) {
 	held.Release()
 	if _, err := src.Get(context.Background(), Ref{URL: u}); err != nil {
 		t.Errorf("Get with a free slot: %v", err)
+	}
+}
+
+// A chart whose files/ or templates/ hold a file over Helm's 5 MiB per-file cap is refused
+// in the words of Helm's loader (and so of the helm CLI), as when Helm unpacked it itself.
+func TestAFileOverHelmsCapIsRefusedInHelmsWords(t *testing.T) {
+	big := bytes.Repeat([]byte("# x\n"), (6<<20)/4)
+	archive := tgz(t, chartYAML("web"), entry{Name: "web/files/big.txt", Data: big})
+	_, helmErr := loader.LoadArchive(bytes.NewReader(archive))
+	_, err := Budget{}.Load(archive)
+	if helmErr == nil || err == nil || !strings.Contains(err.Error(), helmErr.Error()) || !errors.Is(err, ErrUnloadable) {
+		t.Errorf("the chart's refusal says %q, Helm's loader says %q", err, helmErr)
 	}
 }
