@@ -37,9 +37,7 @@ type DiffRenderer interface {
 var ErrRender = errors.New("the chart does not render")
 
 // Diff answers what the action of req would change in its release (docs/design.md, "The
-// diff of an action"): checked with the rights of that action and of reading the release,
-// read, rendered and compared in a render slot of the caller's tenant; nothing is reserved
-// or sent.
+// diff of an action"), in a render slot of the caller's tenant; nothing is reserved or sent.
 func (s *Service) Diff(ctx context.Context, req api.DiffRequest, user *auth.User) (*api.Diff, error) {
 	action, err := req.Validate()
 	if err != nil {
@@ -151,9 +149,8 @@ func (s *Service) rollbackManifest(ctx context.Context, req api.DiffRequest, lat
 	return manifestOf(target), nil
 }
 
-// renderJob is the render of an install or upgrade: its chart (fetched and authorized as
-// Submit does, or the base's), its values (values_from read as the caller, reused ones)
-// checked against the schema.
+// renderJob is the render of an install or upgrade, its chart and values found and checked
+// as Submit does.
 func (s *Service) renderJob(ctx context.Context, action release.Action, req api.ReleaseRequest, base *helmrelease.Release, user *auth.User) (*helmexec.ChartRender, error) {
 	vals, err := s.resolveValues(ctx, action, req, base, user)
 	if err != nil {
@@ -179,8 +176,8 @@ func (s *Service) renderJob(ctx context.Context, action release.Action, req api.
 	return &helmexec.ChartRender{Namespace: req.Namespace, Name: req.Name, Archive: archive, Values: values}, nil
 }
 
-// archiveOf is the archive a render child loads: the fetched chart's (from the chart cache
-// Service.chart just filled), or the base revision's stored chart packaged.
+// archiveOf is the archive a render child loads: the fetched chart's, or the base
+// revision's stored chart packaged.
 func (s *Service) archiveOf(ctx context.Context, req api.ReleaseRequest, ref chartref.Ref, ch *chart.Chart) ([]byte, error) {
 	if req.ChartURL != "" || req.IndexEntry != "" {
 		c, err := s.Charts.Get(ctx, ref)

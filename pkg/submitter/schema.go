@@ -16,18 +16,12 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
-// Schemas keeps the compiled values schema of each chart, by the chart's digest: compiling
-// it was a quarter of submit's CPU per request (make bench), and a chart's schema never
-// changes under its digest.
+// Schemas keeps the compiled values schema of each chart by its digest (compiling was a
+// quarter of submit's CPU per request); large, the few that can hold several MiB compiled
+// (bounds.SmallSchemaNodes); checker runs the checks (helmexec.Renderer.CheckValues).
 type Schemas struct {
-	compiled *cache.LRUExpireCache
-	// large keeps the few schemas of more than bounds.SmallSchemaNodes subschemas or
-	// bounds.SmallSchemaBytes: each can hold several MiB compiled, so 256 of them would be
-	// gigabytes.
-	large *cache.LRUExpireCache
-	// checker runs the values check; a schema with references in a child process, killed
-	// at its deadline or memory bound (helmexec.Renderer.CheckValues).
-	checker *helmexec.Renderer
+	compiled, large *cache.LRUExpireCache
+	checker         *helmexec.Renderer
 }
 
 // NewSchemas keeps the schemas of up to size charts (and of bounds.LargeSchemasKept large
@@ -37,12 +31,10 @@ func NewSchemas(size int) *Schemas {
 		checker: &helmexec.Renderer{Limits: helmexec.DefaultValuesLimits}}
 }
 
-// schemaTTL only bounds how long an unused entry's memory is held; a digest's schema is
-// the same forever.
+// schemaTTL bounds how long an unused entry is held (a digest's schema never changes).
 const schemaTTL = time.Hour
 
-// get compiles the chart's schema once per digest ("" digest: not kept). A request finds it
-// in either cache without reading the schema again; only a compile decides where it goes.
+// get compiles the chart's schema once per digest ("": not kept).
 func (s *Schemas) get(digest string, raw []byte) (*helmexec.ValuesSchema, error) {
 	keep := s != nil && digest != ""
 	if keep {
@@ -65,11 +57,8 @@ func (s *Schemas) get(digest string, raw []byte) (*helmexec.ValuesSchema, error)
 }
 
 // validateValues refuses values that Helm's processing of the chart would copy past its
-// bounds (chartsource.ChargeValues), before anything coalesces them, then checks them, merged
-// over the chart's defaults, against the chart's values.schema.json with the executor's
-// check (helmexec.CheckValues), within ctx's deadline and the check's own bounds, in Helm's
-// words. A schema that refers to another document is not checked: nothing fetches what a
-// chart names.
+// bounds (chartsource.ChargeValues), then checks them, merged over the chart's defaults,
+// against its values.schema.json with the executor's check, in Helm's words.
 func (s *Schemas) validateValues(ctx context.Context, ch *chart.Chart, digest string, values map[string]any) error {
 	if err := chartsource.ChargeValues(ch, values); err != nil {
 		return err

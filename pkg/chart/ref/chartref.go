@@ -17,15 +17,13 @@ type Ref struct {
 	URL        string `json:"url,omitempty"`
 	Version    string `json:"version,omitempty"`
 	IndexEntry string `json:"indexEntry,omitempty"`
-	// Namespace is where the chart is used: its project chart repositories (and their
-	// credentials) are the ones an index entry or a URL under them resolves with.
+	// Namespace is where the chart is used: its project repositories resolve the reference.
 	Namespace string `json:"namespace,omitempty"`
-	// NoRepo is the console's noRepo: URL is fetched as it is, outside every chart
-	// repository (no repository's credentials go with it), and the release records it as
-	// the console does (chart_url, installation: url_install).
+	// NoRepo is the console's noRepo: URL is fetched outside every repository (without
+	// their credentials), and recorded as the console does (installation: url_install).
 	NoRepo bool `json:"noRepo,omitempty"`
-	// AuthSecret names a Secret of Namespace whose keys username and password are the basic
-	// auth of the fetch (the console's basic_auth_secret_name), read for the caller only.
+	// AuthSecret names a Secret of Namespace (keys username, password) for the fetch's basic
+	// auth (the console's basic_auth_secret_name), read for the caller only.
 	AuthSecret string `json:"authSecret,omitempty"`
 }
 
@@ -40,12 +38,10 @@ func (r Ref) String() string {
 // Redacted stands where credentials were.
 const Redacted = "REDACTED"
 
-// Redact removes the credentials (user and password) of every URL in s, a URL or any text
-// holding URLs (an error, a failure reason, a log line): a chart or repository URL may carry
-// them (https://user:pass@host/...). The userinfo is everything from "://" to the last "@"
-// before the authority ends ("/", "?", "#", a quote, "<", ">" or a line break): a password
-// may hold "@" or a space (a URL that does not parse, quoted by url.Parse's error). In plain
-// text that may redact more than the userinfo, never less.
+// Redact removes the credentials of every URL in s, a URL or any text holding URLs
+// (https://user:pass@host/...): everything from "://" to the last "@" before the authority
+// ends ("/", "?", "#", a quote, "<", ">" or a line break), since a password may hold "@" or
+// a space. In plain text that may redact more than the userinfo, never less.
 func Redact(s string) string {
 	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
 		return s
@@ -118,8 +114,7 @@ func (r Ref) Validate() error {
 	return nil
 }
 
-// IndexEntry is the console's name of a chart in a repository, "<chart>--<repository>":
-// the only place that builds it (SplitIndexEntry the only one that reads it).
+// IndexEntry is the console's name of a chart in a repository, "<chart>--<repository>".
 func IndexEntry(chartName, repoName string) string { return chartName + "--" + repoName }
 
 // SplitIndexEntry reads the console's "<chart>--<repository>" form.
@@ -131,9 +126,8 @@ func SplitIndexEntry(e string) (chartName, repoName string, err error) {
 	return e[:i], e[i+2:], nil
 }
 
-// validateNoRepo checks a chart outside any repository or fetched with a basic auth
-// Secret: an archive URL only (the console's rule), a Secret's name, and the namespace
-// the Secret is read from.
+// validateNoRepo checks a chart outside any repository or fetched with a basic auth Secret:
+// an archive URL only (the console's rule), a Secret's name and its namespace.
 func (r Ref) validateNoRepo() error {
 	if r.IndexEntry != "" {
 		return fmt.Errorf("%w: noRepo and basic_auth_secret_name name a chart by chart_url, not by indexEntry", ErrInvalid)

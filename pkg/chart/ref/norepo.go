@@ -7,10 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// The console's rule for a chart named by URL outside any repository and for
-// /api/helm/verify (openshift/console pkg/helm/actions IsValidChartURL, OCPBUGS-90080):
-// oci://<host>[:port]... or http(s)://<host>[:port]/<path>.tgz|.tar.gz, host labels as RFC
-// 1123 has them.
+// The console's rule for a chart URL outside any repository (IsValidChartURL): oci://<host>
+// or http(s)://<host>[:port]/<path>.tgz|.tar.gz, host labels as RFC 1123 has them.
 var (
 	dnsLabel  = `[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?`
 	hostPort  = dnsLabel + `(?:\.` + dnsLabel + `)*\.?(?::\d+)?`
@@ -23,8 +21,7 @@ func IsChartArchiveURL(raw string) bool {
 	return ociURLRe.MatchString(raw) || httpURLRe.MatchString(raw)
 }
 
-// CheckArchiveURL refuses, as the console does, a URL that is neither oci:// nor an
-// http(s) archive (.tgz, .tar.gz).
+// CheckArchiveURL refuses, as the console does, a URL that is not IsChartArchiveURL.
 func CheckArchiveURL(raw string) error {
 	if !IsChartArchiveURL(raw) {
 		return fmt.Errorf("%w: invalid chart URL %q: must be oci:// or http(s)://*.tgz", ErrInvalid, Redact(raw))
@@ -36,8 +33,7 @@ func CheckArchiveURL(raw string) error {
 // the Secret the release recorded.
 const NoneSecret = "__none__"
 
-// CheckAuthSecret checks the name of a basic auth Secret: a Secret's name (DNS subdomain),
-// or NoneSecret when none is allowed.
+// CheckAuthSecret checks a basic auth Secret's name (or NoneSecret when noneAllowed).
 func CheckAuthSecret(name string, noneAllowed bool) error {
 	if name == "" || (noneAllowed && name == NoneSecret) {
 		return nil

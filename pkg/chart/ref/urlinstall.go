@@ -4,10 +4,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 )
 
-// The chart annotations the console writes into a release's chart when it installs or
-// upgrades a chart by URL outside any repository (openshift/console pkg/helm/actions:
-// InstallChartFromURL, UpgradeReleaseAsync): Helm stores them with the release, and an
-// upgrade finds there the Secret to fetch the new chart with.
+// The chart annotations the console writes into a release's chart installed by URL outside
+// any repository (openshift/console pkg/helm/actions): an upgrade finds its Secret there.
 const (
 	AnnotationChartURL     = "chart_url"
 	AnnotationInstallation = "installation"
@@ -17,8 +15,6 @@ const (
 
 // URLInstall is what a chart by URL records in its chart's annotations.
 type URLInstall struct {
-	// ChartURL is the URL, credentials redacted; Installation "url_install" for a noRepo
-	// chart (kept by its upgrades); AuthSecret the basic auth Secret's name.
 	ChartURL, Installation, AuthSecret string
 }
 
@@ -50,8 +46,7 @@ func (u URLInstall) Annotate(ch *chart.Chart) {
 	}
 }
 
-// RecordedURLInstall is what a stored release's chart recorded (the revision an upgrade
-// starts from): its auth Secret and installation annotations.
+// RecordedURLInstall is what a stored release's chart recorded.
 func RecordedURLInstall(ch *chart.Chart) URLInstall {
 	if ch == nil || ch.Metadata == nil {
 		return URLInstall{}

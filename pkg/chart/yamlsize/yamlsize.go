@@ -1,10 +1,7 @@
-// Package yamlsize bounds what a YAML stream expands to once its aliases are written out.
-//
-// sigs.k8s.io/yaml, which Helm's loader and index parsing use, turns YAML into JSON and
-// writes every alias out in full; go-yaml's own alias guard counts nodes and does nothing
-// below 1,000 of them. So a few KiB (one anchored scalar of a few MiB, aliased a few hundred
-// times) parse into gigabytes. Tenants write such files (index.yaml, Chart.yaml, values.yaml):
-// they are measured here, from the parse tree, before anything expands them.
+// Package yamlsize bounds what a YAML stream expands to once its aliases are written out:
+// sigs.k8s.io/yaml (Helm's loader, index parsing) writes every alias out in full, and
+// go-yaml's own guard does nothing below 1,000 nodes, so a few KiB of a tenant's file can
+// parse into gigabytes. They are measured here, from the parse tree, before anything expands them.
 package yamlsize
 
 import (
@@ -34,12 +31,9 @@ type Size struct {
 }
 
 // Expanded returns about what data parses into with every alias written out, or
-// ErrTooLarge once its bytes pass limit. A stream without both something that could be an
-// anchor ("&name") and something that could be an alias ("*name") is not parsed: nothing in
-// it can expand, and its size is its own, as JSON writes it (the common case: "&" and "*"
-// in comments, cron lines and prose). A stream that has both but does not parse here is
-// refused too: its aliases cannot be measured, and the parser after this one might still
-// expand them.
+// ErrTooLarge once its bytes pass limit. A stream without both a possible anchor ("&name")
+// and alias ("*name") is not parsed: its size is its own. One with both that does not parse
+// here is refused: its aliases cannot be measured.
 func Expanded(data []byte, limit int64) (Size, error) {
 	own := Size{Bytes: jsonBound(data), Nodes: Nodes(data)}
 	if !mayName(data, '&') || !mayName(data, '*') {
@@ -48,8 +42,7 @@ func Expanded(data []byte, limit int64) (Size, error) {
 		}
 		return own, nil
 	}
-	// go-yaml v3's parse tree takes about 64 bytes per node: a file made of "{},"
-	// would cost this measure far more than the file, so its nodes are bounded first.
+	// The parse tree takes ~64 bytes a node: bounded before parsing.
 	if own.Nodes > bounds.MaxAliasedNodes {
 		return Size{}, fmt.Errorf("%w: up to %d nodes with aliases, over %d", ErrTooLarge, own.Nodes, bounds.MaxAliasedNodes)
 	}
@@ -98,10 +91,9 @@ func (t *Total) Add(data []byte) error {
 	return nil
 }
 
-// Nodes is an upper bound on the nodes data parses into, from its bytes alone: every node
-// but the first starts after a line break, an indicator or a separator. What a parser holds
-// follows the nodes, not the bytes (sigs.k8s.io/yaml peaks at up to ~450 bytes per node counted
-// here: 490 KiB of "{a: }," took 108 MiB), so a caller bounds this count too.
+// Nodes bounds the nodes data parses into from its bytes alone: every node but the first
+// starts after a line break, an indicator or a separator. A parser's memory follows the
+// nodes (up to ~450 bytes a node: 490 KiB of "{a: }," took 108 MiB), so callers bound it too.
 func Nodes(data []byte) int64 {
 	n := int64(1)
 	for _, c := range data {
@@ -113,9 +105,8 @@ func Nodes(data []byte) int64 {
 	return n
 }
 
-// jsonBound bounds the length of data's JSON form from its bytes: a character JSON
-// escapes is written longer (sigs.k8s.io/yaml writes "<" as \u003c: 10 MiB of "<" in an
-// index took 244 MiB to parse, measured at 10 MiB).
+// jsonBound bounds the length of data's JSON form: a character JSON escapes is written
+// longer ("<" as \u003c: 10 MiB of "<" in an index took 244 MiB to parse).
 func jsonBound(data []byte) int64 {
 	n := int64(len(data))
 	for _, c := range data {
@@ -129,8 +120,7 @@ func jsonBound(data []byte) int64 {
 	return n
 }
 
-// jsonLen is a scalar's length as encoding/json writes it (sigs.k8s.io/yaml's output):
-// quoted, with <, >, & and control characters as \u00XX and " and \\ escaped.
+// jsonLen is a scalar's length as encoding/json writes it (sigs.k8s.io/yaml's output).
 func jsonLen(v string) int64 {
 	n := int64(len(v)) + 2
 	for i := 0; i < len(v); i++ {
@@ -163,8 +153,7 @@ func mayName(data []byte, indicator byte) bool {
 }
 
 // measure sizes every node once: an alias costs its anchor's size, kept from the anchor's
-// first walk, so the walk is linear in the parse tree however the aliases nest. Only
-// anchored nodes can be reached twice, so only they are kept.
+// first walk, so the walk is linear however the aliases nest.
 type measure struct {
 	limit int64
 	total Size
