@@ -11,12 +11,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/events"
 )
 
-// chartRef is the chart an install or upgrade fetches, its basic auth Secret resolved as
-// the console resolves it (UpgradeReleaseAsync): the one the request names, else for an
-// upgrade by chart_url the one its release recorded (helm.openshift.io/auth-secret), unless
-// NoneSecret clears it. An upgrade of a noRepo release stays noRepo. The recorded name is
-// the tenant's (release records are hostile input): it is read for the caller only, as a
-// named one is.
+// chartRef is the chart an install or upgrade fetches, its basic auth Secret resolved as the
+// console does: the request's, else for an upgrade by chart_url the one its release
+// recorded, unless NoneSecret clears it; a noRepo release stays noRepo. Either is read for
+// the caller only (a record is hostile input).
 func chartRef(req api.ReleaseRequest, base *helmrelease.Release) chartref.Ref {
 	ref := req.Chart()
 	if base == nil || req.ChartURL == "" || req.IndexEntry != "" {
@@ -35,8 +33,7 @@ func chartRef(req api.ReleaseRequest, base *helmrelease.Release) chartref.Ref {
 	return ref
 }
 
-// withCaller carries the caller to the chart source: a basic auth Secret is read for them
-// only (an empty caller, authentication off, reads as submit).
+// withCaller carries the caller to the chart source, whose Secrets are read for them only.
 func withCaller(ctx context.Context, c events.Caller) context.Context {
 	return chartsource.WithCaller(ctx, chartsource.Caller{User: c.User, UID: c.UID, Groups: c.Groups, Extra: c.Extra})
 }

@@ -23,12 +23,10 @@ import (
 
 // DiffRenderer is what a diff renders with: the template route's render slots and child.
 type DiffRenderer interface {
-	// Slot takes a render slot of the caller's tenant in namespace (a *function.StatusError
-	// 429 when none comes in time); release gives it back. The work done in the slot uses
-	// bounded, which ends when the slot's hold reaches the render bound.
+	// Slot takes a render slot of the caller's tenant (429 when none comes in time); the work
+	// in it uses bounded, which ends when the slot's hold reaches the render bound.
 	Slot(ctx context.Context, user *auth.User, namespace string) (bounded context.Context, release func(), err error)
-	// Render renders job in a child process killed at its deadline (ErrRender when the
-	// chart and values do not render).
+	// Render renders job in a child killed at its deadline (ErrRender: it does not render).
 	Render(ctx context.Context, job helmexec.ChartRender) (string, error)
 }
 

@@ -14,14 +14,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
-// handOver records the accepted request in the ledger and sends its event bound to its
-// record (the Secret's UID and submit's HMAC over it, events.BindSecret): the reservation
-// and the ledger entry are the API writes on the way to the 201. If either fails, nobody
-// will work on the revision: the request is bound in state tenants cannot write (so a copy
-// of its stored event is never run, and its ledger entry, if any, is cleared) and the
-// reservation is taken back (undo), with a context that survives the client hanging up.
-// recorded waits for the ledger entry's write started beside the reservation's
-// (recordAhead); nil writes it now.
+// handOver waits for the ledger entry (recorded, from recordAhead; nil: written now) and
+// sends the event bound to its record (events.BindSecret). If either fails, nobody will
+// work on the revision: the request is bound not-accepted where tenants cannot write and
+// the reservation taken back (undo), with a context that survives the client hanging up.
 func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, recorded func() error, undo func(context.Context) error) error {
 	if len(s.SigningKey) > 0 {
 		events.BindSecret(&ev, s.SigningKey, uid)
@@ -47,9 +43,8 @@ func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.
 	return fmt.Errorf("%w: %v", ErrNotAccepted, err)
 }
 
-// recordAhead starts writing a's ledger entry beside the reservation's create: the two API
-// writes of the path to 201 are independent until the event is sent, so a request waits
-// for the slower of them, not for their sum. It returns the wait for the write.
+// recordAhead starts writing a's ledger entry beside the reservation's create, so a request
+// waits for the slower of the two writes, not their sum; it returns the wait.
 func (s *Service) recordAhead(ctx context.Context, a events.Action) func() error {
 	if s.Ledger == nil {
 		return func() error { return nil }
@@ -63,8 +58,7 @@ func (s *Service) recordAhead(ctx context.Context, a events.Action) func() error
 const notReserved types.UID = "not-reserved"
 
 // unreserved answers a request whose reservation failed (err) after its ledger entry was
-// started beside it: the request is bound not-accepted to no Secret, so its entry, if
-// written, stops counting on every replica. Nothing was stored or sent, so nothing runs.
+// started: bound not-accepted to no Secret, its entry stops counting on every replica.
 func (s *Service) unreserved(ctx context.Context, a events.Action, recorded func() error, err error) error {
 	_ = recorded() // written or not, the binding clears it
 	if s.Ledger == nil {

@@ -14,14 +14,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
-// What submit needs of the world, as small interfaces: the function wires the real
-// clients, unit tests fakes.
-
 // Store reserves revisions and takes them back (release.Store).
 type Store interface {
 	// CachedNextRevision checks that the action may start now and returns the revision it
-	// would reserve, and whether that revision is a guess of a cache that may lag (not
-	// confirmed by the API server).
+	// would reserve, and whether that is a guess of a cache that may lag.
 	CachedNextRevision(ctx context.Context, namespace, name string, action release.Action) (rev int, guessed bool, err error)
 	// LiveNextRevision is CachedNextRevision read from the API server, never guessed.
 	LiveNextRevision(ctx context.Context, namespace, name string, action release.Action) (int, error)
@@ -42,9 +38,8 @@ type Store interface {
 	// MarkUninstalling records an accepted uninstall on a revision; Unmark takes it back.
 	MarkUninstalling(ctx context.Context, m release.UninstallMark) (*release.Marked, error)
 	Unmark(ctx context.Context, m *release.Marked) error
-	// KeptRequest is what the Secret of that name holds that names a request (its stored
-	// event, its request-id label and seal), read by name whatever its labels say; nil
-	// when the Secret is gone. A cancel binds the request found there.
+	// KeptRequest is what the Secret of that name holds that names a request (stored event,
+	// request-id label and seal), read by name; nil when it is gone.
 	KeptRequest(ctx context.Context, namespace, secretName string) (*release.KeptRequest, error)
 }
 
@@ -59,28 +54,24 @@ type Charts interface {
 	Get(ctx context.Context, ref chartref.Ref) (*chartsource.Chart, error)
 }
 
-// RepoSecrets names the Secrets whose contents fetching a chart would send
-// (chartrepos.Set): those a ProjectHelmChartRepository of the namespace names.
+// RepoSecrets names the Secrets whose contents fetching a chart would send (repos.Set).
 type RepoSecrets interface {
 	CredentialSecrets(namespace, indexEntry, chartURL string) ([]string, error)
 }
 
-// Bindings binds a request id to the reservation Secret it was accepted for, by UID, in
-// state tenants cannot write (consumed.Store): the executor runs a request only on the
-// Secret it is bound to, so a signed event copied onto a Secret a tenant made is refused.
-// Submit writes it only for requests that will not run from their delivery.
+// Bindings binds a request id to its reservation Secret's UID where tenants cannot write
+// (consumed.Store): the executor runs a request only on the Secret it is bound to.
 type Bindings interface {
 	Consume(ctx context.Context, r consumed.Record) (first bool, err error)
-	// Lookup and MarkDone let a cancel write its outcome on a request a lost executor
-	// had bound and never finished.
+	// Lookup and MarkDone let a cancel end a request a lost executor had bound.
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
 	MarkDone(ctx context.Context, requestID, outcome string) error
 }
 
 // Ledger is admission's account of accepted, not yet consumed requests (ledger.Ledger).
 type Ledger interface {
-	// Admit decides a request of caller (ledger.CallerKey) in namespace and, admitted,
-	// holds its place until release is called (ledger.Book.Admit).
+	// Admit decides a request of caller in namespace; admitted, it holds its place until
+	// release is called (ledger.Book.Admit).
 	Admit(namespace, caller string, l ledger.Limits) (release func(), r *ledger.Refusal)
 	// Add records an accepted request before its 201.
 	Add(ctx context.Context, e ledger.Entry) error

@@ -13,8 +13,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Steps on the way to a 201 whose time ObserveSteps reports: where time-to-201 goes under
-// load (docs/benchmarks.md) is read from these, not guessed.
+// Steps on the way to a 201 whose time ObserveSteps reports (docs/benchmarks.md).
 const (
 	StepAuthorize = "authorize" // the access review (cached)
 	StepChart     = "chart"     // fetching the chart (cached by digest)
@@ -25,8 +24,7 @@ const (
 // StepObserver is told how long one step took (a metrics histogram).
 type StepObserver func(step string, d time.Duration)
 
-// ObserveSteps makes s report the time of each step to observe, by wrapping its ports: the
-// use case itself stays free of timing code.
+// ObserveSteps makes s report the time of each step by wrapping its ports.
 func ObserveSteps(s *Service, observe StepObserver) {
 	s.Store = timedStore{Store: s.Store, observe: observe}
 	s.Sender = timedSender{EventSender: s.Sender, observe: observe}

@@ -13,18 +13,16 @@ import (
 	"github.com/async-helm/async-helm/pkg/valuesfrom"
 )
 
-// requestValues are what a request's values resolve to: the references the event carries
-// (and the record keeps), whether the last release's values go under them, and the values
-// submit checks against the chart's schema (never sent).
+// requestValues are what a request's values resolve to: the references the event carries,
+// whether the last release's values go under them, and what submit checks (never sent).
 type requestValues struct {
 	refs    []valuesfrom.Ref
 	reuse   bool
 	checked map[string]any
 }
 
-// resolveValues reads the request's values_from as the caller: an access review per object
-// first (403, nothing read), then submit's read, bounded (valuesfrom). An upgrade that
-// reuses values, or names none at all, takes the references its base revision recorded.
+// resolveValues reads the request's values_from after an access review per object (403,
+// nothing read); an upgrade that reuses values, or names none, takes its base's references.
 func (s *Service) resolveValues(ctx context.Context, action release.Action, req api.ReleaseRequest, base *helmrelease.Release, user *auth.User) (requestValues, error) {
 	out := requestValues{refs: req.ValuesFrom, reuse: req.ReuseValues, checked: req.Values}
 	if action == release.ActionUpgrade && base != nil && len(out.refs) == 0 && (req.ReuseValues || len(req.Values) == 0) {
@@ -56,8 +54,7 @@ func (s *Service) resolveValues(ctx context.Context, action release.Action, req 
 	return out, nil
 }
 
-// mayReadValues asks, before anything is read, whether the caller may get every object the
-// references name (submit reads them with its own rights).
+// mayReadValues asks whether the caller may get every object the references name.
 func (s *Service) mayReadValues(ctx context.Context, namespace string, refs []valuesfrom.Ref, user *auth.User) error {
 	if user == nil || s.Authorizer == nil || len(refs) == 0 {
 		return nil

@@ -46,8 +46,8 @@ func (c *tenantLRU[V]) get(key string) (v V, ok bool) {
 	return e.Value.(*tenantEntry[V]).value, true
 }
 
-// put keeps v under key at cost, charged to owners (at least one), unless it alone passes the share or the
-// budget. A value replaced keeps its place unless used: a background refresh is not a use.
+// put keeps v under key at cost, charged to owners (at least one), unless it alone passes
+// the share or the budget. A value replaced keeps its place unless used (a refresh is not).
 func (c *tenantLRU[V]) put(key string, v V, cost int64, used bool, owners ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
