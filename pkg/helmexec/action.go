@@ -83,8 +83,10 @@ func (f *Factory) rendered(ctx context.Context, req Request, opts []Option, upgr
 		}
 		run = p.upgrade
 	}
-	if err := annotate(req, ch); err != nil {
-		return nil, err
+	if req.Annotate != nil {
+		if err = req.Annotate(ch); err != nil {
+			return nil, err
+		}
 	}
 	if ch, err = f.renderOutV3(ctx, out, p.cfg, req, WaitGateOf(opts...), ch, values, upgrade); err != nil {
 		return nil, err

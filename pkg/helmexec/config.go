@@ -156,8 +156,12 @@ func (f *Factory) Configuration(namespace string, opts ...Option) (*action.Confi
 		return nil, err
 	}
 	kc := o.kube
-	if kc == nil {
-		kc = f.kubeClient(getter, namespace, o.log)
+	if kc == nil { // Helm's, with the action's identity, on the shared discovery
+		c := kube.New(getter)
+		c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
+		c.Namespace = namespace
+		c.Log = o.log
+		kc = sharedReachability{Client: c, s: f.shared}
 	}
 	cfg.KubeClient = o.actionClient(kc)
 	return cfg, nil
@@ -175,15 +179,6 @@ func (f *Factory) base(namespace string, o *configOptions) (*action.Configuratio
 	}
 	getter := &restGetter{f: f, rest: cfg, namespace: namespace, budget: &missBudget{}}
 	return &action.Configuration{RESTClientGetter: getter, Releases: helmstorage.Init(d), Capabilities: o.caps, Log: o.log}, getter, nil
-}
-
-// kubeClient is Helm's kube client with getter's identity, on the shared discovery.
-func (f *Factory) kubeClient(getter *restGetter, namespace string, log func(string, ...any)) kube.Interface {
-	c := kube.New(getter)
-	c.Factory = kubeFactory{Factory: cmdutil.NewFactory(getter), s: f.shared, budget: getter.budget}
-	c.Namespace = namespace
-	c.Log = log
-	return sharedReachability{Client: c, s: f.shared}
 }
 
 // driverChain is the storage an action's Helm stores through: the namespace's Secrets

@@ -65,13 +65,6 @@ type Request struct {
 	Annotate func(*chart.Chart) error
 }
 
-func annotate(req Request, ch *chart.Chart) error {
-	if req.Annotate == nil {
-		return nil
-	}
-	return req.Annotate(ch)
-}
-
 // ErrChartChanged means the chart to run is not the one submit validated.
 var ErrChartChanged = errors.New("the chart changed since the request was accepted")
 

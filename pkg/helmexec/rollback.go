@@ -3,6 +3,7 @@ package helmexec
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"helm.sh/helm/v3/pkg/action"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -62,13 +63,9 @@ func relabel(key string, labels map[string]string) func(string, *helmrelease.Rel
 		if k != key || len(labels) == 0 {
 			return
 		}
-		l := make(map[string]string, len(rls.Labels)+len(labels))
-		for k, v := range rls.Labels { // a copy: Helm shares the map with the target revision
-			l[k] = v
-		}
-		for k, v := range labels {
-			l[k] = v
-		}
+		l := make(map[string]string, len(rls.Labels)+len(labels)) // Helm shares rls.Labels with the target revision
+		maps.Copy(l, rls.Labels)
+		maps.Copy(l, labels)
 		rls.Labels = l
 	}
 }

@@ -153,7 +153,7 @@ func TestRollbackPinCoversTheTargetsApplyMethod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sec.Data["release"], err = release.WithV4Fields(sec.Data["release"], v4Extras{ApplyMethod: m}); err != nil {
+		if sec.Data["release"], err = release.WithV4Fields(sec.Data["release"], release.V4Fields{ApplyMethod: m}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := si.Update(ctx(t), sec, metav1.UpdateOptions{}); err != nil {

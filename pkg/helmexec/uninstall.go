@@ -15,7 +15,7 @@ import (
 func (f *Factory) Uninstall(ctx context.Context, req Request, opts ...Option) (*helmrelease.Release, error) {
 	// Records are the tenant's: measured before Helm parses them; delete only what the
 	// release owns; run its delete hooks only as their async-helm writer (uninstallhooks.go).
-	gate := newHookGate(req)
+	gate := &hookGate{name: req.Name, opts: req.DeleteHooks}
 	_, h, err := f.configure(ctx, req.Namespace, append(opts, ownedByRecordHooks(req), measuredRecords(), gate.option()))
 	if err != nil {
 		return nil, err

@@ -113,11 +113,6 @@ type peekedSeal struct {
 	big bool // over release.MaxDeployerBytes: not kept
 }
 
-// newHookGate is req's gate.
-func newHookGate(req Request) *hookGate {
-	return &hookGate{name: req.Name, opts: req.DeleteHooks}
-}
-
 // option makes an uninstall run the record's delete hooks as decideDeleteHooks says.
 func (g *hookGate) option() Option {
 	return func(o *configOptions) {

@@ -19,22 +19,19 @@ import (
 
 // The v4 engine stores through the same drivers as the v3 one (the guarded decode, the
 // adopter, the seal, the relabel): v4Driver converts each release at their top. The
-// fields Helm v4 adds to a record (apply_method, info.rollback_revision) do not survive
-// Helm v3's types; v4Extras carries them around those types, from the payload read to the
-// release handed to Helm v4 and back into the payload written, so a record keeps one
-// format whichever engine or CLI wrote it (docs/design.md, "Two engines").
-
-// v4Extras are the fields of a Helm v4 record that Helm v3's release has not.
-type v4Extras = release.V4Fields
+// fields Helm v4 adds to a record (release.V4Fields) do not survive Helm v3's types: they
+// are carried around them, from the payload read to the release handed to Helm v4 and back
+// into the payload written, so a record keeps one format whichever engine or CLI wrote it
+// (docs/design.md, "Two engines").
 
 // extrasByKey is what one action's storage knows of the v4 fields, per record key.
 type extrasByKey struct{ m sync.Map }
 
-func (x *extrasByKey) set(key string, e v4Extras) { x.m.Store(key, e) }
+func (x *extrasByKey) set(key string, e release.V4Fields) { x.m.Store(key, e) }
 
-func (x *extrasByKey) get(key string) v4Extras {
+func (x *extrasByKey) get(key string) release.V4Fields {
 	e, _ := x.m.Load(key)
-	v, _ := e.(v4Extras)
+	v, _ := e.(release.V4Fields)
 	return v
 }
 
@@ -133,7 +130,7 @@ func (v *v4Driver) down(key string, rls releasei4.Releaser) (*helmrelease.Releas
 	if err != nil {
 		return nil, err
 	}
-	var e v4Extras
+	var e release.V4Fields
 	e.ApplyMethod = r4.ApplyMethod
 	if r4.Info != nil {
 		e.Info.RollbackRevision = r4.Info.RollbackRevision
@@ -201,7 +198,7 @@ func (x *extrasByKey) peek(sec *corev1.Secret) {
 	if sec == nil || sec.Data["release"] == nil {
 		return
 	}
-	var e v4Extras
+	var e release.V4Fields
 	if release.DecodeInto(sec.Data["release"], &e) == nil {
 		x.set(sec.Name, e)
 	}
