@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/submitclient"
@@ -42,8 +40,11 @@ func (t tracker) attempts(ctx context.Context, accepted int, remediation string)
 			// The request's own success is its accepted revision or a retry ("attempt k of n");
 			// anything else (the remediation's rollback) means the request failed.
 			ours := rel.Version == accepted || attemptNote.MatchString(rel.Info.Description)
+			if remediated != "" {
+				remediated = " (" + remediated + ")"
+			}
 			if remediated != "" || st != helmrelease.StatusDeployed.String() || !ours {
-				return fmt.Errorf("%w: %s revision %d is %s: %s%s", ErrFailed, t.name, rel.Version, st, rel.Info.Description, remediatedBy(remediated))
+				return fmt.Errorf("%w: %s revision %d is %s: %s%s", ErrFailed, t.name, rel.Version, st, rel.Info.Description, remediated)
 			}
 			return nil
 		}
@@ -98,20 +99,4 @@ func (t tracker) goneAfter(err error, remediation string) error {
 		return fmt.Errorf("%w: %s was uninstalled (remediated by uninstall)", ErrFailed, t.name)
 	}
 	return err
-}
-
-func remediatedBy(note string) string {
-	if note == "" {
-		return ""
-	}
-	return " (" + note + ")"
-}
-
-// acceptedRevision is the revision a 201 reserved (its Secret's version label).
-func acceptedRevision(sec *corev1.Secret) int {
-	if sec == nil {
-		return 0
-	}
-	v, _ := strconv.Atoi(sec.Labels["version"])
-	return v
 }

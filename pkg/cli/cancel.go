@@ -17,14 +17,9 @@ type CancelOptions struct {
 	Output string
 }
 
-// NewCancelOptions are cancel's defaults on the shared flags g.
-func NewCancelOptions(g *Globals) *CancelOptions {
-	return &CancelOptions{named: newNamed(g), Output: "table"}
-}
-
 // NewCmdCancel is `cancel NAME`.
 func NewCmdCancel(g *Globals) *cobra.Command {
-	o := NewCancelOptions(g)
+	o := &CancelOptions{named: newNamed(g), Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "cancel NAME",
 		Short: "Stop the pending install or upgrade of a release; it ends failed, \"cancelled by <you>\"",
@@ -38,9 +33,9 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and the output format.
+// Validate checks the name and where the token would go.
 func (o *CancelOptions) Validate() error {
-	return firstError(requireName(o.Name), checkOutput(o.Output), o.validateSubmit())
+	return firstError(requireName(o.Name), o.validateSubmit())
 }
 
 // Run asks submit to cancel, prints what it answered, and with --wait follows the revision.

@@ -62,7 +62,7 @@ func NewCmdDiff(g *Globals) *cobra.Command {
 }
 
 // Complete takes NAME and CHART (install, upgrade) or REVISION (rollback).
-func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) (err error) {
+func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.action != release.ActionRollback {
 		return o.ActionOptions.Complete(cmd, args)
 	}
@@ -73,9 +73,7 @@ func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 		}
 		o.Revision = v
 	}
-	o.Name = args[0]
-	o.target, err = o.findTarget()
-	return err
+	return o.named.Complete(cmd, args)
 }
 
 // Validate checks the name, the chart of an install and the output format.

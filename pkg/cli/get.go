@@ -59,13 +59,13 @@ func NewCmdGet(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name, the output format and the template.
+// Validate checks the name and the template.
 func (o *GetOptions) Validate() error {
 	var badTemplate error
 	if o.Template != "" {
 		_, badTemplate = template.New("_").Parse(o.Template)
 	}
-	return firstError(requireName(o.Name), checkOutput(o.Output), badTemplate, o.validateSubmit())
+	return firstError(requireName(o.Name), badTemplate, o.validateSubmit())
 }
 
 // Run reads the revision and prints the part asked for.

@@ -14,14 +14,9 @@ type HistoryOptions struct {
 	Max int
 }
 
-// NewHistoryOptions are history's defaults on the shared flags g.
-func NewHistoryOptions(g *Globals) *HistoryOptions {
-	return &HistoryOptions{named: newNamed(g), Output: "table", Max: 256}
-}
-
 // NewCmdHistory is `history NAME`.
 func NewCmdHistory(g *Globals) *cobra.Command {
-	o := NewHistoryOptions(g)
+	o := &HistoryOptions{named: newNamed(g), Output: "table", Max: 256}
 	cmd := &cobra.Command{
 		Use:     "history RELEASE_NAME",
 		Aliases: []string{"hist"},
@@ -34,9 +29,9 @@ func NewCmdHistory(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and the output format.
+// Validate checks the name and where the token would go.
 func (o *HistoryOptions) Validate() error {
-	return firstError(requireName(o.Name), checkOutput(o.Output), o.validateSubmit())
+	return firstError(requireName(o.Name), o.validateSubmit())
 }
 
 // Run prints every revision of the release.
@@ -45,5 +40,5 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printHistory(o.Out, o.Output, rels, o.Max)
+	return writeFormat(o.Out, o.Output, newHistory(rels, o.Max))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -23,10 +23,9 @@ import (
 
 // ActionOptions are install's and upgrade's flags and what Complete derives from them.
 type ActionOptions struct {
-	genericiooptions.IOStreams
-	*Globals
+	named
 	action      release.Action
-	Name, Chart string
+	Chart       string
 	Version     string
 	Values      values.Options
 	Timeout     time.Duration
@@ -47,16 +46,19 @@ type ActionOptions struct {
 	Install bool
 	ApplyFlags
 
-	target
 	refs []valuesfrom.Ref
 	// vals are the merged --values, --set and the like.
 	vals map[string]any
 }
 
+// supersedeUsage is the help of upgrade's and rollback's --supersede (docs/design.md,
+// "Supersede").
+const supersedeUsage = "if a revision of the release is pending, cancel it (failed: \"superseded by revision N\") and run this one once it has ended"
+
 // NewActionOptions are install's (action release.ActionInstall) or upgrade's defaults on
 // the shared flags g.
 func NewActionOptions(g *Globals, action release.Action) *ActionOptions {
-	return &ActionOptions{IOStreams: g.IO, Globals: g, action: action, Timeout: 5 * time.Minute, Output: "table"}
+	return &ActionOptions{named: newNamed(g), action: action, Timeout: 5 * time.Minute, Output: "table"}
 }
 
 // NewCmdInstall is `install NAME CHART`.
@@ -123,7 +125,6 @@ func (o *ActionOptions) addValuesFlags(cmd *cobra.Command) {
 // Complete takes NAME and CHART, merges the values (reading --values files and URLs) and
 // finds the namespace and submit.
 func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
-	o.Name = args[0]
 	if len(args) == 2 {
 		o.Chart = args[1]
 	}
@@ -135,8 +136,7 @@ func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.refs, err = parseValuesFrom(o.ValuesFrom); err != nil {
 		return err
 	}
-	o.target, err = o.findTarget()
-	return err
+	return o.named.Complete(cmd, args)
 }
 
 // send asks for the install or upgrade; upgrade --install installs a release that has no
@@ -177,7 +177,7 @@ func (o *ActionOptions) Validate() error {
 		refuseIf(o.Install && o.Chart == "", "CHART is required with --install"),
 		refuseIf(o.Retries < 0 || o.Retries > api.MaxRetries, "--retries %d: want 0 to %d", o.Retries, api.MaxRetries),
 		refuseIf(!remediation, "--remediation %q: want %s, %s or none", o.Remediation, api.RemediationRollback, api.RemediationUninstall),
-		checkOutput(o.Output), o.validateApply(), o.validateSubmit())
+		o.validateApply(), o.validateSubmit())
 }
 
 // Run sends the request, prints the pending release, and with --wait follows it.
@@ -202,7 +202,33 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	case !o.Wait:
 		return nil
 	case o.Retries > 0 || o.Remediation != "": // follow every attempt (attempts.go)
-		return t.attempts(ctx, acceptedRevision(sec), o.Remediation)
+		accepted, _ := strconv.Atoi(sec.Labels["version"]) // the revision the 201 reserved
+		return t.attempts(ctx, accepted, o.Remediation)
 	}
 	return t.toEnd(ctx)
+}
+
+// ApplyFlags are --server-side and --force-conflicts, as Helm v4's CLI names them: the
+// apply method of install, upgrade and rollback under the executor's Helm v4 engine
+// (server_side and force_conflicts, docs/api.md).
+type ApplyFlags struct {
+	// ServerSide is "true", "false", "auto" or "" (the API's default: client-side).
+	ServerSide     string
+	ForceConflicts bool
+}
+
+func (a *ApplyFlags) addApplyFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&a.ServerSide, "server-side", a.ServerSide, `apply server-side under the executor's Helm v4 engine: true, false or auto (as the release being replaced); --server-side alone is true; default client-side, as the console`)
+	f.Lookup("server-side").NoOptDefVal = string(api.ServerSideTrue)
+	f.BoolVar(&a.ForceConflicts, "force-conflicts", a.ForceConflicts, "with server-side apply, take over fields another field manager owns")
+}
+
+// validateApply refuses a --server-side value submit would refuse.
+func (a ApplyFlags) validateApply() error {
+	switch api.ServerSide(a.ServerSide) {
+	case api.ServerSideDefault, api.ServerSideTrue, api.ServerSideFalse, api.ServerSideAuto:
+		return nil
+	}
+	return fmt.Errorf("--server-side %q: want true, false or auto", a.ServerSide)
 }

@@ -4,29 +4,20 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // ListOptions are list's flags and what Complete derives from them.
 type ListOptions struct {
-	genericiooptions.IOStreams
-	*Globals
+	named         // no NAME
 	AllNamespaces bool
 	Output        string
 	Query         listQuery
 	Print         listPrint
-
-	target
-}
-
-// NewListOptions are list's defaults on the shared flags g.
-func NewListOptions(g *Globals) *ListOptions {
-	return &ListOptions{IOStreams: g.IO, Globals: g, Output: "table", Query: listQuery{Max: 256}}
 }
 
 // NewCmdList is `list`, with helm list's flags.
 func NewCmdList(g *Globals) *cobra.Command {
-	o := NewListOptions(g)
+	o := &ListOptions{named: newNamed(g), Output: "table", Query: listQuery{Max: 256}}
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -67,11 +58,10 @@ func (o *ListOptions) Complete(cmd *cobra.Command, _ []string) (err error) {
 	return err
 }
 
-// Validate checks the output format, the filter, the window and where the token would go.
+// Validate checks the filter, the window and where the token would go.
 func (o *ListOptions) Validate() error {
 	_, badQuery := o.Query.compile()
-	return firstError(checkOutput(o.Output), badQuery,
-		refuseIf(o.Query.Offset < 0, "--offset %d: want 0 or more", o.Query.Offset), o.validateSubmit())
+	return firstError(badQuery, refuseIf(o.Query.Offset < 0, "--offset %d: want 0 or more", o.Query.Offset), o.validateSubmit())
 }
 
 // Run prints the releases.
@@ -83,5 +73,5 @@ func (o *ListOptions) Run(ctx context.Context) error {
 	if rels, err = selectReleases(rels, o.Query); err != nil {
 		return err
 	}
-	return printReleases(o.Out, o.Output, rels, o.Print)
+	return writeFormat(o.Out, o.Output, newReleaseList(rels, o.Print))
 }

@@ -23,14 +23,9 @@ type LogsOptions struct {
 	Output   string
 }
 
-// NewLogsOptions are logs' defaults on the shared flags g.
-func NewLogsOptions(g *Globals) *LogsOptions {
-	return &LogsOptions{named: newNamed(g), Output: "table"}
-}
-
 // NewCmdLogs is `logs NAME`.
 func NewCmdLogs(g *Globals) *cobra.Command {
-	o := NewLogsOptions(g)
+	o := &LogsOptions{named: newNamed(g), Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print Helm's log of a release's action (what helm --debug prints); -f follows a running one",
@@ -51,7 +46,7 @@ func (o *LogsOptions) Validate() error {
 	return firstError(requireName(o.Name),
 		refuseIf(o.Revision < 0, "--revision %d: want a revision number", o.Revision),
 		refuseIf(o.Follow && o.Output != "table", "--follow prints plain lines: it takes no -o %s", o.Output),
-		checkOutput(o.Output), o.validateSubmit())
+		o.validateSubmit())
 }
 
 // Run prints the log, and with --follow polls for new lines until the action ends.

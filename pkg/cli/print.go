@@ -19,14 +19,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-func checkOutput(o string) error {
-	switch o {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return fmt.Errorf("output format %q: want table, json or yaml", o)
-}
-
 // Accepted is what install and upgrade print at once.
 type Accepted struct {
 	Name       string `json:"name"`
@@ -164,11 +156,6 @@ func (l releaseList) data() any {
 	return names
 }
 
-// printReleases is the list as helm prints it.
-func printReleases(w io.Writer, format string, rels []api.Release, p listPrint) error {
-	return writeFormat(w, format, newReleaseList(rels, p))
-}
-
 // historyElement is a row of `helm history -o json`, field for field: helm prints
 // updated as a time there, and as time.ANSIC in the table.
 type historyElement struct {
@@ -212,10 +199,6 @@ func newHistory(rels []*helmrelease.Release, newest int) releaseHistory {
 		rows = append(rows, h)
 	}
 	return rows
-}
-
-func printHistory(w io.Writer, format string, rels []*helmrelease.Release, newest int) error {
-	return writeFormat(w, format, newHistory(rels, newest))
 }
 
 func encode(w io.Writer, format string, v any) error {

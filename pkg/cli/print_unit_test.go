@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +38,9 @@ func TestPrinters(t *testing.T) {
 			{"accepted", func(w *bytes.Buffer) error { return printAccepted(w, format, sec) }},
 			{"list", func(w *bytes.Buffer) error { return printList(w, format, []*helmrelease.Release{full, pending, bare}) }},
 			{"list-empty", func(w *bytes.Buffer) error { return printList(w, format, nil) }},
-			{"history", func(w *bytes.Buffer) error { return printHistory(w, format, []*helmrelease.Release{full, bare}, 256) }},
+			{"history", func(w *bytes.Buffer) error {
+				return writeFormat(w, format, newHistory([]*helmrelease.Release{full, bare}, 256))
+			}},
 			{"status", func(w *bytes.Buffer) error { return printStatus(w, format, full, nil) }},
 			{"status-bare", func(w *bytes.Buffer) error { return printStatus(w, format, bare, nil) }},
 		} {
@@ -66,26 +67,16 @@ func TestPrinters(t *testing.T) {
 	}
 }
 
-func TestCheckOutput(t *testing.T) {
-	for o, ok := range map[string]bool{"table": true, "json": true, "yaml": true, "wide": false, "": false, "JSON": false} {
-		if err := checkOutput(o); (err == nil) != ok {
-			t.Errorf("checkOutput(%q) = %v", o, err)
-		} else if err != nil && !strings.Contains(err.Error(), "want table, json or yaml") {
-			t.Errorf("message %v", err)
-		}
-	}
-}
-
 // printList prints Helm releases as the list route's latest revisions.
 func printList(w io.Writer, format string, rels []*helmrelease.Release) error {
 	all := make([]api.Release, 0, len(rels))
 	for _, r := range rels {
 		all = append(all, api.Release{Release: r})
 	}
-	return printReleases(w, format, all, listPrint{})
+	return writeFormat(w, format, newReleaseList(all, listPrint{}))
 }
 
 // printStatus is status of r with progress p.
 func printStatus(w io.Writer, format string, r *helmrelease.Release, p *progress.Progress) error {
-	return printReleaseStatus(w, format, &api.Release{Release: r, Progress: p})
+	return writeFormat(w, format, newStatusPrinter(api.Release{Release: r, Progress: p}, statusShow{Description: true}))
 }

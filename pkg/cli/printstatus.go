@@ -142,12 +142,6 @@ func writeHooks(w io.Writer, r *helmrelease.Release) {
 	}
 }
 
-// printReleaseStatus is status: helm's block with its description, and the queue of a
-// revision no executor has started or the progress of one that runs.
-func printReleaseStatus(w io.Writer, format string, rel *api.Release) error {
-	return writeFormat(w, format, newStatusPrinter(*rel, statusShow{Description: true}))
-}
-
 // helmTime is how helm's list prints times (time.Time's String), used for the progress's.
 const helmTime = "2006-01-02 15:04:05.999999999 -0700 MST"
 
@@ -174,3 +168,29 @@ func writeProgress(b *strings.Builder, p *progress.Progress) {
 		fmt.Fprintf(b, "PROGRESS UPDATED: %s\n", p.Updated.Format(helmTime))
 	}
 }
+
+// The position is in the namespace's own queue (docs/design.md, "Tenants and shares"):
+// other tenants' work is not ahead of it; it goes down as the namespace's revisions
+// accepted before this one start.
+
+// queueWords is a queued revision in status: "position 312 of 1200, waiting 2m10s for an
+// executor", then ", expected to start at <UTC time>" when the service has an estimate.
+func queueWords(q *api.Queue) string {
+	return fmt.Sprintf("position %d of %d, waiting %s for an executor", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", expected to start at ")
+}
+
+// queueShort is a queued revision in a list row or a followed line: "queued 312/1200, 2m10s",
+// then ", start ~<UTC time>" when the service has an estimate.
+func queueShort(q *api.Queue) string {
+	return fmt.Sprintf("queued %d/%d, %s", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", start ~")
+}
+
+// expectedStart is prefix and the queue's expected start in UTC (RFC 3339), or "" without one.
+func expectedStart(q *api.Queue, prefix string) string {
+	if q.ExpectedStart == nil {
+		return ""
+	}
+	return prefix + q.ExpectedStart.UTC().Format(time.RFC3339)
+}
+
+func queueAge(q *api.Queue) time.Duration { return time.Duration(max(q.AgeSeconds, 0)) * time.Second }

@@ -25,14 +25,9 @@ type RollbackOptions struct {
 	ApplyFlags
 }
 
-// NewRollbackOptions are rollback's defaults on the shared flags g.
-func NewRollbackOptions(g *Globals) *RollbackOptions {
-	return &RollbackOptions{named: newNamed(g), Timeout: 5 * time.Minute, Output: "table"}
-}
-
 // NewCmdRollback is `rollback NAME [REVISION]`.
 func NewCmdRollback(g *Globals) *cobra.Command {
-	o := NewRollbackOptions(g)
+	o := &RollbackOptions{named: newNamed(g), Timeout: 5 * time.Minute, Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "rollback NAME [REVISION]",
 		Short: "Roll a release back to REVISION (default: the previous one); answers at once with the pending revision",
@@ -53,23 +48,19 @@ func NewCmdRollback(g *Globals) *cobra.Command {
 // Complete takes NAME and REVISION (refusing one that is not a revision number) and finds
 // the namespace and submit.
 func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error) {
-	o.Name = args[0]
 	if len(args) == 2 {
-		v, perr := strconv.Atoi(args[1])
-		if perr != nil {
-			return fmt.Errorf("could not convert revision to a number: %w", perr)
+		if o.Revision, err = strconv.Atoi(args[1]); err != nil {
+			return fmt.Errorf("could not convert revision to a number: %w", err)
 		}
-		o.Revision = v
 	}
-	o.target, err = o.findTarget()
-	return err
+	return o.named.Complete(cmd, args)
 }
 
-// Validate checks the name, the revision and the output format.
+// Validate checks the name, the revision and the apply method.
 func (o *RollbackOptions) Validate() error {
 	// helm's words for a negative revision; 0 is the previous revision, as helm's.
 	return firstError(requireName(o.Name), refuseIf(o.Revision < 0, "invalid release revision"),
-		checkOutput(o.Output), o.validateApply(), o.validateSubmit())
+		o.validateApply(), o.validateSubmit())
 }
 
 // Run asks for the rollback, prints the pending revision, and with --wait follows it.

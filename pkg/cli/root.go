@@ -69,12 +69,8 @@ func newRootCmd(g *Globals) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&g.Token, "token", "", "bearer token for submit (default: $"+EnvToken+", then the kubeconfig context's token)")
 	cmd.PersistentFlags().BoolVar(&g.InsecureHTTP, FlagInsecureHTTP, false, "send the bearer token to submit over plain http even to a host that is not loopback (anyone on the way can read it)")
 	cmd.PersistentFlags().StringVar(&g.SubmitNamespace, "submit-namespace", "async-helm", "namespace of the Knative Service submit")
-	cmd.AddCommand(NewCmdInstall(g), NewCmdUpgrade(g), NewCmdList(g), NewCmdStatus(g), NewCmdHistory(g))
-	cmd.AddCommand(NewCmdCancel(g))
-	cmd.AddCommand(NewCmdLogs(g))
-	cmd.AddCommand(NewCmdUninstall(g), NewCmdRollback(g))
-	cmd.AddCommand(NewCmdDiff(g))
-	cmd.AddCommand(NewCmdGet(g), NewCmdTemplate(g))
+	cmd.AddCommand(NewCmdInstall(g), NewCmdUpgrade(g), NewCmdList(g), NewCmdStatus(g), NewCmdHistory(g), NewCmdCancel(g),
+		NewCmdLogs(g), NewCmdUninstall(g), NewCmdRollback(g), NewCmdDiff(g), NewCmdGet(g), NewCmdTemplate(g))
 	return cmd
 }
 

@@ -17,14 +17,9 @@ type StatusOptions struct {
 	ShowDesc bool
 }
 
-// NewStatusOptions are status's defaults on the shared flags g.
-func NewStatusOptions(g *Globals) *StatusOptions {
-	return &StatusOptions{named: newNamed(g), Output: "table"}
-}
-
 // NewCmdStatus is `status NAME`.
 func NewCmdStatus(g *Globals) *cobra.Command {
-	o := NewStatusOptions(g)
+	o := &StatusOptions{named: newNamed(g), Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "status RELEASE_NAME",
 		Short: "Show the status of a release (what it is doing while pending); --watch follows it until deployed or failed",
@@ -39,11 +34,10 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and the output format.
+// Validate checks the name and where the token would go.
 func (o *StatusOptions) Validate() error {
-	return firstError(requireName(o.Name), checkOutput(o.Output),
-		refuseIf(o.Watch && o.Revision > 0, "--watch follows the latest revision: it takes no --revision"),
-		o.validateSubmit())
+	return firstError(requireName(o.Name),
+		refuseIf(o.Watch && o.Revision > 0, "--watch follows the latest revision: it takes no --revision"), o.validateSubmit())
 }
 
 // Run prints the release's status, or with --watch follows it to its end.
@@ -55,5 +49,6 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printReleaseStatus(o.Out, o.Output, rel)
+	// helm's block with its description, and the queue or progress of a pending revision
+	return writeFormat(o.Out, o.Output, newStatusPrinter(*rel, statusShow{Description: true}))
 }

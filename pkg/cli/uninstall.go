@@ -25,14 +25,9 @@ type UninstallOptions struct {
 	NoHooks bool
 }
 
-// NewUninstallOptions are uninstall's defaults on the shared flags g.
-func NewUninstallOptions(g *Globals) *UninstallOptions {
-	return &UninstallOptions{named: newNamed(g)}
-}
-
 // NewCmdUninstall is `uninstall NAME`.
 func NewCmdUninstall(g *Globals) *cobra.Command {
-	o := NewUninstallOptions(g)
+	o := &UninstallOptions{named: newNamed(g)}
 	cmd := &cobra.Command{
 		Use:   "uninstall NAME",
 		Short: "Uninstall a release; answers at once, the release shows uninstalling until it is gone",

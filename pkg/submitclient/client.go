@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -64,10 +65,7 @@ func (c *Client) Get(ctx context.Context, ns, name string) (*api.Release, error)
 // pending is an *APIError with Status 409.
 func (c *Client) Cancel(ctx context.Context, ns, name string) (*api.Cancelled, error) {
 	var out api.Cancelled
-	if err := c.do(ctx, http.MethodPost, api.PathCancel, url.Values{"ns": {ns}, "name": {name}}, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return &out, c.do(ctx, http.MethodPost, api.PathCancel, url.Values{"ns": {ns}, "name": {name}}, nil, &out)
 }
 
 // History returns every revision of a release.
@@ -80,6 +78,60 @@ func (c *Client) History(ctx context.Context, ns, name string) ([]*helmrelease.R
 func (c *Client) List(ctx context.Context, ns string) ([]*helmrelease.Release, error) {
 	var rels []*helmrelease.Release
 	return rels, c.do(ctx, http.MethodGet, api.PathList, url.Values{"ns": {ns}, "limitInfo": {"true"}}, nil, &rels)
+}
+
+// ListReleases is List with what submit answers beside Helm's fields: the queue of a
+// pending revision no executor has started yet.
+func (c *Client) ListReleases(ctx context.Context, ns string) ([]api.Release, error) {
+	var rels []api.Release
+	return rels, c.do(ctx, http.MethodGet, api.PathList, url.Values{"ns": {ns}, "limitInfo": {"true"}}, nil, &rels)
+}
+
+// Diff asks what an install, upgrade or rollback would change (POST /api/helm/release/diff).
+func (c *Client) Diff(ctx context.Context, req api.DiffRequest) (*api.Diff, error) {
+	var out api.Diff
+	return &out, c.do(ctx, http.MethodPost, api.PathDiff, nil, req, &out)
+}
+
+// Template is what an install of req would render (POST /api/helm/template): the CRDs,
+// manifest and hooks as YAML text, nothing reserved.
+func (c *Client) Template(ctx context.Context, req api.ReleaseRequest) (string, error) {
+	var out string
+	return out, c.do(ctx, http.MethodPost, api.PathTemplate, nil, req, &out)
+}
+
+// Log is the log of a release's action: revision version (0: the latest started), the
+// lines after sequence number after.
+func (c *Client) Log(ctx context.Context, ns, name string, version int, after int64) (*api.ActionLog, error) {
+	q := url.Values{"ns": {ns}, "name": {name}}
+	if version > 0 {
+		q.Set("version", strconv.Itoa(version))
+	}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	var out api.ActionLog
+	return &out, c.do(ctx, http.MethodGet, api.PathLog, q, nil, &out)
+}
+
+// Uninstall asks for an uninstall of release name (the console's async route, 204): the
+// latest revision is marked uninstalling, and the release is gone when the executor is done.
+// version, when above 0, must name an existing revision.
+func (c *Client) Uninstall(ctx context.Context, ns, name string, version int, opts ...api.UninstallOptions) error {
+	q := url.Values{"ns": {ns}, "name": {name}}
+	if version > 0 {
+		q.Set("version", strconv.Itoa(version))
+	}
+	for _, o := range opts {
+		o.Query(q)
+	}
+	return c.do(ctx, http.MethodDelete, api.PathAsync, q, nil, nil)
+}
+
+// Rollback asks for a rollback; the answer is the reserved (pending-rollback) release secret.
+func (c *Client) Rollback(ctx context.Context, req api.RollbackRequest) (*corev1.Secret, error) {
+	var sec corev1.Secret
+	return &sec, c.do(ctx, http.MethodPatch, api.PathAsync, nil, req, &sec)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
