@@ -137,7 +137,7 @@ func (f *Function) Handler() http.Handler {
 }
 
 // receive runs the Helm action of an accepted event and answers when it ends; an error
-// (errors.go) asks for a redelivery or refuses the event.
+// (statusOf) asks for a redelivery or refuses the event.
 func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
 	a, stored, err := f.admitEvent(e)
 	if err != nil {
@@ -196,4 +196,16 @@ func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err er
 // action, fenced off (they can write nothing).
 func (f *Function) orphansChanged(orphans int) {
 	f.log.Warnw("orphaned Helm work", "orphanedActions", orphans)
+}
+
+// statusOf chooses the status of an event the executor did not run, once, at the edge
+// (a refusal of the event itself carries its own: function.StatusError). The Broker
+// redelivers on both.
+func statusOf(err error) int {
+	if errors.Is(err, executor.ErrBusy) {
+		return http.StatusTooManyRequests
+	}
+	// Held by another executor, cancelled by its sender or failed: another
+	// delivery may run it.
+	return http.StatusServiceUnavailable
 }

@@ -186,3 +186,8 @@ func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (
 		"revision", a.Revision, "marked", marked, "errorCode", e.Extensions()["knativeerrorcode"])
 	return function.EventReply{}, nil
 }
+
+// statusOf chooses the status of an event the notifier could not take, once, at the edge
+// (a refusal of the event itself carries its own: function.StatusError): 503, so that the
+// sender tries again.
+func statusOf(error) int { return http.StatusServiceUnavailable }

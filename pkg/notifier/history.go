@@ -1,11 +1,14 @@
 package notifier
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/async-helm/async-helm/pkg/release"
 )
@@ -38,7 +41,7 @@ func isNews(m *metav1.PartialObjectMetadata, since time.Time) bool {
 }
 
 // ours reports whether m carries any async-helm label or annotation other than the
-// notifier's mark, which says only what was reported (reported.go): a tenant writing it
+// notifier's mark, which says only what was reported (marks.go): a tenant writing it
 // must change nothing, and a helm-CLI record once reported stays the cluster's past.
 func ours(m *metav1.PartialObjectMetadata) bool {
 	for _, keys := range []map[string]string{m.Labels, m.Annotations} {
@@ -77,4 +80,17 @@ func (s *Service) isHistory(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.history[key]
+}
+
+// SinceOf is a Since no later than when the notifiers first ran: the creation of
+// async-helm's own namespace (own), which tenants cannot write and which holds everything
+// the notifiers write, so it was there before any of them ran. Nothing async-helm deletes
+// or re-makes (the election Lease, lost or deleted) moves it; a namespace made long before
+// async-helm was installed only makes more of the helm CLI's past news once.
+func SinceOf(ctx context.Context, c kubernetes.Interface, own string) (time.Time, error) {
+	ns, err := c.CoreV1().Namespaces().Get(ctx, own, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read async-helm's namespace %s, whose creation starts the notifiers' news: %w", own, err)
+	}
+	return ns.CreationTimestamp.Time, nil
 }

@@ -1,9 +1,7 @@
 // Package notifier turns status changes of Helm release secrets into CloudEvents: a
-// metadata-only informer feeds a rate-limited workqueue that serves namespaces in turn
-// (fairkeys.go); a transition is reported until the sink acknowledges it, then recorded on
-// the secret, so neither a sink outage nor a restart loses it and a restart does not repeat
-// history. The leader's sweeper (pkg/sweeper) drives lost work again; the notifier reports
-// what became of it.
+// metadata-only informer feeds a workqueue that serves namespaces in turn (fairkeys.go); a
+// transition is reported until the sink acknowledges it, then recorded on the secret, so
+// neither a sink outage nor a restart loses or repeats it.
 package notifier
 
 import (
@@ -19,9 +17,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Start syncs the watch (or, with watch false, the ApiServerSource mode, catches up once
-// with every release secret and then works on what Enqueue is given), then reports in the
-// background until ctx ends.
+// Start syncs the watch (or, with watch false, catches up once with every release secret
+// and then works on what Enqueue is given), then reports in the background until ctx ends.
 func (s *Service) Start(ctx context.Context, watch bool) error {
 	s.Init()
 	if watch {
@@ -31,8 +28,7 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 	} else if err := s.catchUp(ctx); err != nil {
 		return err
 	}
-	// Uninstalls finished while the notifier was away.
-	if err := s.QueueTombstones(ctx); err != nil {
+	if err := s.QueueTombstones(ctx); err != nil { // uninstalls finished while away
 		return err
 	}
 	workers := s.Workers
@@ -68,8 +64,7 @@ func (s *Service) Enqueue(namespace, name string) {
 	s.queue.Add(namespace + "/" + name)
 }
 
-// startIndex registers with the shared index of release secrets (built here over
-// Namespaces when the caller gave none) and waits for its first sync.
+// startIndex registers with the index of release secrets and waits for its first sync.
 func (s *Service) startIndex(ctx context.Context) error {
 	if s.Revisions == nil {
 		var err error
@@ -139,9 +134,8 @@ func (s *Service) observe(key string, m *metav1.PartialObjectMetadata) bool {
 }
 
 // MaxBacklog bounds the statuses of one Secret awaiting report. Helm moves a revision
-// through a handful (pending, deployed or failed, superseded); a Secret whose status labels
-// change faster than the sink takes them (its tenant flips them while the sink refuses)
-// keeps its latest MaxBacklog: the oldest are dropped, the latest is always reported.
+// through a handful; a Secret whose labels a tenant flips faster than the sink takes them
+// keeps its latest MaxBacklog (the latest is always reported).
 const MaxBacklog = 16
 
 // queueStatus adds status to key's backlog, within MaxBacklog; s.mu is held.
@@ -174,9 +168,8 @@ func (s *Service) pop(key string) {
 }
 
 // deleted notes that a secret was deleted; it reports whether statuses remain to be
-// reported for it. A secret last seen uninstalling was purged by Helm's uninstall: for a
-// hand-run helm uninstall, "uninstalled" is reported from here; an async uninstall (the
-// action label) is reported from its executor's tombstone instead (tombstones.go).
+// reported for it. A hand-run helm uninstall's "uninstalled" is reported from here; an
+// async uninstall's (the action label) from its executor's tombstone (tombstones.go).
 func (s *Service) deleted(key string, m *metav1.PartialObjectMetadata) bool {
 	rev, ok := release.RevisionFromMeta(m)
 	if !ok {
@@ -200,8 +193,7 @@ func (s *Service) forget(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.observed, key)
-	delete(s.history, key)
-	// A backlog of a deleted secret is still reported (an uninstall's last statuses).
+	delete(s.history, key) // a backlog of a deleted secret is still reported
 }
 
 // catchUp enqueues every release secret once, for transitions missed while not running.
@@ -244,8 +236,8 @@ func (s *Service) processNext(ctx context.Context) bool {
 	return true
 }
 
-// syncGuarded is sync with a backstop: a panic (a record no guard foresaw) is logged and
-// retried later, never the end of the worker or the process.
+// syncGuarded is sync with a backstop: a panic is logged and retried later, never the end
+// of the worker.
 func (s *Service) syncGuarded(ctx context.Context, key string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -256,8 +248,8 @@ func (s *Service) syncGuarded(ctx context.Context, key string) (err error) {
 	return s.sync(ctx, key)
 }
 
-// sync reports, in order, every status of one revision seen and not reported yet, then
-// records the last one on the secret (so a restart does not report it again).
+// sync reports, in order, every status of one revision not reported yet, then records the
+// last one on the secret (so a restart does not report it again).
 func (s *Service) sync(ctx context.Context, key string) error {
 	if strings.HasPrefix(key, tombstoneKey) {
 		return s.syncTombstone(ctx, key)

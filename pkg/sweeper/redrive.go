@@ -104,3 +104,10 @@ func (s *Sweeper) pruneConsumed(ctx context.Context) {
 		s.Log.Infow("pruned consumed requests", "count", n)
 	}
 }
+
+// DeadLetter takes an accepted event the broker gave up delivering. The reservation still
+// holds the work: the revision is marked for the sweeper to send again, never failed here.
+// It reports whether a pending revision of that request was marked.
+func (s *Sweeper) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
+	return s.Store.MarkDeadLettered(ctx, a.Namespace, a.SecretName, a.RequestID, wallclock.Or(s.Clock).Now())
+}
