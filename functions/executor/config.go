@@ -41,8 +41,7 @@ type Config struct {
 	// MaxHistory is the number of revisions kept per release, as `helm upgrade
 	// --history-max` (Helm's default 10; 0 keeps every revision).
 	MaxHistory int `envconfig:"MAX_HISTORY" default:"10"`
-	// EventSigningKey verifies accepted events (shared with submit, from a Secret):
-	// unsigned, altered and stale events are rejected without running Helm.
+	// EventSigningKey verifies accepted events (shared with submit).
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// Holder names this instance in heartbeat leases (the pod name on Kubernetes).
@@ -53,20 +52,17 @@ type Config struct {
 	// RenderTimeout bounds the CPU time of rendering a chart's templates (its worker's); past
 	// it the action fails.
 	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
-	// RenderWorkers is the number of worker processes that render the templates of
-	// installs and upgrades (either engine), each one chart at a time, bounded by
-	// RenderTimeout of CPU and RenderMemoryMiB of memory, handed out per tenant (while
-	// renders wait on their lookups, up to twice as many live); 0 is the default.
+	// RenderWorkers is the number of worker processes that render templates, one chart at a
+	// time each, handed out per tenant (up to twice as many live while renders wait on
+	// their lookups); 0 is the default.
 	RenderWorkers int `envconfig:"RENDER_WORKERS" default:"2"`
 	// RenderMemoryMiB bounds each render worker's memory.
 	RenderMemoryMiB int64 `envconfig:"RENDER_MEMORY_MIB" default:"256"`
-	// HelmEngine is the Helm SDK actions run on: v3 (default) or v4 (docs/deploy.md,
-	// "Helm v4").
+	// HelmEngine is the Helm SDK actions run on: v3 or v4 (docs/deploy.md, "Helm v4").
 	HelmEngine string `envconfig:"HELM_ENGINE" default:"v3"`
 }
 
-// Validate refuses a configuration the function must not start with: a signing key that
-// others could know or guess would let anyone sign events.
+// Validate refuses an unknown engine and a signing key that others could know or guess.
 func (c Config) Validate() error {
 	if _, err := helmexec.ParseEngine(c.HelmEngine); err != nil {
 		return err

@@ -192,20 +192,17 @@ func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err er
 	}
 }
 
-// orphansChanged logs every change of the orphans: Helm goroutines that outlived their
-// action, fenced off (they can write nothing).
+// orphansChanged logs every change of the Helm goroutines that outlived their action,
+// fenced off (they can write nothing).
 func (f *Function) orphansChanged(orphans int) {
 	f.log.Warnw("orphaned Helm work", "orphanedActions", orphans)
 }
 
-// statusOf chooses the status of an event the executor did not run, once, at the edge
-// (a refusal of the event itself carries its own: function.StatusError). The Broker
-// redelivers on both.
+// statusOf is the status of an event the executor did not run (a refusal of the event
+// itself carries its own); the Broker redelivers on both.
 func statusOf(err error) int {
 	if errors.Is(err, executor.ErrBusy) {
 		return http.StatusTooManyRequests
 	}
-	// Held by another executor, cancelled by its sender or failed: another
-	// delivery may run it.
-	return http.StatusServiceUnavailable
+	return http.StatusServiceUnavailable // held elsewhere, cancelled or failed: redelivered
 }

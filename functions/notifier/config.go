@@ -15,8 +15,7 @@ type Config struct {
 	Kubeconfig string `envconfig:"KUBECONFIG"`
 	// Namespaces to watch, comma-separated; empty watches all.
 	Namespaces []string `envconfig:"NAMESPACES"`
-	// Watch with its own metadata informer (default), or take Knative ApiServerSource
-	// events (Reference mode, selector owner=helm) on / when false.
+	// Watch with its own metadata informer, or take ApiServerSource events on / (false).
 	Watch   bool `envconfig:"WATCH" default:"true"`
 	Workers int  `envconfig:"WORKERS" default:"32"` // notifier.DefaultWorkers
 	// The sweeper (docs/design.md, "A 201 is a promise").
@@ -24,12 +23,10 @@ type Config struct {
 	RedriveAfter  time.Duration `envconfig:"REDRIVE_AFTER" default:"2m"`
 	ReaperGrace   time.Duration `envconfig:"REAPER_GRACE" default:"2m"`
 	QueueDeadline time.Duration `envconfig:"QUEUE_DEADLINE" default:"1h"`
-	// MaxRedrivesPerPass bounds a sweep pass's re-sends (0: none): a backlog of 10,000
-	// unconsumed revisions is re-sent at 5 a second at the defaults, about one executor's
-	// pace, not in one pass of back-to-back API calls.
+	// MaxRedrivesPerPass bounds a sweep pass's re-sends (0: none): a backlog of 10,000 is
+	// re-sent at 5 a second, about one executor's pace, not in one pass of API calls.
 	MaxRedrivesPerPass int `envconfig:"MAX_REDRIVES_PER_PASS" default:"50"`
-	// RedriveSink is where re-sent accepted events go: the Broker, whose Trigger routes
-	// them to the executor. Empty: K_SINK (on Knative both are the Broker).
+	// RedriveSink is where re-sent accepted events go (the Broker); empty: K_SINK.
 	RedriveSink string `envconfig:"REDRIVE_SINK"`
 	// ProgressInterval: at most one progress event per revision this often (0: none).
 	ProgressInterval time.Duration `envconfig:"PROGRESS_INTERVAL" default:"2s"`
@@ -37,13 +34,10 @@ type Config struct {
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// OwnNamespace is async-helm's own namespace, where the executor records the requests
-	// it consumed (the sweeper re-sends a request only to the Secret it was consumed for).
+	// it consumed.
 	OwnNamespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
 	// Leader election among the notifier's pods (docs/design.md, "Two or more notifiers"):
-	// every pod reports status changes; only the one holding the Lease LEADER_ELECTION_NAME
-	// in ASYNC_HELM_NAMESPACE sweeps. A dead leader is replaced within
-	// LEADER_LEASE_DURATION + 2 * 2.2 * LEADER_RETRY_PERIOD. The name defaults to
-	// async-helm-notifier unless set (ElectionName).
+	// only the one holding the Lease ElectionName in ASYNC_HELM_NAMESPACE sweeps.
 	LeaderElection      bool          `envconfig:"LEADER_ELECTION" default:"true"`
 	LeaderElectionName  string        `envconfig:"LEADER_ELECTION_NAME"`
 	LeaderLeaseDuration time.Duration `envconfig:"LEADER_LEASE_DURATION" default:"15s"`
@@ -53,17 +47,14 @@ type Config struct {
 	PodName string `envconfig:"HOSTNAME"`
 }
 
-// Validate refuses a configuration the function must not start with: a signing key that
-// others could know or guess would let anyone sign events.
+// Validate refuses a signing key that others could know or guess.
 func (c Config) Validate() error {
 	return signing.Key(c.EventSigningKey).Check()
 }
 
 // ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME,
-// else async-helm-notifier, the one name the Role lets the notifier update, with or without
-// NAMESPACES (a name derived from NAMESPACES left a deployment that set it with a leader
-// that could not renew, and no sweeper). Stacks that share async-helm's namespace in one
-// cluster (make run's, the tests', the bench's) set LEADER_ELECTION_NAME each.
+// else async-helm-notifier, the one name the Role lets the notifier update. Stacks that
+// share async-helm's namespace in one cluster set LEADER_ELECTION_NAME each.
 func (c Config) ElectionName() string {
 	if c.LeaderElectionName != "" {
 		return c.LeaderElectionName

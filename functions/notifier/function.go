@@ -187,7 +187,6 @@ func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (
 	return function.EventReply{}, nil
 }
 
-// statusOf chooses the status of an event the notifier could not take, once, at the edge
-// (a refusal of the event itself carries its own: function.StatusError): 503, so that the
-// sender tries again.
+// statusOf is the status of an event the notifier could not take: 503, tried again (a
+// refusal of the event itself carries its own).
 func statusOf(error) int { return http.StatusServiceUnavailable }

@@ -16,19 +16,16 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// attemptNote is what the executor appends to a failed attempt of a request with retries or
-// remediation (docs/design.md, "Retries and remediation"): "(attempt 1 of 4; retried as
-// revision 2)", "(attempt 1 of 1; remediated by rollback to 3 as revision 5)", "(attempt 4
-// of 4)".
+// attemptNote is what the executor appends to a failed attempt (docs/design.md, "Retries
+// and remediation"): "(attempt 1 of 4; retried as revision 2)", "(attempt 4 of 4)".
 var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
 
 // noteWait bounds how long a failed attempt is watched for its note: the executor writes
 // it right after Helm's failure, once the next revision is reserved.
 const noteWait = 30 * time.Second
 
-// attempts follows a request with retries or remediation through its revisions until the
-// request ends: deployed by one of its attempts (nil), or failed, remediated or not
-// (ErrFailed). accepted is the revision its 201 reserved, remediation what it asked for.
+// attempts follows a request with retries or remediation through its revisions until it
+// is deployed by one of its attempts (nil), or failed, remediated or not (ErrFailed).
 func (t tracker) attempts(ctx context.Context, accepted int, remediation string) error {
 	remediated := ""
 	for {
@@ -69,8 +66,8 @@ func (t tracker) attempts(ctx context.Context, accepted int, remediation string)
 	}
 }
 
-// awaitNote polls a failed revision until the executor says what follows it (its note) or
-// a newer revision appears, for at most noteWait; it answers the latest revision.
+// awaitNote polls a failed revision until its note or a newer revision appears, for at
+// most noteWait; it answers the latest revision.
 func (t tracker) awaitNote(ctx context.Context, rel *api.Release) (*api.Release, error) {
 	deadline := wallclock.Or(t.g.Clock).Now().Add(noteWait)
 	for {

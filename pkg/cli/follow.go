@@ -31,15 +31,14 @@ type view interface {
 	interrupted()
 }
 
-// tracker follows one release through submit: the shared output, clock and poll interval
-// (Globals), the client that reaches submit, and the release.
+// tracker follows one release through submit.
 type tracker struct {
 	g        *Globals
 	c        *submitclient.Client
 	ns, name string
 }
 
-// track is the tracker of release name in the namespace and through the client t names.
+// track is the tracker of release name through t.
 func (g *Globals) track(t target, name string) tracker {
 	return tracker{g: g, c: t.submit, ns: t.ns, name: name}
 }
@@ -184,9 +183,8 @@ const barWidth = 20
 
 var spinner = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
 
-// barView redraws one line in place: spinner, name, bar, ready/total, phase, elapsed, the
-// hook running and what it waits on, cut to the terminal's width. Warnings are printed as
-// lines above it as they appear.
+// barView redraws one line in place, cut to the terminal's width; warnings are printed as
+// lines above it.
 type barView struct {
 	w      io.Writer
 	name   string
@@ -244,8 +242,7 @@ func barLine(name string, rel *api.Release, elapsed time.Duration, spin rune) st
 	return s
 }
 
-// truncate cuts s to n columns (one per rune: names and the bar's cells are narrow), with
-// an ellipsis where it cut.
+// truncate cuts s to n columns (one per rune), with an ellipsis where it cut.
 func truncate(s string, n int) string {
 	if n < 1 {
 		return ""

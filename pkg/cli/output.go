@@ -11,13 +11,11 @@ import (
 	"helm.sh/helm/v3/pkg/cli/output"
 )
 
-// The commands that mirror helm's (list, status, history, get) print through Helm's own
-// encoders: one-line JSON, sigs.k8s.io/yaml, uitable tables. Scripts written against helm's
-// output read ours unchanged.
+// The commands that mirror helm's print through Helm's own encoders: scripts written
+// against helm's output read ours unchanged.
 
 // outputValue is -o as helm's: a format outside table, json and yaml is refused while the
-// flags are parsed, in helm's words (`invalid argument "xml" for "-o, --output" flag:
-// invalid format type`).
+// flags are parsed, in helm's words.
 type outputValue struct{ p *string }
 
 func (o outputValue) String() string { return *o.p }
@@ -49,8 +47,7 @@ func writeFormat(out io.Writer, format string, w output.Writer) error {
 	return f.Write(out, w)
 }
 
-// table is a helm table whose cells are printed with their controls escaped (escapeText:
-// uitable cuts a multi-line cell at its column, as helm prints it, so no row is forged).
+// table is a helm table whose cells have their controls escaped, so no row is forged.
 type table struct{ *uitable.Table }
 
 // newTable is a helm table with its header row (nil: none).
@@ -70,8 +67,7 @@ func (t table) AddRow(cells ...any) {
 	t.Table.AddRow(row...)
 }
 
-// Helm's argument checks (helm's cmd/helm/require), worded as helm words them: "`oc-helm
-// status` requires 1 argument" and the usage line.
+// Helm's argument checks (cmd/helm/require), worded as helm words them.
 
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {

@@ -23,17 +23,14 @@ type statusShow struct {
 	Debug       bool
 }
 
-// statusPrinter is helm's: the release object in json and yaml (without its chart, as helm
-// status strips it), helm's block in the table. A pending revision also carries its queue or
-// progress (async-helm's fields): `queue` and `progress` in json and yaml, QUEUED and the
-// progress lines after DESCRIPTION in the table.
+// statusPrinter is helm's: the release object in json and yaml (without its chart), helm's
+// block in the table; a pending revision's queue or progress beside them.
 type statusPrinter struct {
 	rel  api.Release
 	show statusShow
 }
 
-// newStatusPrinter prints rel; its chart is left out of json and yaml (the table's get all
-// still reads it).
+// newStatusPrinter prints rel (the queue and progress of a pending revision only).
 func newStatusPrinter(rel api.Release, show statusShow) statusPrinter {
 	if rel.Info == nil || !release.IsPending(rel.Info.Status.String()) {
 		rel.Progress, rel.Queue = nil, nil
@@ -114,8 +111,7 @@ func writeTestSuite(b *strings.Builder, r *helmrelease.Release) {
 	}
 }
 
-// writeValuesAndManifest is helm's --debug block (get all): the values as given and as
-// computed with the chart's, the hooks and the manifest.
+// writeValuesAndManifest is helm's --debug block (get all).
 func writeValuesAndManifest(b *strings.Builder, r *helmrelease.Release) error {
 	b.WriteString("USER-SUPPLIED VALUES:\n")
 	if err := output.EncodeYAML(b, r.Config); err != nil {
@@ -145,8 +141,7 @@ func writeHooks(w io.Writer, r *helmrelease.Release) {
 // helmTime is how helm's list prints times (time.Time's String), used for the progress's.
 const helmTime = "2006-01-02 15:04:05.999999999 -0700 MST"
 
-// writeProgress is what the pending action is doing, its latest warnings (newest first)
-// and when the executor last recorded it.
+// writeProgress is what the pending action is doing.
 func writeProgress(b *strings.Builder, p *progress.Progress) {
 	if p == nil {
 		return
@@ -169,18 +164,16 @@ func writeProgress(b *strings.Builder, p *progress.Progress) {
 	}
 }
 
-// The position is in the namespace's own queue (docs/design.md, "Tenants and shares"):
-// other tenants' work is not ahead of it; it goes down as the namespace's revisions
-// accepted before this one start.
+// The position is in the namespace's own queue (docs/design.md, "Tenants and shares").
 
 // queueWords is a queued revision in status: "position 312 of 1200, waiting 2m10s for an
-// executor", then ", expected to start at <UTC time>" when the service has an estimate.
+// executor[, expected to start at <UTC time>]".
 func queueWords(q *api.Queue) string {
 	return fmt.Sprintf("position %d of %d, waiting %s for an executor", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", expected to start at ")
 }
 
-// queueShort is a queued revision in a list row or a followed line: "queued 312/1200, 2m10s",
-// then ", start ~<UTC time>" when the service has an estimate.
+// queueShort is a queued revision in a list row or a followed line: "queued 312/1200,
+// 2m10s[, start ~<UTC time>]".
 func queueShort(q *api.Queue) string {
 	return fmt.Sprintf("queued %d/%d, %s", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", start ~")
 }

@@ -1,8 +1,6 @@
 // Package cli is oc-helm, the oc/kubectl plugin for async install and upgrade, and helm's
-// read commands (list, status, history, get, template) printed as helm prints them.
-// Each command X follows kubernetes/sample-cli-plugin: XOptions (its IOStreams, the shared
-// Globals, its flags), NewXOptions, and NewCmdX whose RunE is Complete, Validate, Run
-// (runE); every output goes through IOStreams.
+// read commands printed as helm prints them. Each command X follows
+// kubernetes/sample-cli-plugin: XOptions and NewCmdX whose RunE is Complete, Validate, Run.
 package cli
 
 import (
@@ -22,8 +20,7 @@ import (
 // EnvServer names submit's URL when --server is not given.
 const EnvServer = "ASYNC_HELM_SERVER"
 
-// EnvToken is the bearer token for submit when --token is not given (before the
-// kubeconfig context's).
+// EnvToken is the bearer token for submit when --token is not given.
 const EnvToken = "ASYNC_HELM_TOKEN"
 
 // FlagInsecureHTTP lets the token go over plain http to a host that is not loopback.
@@ -38,8 +35,7 @@ type Globals struct {
 	// InsecureHTTP allows sending the token over plain http to a host other than loopback.
 	InsecureHTTP bool
 	IO           genericiooptions.IOStreams
-	// Clock dates the elapsed times and the note's wait (nil: the wall clock); the polls
-	// pause on the wall clock.
+	// Clock dates the elapsed times and the note's wait (nil: the wall clock).
 	Clock clock.PassiveClock
 	// PollInterval is how often --wait and --watch look at the release.
 	PollInterval time.Duration
@@ -74,9 +70,8 @@ func newRootCmd(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// options is every command's XOptions: Complete derives what the flags and arguments imply
-// (names, the namespace, submit's client), Validate checks the input without side effects,
-// connect finds submit (target), Run does the work (and never validates again).
+// options is every command's XOptions: Complete derives what the flags and arguments imply,
+// Validate checks the input without side effects, connect finds submit, Run does the work.
 type options interface {
 	Complete(cmd *cobra.Command, args []string) error
 	Validate() error
@@ -114,7 +109,6 @@ func refuseIf(bad bool, format string, args ...any) error {
 }
 
 // firstError is a Validate's answer: the first of its checks, in order, that refused.
-// The checks have no side effects, so each runs whatever the one before it answered.
 func firstError(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -124,8 +118,7 @@ func firstError(errs ...error) error {
 	return nil
 }
 
-// named is what a command on one release holds: the streams, the shared flags, NAME and
-// where submit is.
+// named is what a command on one release holds: the streams, the flags, NAME and submit.
 type named struct {
 	genericiooptions.IOStreams
 	*Globals

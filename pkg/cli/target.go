@@ -17,9 +17,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
-// target is what each command's Complete derives from the shared flags: the namespace and
-// submit's client. When nothing names submit's URL, connect (runE, before Run) finds it in
-// the cluster: Complete and Validate make no call.
+// target is the namespace and submit's client, from the shared flags. When nothing names
+// submit's URL, connect (before Run) finds it in the cluster: Complete and Validate make no
+// call.
 type target struct {
 	ns     string
 	submit *submitclient.Client
@@ -29,10 +29,9 @@ type target struct {
 	insecureHTTP    bool
 }
 
-// findTarget reads the namespace (-n, else the kubeconfig context's, else default) and
-// submit's client: the URL from --server or $ASYNC_HELM_SERVER (else connect finds the
-// Knative Service's); the token from --token, $ASYNC_HELM_TOKEN, then the kubeconfig
-// context's.
+// findTarget reads the namespace and submit's client: the URL from --server or
+// $ASYNC_HELM_SERVER (else connect finds it); the token from --token, $ASYNC_HELM_TOKEN, then
+// the kubeconfig context's.
 func (g *Globals) findTarget() (target, error) {
 	t := target{ns: g.namespace(), submit: &submitclient.Client{Server: g.Server, Token: g.Token},
 		submitNamespace: g.SubmitNamespace, insecureHTTP: g.InsecureHTTP}
@@ -62,8 +61,8 @@ func (g *Globals) findTarget() (target, error) {
 	return t, nil
 }
 
-// validateSubmit refuses to send the token where the network could read it, when submit's
-// URL is known already (connect checks one it finds).
+// validateSubmit refuses to send the token where the network could read it (a URL connect
+// finds is checked there).
 func (t *target) validateSubmit() error {
 	if t.submit == nil || t.submit.Server == "" {
 		return nil
@@ -71,8 +70,7 @@ func (t *target) validateSubmit() error {
 	return checkTokenTransport(t.submit.Server, t.submit.Token, t.insecureHTTP)
 }
 
-// connect finds submit's URL, the Knative Service's, when nothing named it, and refuses to
-// send the token there if the network could read it.
+// connect finds submit's URL, the Knative Service's, when nothing named it.
 func (t *target) connect(ctx context.Context) error {
 	if t.cluster == nil {
 		return nil

@@ -8,13 +8,11 @@ import (
 	"unicode/utf8"
 )
 
-// Records, notes, manifests, descriptions and progress warnings are written by tenants: the
-// text oc helm prints must not reach the reader's terminal as control sequences (cursor moves
-// that erase another tenant's row, OSC 52 writing the clipboard). Every text and table output
-// goes through termOut (newRootCmd wraps the commands' Out) and every table cell through
-// escapeLine: C0 and C1 controls, DEL and bytes that are not UTF-8 are printed as Go escapes
-// (\x1b, \u009b, \x9b). json and yaml escape them already (the escapes below are valid in
-// both, so wrapping them changes nothing there).
+// What oc helm prints is written by tenants: it must not reach the reader's terminal as
+// control sequences (cursor moves that erase another tenant's row, OSC 52 writing the
+// clipboard). All output goes through termOut and every table cell through escapeLine:
+// C0 and C1 controls, DEL and bytes that are not UTF-8 are printed as Go escapes (\x1b),
+// which json and yaml have already.
 
 // escapeText escapes the controls of multi-line text: newline, tab and the CR of a CRLF stay.
 func escapeText(s string) string { return escapeControls(s, true) }
@@ -24,11 +22,7 @@ func escapeText(s string) string { return escapeControls(s, true) }
 func escapeLine(s string) string { return escapeControls(s, false) }
 
 func escapeControls(s string, multiline bool) string {
-	if !needsEscape(s, multiline) {
-		return s
-	}
 	var b strings.Builder
-	b.Grow(len(s) + 16)
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if kept(s, i, r, n, multiline) {
@@ -40,17 +34,6 @@ func escapeControls(s string, multiline bool) string {
 		i += n
 	}
 	return b.String()
-}
-
-func needsEscape(s string, multiline bool) bool {
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !kept(s, i, r, n, multiline) {
-			return true
-		}
-		i += n
-	}
-	return false
 }
 
 // kept: the rune r of n bytes at s[i] is printed as it is.
@@ -91,11 +74,7 @@ func rawOut(w io.Writer) io.Writer {
 }
 
 func (t termWriter) Write(p []byte) (int, error) {
-	s := string(p)
-	if !needsEscape(s, true) {
-		return t.w.Write(p)
-	}
-	if _, err := io.WriteString(t.w, escapeText(s)); err != nil {
+	if _, err := io.WriteString(t.w, escapeText(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -6,9 +6,8 @@ import (
 	"sync"
 )
 
-// Bytes is a budget of memory held by work in flight, accounted per tenant: a tenant, as
-// namespace and as caller, holds at most a quarter of it, so that the others find room
-// (the executor's actions' charts, submit's requests in flight).
+// Bytes is a budget of memory held by work in flight: a tenant, as namespace and as caller,
+// holds at most a quarter of it, so that the others find room.
 type Bytes struct {
 	mu         sync.Mutex
 	limit      int64
@@ -41,9 +40,9 @@ func (b *Bytes) Take(f Flow, n int64) (func(), bool) {
 	return func() { b.mu.Lock(); b.add(f, -n); b.mu.Unlock() }, true
 }
 
-// Hold waits until n bytes are f's, or ctx ends (context.Cause), and returns their release;
-// lend is called once before it waits. More than a tenant's share is ErrFull at once. The
-// waiters look again whenever bytes are given back, in no order: the shares are the fairness.
+// Hold waits until n bytes are f's, or ctx ends, and returns their release; lend is called
+// once before it waits. Over a tenant's share is ErrFull. The waiters look again whenever
+// bytes are given back, in no order: the shares are the fairness.
 func (b *Bytes) Hold(ctx context.Context, f Flow, n int64, lend func()) (func(), error) {
 	if n > b.limit/4 {
 		return nil, fmt.Errorf("%w: %d MiB, a tenant holds at most %d MiB", ErrFull, n>>20, b.limit/4>>20)
@@ -66,8 +65,7 @@ func (b *Bytes) Hold(ctx context.Context, f Flow, n int64, lend func()) (func(),
 	}
 }
 
-// add counts d bytes more for f, as the seats are counted (work with no namespace is its
-// caller's alone); fewer, given back: the waiters look again.
+// add counts d bytes more for f, as the seats are counted; given back, the waiters look again.
 func (b *Bytes) add(f Flow, d int64) {
 	b.used += d
 	bumpNS(b.ns, f.Namespace, d)

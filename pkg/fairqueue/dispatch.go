@@ -20,8 +20,7 @@ func (c counts) add(f Flow, d int) {
 	bump(c.flow, f, d)
 }
 
-// bumpNS is bump for a namespace: work with none (a chart with no namespace, the
-// administrators' refresh) is its caller's alone, so "" is never counted as a namespace.
+// bumpNS is bump for a namespace: work with none is its caller's alone.
 func bumpNS[V int | int64](m map[string]V, ns string, d V) {
 	if ns != "" {
 		bump(m, ns, d)
@@ -35,12 +34,10 @@ func bump[K comparable, V int | int64](m map[K]V, k K, d V) {
 	}
 }
 
-// score is how much of the pool f's tenant holds: the larger of its namespace's and its
-// caller's seats.
+// score is how much of the pool f's tenant holds (namespace or caller).
 func (q *Queue) score(f Flow) int { return max(q.held.ns[f.Namespace], q.held.caller[f.Caller]) }
 
-// shares are each active namespace's and caller's share of the pool: max(1, slots/active),
-// active being those that hold or wait for a seat.
+// shares are each active namespace's and caller's share: max(1, slots/active).
 func (q *Queue) shares() (ns, caller int) {
 	nss, callers := map[string]bool{}, map[string]bool{}
 	for k := range q.held.ns {
@@ -56,8 +53,7 @@ func (q *Queue) shares() (ns, caller int) {
 	return max(1, q.slots/max(1, len(nss))), max(1, q.slots/max(1, len(callers)))
 }
 
-// enqueue adds work at the back of f's queue; resumed work behind the resumed work
-// already there, ahead of the rest.
+// enqueue adds work at the back of f's queue (resumed work ahead of the rest).
 func (q *Queue) enqueue(f Flow, reuse *Seat, resumed bool) *waiter {
 	q.seq++
 	w := &waiter{flow: f, since: wallclock.Or(q.opts.Clock).Now(), seq: q.seq, reuse: reuse, resumed: resumed, ready: make(chan struct{})}
@@ -115,9 +111,8 @@ func (q *Queue) mayTake(f Flow) bool {
 }
 
 // next is the waiting work to serve first: the head of the flow whose tenant holds the
-// fewest seats (of those below their limit); among equals, the tenant served least
-// recently (round robin), then the longest waiting. Within that tenant, work already
-// started (Resume) goes first, from whichever of the tenant's flows it waits in.
+// fewest seats (below its limit); among equals, the tenant served least recently, then the
+// longest waiting. Within that tenant, work already started (Resume) goes first.
 func (q *Queue) next() *waiter {
 	best := q.first(func(*waiter) bool { return true })
 	if best == nil || best.resumed {
@@ -150,8 +145,7 @@ func (q *Queue) first(keep func(*waiter) bool) *waiter {
 	return best
 }
 
-// lastServed is when f's tenant was last granted a seat (0: not while it was active): the
-// later of its namespace's and its caller's.
+// lastServed is when f's tenant was last granted a seat (0: not while it was active).
 func (q *Queue) lastServed(f Flow) uint64 {
 	return max(q.served.ns[f.Namespace], q.served.caller[f.Caller])
 }
@@ -172,7 +166,7 @@ func (s *served) mark(f Flow) {
 }
 
 // forget drops what is remembered of f's namespace and caller once they neither hold nor
-// wait for a seat: the memory is bounded by the active tenants.
+// wait: the memory is bounded by the active tenants.
 func (q *Queue) forget(f Flow) {
 	ns, caller := q.held.ns[f.Namespace] > 0, q.held.caller[f.Caller] > 0
 	for w := range q.waiting {
@@ -204,8 +198,8 @@ func (q *Queue) grant(w *waiter) {
 	close(w.ready)
 }
 
-// lendTo gives w a lent seat if w's tenant is below its share in both ways and the seat's
-// is above its own in one; at most slots holders live without a seat.
+// lendTo gives w a lent seat if w's tenant is below its share and the seat's above its own;
+// at most slots holders live without a seat.
 func (q *Queue) lendTo(w *waiter) bool {
 	if !q.opts.Lending || q.seatless >= q.slots {
 		return false

@@ -1,9 +1,7 @@
 // Package fairqueue hands out a pool of slots fairly between tenants (docs/design.md,
-// "Tenants and shares"): work waits in its flow's queue, a free slot goes to the waiting
-// work whose tenant holds the fewest slots, and a slot lent by work that only waits may go
-// to a tenant below its share. It is work-conserving: no slot stays free while work waits
-// that may take it (Options.Limit). The executor's action and CPU slots and the chart
-// routes' index fetch and render slots are such pools.
+// "Tenants and shares"): a free slot goes to the waiting work whose tenant holds the fewest,
+// and a slot lent by work that only waits may go to a tenant below its share. No slot stays
+// free while work waits that may take it (Options.Limit).
 package fairqueue
 
 import (
@@ -15,8 +13,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Flow is what work is accounted to: the namespace it acts in and the caller who asked. A
-// tenant is bounded both ways: as a namespace and as a caller.
+// Flow is what work is accounted to: a tenant is bounded both as the namespace it acts in
+// and as the caller who asked.
 type Flow struct{ Namespace, Caller string }
 
 // ErrReleased is a Requeue of a seat given up.
@@ -28,15 +26,13 @@ type Options struct {
 	Lending bool
 	// Clock dates the waits (nil: the wall clock).
 	Clock clock.PassiveClock
-	// Limit, when set, is the most one tenant (its namespace or its caller, whichever holds
-	// more) may hold even when nobody else waits, clamped to 1..slots; nil: a tenant alone
-	// may hold every slot. A slot that must stay free for whoever comes next (an index fetch
-	// may hold its slot for its whole timeout) is a limit of slots-1.
+	// Limit, when set, is the most one tenant (namespace or caller) may hold even when
+	// nobody else waits, clamped to 1..slots; nil: every slot. A slot that must stay free
+	// for whoever comes next (an index fetch may hold its whole timeout) is slots-1.
 	Limit func(Flow) int
-	// MaxWaiting, when set, bounds the cost of the work waiting in Acquire at once (each
-	// waiter's, AcquireCost): when it is over, the newest waiter of the tenant holding the
-	// most of it is turned away with ErrFull, so that one tenant's backlog never takes
-	// another's place. 0: unbounded.
+	// MaxWaiting, when set, bounds the cost of the work waiting at once (AcquireCost): past
+	// it the newest waiter of the tenant holding the most is turned away with ErrFull, so
+	// one tenant's backlog never takes another's place. 0: unbounded.
 	MaxWaiting int64
 }
 
@@ -86,8 +82,7 @@ const (
 	stateReleased
 )
 
-// Seat is one slot held by a flow's work; cost is what its Acquire held of the room, held
-// again by a Requeue.
+// Seat is one slot held by a flow's work; cost is what its Acquire held of the room.
 type Seat struct {
 	q     *Queue
 	flow  Flow
@@ -95,9 +90,8 @@ type Seat struct {
 	cost  int64
 }
 
-// waiter is work waiting for a seat; reuse is the seat a Requeue waits with, cost what it
-// holds of the room, resumed that it is work already started (Resume), turnedAway that
-// makeRoom took it out.
+// waiter is work waiting for a seat; reuse is the seat a Requeue waits with, resumed that
+// the work started already (Resume), turnedAway that makeRoom took it out.
 type waiter struct {
 	flow       Flow
 	since      time.Time
@@ -133,9 +127,8 @@ func (q *Queue) AcquireCost(ctx context.Context, f Flow, cost int64) (*Seat, err
 }
 
 // Resume is Acquire of work already started that gave its seat back for a while (an
-// action's CPU phase after a render or a wait): it waits ahead of the work of its tenant
-// that has not started (in any of the tenant's flows), behind what resumed before it. Who
-// among the tenants is served next is unchanged.
+// action's CPU phase after a wait): it waits ahead of its tenant's work not started,
+// behind what resumed before it; which tenant is served next is unchanged.
 func (q *Queue) Resume(ctx context.Context, f Flow) (*Seat, error) {
 	q.mu.Lock()
 	w := q.enqueue(f, nil, true)
@@ -178,9 +171,8 @@ func (s *Seat) Release() {
 	q.forget(s.flow)
 }
 
-// Lend says the holder only waits now: without Options.Lending nothing changes; with it,
-// the seat may go to work of a tenant below its share while the holder's tenant is above
-// its own (Reclaim takes one back).
+// Lend says the holder only waits now: with Options.Lending, the seat may go to a tenant
+// below its share while the holder's is above its own (Reclaim takes it back).
 func (s *Seat) Lend() {
 	q := s.q
 	q.mu.Lock()
@@ -194,8 +186,7 @@ func (s *Seat) Lend() {
 }
 
 // Reclaim ends a Lend: the seat back if it is still lent. A holder whose seat was given
-// away finishes without one: it is alive already (counted among those without a seat), and
-// what it still does takes CPU slots; waiting for a seat here could outlast its deadline.
+// away finishes without one (counted as seatless): waiting here could outlast its deadline.
 func (s *Seat) Reclaim() {
 	q := s.q
 	q.mu.Lock()
@@ -207,9 +198,8 @@ func (s *Seat) Reclaim() {
 }
 
 // Requeue gives the seat back and waits at the back of the flow's queue for one again
-// (between a retry's attempts: waiting holds no slot). It holds the room its Acquire held
-// (its delivery is still open), so a full room may turn it away (ErrFull): the seat is then
-// given up. Turning away prefers work not requeued, which its sender can send again.
+// (between a retry's attempts). It holds the room its Acquire held (its delivery is still
+// open), so a full room may turn it away (ErrFull), the seat given up.
 func (s *Seat) Requeue(ctx context.Context) error {
 	q := s.q
 	q.mu.Lock()

@@ -9,11 +9,9 @@ type Pool struct {
 	Stats func() []FlowStats
 }
 
-// Metrics exports what each tenant has of some pools (docs/design.md, "Tenants and shares"):
-// per pool, namespace and caller, the work waiting, the longest wait and the slots held.
-// It is a collector read at each scrape, so a tenant that neither holds nor waits leaves no
-// series behind. The callers and namespaces it names are every tenant's: serve it only to
-// an authorized scraper (pkg/function's MetricsGuard).
+// Metrics exports per pool, namespace and caller the work waiting, the longest wait and
+// the slots held, read at each scrape (an idle tenant leaves no series). It names every
+// tenant: serve it only to an authorized scraper (pkg/function's MetricsGuard).
 type Metrics struct {
 	pools                []Pool
 	queued, oldest, held *prometheus.Desc

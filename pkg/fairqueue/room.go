@@ -10,8 +10,7 @@ import (
 var ErrFull = errors.New("fairqueue: no place to wait")
 
 // room is the cost of the work waiting in Acquire and Requeue, in all, per namespace and
-// per caller (Options.MaxWaiting). A Requeue's waiter holds what its Acquire held: between
-// attempts, the work is still on its sender's open request.
+// per caller (Options.MaxWaiting).
 type room struct {
 	total      int64
 	ns, caller map[string]int64
@@ -31,8 +30,7 @@ func (r *room) add(w *waiter, sign int64) {
 }
 
 // makeRoom, once w waits, turns away the newest waiters of the tenant holding the most of
-// the room, as many as the room is over Options.MaxWaiting; if w would be among them, w
-// alone is turned away (without it the room was within its bound), and false is returned.
+// the room, as many as it is over; if w would be among them, w alone (false).
 func (q *Queue) makeRoom(w *waiter) bool {
 	over := q.room.total - q.opts.MaxWaiting
 	if q.opts.MaxWaiting <= 0 || over <= 0 {
@@ -57,10 +55,9 @@ func (q *Queue) turnAway(v *waiter) {
 	q.forget(v.flow)
 }
 
-// victims are the waiters whose cost makes up over, chosen one by one: the newest of the
-// tenant that, without those already chosen, holds the most of the room; among equals,
-// the newest. Work not requeued goes before requeued work (its sender sends it again; a
-// requeued retry turned away ends its request). nil: not enough can be turned away.
+// victims are the waiters whose cost makes up over, one by one: the newest of the tenant
+// that, without those chosen, holds the most; work not requeued first (its sender sends it
+// again; a requeued retry turned away ends its request). nil: not enough.
 func (q *Queue) victims(over int64) []*waiter {
 	chosen, taken := newRoom(), map[Flow]int{}
 	var out []*waiter
@@ -88,8 +85,7 @@ func (q *Queue) victims(over int64) []*waiter {
 	return out
 }
 
-// turnFirst: of two waiters of tenants holding as much of the room, a is turned away
-// before b: work not requeued first, then the newest.
+// turnFirst: of two waiters of tenants holding as much, a is turned away before b.
 func turnFirst(a, b *waiter) bool {
 	if (a.reuse == nil) != (b.reuse == nil) {
 		return a.reuse == nil
@@ -97,8 +93,7 @@ func turnFirst(a, b *waiter) bool {
 	return a.seq > b.seq
 }
 
-// newestInRoom is the waiter of ws to turn away after the skip first ones, in turnFirst's
-// order among those holding room; nil if none is left.
+// newestInRoom is the waiter of ws to turn away after the skip first ones (turnFirst's order).
 func newestInRoom(ws []*waiter, skip int) *waiter {
 	for _, requeued := range []bool{false, true} {
 		for i := len(ws) - 1; i >= 0; i-- {

@@ -13,25 +13,19 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// History: a record the notifiers never reported, that async-helm never touched and that
-// was last written before they first ran (Service.Since, SinceOf) is the cluster's past (the
-// helm CLI's), not a change: it is neither reported nor marked. Records that change later
-// are reported, and so is what changes while a notifier is down.
-//
-// A record carrying any async-helm label or annotation is always news: an update of an old
-// Secret has no date the tenant cannot rewrite (Helm's modifiedAt is a label), so dating
-// async-helm's own writes would let a tenant turn them into "history". A tenant adding our
-// labels only makes a record news, which it can do anyway by changing it.
+// History: a record never reported, never touched by async-helm and last written before
+// the notifiers first ran (Service.Since) is the helm CLI's past: neither reported nor
+// marked. A record carrying any async-helm label or annotation is always news: Helm's
+// modifiedAt is a label the tenant may rewrite, so dating our own writes would let a tenant
+// turn them into "history".
 
 // HistoryMargin is how much before Since a change still counts as news: the helm CLI dates
 // its writes (modifiedAt) with its own clock, and a deployment starts submit before the
 // notifiers.
 const HistoryMargin = 2 * time.Minute
 
-// isNews decides whether a record seen for the first time, not marked as reported in its
-// current status, is reported: always without a Since or when async-helm touched it (ours),
-// else when it last changed no earlier than HistoryMargin before Since. A record that cannot
-// be dated (changed is zero) is news.
+// isNews decides whether a record seen for the first time, not marked as reported, is
+// reported: without a Since, when ours, undated, or changed since Since less HistoryMargin.
 func isNews(m *metav1.PartialObjectMetadata, since time.Time) bool {
 	if since.IsZero() || ours(m) {
 		return true
@@ -40,9 +34,8 @@ func isNews(m *metav1.PartialObjectMetadata, since time.Time) bool {
 	return changed.IsZero() || !changed.Before(since.Add(-HistoryMargin))
 }
 
-// ours reports whether m carries any async-helm label or annotation other than the
-// notifier's mark, which says only what was reported (marks.go): a tenant writing it
-// must change nothing, and a helm-CLI record once reported stays the cluster's past.
+// ours reports whether m carries any async-helm label or annotation but the notifier's
+// mark (marks.go): a helm-CLI record once reported stays the cluster's past.
 func ours(m *metav1.PartialObjectMetadata) bool {
 	for _, keys := range []map[string]string{m.Labels, m.Annotations} {
 		for k := range keys {
@@ -58,8 +51,7 @@ func ours(m *metav1.PartialObjectMetadata) bool {
 const ourPrefix = "async-helm.io/"
 
 // lastChange is when a record of the helm CLI was last written: the latest of its Secret's
-// creation (the API server's clock) and Helm's createdAt and modifiedAt labels (unix
-// seconds; modifiedAt is set by every update). The labels only ever make it later.
+// creation and Helm's createdAt and modifiedAt labels (unix seconds; they only make it later).
 func lastChange(m *metav1.PartialObjectMetadata) time.Time {
 	t := m.CreationTimestamp.Time
 	for _, label := range []string{labelCreatedAt, release.LabelModifiedAt} {
@@ -83,10 +75,8 @@ func (s *Service) isHistory(key string) bool {
 }
 
 // SinceOf is a Since no later than when the notifiers first ran: the creation of
-// async-helm's own namespace (own), which tenants cannot write and which holds everything
-// the notifiers write, so it was there before any of them ran. Nothing async-helm deletes
-// or re-makes (the election Lease, lost or deleted) moves it; a namespace made long before
-// async-helm was installed only makes more of the helm CLI's past news once.
+// async-helm's own namespace, which tenants cannot write and which nothing async-helm
+// re-makes; an older namespace only makes more of the helm CLI's past news once.
 func SinceOf(ctx context.Context, c kubernetes.Interface, own string) (time.Time, error) {
 	ns, err := c.CoreV1().Namespaces().Get(ctx, own, metav1.GetOptions{})
 	if err != nil {

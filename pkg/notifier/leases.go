@@ -14,11 +14,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
-// leaseCache is one informer per watched namespace on async-helm's Leases
-// (lease.SelectorLeases: heartbeats and tombstones), shared by the tombstone watch, the
-// progress events and the sweeper. It holds what tenants may write: a cached Lease only
-// saves a call when it shows a live executor (release.AliveIn); every decision against a
-// Lease that looks dead is made on the Lease read again.
+// leaseCache is one informer per watched namespace on async-helm's Leases (heartbeats and
+// tombstones), shared by the tombstone watch, the progress events and the sweeper. Tenants
+// may write them: a cached Lease only saves a call when it shows a live executor.
 type leaseCache struct {
 	mu        sync.Mutex
 	informers []cache.SharedIndexInformer
@@ -27,11 +25,10 @@ type leaseCache struct {
 	kept map[string]map[string]bool
 }
 
-// MaxLeasesPerNamespace bounds the Leases of one namespace the cache holds (a namespace
-// editor may label any number as ours; an executor holds one per action it runs, at most
-// MAX_PARALLEL (64) each). Past it, a Lease of that namespace not cached yet is folded into
-// the namespace's one entry named overflow, which holds nothing: the sweeper reads such a
-// Lease again, and QueueTombstones lists that namespace's tombstones from the API server.
+// MaxLeasesPerNamespace bounds the Leases of one namespace the cache holds (a tenant may
+// label any number as ours; an executor holds one per action, at most MAX_PARALLEL each).
+// Past it, a new Lease is folded into the namespace's one empty entry named overflow: the
+// sweeper reads such a Lease again, and QueueTombstones pages that namespace's tombstones.
 const MaxLeasesPerNamespace = 1024
 
 // overflow is no Lease's name (a name has no "~").
@@ -73,8 +70,8 @@ func (c *leaseCache) get(namespace, name string) *coordinationv1.Lease {
 	return nil
 }
 
-// list is every cached Lease, and the namespaces at MaxLeasesPerNamespace (some of whose
-// Leases may not be cached); ok is false when there is no cache.
+// list is every cached Lease, and the namespaces at MaxLeasesPerNamespace; ok is false
+// without a cache.
 func (c *leaseCache) list() (out []*coordinationv1.Lease, full []string, ok bool) {
 	c.mu.Lock()
 	infs := c.informers
@@ -96,8 +93,7 @@ func (c *leaseCache) list() (out []*coordinationv1.Lease, full []string, ok bool
 	return out, full, infs != nil
 }
 
-// keep is the informer's transform: what the cache keeps of a Lease, or, past
-// MaxLeasesPerNamespace in its namespace, the namespace's overflow entry.
+// keep is the informer's transform: keptLease, or past the bound the overflow entry.
 func (c *leaseCache) keep(obj any) (any, error) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok {
@@ -109,8 +105,8 @@ func (c *leaseCache) keep(obj any) (any, error) {
 	return keptLease(l), nil
 }
 
-// admit counts Lease namespace/name among its namespace's cached Leases: true when it is
-// one (or cached under its name, its delete seen before it was made again) or there is room.
+// admit counts a Lease among its namespace's cached Leases: true when it is one (or cached
+// under its name) or there is room.
 func (c *leaseCache) admit(namespace, name string) bool {
 	cached := c.get(namespace, name) != nil
 	c.countMu.Lock()
@@ -143,8 +139,7 @@ func (c *leaseCache) forget(obj any) {
 	}
 }
 
-// watch tells h of every add, update and delete of async-helm's Leases in namespaces, and
-// waits for the cache's first sync.
+// watch tells h of every change of async-helm's Leases and waits for the first sync.
 func (c *leaseCache) watch(ctx context.Context, client kubernetes.Interface, namespaces []string, h cache.ResourceEventHandler) error {
 	var synced []cache.InformerSynced
 	for _, inf := range c.informersFor(ctx, client, namespaces) {
@@ -160,13 +155,10 @@ func (c *leaseCache) watch(ctx context.Context, client kubernetes.Interface, nam
 	return nil
 }
 
-// A tenant may label any number of Leases in its namespace as ours, each with up to 256 KiB
-// of labels and annotations, and every notifier caches them all. The cache keeps of each
-// only what its readers use (lease.TombstoneFrom, the progress events, release.AliveIn):
-// its identity, the spec's renewal, the labels of a tombstone, and the annotations of a
-// tombstone and of progress, each value within maxLeaseValue (a longer one is dropped, not
-// cut: a cut value would read as another). An executor's progress of a large release
-// (its workloads waiting, its latest warnings) is a few KiB.
+// A tenant may label any number of Leases as ours, each with up to 256 KiB of metadata: the
+// cache keeps only what its readers use, each value within maxLeaseValue (a longer one is
+// dropped, not cut: a cut value would read as another). An executor's progress of a large
+// release is a few KiB.
 const maxLeaseValue = 16 << 10
 
 var (
@@ -184,8 +176,7 @@ func keptLease(l *coordinationv1.Lease) *coordinationv1.Lease {
 		Spec: coordinationv1.LeaseSpec{RenewTime: l.Spec.RenewTime, LeaseDurationSeconds: l.Spec.LeaseDurationSeconds}}
 }
 
-// keptValues is the entries of in whose key is in keep and whose value is within
-// maxLeaseValue (nil when none is).
+// keptValues is the entries of in whose key is in keep and value within maxLeaseValue.
 func keptValues(in map[string]string, keep []string) map[string]string {
 	var out map[string]string
 	for _, k := range keep {

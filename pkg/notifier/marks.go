@@ -10,31 +10,16 @@ import (
 
 // Recording a reported status (MarkNotified) is a compare-and-swap that rewrites the whole
 // Secret, slow on a loaded API server: in watch mode a worker hands the key to the marks
-// queue and goes on to the next event; a mark worker records the status the secret has in
-// the index if every status seen of it was reported. A mark not made (a crash after the
-// send) means one duplicate event after a restart, under the same id, which the contract
-// allows.
+// queue and goes on to the next event. A mark not made (a crash after the send) means one
+// duplicate event, under the same id, which the contract allows.
 
 // processMark records one secret's reported status; false when the queue shut down.
 func (s *Service) processMark(ctx context.Context) bool {
-	key, quit := s.marks.Get()
-	if quit {
-		return false
-	}
-	defer s.marks.Done(key)
-	if err := s.markReported(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			s.Log.Warnw("reported status not recorded yet; will retry", "key", key, "retries", s.marks.NumRequeues(key), "error", err)
-		}
-		s.marks.AddRateLimited(key)
-		return true
-	}
-	s.marks.Forget(key)
-	return true
+	return s.work(ctx, s.marks, s.markReported, nil, "reported status not recorded yet; will retry")
 }
 
-// markReported records the status the index has for key when all that was seen of it was
-// reported; otherwise the worker still reporting it queues the mark again when done.
+// markReported records the status the index has for key when all seen of it was reported;
+// otherwise the worker still reporting it queues the mark again.
 func (s *Service) markReported(ctx context.Context, key string) error {
 	m, err := s.Revisions.Get(key)
 	if err != nil || m == nil {
@@ -54,21 +39,16 @@ func (s *Service) reportedAll(key, status string) bool {
 	return len(s.backlog[key]) == 0 && s.observed[key] == status && !s.history[key]
 }
 
-// markNotified records the reported status on the secret, signed (MarkSignature), as a
-// compare-and-swap (Store.MarkNotified): if Helm changed the secret meanwhile, the new
-// status is reported next.
+// markNotified records the reported status on the secret, signed, as a compare-and-swap:
+// if Helm changed the secret meanwhile, the new status is reported next.
 func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
 	return s.Store.MarkNotified(ctx, rev, MarkSignature(s.SigningKey, rev))
 }
 
 // The mark of a reported status (release.AnnotationNotified) lives on the tenant's Secret,
-// where the tenant can write it: set to the current status, it silenced that status for
-// every notifier that started later, an admin's action on the release included. So the
-// notifier signs its mark (release.AnnotationNotifiedSig, signing.Notified) over the
-// record's namespace, Secret name and UID, request id and status, and a mark counts only
-// with that signature: written by a tenant, or copied from another record, request or
-// status, it is no mark. A tenant can still put back a mark the notifier made for this very
-// record, request and status; that says only what is true (that status was reported).
+// where a tenant's mark would silence that status for every later notifier. So a mark
+// counts only with the notifier's signature over the record's namespace, Secret name and
+// UID, request id and status: a tenant can only put back a true mark of this very record.
 
 // reported reports whether rev's status carries the notifier's mark.
 func (s *Service) reported(rev release.Revision) bool {
@@ -81,9 +61,8 @@ func (s *Service) reported(rev release.Revision) bool {
 	return s.SigningKey.Verify(signing.Notified, notifiedText(rev), rev.NotifiedSig)
 }
 
-// MarkSignature is the signature a notifier signing with key puts beside its mark of rev's
-// status (release.AnnotationNotifiedSig; "" without a key): what a record already reported
-// carries.
+// MarkSignature is the signature beside a mark of rev's status (release.AnnotationNotifiedSig;
+// "" without a key).
 func MarkSignature(key signing.Key, rev release.Revision) string {
 	if !key.Set() {
 		return ""
@@ -91,8 +70,7 @@ func MarkSignature(key signing.Key, rev release.Revision) string {
 	return key.Sign(signing.Notified, notifiedText(rev))
 }
 
-// notifiedText is what a mark's signature covers: which record, of which request, in which
-// status.
+// notifiedText is what a mark's signature covers.
 func notifiedText(rev release.Revision) string {
 	return strings.Join([]string{rev.Namespace, rev.SecretName, string(rev.UID), rev.RequestID, rev.Status}, "\x00")
 }

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -219,20 +220,29 @@ func (s *Service) lookup(ctx context.Context, key string) (*metav1.PartialObject
 }
 
 func (s *Service) processNext(ctx context.Context) bool {
-	key, quit := s.queue.Get()
+	return s.work(ctx, s.queue, s.syncGuarded, s.startupDone, "status not reported yet; will retry")
+}
+
+// work runs do on the next key of q, then done (if any), and retries a key do failed with
+// backoff; false when q shut down.
+func (s *Service) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
+	do func(context.Context, string) error, done func(string), failed string) bool {
+	key, quit := q.Get()
 	if quit {
 		return false
 	}
-	defer s.startupDone(key)
-	defer s.queue.Done(key)
-	if err := s.syncGuarded(ctx, key); err != nil {
+	if done != nil {
+		defer done(key)
+	}
+	defer q.Done(key)
+	if err := do(ctx, key); err != nil {
 		if ctx.Err() == nil {
-			s.Log.Warnw("status not reported yet; will retry", "key", key, "retries", s.queue.NumRequeues(key), "error", err)
+			s.Log.Warnw(failed, "key", key, "retries", q.NumRequeues(key), "error", err)
 		}
-		s.queue.AddRateLimited(key)
+		q.AddRateLimited(key)
 		return true
 	}
-	s.queue.Forget(key)
+	q.Forget(key)
 	return true
 }
 

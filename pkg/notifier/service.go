@@ -103,7 +103,7 @@ type Service struct {
 	vanished map[string]bool
 	graves   struct{ namespace, cont string } // the next page of uncached tombstones
 	once     logonce.Set                      // what a hostile record causes, logged once
-	charts   *lru.Cache                       // charts of records without a chart label (charts.go)
+	charts   *lru.Cache                       // charts of records without a label (charts.go)
 }
 
 // DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly

@@ -6,18 +6,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// StartupAtOnce bounds the revisions of the start-up backlog (what the first list found
-// never reported: records written while no notifier ran) in the queue at once. The rest
-// wait (startupFeed) and are fed in as those end, so the workers left over report live changes
-// at once: at 110,000 records a fresh notifier's backlog was 39,180 events, and every
-// change made meanwhile waited behind it, while its reads and marks loaded the API server
-// with all 32 workers.
+// StartupAtOnce bounds the start-up backlog (what the first list found never reported) in
+// the queue at once; the rest are fed in as those end, so the other workers report live
+// changes at once: at 110,000 records a fresh notifier's backlog was 39,180 events, and
+// every change made meanwhile waited behind it.
 const StartupAtOnce = 8
 
 // startupFeed holds the start-up backlog's keys not yet queued, one namespace at a time in
-// turn (each namespace's in the order listed, fairkeys.go: a list is sorted by namespace, and
-// one tenant's many records would hold every later namespace's back), and those queued and
-// not yet done.
+// turn (a list is sorted by namespace: one tenant's records would hold the later ones
+// back), and those queued and not yet done.
 type startupFeed struct {
 	mu   sync.Mutex
 	keys *keysByNamespace

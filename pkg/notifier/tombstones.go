@@ -17,11 +17,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// "uninstalled" is found through the uninstall's Lease, kept by its executor as a
-// tombstone because Helm deletes every record of the release (docs/design.md). With
-// consumed records, that Lease (in the tenant's namespace) only says where to look: the
-// outcome is the one the executor wrote on the request's consumed record. Tombstones share
-// the status queue, under keys with this prefix.
+// "uninstalled" is found through the uninstall's Lease, kept by its executor as a tombstone
+// as Helm deletes every record (docs/design.md); the outcome is the one on the request's
+// consumed record. Tombstones share the status queue, under keys with this prefix.
 const tombstoneKey = "tombstone:"
 
 // watchTombstones reports tombstones as soon as the executor retires them (watch mode).
@@ -39,10 +37,9 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 	})
 }
 
-// QueueTombstones queues the cached tombstones (those whose executor died: no event
-// announces a Lease expiring) and a page of those the cache does not hold, or of all when
-// the notifier does not watch (pageTombstones). The leader's sweeper calls it every pass
-// (sweeper.Reporter).
+// QueueTombstones queues the cached tombstones (no event announces a dead executor's Lease
+// expiring) and a page of those the cache does not hold (or of all, not watching). The
+// leader's sweeper calls it every pass.
 func (s *Service) QueueTombstones(ctx context.Context) error {
 	if cached, full, ok := s.leases.list(); ok && s.watching {
 		s.queueTombstones(cached)
@@ -51,8 +48,7 @@ func (s *Service) QueueTombstones(ctx context.Context) error {
 	return s.pageTombstones(ctx, s.namespaces())
 }
 
-// queueTombstones queues the cached tombstones, but for an unfinished uninstall whose
-// executor the cache shows alive (no call: abandonedDone would find it alive too).
+// queueTombstones queues the cached tombstones but those of uninstalls the cache shows alive.
 func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
 	now := wallclock.Or(s.Clock).Now()
 	for _, l := range cached {
@@ -64,9 +60,8 @@ func (s *Service) queueTombstones(cached []*coordinationv1.Lease) {
 	}
 }
 
-// pageTombstones reads one page (50) of the tombstones of namespaces (those whose Leases the
-// cache does not all hold): one namespace a pass, in turn, each from where its last page
-// ended, so a namespace that floods costs a pass one page.
+// pageTombstones reads one page (50) of the tombstones of one of namespaces a pass, in turn,
+// each from where its last page ended: a namespace that floods costs a pass one page.
 func (s *Service) pageTombstones(ctx context.Context, full []string) error {
 	if len(full) == 0 {
 		return nil
@@ -129,12 +124,10 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	return s.Store.BuryTombstone(ctx, t)
 }
 
-// abandonedDone decides an unfinished tombstone: while an executor holds the revision's
-// Lease, nothing; once none does, Helm finished if the Secret it deleted is gone (Helm
-// deletes the records last), or replaced by a release installed again under the name, and,
-// with consumed records, the executor recorded it (goneDone). A
-// Secret still there, pending, is the sweeper's to drive again; final, it failed and says
-// so itself: the tombstone is buried without an event.
+// abandonedDone decides an unfinished tombstone once no executor holds the revision's
+// Lease: Helm finished if the Secret is gone (Helm deletes the records last) or replaced,
+// and the executor recorded it (goneDone). A Secret still pending is the sweeper's; a
+// final one failed and says so: the tombstone is buried without an event.
 func (s *Service) abandonedDone(ctx context.Context, t lease.Tombstone) (bool, error) {
 	alive, err := s.Store.Alive(ctx, t.Namespace, release.LeaseName(t.Name, t.Revision))
 	if alive || err != nil {
@@ -153,10 +146,9 @@ func (s *Service) abandonedDone(ctx context.Context, t lease.Tombstone) (bool, e
 	return false, s.Store.BuryTombstone(ctx, t)
 }
 
-// goneDone decides an abandoned tombstone whose Secret is gone. A tenant can delete a
-// Secret as well as Helm can: with consumed records, only the outcome the executor recorded
-// says Helm uninstalled. It is read again here, as the executor may have written it since
-// checkTombstone read it; without it the tombstone is deleted, unreported.
+// goneDone decides an abandoned tombstone whose Secret is gone (a tenant can delete it as
+// well as Helm): only the executor's outcome, read again, says Helm uninstalled; without it
+// the tombstone is deleted, unreported.
 func (s *Service) goneDone(ctx context.Context, t lease.Tombstone) (bool, error) {
 	if s.Consumed == nil {
 		return true, nil
@@ -170,13 +162,11 @@ func (s *Service) goneDone(ctx context.Context, t lease.Tombstone) (bool, error)
 	return false, s.Store.BuryTombstone(ctx, t)
 }
 
-// checkTombstone says why a tombstone Lease (which a tenant may write in its namespace)
-// is not the record of an uninstall async-helm ran: not under the name the executor gives
-// it, or, with consumed records, no uninstall of that revision consumed for that Secret.
-// done says Helm's uninstall succeeded. With consumed records only the executor's outcome
-// on the consumed record says so: submit binds the request when it marks, so a bound
-// record alone proves nothing ran, and a Lease that says "uninstalled" without that
-// outcome is a forgery (the executor records the outcome before it finishes its Lease).
+// checkTombstone says why a tombstone Lease (a tenant may write it) is not the record of an
+// uninstall async-helm ran: misnamed, or no uninstall of that revision consumed for that
+// Secret. done says Helm's uninstall succeeded, which only the executor's outcome on the
+// consumed record says (it is recorded before the Lease is finished: a Lease that says
+// "uninstalled" without it is a forgery).
 func (s *Service) checkTombstone(ctx context.Context, t lease.Tombstone) (refusal string, done bool, err error) {
 	if !t.WellNamed() {
 		return "its Lease is not named as the executor names tombstones", false, nil

@@ -9,8 +9,7 @@ import (
 )
 
 // What the sweeper does to one pending revision of ours is decided here, by pure functions
-// of what it gathered (revision.go): the listing's labels, the revision's clock and sign of
-// life, then its record. The writes are applied in one place (apply).
+// of what revision.go gathered; the writes are applied in one place (apply).
 
 // action is what a sweep does to a revision.
 type action int
@@ -22,8 +21,7 @@ const (
 	resend               // send its stored event again
 )
 
-// verdict is a decision: the action and, to fail, the reason; to resend, the time the
-// claim records.
+// verdict is the action and, to fail, the reason; to resend, the time the claim records.
 type verdict struct {
 	action action
 	reason string
@@ -34,9 +32,9 @@ type verdict struct {
 // (another pod's clock) before the sweeper takes it for a forgery.
 const maxClockSkew = 5 * time.Minute
 
-// due is what one sweep of a revision gathered before it read the record: now, its clock
-// (start: markStart), when its event was last sent, and its last sign of life (since,
-// alive; read only when the clocks alone do not decide).
+// due is what a sweep gathered before it read the record: now, the revision's clock
+// (start), when its event was last sent, and its last sign of life (since, alive; read only
+// when the clocks do not decide).
 type due struct {
 	now, start, since, lastSent time.Time
 	alive, overdue              bool
@@ -52,8 +50,7 @@ func futureMark(rev release.Revision, now time.Time) (verdict, bool) {
 		rev.Name, rev.Version, rev.Created.UTC().Format(time.RFC3339))}, true
 }
 
-// clocked is d at now for a revision whose clock starts at start: when its event was last
-// sent, and whether it is past the queue deadline.
+// clocked is due at now for a revision whose clock starts at start.
 func (c Config) clocked(rev release.Revision, now, start time.Time) due {
 	d := due{now: now, start: start, lastSent: start}
 	if rev.SentAt.After(d.lastSent) {
@@ -67,34 +64,29 @@ func (c Config) clocked(rev release.Revision, now, start time.Time) due {
 const maxRedriveDoublings = 5
 
 // waiting: a queued revision within its deadline, not dead-lettered, sent less than its
-// redriveWait ago, is simply waiting for a slot; nothing else is read (the cheap path of
-// most queued revisions).
+// redriveWait ago, waits for a slot; nothing else is read (most queued revisions).
 func (c Config) waiting(rev release.Revision, d due) bool {
 	return rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < c.redriveWait(rev.Sent)
 }
 
-// redriveWait is how long a queued revision re-sent n times waits before the next re-send:
+// redriveWait is how long a queued revision re-sent n times waits before the next:
 // RedriveAfter, doubled for each re-send. A delivery may wait in an executor's fair queue
-// for most of an hour; each copy sent meanwhile takes a place at another pod's door, so the
-// copies of one backlog grow with the log of its wait, not with the wait. A dead letter
-// (the Broker gave up) is re-sent at once whatever n is.
+// for most of an hour and each copy takes a place at another pod's door, so the copies
+// grow with the log of the wait. A dead letter is re-sent at once whatever n is.
 func (c Config) redriveWait(n int) time.Duration {
 	n = min(max(n, 0), maxRedriveDoublings)
 	return c.RedriveAfter << n
 }
 
 // deferred: once a pass has re-sent MaxRedrivesPerPass revisions, a queued revision
-// within its deadline waits for a later pass, before anything of it is read. Each re-send
-// costs the API server a Lease and a Secret read and a patch: 10,000 unconsumed queued
-// revisions re-sent in one pass were minutes of back-to-back calls, beside every tenant's
-// requests. A started revision (its executor lost) and one past its deadline are never
-// deferred.
+// within its deadline waits for a later pass, unread. Each re-send costs two reads and a
+// patch: 10,000 re-sent in one pass were minutes of back-to-back calls. A started revision
+// and one past its deadline are never deferred.
 func (c Config) deferred(rev release.Revision, d due, redriven int) bool {
 	return c.MaxRedrivesPerPass > 0 && redriven >= c.MaxRedrivesPerPass && rev.Queued && !d.overdue
 }
 
-// resendDue is when a queued revision's event is due to be sent again (waiting's clock):
-// a dead letter at once, else its redriveWait after it was last sent.
+// resendDue is when a queued revision's event is due to be sent again (waiting's clock).
 func (c Config) resendDue(rev release.Revision) time.Time {
 	last := rev.Created
 	if rev.SentAt.After(last) {
@@ -107,10 +99,8 @@ func (c Config) resendDue(rev release.Revision) time.Time {
 }
 
 // longestDueFirst orders a pass's revisions, when re-sends are bounded, one namespace at a
-// time in turn, each namespace's by resendDue, earliest first: the first of every
-// namespace, in the order they fell due, then the second of each, and so on. Each pass
-// re-sends those that waited longest, so none waits for ever behind others, and a tenant's
-// backlog of lost deliveries takes one turn of each round, not every re-send of the pass.
+// time in turn, each namespace's earliest due first: none waits for ever behind others, and
+// a tenant's backlog of lost deliveries takes one turn of each round, not the whole pass.
 func (c Config) longestDueFirst(revs []release.Revision) {
 	if c.MaxRedrivesPerPass <= 0 {
 		return
@@ -131,12 +121,11 @@ func (c Config) longestDueFirst(revs []release.Revision) {
 	}
 }
 
-// decideLife decides on rev once its sign of life is known: alive, or a started revision
-// within Grace of its executor's last sign (the broker's redelivery comes first), is left;
-// otherwise its record is read. A live Lease does not hold off QueueDeadline for a
-// revision still queued: that Lease is in the tenant's namespace (anyone there can keep it
-// "alive"), and an executor that runs a revision does not leave it queued for long (Helm's
-// adoption rewrite drops the label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
+// decideLife: alive, or a started revision within Grace of its executor's last sign (the
+// broker's redelivery comes first), is left; otherwise its record is read. A live Lease
+// does not hold off QueueDeadline for a revision still queued: the tenant can keep its
+// Lease "alive", and a running revision does not stay queued (Helm's adoption rewrite drops
+// the label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
 func (c Config) decideLife(rev release.Revision, d due) verdict {
 	if d.alive && !(rev.Queued && d.overdue) {
 		return verdict{action: leave}
@@ -147,20 +136,18 @@ func (c Config) decideLife(rev release.Revision, d due) verdict {
 	return verdict{action: read}
 }
 
-// record is what the sweeper read of a due revision's record: whether it decodes, whether
-// it holds a stored event, and why that event may not be sent again ("" : it may; only
-// checked when the other facts do not decide, checkStored).
+// record is what the sweeper read of a due revision's record; refusal is why its event may
+// not be sent again ("": it may; checked only when the rest does not decide, checkStored).
 type record struct {
 	undecodable bool
 	hasEvent    bool
 	refusal     string
 }
 
-// decideRecord decides on a due revision from its record: one that does not decode, is
-// overdue, or holds no event to send is failed; a refused event fails it with the
-// refusal; a started revision re-sent less than Grace ago is given that delivery's time;
-// otherwise its event is sent again. checked says the refusal was looked at: without it,
-// a verdict of read asks for checkStored first.
+// decideRecord: a record that does not decode, is overdue, holds no event or a refused
+// one is failed; a started revision re-sent less than Grace ago is given that delivery's
+// time; otherwise its event is sent again. Unchecked (the refusal not looked at yet), a
+// verdict of read asks for checkStored first.
 func (c Config) decideRecord(rev release.Revision, r record, d due, checked bool) verdict {
 	switch {
 	case r.undecodable:
@@ -179,8 +166,7 @@ func (c Config) decideRecord(rev release.Revision, r record, d due, checked bool
 	return verdict{action: resend, at: d.now}
 }
 
-// stuckReason says why a pending revision is failed: past the queue deadline, or no
-// executor and no stored request to send again.
+// stuckReason says why a pending revision is failed.
 func stuckReason(rev release.Revision, d due) string {
 	if !d.overdue {
 		return fmt.Sprintf("Release %q failed: revision %d has no live executor for %s and no stored request to send again (marked failed by the notifier)",

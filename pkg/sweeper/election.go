@@ -13,11 +13,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Election decides which of the notifier's pods runs the leader's duties (the sweeper's
-// passes: re-drives, deadline failures, abandoned tombstones, consumed-record pruning):
-// client-go's leader election on a Lease in async-helm's own namespace, which tenants
-// cannot write. Every pod reports status changes whatever it is (docs/design.md,
-// "Notifier", "Two or more notifiers").
+// Election decides which of the notifier's pods runs the sweeper's passes: client-go's
+// leader election on a Lease in async-helm's own namespace, which tenants cannot write.
+// Every pod reports status changes (docs/design.md, "Two or more notifiers").
 type Election struct {
 	Client kubernetes.Interface
 	// Namespace and Name of the Lease; Identity is this pod's (its name and a random suffix).
@@ -31,9 +29,8 @@ type Election struct {
 	OnLeading func(bool)
 }
 
-// Default election timings: a dead leader's sweeper is taken over within about
-// 15 + 2 * 2.2 * 2 = 23.8 s; a leader that shuts down
-// releases the Lease and is replaced within one RetryPeriod.
+// Default election timings: a dead leader is replaced within about 15 + 2 * 2.2 * 2 = 23.8 s;
+// one that shuts down releases the Lease and is replaced within one RetryPeriod.
 const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second

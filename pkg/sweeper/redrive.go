@@ -12,11 +12,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// checkStored decides whether the event stored in a pending revision's Secret may be sent
-// again. Everything in that Secret may be a tenant's: the event must carry submit's
-// signature (within EventMaxAge), and be the request of this very Secret (namespace,
-// release, revision, request-id label, action), and, once the executor consumed the request,
-// have been consumed for this Secret's UID. A refusal is the reason; err is a failed read.
+// checkStored decides whether the event stored in a pending revision's Secret (all of it
+// may be a tenant's) may be sent again: signed by submit within EventMaxAge, the request
+// of this very Secret, and, once consumed, consumed for this Secret's UID. A refusal is
+// the reason; err is a failed read.
 func (s *Sweeper) checkStored(ctx context.Context, sr *release.StoredRequest) (cloudevents.Event, string, error) {
 	var e cloudevents.Event
 	rev := sr.Revision
@@ -65,13 +64,12 @@ func (s *Sweeper) checkStored(ctx context.Context, sr *release.StoredRequest) (c
 }
 
 // reserveWindow bounds how long after its request was signed a reservation's Secret may
-// have been created (submit creates it right after signing; an uninstall marks one that
-// already existed). The API server sets creationTimestamp: a tenant cannot backdate it.
+// have been created (submit creates it right after signing). The API server sets
+// creationTimestamp: a tenant cannot backdate it.
 const reserveWindow = 2 * time.Minute
 
-// bindStored binds an unbound stored event to the Secret it is re-sent for, as submit binds
-// its delivery (the executor runs only bound deliveries); a Secret created well after its
-// request was accepted was made again under the name (a swap) and is refused.
+// bindStored binds an unbound stored event to the Secret it is re-sent for, as submit does;
+// a Secret created well after its request was made again under the name and is refused.
 func (s *Sweeper) bindStored(e *cloudevents.Event, rev release.Revision) string {
 	if late := rev.Created.Sub(e.Time()); late > reserveWindow {
 		return fmt.Sprintf("its Secret was created %s after its request was accepted (made again under its name?)", late.Round(time.Second))
@@ -81,14 +79,12 @@ func (s *Sweeper) bindStored(e *cloudevents.Event, rev release.Revision) string 
 }
 
 // pruneEvery spaces the prunes of consumed records: a record is pruned an hour after it
-// could be replayed, so a prune every few minutes loses nothing, and one LIST of every
-// consumed request (one per accepted request of the last hours) each 10 s pass would be
-// most of the pass's cost at scale.
+// could be replayed, and a LIST of every consumed request each 10 s pass would be most of
+// the pass's cost at scale.
 const pruneEvery = 5 * time.Minute
 
-// pruneConsumed drops consumed records no event can be replayed against any more: older
-// than EVENT_MAX_AGE, with an hour to spare. At most once per pruneEvery (a LIST of one
-// namespace).
+// pruneConsumed drops consumed records older than EVENT_MAX_AGE and an hour, at most once
+// per pruneEvery.
 func (s *Sweeper) pruneConsumed(ctx context.Context) {
 	if s.Consumed == nil || s.EventMaxAge <= 0 {
 		return
@@ -105,9 +101,8 @@ func (s *Sweeper) pruneConsumed(ctx context.Context) {
 	}
 }
 
-// DeadLetter takes an accepted event the broker gave up delivering. The reservation still
-// holds the work: the revision is marked for the sweeper to send again, never failed here.
-// It reports whether a pending revision of that request was marked.
+// DeadLetter marks the revision of an accepted event the broker gave up delivering for the
+// sweeper to send again (never failed here); it reports whether one was marked.
 func (s *Sweeper) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
 	return s.Store.MarkDeadLettered(ctx, a.Namespace, a.SecretName, a.RequestID, wallclock.Or(s.Clock).Now())
 }

@@ -26,13 +26,11 @@ func (s *Sweeper) sweepGuarded(ctx context.Context, rev release.Revision, res *S
 	return s.sweep(ctx, rev, res)
 }
 
-// sweepRetry bounds how often one sweep of a revision decides again on its record when it
-// was rewritten between the sweeper's read and its write (client-go's DefaultRetry, a few
-// more steps).
+// sweepRetry bounds how often one sweep decides again on a record rewritten between its
+// read and its write (client-go's DefaultRetry, a few more steps).
 var sweepRetry = wait.Backoff{Steps: 8, Duration: 10 * time.Millisecond, Factor: 1.0, Jitter: 0.1}
 
-// errRecordChanged: the record was not at the version decided on when it was written;
-// it is read and decided on again.
+// errRecordChanged: the record was not at the version decided on when it was written.
 var errRecordChanged = errors.New("release record changed since it was read")
 
 func retriable(err error) bool {
@@ -40,11 +38,9 @@ func retriable(err error) bool {
 }
 
 // sweep decides on rev as listed, then on its record as read, again on a fresh read each
-// time the record changed between read and write (sweepRetry). A failure written once on
-// a conflict let a tenant who rewrote its record faster than the round trip keep it past
-// QUEUE_DEADLINE; each read is decided on anew, as the record may have left pending.
-// A record read again at the version last decided on did not change: the write found it
-// not to fail (a final payload under pending labels), and it is not tried again.
+// time the record changed between read and write (sweepRetry): a tenant rewriting its
+// record faster than the round trip must not keep it past QUEUE_DEADLINE. A record read
+// again at the version last decided on did not change (the write found nothing to fail).
 func (s *Sweeper) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
 	listed, decided := true, ""
 	err := retry.OnError(sweepRetry, retriable, func() error {
@@ -60,9 +56,8 @@ func (s *Sweeper) sweep(ctx context.Context, rev release.Revision, res *SweepRes
 	return err
 }
 
-// sweepRead is one try of sweep: listed, rev is the listing's (the index may be a watch
-// event behind), decided on before the record is read; otherwise only the record read
-// now is decided on; decided is the resourceVersion the last try decided on.
+// sweepRead is one try of sweep: listed, rev is the listing's, decided on before the record
+// is read; otherwise only the record read now; decided is the version last decided on.
 func (s *Sweeper) sweepRead(ctx context.Context, rev release.Revision, listed bool, decided *string, res *SweepResult) error {
 	var d due
 	if listed {
@@ -79,10 +74,8 @@ func (s *Sweeper) sweepRead(ctx context.Context, rev release.Revision, listed bo
 	if err != nil {
 		return err
 	}
-	// Every decision is on the record read, at the version it was decided on: the index may
-	// be behind (a revision listed as our queued install may since have been deployed and
-	// marked uninstalling by a hand-run helm uninstall, stored event gone). A record changed
-	// since it was listed is decided on again as read, if it is still ours and pending.
+	// Every decision is on the record read, at the version decided on: the index may be
+	// behind (a queued install may since have been deployed and uninstalled by hand).
 	if !listed && sr.Revision.ResourceVersion == *decided {
 		return nil // unchanged since the last try's write found nothing to fail
 	}
@@ -190,7 +183,7 @@ func (s *Sweeper) failStuck(ctx context.Context, rev release.Revision, reason st
 // A Lease the lease cache shows alive costs no call: at thousands of running revisions a
 // GET each per pass was most of the pass; anything else is read from the API server.
 func (s *Sweeper) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
-	if release.AliveIn(s.cachedLease(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), wallclock.Or(s.Clock).Now()) {
+	if s.Reporter != nil && release.AliveIn(s.Reporter.CachedLease(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), wallclock.Or(s.Clock).Now()) {
 		return time.Time{}, true, nil
 	}
 	return s.Store.LastSignOfLife(ctx, rev)

@@ -126,14 +126,6 @@ func (s *Sweeper) namespaces() []string {
 	return s.Namespaces
 }
 
-// cachedLease is the Reporter's cached Lease (nil: none, or no Reporter).
-func (s *Sweeper) cachedLease(namespace, name string) *coordinationv1.Lease {
-	if s.Reporter == nil {
-		return nil
-	}
-	return s.Reporter.CachedLease(namespace, name)
-}
-
 // SweepResult counts what one pass did: Deferred are the queued revisions due for a
 // re-send that wait for a later pass (Config.MaxRedrivesPerPass).
 type SweepResult struct {
