@@ -46,8 +46,7 @@ type Config struct {
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// Holder names this instance in heartbeat leases (the pod name on Kubernetes).
 	Holder string `envconfig:"POD_NAME"`
-	// Namespace is async-helm's own namespace, which tenants cannot write: the records of
-	// consumed requests live there.
+	// Namespace is async-helm's own namespace (tenants cannot write), where consumed records live.
 	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
 	// RenderTimeout bounds the CPU time of rendering a chart's templates (its worker's); past
 	// it the action fails.

@@ -93,8 +93,7 @@ func (f *Function) Start(ctx context.Context) error {
 	return nil
 }
 
-// openCharts is the chart source of the executor's downloads, its repositories checked
-// against the caller.
+// openCharts is the chart source of the executor's downloads.
 func (f *Function) openCharts(ctx context.Context, cl *kube.Clients) (*chartsource.Source, error) {
 	charts, err := chartrepos.NewSource(ctx, f.cfg.Settings, cl.Typed, time.Hour, 5*time.Minute)
 	if err != nil {
@@ -153,7 +152,7 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.E
 }
 
 // admitEvent checks the event's signature and binding and parses it: 401 for what submit
-// did not sign, 400 for a malformed event (redelivering it cannot help).
+// did not sign, 400 for a malformed event.
 func (f *Function) admitEvent(e cloudevents.Event) (events.Action, []byte, error) {
 	key := signing.Key(f.cfg.EventSigningKey)
 	if len(key) > 0 {
@@ -180,8 +179,7 @@ func (f *Function) admitEvent(e cloudevents.Event) (events.Action, []byte, error
 	return a, stored, nil
 }
 
-// logUnhandled logs a delivery the executor did not run, but not the refusals its sender
-// retries as a matter of course (busy, held elsewhere).
+// logUnhandled logs a delivery the executor did not run, but not busy or held elsewhere.
 func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err error) {
 	switch {
 	case errors.Is(err, executor.ErrBusy), errors.Is(err, executor.ErrHeldElsewhere):

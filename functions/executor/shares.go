@@ -8,8 +8,7 @@ import (
 )
 
 // newShares exports what each tenant has of the executor's action and CPU slots
-// (docs/design.md, "Tenants and shares"): asynchelm_executor_slots_{queued,
-// oldest_wait_seconds,held}{pool,namespace,caller}, read from the fair queues at each scrape.
+// (asynchelm_executor_slots_*, docs/design.md "Tenants and shares").
 func newShares(svc *executor.Service) prometheus.Collector {
 	return fairqueue.NewMetrics("asynchelm_executor_slots",
 		fairqueue.Pool{Name: "action", Stats: func() []fairqueue.FlowStats { a, _ := svc.Shares(); return a }},

@@ -33,8 +33,7 @@ type Config struct {
 	// EventSigningKey verifies dead letters: only events submit signed are acted on.
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
-	// OwnNamespace is async-helm's own namespace, where the executor records the requests
-	// it consumed.
+	// OwnNamespace is async-helm's own namespace, where the executor records consumed requests.
 	OwnNamespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
 	// Leader election among the notifier's pods (docs/design.md, "Two or more notifiers"):
 	// only the one holding the Lease ElectionName in ASYNC_HELM_NAMESPACE sweeps.

@@ -86,8 +86,7 @@ func (f *Function) Start(ctx context.Context) error {
 	return f.sweeper.Start(ctx)
 }
 
-// newSweeper is the leader's loop beside the notifier: its passes read the index only
-// when the notifier runs it (watch mode), and queue the notifier's tombstones.
+// newSweeper is the leader's loop beside the notifier (reading the index in watch mode).
 func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *consumed.Store,
 	redrive sweeper.EventSender, revisions *release.RevisionIndex) *sweeper.Sweeper {
 	sw := &sweeper.Sweeper{Store: store, Reporter: f.svc, Redrive: redrive, Log: f.log,
@@ -106,8 +105,7 @@ func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *c
 	return sw
 }
 
-// since is when the notifiers' news starts (notifier.Service.Since, notifier.SinceOf).
-// Without an election, zero: every record not marked is reported.
+// since is when the notifiers' news starts (notifier.SinceOf); zero without an election.
 func (f *Function) since(ctx context.Context, client kubernetes.Interface) (time.Time, error) {
 	if !f.cfg.LeaderElection {
 		return time.Time{}, nil
@@ -115,8 +113,7 @@ func (f *Function) since(ctx context.Context, client kubernetes.Interface) (time
 	return notifier.SinceOf(ctx, client, f.cfg.OwnNamespace)
 }
 
-// clients are the Kubernetes clients, their requests counted per sweeper pass
-// (sweeper.CountingTransport).
+// clients are the Kubernetes clients, their requests counted per sweeper pass.
 func (f *Function) clients() (*kube.Clients, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", f.cfg.Kubeconfig)
 	if err != nil {
@@ -126,8 +123,7 @@ func (f *Function) clients() (*kube.Clients, error) {
 	return kube.FromConfig(rc)
 }
 
-// election is this pod's part in the notifier's leader election, on a Lease in
-// async-helm's own namespace.
+// election is this pod's part in the notifier's leader election.
 func (f *Function) election(cl *kube.Clients, pm *passMetrics) *sweeper.Election {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // two processes on one host (make run) are two candidates
@@ -166,8 +162,7 @@ func (f *Function) receive(_ context.Context, e cloudevents.Event) (function.Eve
 	return function.EventReply{}, nil
 }
 
-// receiveDeadLetter takes the events the Broker gave up delivering to the executor. Only
-// what submit signed is acted on: anyone else posting here changes nothing.
+// receiveDeadLetter takes the events the Broker gave up delivering, if submit signed them.
 func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
 	if err := events.Verify(e, signing.Key(f.cfg.EventSigningKey), time.Now(), f.cfg.EventMaxAge); err != nil {
 		f.log.Warnw("dead letter rejected", "id", e.ID(), "type", e.Type(), "error", err)

@@ -7,8 +7,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/sweeper"
 )
 
-// passMetrics expose what the sweeper's passes cost on /metrics (make bench reads them):
-// the last pass's duration, API calls and pending revisions, and totals.
+// passMetrics expose what the sweeper's passes cost on /metrics (make bench reads them).
 type passMetrics struct {
 	passes, redriven, failed    prometheus.Counter
 	seconds, calls, pending, ld prometheus.Gauge

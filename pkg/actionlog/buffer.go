@@ -24,10 +24,9 @@ const (
 	recentLines = 16
 )
 
-// Buffer is a ring of Helm's log lines bounded in bytes: the oldest lines go first. A line
-// equal to one of the recentLines before it is counted on that one (Helm repeats "not
-// ready" every 2 s while it waits, for each resource in turn). Safe for concurrent use:
-// Helm logs from several goroutines.
+// Buffer is a ring of Helm's log lines bounded in bytes, the oldest going first; a line
+// equal to one of the recentLines before it is counted on that one. Safe for concurrent
+// use: Helm logs from several goroutines.
 type Buffer struct {
 	mu      sync.Mutex
 	max     int
@@ -35,15 +34,14 @@ type Buffer struct {
 	lines   []api.LogLine // oldest first
 	next    int64         // the sequence number of the next new line
 	dropped int64
-	// version grows with every new line; a repeat only counts on its line, and is written
-	// with the next new line or heartbeat (not a rewrite of the whole log every flush while
-	// Helm repeats "not ready").
+	// version grows with every new line, not with a repeat (written with the next new line
+	// or heartbeat, not a rewrite of the whole log every flush).
 	version int64
 	clock   clock.PassiveClock
 }
 
 // NewBuffer keeps at most max bytes of lines (DefaultBytes when max <= 0, MaxBytes at
-// most); c is the clock of the lines' times (nil: the wall clock).
+// most), dated by c (nil: the wall clock).
 func NewBuffer(max int, c clock.PassiveClock) *Buffer {
 	if max <= 0 {
 		max = DefaultBytes
@@ -98,8 +96,7 @@ func (b *Buffer) Size() int {
 	return b.size
 }
 
-// storedSize is what a line costs once stored: its text as JSON escapes it ('<' and
-// control bytes take 6 bytes each), and the fields beside it.
+// storedSize is what a line costs once stored: its text as JSON escapes it, and the fields.
 func storedSize(text string) int {
 	quoted, err := json.Marshal(text)
 	if err != nil {
@@ -108,8 +105,7 @@ func storedSize(text string) int {
 	return len(quoted) + lineOverhead
 }
 
-// Snapshot is a copy of the kept lines, how many were dropped, and the buffer's version
-// (it changes with every new line).
+// Snapshot is a copy of the kept lines, how many were dropped, and the buffer's version.
 func (b *Buffer) Snapshot() (lines []api.LogLine, dropped, version int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -134,8 +130,7 @@ func Tail(lines []api.LogLine, n, maxBytes int) []api.LogLine {
 // FailureLogBytes bounds a TailText whatever its line count.
 const FailureLogBytes = 64 << 10
 
-// TailText is the last n kept lines as text, oldest first, within FailureLogBytes: the
-// log a failure report carries.
+// TailText is the last n kept lines as text within FailureLogBytes: a failure report's log.
 func (b *Buffer) TailText(n int) string {
 	lines, _, _ := b.Snapshot()
 	return text(Tail(lines, n, FailureLogBytes), func(r int) string { return fmt.Sprintf(" (repeated %d times)", r) })

@@ -21,8 +21,8 @@ const (
 )
 
 // Format renders one Helm DebugLog call with only what is safe to show a reader of the
-// release: strings, numbers, bools, durations and errors (each cut at 1 KiB); any other
-// argument (Helm v3 prints a whole Secret or resource.Info in two lines) is redacted.
+// release: strings, numbers, bools, durations and errors (each cut at 1 KiB); anything
+// else (Helm v3 prints a whole Secret) is redacted.
 func Format(format string, args ...any) string {
 	safe := make([]any, len(args))
 	for i, a := range args {

@@ -20,8 +20,7 @@ type Authorizer interface {
 	Check(ctx context.Context, u *auth.User, needs ...auth.Need) error
 }
 
-// Reader answers GET /api/helm/release/log. With a nil Authorizer or a nil user
-// (authentication off) every release is readable.
+// Reader answers GET /api/helm/release/log (a nil Authorizer or user: every release).
 type Reader struct {
 	Store      *Store
 	Authorizer Authorizer
@@ -29,16 +28,15 @@ type Reader struct {
 	Clock clock.PassiveClock
 }
 
-// Query names a log: Revision 0 is the release's most recently started one; only lines
-// after the sequence number After are answered.
+// Query names a log (Revision 0: the latest started) and the lines after After.
 type Query struct {
 	Namespace, Name string
 	Revision        int
 	After           int64
 }
 
-// Read answers a log to a caller who may read the release (as get and history: Helm's
-// records are Secrets, so list secrets in its namespace), checked before anything is read.
+// Read answers a log to a caller who may list secrets in its namespace (as get and
+// history), checked before anything is read.
 func (r *Reader) Read(ctx context.Context, u *auth.User, q Query) (*api.ActionLog, error) {
 	if u != nil && r.Authorizer != nil {
 		need := auth.Need{Verb: "list", Resource: "secrets", Namespace: q.Namespace}

@@ -30,8 +30,8 @@ const (
 	LabelNamespace = "async-helm.io/log-namespace"
 	LabelRelease   = "async-helm.io/log-release"
 	LabelRevision  = "async-helm.io/log-revision"
-	// LabelNamespaceUID is the UID of the namespace the log's action ran in ("" when it was
-	// gone): a log is answered only in that very namespace, not in one re-made under its name.
+	// LabelNamespaceUID is the UID of the namespace the log's action ran in: a log is
+	// answered only there, not in one re-made under its name.
 	LabelNamespaceUID   = "async-helm.io/log-namespace-uid"
 	annotationRequestID = "async-helm.io/log-request-id"
 	annotationAction    = "async-helm.io/log-action"
@@ -46,8 +46,8 @@ const (
 	namePrefix          = "actionlog-"
 	// DefaultKeep is how many logs a release keeps when none is configured.
 	DefaultKeep = 5
-	// DefaultNamespaceKeep is how many logs a namespace keeps, all its releases together,
-	// when the Store says none: new release names would grow them without bound.
+	// DefaultNamespaceKeep is how many logs a namespace keeps, all its releases together:
+	// new release names would grow them without bound.
 	DefaultNamespaceKeep = 100
 )
 
@@ -71,8 +71,7 @@ type body struct {
 	Lines   []api.LogLine `json:"lines"`
 }
 
-// Store keeps one ConfigMap per revision in async-helm's own namespace, which tenants
-// cannot write.
+// Store keeps one ConfigMap per revision in async-helm's own namespace (tenants cannot write).
 type Store struct {
 	Client    kubernetes.Interface
 	Namespace string
@@ -87,8 +86,7 @@ func ObjectName(namespace, name string, revision int) string {
 	return namePrefix + hex.EncodeToString(sum[:16])
 }
 
-// Write stores r: created on its first write, updated after (a record left by an earlier
-// attempt at the same revision is overwritten).
+// Write stores r: created on its first write, updated after (an earlier attempt's too).
 func (s *Store) Write(ctx context.Context, r *Record) error {
 	if r.namespaceUID == nil {
 		ns, err := s.namespace(ctx, r.Namespace)
@@ -116,8 +114,7 @@ func (s *Store) Write(ctx context.Context, r *Record) error {
 			return fmt.Errorf("action log %s: %w", cm.Name, err)
 		}
 	}
-	// Another executor of this revision (a lost lease) may have written meanwhile: the
-	// one running now overwrites.
+	// Another executor of this revision (a lost lease) may have written: this one overwrites.
 	for attempt := 0; attempt < 3; attempt++ {
 		if r.resourceVersion == "" {
 			cur, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
@@ -197,9 +194,8 @@ func (s *Store) namespace(ctx context.Context, name string) (*corev1.Namespace, 
 	return ns, nil
 }
 
-// owns tells whether namespace ns owns log cm: the one whose UID the log carries (a log
-// written before logs carried UIDs is no namespace's). A namespace that is gone (nil) has no
-// new owner: its logs stay readable until pruned.
+// owns tells whether namespace ns owns log cm: the one whose UID it carries (none: no
+// namespace's). A namespace that is gone (nil) has no new owner: its logs stay readable.
 func owns(ns *corev1.Namespace, cm metav1.Object) bool {
 	uid, keyed := cm.GetLabels()[LabelNamespaceUID]
 	return ns == nil || keyed && uid == string(ns.UID)
@@ -224,8 +220,8 @@ func (s *Store) Latest(ctx context.Context, namespace, name string) (*Record, er
 	return nil, fmt.Errorf("%w: no log of %s/%s", release.ErrNotFound, namespace, name)
 }
 
-// logs are the logs set selects, their metadata only, most recently started first (none
-// when a value is no label value: a caller's "a,b" would widen the selector).
+// logs are the logs set selects, most recently started first (none when a value is no
+// label value: a caller's "a,b" would widen the selector).
 func (s *Store) logs(ctx context.Context, set labels.Set) ([]metav1.PartialObjectMetadata, error) {
 	sel, err := labels.ValidatedSelectorFromSet(set)
 	if err != nil {
@@ -247,9 +243,8 @@ func (s *Store) logs(ctx context.Context, set labels.Set) ([]metav1.PartialObjec
 	return all, nil
 }
 
-// heads lists one page of logs, their metadata only: a log's data is up to 1 MiB, and
-// choosing and pruning logs need only their labels and annotations. A client without a
-// REST client (a fake clientset) answers a typed list.
+// heads lists one page of logs, their metadata only (a log's data is up to 1 MiB); a fake
+// clientset answers a typed list.
 func (s *Store) heads(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 	var l metav1.PartialObjectMetadataList
 	if rc, _ := s.Client.CoreV1().RESTClient().(*rest.RESTClient); rc != nil {
@@ -276,8 +271,7 @@ func started(m metav1.Object) time.Time {
 	return t
 }
 
-// Prune deletes a release's logs beyond the keep most recently started, and at a release's
-// first log (only a new release name grows them) its namespace's beyond NamespaceKeep.
+// Prune deletes a release's logs past keep, and at its first its namespace's past NamespaceKeep.
 func (s *Store) Prune(ctx context.Context, namespace, name string, keep int) error {
 	if keep <= 0 {
 		keep = DefaultKeep

@@ -15,10 +15,9 @@ import (
 const HeartbeatEvery = 30 * time.Second
 
 // Writer writes one action's Buffer to the Store: when it changed and its write budget
-// allows, at least every HeartbeatEvery while it runs, and once at the end. The budget is
-// one full buffer per HeartbeatEvery on average (two at once): each write rewrites the
-// whole ConfigMap in async-helm's namespace, so a log that keeps changing (lines that
-// never repeat within recentLines) is written less often as it grows, not every flush.
+// allows, at least every HeartbeatEvery while it runs, and once at the end. Each write
+// rewrites the whole ConfigMap, so the budget is one full buffer per HeartbeatEvery on
+// average (two at once): a log that keeps changing is written less often as it grows.
 type Writer struct {
 	Store  *Store
 	Buffer *Buffer
@@ -36,15 +35,13 @@ type Writer struct {
 	spentAt time.Time
 }
 
-// NewWriter starts the log of one revision's action (nothing is written yet); c dates it
-// (nil: the wall clock).
+// NewWriter starts the log of one revision's action (nothing is written yet).
 func NewWriter(store *Store, buf *Buffer, rec Record, c clock.PassiveClock) *Writer {
 	rec.Started, rec.Running = wallclock.Or(c).Now(), true
 	return &Writer{Store: store, Buffer: buf, Clock: c, rec: rec, version: -1}
 }
 
-// Flush writes the log if it changed since the last write or a heartbeat is due; final
-// marks it ended (after which nothing more is written).
+// Flush writes the log if it changed or a heartbeat is due; final ends it.
 func (w *Writer) Flush(ctx context.Context, final bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -67,8 +64,7 @@ func (w *Writer) Flush(ctx context.Context, final bool) error {
 	return nil
 }
 
-// affords drains the spent bytes to now and tells whether a write of size bytes stays
-// within the budget (two full buffers at once).
+// affords drains the spent bytes to now and tells whether a write of size stays within budget.
 func (w *Writer) affords(now time.Time, size int) bool {
 	full := float64(w.Buffer.max)
 	if !w.spentAt.IsZero() {

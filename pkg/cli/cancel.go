@@ -25,7 +25,7 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 		Short: "Stop the pending install or upgrade of a release; it ends failed, \"cancelled by <you>\"",
 		Long: "A revision an executor is running stops within seconds (rolled back where --atomic was asked);\n" +
 			"one no executor has started yet is failed at once. Allowed to whoever may upgrade the release.",
-		Args: exactArgs(1),
+		Args: rangeArgs(1, 1),
 		RunE: runE(o),
 	}
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "follow the revision until it is final (exit 1 if it ended other than failed: the cancel came too late)")

@@ -17,8 +17,7 @@ type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-// DiffOptions are `diff install|upgrade|rollback`'s: the action's chart and values flags and
-// how to show the changes, as helm-diff shows them.
+// DiffOptions are `diff install|upgrade|rollback`'s: the action's flags and helm-diff's.
 type DiffOptions struct {
 	*ActionOptions
 	Revision         int
@@ -41,7 +40,7 @@ func NewCmdDiff(g *Globals) *cobra.Command {
 		args       cobra.PositionalArgs
 	}{
 		{release.ActionUpgrade, "upgrade NAME [CHART]", "Show what an upgrade would change; without CHART the release's chart", rangeArgs(1, 2)},
-		{release.ActionInstall, "install NAME CHART", "Show what an install would create", exactArgs(2)},
+		{release.ActionInstall, "install NAME CHART", "Show what an install would create", rangeArgs(2, 2)},
 		{release.ActionRollback, "rollback NAME [REVISION]", "Show what a rollback would change (default: to the previous revision)", rangeArgs(1, 2)},
 	} {
 		o := &DiffOptions{ActionOptions: NewActionOptions(g, sub.action), Context: -1, Output: "diff"}
@@ -85,8 +84,7 @@ func (o *DiffOptions) Validate() error {
 }
 
 // Run asks submit for the diff and prints it as helm-diff does: the text from whole objects
-// with --context applied here (helm-diff's "..." where lines are left out), json and yaml the
-// array of changes with --context's hunks; with --detailed-exitcode, changes exit 2.
+// with --context applied here, json and yaml with --context's hunks.
 func (o *DiffOptions) Run(ctx context.Context) error {
 	url, entry := chartRef(o.Chart)
 	lines := o.Context

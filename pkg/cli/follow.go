@@ -43,8 +43,7 @@ func (g *Globals) track(t target, name string) tracker {
 	return tracker{g: g, c: t.submit, ns: t.ns, name: name}
 }
 
-// follow polls the release until its latest revision is final and returns that revision:
-// a live progress bar on a terminal, one plain line per change otherwise.
+// follow polls the release until its latest revision is final and returns that revision.
 func (t tracker) follow(ctx context.Context) (*api.Release, error) {
 	start := wallclock.Or(t.g.Clock).Now()
 	v := newView(t.g.IO.Out, t.name)
@@ -67,8 +66,7 @@ func (t tracker) follow(ctx context.Context) (*api.Release, error) {
 	}
 }
 
-// toEnd follows the release and turns a final state other than deployed into ErrFailed
-// (exit 1), as install --wait and status --watch report it.
+// toEnd follows the release and turns a final state other than deployed into ErrFailed.
 func (t tracker) toEnd(ctx context.Context) error {
 	rel, err := t.follow(ctx)
 	if err != nil {
@@ -111,8 +109,7 @@ func finalLine(w io.Writer, name string, rel *api.Release, elapsed time.Duration
 
 func roundElapsed(d time.Duration) time.Duration { return d.Round(time.Second) }
 
-// newWarnings are the warnings of p not shown yet, oldest first (the API lists the latest
-// first), and marks them shown.
+// newWarnings are the warnings of p not shown yet, oldest first, marked shown.
 func newWarnings(p *progress.Progress, shown map[string]bool) []string {
 	if p == nil {
 		return nil
@@ -140,18 +137,12 @@ func describe(rel *api.Release) string {
 	if p.Attempt != "" { // a request with retries (attempts.go)
 		s += " (attempt " + p.Attempt + ")"
 	}
-	s += fmt.Sprintf(": %s, %d/%d ready", p.Phase, p.Ready, p.Total)
-	if p.Hook != "" {
-		s += ", hook " + p.Hook
-	}
-	if len(p.WaitingFor) > 0 {
-		s += ", waiting for " + strings.Join(p.WaitingFor, ", ")
-	}
-	return s
+	unattempted := *p
+	unattempted.Attempt = ""
+	return s + ": " + unattempted.String()
 }
 
-// lineView prints one line per change and each warning once: a stable form for logs, CI
-// and golden files.
+// lineView prints one line per change and each warning once (logs, CI, golden files).
 type lineView struct {
 	w      io.Writer
 	name   string
@@ -183,8 +174,7 @@ const barWidth = 20
 
 var spinner = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
 
-// barView redraws one line in place, cut to the terminal's width; warnings are printed as
-// lines above it.
+// barView redraws one line in place, cut to the terminal's width; warnings go above it.
 type barView struct {
 	w      io.Writer
 	name   string

@@ -32,7 +32,7 @@ func NewCmdGet(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get",
 		Short: "download extended information of a named release (values, manifest, notes, hooks, all)",
-		Args:  noArgs,
+		Args:  rangeArgs(0, 0),
 	}
 	for _, sub := range []struct {
 		use, short string
@@ -45,7 +45,7 @@ func NewCmdGet(g *Globals) *cobra.Command {
 		{"all", "download all information for a named release", printAll},
 	} {
 		o := &GetOptions{named: newNamed(g), Output: "table", print: sub.print}
-		c := &cobra.Command{Use: sub.use + " RELEASE_NAME", Short: sub.short, Args: exactArgs(1), RunE: runE(o)}
+		c := &cobra.Command{Use: sub.use + " RELEASE_NAME", Short: sub.short, Args: rangeArgs(1, 1), RunE: runE(o)}
 		c.Flags().IntVar(&o.Revision, "revision", o.Revision, "get the named release with revision")
 		switch sub.use {
 		case "values":
@@ -78,7 +78,7 @@ func (o *GetOptions) Run(ctx context.Context) error {
 }
 
 // fetchRelease is a revision of the release as helm's get and status read it: 0 (or
-// below) the latest, with what it is doing while pending; any other from its history.
+// below) the latest, with what it is doing while pending.
 func fetchRelease(ctx context.Context, c *submitclient.Client, ns, name string, revision int) (*api.Release, error) {
 	if revision <= 0 {
 		return c.Get(ctx, ns, name)
@@ -146,8 +146,7 @@ func printHooks(w io.Writer, _ *GetOptions, rel *api.Release) error {
 	return nil
 }
 
-// printAll is helm's get all: the status block with the chart's lines, the values, hooks,
-// manifest and notes; or the --template over {"Release": the release}.
+// printAll is helm's get all, or the --template over {"Release": the release}.
 func printAll(w io.Writer, o *GetOptions, rel *api.Release) error {
 	if o.Template != "" {
 		t, err := template.New("_").Parse(o.Template)

@@ -21,7 +21,7 @@ func NewCmdHistory(g *Globals) *cobra.Command {
 		Use:     "history RELEASE_NAME",
 		Aliases: []string{"hist"},
 		Short:   "Show every revision of a release",
-		Args:    exactArgs(1),
+		Args:    rangeArgs(1, 1),
 		RunE:    runE(o),
 	}
 	cmd.Flags().IntVar(&o.Max, "max", o.Max, "maximum number of revision to include in history")

@@ -51,12 +51,10 @@ type ActionOptions struct {
 	vals map[string]any
 }
 
-// supersedeUsage is the help of upgrade's and rollback's --supersede (docs/design.md,
-// "Supersede").
+// supersedeUsage is the help of --supersede (docs/design.md, "Supersede").
 const supersedeUsage = "if a revision of the release is pending, cancel it (failed: \"superseded by revision N\") and run this one once it has ended"
 
-// NewActionOptions are install's (action release.ActionInstall) or upgrade's defaults on
-// the shared flags g.
+// NewActionOptions are install's or upgrade's defaults on the shared flags g.
 func NewActionOptions(g *Globals, action release.Action) *ActionOptions {
 	return &ActionOptions{named: newNamed(g), action: action, Timeout: 5 * time.Minute, Output: "table"}
 }
@@ -68,7 +66,7 @@ func NewCmdInstall(g *Globals) *cobra.Command {
 		Use:   "install NAME CHART",
 		Short: "Install a chart; answers at once with the pending release",
 		Long:  "CHART is a chart archive URL (https://...), an oci:// reference, or REPO/CHART from the cluster's chart repositories.",
-		Args:  exactArgs(2),
+		Args:  rangeArgs(2, 2),
 		RunE:  runE(o),
 	}
 	o.addFlags(cmd)
@@ -122,8 +120,7 @@ func (o *ActionOptions) addValuesFlags(cmd *cobra.Command) {
 	f.StringArrayVar(&o.Values.JSONValues, "set-json", nil, "set JSON values on the command line")
 }
 
-// Complete takes NAME and CHART, merges the values (reading --values files and URLs) and
-// finds the namespace and submit.
+// Complete takes NAME and CHART, merges the values and finds the namespace and submit.
 func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
 	if len(args) == 2 {
 		o.Chart = args[1]
@@ -139,8 +136,7 @@ func (o *ActionOptions) Complete(cmd *cobra.Command, args []string) error {
 	return o.named.Complete(cmd, args)
 }
 
-// send asks for the install or upgrade; upgrade --install installs a release that has no
-// revisions, saying so as helm does.
+// send asks for the install or upgrade (upgrade --install installs a missing release, as helm).
 func (o *ActionOptions) send(ctx context.Context, req api.ReleaseRequest) (*corev1.Secret, error) {
 	if o.action == release.ActionInstall {
 		return o.submit.Install(ctx, req)
@@ -168,8 +164,7 @@ func parseValuesFrom(flags []string) ([]valuesfrom.Ref, error) {
 	return refs, nil
 }
 
-// Validate checks the options before anything is sent: submit checks the rest (how
-// retries, remediation, --atomic and the action go together).
+// Validate checks the options before anything is sent (submit checks how they go together).
 func (o *ActionOptions) Validate() error {
 	remediation := o.Remediation == api.RemediationNone || o.Remediation == api.RemediationRollback || o.Remediation == api.RemediationUninstall
 	return firstError(requireName(o.Name),
@@ -209,8 +204,7 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 }
 
 // ApplyFlags are --server-side and --force-conflicts, as Helm v4's CLI names them: the
-// apply method of install, upgrade and rollback under the executor's Helm v4 engine
-// (server_side and force_conflicts, docs/api.md).
+// apply method under the executor's Helm v4 engine (docs/api.md).
 type ApplyFlags struct {
 	// ServerSide is "true", "false", "auto" or "" (the API's default: client-side).
 	ServerSide     string

@@ -25,7 +25,7 @@ func NewCmdList(g *Globals) *cobra.Command {
 		Long: "Without a status flag every release is listed whatever its status (helm's -a): an install or\n" +
 			"upgrade stays pending for a while after it is accepted. --deployed, --failed, --pending,\n" +
 			"--uninstalling and --uninstalled list only those, as helm's.",
-		Args: noArgs,
+		Args: rangeArgs(0, 0),
 		RunE: runE(o),
 	}
 	f := cmd.Flags()

@@ -7,8 +7,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/api"
 )
 
-// listQuery is helm list's selection of the latest revision of each release: the
-// statuses, the name filter, the order and the window.
+// listQuery is helm list's selection of the latest revision of each release.
 type listQuery struct {
 	// All is -a. Without any status flag every status is listed, as with -a: an action
 	// stays pending for a while after its 201 (helm's default is deployed and failed).
@@ -47,8 +46,7 @@ func (q listQuery) compile() (*regexp.Regexp, error) {
 	return regexp.Compile(q.Filter)
 }
 
-// selectReleases is helm's List.Run over the latest revisions submit answers: filter by
-// name, then status, sort, then the window.
+// selectReleases is helm's List.Run: filter by name, then status, sort, then the window.
 func selectReleases(rels []api.Release, q listQuery) ([]api.Release, error) {
 	filter, err := q.compile()
 	if err != nil {

@@ -32,7 +32,7 @@ func NewCmdLogs(g *Globals) *cobra.Command {
 		Long: "The log of the latest action, or of --revision N, as the executor keeps it: bounded (the oldest\n" +
 			"lines go first), a line Helm repeats in a row printed once with its count. Values and Secret data\n" +
 			"are never in it. Allowed to whoever may read the release.",
-		Args: exactArgs(1),
+		Args: rangeArgs(1, 1),
 		RunE: runE(o),
 	}
 	cmd.Flags().IntVar(&o.Revision, "revision", o.Revision, "the revision whose action's log to print (default: the latest started)")
@@ -74,8 +74,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// first reads the log; following, it waits while the release's revision is queued and
-// has no log yet.
+// first reads the log; following, it waits while the revision is queued with no log yet.
 func (o *LogsOptions) first(ctx context.Context) (*api.ActionLog, error) {
 	for {
 		l, err := o.submit.Log(ctx, o.ns, o.Name, o.Revision, 0)

@@ -69,31 +69,22 @@ func (t table) AddRow(cells ...any) {
 
 // Helm's argument checks (cmd/helm/require), worded as helm words them.
 
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return fmt.Errorf("%q accepts no arguments\n\nUsage:  %s", cmd.CommandPath(), cmd.UseLine())
-	}
-	return nil
-}
-
-func exactArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return fmt.Errorf("%q requires %d %s\n\nUsage:  %s", cmd.CommandPath(), n, plural("argument", n), cmd.UseLine())
-		}
-		return nil
-	}
-}
-
 func rangeArgs(lo, hi int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) < lo {
-			return fmt.Errorf("%q requires at least %d %s\n\nUsage:  %s", cmd.CommandPath(), lo, plural("argument", lo), cmd.UseLine())
+		var refused string
+		switch {
+		case len(args) >= lo && len(args) <= hi:
+			return nil
+		case hi == 0:
+			refused = "accepts no arguments"
+		case lo == hi:
+			refused = fmt.Sprintf("requires %d %s", lo, plural("argument", lo))
+		case len(args) < lo:
+			refused = fmt.Sprintf("requires at least %d %s", lo, plural("argument", lo))
+		default:
+			refused = fmt.Sprintf("accepts at most %d %s", hi, plural("argument", hi))
 		}
-		if len(args) > hi {
-			return fmt.Errorf("%q accepts at most %d %s\n\nUsage:  %s", cmd.CommandPath(), hi, plural("argument", hi), cmd.UseLine())
-		}
-		return nil
+		return fmt.Errorf("%q %s\n\nUsage:  %s", cmd.CommandPath(), refused, cmd.UseLine())
 	}
 }
 

@@ -54,8 +54,7 @@ type listElement struct {
 	Queue *api.Queue `json:"queue,omitempty"`
 }
 
-// chartName and appVersion are helm's formatChartName and formatAppVersion: MISSING for a
-// record without its chart.
+// chartName and appVersion are helm's formatChartName and formatAppVersion.
 func chartName(c *chart.Chart) string {
 	if c == nil || c.Metadata == nil {
 		return "MISSING"
@@ -70,8 +69,7 @@ func appVersion(c *chart.Chart) string {
 	return c.AppVersion()
 }
 
-// element is r as helm's list prints it: updated in timeFormat (Go's layout; "" is
-// time.Time's String), "-" when unset.
+// element is r as helm's list prints it: updated in timeFormat ("": time.Time's String).
 func element(r *helmrelease.Release, timeFormat string) listElement {
 	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version), Updated: "-",
 		Chart: chartName(r.Chart), AppVersion: appVersion(r.Chart)}
@@ -95,8 +93,7 @@ type listPrint struct {
 	Short      bool
 }
 
-// releaseList is helm's releaseListWriter, with the queue of the revisions no executor
-// has started: its own field in json and yaml, beside the status in the table (queueShort).
+// releaseList is helm's releaseListWriter, with the queue of the revisions not started.
 type releaseList struct {
 	rows []listElement
 	listPrint
@@ -156,8 +153,7 @@ func (l releaseList) data() any {
 	return names
 }
 
-// historyElement is a row of `helm history -o json`, field for field: helm prints
-// updated as a time there, and as time.ANSIC in the table.
+// historyElement is a row of `helm history -o json`, field for field.
 type historyElement struct {
 	Revision    int           `json:"revision"`
 	Updated     helmtime.Time `json:"updated"`

@@ -15,8 +15,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// statusShow is what the status block shows beyond helm status's own lines: get all's
-// chart lines and its values, hooks and manifest (helm's --debug block).
+// statusShow is what the status block shows beyond helm status's own lines (get all's).
 type statusShow struct {
 	Description bool
 	Metadata    bool
@@ -67,8 +66,7 @@ func (s statusPrinter) WriteTable(w io.Writer) error {
 		m := r.Chart.Metadata
 		fmt.Fprintf(&b, "CHART: %s\nVERSION: %s\nAPP_VERSION: %s\n", escapeLine(m.Name), escapeLine(m.Version), escapeLine(m.AppVersion))
 	}
-	if s.show.Description {
-		// Multi-line as helm prints it (Helm's own errors list causes on lines of their own).
+	if s.show.Description { // multi-line as helm prints it
 		fmt.Fprintf(&b, "DESCRIPTION: %s\n", escapeText(info.Description))
 	}
 	if s.rel.Queue != nil {

@@ -45,8 +45,7 @@ func NewCmdRollback(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Complete takes NAME and REVISION (refusing one that is not a revision number) and finds
-// the namespace and submit.
+// Complete takes NAME and REVISION (a revision number), then the namespace and submit.
 func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error) {
 	if len(args) == 2 {
 		if o.Revision, err = strconv.Atoi(args[1]); err != nil {

@@ -57,8 +57,7 @@ func newRootCmd(g *Globals) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// --server and --token name submit and its credentials here, not the API server: the
-	// kubeconfig context still says which cluster (and token) to use otherwise.
+	// --server and --token name submit and its credentials here, not the API server.
 	g.Config.APIServer, g.Config.BearerToken = nil, nil
 	g.Config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&g.Server, "server", "", "URL of async-helm's submit (default: $"+EnvServer+", then the Knative Service submit)")
@@ -95,7 +94,7 @@ func runE(o options) func(*cobra.Command, []string) error {
 	}
 }
 
-// requireName refuses an empty NAME before submit answers it less clearly.
+// requireName refuses an empty NAME, more clearly than submit would.
 func requireName(name string) error {
 	return refuseIf(name == "", "NAME is required")
 }

@@ -23,7 +23,7 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status RELEASE_NAME",
 		Short: "Show the status of a release (what it is doing while pending); --watch follows it until deployed or failed",
-		Args:  exactArgs(1),
+		Args:  rangeArgs(1, 1),
 		RunE:  runE(o),
 	}
 	f := cmd.Flags()

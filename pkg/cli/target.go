@@ -61,8 +61,7 @@ func (g *Globals) findTarget() (target, error) {
 	return t, nil
 }
 
-// validateSubmit refuses to send the token where the network could read it (a URL connect
-// finds is checked there).
+// validateSubmit refuses to send the token where the network could read it.
 func (t *target) validateSubmit() error {
 	if t.submit == nil || t.submit.Server == "" {
 		return nil

@@ -18,8 +18,7 @@ type TemplateOptions struct {
 	IncludeCRDs bool
 }
 
-// NewCmdTemplate is `template [NAME] CHART`: the chart rendered by submit (POST
-// /api/helm/template) as an install would render it, printed as helm template prints it.
+// NewCmdTemplate is `template [NAME] CHART`: the chart as submit renders it for an install.
 func NewCmdTemplate(g *Globals) *cobra.Command {
 	o := &TemplateOptions{ActionOptions: NewActionOptions(g, release.ActionInstall)}
 	cmd := &cobra.Command{
@@ -63,9 +62,8 @@ func (o *TemplateOptions) Run(ctx context.Context) error {
 	return err
 }
 
-// withoutCRDs drops the documents of the chart's (and its subcharts') crds/ directories
-// from a render: submit renders them as the console does, helm template only with
-// --include-crds. Each document of a render starts "---" then "# Source: PATH".
+// withoutCRDs drops the documents of the charts' crds/ directories from a render (helm
+// template prints them only with --include-crds): each starts "---", "# Source: PATH".
 func withoutCRDs(render string) string {
 	var b, doc strings.Builder
 	flush := func() {

@@ -31,7 +31,7 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall NAME",
 		Short: "Uninstall a release; answers at once, the release shows uninstalling until it is gone",
-		Args:  exactArgs(1),
+		Args:  rangeArgs(1, 1),
 		RunE:  runE(o),
 	}
 	cmd.Flags().IntVar(&o.Version, "version", o.Version, "refuse unless the release has this revision")
@@ -59,8 +59,7 @@ func (o *UninstallOptions) Run(ctx context.Context) error {
 	return o.track(o.target, o.Name).gone(ctx)
 }
 
-// gone polls the release until it is gone (uninstalled) or no longer pending (the
-// uninstall failed).
+// gone polls the release until it is gone (uninstalled) or no longer pending (failed).
 func (t tracker) gone(ctx context.Context) error {
 	out := t.g.IO.Out
 	start := wallclock.Or(t.g.Clock).Now()

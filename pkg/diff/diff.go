@@ -38,33 +38,22 @@ type Options struct {
 	Context int
 }
 
-// MaxObjectLines bounds an object compared line by line; a larger one that changed is
-// shown as such, without its lines (the diff's cost grows with the square of its lines).
-const MaxObjectLines = 20_000
-
-// MaxLines bounds the lines compared line by line in one comparison; the objects past it
-// that changed are shown as such, without their lines.
-const MaxLines = 200_000
-
-// The cost of comparing an object line by line is the product of its differing lines
-// before and after (what lies between their common first and last lines): the matcher's
-// work grows with it. Past MaxObjectCost an object, past MaxCost a comparison's objects,
-// are shown as changed without their lines.
+// Bounds of a comparison: past them, an object that changed is shown as such, without its
+// lines. The matcher's work grows with the product of an object's differing lines before
+// and after (between their common first and last lines): its cost. MaxTime is also what a
+// diff adds to its caller's render slot.
 const (
-	MaxObjectCost = 2_000_000
-	MaxCost       = 8_000_000
+	MaxObjectLines = 20_000  // one object's lines
+	MaxLines       = 200_000 // the lines of one comparison
+	MaxObjectCost  = 2_000_000
+	MaxCost        = 8_000_000
+	MaxTime        = 2 * time.Second
 )
 
-// MaxTime bounds a comparison: the objects not compared by then are shown as changed
-// without their lines. Its caller holds a render slot, so this is also what a diff adds
-// to a slot's hold.
-const MaxTime = 2 * time.Second
-
 // Compute compares the objects of two manifests of a release in namespace: what it has
-// (before) and what an action would apply (after). Objects equal on both sides are left out.
-// Past ctx's end or MaxTime, the objects left are shown as changed without their lines; the
-// objects are named within MaxTime, past ctx's end too (a manifest not parsed by then is an
-// error).
+// (before) and what an action would apply (after); objects equal on both sides are left
+// out. Past ctx's end or MaxTime, the objects left are shown as changed without their
+// lines; a manifest not parsed within MaxTime is an error.
 func Compute(ctx context.Context, before, after, namespace string, o Options) ([]Change, error) {
 	deadline := time.Now().Add(MaxTime)
 	named, stop := context.WithDeadline(context.WithoutCancel(ctx), deadline)
@@ -109,8 +98,7 @@ func Compute(ctx context.Context, before, after, namespace string, o Options) ([
 const resourcePolicy = "helm.sh/resource-policy"
 
 // kept reports an object annotated helm.sh/resource-policy: keep, which Helm does not
-// delete (helm-diff leaves it out of the removed). Only a document naming the annotation is
-// parsed, whole and bounded as a Secret is; one that does not parse is shown removed.
+// delete. Only a document naming the annotation is parsed, bounded as a Secret is.
 func kept(o Object) bool {
 	if !strings.Contains(o.Text, resourcePolicy) {
 		return false

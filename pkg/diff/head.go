@@ -23,8 +23,8 @@ const (
 	maxParsedBytes = 16 << 20
 )
 
-// head is what names an object, read with exact keys from the document decoded as the apply
-// decodes it (YAML to JSON to a map): "Kind" is not "kind", and a later key wins.
+// head is what names an object, read with exact keys as the apply decodes it: "Kind" is
+// not "kind", and a later key wins.
 type head struct {
 	APIVersion, Kind, Name, Namespace string
 }
@@ -70,10 +70,9 @@ func parseBounded(text string, maxNodes int64, v any) error {
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*:( |$)`)
 
 // headLines are doc's top-level apiVersion, kind and metadata lines, and of metadata's
-// block only its name and namespace. ok is false (parse it whole) unless every key line of
-// the top level and of metadata's block is plainKey and no value of the head is a block
-// scalar or goes on past its line: anything else could name the object otherwise than the
-// lines kept say.
+// block its name and namespace. ok is false (parse it whole) unless every key line there is
+// plainKey and no value of the head goes on past its line: anything else could name the
+// object otherwise than the lines kept say.
 func headLines(doc string) (string, bool) {
 	var b strings.Builder
 	inMeta, child, hasKind := false, "", false

@@ -7,11 +7,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// maskSecrets replaces the values of a Secret's data and stringData as helm-diff does: a
-// value that differs shows as "-------- # (N bytes)" before and "++++++++ # (N bytes)"
-// after, an equal one as "REDACTED # (N bytes)" on both sides; nothing else of the values
-// shows. Either may be nil (added, removed). Documents that do not parse (or are over
-// MaxDocumentNodes) are replaced whole: their text might hold the values.
+// maskSecrets replaces the values of a Secret's data and stringData as helm-diff does
+// ("-------- # (N bytes)" before, "++++++++" after, "REDACTED" when equal). Either may be
+// nil. Documents that do not parse are replaced whole: their text might hold the values.
 func maskSecrets(before, after *Object) {
 	b, bok := secretOf(before)
 	a, aok := secretOf(after)

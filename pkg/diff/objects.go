@@ -21,9 +21,8 @@ type Object struct {
 	Text string
 }
 
-// Key names an object as helm-diff does: "namespace, name, Kind (group)", the group being
-// its apiVersion without the version ("v1" for the core API). Helm matches an object by
-// group, kind, namespace and name, so a new version of its API changes it.
+// Key names an object as helm-diff does: "namespace, name, Kind (group)". Helm matches an
+// object by group, kind, namespace and name, so a new version of its API changes it.
 func (o Object) Key() string {
 	return fmt.Sprintf("%s, %s, %s (%s)", o.Namespace, o.Name, o.Kind, APIBase(o.API))
 }
@@ -46,11 +45,9 @@ var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 // tiny documents cost a parse each (GitLab 6.5.4 renders a few hundred).
 const MaxDocuments = 10_000
 
-// Parse splits a manifest (Helm's: documents after "---", "# Source:" comments) into its
-// objects, those without a namespace in namespace, parsing only what names each (headOf),
-// until ctx ends. Documents with no kind (comments only, empty) are skipped; two documents
-// naming one object (Key: any version) are ErrDuplicateObject, as there is no one answer to
-// show: an install fails on the second create, an upgrade patches both in turn.
+// Parse splits a manifest into its objects, those without a namespace in namespace, parsing
+// only what names each (headOf), until ctx ends. Documents with no kind are skipped; two
+// naming one object are ErrDuplicateObject: there is no one answer to show.
 func Parse(ctx context.Context, manifest, namespace string) (map[string]Object, error) {
 	docs := separator.Split(manifest, MaxDocuments+2)
 	if len(docs) > MaxDocuments+1 {

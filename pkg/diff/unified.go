@@ -14,10 +14,8 @@ type budget struct {
 	ctx         context.Context
 }
 
-// unified is the unified diff of two texts of an object ("@@" hunks, no file header) with
-// context lines around each change (negative: all), or a line saying why it is not shown.
-// Only the lines between the texts' common first and last lines go through the matcher,
-// whose work grows with the product of their numbers: that product is what is bounded.
+// unified is the unified diff of two texts of an object with context lines around each
+// change (negative: all), or a line saying why it is not shown (the bounds of diff.go).
 func unified(from, to string, context int, left *budget) string {
 	a, b := linesOf(from), linesOf(to)
 	if len(a) > MaxObjectLines || len(b) > MaxObjectLines {
@@ -52,8 +50,7 @@ func linesOf(text string) []string {
 	return difflib.SplitLines(strings.TrimSuffix(text, "\n"))
 }
 
-// commonEnds are the numbers of lines a and b share at their start and, after those, at
-// their end.
+// commonEnds are the numbers of lines a and b share at their start and then at their end.
 func commonEnds(a, b []string) (pre, suf int) {
 	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
 		pre++

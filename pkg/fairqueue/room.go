@@ -9,8 +9,7 @@ import (
 // its tenant already waited the most.
 var ErrFull = errors.New("fairqueue: no place to wait")
 
-// room is the cost of the work waiting in Acquire and Requeue, in all, per namespace and
-// per caller (Options.MaxWaiting).
+// room is the cost of the waiting work, in all, per namespace and per caller (MaxWaiting).
 type room struct {
 	total      int64
 	ns, caller map[string]int64

@@ -8,9 +8,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// attachLogTail puts the end of the failed action's log on its status event. The log lives
-// in async-helm's own namespace (only executors write it); without one the event goes
-// without (a revision failed before any executor ran it, or by the sweeper).
+// attachLogTail puts the end of the failed action's log, if any, on its status event.
 func (s *Service) attachLogTail(ctx context.Context, c *events.StatusChange) {
 	if s.ActionLogs == nil || c.Status != "failed" {
 		return

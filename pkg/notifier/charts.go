@@ -10,11 +10,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// A record the helm CLI wrote carries no chart label: its chart is in the payload, which
-// the API server sends whole (up to ~1 MiB) for a head decoded here. A revision's chart
-// never changes, and Helm reports each revision several times (pending, deployed,
-// superseded): the chart read once is kept by the Secret's UID, for the newest
-// ChartsCached records, so a record is read for its chart at most once while cached.
+// A record the helm CLI wrote carries no chart label: its chart is in the payload (up to
+// ~1 MiB a read). A revision's chart never changes and Helm reports each revision several
+// times, so the chart read once is kept by the Secret's UID, for the newest ChartsCached.
 
 // ChartsCached bounds the charts kept by record (a hundred bytes each).
 const ChartsCached = 4096
@@ -36,10 +34,9 @@ func (s *Service) cachedChart(uid types.UID) (chartOf, bool) {
 }
 
 // describe fills chart and reason. Labels carry the chart of async-helm's releases; the
-// payload of this one revision is read only when needed (a failure's reason, or the chart
-// of a release installed by plain helm not read before), at the resourceVersion the index
-// saw, and only its head is decoded (Store.Head). A record that does not decode is reported
-// with what its labels say.
+// payload is read only for a failure's reason or a helm CLI record's chart not cached, at
+// the resourceVersion the index saw, its head only. A record that does not decode is
+// reported with what its labels say.
 func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
 	c.Chart, c.ChartVersion, _ = release.ParseChartLabel(rev.Chart)
 	if c.Chart != "" && status != "failed" {

@@ -7,15 +7,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Every tenant's status changes share the notifier's workers and its API client: a tenant
-// flipping the status labels of many Secrets (hand-made helm-CLI-looking records count) must
-// not put every other tenant's events and marks behind its own. Both queues are client-go's
-// workqueue (a key queued once however often it is added, never handed to two workers,
-// retried with backoff) over keysByNamespace, which hands keys out one namespace at a time
-// in turn: another namespace's key waits behind at most one key of each busy namespace.
+// Every tenant's status changes share the notifier's workers: a tenant flipping the status
+// labels of many Secrets must not put every other tenant's events behind its own. Both
+// queues are client-go's workqueue over keysByNamespace, which hands keys out one namespace
+// at a time in turn: a key waits behind at most one key of each busy namespace.
 
 // keysByNamespace is the workqueue's storage (workqueue.Queue): a FIFO of keys per
-// namespace and the namespaces holding keys, in turn. The workqueue calls it under its lock.
+// namespace and the namespaces holding keys, in turn; called under the workqueue's lock.
 type keysByNamespace struct {
 	keys map[string][]string
 	turn []string
@@ -62,15 +60,13 @@ func (q *keysByNamespace) Pop() string {
 	return key
 }
 
-// keyNamespace is the namespace of a queue key: "namespace/secret" or a tombstone's
-// "tombstone:namespace/lease".
+// keyNamespace is the namespace of a key: "namespace/secret" or "tombstone:namespace/lease".
 func keyNamespace(key string) string {
 	ns, _, _ := strings.Cut(strings.TrimPrefix(key, tombstoneKey), "/")
 	return ns
 }
 
-// newKeyQueue is a rate-limited workqueue named name over keysByNamespace: a key refused
-// is retried after 100 ms, doubled up to 30 s.
+// newKeyQueue is a workqueue over keysByNamespace, retrying a key after 100 ms, doubled to 30 s.
 func newKeyQueue(name string) workqueue.TypedRateLimitingInterface[string] {
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, Queue: newKeysByNamespace()})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: name, Queue: base})

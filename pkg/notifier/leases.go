@@ -70,8 +70,7 @@ func (c *leaseCache) get(namespace, name string) *coordinationv1.Lease {
 	return nil
 }
 
-// list is every cached Lease, and the namespaces at MaxLeasesPerNamespace; ok is false
-// without a cache.
+// list is every cached Lease and the namespaces at MaxLeasesPerNamespace; ok: there is a cache.
 func (c *leaseCache) list() (out []*coordinationv1.Lease, full []string, ok bool) {
 	c.mu.Lock()
 	infs := c.informers

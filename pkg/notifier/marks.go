@@ -13,11 +13,6 @@ import (
 // queue and goes on to the next event. A mark not made (a crash after the send) means one
 // duplicate event, under the same id, which the contract allows.
 
-// processMark records one secret's reported status; false when the queue shut down.
-func (s *Service) processMark(ctx context.Context) bool {
-	return s.work(ctx, s.marks, s.markReported, nil, "reported status not recorded yet; will retry")
-}
-
 // markReported records the status the index has for key when all seen of it was reported;
 // otherwise the worker still reporting it queues the mark again.
 func (s *Service) markReported(ctx context.Context, key string) error {

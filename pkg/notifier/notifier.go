@@ -42,7 +42,7 @@ func (s *Service) Start(ctx context.Context, watch bool) error {
 			}
 		}()
 		go func() {
-			for s.processMark(ctx) {
+			for s.work(ctx, s.marks, s.markReported, nil, "reported status not recorded yet; will retry") {
 			}
 		}()
 	}
@@ -246,8 +246,7 @@ func (s *Service) work(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	return true
 }
 
-// syncGuarded is sync with a backstop: a panic is logged and retried later, never the end
-// of the worker.
+// syncGuarded is sync with a backstop: a panic is logged and retried, never the worker's end.
 func (s *Service) syncGuarded(ctx context.Context, key string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -15,9 +15,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// progressEvents reports the progress the executors record on revisions' Leases as
-// dev.asynchelm.release.progress events: at most one per revision every interval, the
-// latest progress winning. Progress is a live view, not history: one lost is not resent.
+// progressEvents reports the progress on revisions' Leases as events: at most one per
+// revision every interval, the latest winning. A live view: one lost is not resent.
 type progressEvents struct {
 	s        *Service
 	interval time.Duration
@@ -82,14 +81,11 @@ func (p *progressEvents) loop(ctx context.Context) {
 	}
 }
 
-// ProgressPerNamespace bounds the progress events of one namespace an interval: a tenant
-// writing progress on many Leases it labels as ours gets its latest of that many sent each
-// interval, the rest the next, and every other namespace's go out meanwhile.
+// ProgressPerNamespace bounds the progress events of one namespace an interval, so a tenant
+// writing progress on many Leases does not hold every other namespace's back.
 const ProgressPerNamespace = 16
 
-// tick sends the latest progress of each revision not sent yet, at most
-// ProgressPerNamespace of a namespace; the others wait for the next tick (unless a newer
-// progress replaced them meanwhile).
+// tick sends the latest progress not sent yet, at most ProgressPerNamespace a namespace.
 func (p *progressEvents) tick(ctx context.Context) {
 	p.mu.Lock()
 	batch, perNS := map[string]*events.ProgressChange{}, map[string]int{}

@@ -51,8 +51,7 @@ type ConsumedRecords interface {
 
 // Service is the notifier.
 type Service struct {
-	// Client runs the Lease informers and reads namespaces; every other read goes
-	// through Store.
+	// Client runs the Lease informers and reads namespaces; all else goes through Store.
 	Client kubernetes.Interface
 	// Metadata builds the RevisionIndex when Revisions is nil.
 	Metadata metadata.Interface
@@ -71,8 +70,7 @@ type Service struct {
 	// SigningKey signs and verifies the marks of reported statuses (marks.go); empty: a
 	// trusted run, where the mark alone counts.
 	SigningKey signing.Key
-	// Since is no later than when the notifiers first ran (history.go); zero reports every
-	// record not marked.
+	// Since is no later than when the notifiers first ran (history.go); zero: no history.
 	Since time.Time
 	// Clock dates ages and ticks the progress events (nil: the wall clock).
 	Clock clock.WithTicker
@@ -113,7 +111,7 @@ type Service struct {
 // client's QPS limit (pkg/kube).
 const DefaultWorkers = 32
 
-// Init prepares the queue; Run calls it, and so may a caller that enqueues before Run.
+// Init prepares the queues; Start calls it, and so may a caller that enqueues before.
 func (s *Service) Init() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,8 +137,7 @@ type LogTails interface {
 	Tail(ctx context.Context, namespace, name string, revision int, requestID string) (string, error)
 }
 
-// CachedLease is async-helm's cached Lease namespace/name (nil: none); only one it shows
-// alive may be trusted (release.AliveIn).
+// CachedLease is async-helm's cached Lease (nil: none); trust only one alive (release.AliveIn).
 func (s *Service) CachedLease(namespace, name string) *coordinationv1.Lease {
 	return s.leases.get(namespace, name)
 }

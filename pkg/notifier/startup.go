@@ -44,8 +44,7 @@ func (s *Service) enqueueAdded(obj any, inInitialList bool) {
 	}
 }
 
-// feedStartup queues held start-up keys while fewer than StartupAtOnce of them are queued
-// or being reported.
+// feedStartup queues held start-up keys while fewer than StartupAtOnce are in flight.
 func (s *Service) feedStartup() {
 	f := &s.startup
 	f.mu.Lock()

@@ -10,10 +10,8 @@ import (
 )
 
 // checkVanished decides a pending revision of ours whose Secret was deleted: when its
-// namespace is gone or terminating, the work can never finish, so "failed" is reported
-// once, with the reason (nothing else would: the Leases and tombstones went too). A
-// namespace still there means the Secret was deleted on purpose (submit's Undo, by hand):
-// nothing is reported.
+// namespace is gone or terminating, the work can never finish, so "failed" is reported once
+// (nothing else would). A namespace still there means a deletion on purpose: nothing.
 func (s *Service) checkVanished(ctx context.Context, key string) error {
 	s.mu.Lock()
 	check, rev := s.vanished[key], s.gone[key]

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // releaseNameAnnotation is what Helm puts on every object it creates for a release.
@@ -169,19 +170,13 @@ func relatedTo(name string, states []state) bool {
 // deploymentReady is kubectl rollout status's rule: the controller saw the latest spec,
 // every replica is updated and available (a Deployment mid-rollout is not ready).
 func deploymentReady(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
 	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= want &&
 		d.Status.AvailableReplicas >= want && d.Status.Replicas == d.Status.UpdatedReplicas
 }
 
 func statefulSetReady(s *appsv1.StatefulSet) bool {
-	want := int32(1)
-	if s.Spec.Replicas != nil {
-		want = *s.Spec.Replicas
-	}
+	want := ptr.Deref(s.Spec.Replicas, 1)
 	return s.Status.ObservedGeneration >= s.Generation && s.Status.ReadyReplicas >= want && s.Status.UpdatedReplicas >= want
 }
 

@@ -1,7 +1,5 @@
-// Package progress is what a pending revision is doing while Helm runs: the phase (read
-// from Helm's own log), the release's workloads ready against total, what it waits for, the
-// hook running now and the latest Warning events. The executor records it on the
-// revision's Lease (docs/design.md, "Progress and cancel"); readers show it.
+// Package progress is what a pending revision is doing while Helm runs, as the executor
+// records it on the revision's Lease (docs/design.md, "Progress and cancel").
 package progress
 
 import (
@@ -62,7 +60,7 @@ func (p Progress) String() string {
 	return s
 }
 
-// Encode is the annotation value; Decode reads it back (nil for "").
+// Encode is the annotation value.
 func (p Progress) Encode() string {
 	b, _ := json.Marshal(p)
 	return string(b)
@@ -80,10 +78,9 @@ func Decode(s string) (*Progress, error) {
 	return &p, nil
 }
 
-// Lines the executor's Helm kube client (pkg/helmexec) logs before each create, where Helm's
-// own "creating %d resource(s)" is the same for a hook and for the release's resources, and
-// before it updates the release's resources. The release's lines name its workloads
-// (WorkloadsOf): what the Collector reads.
+// Lines the executor's kube client (pkg/helmexec) logs before each create or update (Helm's
+// own "creating %d resource(s)" is the same for a hook and for the release's resources).
+// The release's lines name its workloads (WorkloadsOf): what the Collector reads.
 const (
 	LogCreateHook    = "async-helm: creating %d hook resource(s)"
 	LogCreateRelease = "async-helm: creating %d release resource(s)%s"
@@ -93,8 +90,7 @@ const (
 	workloadsPrefix = "; workloads: "
 )
 
-// Workloads is what LogCreateRelease and LogUpdateRelease name: "" or "; workloads: " and
-// "Kind/name" of each.
+// Workloads is what LogCreateRelease and LogUpdateRelease name: "" or "; workloads: Kind/name ...".
 type Workloads string
 
 // WorkloadsOf names the Deployments, StatefulSets, DaemonSets and Jobs among objs, at most
@@ -116,9 +112,8 @@ func WorkloadsOf(objs []*resource.Info) Workloads {
 	return Workloads(workloadsPrefix + strings.Join(names, " "))
 }
 
-// Phases follows Helm's debug log to tell the phase and the running hook. It matches on
-// Helm's format strings (stable across its releases), not on the formatted text, and on
-// LogCreateHook/LogCreateRelease, which both engines' kube clients log before each create.
+// Phases follows Helm's debug log to tell the phase and the running hook, matching Helm's
+// format strings (stable across its releases) and LogCreateHook/LogCreateRelease.
 type Phases struct {
 	mu    sync.Mutex
 	phase string
@@ -179,8 +174,7 @@ func (t *Phases) Current() (phase, hook string) {
 	return t.phase, t.hook
 }
 
-// Workloads are the release's workloads ("Kind/name") its kube client last created or
-// updated.
+// Workloads are the workloads ("Kind/name") the kube client last created or updated.
 func (t *Phases) Workloads() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -84,19 +84,19 @@ func TestPhasesFollowHelmsLog(t *testing.T) {
 	}
 }
 
-func ptr(i int32) *int32 { return &i }
+func replicas(n int32) *int32 { return &n }
 
 func TestCollectorCountsTheReleasesWorkloadsAndWarnings(t *testing.T) {
 	ours := metav1.ObjectMeta{Namespace: "ns", Generation: 2, Annotations: map[string]string{"meta.helm.sh/release-name": "web"}}
 	named := func(n string) metav1.ObjectMeta { m := *ours.DeepCopy(); m.Name = n; return m }
 	now := time.Now()
 	objs := []runtime.Object{
-		&appsv1.Deployment{ObjectMeta: named("ready"), Spec: appsv1.DeploymentSpec{Replicas: ptr(2)},
+		&appsv1.Deployment{ObjectMeta: named("ready"), Spec: appsv1.DeploymentSpec{Replicas: replicas(2)},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}},
 		// Mid-rollout: two available, but one of them is the old version.
-		&appsv1.Deployment{ObjectMeta: named("rolling"), Spec: appsv1.DeploymentSpec{Replicas: ptr(2)},
+		&appsv1.Deployment{ObjectMeta: named("rolling"), Spec: appsv1.DeploymentSpec{Replicas: replicas(2)},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 2}},
-		&appsv1.StatefulSet{ObjectMeta: named("gitaly"), Spec: appsv1.StatefulSetSpec{Replicas: ptr(1)},
+		&appsv1.StatefulSet{ObjectMeta: named("gitaly"), Spec: appsv1.StatefulSetSpec{Replicas: replicas(1)},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: 0, UpdatedReplicas: 1}},
 		&batchv1.Job{ObjectMeta: named("migrate"), Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}},

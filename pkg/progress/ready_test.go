@@ -24,17 +24,17 @@ func TestReadinessRules(t *testing.T) {
 		ready bool
 		got   bool
 	}{
-		{"deployment ready", true, deploymentReady(&appsv1.Deployment{ObjectMeta: gen, Spec: appsv1.DeploymentSpec{Replicas: ptr(2)},
+		{"deployment ready", true, deploymentReady(&appsv1.Deployment{ObjectMeta: gen, Spec: appsv1.DeploymentSpec{Replicas: replicas(2)},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}})},
-		{"deployment spec not yet observed", false, deploymentReady(&appsv1.Deployment{ObjectMeta: gen, Spec: appsv1.DeploymentSpec{Replicas: ptr(2)},
+		{"deployment spec not yet observed", false, deploymentReady(&appsv1.Deployment{ObjectMeta: gen, Spec: appsv1.DeploymentSpec{Replicas: replicas(2)},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}})},
 		{"deployment without replicas wants one", false, deploymentReady(&appsv1.Deployment{ObjectMeta: gen,
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 3}})},
-		{"deployment scaled to zero", true, deploymentReady(&appsv1.Deployment{ObjectMeta: gen, Spec: appsv1.DeploymentSpec{Replicas: ptr(0)},
+		{"deployment scaled to zero", true, deploymentReady(&appsv1.Deployment{ObjectMeta: gen, Spec: appsv1.DeploymentSpec{Replicas: replicas(0)},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 3}})},
-		{"statefulset ready", true, statefulSetReady(&appsv1.StatefulSet{ObjectMeta: gen, Spec: appsv1.StatefulSetSpec{Replicas: ptr(3)},
+		{"statefulset ready", true, statefulSetReady(&appsv1.StatefulSet{ObjectMeta: gen, Spec: appsv1.StatefulSetSpec{Replicas: replicas(3)},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: 3, ReadyReplicas: 3, UpdatedReplicas: 3}})},
-		{"statefulset old pods ready", false, statefulSetReady(&appsv1.StatefulSet{ObjectMeta: gen, Spec: appsv1.StatefulSetSpec{Replicas: ptr(3)},
+		{"statefulset old pods ready", false, statefulSetReady(&appsv1.StatefulSet{ObjectMeta: gen, Spec: appsv1.StatefulSetSpec{Replicas: replicas(3)},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: 3, ReadyReplicas: 3, UpdatedReplicas: 1}})},
 		{"daemonset ready", true, daemonSetReady(&appsv1.DaemonSet{ObjectMeta: gen,
 			Status: appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 4, NumberReady: 4, UpdatedNumberScheduled: 4}})},

@@ -47,8 +47,7 @@ func (c *Client) Upgrade(ctx context.Context, req api.ReleaseRequest) (*corev1.S
 	return &sec, c.do(ctx, http.MethodPut, api.PathAsync, nil, req, &sec)
 }
 
-// Get returns the latest revision of a release, with what it is doing now while it is
-// pending (Progress, nil otherwise).
+// Get returns the latest revision of a release, with its Progress while it is pending.
 func (c *Client) Get(ctx context.Context, ns, name string) (*api.Release, error) {
 	var rel api.Release
 	if err := c.do(ctx, http.MethodGet, api.PathRelease, url.Values{"ns": {ns}, "name": {name}}, nil, &rel); err != nil {
@@ -61,8 +60,7 @@ func (c *Client) Get(ctx context.Context, ns, name string) (*api.Release, error)
 }
 
 // Cancel stops the pending revision of a release: Status "cancelling" while its executor
-// stops it, "failed" when nobody had started it (failed at once). A release with nothing
-// pending is an *APIError with Status 409.
+// stops it, "failed" when none had started it; nothing pending is an *APIError 409.
 func (c *Client) Cancel(ctx context.Context, ns, name string) (*api.Cancelled, error) {
 	var out api.Cancelled
 	return &out, c.do(ctx, http.MethodPost, api.PathCancel, url.Values{"ns": {ns}, "name": {name}}, nil, &out)
@@ -93,15 +91,13 @@ func (c *Client) Diff(ctx context.Context, req api.DiffRequest) (*api.Diff, erro
 	return &out, c.do(ctx, http.MethodPost, api.PathDiff, nil, req, &out)
 }
 
-// Template is what an install of req would render (POST /api/helm/template): the CRDs,
-// manifest and hooks as YAML text, nothing reserved.
+// Template is what an install of req would render (CRDs, manifest and hooks), nothing reserved.
 func (c *Client) Template(ctx context.Context, req api.ReleaseRequest) (string, error) {
 	var out string
 	return out, c.do(ctx, http.MethodPost, api.PathTemplate, nil, req, &out)
 }
 
-// Log is the log of a release's action: revision version (0: the latest started), the
-// lines after sequence number after.
+// Log is a release's action log: revision version (0: latest started), lines after after.
 func (c *Client) Log(ctx context.Context, ns, name string, version int, after int64) (*api.ActionLog, error) {
 	q := url.Values{"ns": {ns}, "name": {name}}
 	if version > 0 {
@@ -114,9 +110,8 @@ func (c *Client) Log(ctx context.Context, ns, name string, version int, after in
 	return &out, c.do(ctx, http.MethodGet, api.PathLog, q, nil, &out)
 }
 
-// Uninstall asks for an uninstall of release name (the console's async route, 204): the
-// latest revision is marked uninstalling, and the release is gone when the executor is done.
-// version, when above 0, must name an existing revision.
+// Uninstall asks for an uninstall of release name (204); version, when above 0, must name
+// an existing revision.
 func (c *Client) Uninstall(ctx context.Context, ns, name string, version int, opts ...api.UninstallOptions) error {
 	q := url.Values{"ns": {ns}, "name": {name}}
 	if version > 0 {
@@ -189,8 +184,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 }
 
 // client is c.HTTP (or a plain client) that follows no redirect: Go's client keeps the
-// Authorization header on a redirect to the same host, even from https to http, and
-// submit's API never redirects. c.HTTP itself is not changed.
+// Authorization header on a redirect to the same host, even from https to http.
 func (c *Client) client() *http.Client {
 	hc := http.Client{}
 	if c.HTTP != nil {

@@ -8,8 +8,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// What the sweeper does to one pending revision of ours is decided here, by pure functions
-// of what revision.go gathered; the writes are applied in one place (apply).
+// What the sweeper does to a revision is decided here by pure functions; apply writes.
 
 // action is what a sweep does to a revision.
 type action int

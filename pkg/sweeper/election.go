@@ -20,9 +20,8 @@ type Election struct {
 	Client kubernetes.Interface
 	// Namespace and Name of the Lease; Identity is this pod's (its name and a random suffix).
 	Namespace, Name, Identity string
-	// LeaseDuration, RenewDeadline, RetryPeriod as client-go's leader election takes them:
-	// a dead leader is replaced within LeaseDuration + 2 * 2.2 * RetryPeriod (client-go
-	// polls every RetryPeriod with a jitter of up to 1.2 times more), plus API latency.
+	// LeaseDuration, RenewDeadline, RetryPeriod as client-go takes them: a dead leader is
+	// replaced within LeaseDuration + 2 * 2.2 * RetryPeriod (RetryPeriod has a jitter of 1.2).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Log                                       *zap.SugaredLogger
 	// OnLeading, when set, is told when this pod starts (true) and stops (false) leading.
@@ -67,8 +66,7 @@ func (e *Election) config(lead func(context.Context)) (leaderelection.LeaderElec
 		// The Lease holds whole seconds: under one, every candidate sees it expired.
 		return leaderelection.LeaderElectionConfig{}, fmt.Errorf("leader election: lease duration %s is under 1s", e.LeaseDuration)
 	}
-	// A pass still running when leadership ends is waited for before campaigning again,
-	// so this pod never runs two passes at once.
+	// A pass still running when leadership ends is waited for: never two passes at once.
 	var running sync.WaitGroup
 	return leaderelection.LeaderElectionConfig{
 		Lock: lock, Name: e.Name, ReleaseOnCancel: true,

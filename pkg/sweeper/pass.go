@@ -10,16 +10,16 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// pass is one pass of the loop, with a backstop: a panic is logged and the next tick
-// sweeps again (the guarded decode is the fix; this keeps the loop alive regardless).
+// pass is one pass of the loop; a panic is logged and the next tick sweeps again.
 func (s *Sweeper) pass(ctx context.Context) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.Log.Errorw("recovered a panic in the sweep", "panic", r)
 		}
 	}()
-	start := time.Now() // the pass's cost in real time, whatever clock decides
-	ctx, calls := countCalls(ctx)
+	start := time.Now()      // the pass's cost in real time, whatever clock decides
+	calls := &atomic.Int64{} // the API calls made with ctx (CountingTransport)
+	ctx = context.WithValue(ctx, callsKey{}, calls)
 	res, pending, err := s.sweepAll(ctx)
 	if err != nil {
 		s.Log.Warnw("sweep failed", "error", err)
@@ -48,9 +48,8 @@ func (s *Sweeper) logPass(st PassStats) {
 		"redriven", st.Redriven, "failed", st.Failed, "deferred", st.Deferred)
 }
 
-// SweepOnce looks at every pending revision async-helm wrote: it re-sends the stored event
-// of work whose delivery was lost, and fails what passed the queue deadline. Revisions that
-// are not ours (the helm CLI's, Flux's, or later ones carrying our copied labels) are never
+// SweepOnce re-sends the stored event of pending work whose delivery was lost, and fails
+// what passed the queue deadline. Revisions not ours (the helm CLI's, Flux's) are never
 // touched.
 func (s *Sweeper) SweepOnce(ctx context.Context) (SweepResult, error) {
 	res, _, err := s.sweepAll(ctx)
@@ -81,8 +80,8 @@ func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
 }
 
 // pendingRevisions are the pending revisions to sweep: from the shared index when the
-// notifier watches (no API call: a LIST of 10,000 revisions every pass was the pass's
-// cost), else one LIST per watched namespace.
+// notifier watches (a LIST of 10,000 revisions every pass was its cost), else a LIST per
+// namespace.
 func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, error) {
 	if s.Index != nil {
 		return s.Index.PendingRevisions(), nil
@@ -138,17 +137,10 @@ func (s *Sweeper) lead(ctx context.Context) {
 	s.loop(ctx)
 }
 
-// The sweeper counts the API calls of each pass (PassStats.APICalls): the clients' transport
-// (CountingTransport) adds one to the counter the request's context carries. client-go
-// sends every request with the context its caller gave, so only the pass's calls count.
+// The sweeper counts the API calls of each pass: CountingTransport adds one to the counter
+// the request's context carries, so only the pass's calls count.
 
 type callsKey struct{}
-
-// countCalls is ctx carrying a fresh counter of the API calls made with it.
-func countCalls(ctx context.Context) (context.Context, *atomic.Int64) {
-	n := &atomic.Int64{}
-	return context.WithValue(ctx, callsKey{}, n), n
-}
 
 // CountingTransport wraps a Kubernetes client's transport (rest.Config.WrapTransport):
 // each request whose context carries a counter adds one to it.

@@ -83,8 +83,7 @@ func (s *Sweeper) bindStored(e *cloudevents.Event, rev release.Revision) string 
 // the pass's cost at scale.
 const pruneEvery = 5 * time.Minute
 
-// pruneConsumed drops consumed records older than EVENT_MAX_AGE and an hour, at most once
-// per pruneEvery.
+// pruneConsumed drops consumed records older than EVENT_MAX_AGE and an hour, every pruneEvery.
 func (s *Sweeper) pruneConsumed(ctx context.Context) {
 	if s.Consumed == nil || s.EventMaxAge <= 0 {
 		return

@@ -92,9 +92,8 @@ func (s *Sweeper) sweepRead(ctx context.Context, rev release.Revision, listed bo
 	return s.act(ctx, rev, sr, d, res)
 }
 
-// dueOf gathers what decides whether rev needs its record read (a re-send or a failure
-// may be due) into d, from rev's clock (Revision.Created). A mark dated in the future is
-// failed here.
+// dueOf gathers into d what decides whether rev's record is to be read (a re-send or a
+// failure may be due); a mark dated in the future is failed here.
 func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res *SweepResult) (bool, error) {
 	now := wallclock.Or(s.Clock).Now()
 	if v, forged := futureMark(*rev, now); forged {
@@ -160,9 +159,7 @@ func (s *Sweeper) apply(ctx context.Context, rev release.Revision, v verdict, e 
 	return nil
 }
 
-// failStuck fails one of our pending revisions with reason, at the version it was read at
-// (MarkFailedAt: a record that does not decode is failed in its labels); errRecordChanged
-// when it did not.
+// failStuck fails a pending revision of ours at the version read (else errRecordChanged).
 func (s *Sweeper) failStuck(ctx context.Context, rev release.Revision, reason string, res *SweepResult) error {
 	if !rev.Ours || !release.IsPending(rev.Status) {
 		return nil
@@ -178,10 +175,9 @@ func (s *Sweeper) failStuck(ctx context.Context, rev release.Revision, reason st
 	return err
 }
 
-// lastSignOfLife is when an executor last showed it worked on the revision
-// (Store.LastSignOfLife: its heartbeat Lease's expiry, else the secret's last write).
-// A Lease the lease cache shows alive costs no call: at thousands of running revisions a
-// GET each per pass was most of the pass; anything else is read from the API server.
+// lastSignOfLife is when an executor last showed it worked on the revision. A Lease the
+// cache shows alive costs no call: at thousands of running revisions a GET each was most
+// of the pass.
 func (s *Sweeper) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
 	if s.Reporter != nil && release.AliveIn(s.Reporter.CachedLease(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), wallclock.Or(s.Clock).Now()) {
 		return time.Time{}, true, nil

@@ -8,9 +8,8 @@ import (
 )
 
 // sentLog is the leader's own record of its re-sends, per revision: how often and when.
-// A revision's sent count, time and dead-letter mark are annotations on the tenant's own
-// Secret, which the tenant may rewrite; this record is what it cannot. A new leader starts
-// empty (at most one re-send of each queued revision at a takeover).
+// The annotations on the tenant's Secret say the same, but the tenant may rewrite them. A
+// new leader starts empty (at most one re-send of each queued revision at a takeover).
 type sentLog struct {
 	mu sync.Mutex
 	m  map[string]sentMark
@@ -36,9 +35,9 @@ func (l *sentLog) record(rev release.Revision, now time.Time) {
 	l.m[sentKey(rev)] = sentMark{n: m.n + 1, at: now}
 }
 
-// overlay is rev as the leader knows it: sent at least as often and as late as this
-// leader sent it, and not dead-lettered while this leader's own last re-send is within
-// its wait (a mark the tenant wrote would skip the wait).
+// overlay is revs as the leader knows them: sent at least as often and as late as it sent
+// them, and not dead-lettered within the wait of its own last re-send (a tenant's mark
+// would skip the wait).
 func (l *sentLog) overlay(revs []release.Revision, c Config, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,6 +1,5 @@
 // Package sweeper is the leader's loop beside the notifier: it drives accepted work whose
-// delivery was lost to an executor again, fails it only past a deadline, frees queue slots
-// a tenant's labels hold, queues abandoned tombstones for the notifier to report, and
+// delivery was lost again, fails it only past a deadline, queues abandoned tombstones and
 // prunes consumed records (docs/design.md, "A 201 is a promise"). One notifier pod runs it
 // at a time (Election).
 package sweeper
@@ -21,9 +20,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
-// Store is the sweeper's door to release Secrets and their Leases (release.Store): the
-// queries it makes are grouped for it in pkg/release (sweep.go), which stays the
-// one package that reads and patches a release Secret.
+// Store is the sweeper's door to release Secrets and their Leases (release.Store, sweep.go).
 type Store interface {
 	PendingRevisions(ctx context.Context, namespace string) ([]release.Revision, error)
 	StoredRequest(ctx context.Context, namespace, secretName string) (*release.StoredRequest, error)
@@ -35,8 +32,7 @@ type Store interface {
 	LastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error)
 }
 
-// Index answers the pending revisions from a cache of release Secret metadata without an
-// API call (*release.RevisionIndex, synced).
+// Index answers the pending revisions from a cache (*release.RevisionIndex, synced).
 type Index interface {
 	PendingRevisions() []release.Revision
 }
@@ -44,11 +40,10 @@ type Index interface {
 // Reporter is what the sweeper asks of the notifier that reports status changes
 // (*notifier.Service).
 type Reporter interface {
-	// QueueTombstones queues every tombstone to be reported: those of uninstalls whose
-	// executor died are announced by no event.
+	// QueueTombstones queues every tombstone to be reported (no event announces one whose
+	// executor died).
 	QueueTombstones(ctx context.Context) error
-	// CachedLease is async-helm's Lease namespace/name as the notifier's cache holds it
-	// (nil: none cached).
+	// CachedLease is async-helm's cached Lease namespace/name (nil: none).
 	CachedLease(namespace, name string) *coordinationv1.Lease
 }
 
@@ -77,16 +72,14 @@ type Config struct {
 	// QueueDeadline is how long after its reservation a revision that never finished may
 	// stay pending; then it is failed, with the reason.
 	QueueDeadline time.Duration
-	// MaxRedrivesPerPass bounds the re-sends of one pass (0: no bound); the queued
-	// revisions due past it wait for the next pass, the longest due first (decide.go).
+	// MaxRedrivesPerPass bounds the re-sends of one pass (0: no bound; decide.go).
 	MaxRedrivesPerPass int
 }
 
 // Sweeper is the leader's loop.
 type Sweeper struct {
 	Store Store
-	// Index, when set, lists pending revisions from its cache; nil: one
-	// LIST per watched namespace through Store.
+	// Index, when set, lists pending revisions; nil: a LIST per namespace through Store.
 	Index Index
 	// Reporter, when set, is the notifier whose tombstones a pass queues and whose Lease
 	// cache saves a GET per live revision.
@@ -111,12 +104,9 @@ type Sweeper struct {
 	// OnPass, when set, is told what each pass cost (metrics).
 	OnPass func(PassStats)
 
-	// sent is this leader's own record of its re-sends (sentlog.go).
-	sent sentLog
-	// pruned is when consumed records were last pruned (redrive.go); once logs what a
-	// hostile record causes once.
-	pruned time.Time
-	once   logonce.Set
+	sent   sentLog     // this leader's own record of its re-sends (sentlog.go)
+	pruned time.Time   // when consumed records were last pruned (redrive.go)
+	once   logonce.Set // what a hostile record causes, logged once
 }
 
 func (s *Sweeper) namespaces() []string {
@@ -132,12 +122,10 @@ type SweepResult struct {
 	Redriven, Failed, Deferred int
 }
 
-// PassStats is what one sweeper pass cost and did (Sweeper.OnPass; the notifier exposes
-// them as metrics).
+// PassStats is what one sweeper pass cost and did (Sweeper.OnPass).
 type PassStats struct {
 	Duration time.Duration
-	// APICalls counts the requests the pass sent to the API server (CountingTransport;
-	// 0 when the clients were not built with it).
+	// APICalls counts the pass's requests to the API server (0 without CountingTransport).
 	APICalls int64
 	// Pending is how many pending revisions of ours the pass looked at.
 	Pending                    int

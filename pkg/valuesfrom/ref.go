@@ -1,7 +1,7 @@
 // Package valuesfrom is values_from: Helm values taken from Secrets and ConfigMaps of the
-// release's namespace, as Flux's valuesFrom. Only references travel (in requests, events and
-// the record); the values are read as the caller where they are used (submit's checks, the
-// executor's run), bounded here, and merged in order before the inline values.
+// release's namespace, as Flux's valuesFrom. Only references travel; the values are read
+// as the caller where they are used, bounded here, and merged in order before the inline
+// values.
 package valuesfrom
 
 import (
@@ -23,9 +23,9 @@ const (
 // DefaultKey is the key read when a reference names none (Flux's valuesKey default).
 const DefaultKey = "values.yaml"
 
-// Bounds: a reference flood and a huge object are hostile input, refused before they are
-// read (count) or parsed (bytes, and bytes and nodes with YAML aliases written out: what a
-// parser holds follows the nodes, 1 MiB of "{a: }," holds 57 MiB).
+// Bounds of hostile input, refused before it is read (count) or parsed (bytes and nodes
+// with YAML aliases written out: what a parser holds follows the nodes, 1 MiB of "{a: },"
+// holds 57 MiB).
 const (
 	MaxRefs       = 16
 	MaxKeyBytes   = 512 << 10               // one key's YAML
@@ -33,8 +33,7 @@ const (
 	MaxTotalNodes = bounds.DefaultYAMLNodes // every key's YAML nodes together: the values' bound
 )
 
-// ErrInvalid is a reference that cannot be used: malformed, too many, a missing object or
-// key, a key that is not a YAML map, or over a bound (400).
+// ErrInvalid is a reference that cannot be used (400).
 var ErrInvalid = errors.New("invalid values_from")
 
 // Ref names one key of a Secret or ConfigMap in the release's namespace.
