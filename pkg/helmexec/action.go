@@ -32,8 +32,8 @@ func (f *Factory) configure(ctx context.Context, namespace string, opts []Option
 	return cfg, v3Helm{cfg}, err
 }
 
-// prepared is an action on a reservation: its Helm, the reservation's adopter, and the
-// fence it runs behind (the caller's, from WithFence, or one of its own).
+// prepared is an action on a reservation: its Helm, the v3 configuration it reads through,
+// the reservation's adopter, and the fence it runs behind (the caller's, or its own).
 type prepared struct {
 	helm
 	cfg     *action.Configuration

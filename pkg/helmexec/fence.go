@@ -82,8 +82,7 @@ func (f *Fence) storage(d storage.Driver) storage.Driver {
 	return &f.seal
 }
 
-// Orphans counts the actions whose Helm work outlived them (fenced off: it can change
-// nothing).
+// Orphans counts the actions whose Helm work outlived them (fenced off, it changes nothing).
 type Orphans struct {
 	mu sync.Mutex
 	n  int

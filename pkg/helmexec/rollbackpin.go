@@ -13,9 +13,8 @@ import (
 // withRollbackPin makes the one read of a rollback's target (Helm's Get of that revision,
 // in `helm rollback` and in an atomic upgrade's rollback) answer only the record submit
 // pinned when it accepted the request: release records are the tenant's to rewrite, and the
-// executor would apply a rewritten one as the caller. Every engine's rollback and atomic
-// upgrade wraps its storage with it (Rollback and Upgrade add it before they choose the
-// engine). Both refuse a request without a pin first (requirePin).
+// executor would apply a rewritten one as the caller. A request without a pin is refused
+// first (requirePin).
 func withRollbackPin(req Request) Option {
 	applied := &extrasByKey{} // the apply method of each record read, which the pin covers
 	return func(o *configOptions) {
