@@ -3,9 +3,17 @@ package helmexec
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 )
+
+// childProcAttr makes the kernel kill a worker when its parent dies: it never outlives
+// the process that would have killed it at its deadline.
+func childProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times (100 on every Linux Go runs on).
 const clockTicks = 100

@@ -3,15 +3,14 @@ package helmexec
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	chartsource "github.com/async-helm/async-helm/pkg/chart/source"
 )
 
 // Errors of a render in a child; all but ErrRenderBusy are the chart's (422 at the edge).
@@ -23,8 +22,6 @@ var (
 	// ErrRenderFailed is a render that ended with an error of the chart or its values, or
 	// over its memory or output bound.
 	ErrRenderFailed = errors.New("the chart cannot be rendered")
-	// errChildMemory is a child that ended over its memory bound.
-	errChildMemory = errors.New("out of memory")
 )
 
 // RenderLimits bound renders in child processes. Zero fields take DefaultRenderLimits'.
@@ -62,13 +59,25 @@ func (l RenderLimits) withDefaults() RenderLimits {
 	return l
 }
 
-// Renderer renders charts in child processes of one binary, killed at their deadline: a
-// Go template cannot be stopped from inside (rendering never looks at a context, sprig's
-// until and repeat are unbounded), a process can.
+// ChartRender is a dry-run render of a chart archive in a child process.
+type ChartRender struct {
+	Namespace   string         `json:"namespace"`
+	Name        string         `json:"name"`
+	Archive     []byte         `json:"archive"`
+	Values      map[string]any `json:"values,omitempty"`
+	KubeVersion string         `json:"kubeVersion,omitempty"`
+	// Budget is what the archive may unpack to (the child checks it again before loading).
+	Budget chartsource.Budget `json:"budget"`
+	// Revision, when set, renders what an install (1) or an upgrade (Upgrade) to that
+	// revision applies (RenderRevision) instead of the template route's dry-run install.
+	Revision int  `json:"revision,omitempty"`
+	Upgrade  bool `json:"upgrade,omitempty"`
+}
+
+// Renderer runs one job each in a new worker (RenderPool's, with RenderLimits' wall-clock
+// bound), killed at its deadline: a Go template cannot be stopped from inside (rendering
+// never looks at a context, sprig's until and repeat are unbounded), a process can.
 type Renderer struct {
-	// Binary is the child's executable, run with RenderChildArg; its main must call
-	// RunRenderChild when IsRenderChild(os.Args). Default: this process's own.
-	Binary string
 	Limits RenderLimits
 	// started, when set, is told each child's pid (tests).
 	started func(pid int)
@@ -79,7 +88,7 @@ type Renderer struct {
 
 // Render renders job in a child and returns the manifests as Render does.
 func (r *Renderer) Render(ctx context.Context, job ChartRender) (string, error) {
-	res, err := r.child(ctx, childJob{Render: &job})
+	res, err := r.child(ctx, workerJob{Archive: &job})
 	if err != nil {
 		return "", err
 	}
@@ -89,8 +98,8 @@ func (r *Renderer) Render(ctx context.Context, job ChartRender) (string, error) 
 	return res.Manifest, nil
 }
 
-// child runs job in a child once a slot is free, and returns its answer.
-func (r *Renderer) child(ctx context.Context, job childJob) (renderResult, error) {
+// child runs job in a new worker once a slot is free, and returns its answer.
+func (r *Renderer) child(ctx context.Context, job workerJob) (workerResult, error) {
 	lim := r.Limits.withDefaults()
 	r.once.Do(func() { r.slots = make(chan struct{}, lim.MaxParallel) })
 	wait := time.NewTimer(lim.Timeout)
@@ -99,72 +108,66 @@ func (r *Renderer) child(ctx context.Context, job childJob) (renderResult, error
 	case r.slots <- struct{}{}:
 		defer func() { <-r.slots }()
 	case <-wait.C:
-		return renderResult{}, fmt.Errorf("%w: %d children run, none ended within %s", ErrRenderBusy, lim.MaxParallel, lim.Timeout)
+		return workerResult{}, fmt.Errorf("%w: %d children run, none ended within %s", ErrRenderBusy, lim.MaxParallel, lim.Timeout)
 	case <-ctx.Done():
-		return renderResult{}, ctx.Err()
+		return workerResult{}, ctx.Err()
 	}
-	input, err := json.Marshal(job)
+	w, err := startWorker(lim, r.started)
 	if err != nil {
-		return renderResult{}, fmt.Errorf("encode the child's request: %w", err)
+		return workerResult{}, err
 	}
-	out, err := r.run(ctx, lim, input)
-	if err != nil {
-		return renderResult{}, err
-	}
-	var res renderResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		return renderResult{}, fmt.Errorf("%w: the child answered no result: %v", ErrRenderFailed, err)
-	}
-	return res, nil
-}
-
-// run starts the child, hands it input and reads its answer, killing it at the deadline
-// or when its answer grows over the bound.
-func (r *Renderer) run(ctx context.Context, lim RenderLimits, input []byte) ([]byte, error) {
-	bin, err := orSelf(r.Binary)
-	if err != nil {
-		return nil, fmt.Errorf("render child: %w", err)
-	}
+	defer w.kill()
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, RenderChildArg, strconv.FormatInt(lim.MaxMemoryBytes, 10))
-	// Nothing of the parent's environment (signing key, sink, kubeconfig): one core only.
-	cmd.Env = []string{"GOMAXPROCS=1"}
-	cmd.Stdin = bytes.NewReader(input)
-	stdout := &cappedBuffer{max: lim.MaxOutputBytes, over: cancel}
-	stderr := &cappedBuffer{max: 4 << 10}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = time.Second
-	childProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("render child: %w", err)
+	if err := writeFrame(w.in, job); err != nil {
+		return workerResult{}, w.failure(lim, fmt.Errorf("send the job: %w", err))
 	}
-	if r.started != nil {
-		r.started(cmd.Process.Pid)
+	answers := make(chan answer, 1)
+	go func() { answers <- w.serve(ctx, lim, nil, nil, new(atomic.Bool)) }()
+	select {
+	case a := <-answers:
+		if a.err != nil {
+			return workerResult{}, w.failure(lim, a.err)
+		}
+		return a.res, nil
+	case <-ctx.Done():
+		if parent.Err() != nil {
+			return workerResult{}, fmt.Errorf("render stopped: %w", parent.Err())
+		}
+		return workerResult{}, fmt.Errorf("%w: it was stopped after %s (a template that loops without end?)", ErrRenderKilled, lim.Timeout)
 	}
-	err = cmd.Wait()
-	switch {
-	case stdout.exceeded:
-		return nil, fmt.Errorf("%w: the manifests are over %d MiB", ErrRenderFailed, lim.MaxOutputBytes>>20)
-	case parent.Err() != nil:
-		return nil, fmt.Errorf("render stopped: %w", parent.Err())
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: it was stopped after %s (a template that loops without end?)", ErrRenderKilled, lim.Timeout)
-	case outOfMemory(stderr.buf.String()):
-		return nil, fmt.Errorf("%w: %w: it needs more than %d MiB of memory", ErrRenderFailed, errChildMemory, lim.MaxMemoryBytes>>20)
-	case err != nil:
-		return nil, fmt.Errorf("%w: the render child failed: %v: %s", ErrRenderFailed, err, firstLine(stderr.buf.String()))
-	}
-	return stdout.buf.Bytes(), nil
 }
 
-// orSelf is bin, or this process's own executable when bin is "".
-func orSelf(bin string) (string, error) {
-	if bin != "" {
-		return bin, nil
+// renderArchive loads the archive under its budget, checks the values against its
+// dependencies and renders, as the template route did in process.
+func renderArchive(job ChartRender) (string, string) {
+	ch, err := job.Budget.Load(job.Archive)
+	if err != nil {
+		return "", err.Error()
 	}
-	return os.Executable()
+	check, err := job.Budget.Load(job.Archive)
+	if err != nil {
+		return "", err.Error()
+	}
+	if err := CheckDependencies(check, job.Values); err != nil {
+		return "", err.Error()
+	}
+	if job.Revision > 0 {
+		out, err := RenderRevision(RevisionRender{Namespace: job.Namespace, Name: job.Name, Revision: job.Revision,
+			Upgrade: job.Upgrade, Chart: ch, Values: job.Values, KubeVersion: job.KubeVersion})
+		if err != nil {
+			return "", err.Error()
+		}
+		return out, ""
+	}
+	// The parent kills the child at its deadline: the context has nothing to add.
+	out, err := Render(context.Background(), RenderRequest{Namespace: job.Namespace, Name: job.Name, Chart: ch,
+		Values: job.Values, KubeVersion: job.KubeVersion})
+	if err != nil {
+		return "", err.Error()
+	}
+	return out, ""
 }
 
 // outOfMemory: a child's stderr says it ran out of memory (its address space bound).
@@ -177,29 +180,15 @@ func firstLine(s string) string {
 	return s
 }
 
-// cappedBuffer keeps up to max bytes; past them it calls over (once) and fails the write.
-// It has no ReadFrom: exec's copy must go through Write.
+// cappedBuffer keeps the head of a child's stderr, up to max bytes, and drops the rest.
 type cappedBuffer struct {
-	buf      bytes.Buffer
-	max      int64
-	over     func()
-	exceeded bool
+	buf bytes.Buffer
+	max int
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if int64(b.buf.Len()+len(p)) <= b.max {
-		return b.buf.Write(p)
-	}
-	if !b.exceeded && b.over != nil {
-		b.over()
-	}
-	b.exceeded = true
-	if b.over != nil {
-		return 0, errors.New("over the bound")
-	}
-	// stderr: keep the head, drop the rest quietly.
-	if n := int(b.max) - b.buf.Len(); n > 0 {
-		b.buf.Write(p[:n])
+	if n := b.max - b.buf.Len(); n > 0 {
+		b.buf.Write(p[:min(n, len(p))])
 	}
 	return len(p), nil
 }

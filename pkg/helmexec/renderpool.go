@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -19,7 +20,7 @@ import (
 var ErrRenderMemory = errors.New("the chart's templates used too much memory")
 
 // RenderPool renders tenants' charts in worker processes (the binary re-run with
-// RenderWorkerArg), one chart at a time each: a template is hostile code that Go cannot
+// RenderChildArg), one chart at a time each: a template is hostile code that Go cannot
 // stop or bound in place, a process can be bounded by the kernel and killed. A worker
 // serves one tenant (namespace and caller) only: a template that got hold of its worker
 // sees that tenant's jobs and nobody else's. Starting one costs far more than a tiny
@@ -30,8 +31,6 @@ var ErrRenderMemory = errors.New("the chart's templates used too much memory")
 // tenant that holds the fewest, and while a render only waits on its lookups its seat may
 // serve a tenant below its share, on a worker of its own (at most 2 x MaxParallel live).
 type RenderPool struct {
-	// Binary is the workers' executable; default this process's own.
-	Binary string
 	// Limits: Timeout is a render's CPU bound when the caller gives none, MaxMemoryBytes each
 	// worker's address space, MaxOutputBytes a render's answer, MaxParallel the workers.
 	Limits RenderLimits
@@ -122,7 +121,7 @@ func (p *RenderPool) take(lim RenderLimits, flow fairqueue.Flow) (*renderWorker,
 		}
 	}
 	p.mu.Unlock()
-	return startWorker(p.Binary, lim, p.started)
+	return startWorker(lim, p.started)
 }
 
 // put keeps w for flow's next render; past MaxParallel idle workers the least recently
@@ -163,12 +162,13 @@ type renderWorker struct {
 	waitMu sync.Mutex
 }
 
-func startWorker(bin string, lim RenderLimits, started func(int)) (*renderWorker, error) {
-	bin, err := orSelf(bin)
+// startWorker starts this process's own executable as a worker.
+func startWorker(lim RenderLimits, started func(int)) (*renderWorker, error) {
+	bin, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("render worker: %w", err)
 	}
-	cmd := exec.Command(bin, RenderWorkerArg, strconv.FormatInt(lim.MaxMemoryBytes, 10))
+	cmd := exec.Command(bin, RenderChildArg, strconv.FormatInt(lim.MaxMemoryBytes, 10))
 	// Nothing of the parent's environment (signing key, sink, kubeconfig): one core only.
 	cmd.Env = []string{"GOMAXPROCS=1"}
 	childProcAttr(cmd)
@@ -336,7 +336,7 @@ func (w *renderWorker) failure(lim RenderLimits, err error) error {
 	<-w.exited
 	msg := w.stderr.buf.String()
 	if outOfMemory(msg) {
-		return fmt.Errorf("%w: %w: the chart's templates used more than %d MiB", ErrRenderFailed, ErrRenderMemory, lim.MaxMemoryBytes>>20)
+		return fmt.Errorf("%w: %w: the chart's templates used more than %d MiB of memory", ErrRenderFailed, ErrRenderMemory, lim.MaxMemoryBytes>>20)
 	}
 	return fmt.Errorf("%w: the render worker failed: %v: %s", ErrRenderFailed, err, firstLine(msg))
 }

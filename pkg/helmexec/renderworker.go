@@ -26,9 +26,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// RenderWorkerArg, as a binary's first argument, runs it as a persistent render worker
-// (runRenderWorker): it renders one chart after another for the process that started it.
-const RenderWorkerArg = "__async-helm-render-worker"
+// RenderChildArg, as a binary's first argument, runs it as a render worker (RunRenderChild)
+// instead of its usual self: it runs one job after another for the process that started it.
+const RenderChildArg = "__async-helm-render-worker"
 
 // workerJob is one render a worker is asked: a chart's templates as Helm's install or
 // upgrade renders them, with the values, release and capabilities Helm renders with.
@@ -39,8 +39,11 @@ type workerJob struct {
 	// Lookups: the templates' `lookup` calls are asked of the parent on the worker's own
 	// pipes, answered as the job's identity (false: no cluster, lookups find nothing).
 	Lookups bool `json:"lookups,omitempty"`
-	// Checks are the values checks Helm's install or upgrade makes, run before the render.
+	// Checks are the values checks Helm's install or upgrade makes, run before the render;
+	// a job of checks alone answers whether the values meet them.
 	Checks []SchemaCheck `json:"checks,omitempty"`
+	// Archive, when set, is rendered instead of Render (Renderer.Render).
+	Archive *ChartRender `json:"archive,omitempty"`
 }
 
 // workerMsg is what a worker writes while it runs a job: lookups to answer, then the
@@ -61,25 +64,34 @@ const (
 
 // workerResult is a worker's answer to one job.
 type workerResult struct {
-	Files  map[string]string `json:"files,omitempty"`
-	Failed string            `json:"failed,omitempty"` // a workerFailed kind
-	Error  string            `json:"error,omitempty"`
+	Files map[string]string `json:"files,omitempty"`
+	// Manifest is an Archive job's answer.
+	Manifest string `json:"manifest,omitempty"`
+	Failed   string `json:"failed,omitempty"` // a workerFailed kind
+	Error    string `json:"error,omitempty"`
 	// HeapBytes is the worker's heap from the OS after the job: the parent retires a
 	// worker whose heap stays large.
 	HeapBytes uint64 `json:"heapBytes"`
 }
 
-// init runs a worker instead of whatever main the binary has.
+// init makes every binary that starts workers (submit's template route and values checks,
+// the executor's renders) its own worker, whatever its main does.
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == RenderWorkerArg {
-		os.Exit(runRenderWorker(os.Args, os.Stdin, os.Stdout))
+	if IsRenderChild(os.Args) {
+		os.Exit(RunRenderChild(os.Args, os.Stdin, os.Stdout))
 	}
 }
 
-// runRenderWorker is a worker's main: jobs framed on in, results framed on out, until in
+// IsRenderChild tells whether a process was started as a render worker (its os.Args).
+func IsRenderChild(args []string) bool {
+	return len(args) > 1 && args[1] == RenderChildArg
+}
+
+// RunRenderChild is a worker's main: jobs framed on in, results framed on out, until in
 // closes; a job's lookups are asked on out and answered on in. The worker bounds its own
-// data segment first and offers itself to the kernel's OOM killer before its parent.
-func runRenderWorker(args []string, in io.Reader, out io.Writer) int {
+// address space first (the memory bound after RenderChildArg in args) and offers itself to
+// the kernel's OOM killer before its parent.
+func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
 	if len(args) > 2 {
 		if limit, err := strconv.ParseInt(args[2], 10, 64); err == nil && limit > 0 {
 			limitMemory(limit)
@@ -141,7 +153,13 @@ func renderJob(job workerJob, pipe *pipeLookups) workerResult {
 		return res
 	}
 	g := job.Render
-	if g.Chart.Chart == nil || g.Chart.Chart.Metadata == nil {
+	switch {
+	case job.Archive != nil:
+		out, msg := renderArchive(*job.Archive)
+		return workerResult{Manifest: out, Error: msg}
+	case g.Chart.Chart == nil && len(job.Checks) > 0:
+		return workerResult{} // checks alone, met
+	case g.Chart.Chart == nil || g.Chart.Chart.Metadata == nil:
 		return workerResult{Failed: workerFailedTemplate, Error: "no chart"}
 	}
 	ch := g.Chart.chart()

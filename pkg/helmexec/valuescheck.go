@@ -149,14 +149,15 @@ func (r *Renderer) CheckValues(ctx context.Context, checks []SchemaCheck) error 
 		msgs.WriteString(s.check(c.Chart, c.Values))
 	}
 	if len(isolated) > 0 {
-		res, err := r.child(ctx, childJob{Checks: isolated})
-		if err != nil {
+		res, err := r.child(ctx, workerJob{Checks: isolated})
+		switch {
+		case err != nil:
 			return valuesChildError(err, r.Limits.withDefaults())
-		}
-		if res.Error != "" {
+		case res.Failed == workerFailedValues:
+			msgs.WriteString(res.Error)
+		case res.Error != "":
 			return fmt.Errorf("%w: %s", ErrValuesUnchecked, res.Error)
 		}
-		msgs.WriteString(res.Invalid)
 	}
 	if msgs.Len() > 0 {
 		return fmt.Errorf("%w:\n%s", ErrValuesInvalid, msgs.String())
@@ -170,14 +171,14 @@ func valuesChildError(err error, lim RenderLimits) error {
 		return err
 	case errors.Is(err, ErrRenderKilled):
 		return fmt.Errorf("%w: the check did not end within %s (a schema whose references recurse?)", ErrValuesUnchecked, lim.Timeout)
-	case errors.Is(err, errChildMemory):
+	case errors.Is(err, ErrRenderMemory):
 		return fmt.Errorf("%w: the check needs more than %d MiB of memory (a schema whose references recurse?)", ErrValuesUnchecked, lim.MaxMemoryBytes>>20)
 	}
 	return fmt.Errorf("%w: %w", ErrValuesUnchecked, err)
 }
 
 // checkOne is Helm's text for one chart's values that do not meet its schema ("" when
-// they do): what a child answers for each check it is given.
+// they do): what a worker answers for each check it is given.
 func checkOne(c SchemaCheck) string {
 	s, err := CompileValuesSchema(c.Schema)
 	if err != nil {
