@@ -11,11 +11,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
-// A delivery's path, decided before it is written (the way Flux's helm-controller decides a
-// release's state before it acts): gather.go asks one question at a time and keeps the
-// answer in the view, decide reads only the view, apply.go makes the one verdict's writes.
-// A question is asked only once the answers before it leave the delivery open, so each
-// delivery makes the calls it made when every step decided and wrote at once.
+// A delivery's path is decided before it is written: gather.go asks one question at a time
+// into the view, decide reads only the view, apply.go makes the verdict's writes. A
+// question is asked only once the answers before it leave the delivery open.
 
 // question is what decide needs to know next.
 type question int

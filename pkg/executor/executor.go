@@ -70,25 +70,22 @@ type Service struct {
 	MaxActionTime time.Duration
 	// SlotWait is the most a delivery waits for an action slot before ErrBusy (429).
 	SlotWait time.Duration
-	// DeliveryTimeout is how long a delivery's sender waits for its answer (0: unknown): a
-	// delivery waits for a slot no longer than it less the action's own deadline and
-	// deliverySlack, so that the action still ends within it (slotWait).
+	// DeliveryTimeout is how long a delivery's sender waits for its answer (0: unknown):
+	// the action must end within it (slotWait).
 	DeliveryTimeout time.Duration
 	// MaxWaitingBytes bounds what the deliveries waiting for an action slot hold (waitCost
 	// each; 0: unbounded): past it the newest of the tenant waiting the most gets ErrBusy
 	// (docs/design.md, "Tenants and shares").
 	MaxWaitingBytes int64
-	// MaxWaiting bounds the deliveries waiting for an action slot at once (0: no count):
-	// each then holds at least 1/MaxWaiting of the room. Each waits on an open request,
-	// and the platform lets a pod hold only so many (containerConcurrency): past that it
-	// queues them first come, first served, before any fair queue sees them.
+	// MaxWaiting bounds the deliveries waiting for an action slot at once (0: no count),
+	// each holding at least 1/MaxWaiting of the room: past the pod's containerConcurrency
+	// open requests the platform queues them first come, first served.
 	MaxWaiting int
 	// MaxChartBytes bounds what actions hold of their loaded charts, a tenant a quarter of it
 	// (holdChart; 0: DefaultChartBytes).
 	MaxChartBytes int64
-	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once;
-	// an action waiting for readiness holds none (0: GOMAXPROCS). The parallel of New
-	// bounds the actions held in all phases.
+	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once
+	// (0: GOMAXPROCS); New's parallel bounds them in all phases.
 	CPUSlots int
 	// HelmOptions are passed to every Helm action (tests inject faults with them).
 	HelmOptions []helmexec.Option
@@ -185,12 +182,10 @@ func flowOf(a events.Action) fairqueue.Flow {
 	return fairqueue.Flow{Namespace: a.Namespace, Caller: auth.ShareName(a.Caller.User)}
 }
 
-// Handle runs the action of one accepted event. shutdown ends in-flight actions (they are
-// recorded as failed); the request context may end without stopping the action. stored is
-// the event as received (JSON): it is kept in the revision's secret while it is pending.
-//
-// A redelivery of a revision this process is already handling waits for that run's
-// outcome instead of starting Helm a second time.
+// Handle runs the action of one accepted event. shutdown ends in-flight actions (recorded
+// as failed); the request context may end without stopping the action. stored is the event
+// as received, kept in the revision's secret while it is pending. A redelivery of a
+// revision this process is handling waits for that run's outcome (join).
 func (s *Service) Handle(reqCtx, shutdown context.Context, a events.Action, stored []byte) (Outcome, error) {
 	if s.RequireBinding && a.BoundSecretUID == "" {
 		// A copy of a stored event (a tenant can read it) posted to the executor: only

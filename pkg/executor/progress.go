@@ -61,10 +61,8 @@ func (s *Service) watch(ctx context.Context, held Lease, phases *progress.Phases
 }
 
 // readWorkloads says whether a progress tick reads the release's workloads and the
-// namespace's Warning events: only while Helm waits for them (readiness, hooks), and no more than
-// ProgressReads times a second for the whole executor. Every running action did it every
-// tick: in a burst of installs into one namespace that was a list of every release's
-// objects per action every 2 s, on the API server submit answers from.
+// namespace's Warning events: only while Helm waits for them (readiness, hooks), and no
+// more than ProgressReads times a second for the whole executor.
 func (s *Service) readWorkloads(phase string) bool {
 	switch phase {
 	case progress.PhaseWaiting, progress.PhasePreHooks, progress.PhasePostHooks:

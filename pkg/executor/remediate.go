@@ -185,10 +185,8 @@ func (c *chain) retry(reqCtx context.Context) (next *action, err error) {
 }
 
 // inCPUSlot runs fn holding a CPU slot of the request's flow, waited for until wait ends: a
-// step's setup decodes records the tenant can write (the failed attempt's, a rollback's
-// target) and writes the request's records, CPU-bound work accounted to the tenant in the
-// same pool as admission's reads and Helm's runs (docs/design.md, "Tenants and shares").
-// Between attempts the chain holds nothing else of the CPU pool.
+// step's setup decodes records the tenant can write and writes the request's, CPU-bound
+// work accounted to the tenant (docs/design.md, "Tenants and shares").
 func (c *chain) inCPUSlot(wait context.Context, fn func() error) error {
 	seat, err := c.s.cpu.Acquire(wait, flowOf(c.cur.Action))
 	if err != nil {

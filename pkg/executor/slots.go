@@ -12,14 +12,10 @@ import (
 )
 
 // cpuPhase is one action's hold on a CPU slot (docs/design.md, "Slots: CPU-bound work and
-// waiting"). The action takes it before the chart and Helm's render and apply, gives it
-// back while Helm only waits (helmexec.WaitGate), and takes it again when the wait
-// returns. Waiting actions hold only their action slot, so a burst of installs with `wait`
-// is bounded by memory (MaxParallel), and what burns CPU by the cores (CPUSlots). Both
-// pools are fair queues (docs/design.md, "Tenants and shares"): while Helm waits the action
-// slot is lent, and taken back when the wait returns. Once started, an action takes its CPU
-// slot again ahead of its tenant's work not yet started (fairqueue.Resume): its deadline
-// runs. While Helm's apply makes its API round trips the CPU slot is lent (APIGate).
+// waiting"): taken before Helm's render and apply, given back while Helm only waits
+// (WaitGate, the action slot lent meanwhile), lent during the apply's API round trips
+// (APIGate). Once started, an action takes it again ahead of its tenant's work not yet
+// started (fairqueue.Resume): its deadline runs.
 type cpuPhase struct {
 	cpu  *fairqueue.Queue
 	flow fairqueue.Flow
@@ -162,11 +158,9 @@ var ErrNoChartMemory = errors.New("no memory for the action's chart")
 // its 2 GiB container.
 const DefaultChartBytes = 1 << 30
 
-// holdChart holds size bytes of the chart memory for act, waiting up to queueWait (as for
-// its first CPU slot) with its action slot lent, and returns their release. The chart memory
-// bounds what actions hold of their charts: Helm's loaded copy, kept for the action's life,
-// waits included (56 KiB of archive may unpack to 56 MiB), which the action slots do not
-// bound; each action holds its chart's size (chartsource.Chart.Size), a tenant a quarter.
+// holdChart holds size bytes of the chart memory for act, waiting up to queueWait with its
+// action slot lent, and returns their release: Helm's loaded copy lives as long as the
+// action, waits included (56 KiB of archive may unpack to 56 MiB), a tenant a quarter.
 func (s *Service) holdChart(ctx context.Context, act *action, size int64) (func(), error) {
 	if size <= 0 {
 		return func() {}, nil

@@ -20,12 +20,10 @@ type result struct {
 }
 
 // runBounded runs Helm's action in a goroutine of its own and returns when it returns or
-// when ctx ends. In the second case Helm's goroutine may go on: the fence is closed (the
-// caller closes it before cancelling ctx) and the goroutine is counted as an orphan until
-// it returns. The action is given a context that does not end: Helm's install and upgrade
-// would otherwise leave their work to a goroutine of their own that nobody can see end;
-// this way all of Helm's work is in this goroutine, and the fence is what stops it. The
-// templates rendered in a worker (render_out.go): what Helm renders here is their output.
+// when ctx ends; then Helm's goroutine may go on behind the closed fence, counted as an
+// orphan until it returns. The action gets a context that does not end, so that all of
+// Helm's work stays in this goroutine (its install and upgrade would hand it to one of
+// their own that nobody sees end), and the fence is what stops it.
 func runBounded(ctx context.Context, f *Fence, action func() (*helmrelease.Release, error)) (*helmrelease.Release, error) {
 	done := make(chan result, 1)
 	f.started()

@@ -19,17 +19,10 @@ import (
 // ErrRenderMemory is a render whose templates used more memory than its worker may have.
 var ErrRenderMemory = errors.New("the chart's templates used too much memory")
 
-// RenderPool renders tenants' charts in worker processes (the binary re-run with
-// RenderChildArg), one chart at a time each: a template is hostile code that Go cannot
-// stop or bound in place, a process can be bounded by the kernel and killed. A worker
-// serves one tenant (namespace and caller) only: a template that got hold of its worker
-// sees that tenant's jobs and nobody else's. Starting one costs far more than a tiny
-// chart's render, so a tenant's idle worker is kept for its next render (at most
-// MaxParallel idle, the least recently used stopped first); a worker is replaced when it
-// is killed (over its CPU bound, its action ended) or its heap stays over half its memory
-// bound. Seats are handed out per tenant (pkg/fairqueue): a free one goes to the waiting
-// tenant that holds the fewest, and while a render only waits on its lookups its seat may
-// serve a tenant below its share, on a worker of its own (at most 2 x MaxParallel live).
+// RenderPool renders tenants' charts in worker processes, one chart at a time each: Go
+// cannot stop or bound a template in place, the kernel can bound and kill a process. A
+// worker serves one tenant, kept idle for its next render; seats are handed out per
+// tenant (docs/design.md, "Render workers", "A worker serves one tenant").
 type RenderPool struct {
 	// Limits: Timeout is a render's CPU bound when the caller gives none, MaxMemoryBytes each
 	// worker's address space, MaxOutputBytes a render's answer, MaxParallel the workers.
@@ -60,8 +53,7 @@ type PoolRender struct {
 	CPU time.Duration
 	// Lookup answers the templates' `lookup` calls (nil: they find nothing).
 	Lookup *Lookups
-	// Checks are the values' schema checks, made in the worker before it renders, under
-	// the render's bounds.
+	// Checks are made in the worker before it renders, under the render's bounds.
 	Checks []SchemaCheck
 	// after is the timer (tests).
 	after func(time.Duration) <-chan time.Time

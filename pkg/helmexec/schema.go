@@ -187,13 +187,10 @@ func boundedRegexp(s string) (jsonschema.Regexp, error) {
 }
 
 // skipSchemaValidation tells whether Helm's schema validation must be off for the chart:
-// a schema of the chart or its subcharts could make Helm's compiler fetch (another
-// document: the executor's files, the cluster's network, with no bound on the body) or
-// compile values as regular expressions without a bound. Such a chart runs unchecked by
-// Helm; submit checks the top chart's schema with our own compiler, or, when it refers to
-// another document, not at all (docs/security.md). A schema written to blow a compile up
-// is an error. The scan never compiles: a schema Helm may compile cannot fetch, whatever
-// order its compiler takes; one whose JSON does not decode fails in Helm before that.
+// a schema of the chart or its subcharts could make Helm's compiler fetch (the executor's
+// files, the cluster's network, unbounded) or compile values as regular expressions
+// without a bound (docs/security.md). A schema written to blow a compile up is an error.
+// The scan never compiles; JSON that does not decode fails in Helm before that.
 func skipSchemaValidation(ch *chart.Chart) (bool, error) {
 	if ch == nil {
 		return false, nil

@@ -16,11 +16,9 @@ import (
 	"k8s.io/kubectl/pkg/validation"
 )
 
-// kubeFactory is kubectl's factory for one action's getter (its identity) with one
-// change: the validator asks the shared answers whether the server validates a kind's
-// fields. kubectl builds that answer per factory by parsing the group version's OpenAPI
-// v3 document; per action, that parse was 37% of the executor's CPU in a burst of tiny
-// installs (issue 28).
+// kubeFactory is kubectl's factory for one action's getter (its identity), its validator
+// asking the shared answers whether the server validates a kind's fields: kubectl parses
+// the group version's OpenAPI v3 document per factory.
 type kubeFactory struct {
 	cmdutil.Factory
 	s      *sharedDiscovery
@@ -88,12 +86,10 @@ func gvPath(gv schema.GroupVersion) string {
 	return strings.TrimSuffix("apis/"+gv.Group+"/"+gv.Version, "/")
 }
 
-// leanV3Verifier answers as kubectl's queryParamVerifierV3 does, decoding only what the
-// answer reads: each path's PATCH kind and parameters. kubectl decodes the whole group
-// version document into spec3 types; for the core group that was most of a fresh
-// executor's CPU per install. A group version the index does not list (a CRD's, served
-// under the Namespace spec) goes to kubectl's own (other). One decode answers for every
-// kind of the group version: learned gets each kind whose every PATCH takes the parameter.
+// leanV3Verifier answers as kubectl's queryParamVerifierV3 does, decoding only each path's
+// PATCH kind and parameters, not the whole document into spec3 types. A group version the
+// index does not list (a CRD's) goes to kubectl's own (other). learned gets each kind of
+// the group version whose every PATCH takes the parameter.
 type leanV3Verifier struct {
 	client  openapiclient.Client
 	param   resource.VerifiableQueryParam

@@ -124,12 +124,10 @@ func collectChecks(ch *chart.Chart, values map[string]any, out *[]SchemaCheck) {
 	}
 }
 
-// CheckValues runs checks as Helm's check would, each within r's bounds and ctx's deadline:
-// a schema with no reference in process (its work is at most its size times the values'),
-// one with a reference in a child killed at its deadline or memory bound. A schema that
-// would make a compiler fetch is not checked (skipSchemaValidation). Submit and the
-// executor both check values here. Errors: ErrValuesInvalid, ErrValuesUnchecked,
-// ErrRenderBusy.
+// CheckValues runs checks as Helm's check would: a schema with no reference in process (its
+// work is at most its size times the values'), one with a reference in a worker killed at
+// r's bounds or ctx's deadline; one that would make a compiler fetch is not checked.
+// Errors: ErrValuesInvalid, ErrValuesUnchecked, ErrRenderBusy.
 func (r *Renderer) CheckValues(ctx context.Context, checks []SchemaCheck) error {
 	var isolated []SchemaCheck
 	var msgs strings.Builder
@@ -213,11 +211,9 @@ func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
 	return ""
 }
 
-// processDependencies processes ch's dependencies in place, as Helm's action does
-// (CheckDependencies), and returns the values checks of Helm's install or upgrade read off
-// that one processing (none for a chart whose schema Helm's check must not compile,
-// skipSchemaValidation): for a big chart the processing's copies of the values are much of
-// the CPU before the render.
+// processDependencies processes ch's dependencies in place (CheckDependencies) and returns
+// the values checks of Helm's install or upgrade read off that one processing (none when
+// skipSchemaValidation).
 func processDependencies(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
 	skip, err := skipSchemaValidation(ch)
 	if err != nil {
