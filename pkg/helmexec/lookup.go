@@ -43,9 +43,6 @@ type Lookups struct {
 // NewLookups answers a render's lookups through cfg.
 func NewLookups(cfg *rest.Config) *Lookups { return &Lookups{cfg: cfg} }
 
-// Count is the API requests answered or refused so far.
-func (l *Lookups) Count() int64 { return l.count.Load() }
-
 // lookupRequest is one API request a worker's template asks (client-go's, as sent).
 type lookupRequest struct {
 	Method string `json:"method"`
