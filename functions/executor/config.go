@@ -14,12 +14,9 @@ type Config struct {
 	chartsource.Settings
 	actionlog.Config
 	Kubeconfig string `envconfig:"KUBECONFIG"`
-	// MaxParallel actions held at once, in any phase (their memory: an action waiting for
-	// readiness costs almost no CPU); more events are refused with 429 so the broker
-	// redelivers them.
+	// MaxParallel actions held at once, in any phase; more are refused with 429 (redelivered).
 	MaxParallel int `envconfig:"MAX_PARALLEL" default:"64"`
-	// CPUSlots bounds the actions in their CPU-bound phase (chart, render, apply) at once
-	// (0: GOMAXPROCS); an action gives its slot back while Helm waits.
+	// CPUSlots bounds the actions in their CPU phase (0: GOMAXPROCS); waiting gives the slot back.
 	CPUSlots int `envconfig:"CPU_SLOTS" default:"0"`
 	// MaxActionTime must stay below the Knative Service's timeoutSeconds, so that an action
 	// ends (and is recorded failed) before the platform cuts the request.
@@ -28,8 +25,7 @@ type Config struct {
 	// SlotWait is the most a delivery waits for an action slot before answering 429; it waits
 	// no longer than DeliveryTimeout allows (docs/design.md, "Tenants and shares").
 	SlotWait time.Duration `envconfig:"SLOT_WAIT" default:"1h"`
-	// DeliveryTimeout is how long the Broker waits for a delivery's answer: the executor
-	// Service's timeoutSeconds and the Trigger's delivery.timeout.
+	// DeliveryTimeout is how long the Broker waits for a delivery's answer (its timeoutSeconds).
 	DeliveryTimeout time.Duration `envconfig:"DELIVERY_TIMEOUT" default:"60m"`
 	// MaxWaitingBytes bounds what the deliveries waiting for a slot hold in memory (each
 	// its event three times and 32 KiB); past it the tenant waiting the most is answered 429.
@@ -38,8 +34,7 @@ type Config struct {
 	// Service's containerConcurrency less 2 x MAX_PARALLEL, so that every waiting
 	// delivery is in the fair queue rather than in the platform's queue before the pod.
 	MaxWaiting int `envconfig:"MAX_WAITING" default:"480"`
-	// MaxHistory is the number of revisions kept per release, as `helm upgrade
-	// --history-max` (Helm's default 10; 0 keeps every revision).
+	// MaxHistory is the revisions kept per release, as helm's --history-max (0: all).
 	MaxHistory int `envconfig:"MAX_HISTORY" default:"10"`
 	// EventSigningKey verifies accepted events (shared with submit).
 	EventSigningKey string        `envconfig:"EVENT_SIGNING_KEY"`
@@ -48,8 +43,7 @@ type Config struct {
 	Holder string `envconfig:"POD_NAME"`
 	// Namespace is async-helm's own namespace (tenants cannot write), where consumed records live.
 	Namespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
-	// RenderTimeout bounds the CPU time of rendering a chart's templates (its worker's); past
-	// it the action fails.
+	// RenderTimeout bounds the CPU time of a render (its worker's); past it the action fails.
 	RenderTimeout time.Duration `envconfig:"RENDER_TIMEOUT" default:"1m"`
 	// RenderWorkers is the number of worker processes that render templates, one chart at a
 	// time each, handed out per tenant (up to twice as many live while renders wait on

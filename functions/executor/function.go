@@ -25,8 +25,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
-// Function is the executor: a CloudEvents receiver that holds each delivery open while
-// its Helm action runs (that keeps a Knative pod alive) and answers when it ends.
+// Function is the executor: it holds each delivery open while its Helm action runs.
 type Function struct {
 	cfg      Config
 	log      *zap.SugaredLogger
@@ -135,8 +134,7 @@ func (f *Function) Handler() http.Handler {
 	return mux
 }
 
-// receive runs the Helm action of an accepted event and answers when it ends; an error
-// (statusOf) asks for a redelivery or refuses the event.
+// receive runs the Helm action of an accepted event and answers when it ends (errors: statusOf).
 func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.EventReply, error) {
 	a, stored, err := f.admitEvent(e)
 	if err != nil {
@@ -151,8 +149,7 @@ func (f *Function) receive(ctx context.Context, e cloudevents.Event) (function.E
 	return function.EventReply{Result: cloudevents.NewHTTPResult(http.StatusOK, "%s", outcome)}, nil
 }
 
-// admitEvent checks the event's signature and binding and parses it: 401 for what submit
-// did not sign, 400 for a malformed event.
+// admitEvent checks the event's signature and binding and parses it (401 unsigned, 400 malformed).
 func (f *Function) admitEvent(e cloudevents.Event) (events.Action, []byte, error) {
 	key := signing.Key(f.cfg.EventSigningKey)
 	if len(key) > 0 {
@@ -190,14 +187,12 @@ func (f *Function) logUnhandled(ctx context.Context, e cloudevents.Event, err er
 	}
 }
 
-// orphansChanged logs every change of the Helm goroutines that outlived their action,
-// fenced off (they can write nothing).
+// orphansChanged logs the Helm goroutines that outlived their action, fenced off.
 func (f *Function) orphansChanged(orphans int) {
 	f.log.Warnw("orphaned Helm work", "orphanedActions", orphans)
 }
 
-// statusOf is the status of an event the executor did not run (a refusal of the event
-// itself carries its own); the Broker redelivers on both.
+// statusOf is the status of an event the executor did not run; the Broker redelivers on both.
 func statusOf(err error) int {
 	if errors.Is(err, executor.ErrBusy) {
 		return http.StatusTooManyRequests

@@ -35,8 +35,7 @@ type Config struct {
 	EventMaxAge     time.Duration `envconfig:"EVENT_MAX_AGE" default:"3h"`
 	// OwnNamespace is async-helm's own namespace, where the executor records consumed requests.
 	OwnNamespace string `envconfig:"ASYNC_HELM_NAMESPACE" default:"async-helm"`
-	// Leader election among the notifier's pods (docs/design.md, "Two or more notifiers"):
-	// only the one holding the Lease ElectionName in ASYNC_HELM_NAMESPACE sweeps.
+	// Leader election (docs/design.md, "Two or more notifiers"): the holder of ElectionName sweeps.
 	LeaderElection      bool          `envconfig:"LEADER_ELECTION" default:"true"`
 	LeaderElectionName  string        `envconfig:"LEADER_ELECTION_NAME"`
 	LeaderLeaseDuration time.Duration `envconfig:"LEADER_LEASE_DURATION" default:"15s"`

@@ -182,6 +182,5 @@ func (f *Function) receiveDeadLetter(ctx context.Context, e cloudevents.Event) (
 	return function.EventReply{}, nil
 }
 
-// statusOf is the status of an event the notifier could not take: 503, tried again (a
-// refusal of the event itself carries its own).
+// statusOf is the status of an event the notifier could not take: 503, sent again.
 func statusOf(error) int { return http.StatusServiceUnavailable }

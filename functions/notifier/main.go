@@ -1,5 +1,4 @@
-// Command notifier reports every status change of Helm releases as a CloudEvent and fails
-// revisions left pending by a lost executor.
+// Command notifier reports every status change of Helm releases as a CloudEvent.
 package main
 
 import (

@@ -12,21 +12,18 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// DefaultBytes is the buffer's bound when none is configured; MaxBytes the largest allowed
-// (a ConfigMap holds at most 1 MiB, the JSON around the lines included).
+// DefaultBytes is the buffer's default bound; MaxBytes the largest (a ConfigMap holds 1 MiB).
 const (
 	DefaultBytes = 256 << 10
 	MaxBytes     = 768 << 10
 	// lineOverhead is what a line costs beside its text once stored (seq, times, count).
 	lineOverhead = 128
-	// recentLines is how many of the latest lines a repeat is counted on: Helm's wait logs
-	// one "not ready" line per resource it waits on, in turn, every 2 s.
+	// recentLines is how many latest lines a repeat is counted on (Helm's wait cycles resources).
 	recentLines = 16
 )
 
-// Buffer is a ring of Helm's log lines bounded in bytes, the oldest going first; a line
-// equal to one of the recentLines before it is counted on that one. Safe for concurrent
-// use: Helm logs from several goroutines.
+// Buffer is a ring of Helm's log lines bounded in bytes, a line equal to one of the recentLines
+// before it counted on that one. Safe for concurrent use (Helm logs from several goroutines).
 type Buffer struct {
 	mu      sync.Mutex
 	max     int
@@ -34,14 +31,12 @@ type Buffer struct {
 	lines   []api.LogLine // oldest first
 	next    int64         // the sequence number of the next new line
 	dropped int64
-	// version grows with every new line, not with a repeat (written with the next new line
-	// or heartbeat, not a rewrite of the whole log every flush).
+	// version grows with every new line, not with a repeat (not a rewrite every flush).
 	version int64
 	clock   clock.PassiveClock
 }
 
-// NewBuffer keeps at most max bytes of lines (DefaultBytes when max <= 0, MaxBytes at
-// most), dated by c (nil: the wall clock).
+// NewBuffer keeps at most max bytes (DefaultBytes when <= 0, MaxBytes at most), dated by c.
 func NewBuffer(max int, c clock.PassiveClock) *Buffer {
 	if max <= 0 {
 		max = DefaultBytes

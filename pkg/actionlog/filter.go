@@ -1,6 +1,5 @@
-// Package actionlog keeps Helm's log of each action: a filter that keeps values and Secret
-// data out, a bounded ring buffer of lines, and the store of one log per revision in
-// async-helm's own namespace (docs/design.md, "The action's log").
+// Package actionlog keeps Helm's log of each action: filtered, bounded, one ConfigMap per
+// revision in async-helm's own namespace (docs/design.md, "The action's log").
 package actionlog
 
 import (
@@ -20,9 +19,8 @@ const (
 	redacted     = "[redacted]"
 )
 
-// Format renders one Helm DebugLog call with only what is safe to show a reader of the
-// release: strings, numbers, bools, durations and errors (each cut at 1 KiB); anything
-// else (Helm v3 prints a whole Secret) is redacted.
+// Format renders one Helm DebugLog call with only what is safe to show: strings, numbers,
+// bools, durations and errors (cut at 1 KiB); anything else (a whole Secret) is redacted.
 func Format(format string, args ...any) string {
 	safe := make([]any, len(args))
 	for i, a := range args {

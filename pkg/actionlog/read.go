@@ -11,8 +11,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// StaleAfter is how long a log marked running may go unwritten before it is answered as
-// not running: its executor writes at least every HeartbeatEvery while the action runs.
+// StaleAfter is how long a running log may go unwritten before it is answered as not running
+// (its executor writes at least every HeartbeatEvery).
 const StaleAfter = 2 * time.Minute
 
 // Authorizer answers whether a user may do something (auth.Authorizer).
@@ -35,8 +35,7 @@ type Query struct {
 	After           int64
 }
 
-// Read answers a log to a caller who may list secrets in its namespace (as get and
-// history), checked before anything is read.
+// Read answers a log to a caller who may list the namespace's secrets, checked first.
 func (r *Reader) Read(ctx context.Context, u *auth.User, q Query) (*api.ActionLog, error) {
 	if u != nil && r.Authorizer != nil {
 		need := auth.Need{Verb: "list", Resource: "secrets", Namespace: q.Namespace}

@@ -26,8 +26,7 @@ const (
 	TailBytes = 4096
 )
 
-// Tail is the end of a revision's log as text, for the failed status event of request id
-// requestID ("" when there is no log of that request).
+// Tail is the end of a revision's log as text ("" when the log is not of request requestID).
 func (s *Store) Tail(ctx context.Context, namespace, name string, revision int, requestID string) (string, error) {
 	rec, err := s.Get(ctx, namespace, name, revision)
 	if err != nil {

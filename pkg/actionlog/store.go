@@ -30,8 +30,7 @@ const (
 	LabelNamespace = "async-helm.io/log-namespace"
 	LabelRelease   = "async-helm.io/log-release"
 	LabelRevision  = "async-helm.io/log-revision"
-	// LabelNamespaceUID is the UID of the namespace the log's action ran in: a log is
-	// answered only there, not in one re-made under its name.
+	// LabelNamespaceUID: a log is answered only in the namespace it ran in, not one made again.
 	LabelNamespaceUID   = "async-helm.io/log-namespace-uid"
 	annotationRequestID = "async-helm.io/log-request-id"
 	annotationAction    = "async-helm.io/log-action"
@@ -46,8 +45,7 @@ const (
 	namePrefix          = "actionlog-"
 	// DefaultKeep is how many logs a release keeps when none is configured.
 	DefaultKeep = 5
-	// DefaultNamespaceKeep is how many logs a namespace keeps, all its releases together:
-	// new release names would grow them without bound.
+	// DefaultNamespaceKeep bounds a namespace's logs (new release names would grow them).
 	DefaultNamespaceKeep = 100
 )
 
@@ -79,8 +77,7 @@ type Store struct {
 	NamespaceKeep int
 }
 
-// ObjectName is the ConfigMap of a revision's log: a hash, as namespace and release
-// together may be longer than a name.
+// ObjectName is the ConfigMap of a revision's log: a hash (namespace and release may be too long).
 func ObjectName(namespace, name string, revision int) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name + "/" + strconv.Itoa(revision)))
 	return namePrefix + hex.EncodeToString(sum[:16])
@@ -243,8 +240,7 @@ func (s *Store) logs(ctx context.Context, set labels.Set) ([]metav1.PartialObjec
 	return all, nil
 }
 
-// heads lists one page of logs, their metadata only (a log's data is up to 1 MiB); a fake
-// clientset answers a typed list.
+// heads lists one page of logs, their metadata only (a log's data is up to 1 MiB).
 func (s *Store) heads(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 	var l metav1.PartialObjectMetadataList
 	if rc, _ := s.Client.CoreV1().RESTClient().(*rest.RESTClient); rc != nil {

@@ -10,8 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// HeartbeatEvery is how often a running action's log is written even when Helm logged
-// nothing new: a reader takes a log unwritten for StaleAfter as abandoned.
+// HeartbeatEvery is how often a running action's log is written even when nothing changed.
 const HeartbeatEvery = 30 * time.Second
 
 // Writer writes one action's Buffer to the Store: when it changed and its write budget
@@ -29,8 +28,7 @@ type Writer struct {
 	version int64
 	written time.Time
 	ended   bool
-	// spent is the bytes written beyond the budget at spentAt; it drains at one full
-	// buffer per HeartbeatEvery.
+	// spent is the bytes written over budget at spentAt, drained a buffer per HeartbeatEvery.
 	spent   float64
 	spentAt time.Time
 }

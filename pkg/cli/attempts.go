@@ -20,8 +20,7 @@ import (
 // and remediation"): "(attempt 1 of 4; retried as revision 2)", "(attempt 4 of 4)".
 var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
 
-// noteWait bounds how long a failed attempt is watched for its note: the executor writes
-// it right after Helm's failure, once the next revision is reserved.
+// noteWait bounds how long a failed attempt is watched for its note (written right after).
 const noteWait = 30 * time.Second
 
 // attempts follows a request with retries or remediation through its revisions until it
@@ -66,8 +65,7 @@ func (t tracker) attempts(ctx context.Context, accepted int, remediation string)
 	}
 }
 
-// awaitNote polls a failed revision until its note or a newer revision appears, for at
-// most noteWait; it answers the latest revision.
+// awaitNote polls a failed revision until its note or a newer one appears, within noteWait.
 func (t tracker) awaitNote(ctx context.Context, rel *api.Release) (*api.Release, error) {
 	deadline := wallclock.Or(t.g.Clock).Now().Add(noteWait)
 	for {
@@ -88,8 +86,7 @@ func (t tracker) awaitNote(ctx context.Context, rel *api.Release) (*api.Release,
 	}
 }
 
-// goneAfter turns the release's disappearance, for a request with the uninstall
-// remediation, into ErrFailed (polls may miss the failed attempt before it goes).
+// goneAfter turns the release's disappearance after an uninstall remediation into ErrFailed.
 func (t tracker) goneAfter(err error, remediation string) error {
 	var apiErr *submitclient.APIError
 	if remediation == api.RemediationUninstall && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {

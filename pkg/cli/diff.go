@@ -83,8 +83,7 @@ func (o *DiffOptions) Validate() error {
 		o.validateSubmit())
 }
 
-// Run asks submit for the diff and prints it as helm-diff does: the text from whole objects
-// with --context applied here, json and yaml with --context's hunks.
+// Run asks submit for the diff and prints it as helm-diff does (--context applied here).
 func (o *DiffOptions) Run(ctx context.Context) error {
 	url, entry := chartRef(o.Chart)
 	lines := o.Context

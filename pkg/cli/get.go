@@ -77,8 +77,7 @@ func (o *GetOptions) Run(ctx context.Context) error {
 	return o.print(o.Out, o, rel)
 }
 
-// fetchRelease is a revision of the release as helm's get and status read it: 0 (or
-// below) the latest, with what it is doing while pending.
+// fetchRelease is a revision as helm's get and status read it (0: the latest, with its progress).
 func fetchRelease(ctx context.Context, c *submitclient.Client, ns, name string, revision int) (*api.Release, error) {
 	if revision <= 0 {
 		return c.Get(ctx, ns, name)

@@ -38,8 +38,7 @@ type ActionOptions struct {
 	Retries     int
 	Remediation string
 	Supersede   bool
-	// ValuesFrom are --values-from references (secret/NAME[:key], configmap/NAME[:key]),
-	// sent as references: the values stay in the cluster. ReuseValues: --reuse-values.
+	// ValuesFrom are --values-from references, sent as such: the values stay in the cluster.
 	ValuesFrom  []string
 	ReuseValues bool
 	// Install (upgrade --install): a release that does not exist is installed, as helm does.
@@ -203,8 +202,7 @@ func (o *ActionOptions) Run(ctx context.Context) error {
 	return t.toEnd(ctx)
 }
 
-// ApplyFlags are --server-side and --force-conflicts, as Helm v4's CLI names them: the
-// apply method under the executor's Helm v4 engine (docs/api.md).
+// ApplyFlags are Helm v4's --server-side and --force-conflicts (the v4 engine, docs/api.md).
 type ApplyFlags struct {
 	// ServerSide is "true", "false", "auto" or "" (the API's default: client-side).
 	ServerSide     string

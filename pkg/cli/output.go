@@ -11,11 +11,9 @@ import (
 	"helm.sh/helm/v3/pkg/cli/output"
 )
 
-// The commands that mirror helm's print through Helm's own encoders: scripts written
-// against helm's output read ours unchanged.
+// The commands that mirror helm's print through Helm's own encoders, for scripts written for helm.
 
-// outputValue is -o as helm's: a format outside table, json and yaml is refused while the
-// flags are parsed, in helm's words.
+// outputValue is -o as helm's: another format is refused while the flags are parsed.
 type outputValue struct{ p *string }
 
 func (o outputValue) String() string { return *o.p }

@@ -22,8 +22,7 @@ type statusShow struct {
 	Debug       bool
 }
 
-// statusPrinter is helm's: the release object in json and yaml (without its chart), helm's
-// block in the table; a pending revision's queue or progress beside them.
+// statusPrinter is helm's (json and yaml without the chart), with a pending revision's progress.
 type statusPrinter struct {
 	rel  api.Release
 	show statusShow

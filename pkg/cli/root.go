@@ -1,6 +1,5 @@
-// Package cli is oc-helm, the oc/kubectl plugin for async install and upgrade, and helm's
-// read commands printed as helm prints them. Each command X follows
-// kubernetes/sample-cli-plugin: XOptions and NewCmdX whose RunE is Complete, Validate, Run.
+// Package cli is oc-helm, the oc/kubectl plugin for async install and upgrade and helm's reads;
+// each command is XOptions and NewCmdX, its RunE Complete, Validate, Run (sample-cli-plugin).
 package cli
 
 import (
@@ -69,8 +68,7 @@ func newRootCmd(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// options is every command's XOptions: Complete derives what the flags and arguments imply,
-// Validate checks the input without side effects, connect finds submit, Run does the work.
+// options is every command's XOptions: Complete, Validate (no side effects), connect, Run.
 type options interface {
 	Complete(cmd *cobra.Command, args []string) error
 	Validate() error

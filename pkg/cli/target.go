@@ -17,9 +17,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/submitclient"
 )
 
-// target is the namespace and submit's client, from the shared flags. When nothing names
-// submit's URL, connect (before Run) finds it in the cluster: Complete and Validate make no
-// call.
+// target is the namespace and submit's client; connect (before Run) finds an unnamed URL.
 type target struct {
 	ns     string
 	submit *submitclient.Client
@@ -29,9 +27,8 @@ type target struct {
 	insecureHTTP    bool
 }
 
-// findTarget reads the namespace and submit's client: the URL from --server or
-// $ASYNC_HELM_SERVER (else connect finds it); the token from --token, $ASYNC_HELM_TOKEN, then
-// the kubeconfig context's.
+// findTarget reads the namespace and submit's client: the URL from --server or $ASYNC_HELM_SERVER,
+// the token from --token, $ASYNC_HELM_TOKEN, then the kubeconfig context's.
 func (g *Globals) findTarget() (target, error) {
 	t := target{ns: g.namespace(), submit: &submitclient.Client{Server: g.Server, Token: g.Token},
 		submitNamespace: g.SubmitNamespace, insecureHTTP: g.InsecureHTTP}
@@ -94,8 +91,8 @@ func (t *target) connect(ctx context.Context) error {
 	return nil
 }
 
-// checkTokenTransport refuses a bearer token (the user's cluster credential) over plain
-// http to anything but loopback, unless allowed: the Knative Service's URL is often http.
+// checkTokenTransport refuses the token over plain http but to loopback, unless allowed
+// (the Knative Service's URL is often http).
 func checkTokenTransport(server, token string, allowInsecure bool) error {
 	if token == "" || allowInsecure {
 		return nil

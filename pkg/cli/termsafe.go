@@ -8,17 +8,14 @@ import (
 	"unicode/utf8"
 )
 
-// What oc helm prints is written by tenants: it must not reach the reader's terminal as
-// control sequences (cursor moves that erase another tenant's row, OSC 52 writing the
-// clipboard). All output goes through termOut and every table cell through escapeLine:
-// C0 and C1 controls, DEL and bytes that are not UTF-8 are printed as Go escapes (\x1b),
-// which json and yaml have already.
+// What oc helm prints is written by tenants: never control sequences for the reader's terminal
+// (cursor moves, OSC 52 to the clipboard). All output goes through termOut, every cell through
+// escapeLine: controls, DEL and bytes that are not UTF-8 print as Go escapes (\x1b).
 
 // escapeText escapes the controls of multi-line text: newline, tab and the CR of a CRLF stay.
 func escapeText(s string) string { return escapeControls(s, true) }
 
-// escapeLine escapes every control, newline and tab included: a table cell or a line's field
-// cannot start a row of its own.
+// escapeLine escapes every control, newline and tab included: a cell cannot start a row.
 func escapeLine(s string) string { return escapeControls(s, false) }
 
 func escapeControls(s string, multiline bool) string {
@@ -53,8 +50,7 @@ func kept(s string, i int, r rune, n int, multiline bool) bool {
 	return false
 }
 
-// termWriter escapes the controls of what it writes (escapeText). A rune cut between two
-// writes is escaped as its bytes: safe, only uglier (the printers write whole strings).
+// termWriter escapes what it writes (escapeText); a rune cut between writes shows as bytes.
 type termWriter struct{ w io.Writer }
 
 // termOut is w for tenant-written text; w itself when it is one already.

@@ -40,8 +40,7 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and --version (0 for no check; a negative one would be no check
-// either, silently).
+// Validate checks the name and --version (0: no check; a negative one would be none either).
 func (o *UninstallOptions) Validate() error {
 	return firstError(requireName(o.Name),
 		refuseIf(o.Version < 0, "--version %d: want a revision number", o.Version), o.validateSubmit())

@@ -33,8 +33,7 @@ func (c Change) Key() string {
 
 // Options of a comparison.
 type Options struct {
-	// Context is the lines shown around each change; negative: the whole object (helm-diff's
-	// default).
+	// Context is the lines shown around each change; negative: the whole object.
 	Context int
 }
 

@@ -10,8 +10,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// Bounds of what is parsed: manifests are the tenant's (a release record, a chart's
-// render), and a YAML parser holds up to ~450 bytes a node (yamlsize.Nodes).
+// Bounds of what is parsed (a tenant's manifests): a YAML parser holds ~450 bytes a node.
 const (
 	// MaxHeadNodes bounds the lines that name an object (apiVersion, kind, metadata's name
 	// and namespace), the only part of most documents that is parsed.
@@ -23,14 +22,12 @@ const (
 	maxParsedBytes = 16 << 20
 )
 
-// head is what names an object, read with exact keys as the apply decodes it: "Kind" is
-// not "kind", and a later key wins.
+// head is what names an object, with exact keys as the apply decodes it (a later key wins).
 type head struct {
 	APIVersion, Kind, Name, Namespace string
 }
 
-// headOf parses what names the object of doc: only its head lines when doc is plain block
-// style (headLines), else the whole document, each bounded.
+// headOf parses what names doc's object: its head lines when plain (headLines), else all of it.
 func headOf(doc string) (head, error) {
 	if text, ok := headLines(doc); ok {
 		if h, err := parseHead(text, MaxHeadNodes); err == nil {

@@ -48,8 +48,7 @@ func maskField(field string, b, a map[string]any) {
 	}
 }
 
-// hideWhole replaces Secrets that do not parse by a line with their size, marked as a
-// changed value is when the texts differ.
+// hideWhole replaces Secrets that do not parse by a line with their size.
 func hideWhole(before, after *Object) {
 	changed := before == nil || after == nil || before.Text != after.Text
 	for _, side := range []struct {

@@ -1,6 +1,5 @@
-// Package diff is what an action would change: the objects of two manifests (what a release
-// has now, what the action would apply) compared object by object as helm-diff compares
-// them, Secrets' data masked, each change a unified diff.
+// Package diff is what an action would change: two manifests compared object by object as
+// helm-diff compares them, Secrets' data masked, each change a unified diff.
 package diff
 
 import (
@@ -27,8 +26,7 @@ func (o Object) Key() string {
 	return fmt.Sprintf("%s, %s, %s (%s)", o.Namespace, o.Name, o.Kind, APIBase(o.API))
 }
 
-// APIBase is apiVersion without its version, as helm-diff names an object's API: "apps"
-// for apps/v1, "v1" (no group) for the core API.
+// APIBase is apiVersion without its version, as helm-diff names an API ("apps", "v1").
 func APIBase(apiVersion string) string {
 	if i := strings.LastIndex(apiVersion, "/"); i >= 0 {
 		return apiVersion[:i]
@@ -41,8 +39,7 @@ var ErrDuplicateObject = errors.New("two documents name one object")
 
 var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
-// MaxDocuments bounds the documents of a manifest compared: a record's is the tenant's, and
-// tiny documents cost a parse each (GitLab 6.5.4 renders a few hundred).
+// MaxDocuments bounds a manifest's documents: each costs a parse (GitLab 6.5.4 has a few hundred).
 const MaxDocuments = 10_000
 
 // Parse splits a manifest into its objects, those without a namespace in namespace, parsing

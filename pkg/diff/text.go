@@ -30,16 +30,14 @@ func WriteText(w io.Writer, changes []Change, context int) error {
 	return err
 }
 
-// record is one line of an object's diff: delta is ' ' (unchanged), '-', '+', or '.' for
-// lines the diff does not hold.
+// record is one line of an object's diff: delta ' ', '-', '+', or '.' for lines it does not hold.
 type record struct {
 	delta byte
 	text  string
 }
 
-// recordsOf reads a unified diff's hunks as lines; ok is false for a text without hunks.
-// As helm-diff splits an object's text at its last newline too, the object ends with an
-// unchanged empty line.
+// recordsOf reads a unified diff's hunks as lines (ok: it has hunks), ending, as helm-diff's,
+// with an unchanged empty line.
 func recordsOf(unified string) (recs []record, ok bool) {
 	if !strings.HasPrefix(unified, "@@ ") {
 		return nil, false

@@ -104,8 +104,7 @@ func writeLines(w *strings.Builder, prefix string, lines []string) {
 	}
 }
 
-// grouped splits codes into hunks with n lines of context (difflib's GetGroupedOpCodes on
-// codes it did not compute).
+// grouped splits codes into hunks with n lines of context, as difflib's GetGroupedOpCodes.
 func grouped(codes []difflib.OpCode, n int) [][]difflib.OpCode {
 	if len(codes) == 0 {
 		return nil

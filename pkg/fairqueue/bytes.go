@@ -6,8 +6,7 @@ import (
 	"sync"
 )
 
-// Bytes is a budget of memory held by work in flight: a tenant, as namespace and as caller,
-// holds at most a quarter of it, so that the others find room.
+// Bytes is a budget of memory held by work in flight: a tenant holds at most a quarter of it.
 type Bytes struct {
 	mu         sync.Mutex
 	limit      int64
@@ -40,9 +39,8 @@ func (b *Bytes) Take(f Flow, n int64) (func(), bool) {
 	return func() { b.mu.Lock(); b.add(f, -n); b.mu.Unlock() }, true
 }
 
-// Hold waits until n bytes are f's, or ctx ends, and returns their release; lend is called
-// once before it waits. Over a tenant's share is ErrFull. The waiters look again whenever
-// bytes are given back, in no order: the shares are the fairness.
+// Hold waits until n bytes are f's (lend called once first), or ctx ends; over a share is
+// ErrFull. Waiters look again whenever bytes are given back, in no order: the shares are fair.
 func (b *Bytes) Hold(ctx context.Context, f Flow, n int64, lend func()) (func(), error) {
 	if n > b.limit/4 {
 		return nil, fmt.Errorf("%w: %d MiB, a tenant holds at most %d MiB", ErrFull, n>>20, b.limit/4>>20)

@@ -165,8 +165,7 @@ func (s *served) mark(f Flow) {
 	}
 }
 
-// forget drops what is remembered of f's namespace and caller once they neither hold nor
-// wait: the memory is bounded by the active tenants.
+// forget drops what is remembered of f's tenant once idle: memory bounded by the active tenants.
 func (q *Queue) forget(f Flow) {
 	ns, caller := q.held.ns[f.Namespace] > 0, q.held.caller[f.Caller] > 0
 	for w := range q.waiting {
@@ -198,8 +197,7 @@ func (q *Queue) grant(w *waiter) {
 	close(w.ready)
 }
 
-// lendTo gives w a lent seat if w's tenant is below its share and the seat's above its own;
-// at most slots holders live without a seat.
+// lendTo gives w a seat lent by a tenant above its share if w's is below its own.
 func (q *Queue) lendTo(w *waiter) bool {
 	if !q.opts.Lending || q.seatless >= q.slots {
 		return false

@@ -13,8 +13,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Flow is what work is accounted to: a tenant is bounded both as the namespace it acts in
-// and as the caller who asked.
+// Flow is what work is accounted to: a tenant is bounded as namespace and as caller.
 type Flow struct{ Namespace, Caller string }
 
 // ErrReleased is a Requeue of a seat given up.
@@ -26,13 +25,11 @@ type Options struct {
 	Lending bool
 	// Clock dates the waits (nil: the wall clock).
 	Clock clock.PassiveClock
-	// Limit, when set, is the most one tenant (namespace or caller) may hold even when
-	// nobody else waits, clamped to 1..slots; nil: every slot. A slot that must stay free
-	// for whoever comes next (an index fetch may hold its whole timeout) is slots-1.
+	// Limit, when set, is the most one tenant may hold when nobody else waits (1..slots; nil: all);
+	// slots-1 keeps a slot free for whoever comes next (an index fetch may hold its timeout).
 	Limit func(Flow) int
-	// MaxWaiting, when set, bounds the cost of the work waiting at once (AcquireCost): past
-	// it the newest waiter of the tenant holding the most is turned away with ErrFull, so
-	// one tenant's backlog never takes another's place. 0: unbounded.
+	// MaxWaiting, when set, bounds the cost waiting at once: past it the newest waiter of the
+	// tenant holding most is turned away (ErrFull): no backlog takes another's place. 0: none.
 	MaxWaiting int64
 }
 
@@ -90,8 +87,7 @@ type Seat struct {
 	cost  int64
 }
 
-// waiter is work waiting for a seat; reuse is the seat a Requeue waits with, resumed that
-// the work started already (Resume), turnedAway that makeRoom took it out.
+// waiter is work waiting for a seat (reuse: a Requeue's seat; resumed: a Resume).
 type waiter struct {
 	flow       Flow
 	since      time.Time
@@ -104,14 +100,12 @@ type waiter struct {
 	ready      chan struct{}
 }
 
-// Acquire waits in f's queue until a seat is granted, or ctx ends. A seat granted as ctx
-// ends is returned: the caller holds it.
+// Acquire waits in f's queue until a seat is granted (held even if granted as ctx ends).
 func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
 	return q.AcquireCost(ctx, f, 1)
 }
 
-// AcquireCost is Acquire of work that holds cost of the room while it waits
-// (Options.MaxWaiting; at least 1): ErrFull when it is turned away.
+// AcquireCost is Acquire of work holding cost (at least 1) of the room: ErrFull if turned away.
 func (q *Queue) AcquireCost(ctx context.Context, f Flow, cost int64) (*Seat, error) {
 	q.mu.Lock()
 	w := q.enqueue(f, nil, false)
@@ -137,8 +131,7 @@ func (q *Queue) Resume(ctx context.Context, f Flow) (*Seat, error) {
 	return q.wait(ctx, w)
 }
 
-// TryAcquire takes a seat only if one is free for f now. It never jumps the queue: a free
-// seat is one no waiter may take (dispatch hands every other to a waiter).
+// TryAcquire takes a seat only if one is free for f now (a free seat is one no waiter may take).
 func (q *Queue) TryAcquire(f Flow) (*Seat, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -152,8 +145,7 @@ func (q *Queue) TryAcquire(f Flow) (*Seat, bool) {
 	return seat, true
 }
 
-// Release gives the seat back (or, for a holder without one, ends its account); a second
-// Release does nothing.
+// Release gives the seat back (or ends a seatless holder's account); a second does nothing.
 func (s *Seat) Release() {
 	q := s.q
 	q.mu.Lock()
@@ -171,8 +163,7 @@ func (s *Seat) Release() {
 	q.forget(s.flow)
 }
 
-// Lend says the holder only waits now: with Options.Lending, the seat may go to a tenant
-// below its share while the holder's is above its own (Reclaim takes it back).
+// Lend says the holder only waits: with Lending, the seat may go to a tenant below its share.
 func (s *Seat) Lend() {
 	q := s.q
 	q.mu.Lock()
@@ -185,8 +176,8 @@ func (s *Seat) Lend() {
 	q.dispatch()
 }
 
-// Reclaim ends a Lend: the seat back if it is still lent. A holder whose seat was given
-// away finishes without one (counted as seatless): waiting here could outlast its deadline.
+// Reclaim ends a Lend. A holder whose seat was given away finishes without one (seatless):
+// waiting here could outlast its deadline.
 func (s *Seat) Reclaim() {
 	q := s.q
 	q.mu.Lock()
@@ -197,9 +188,8 @@ func (s *Seat) Reclaim() {
 	}
 }
 
-// Requeue gives the seat back and waits at the back of the flow's queue for one again
-// (between a retry's attempts). It holds the room its Acquire held (its delivery is still
-// open), so a full room may turn it away (ErrFull), the seat given up.
+// Requeue gives the seat back and waits at the back of the flow's queue again (between a
+// retry's attempts), holding its room: a full room turns it away (ErrFull, the seat given up).
 func (s *Seat) Requeue(ctx context.Context) error {
 	q := s.q
 	q.mu.Lock()

@@ -2,23 +2,20 @@ package fairqueue
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Pool names a pool whose flows Metrics exports; Stats is read at each scrape (a Queue's
-// Stats, or a wrapper's).
+// Pool names a pool whose flows Metrics exports; Stats is read at each scrape.
 type Pool struct {
 	Name  string
 	Stats func() []FlowStats
 }
 
-// Metrics exports per pool, namespace and caller the work waiting, the longest wait and
-// the slots held, read at each scrape (an idle tenant leaves no series). It names every
-// tenant: serve it only to an authorized scraper (pkg/function's MetricsGuard).
+// Metrics exports per pool and tenant the work waiting, the longest wait and the slots held, at
+// each scrape. It names every tenant: serve it only to an authorized scraper (MetricsGuard).
 type Metrics struct {
 	pools                []Pool
 	queued, oldest, held *prometheus.Desc
 }
 
-// NewMetrics describes the metrics <prefix>_queued, <prefix>_oldest_wait_seconds and
-// <prefix>_held of pools, labelled pool, namespace and caller.
+// NewMetrics describes <prefix>_queued, _oldest_wait_seconds and _held (pool, namespace, caller).
 func NewMetrics(prefix string, pools ...Pool) *Metrics {
 	labels := []string{"pool", "namespace", "caller"}
 	desc := func(name, help string) *prometheus.Desc {

@@ -5,8 +5,7 @@ import (
 	"slices"
 )
 
-// ErrFull is an Acquire refused a place to wait (Options.MaxWaiting): the room was full and
-// its tenant already waited the most.
+// ErrFull is an Acquire refused a place to wait: the room was full and its tenant waited most.
 var ErrFull = errors.New("fairqueue: no place to wait")
 
 // room is the cost of the waiting work, in all, per namespace and per caller (MaxWaiting).
@@ -28,8 +27,7 @@ func (r *room) add(w *waiter, sign int64) {
 	bump(r.caller, w.flow.Caller, d)
 }
 
-// makeRoom, once w waits, turns away the newest waiters of the tenant holding the most of
-// the room, as many as it is over; if w would be among them, w alone (false).
+// makeRoom turns away the newest waiters of whoever holds most of an over-full room (w: false).
 func (q *Queue) makeRoom(w *waiter) bool {
 	over := q.room.total - q.opts.MaxWaiting
 	if q.opts.MaxWaiting <= 0 || over <= 0 {
@@ -54,9 +52,8 @@ func (q *Queue) turnAway(v *waiter) {
 	q.forget(v.flow)
 }
 
-// victims are the waiters whose cost makes up over, one by one: the newest of the tenant
-// that, without those chosen, holds the most; work not requeued first (its sender sends it
-// again; a requeued retry turned away ends its request). nil: not enough.
+// victims are the waiters whose cost makes up over: each the newest of the tenant holding most,
+// work not requeued first (its sender sends it again). nil: not enough.
 func (q *Queue) victims(over int64) []*waiter {
 	chosen, taken := newRoom(), map[Flow]int{}
 	var out []*waiter

@@ -10,9 +10,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// A record the helm CLI wrote carries no chart label: its chart is in the payload (up to
-// ~1 MiB a read). A revision's chart never changes and Helm reports each revision several
-// times, so the chart read once is kept by the Secret's UID, for the newest ChartsCached.
+// A helm CLI record has no chart label: its chart is in the payload (~1 MiB a read), kept by
+// the Secret's UID once read (ChartsCached), as Helm reports each revision several times.
 
 // ChartsCached bounds the charts kept by record (a hundred bytes each).
 const ChartsCached = 4096
@@ -33,10 +32,8 @@ func (s *Service) cachedChart(uid types.UID) (chartOf, bool) {
 	return ch, ok
 }
 
-// describe fills chart and reason. Labels carry the chart of async-helm's releases; the
-// payload is read only for a failure's reason or a helm CLI record's chart not cached, at
-// the resourceVersion the index saw, its head only. A record that does not decode is
-// reported with what its labels say.
+// describe fills chart and reason: the payload's head is read (at the index's resourceVersion)
+// only for a failure's reason or a helm CLI chart not cached; undecodable: the labels only.
 func (s *Service) describe(ctx context.Context, rev release.Revision, status string, c *events.StatusChange) error {
 	c.Chart, c.ChartVersion, _ = release.ParseChartLabel(rev.Chart)
 	if c.Chart != "" && status != "failed" {

@@ -7,10 +7,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Every tenant's status changes share the notifier's workers: a tenant flipping the status
-// labels of many Secrets must not put every other tenant's events behind its own. Both
-// queues are client-go's workqueue over keysByNamespace, which hands keys out one namespace
-// at a time in turn: a key waits behind at most one key of each busy namespace.
+// Every tenant shares the notifier's workers: both queues hand keys out one namespace at a time
+// (keysByNamespace), so a tenant flipping many Secrets holds no one else's events back.
 
 // keysByNamespace is the workqueue's storage (workqueue.Queue): a FIFO of keys per
 // namespace and the namespaces holding keys, in turn; called under the workqueue's lock.
@@ -38,8 +36,7 @@ func (q *keysByNamespace) Push(key string) {
 // Len is how many keys are held.
 func (q *keysByNamespace) Len() int { return q.n }
 
-// Pop takes the first key of the namespace whose turn it is; a namespace with more keys
-// goes to the back of the turn. The workqueue pops only when Len is not 0.
+// Pop takes the first key of the namespace whose turn it is (then back of the turn); Len is not 0.
 func (q *keysByNamespace) Pop() string {
 	ns := q.turn[0]
 	q.turn[0] = ""

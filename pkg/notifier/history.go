@@ -13,11 +13,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// History: a record never reported, never touched by async-helm and last written before
-// the notifiers first ran (Service.Since) is the helm CLI's past: neither reported nor
-// marked. A record carrying any async-helm label or annotation is always news: Helm's
-// modifiedAt is a label the tenant may rewrite, so dating our own writes would let a tenant
-// turn them into "history".
+// History: a record never reported, never touched by async-helm and last written before the
+// notifiers first ran is the helm CLI's past: not reported. Ours is always news: a tenant may
+// rewrite Helm's modifiedAt, and so turn our writes into "history".
 
 // HistoryMargin is how much before Since a change still counts as news: the helm CLI dates
 // its writes (modifiedAt) with its own clock, and a deployment starts submit before the
@@ -50,8 +48,7 @@ func ours(m *metav1.PartialObjectMetadata) bool {
 // ourPrefix starts the key of every label and annotation async-helm writes on a record.
 const ourPrefix = "async-helm.io/"
 
-// lastChange is when a record of the helm CLI was last written: the latest of its Secret's
-// creation and Helm's createdAt and modifiedAt labels (unix seconds; they only make it later).
+// lastChange is the latest of the Secret's creation and Helm's createdAt and modifiedAt labels.
 func lastChange(m *metav1.PartialObjectMetadata) time.Time {
 	t := m.CreationTimestamp.Time
 	for _, label := range []string{labelCreatedAt, release.LabelModifiedAt} {
@@ -74,9 +71,8 @@ func (s *Service) isHistory(key string) bool {
 	return s.history[key]
 }
 
-// SinceOf is a Since no later than when the notifiers first ran: the creation of
-// async-helm's own namespace, which tenants cannot write and which nothing async-helm
-// re-makes; an older namespace only makes more of the helm CLI's past news once.
+// SinceOf is a Since no later than the notifiers' start: the creation of async-helm's own
+// namespace, which tenants cannot write and async-helm never makes again.
 func SinceOf(ctx context.Context, c kubernetes.Interface, own string) (time.Time, error) {
 	ns, err := c.CoreV1().Namespaces().Get(ctx, own, metav1.GetOptions{})
 	if err != nil {

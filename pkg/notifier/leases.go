@@ -14,9 +14,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
-// leaseCache is one informer per watched namespace on async-helm's Leases (heartbeats and
-// tombstones), shared by the tombstone watch, the progress events and the sweeper. Tenants
-// may write them: a cached Lease only saves a call when it shows a live executor.
+// leaseCache is one informer per namespace on async-helm's Leases, shared by the tombstones, the
+// progress events and the sweeper; tenants may write them: trusted only when alive.
 type leaseCache struct {
 	mu        sync.Mutex
 	informers []cache.SharedIndexInformer
@@ -104,8 +103,7 @@ func (c *leaseCache) keep(obj any) (any, error) {
 	return keptLease(l), nil
 }
 
-// admit counts a Lease among its namespace's cached Leases: true when it is one (or cached
-// under its name) or there is room.
+// admit counts a Lease among its namespace's cached ones: true if it is one or there is room.
 func (c *leaseCache) admit(namespace, name string) bool {
 	cached := c.get(namespace, name) != nil
 	c.countMu.Lock()

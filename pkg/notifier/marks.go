@@ -8,13 +8,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
-// Recording a reported status (MarkNotified) is a compare-and-swap that rewrites the whole
-// Secret, slow on a loaded API server: in watch mode a worker hands the key to the marks
-// queue and goes on to the next event. A mark not made (a crash after the send) means one
-// duplicate event, under the same id, which the contract allows.
+// Recording a reported status is a compare-and-swap of the whole Secret: in watch mode a mark
+// worker does it. A mark lost to a crash means one duplicate event, same id (allowed).
 
-// markReported records the status the index has for key when all seen of it was reported;
-// otherwise the worker still reporting it queues the mark again.
+// markReported records the status the index has for key if all seen of it was reported.
 func (s *Service) markReported(ctx context.Context, key string) error {
 	m, err := s.Revisions.Get(key)
 	if err != nil || m == nil {
@@ -40,10 +37,8 @@ func (s *Service) markNotified(ctx context.Context, rev release.Revision) error 
 	return s.Store.MarkNotified(ctx, rev, MarkSignature(s.SigningKey, rev))
 }
 
-// The mark of a reported status (release.AnnotationNotified) lives on the tenant's Secret,
-// where a tenant's mark would silence that status for every later notifier. So a mark
-// counts only with the notifier's signature over the record's namespace, Secret name and
-// UID, request id and status: a tenant can only put back a true mark of this very record.
+// A mark on the tenant's Secret counts only with the notifier's signature over its namespace,
+// name, UID, request and status: a tenant can only put back a true mark of this very record.
 
 // reported reports whether rev's status carries the notifier's mark.
 func (s *Service) reported(rev release.Revision) bool {
@@ -56,8 +51,7 @@ func (s *Service) reported(rev release.Revision) bool {
 	return s.SigningKey.Verify(signing.Notified, notifiedText(rev), rev.NotifiedSig)
 }
 
-// MarkSignature is the signature beside a mark of rev's status (release.AnnotationNotifiedSig;
-// "" without a key).
+// MarkSignature is the signature beside a mark of rev's status ("" without a key).
 func MarkSignature(key signing.Key, rev release.Revision) string {
 	if !key.Set() {
 		return ""

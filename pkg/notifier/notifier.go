@@ -18,8 +18,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Start syncs the watch (or, with watch false, catches up once with every release secret
-// and then works on what Enqueue is given), then reports in the background until ctx ends.
+// Start syncs the watch (or catches up once, watch false), then reports until ctx ends.
 func (s *Service) Start(ctx context.Context, watch bool) error {
 	s.Init()
 	if watch {
@@ -223,8 +222,7 @@ func (s *Service) processNext(ctx context.Context) bool {
 	return s.work(ctx, s.queue, s.syncGuarded, s.startupDone, "status not reported yet; will retry")
 }
 
-// work runs do on the next key of q, then done (if any), and retries a key do failed with
-// backoff; false when q shut down.
+// work runs do on q's next key, then done (if set), retrying with backoff; false: q shut down.
 func (s *Service) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string],
 	do func(context.Context, string) error, done func(string), failed string) bool {
 	key, quit := q.Get()
@@ -257,8 +255,7 @@ func (s *Service) syncGuarded(ctx context.Context, key string) (err error) {
 	return s.sync(ctx, key)
 }
 
-// sync reports, in order, every status of one revision not reported yet, then records the
-// last one on the secret (so a restart does not report it again).
+// sync reports, in order, every status not reported yet, then records the last on the secret.
 func (s *Service) sync(ctx context.Context, key string) error {
 	if strings.HasPrefix(key, tombstoneKey) {
 		return s.syncTombstone(ctx, key)

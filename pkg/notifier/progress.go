@@ -81,8 +81,7 @@ func (p *progressEvents) loop(ctx context.Context) {
 	}
 }
 
-// ProgressPerNamespace bounds the progress events of one namespace an interval, so a tenant
-// writing progress on many Leases does not hold every other namespace's back.
+// ProgressPerNamespace bounds a namespace's progress events an interval: none holds the rest back.
 const ProgressPerNamespace = 16
 
 // tick sends the latest progress not sent yet, at most ProgressPerNamespace a namespace.

@@ -60,15 +60,13 @@ type Service struct {
 	Log      *zap.SugaredLogger
 	// Namespaces to watch; empty watches all.
 	Namespaces []string
-	// Revisions is the shared index of release secret metadata over Namespaces (built by
-	// Start when nil), run in watch mode.
+	// Revisions is the shared index of release secrets (built by Start when nil).
 	Revisions *release.RevisionIndex
 	// Workers sending events in parallel; 0 is DefaultWorkers.
 	Workers int
 	// ProgressInterval rate-limits progress events per revision; 0 sends none.
 	ProgressInterval time.Duration
-	// SigningKey signs and verifies the marks of reported statuses (marks.go); empty: a
-	// trusted run, where the mark alone counts.
+	// SigningKey signs and verifies the marks (marks.go); empty: the mark alone counts.
 	SigningKey signing.Key
 	// Since is no later than when the notifiers first ran (history.go); zero: no history.
 	Since time.Time
@@ -94,8 +92,7 @@ type Service struct {
 	history map[string]bool
 	// watching: lookups are answered by Revisions (watch mode) rather than by a GET.
 	watching bool
-	// gone holds the last labels of deleted secrets whose backlog is still to be reported
-	// (an uninstall's "uninstalled" names its request).
+	// gone holds the last labels of deleted secrets with statuses still to report.
 	gone map[string]release.Revision
 	// vanished marks deleted secrets of our pending revisions (vanished.go).
 	vanished map[string]bool
@@ -104,11 +101,9 @@ type Service struct {
 	charts   *lru.Cache                       // charts of records without a label (charts.go)
 }
 
-// DefaultWorkers: a change costs a worker little CPU but the API server's time, mostly
-// the compare-and-swap that records it (~100 KiB rewritten in etcd: p50 ~100 ms, p90
-// ~400 ms while Helm rewrites 50 secrets a second). With 4 workers, changes queued 0.4 s
-// at p50 (make bench's notifier section); 32 keep the queue empty, far within the
-// client's QPS limit (pkg/kube).
+// DefaultWorkers: a change costs the API server's time, mostly the mark's compare-and-swap (p50
+// ~100 ms, p90 ~400 ms under load). 4 workers queued changes 0.4 s at p50 (make bench); 32 keep
+// the queue empty, far within the client's QPS limit (pkg/kube).
 const DefaultWorkers = 32
 
 // Init prepares the queues; Start calls it, and so may a caller that enqueues before.

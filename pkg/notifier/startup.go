@@ -6,10 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// StartupAtOnce bounds the start-up backlog (what the first list found never reported) in
-// the queue at once; the rest are fed in as those end, so the other workers report live
-// changes at once: at 110,000 records a fresh notifier's backlog was 39,180 events, and
-// every change made meanwhile waited behind it.
+// StartupAtOnce bounds the start-up backlog in the queue at once, so the other workers report
+// live changes at once (a fresh notifier's backlog of 39,180 events held every change back).
 const StartupAtOnce = 8
 
 // startupFeed holds the start-up backlog's keys not yet queued, one namespace at a time in
@@ -21,8 +19,7 @@ type startupFeed struct {
 	fed  map[string]bool
 }
 
-// enqueueAdded is the index's add: a record of the first list that awaits reporting joins
-// the start-up backlog; a record added later is queued at once.
+// enqueueAdded: a first-list record to report joins the start-up backlog; a later one is queued.
 func (s *Service) enqueueAdded(obj any, inInitialList bool) {
 	if !inInitialList {
 		s.enqueueObj(obj)
@@ -68,8 +65,7 @@ func (s *Service) feedStartup() {
 	}
 }
 
-// startupDone frees key's place among the start-up keys at once, when it was one (its
-// retry, if any, goes on like any other key's), and feeds the next.
+// startupDone frees key's start-up place, if any (a retry goes on as others), and feeds the next.
 func (s *Service) startupDone(key string) {
 	f := &s.startup
 	f.mu.Lock()

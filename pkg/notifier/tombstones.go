@@ -38,8 +38,7 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 }
 
 // QueueTombstones queues the cached tombstones (no event announces a dead executor's Lease
-// expiring) and a page of those the cache does not hold (or of all, not watching). The
-// leader's sweeper calls it every pass.
+// expiring) and a page of the others; the leader's sweeper calls it every pass.
 func (s *Service) QueueTombstones(ctx context.Context) error {
 	if cached, full, ok := s.leases.list(); ok && s.watching {
 		s.queueTombstones(cached)
@@ -146,9 +145,8 @@ func (s *Service) abandonedDone(ctx context.Context, t lease.Tombstone) (bool, e
 	return false, s.Store.BuryTombstone(ctx, t)
 }
 
-// goneDone decides an abandoned tombstone whose Secret is gone (a tenant can delete it as
-// well as Helm): only the executor's outcome, read again, says Helm uninstalled; without it
-// the tombstone is deleted, unreported.
+// goneDone decides an abandoned tombstone whose Secret is gone (a tenant can delete it too): only
+// the executor's outcome, read again, says Helm uninstalled; without it, deleted unreported.
 func (s *Service) goneDone(ctx context.Context, t lease.Tombstone) (bool, error) {
 	if s.Consumed == nil {
 		return true, nil

@@ -35,13 +35,11 @@ type Collector struct {
 	Client    kubernetes.Interface
 	Namespace string
 	Release   string
-	// Applied names the workloads the action applied ("Deployment/web"; Phases.Workloads):
-	// each is read by name, nothing else of the namespace.
+	// Applied names the workloads the action applied, each read by name (Phases.Workloads).
 	Applied func() []string
 	// Since drops Warning events older than the action.
 	Since time.Time
-	// Ready, when set, judges a workload as the engine's wait does (Helm v4's kstatus);
-	// nil keeps the rules below.
+	// Ready, when set, judges a workload as the engine's wait does; nil keeps the rules below.
 	Ready ReadyFunc
 }
 
@@ -56,8 +54,7 @@ func (c *Collector) ready(kind string, obj runtime.Object, rule func() bool) boo
 	return rule()
 }
 
-// Workloads fills Ready, Total and WaitingFor from the workloads the action applied that
-// carry the release's name, and Warnings from their events, within ReadTimeout.
+// Workloads fills Ready, Total, WaitingFor and Warnings from the release's applied workloads.
 func (c *Collector) Workloads(ctx context.Context, p *Progress) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
 	defer cancel()
@@ -110,8 +107,7 @@ func (c *Collector) get(ctx context.Context, kind, name string) (runtime.Object,
 	return nil, nil, nil, fmt.Errorf("%s is no workload", kind)
 }
 
-// warnings keeps the latest Warning events of the workloads and of their pods (whose names
-// start with the workload's), read in pages, at most eventPages of them.
+// warnings keeps the latest Warning events of the workloads and their pods, a few pages at most.
 func (c *Collector) warnings(ctx context.Context, states []state, p *Progress) error {
 	p.Warnings = nil
 	if len(states) == 0 {

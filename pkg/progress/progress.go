@@ -22,8 +22,7 @@ const (
 	PhasePostHooks = "post hooks"
 )
 
-// Progress is the shape shared by the HTTP API (`progress` beside Helm's release fields),
-// the progress event and the Lease annotation.
+// Progress is the shape shared by the HTTP API, the progress event and the Lease annotation.
 type Progress struct {
 	Phase      string    `json:"phase"`
 	Ready      int       `json:"ready"`
@@ -32,8 +31,7 @@ type Progress struct {
 	Hook       string    `json:"hook,omitempty"`
 	Warnings   []string  `json:"warnings,omitempty"`
 	Updated    time.Time `json:"updated"`
-	// Attempt is which attempt of its request the revision is ("2 of 4") when the request
-	// asked for retries (docs/design.md, "Retries and remediation").
+	// Attempt is which attempt of a request with retries the revision is ("2 of 4").
 	Attempt string `json:"attempt,omitempty"`
 }
 
@@ -93,8 +91,7 @@ const (
 // Workloads is what LogCreateRelease and LogUpdateRelease name: "" or "; workloads: Kind/name ...".
 type Workloads string
 
-// WorkloadsOf names the Deployments, StatefulSets, DaemonSets and Jobs among objs, at most
-// MaxWorkloads; a name the API server would refuse is skipped.
+// WorkloadsOf names the Deployments, StatefulSets, DaemonSets and Jobs among objs (MaxWorkloads).
 func WorkloadsOf(objs []*resource.Info) Workloads {
 	var names []string
 	for _, o := range objs {

@@ -78,8 +78,7 @@ func (c *Client) List(ctx context.Context, ns string) ([]*helmrelease.Release, e
 	return rels, c.do(ctx, http.MethodGet, api.PathList, url.Values{"ns": {ns}, "limitInfo": {"true"}}, nil, &rels)
 }
 
-// ListReleases is List with what submit answers beside Helm's fields: the queue of a
-// pending revision no executor has started yet.
+// ListReleases is List with the queue of pending revisions not started (beside Helm's fields).
 func (c *Client) ListReleases(ctx context.Context, ns string) ([]api.Release, error) {
 	var rels []api.Release
 	return rels, c.do(ctx, http.MethodGet, api.PathList, url.Values{"ns": {ns}, "limitInfo": {"true"}}, nil, &rels)
@@ -110,8 +109,7 @@ func (c *Client) Log(ctx context.Context, ns, name string, version int, after in
 	return &out, c.do(ctx, http.MethodGet, api.PathLog, q, nil, &out)
 }
 
-// Uninstall asks for an uninstall of release name (204); version, when above 0, must name
-// an existing revision.
+// Uninstall asks for an uninstall (204); version, when above 0, must be an existing revision.
 func (c *Client) Uninstall(ctx context.Context, ns, name string, version int, opts ...api.UninstallOptions) error {
 	q := url.Values{"ns": {ns}, "name": {name}}
 	if version > 0 {

@@ -27,8 +27,7 @@ type verdict struct {
 	at     time.Time
 }
 
-// maxClockSkew is how far ahead of the notifier's clock a revision's mark may be dated
-// (another pod's clock) before the sweeper takes it for a forgery.
+// maxClockSkew is how far ahead (another pod's clock) a mark may be dated before it is a forgery.
 const maxClockSkew = 5 * time.Minute
 
 // due is what a sweep gathered before it read the record: now, the revision's clock
@@ -39,8 +38,8 @@ type due struct {
 	alive, overdue              bool
 }
 
-// futureMark: an uninstall's clock starts at Helm's modifiedAt label, which the tenant may
-// write: a mark dated far ahead is a forgery, failed at once.
+// futureMark: an uninstall's clock is Helm's modifiedAt label, which a tenant may write: far ahead
+// is a forgery, failed at once.
 func futureMark(rev release.Revision, now time.Time) (verdict, bool) {
 	if !rev.Created.After(now.Add(maxClockSkew)) {
 		return verdict{}, false
@@ -68,19 +67,15 @@ func (c Config) waiting(rev release.Revision, d due) bool {
 	return rev.Queued && !d.overdue && !rev.DeadLettered && d.now.Sub(d.lastSent) < c.redriveWait(rev.Sent)
 }
 
-// redriveWait is how long a queued revision re-sent n times waits before the next:
-// RedriveAfter, doubled for each re-send. A delivery may wait in an executor's fair queue
-// for most of an hour and each copy takes a place at another pod's door, so the copies
-// grow with the log of the wait. A dead letter is re-sent at once whatever n is.
+// redriveWait is RedriveAfter doubled per re-send: a delivery may wait most of an hour in a fair
+// queue and each copy takes a place, so copies grow with the log of the wait (dead letter: now).
 func (c Config) redriveWait(n int) time.Duration {
 	n = min(max(n, 0), maxRedriveDoublings)
 	return c.RedriveAfter << n
 }
 
-// deferred: once a pass has re-sent MaxRedrivesPerPass revisions, a queued revision
-// within its deadline waits for a later pass, unread. Each re-send costs two reads and a
-// patch: 10,000 re-sent in one pass were minutes of back-to-back calls. A started revision
-// and one past its deadline are never deferred.
+// deferred: past MaxRedrivesPerPass re-sends (two reads and a patch each), a queued revision
+// within its deadline waits for a later pass, unread; started or overdue ones never do.
 func (c Config) deferred(rev release.Revision, d due, redriven int) bool {
 	return c.MaxRedrivesPerPass > 0 && redriven >= c.MaxRedrivesPerPass && rev.Queued && !d.overdue
 }
@@ -120,11 +115,8 @@ func (c Config) longestDueFirst(revs []release.Revision) {
 	}
 }
 
-// decideLife: alive, or a started revision within Grace of its executor's last sign (the
-// broker's redelivery comes first), is left; otherwise its record is read. A live Lease
-// does not hold off QueueDeadline for a revision still queued: the tenant can keep its
-// Lease "alive", and a running revision does not stay queued (Helm's adoption rewrite drops
-// the label, and MAX_ACTION_TIME < QUEUE_DEADLINE).
+// decideLife: alive, or started within Grace of its executor's last sign, is left; else read.
+// A live Lease (the tenant can keep it alive) does not hold off QueueDeadline while queued.
 func (c Config) decideLife(rev release.Revision, d due) verdict {
 	if d.alive && !(rev.Queued && d.overdue) {
 		return verdict{action: leave}
@@ -143,10 +135,8 @@ type record struct {
 	refusal     string
 }
 
-// decideRecord: a record that does not decode, is overdue, holds no event or a refused
-// one is failed; a started revision re-sent less than Grace ago is given that delivery's
-// time; otherwise its event is sent again. Unchecked (the refusal not looked at yet), a
-// verdict of read asks for checkStored first.
+// decideRecord: undecodable, overdue, no event or a refused one: failed; re-sent less than Grace
+// ago: left; else re-sent. Unchecked, read asks for checkStored first.
 func (c Config) decideRecord(rev release.Revision, r record, d due, checked bool) verdict {
 	switch {
 	case r.undecodable:

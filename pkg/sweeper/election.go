@@ -13,9 +13,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Election decides which of the notifier's pods runs the sweeper's passes: client-go's
-// leader election on a Lease in async-helm's own namespace, which tenants cannot write.
-// Every pod reports status changes (docs/design.md, "Two or more notifiers").
+// Election decides which notifier pod sweeps: client-go's leader election on a Lease in
+// async-helm's own namespace (docs/design.md, "Two or more notifiers").
 type Election struct {
 	Client kubernetes.Interface
 	// Namespace and Name of the Lease; Identity is this pod's (its name and a random suffix).
@@ -36,8 +35,7 @@ const (
 	DefaultRetryPeriod   = 2 * time.Second
 )
 
-// Run campaigns until ctx ends: while this pod leads, lead runs with a context that ends
-// when leadership is lost (it must return then); after a loss it campaigns again.
+// Run campaigns until ctx ends; lead runs while this pod leads, and must return when it stops.
 func (e *Election) Run(ctx context.Context, lead func(context.Context)) error {
 	cfg, err := e.config(lead)
 	if err != nil {

@@ -48,9 +48,7 @@ func (s *Sweeper) logPass(st PassStats) {
 		"redriven", st.Redriven, "failed", st.Failed, "deferred", st.Deferred)
 }
 
-// SweepOnce re-sends the stored event of pending work whose delivery was lost, and fails
-// what passed the queue deadline. Revisions not ours (the helm CLI's, Flux's) are never
-// touched.
+// SweepOnce re-sends the stored event of lost deliveries and fails what passed the queue deadline.
 func (s *Sweeper) SweepOnce(ctx context.Context) (SweepResult, error) {
 	res, _, err := s.sweepAll(ctx)
 	return res, err
@@ -79,9 +77,8 @@ func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
 	return res, ours, nil
 }
 
-// pendingRevisions are the pending revisions to sweep: from the shared index when the
-// notifier watches (a LIST of 10,000 revisions every pass was its cost), else a LIST per
-// namespace.
+// pendingRevisions are from the shared index when watching (a LIST of 10,000 every pass was its
+// cost), else a LIST per namespace.
 func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, error) {
 	if s.Index != nil {
 		return s.Index.PendingRevisions(), nil
@@ -97,8 +94,7 @@ func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, err
 	return out, nil
 }
 
-// Start runs the passes in the background until ctx ends: here, or only while this pod
-// leads (Election). Start it after the Index synced.
+// Start runs the passes until ctx ends (only while leading, with an Election); Index synced first.
 func (s *Sweeper) Start(ctx context.Context) error {
 	switch {
 	case s.Config.Interval <= 0:
@@ -130,20 +126,17 @@ func (s *Sweeper) loop(ctx context.Context) {
 	}
 }
 
-// lead is the leader's duty (Election): a pass at once, so that a new leader takes over
-// without waiting an interval, then the loop until leadership ends.
+// lead is the leader's duty: a pass at once (no wait for a new leader), then the loop.
 func (s *Sweeper) lead(ctx context.Context) {
 	s.pass(ctx)
 	s.loop(ctx)
 }
 
-// The sweeper counts the API calls of each pass: CountingTransport adds one to the counter
-// the request's context carries, so only the pass's calls count.
+// The sweeper counts each pass's API calls: CountingTransport counts those of the pass's ctx.
 
 type callsKey struct{}
 
-// CountingTransport wraps a Kubernetes client's transport (rest.Config.WrapTransport):
-// each request whose context carries a counter adds one to it.
+// CountingTransport wraps a client's transport (rest.Config.WrapTransport) to count calls.
 func CountingTransport(rt http.RoundTripper) http.RoundTripper {
 	return countingTransport{rt}
 }

@@ -12,10 +12,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// checkStored decides whether the event stored in a pending revision's Secret (all of it
-// may be a tenant's) may be sent again: signed by submit within EventMaxAge, the request
-// of this very Secret, and, once consumed, consumed for this Secret's UID. A refusal is
-// the reason; err is a failed read.
+// checkStored decides whether a pending revision's stored event (a tenant's, perhaps) is re-sent:
+// submit's within EventMaxAge, this Secret's request, consumed (if so) for this UID.
 func (s *Sweeper) checkStored(ctx context.Context, sr *release.StoredRequest) (cloudevents.Event, string, error) {
 	var e cloudevents.Event
 	rev := sr.Revision
@@ -63,9 +61,8 @@ func (s *Sweeper) checkStored(ctx context.Context, sr *release.StoredRequest) (c
 	return e, "", nil
 }
 
-// reserveWindow bounds how long after its request was signed a reservation's Secret may
-// have been created (submit creates it right after signing). The API server sets
-// creationTimestamp: a tenant cannot backdate it.
+// reserveWindow bounds how long after signing a reservation's Secret may be created (the API
+// server sets creationTimestamp: a tenant cannot backdate it).
 const reserveWindow = 2 * time.Minute
 
 // bindStored binds an unbound stored event to the Secret it is re-sent for, as submit does;
@@ -100,8 +97,7 @@ func (s *Sweeper) pruneConsumed(ctx context.Context) {
 	}
 }
 
-// DeadLetter marks the revision of an accepted event the broker gave up delivering for the
-// sweeper to send again (never failed here); it reports whether one was marked.
+// DeadLetter marks a dead-lettered event's revision for the sweeper to send again; true: marked.
 func (s *Sweeper) DeadLetter(ctx context.Context, a events.Action) (bool, error) {
 	return s.Store.MarkDeadLettered(ctx, a.Namespace, a.SecretName, a.RequestID, wallclock.Or(s.Clock).Now())
 }

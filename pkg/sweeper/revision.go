@@ -26,8 +26,7 @@ func (s *Sweeper) sweepGuarded(ctx context.Context, rev release.Revision, res *S
 	return s.sweep(ctx, rev, res)
 }
 
-// sweepRetry bounds how often one sweep decides again on a record rewritten between its
-// read and its write (client-go's DefaultRetry, a few more steps).
+// sweepRetry bounds one sweep's decisions on a record rewritten between read and write.
 var sweepRetry = wait.Backoff{Steps: 8, Duration: 10 * time.Millisecond, Factor: 1.0, Jitter: 0.1}
 
 // errRecordChanged: the record was not at the version decided on when it was written.
@@ -37,10 +36,8 @@ func retriable(err error) bool {
 	return errors.Is(err, errRecordChanged) || apierrors.IsConflict(err)
 }
 
-// sweep decides on rev as listed, then on its record as read, again on a fresh read each
-// time the record changed between read and write (sweepRetry): a tenant rewriting its
-// record faster than the round trip must not keep it past QUEUE_DEADLINE. A record read
-// again at the version last decided on did not change (the write found nothing to fail).
+// sweep decides on rev as listed, then as read, again on each rewrite between read and write
+// (sweepRetry): a tenant rewriting faster must not pass QUEUE_DEADLINE. Unchanged: not again.
 func (s *Sweeper) sweep(ctx context.Context, rev release.Revision, res *SweepResult) error {
 	listed, decided := true, ""
 	err := retry.OnError(sweepRetry, retriable, func() error {
@@ -113,8 +110,7 @@ func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res 
 	return s.Config.decideLife(*rev, *d).action == read, nil
 }
 
-// act decides on a due revision from its record sr (read at rev's version), checking its
-// stored event only when nothing else decides, and applies the verdict.
+// act decides on a due revision from its record, reading its stored event only when needed.
 func (s *Sweeper) act(ctx context.Context, rev release.Revision, sr *release.StoredRequest, d due, res *SweepResult) error {
 	r := record{undecodable: sr.Undecodable != nil, hasEvent: len(sr.Event) > 0}
 	if r.undecodable {
@@ -136,15 +132,13 @@ func (s *Sweeper) act(ctx context.Context, rev release.Revision, sr *release.Sto
 	return s.apply(ctx, rev, s.Config.decideRecord(rev, r, d, true), &e, res)
 }
 
-// apply is where the sweep of a revision writes: it fails rev (failStuck), or claims the
-// re-send on the record (at the resourceVersion the decision read) and sends e again.
+// apply is where a sweep writes: it fails rev, or claims the re-send (at the version read).
 func (s *Sweeper) apply(ctx context.Context, rev release.Revision, v verdict, e *cloudevents.Event, res *SweepResult) error {
 	switch v.action {
 	case fail:
 		return s.failStuck(ctx, rev, v.reason, res)
 	case resend:
-		// A compare-and-swap: of two notifiers, or a notifier racing Helm's adoption, one
-		// loses and sends nothing.
+		// A compare-and-swap: of two notifiers (or one racing Helm), one sends nothing.
 		if ok, err := s.Store.ClaimRedrive(ctx, rev, v.at); err != nil || !ok {
 			return err
 		}

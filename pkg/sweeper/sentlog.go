@@ -7,9 +7,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// sentLog is the leader's own record of its re-sends, per revision: how often and when.
-// The annotations on the tenant's Secret say the same, but the tenant may rewrite them. A
-// new leader starts empty (at most one re-send of each queued revision at a takeover).
+// sentLog is the leader's own record of its re-sends (the tenant may rewrite the annotations);
+// a new leader starts empty (at most one re-send of each queued revision at a takeover).
 type sentLog struct {
 	mu sync.Mutex
 	m  map[string]sentMark

@@ -37,11 +37,9 @@ type Index interface {
 	PendingRevisions() []release.Revision
 }
 
-// Reporter is what the sweeper asks of the notifier that reports status changes
-// (*notifier.Service).
+// Reporter is what the sweeper asks of the notifier (*notifier.Service).
 type Reporter interface {
-	// QueueTombstones queues every tombstone to be reported (no event announces one whose
-	// executor died).
+	// QueueTombstones queues every tombstone (no event announces one whose executor died).
 	QueueTombstones(ctx context.Context) error
 	// CachedLease is async-helm's cached Lease namespace/name (nil: none).
 	CachedLease(namespace, name string) *coordinationv1.Lease
@@ -52,8 +50,7 @@ type EventSender interface {
 	Send(ctx context.Context, e cloudevents.Event) error
 }
 
-// ConsumedRecords are the executor's records of the requests it started, in async-helm's
-// own namespace where tenants cannot write (*consumed.Store).
+// ConsumedRecords are the executor's records of the requests it started (*consumed.Store).
 type ConsumedRecords interface {
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
 	Prune(ctx context.Context, olderThan time.Duration) (int, error)
@@ -63,14 +60,11 @@ type ConsumedRecords interface {
 type Config struct {
 	// Interval between passes; 0 turns the sweeper off.
 	Interval time.Duration
-	// RedriveAfter is how long a queued revision waits, since it was reserved or last
-	// re-sent, before its stored event is sent again.
+	// RedriveAfter is how long a queued revision waits, since reserved or re-sent, for a re-send.
 	RedriveAfter time.Duration
-	// Grace is how long a started revision may go without a live lease before its event is
-	// sent again (another executor takes the lease over).
+	// Grace is how long a started revision may go without a live lease before it is re-sent.
 	Grace time.Duration
-	// QueueDeadline is how long after its reservation a revision that never finished may
-	// stay pending; then it is failed, with the reason.
+	// QueueDeadline is how long after its reservation an unfinished revision is failed.
 	QueueDeadline time.Duration
 	// MaxRedrivesPerPass bounds the re-sends of one pass (0: no bound; decide.go).
 	MaxRedrivesPerPass int
@@ -81,8 +75,7 @@ type Sweeper struct {
 	Store Store
 	// Index, when set, lists pending revisions; nil: a LIST per namespace through Store.
 	Index Index
-	// Reporter, when set, is the notifier whose tombstones a pass queues and whose Lease
-	// cache saves a GET per live revision.
+	// Reporter, when set, is the notifier whose tombstones and cached Leases a pass uses.
 	Reporter Reporter
 	// Redrive sends stored accepted events back to the broker.
 	Redrive EventSender
@@ -92,14 +85,12 @@ type Sweeper struct {
 	Config     Config
 	// Clock dates ages and claims, and ticks the passes (nil: the wall clock).
 	Clock clock.WithTicker
-	// SigningKey and EventMaxAge verify a stored event before it is sent again
-	// (events.Verify); without a key nothing is re-sent.
+	// SigningKey and EventMaxAge verify a stored event; without a key none is re-sent.
 	SigningKey  signing.Key
 	EventMaxAge time.Duration
 	// Consumed, when set, is the executor's record of consumed requests (redrive.go).
 	Consumed ConsumedRecords
-	// Election, when set, runs the passes only while this pod leads (election.go); nil:
-	// this pod is the only one and sweeps.
+	// Election, when set, runs the passes only while this pod leads; nil: this pod sweeps.
 	Election *Election
 	// OnPass, when set, is told what each pass cost (metrics).
 	OnPass func(PassStats)
@@ -116,8 +107,7 @@ func (s *Sweeper) namespaces() []string {
 	return s.Namespaces
 }
 
-// SweepResult counts what one pass did: Deferred are the queued revisions due for a
-// re-send that wait for a later pass (Config.MaxRedrivesPerPass).
+// SweepResult counts what one pass did (Deferred: re-sends left for a later pass).
 type SweepResult struct {
 	Redriven, Failed, Deferred int
 }

@@ -16,14 +16,12 @@ import (
 // ErrForbidden is a reference the caller may not get (403): nothing is read for them.
 var ErrForbidden = errors.New("the caller may not read a values_from object")
 
-// Reader reads the data of one object of the release's namespace, as the caller
-// (impersonating, or after an access review). A missing object is (nil, false, nil).
+// Reader reads one object's data as the caller; a missing object is (nil, false, nil).
 type Reader interface {
 	Data(ctx context.Context, kind, namespace, name string) (data map[string][]byte, found bool, err error)
 }
 
-// Load reads refs in namespace with r and merges them in order (a later one wins, maps
-// merged deeply), bounded by MaxRefs, MaxKeyBytes, MaxTotalBytes and MaxTotalNodes.
+// Load reads refs with r and merges them in order (deeply, a later one winning), within bounds.
 func Load(ctx context.Context, r Reader, namespace string, refs []Ref) (map[string]any, error) {
 	if err := Validate(refs, namespace); err != nil {
 		return nil, err
@@ -76,8 +74,7 @@ func decode(ref Ref, namespace string, data map[string][]byte, budget yamlsize.S
 	return vals, size, nil
 }
 
-// Merge merges src into dst deeply, src winning (Flux's transform.MergeMaps), and returns
-// dst. Maps of src are copied, never shared.
+// Merge merges src into dst deeply, src winning (as Flux); maps of src are copied, not shared.
 func Merge(dst, src map[string]any) map[string]any {
 	for k, v := range src {
 		sm, ok := v.(map[string]any)
@@ -94,8 +91,7 @@ func Merge(dst, src map[string]any) map[string]any {
 	return dst
 }
 
-// KubeReader reads with a client (one impersonating the caller, or submit's own after an
-// access review).
+// KubeReader reads with a client (impersonating the caller, or after an access review).
 type KubeReader struct {
 	Client kubernetes.Interface
 }
@@ -140,8 +136,7 @@ func configMapData(text map[string]string, binary map[string][]byte) map[string]
 	return out
 }
 
-// Values are the values of a request: refs read with r and merged in order, then inline
-// over them (inline is not changed).
+// Values are the values of a request: refs read with r and merged in order, then inline.
 func Values(ctx context.Context, r Reader, namespace string, refs []Ref, inline map[string]any) (map[string]any, error) {
 	if len(refs) == 0 {
 		return inline, nil

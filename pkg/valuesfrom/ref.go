@@ -92,8 +92,7 @@ func (r Ref) Validate() error {
 	return nil
 }
 
-// Validate checks the references of a release in namespace: at most MaxRefs, each valid,
-// none in another namespace (objects are read in the release's namespace only).
+// Validate checks the references of a release in namespace: at most MaxRefs, valid, in namespace.
 func Validate(refs []Ref, namespace string) error {
 	if len(refs) > MaxRefs {
 		return fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), MaxRefs)
