@@ -137,7 +137,7 @@ type Set struct {
 	encoded     *encodings
 	encodedOnce sync.Once
 
-	creds *credsCache
+	creds *tenantLRU[credsEntry] // by namespace/kind/name/key
 }
 
 // Start watches the repository objects and refreshes indexes until ctx ends. Resources the
@@ -150,7 +150,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	s.refreshed = make(chan struct{})
 	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
 	s.slots = s.Source.Slots()
-	s.creds = newCredsCache(credsPerNamespace, credsTotal)
+	s.creds = newCredsCache()
 	served := map[string]bool{}
 	if disc != nil {
 		if list, err := disc.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String()); err == nil {

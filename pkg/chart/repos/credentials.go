@@ -284,7 +284,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	if ttl <= 0 {
 		ttl = time.Minute
 	}
-	e, ok := s.creds.get(ns, ck)
+	e, ok := s.creds.get(ns + "/" + ck)
 	// A failed read is retried sooner: a Secret often comes just after its repository.
 	if ok && e.err != nil && ttl > 5*time.Second {
 		ttl = 5 * time.Second
@@ -299,7 +299,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	case !found:
 		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
 	}
-	s.creds.put(ns, ck, credsEntry{value: v, err: err, at: s.now()})
+	s.creds.put(ns+"/"+ck, credsEntry{value: v, err: err, at: s.now()}, int64(len(ck)+len(v))+credsEntryBytes, true, ns)
 	return v, err
 }
 

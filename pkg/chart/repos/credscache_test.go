@@ -23,7 +23,7 @@ func TestCredentialsCacheIsBoundedPerNamespace(t *testing.T) {
 		kube = append(kube, cm("mallory", fmt.Sprintf("ca-%d", i), KeyCABundle, ca))
 	}
 	objects := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	s := &Set{Client: fake.NewSimpleClientset(kube...), Log: zap.NewNop().Sugar(), creds: newCredsCache(credsPerNamespace, credsTotal),
+	s := &Set{Client: fake.NewSimpleClientset(kube...), Log: zap.NewNop().Sugar(), creds: newCredsCache(),
 		project: cache.NewGenericLister(objects, ProjectGVR.GroupResource())}
 	ctx := context.Background()
 	if err := objects.Add(repoObject("ProjectHelmChartRepository", "team", "r", "https://team.example/", false, map[string]string{"ca": "ca"})); err != nil {
@@ -44,23 +44,23 @@ func TestCredentialsCacheIsBoundedPerNamespace(t *testing.T) {
 	if held > credsPerNamespace+1<<10 {
 		t.Errorf("the credentials cache holds %d MiB, over %d MiB", held>>20, credsPerNamespace>>20)
 	}
-	if e, ok := s.creds.get("team", "configmap/ca/"+KeyCABundle); !ok || string(e.value) != "team's CA" {
+	if e, ok := s.creds.get("team/configmap/ca/" + KeyCABundle); !ok || string(e.value) != "team's CA" {
 		t.Errorf("team's CA was pushed out by mallory's: %q, %v", e.value, ok)
 	}
 }
 
-// Past its total, the cache drops the least recently used namespaces whole.
+// Past its total, the cache drops the least recently used namespace's values.
 func TestCredentialsCacheDropsTheLeastRecentlyUsedNamespace(t *testing.T) {
-	c := newCredsCache(100, 350)
+	c := newTenantLRU[credsEntry](350, 100, 0)
 	for _, ns := range []string{"a", "b", "c"} {
-		c.put(ns, "k", credsEntry{value: make([]byte, 99)})
+		c.put(ns+"/k", credsEntry{value: make([]byte, 99)}, 100, true, ns)
 	}
-	if _, ok := c.get("a", "k"); !ok { // a is now the most recently used
+	if _, ok := c.get("a/k"); !ok { // a is now the most recently used
 		t.Fatal("a missing")
 	}
-	c.put("d", "k", credsEntry{value: make([]byte, 99)})
+	c.put("d/k", credsEntry{value: make([]byte, 99)}, 100, true, "d")
 	for ns, kept := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
-		if _, ok := c.get(ns, "k"); ok != kept {
+		if _, ok := c.get(ns + "/k"); ok != kept {
 			t.Errorf("%s kept: %v, want %v", ns, ok, kept)
 		}
 	}
