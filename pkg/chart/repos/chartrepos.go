@@ -112,13 +112,9 @@ type Set struct {
 	Source   *chartsource.Source // fetches the indexes
 	// Refresh is how often every index is fetched again (default 5m); a change of an
 	// administrator's repository object refreshes at once.
-	Refresh time.Duration
-	// CredentialsTTL is how long what was read of a CA, certificate or password is reused
-	// (default 1m; a failed read 5 s at most).
-	CredentialsTTL time.Duration
-	FetchTimeout   time.Duration // of one index (default bounds.IndexFetchTime)
-	KubeVersion    string        // the cluster's, for onlyCompatible
-	NoIndex        bool          // no index cache: the executor only resolves repositories
+	Refresh     time.Duration
+	KubeVersion string // the cluster's, for onlyCompatible
+	NoIndex     bool   // no index cache: the executor only resolves repositories
 	// IndexCacheBytes bounds the parsed indexes kept, MaxIndexCost one (package bounds).
 	IndexCacheBytes, MaxIndexCost int64
 	Log                           *zap.SugaredLogger
@@ -290,20 +286,13 @@ func (s *Set) refresh(ctx context.Context) {
 	s.indexes.retain(func(key string) bool { return current[key] || strings.HasPrefix(key, string(ScopeProject)+"/") })
 }
 
-func (s *Set) fetchTimeout() time.Duration {
-	if s.FetchTimeout <= 0 {
-		return bounds.IndexFetchTime
-	}
-	return s.FetchTimeout
-}
-
-// fetch downloads and parses r's index within FetchTimeout, in a fetch slot the caller holds.
+// fetch downloads and parses r's index within bounds.IndexFetchTime, in a fetch slot the caller holds.
 func (s *Set) fetch(ctx context.Context, r Repo) *fetched {
 	now := s.now()
 	if r.Err != nil {
 		return &fetched{err: chartref.RedactError(r.Err), at: now}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+	ctx, cancel := context.WithTimeout(ctx, bounds.IndexFetchTime)
 	defer cancel()
 	idx, err := s.Source.FetchIndex(ctx, r.Repository)
 	if err != nil {

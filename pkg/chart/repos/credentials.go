@@ -77,10 +77,8 @@ func (s *Set) CredentialSecrets(namespace, indexEntry, chartURL string) ([]strin
 // sees says whether the repository namespace resolves name to is enabled, from the objects
 // only.
 func (s *Set) sees(namespace, name string) bool {
-	if namespace != "" && s.project != nil {
-		if o, err := s.project.ByNamespace(namespace).Get(name); err == nil {
-			return enabled(o)
-		}
+	if o := s.projectObject(namespace, name); o != nil {
+		return enabled(o)
 	}
 	if s.cluster != nil {
 		if o, err := s.cluster.Get(name); err == nil {
@@ -171,11 +169,11 @@ func (c CallerChecked) CheckCredentials(ctx context.Context, namespace string, r
 
 // projectObject is the namespace's project repository named name, if any (it hides a
 // cluster one).
-func (c CallerChecked) projectObject(namespace, name string) *unstructured.Unstructured {
-	if namespace == "" || c.project == nil {
+func (s *Set) projectObject(namespace, name string) *unstructured.Unstructured {
+	if namespace == "" || s.project == nil {
 		return nil
 	}
-	o, err := c.project.ByNamespace(namespace).Get(name)
+	o, err := s.project.ByNamespace(namespace).Get(name)
 	if err != nil {
 		return nil
 	}
@@ -276,17 +274,13 @@ func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, erro
 	})
 }
 
-// cached reads one key of a ConfigMap or Secret, reusing what was read within
-// CredentialsTTL.
+// cached reads one key of a ConfigMap or Secret, reusing what was read within a minute; a
+// failed read is retried after 5 s: a Secret often comes just after its repository.
 func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
 	ck := kind + "/" + name + "/" + key
-	ttl := s.CredentialsTTL
-	if ttl <= 0 {
-		ttl = time.Minute
-	}
+	ttl := time.Minute
 	e, ok := s.creds.get(ns + "/" + ck)
-	// A failed read is retried sooner: a Secret often comes just after its repository.
-	if ok && e.err != nil && ttl > 5*time.Second {
+	if ok && e.err != nil {
 		ttl = 5 * time.Second
 	}
 	if ok && s.now().Sub(e.at) < ttl {

@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
 
+	"github.com/async-helm/async-helm/pkg/chart/bounds"
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
@@ -114,7 +115,7 @@ func (s *Set) merge(parts []part, onlyCompatible bool) (*repo.IndexFile, error) 
 
 // cachedIndex is a repository's index from the cache, fetched now on a miss; a project
 // repository's index older than Refresh is answered and fetched again behind the answer.
-// Misses of one key share one fetch, which belongs to the flight (within FetchTimeout), not
+// Misses of one key share one fetch, which belongs to the flight (within bounds.IndexFetchTime), not
 // to the request that started it; a request whose ctx ends returns at once.
 func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	key := r.cacheKey()
@@ -137,13 +138,13 @@ func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	}
 }
 
-// boundedFetch is a flight's fetch in a fetch slot, waited for within FetchTimeout (no
+// boundedFetch is a flight's fetch in a fetch slot, waited for within bounds.IndexFetchTime (no
 // request ends the flight); one that found none is busy, and not kept.
 func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
 	if r.Err != nil {
 		return s.fetch(ctx, r) // nothing to download
 	}
-	wait, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+	wait, cancel := context.WithTimeout(ctx, bounds.IndexFetchTime)
 	defer cancel()
 	release, err := s.slots.Acquire(wait, r.tenant(ctx))
 	if err != nil {

@@ -90,9 +90,6 @@ type Source struct {
 	// between tenants (pkg/fairqueue): each may take up to twice its budget while Helm's
 	// loader runs, so the budget alone does not bound memory under many callers.
 	MaxParallelLoads int
-	// IndexSlots bound the indexes and archives fetched at once, here and by package repos
-	// (default bounds.MaxIndexFetches): each holds up to its bound for its whole download.
-	IndexSlots *FetchSlots
 	// AuthSecrets reads a chart's basic auth Secret (Ref.AuthSecret) for the caller (nil:
 	// such a chart is refused); Checker is asked before any repository's credentials go.
 	AuthSecrets AuthSecretReader
@@ -101,6 +98,7 @@ type Source struct {
 	loadsOnce  sync.Once
 	loads      *fairqueue.Queue
 	slotsOnce  sync.Once
+	slots      *FetchSlots
 	parsesOnce sync.Once
 	parses     *semaphore.Weighted // the indexes being parsed, by their nodes (parseIndex)
 
@@ -294,14 +292,11 @@ func takeLoad(ctx context.Context, slots *fairqueue.Queue, t Tenant) (release fu
 	return seat.Release, nil
 }
 
-// Slots is the one bound of the source's fetches, indexes and archives (IndexSlots).
+// Slots bound the indexes and archives fetched at once, here and by package repos: each
+// holds up to its bound for its whole download.
 func (s *Source) Slots() *FetchSlots {
-	s.slotsOnce.Do(func() {
-		if s.IndexSlots == nil {
-			s.IndexSlots = NewFetchSlots(bounds.MaxIndexFetches)
-		}
-	})
-	return s.IndexSlots
+	s.slotsOnce.Do(func() { s.slots = NewFetchSlots(bounds.MaxIndexFetches) })
+	return s.slots
 }
 
 // Size is what the chart holds (the archive and what it unpacks to), as the cache counts it.
