@@ -83,9 +83,10 @@ var (
 		AnnotationSent, AnnotationSentAt}
 )
 
-// dropManagedFields keeps of a Secret's metadata only what the index's readers use: its
-// identity, and the labels and annotations they read, within maxIndexedBytes. Owner
-// references, finalizers, managedFields and every other key are dropped.
+// dropManagedFields keeps of a Secret's metadata only what the index's readers use
+// (keptMeta), with the values many Secrets share kept once (interned): the index holds every
+// release Secret of the cluster in submit and each notifier. A list's metadata, held only
+// while it is answered, is not interned.
 func dropManagedFields(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -93,16 +94,23 @@ func dropManagedFields(obj any) (any, error) {
 	}
 	m.TypeMeta = metav1.TypeMeta{APIVersion: intern(m.APIVersion), Kind: intern(m.Kind)}
 	m.ObjectMeta = keptMeta(m.ObjectMeta)
+	m.Namespace = intern(m.Namespace)
+	for _, kept := range []map[string]string{m.Labels, m.Annotations} {
+		for k, v := range kept {
+			if !unshared[k] {
+				kept[k] = intern(v)
+			}
+		}
+	}
 	return m, nil
 }
 
 // keptMeta is what async-helm keeps of a release Secret's metadata, in the index and in
 // every list of them: its identity, and the labels and annotations its readers use, within
-// maxIndexedBytes. Values many Secrets share are kept once (interned): the index holds
-// every release Secret of the cluster in submit and each notifier.
+// maxIndexedBytes.
 func keptMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	budget := maxIndexedBytes
-	return metav1.ObjectMeta{Name: m.Name, Namespace: intern(m.Namespace), UID: m.UID,
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
 		ResourceVersion: m.ResourceVersion, CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
 		Labels:            keepIndexed(m.Labels, indexedLabels, &budget),
@@ -145,15 +153,12 @@ func keepIndexed(in map[string]string, keep []string, budget *int) map[string]st
 			continue
 		}
 		if len(v) > maxIndexedValue {
-			v = v[:maxIndexedValue]
+			v = strings.Clone(v[:maxIndexedValue]) // not a window on the tenant's whole value
 		}
 		if len(k)+len(v) > *budget {
 			continue
 		}
 		*budget -= len(k) + len(v)
-		if !unshared[k] {
-			v = intern(v)
-		}
 		out[k] = v
 	}
 	if len(out) == 0 {
