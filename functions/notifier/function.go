@@ -58,7 +58,7 @@ func (f *Function) Start(ctx context.Context) error {
 		}
 	}
 	// The same index of release secret metadata as submit's, over the watched namespaces.
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{Namespaces: f.cfg.Namespaces})
+	revisions, err := release.NewRevisionIndex(cl.Metadata, f.cfg.Namespaces...)
 	if err != nil {
 		return err
 	}

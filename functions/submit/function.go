@@ -60,7 +60,7 @@ func New(cfg Config, log *zap.SugaredLogger, metrics *function.Metrics) *Functio
 // Start connects to the cluster and syncs the namespace cache.
 func (f *Function) Start(ctx context.Context) error {
 	// No client-side bucket on the path to 201 (kube.Unlimited): the API server's fairness is the limit.
-	cl, err := kube.OpenWithLimits(f.cfg.Kubeconfig, kube.Unlimited)
+	cl, err := kube.Open(f.cfg.Kubeconfig, kube.Unlimited)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ type caches struct {
 func (f *Function) openCaches(ctx context.Context, cl *kube.Clients) (*caches, error) {
 	inf := informers.NewSharedInformerFactory(cl.Typed, 0)
 	nsLister := inf.Core().V1().Namespaces().Lister()
-	revisions, err := release.NewRevisionIndexWith(cl.Metadata, release.IndexOptions{})
+	revisions, err := release.NewRevisionIndex(cl.Metadata)
 	if err != nil {
 		return nil, err
 	}

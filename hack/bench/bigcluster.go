@@ -93,7 +93,7 @@ func (b *bench) startBigCluster(ctx context.Context, under string) (string, func
 // onCluster is a copy of b that works against another cluster: its clients, kubeconfig
 // and operator token; rows it adds follow b's.
 func (b *bench) onCluster(ctx context.Context, kubeconfig string) (*bench, error) {
-	cl, err := kube.OpenWithLimits(kubeconfig, kube.Unlimited)
+	cl, err := kube.Open(kubeconfig, kube.Unlimited)
 	if err != nil {
 		return nil, err
 	}

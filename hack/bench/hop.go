@@ -46,7 +46,7 @@ func serveHopFloor(spec string) error {
 	if len(parts) != 3 {
 		return fmt.Errorf("%s=%q: want templateNamespace/templateName/targetNamespace", hopEnv, spec)
 	}
-	cl, err := kube.OpenWithLimits(os.Getenv("KUBECONFIG"), kube.Unlimited)
+	cl, err := kube.Open(os.Getenv("KUBECONFIG"), kube.Unlimited)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	}
 	// Unlimited as submit's own client: with client-go's 500/s bucket the raw creates that
 	// are the floor were throttled on the bench's side (2,000 creates in no less than 2 s).
-	cl, err := kube.OpenWithLimits(kubeconfig, kube.Unlimited)
+	cl, err := kube.Open(kubeconfig, kube.Unlimited)
 	if err != nil {
 		return nil, err
 	}

@@ -36,32 +36,26 @@ var Raised = Limits{QPS: 500, Burst: 1000}
 // its 429s.
 var Unlimited = Limits{QPS: -1}
 
-// Open builds the clients with Raised limits.
-func Open(kubeconfig string) (*Clients, error) {
-	return OpenWithLimits(kubeconfig, Raised)
-}
-
-// OpenWithLimits builds the clients with the given client-side limits.
-func OpenWithLimits(kubeconfig string, l Limits) (*Clients, error) {
+// Open builds the clients of a kubeconfig (in-cluster when empty), with Raised limits
+// unless others are given.
+func Open(kubeconfig string, limits ...Limits) (*Clients, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
-	return FromConfigWithLimits(cfg, l)
+	return FromConfig(cfg, limits...)
 }
 
-// FromConfig builds the clients of a REST config, with Raised limits.
-func FromConfig(cfg *rest.Config) (*Clients, error) {
-	return FromConfigWithLimits(cfg, Raised)
-}
-
-// FromConfigWithLimits builds the clients of a REST config with the given limits.
-func FromConfigWithLimits(cfg *rest.Config, l Limits) (*Clients, error) {
+// FromConfig builds the clients of a REST config, with Raised limits unless others are given.
+func FromConfig(cfg *rest.Config, limits ...Limits) (*Clients, error) {
+	l := Raised
+	if len(limits) > 0 {
+		l = limits[0]
+	}
 	cfg.QPS, cfg.Burst = l.QPS, l.Burst
 	// No gzip between a function and its API server (same cluster network): the API server
 	// gzips watch streams and large lists for a client that accepts it, and the CPU that
-	// costs both ends (submit's metadata watch of its own reservations: 5% of submit's CPU
-	// in gunzip alone, make bench) is dearer than the bytes.
+	// costs both ends (5% of submit's CPU in gunzip alone) is dearer than the bytes.
 	cfg.DisableCompression = true
 	typed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -56,7 +56,7 @@ current-context: x
 // Submit's clients have no client-side bucket: at 400 requests/s (800 creates/s) a 500/s
 // bucket queued the path to 201 in front of an API server that had room.
 func TestUnlimited(t *testing.T) {
-	c, err := FromConfigWithLimits(&rest.Config{Host: "https://127.0.0.1:1"}, Unlimited)
+	c, err := FromConfig(&rest.Config{Host: "https://127.0.0.1:1"}, Unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestTypedClientSpeaksProtobuf(t *testing.T) {
 		_, _ = w.Write(body) // the create answered with what was sent
 	}))
 	defer srv.Close()
-	c, err := FromConfigWithLimits(&rest.Config{Host: srv.URL}, Unlimited)
+	c, err := FromConfig(&rest.Config{Host: srv.URL}, Unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestClientsAskForNoGzip(t *testing.T) {
 		http.Error(w, "no", http.StatusNotFound)
 	}))
 	defer srv.Close()
-	c, err := FromConfigWithLimits(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, Unlimited)
+	c, err := FromConfig(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, Unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,11 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// Ledger is the ledger as submit uses it: the Store it writes and the Book it counts.
+// Ledger is the ledger as submit uses it: the Store it writes and the Book it counts (and
+// answers Counts, Admit and Pending from).
 type Ledger struct {
 	Store *Store
-	Book  *Book
+	*Book
 	// Clock dates the entries (nil: the wall clock); the Book has its own.
 	Clock clock.WithTicker
 	// CleanEvery is how often consumed and expired entries are deleted (default 30 s).
@@ -47,19 +48,6 @@ func (l *Ledger) Add(ctx context.Context, e Entry) error {
 		l.commits.leave(b)
 		return fmt.Errorf("record accepted request %s in the ledger: %w", e.RequestID, ctx.Err())
 	}
-}
-
-// Counts is Book.Counts.
-func (l *Ledger) Counts(namespace, caller string) Counts { return l.Book.Counts(namespace, caller) }
-
-// Admit is Book.Admit.
-func (l *Ledger) Admit(namespace, caller string, lim Limits) (func(), *Refusal) {
-	return l.Book.Admit(namespace, caller, lim)
-}
-
-// Pending is Book.Pending.
-func (l *Ledger) Pending(namespace, secretName string) (string, bool) {
-	return l.Book.Pending(namespace, secretName)
 }
 
 // Run watches the entries and the consumed records into the Book until they are listed,

@@ -26,28 +26,23 @@ var gzipMagic = []byte{0x1f, 0x8b, 0x08}
 
 var gzipReaders sync.Pool
 
-// MaxRecordBytes bounds a decoded record: the API server caps a Secret at 1 MiB, but a
-// gzipped payload may expand a thousandfold (a tenant's hand-made Secret is hostile input).
-// 16 MiB is far above Helm's own records (the GitLab chart's, the largest we test, holds
-// ~1.5 MiB of base64'd templates and files), and low enough that the notifier's parallel
-// workers and one Helm List stay well under their memory limits.
+// MaxRecordBytes bounds a decoded record: a tenant's gzipped payload may expand a
+// thousandfold. 16 MiB is far above Helm's own records (GitLab's holds ~1.5 MiB), and low
+// enough for the notifier's parallel workers and one Helm List.
 const MaxRecordBytes = 16 << 20
 
-// MaxRecordNodes bounds the JSON values of a decoded record (yamlsize.JSONNodes): Helm decodes
-// config and chart values into maps, so a record's bytes do not bound its memory (a list
-// of `{}` is one map every three bytes, ~30 bytes held per node). GitLab 6.5.4's record
-// counts ~2,000 (TestGitLabRecordIsWellWithinTheNodeBound); 400,000 holds ~12 MiB.
+// MaxRecordNodes bounds the JSON values of a decoded record (yamlsize.JSONNodes): its bytes
+// do not bound its maps (`{}` is a map every three bytes). GitLab 6.5.4's record counts
+// ~2,000; 400,000 holds ~12 MiB.
 const MaxRecordNodes = 400_000
 
 // ErrUndecodable is a release record that is not base64 of (gzipped) JSON of a release,
 // or that decodes to more than MaxRecordBytes or MaxRecordNodes: a hand-made or damaged Secret.
 var ErrUndecodable = errors.New("release record does not decode")
 
-// DecodeInto decodes the payload of a release secret (data "release": base64 of gzipped
-// JSON, Helm's storage format) into v. A v with fewer fields than Helm's Release skips
-// the rest (chart templates, files, manifest) without allocating them: listing with
-// limitInfo decodes only the head of each record this way. It is the one guarded decode:
-// bounded in size, every failure (even a panic) an ErrUndecodable.
+// DecodeInto decodes a release secret's payload (base64 of gzipped JSON, Helm's format)
+// into v; a v with fewer fields than Helm's Release skips the rest unallocated. It is the one
+// guarded decode: bounded in size, every failure (even a panic) an ErrUndecodable.
 func DecodeInto(data []byte, v any) error {
 	_, err := decode(data, v, recordBound, "")
 	return err
@@ -266,13 +261,10 @@ func (h *Head) Description() string {
 	return h.Info.Description
 }
 
-// inFlight bounds the decompressed bytes every decode holds at once, process-wide, handed
-// out per tenant (the namespace read; "" for callers that do not say): the notifier's
-// parallel workers, submit's concurrent listings and requests (an upgrade's base record)
-// each decompress a whole payload, so a few small hostile Secrets that each expand to
-// MaxRecordBytes would otherwise add up past the memory limit. A decode waits for its share
-// instead of failing: a failure here would mark a legitimate record undecodable, and every
-// holder gives its share back after a bounded decode.
+// inFlight bounds the decompressed bytes every decode holds at once, process-wide, per
+// tenant (the namespace read): a few small hostile Secrets that each expand to MaxRecordBytes
+// would add up past the memory limit. A decode waits for its share rather than fail (a
+// legitimate record would read as undecodable); every holder gives it back once decoded.
 var inFlight = newByteBudget(4 * MaxRecordBytes)
 
 func decodeHead(data []byte, tenant string) (Head, error) {
@@ -339,9 +331,8 @@ func (b *byteBudget) grant() {
 	}
 }
 
-// gzipWriters reuse compressors: gzip.NewWriterLevel allocates ~1 MiB of compressor state,
-// which in Helm's encoding of each reservation was 12% of submit's CPU and most of its
-// garbage under load (make bench's profile).
+// gzipWriters reuse compressors: gzip.NewWriterLevel allocates ~1 MiB of state, which in
+// each reservation's encoding was 12% of submit's CPU.
 var gzipWriters = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
 	return w

@@ -29,20 +29,8 @@ type RevisionIndex struct {
 	informers []cache.SharedIndexInformer
 }
 
-// IndexOptions configure a RevisionIndex.
-type IndexOptions struct {
-	// Namespaces to watch (none: every namespace).
-	Namespaces []string
-}
-
 // NewRevisionIndex builds the index over namespaces (none: every namespace). Run starts it.
 func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionIndex, error) {
-	return NewRevisionIndexWith(md, IndexOptions{Namespaces: namespaces})
-}
-
-// NewRevisionIndexWith builds the index as o says. Run starts it.
-func NewRevisionIndexWith(md metadata.Interface, o IndexOptions) (*RevisionIndex, error) {
-	namespaces := o.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
