@@ -59,21 +59,6 @@ type readBudget struct{ bytes, nodes int }
 // recordBound is one record's.
 var recordBound = readBudget{bytes: MaxRecordBytes, nodes: MaxRecordNodes}
 
-// within is b capped at one record's bound.
-func (b readBudget) within() readBudget {
-	return readBudget{bytes: min(b.bytes, MaxRecordBytes), nodes: min(b.nodes, MaxRecordNodes)}
-}
-
-// plus is b with cost added.
-func (b readBudget) plus(cost readBudget) readBudget {
-	return readBudget{bytes: b.bytes + cost.bytes, nodes: b.nodes + cost.nodes}
-}
-
-// less is what is left of b once cost is taken (a field may go negative: spent).
-func (b readBudget) less(cost readBudget) readBudget {
-	return readBudget{bytes: b.bytes - cost.bytes, nodes: b.nodes - cost.nodes}
-}
-
 // errTooLarge marks a record refused for its decoded size (always with ErrUndecodable):
 // decodeAll tells a record over its read's remaining budget from a broken one by it.
 var errTooLarge = errors.New("too large")

@@ -174,7 +174,9 @@ func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelea
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			bound := b.bound.less(b.spent).within()
+			// What is left of the read's budget (spent where not positive), within one record's.
+			left := readBudget{bytes: b.bound.bytes - b.spent.bytes, nodes: b.bound.nodes - b.spent.nodes}
+			bound := readBudget{bytes: min(left.bytes, MaxRecordBytes), nodes: min(left.nodes, MaxRecordNodes)}
 			if bound.bytes <= 0 || bound.nodes <= 0 {
 				over++
 				continue
@@ -193,7 +195,7 @@ func (d *SecretsDriver) readWithin(selector string, b *ReadBudget) ([]*helmrelea
 			}
 			rls.Labels = item.Labels // as Helm's List and Query keep them
 			out = append(out, rls)
-			b.spent = b.spent.plus(cost)
+			b.spent.bytes, b.spent.nodes = b.spent.bytes+cost.bytes, b.spent.nodes+cost.nodes
 		}
 		return list.Continue, nil
 	})
