@@ -167,9 +167,8 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 }
 
 // latestRecord is the newest of revs that is a record of release name, its version read
-// from its Secret's name (Helm's, to which the guarded decode holds the payload), never
-// from the labels, which are the tenant's: a Secret of another release labelled with this
-// name is none of its records.
+// from its Secret's name (the guarded decode holds the payload to it), never from the
+// tenant's labels: another release's Secret labelled with this name is none of its records.
 func latestRecord(revs []release.Revision, name string) (release.Revision, bool) {
 	var latest release.Revision
 	found := false
@@ -187,10 +186,9 @@ func latestRecord(revs []release.Revision, name string) (release.Revision, bool)
 // ErrNotCancellable is a running action that cannot be stopped half-way (409).
 var ErrNotCancellable = errors.New("cannot be cancelled")
 
-// refuseRunning refuses, before anything is written, the cancel of a running uninstall or
-// rollback: Helm's uninstall deletes and its rollback applies with no point at which
-// stopping leaves a release Helm can handle, so their executor never stops them. Only a
-// queued one (no live Lease) is failed at once.
+// refuseRunning refuses the cancel of a running uninstall or rollback before any write: no
+// point of Helm's delete or apply leaves a release Helm can handle, so their executor never
+// stops them. A queued one (no live Lease) is failed at once.
 func (s *Service) refuseRunning(ctx context.Context, rev release.Revision) error {
 	what := ""
 	switch rev.Status {
@@ -223,9 +221,8 @@ type Accepted struct {
 	RequestID string
 }
 
-// Submit validates, reserves and emits. On success the revision is pending and the
-// executor has been handed the work.
-// A nil user means authentication is off: the functions act as themselves.
+// Submit validates, reserves and hands the work to the executor (a nil user: authentication
+// is off, the functions act as themselves).
 func (s *Service) Submit(ctx context.Context, action release.Action, req api.ReleaseRequest, user *auth.User) (*Accepted, error) {
 	if err := req.Validate(action == release.ActionInstall); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -235,10 +232,9 @@ func (s *Service) Submit(ctx context.Context, action release.Action, req api.Rel
 	})
 }
 
-// accept authorizes a request that reserves a revision, checks its namespace and admits it,
-// then runs reserve (again, live, when the cache's guess was taken). Helm run as the user
-// writes the release secrets itself: create, and update when the executor adopts the
-// reservation and when an upgrade supersedes a revision.
+// accept authorizes, checks the namespace of and admits a request that reserves a revision,
+// then runs reserve (again, live, when the cache's guess was taken). Helm as the user
+// creates the release secrets and updates them (adoption, supersede).
 func (s *Service) accept(ctx context.Context, user *auth.User, namespace string, reserve func(events.Caller, readFrom) (*Accepted, error)) (*Accepted, error) {
 	caller, err := s.authorize(ctx, user, namespace, "create", "update")
 	if err != nil {
@@ -343,10 +339,9 @@ func (s *Service) namespaceExists(namespace string) error {
 	return nil
 }
 
-// rollbackPin pins the record an upgrade that may roll back (atomic, remediation
-// rollback) may restore: its base when deployed or superseded (what Helm's atomic rollback
-// and the remediation pick), else nothing (Revision 0: no rollback may run). Nil for
-// requests that never roll back.
+// rollbackPin pins the record an upgrade that may roll back (atomic, remediation rollback)
+// may restore: its base when deployed or superseded, as Helm picks, else Revision 0 (no
+// rollback may run). Nil for requests that never roll back.
 func (s *Service) rollbackPin(ctx context.Context, action release.Action, req api.ReleaseRequest, base *helmrelease.Release) (*release.Pin, error) {
 	if action != release.ActionUpgrade || (!req.Atomic && req.Remediation != api.RemediationRollback) {
 		return nil, nil
@@ -377,9 +372,8 @@ func reusedValuesPin(action release.Action, req api.ReleaseRequest, vals request
 	return release.ValuesPinOf(base)
 }
 
-// chart returns the requested chart (shared, read-only), or for an upgrade that names
-// none, the chart of the deployed revision (the executor's rule too), with the digest the
-// executor must find.
+// chart is the requested chart (shared, read-only), or for an upgrade that names none the
+// deployed revision's (the executor's rule too), with the digest the executor must find.
 func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, ref chartref.Ref, base *helmrelease.Release, user *auth.User) (*chart.Chart, string, error) {
 	if req.ChartURL != "" || req.IndexEntry != "" {
 		if err := s.mayUseCredentials(ctx, req, ref, user); err != nil {
@@ -398,10 +392,9 @@ func (s *Service) chart(ctx context.Context, req api.ReleaseRequest, ref chartre
 	return base.Chart, digest, err
 }
 
-// mayUseCredentials checks, before anything is fetched, that the caller may get every
-// Secret whose contents fetching the request's chart would send: a tenant who may create
-// a ProjectHelmChartRepository but not read Secret X must not have X sent to a server of
-// their choosing.
+// mayUseCredentials checks, before any fetch, that the caller may get every Secret whose
+// contents fetching the chart sends: one who may create a repository but not read Secret X
+// must not have X sent to a server of their choosing.
 func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest, ref chartref.Ref, user *auth.User) error {
 	// A chart outside the repositories goes without their credentials (its Secret, if
 	// any, is read for the caller by the chart source).
@@ -422,9 +415,8 @@ func (s *Service) mayUseCredentials(ctx context.Context, req api.ReleaseRequest,
 	return nil
 }
 
-// admit applies the admission bound to the request of user in namespace, from the
-// ledger's counts (docs/design.md, "Tenants and shares"). Admitted, the request holds its
-// place until release is called: once its entry is added, or it failed.
+// admit applies the ledger's admission bound (docs/design.md, "Tenants and shares"); the
+// request holds its place until release is called: once its entry is added, or it failed.
 func (s *Service) admit(namespace string, user *auth.User) (release func(), err error) {
 	if s.Ledger == nil {
 		return func() {}, nil

@@ -48,12 +48,10 @@ const (
 	fromAPI                   // Store.LiveNextRevision: after the cache's revision was taken
 )
 
-// withLiveRetry runs attempt with the revision the cache gives and, when the create found
-// a revision the cache guessed taken (guessTaken), once more from a live read: the cache
-// lags, and a client's second request after the first one's 201 must be answered as if it
-// were current. A revision the API server gave that the create found taken was taken
-// after that read: a real race, answered 409, never retried (a retried supersede would
-// cancel the winner's revision).
+// withLiveRetry runs attempt with the cache's revision and, when the create found a guessed
+// revision taken (guessTaken), once more from a live read: the cache lags behind a client's
+// own 201. A live revision found taken is a real race: 409, never retried (a retried
+// supersede would cancel the winner's revision).
 func (s *Service) withLiveRetry(attempt func(readFrom) (*Accepted, error)) (*Accepted, error) {
 	acc, err := attempt(fromCache)
 	var guess guessTaken
@@ -76,9 +74,8 @@ func reserveErr(err error, guessed bool) error {
 	return err
 }
 
-// nextRevision is Store.CachedNextRevision (or LiveNextRevision), except that with
-// supersede a pending revision is returned as the one to supersede, and the request's
-// revision is the one after it, read live. Nothing is written here.
+// nextRevision is Store.CachedNextRevision (or LiveNextRevision); with supersede, a pending
+// revision is the one to supersede and the request's is the next, read live. No writes.
 func (s *Service) nextRevision(ctx context.Context, namespace, name string, action release.Action, supersede bool, from readFrom) (rev int, old *release.Revision, guessed bool, err error) {
 	if from == fromAPI {
 		rev, err = s.Store.LiveNextRevision(ctx, namespace, name, action)
@@ -134,9 +131,8 @@ func refuseTarget(old *release.Revision, to int) error {
 	return nil
 }
 
-// supersede cancels the pending revision old (nil: none) for request id of revision rev,
-// with cancel's machinery, and returns once old is final. Past SupersedeOptions.Wait it
-// answers ErrNotAccepted (503): nothing reserved.
+// supersede cancels the pending revision old (nil: none) for request id of revision rev as
+// a cancel does, and returns once old is final; past Supersede.Wait, ErrNotAccepted (503).
 func (s *Service) supersede(ctx context.Context, old *release.Revision, user *auth.User, rev int, id string) error {
 	if old == nil {
 		return nil

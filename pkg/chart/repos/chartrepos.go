@@ -1,9 +1,8 @@
-// Package repos keeps the chart repositories each namespace sees, as the OpenShift
-// console does: the enabled HelmChartRepository objects (cluster-scoped, credentials in
-// openshift-config), the namespace's ProjectHelmChartRepository objects (credentials in
-// their own namespace), and CHART_REPOSITORIES. It serves their merged index
-// (helm.openshift.io/v1beta1 objects read over unstructured: async-helm does not depend on
-// openshift/api) from a cache refreshed in the background, keyed "<chart>--<repo>".
+// Package repos keeps the chart repositories each namespace sees, as the OpenShift console
+// does: HelmChartRepository objects (credentials in openshift-config), the namespace's
+// ProjectHelmChartRepository objects, and CHART_REPOSITORIES (read over unstructured: no
+// openshift/api). It serves their merged index, keyed "<chart>--<repo>", from a cache
+// refreshed in the background.
 package repos
 
 import (
@@ -115,10 +114,8 @@ type Set struct {
 	Refresh     time.Duration
 	KubeVersion string // the cluster's, for onlyCompatible
 	NoIndex     bool   // no index cache: the executor only resolves repositories
-	// IndexCacheBytes bounds the parsed indexes kept, MaxIndexCost one (package bounds).
-	IndexCacheBytes, MaxIndexCost int64
-	Log                           *zap.SugaredLogger
-	Clock                         clock.PassiveClock // nil: the wall clock
+	Log         *zap.SugaredLogger
+	Clock       clock.PassiveClock // nil: the wall clock
 
 	cluster, project cache.GenericLister
 	kick             chan struct{}
@@ -144,7 +141,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	}
 	s.kick = make(chan struct{}, 1)
 	s.refreshed = make(chan struct{})
-	s.indexes = newIndexCache(s.IndexCacheBytes, s.MaxIndexCost)
+	s.indexes = newIndexCache(0, 0) // SetIndexBudget sets other bounds
 	s.slots = s.Source.Slots()
 	s.creds = newCredsCache()
 	served := map[string]bool{}
