@@ -89,9 +89,8 @@ func (s *Service) prepare(ctx context.Context, act *action) (Outcome, bool, erro
 }
 
 // bindGone binds a request whose reservation is gone (deleted, or made again with another
-// UID) to the Secret it was accepted for, with the outcome gone: that Secret never comes
-// back, so the request can never run, and its ledger entry stops counting now instead of
-// at its TTL.
+// UID) to the Secret it was accepted for, outcome gone: it can never run, and its ledger
+// entry stops counting now instead of at its TTL.
 func (s *Service) bindGone(ctx context.Context, act *action) {
 	if s.Consumed == nil || act.BoundSecretUID == "" {
 		return

@@ -56,10 +56,8 @@ func (s *Service) gather(ctx context.Context, act *action, v *view, q question) 
 	return nil
 }
 
-// decoding runs read, which decodes records a tenant can write (the release's, in its
-// namespace), holding a CPU slot in the action's flow: it is CPU-bound work like Helm's
-// render, and so is accounted to the tenant in the same pool (docs/design.md, "Tenants and
-// shares"). The slot is held for the read alone, not across the admission's writes.
+// decoding runs read, which decodes records a tenant can write, holding a CPU slot in the
+// action's flow for the read alone (docs/design.md, "Tenants and shares").
 func (s *Service) decoding(ctx context.Context, act *action, read func() error) error {
 	seat, err := s.cpu.Acquire(ctx, flowOf(act.Action))
 	if err != nil {

@@ -65,10 +65,9 @@ func (s *Service) markDone(reqCtx context.Context, act *action, outcome Outcome)
 }
 
 // finishUninstall records that Helm's uninstall succeeded: first on the request's consumed
-// record, in async-helm's namespace, which is what the notifier takes "uninstalled" from (a
-// tombstone Lease is the tenant's to write); then on the tombstone, which makes the notifier
-// look now. Without the first the tombstone is left unfinished: finished, the notifier would
-// take it for a forgery.
+// record, which the notifier takes "uninstalled" from (the tombstone Lease is the tenant's
+// to write; finished alone, it looks forged), then on the tombstone, which makes the
+// notifier look now.
 func (s *Service) finishUninstall(ctx context.Context, act *action) {
 	if s.Consumed != nil {
 		if err := s.Consumed.MarkDone(ctx, act.RequestID, consumed.OutcomeUninstalled); err != nil {

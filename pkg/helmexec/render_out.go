@@ -38,9 +38,8 @@ func renderOutOptions(opts []Option) (*outOfProcess, []Option, error) {
 	return &outOfProcess{fz: fz}, append(opts, WithStorageWrapper(fz.storage)), nil
 }
 
-// renderSite is what an engine's install or upgrade renders with: the capabilities and
-// release Helm's action renders with, and the action's REST config (its identity, fenced)
-// through which the templates' `lookup` calls are answered, read only.
+// renderSite is what an install or upgrade renders with: Helm's capabilities and release,
+// and the action's fenced REST config that answers the templates' `lookup` calls.
 type renderSite struct {
 	engine  Engine
 	caps    *chartutil.Capabilities
@@ -48,11 +47,9 @@ type renderSite struct {
 	rest    *rest.Config
 }
 
-// renderOut renders ch in a worker as site's install or upgrade would, and returns the
-// chart Helm must run instead: its templates the worker's output. The worker checks the
-// values against the chart's schemas first. This process handles ch's dependencies as
-// Helm would (the record keeps ch) and has fixed the capabilities Helm renders with to
-// the ones the worker has.
+// renderOut renders ch in a worker as site's install or upgrade would (the values checked
+// first), and returns the frozen chart Helm must run instead. ch's dependencies are
+// processed here, as Helm would (the record keeps ch).
 func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSite, req Request, gate WaitGate, ch *chart.Chart, values map[string]any) (*chart.Chart, error) {
 	if ch == nil {
 		return nil, fmt.Errorf("no chart to render")
@@ -102,10 +99,8 @@ func siteV3(cfg *action.Configuration, req Request, upgrade bool) (renderSite, e
 	return renderSite{engine: EngineV3, caps: caps, release: rel, rest: restCfg}, nil
 }
 
-// renderInPool renders r in the pool with the action's CPU slot given back: the worker's
-// own bounds are the render's, and holding a CPU slot while waiting for a worker (or a
-// worker while waiting for a CPU slot, after a lookup) would let renders and CPU slots
-// wait on each other until the actions' deadlines.
+// renderInPool renders r in the pool with the action's CPU slot given back: holding one
+// while waiting for a worker (or the reverse) would let them wait on each other.
 func (f *Factory) renderInPool(ctx context.Context, gate WaitGate, r PoolRender) (map[string]string, error) {
 	if gate != nil {
 		gate.Waiting()
@@ -115,9 +110,8 @@ func (f *Factory) renderInPool(ctx context.Context, gate WaitGate, r PoolRender)
 	return files, err
 }
 
-// renderFlow is the tenant a render's worker is accounted to, as the executor accounts
-// the action: its namespace, and the caller it runs as (the share of a ServiceAccount's
-// namespace).
+// renderFlow is the tenant a render's worker is accounted to, as the executor accounts the
+// action (auth.ShareName).
 func renderFlow(namespace string, cfg *rest.Config) fairqueue.Flow {
 	return fairqueue.Flow{Namespace: namespace, Caller: auth.ShareName(cfg.Impersonate.UserName)}
 }

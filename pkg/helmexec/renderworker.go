@@ -46,8 +46,7 @@ type workerJob struct {
 	Archive *ChartRender `json:"archive,omitempty"`
 }
 
-// workerMsg is what a worker writes while it runs a job: lookups to answer, then the
-// job's result.
+// workerMsg is what a worker writes while it runs a job: lookups, then the result.
 type workerMsg struct {
 	Lookup *lookupRequest `json:"lookup,omitempty"`
 	Result *workerResult  `json:"result,omitempty"`
@@ -69,8 +68,7 @@ type workerResult struct {
 	Manifest string `json:"manifest,omitempty"`
 	Failed   string `json:"failed,omitempty"` // a workerFailed kind
 	Error    string `json:"error,omitempty"`
-	// HeapBytes is the worker's heap from the OS after the job: the parent retires a
-	// worker whose heap stays large.
+	// HeapBytes is the worker's heap after the job: a large one retires the worker.
 	HeapBytes uint64 `json:"heapBytes"`
 }
 
@@ -119,10 +117,9 @@ func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
 	}
 }
 
-// limitMemory bounds this process's growth to limit bytes of address space from now on.
-// Not RLIMIT_DATA: the kernel counts a MAP_FIXED mapping over address space Go reserved
-// earlier as no growth, so Go's heap can pass a data limit; every reservation counts in
-// the address space. Go reserves far more than it uses at start: the bound is over that.
+// limitMemory bounds this process's growth to limit bytes of address space from now on,
+// over what Go reserved at start. Not RLIMIT_DATA: Go's heap can pass it (a MAP_FIXED
+// mapping over reserved address space counts as no growth).
 func limitMemory(limit int64) {
 	base := vmSize()
 	_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: uint64(base + limit), Max: uint64(base + limit)})
@@ -145,9 +142,8 @@ func vmSize() int64 {
 	return 0
 }
 
-// renderJob checks the values and renders as Helm's install or upgrade does, and measures
-// each file's expansion (aliases written out) before the parent parses any of it; lookups
-// go through the parent on pipe.
+// renderJob checks the values, renders as Helm's install or upgrade does, and measures the
+// output's expansion before the parent parses any of it; lookups go through pipe.
 func renderJob(job workerJob, pipe *pipeLookups) workerResult {
 	if res, ok := checkJob(job, pipe); !ok {
 		return res
