@@ -20,13 +20,6 @@ import (
 	"github.com/async-helm/async-helm/pkg/helmexec"
 )
 
-// The test binary is its own render child, as submit's binary is (main.go).
-func init() {
-	if helmexec.IsRenderChild(os.Args) {
-		os.Exit(helmexec.RunRenderChild(os.Args, os.Stdin, os.Stdout))
-	}
-}
-
 func serveArchive(t *testing.T, archive []byte) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
