@@ -113,10 +113,9 @@ func (s *Set) merge(parts []part, onlyCompatible bool) (*repo.IndexFile, error) 
 	return out, nil
 }
 
-// cachedIndex is a repository's index from the cache, fetched now on a miss; a project
-// repository's index older than Refresh is answered and fetched again behind the answer.
-// Misses of one key share one fetch, which belongs to the flight (within bounds.IndexFetchTime), not
-// to the request that started it; a request whose ctx ends returns at once.
+// cachedIndex is a repository's index from the cache, fetched now on a miss (one fetch a
+// key, the flight's, not the request's: a request whose ctx ends returns at once); a project
+// repository's index older than Refresh is answered, then fetched again.
 func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	key := r.cacheKey()
 	if f, ok := s.indexes.get(key); ok {
@@ -138,8 +137,8 @@ func (s *Set) cachedIndex(ctx context.Context, r Repo) *fetched {
 	}
 }
 
-// boundedFetch is a flight's fetch in a fetch slot, waited for within bounds.IndexFetchTime (no
-// request ends the flight); one that found none is busy, and not kept.
+// boundedFetch is a flight's fetch in a fetch slot, waited for within bounds.IndexFetchTime
+// (no request ends the flight); one that found no slot is busy, and not kept.
 func (s *Set) boundedFetch(ctx context.Context, r Repo) *fetched {
 	if r.Err != nil {
 		return s.fetch(ctx, r) // nothing to download

@@ -27,9 +27,8 @@ var slimFields = []struct {
 var refusedPath = []string{"spec", "refused"}
 
 // slim is what the informers keep of a repository object (cache.TransformFunc): its name,
-// namespace and the slimFields (a tenant may write 256 KiB of annotations on each object).
-// One whose field is over its bound or of another type is kept as refused, with why.
-// slim of its own result is that result.
+// namespace and slimFields (a tenant may write 256 KiB of annotations on each); one with a
+// field over its bound or of another type is kept refused, with why. slim(slim(o)) is slim(o).
 func (s *Set) slim(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -58,8 +57,7 @@ func (s *Set) slim(obj any) (any, error) {
 	return out, nil
 }
 
-// overBound says why v is not a field slim keeps: a bool (max 0) or a string of at most max
-// bytes.
+// overBound says why v is not a field slim keeps: a bool (max 0) or a string of max bytes.
 func overBound(v any, max int) string {
 	switch x := v.(type) {
 	case bool:

@@ -64,8 +64,7 @@ func (c Settings) Budget() (Budget, error) {
 		MaxNodes: c.ChartMaxYAMLNodes}.withDefaults(), nil
 }
 
-// NewSource builds a chart source from the settings, with the credentials of
-// ChartRepositorySecrets (repos.NewSource reads them).
+// NewSource builds a chart source from the settings and the creds repos.NewSource reads.
 func (c Settings) NewSource(creds map[string]Credentials, ttl, timeout time.Duration) (*Source, error) {
 	repos, err := ParseRepositories(c.ChartRepositories)
 	if err != nil {
