@@ -135,8 +135,7 @@ func refusePrivileged(u *User) error {
 }
 
 // review answers from the caches; a miss sends one TokenReview for every request that
-// misses on the same token at once (a burst of one caller after its entry expired sent one
-// review per request in flight), and an entry near its end is refreshed ahead, so that a
+// misses on the same token at once, and an entry near its end is refreshed ahead, so that a
 // steady caller never waits for a review at all.
 func (a *Authenticator) review(ctx context.Context, token string) (*User, error) {
 	key := sha256.Sum256([]byte(token))

@@ -45,11 +45,9 @@ type head struct {
 }
 
 // listLimited answers a list with limitInfo as Helm's list would (latest revision of every
-// release, every status, sorted by name) from the labels of the release secrets and the
-// heads of the latest revisions only, never decoding whole records: make bench found
-// Helm's full decode of every revision was most of a list's time. With an Index, which
-// records exist comes from a metadata-only list, and only records that changed since the
-// last list are read whole.
+// release, every status, sorted by name) from the records' labels and the heads of the
+// latest revisions only, never whole records. With an Index, which records exist comes from
+// a metadata-only list, and only records that changed since the last list are read.
 func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo, error) {
 	metas, bodies, err := s.limitedMetas(ctx, sc)
 	if err != nil {

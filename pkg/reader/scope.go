@@ -102,11 +102,9 @@ func (s *Service) readScope(ctx context.Context, u *auth.User, namespace string)
 const metasAtOnce = 8
 
 // namespacesScope is the scope of a caller who may not read every namespace when the
-// namespaces holding records come from a cache (Namespaces): each is reviewed (the
-// Authorizer caches the answers), and only the allowed ones are listed, each with its own
-// metadata list from the API server. A list of every record of the cluster took 6-10x the
-// caller's namespaces one by one when they were 10 of 1,000. A namespace's first record
-// shows here once the cache has seen it (a list of that namespace shows it at once).
+// namespaces holding records come from a cache (Namespaces): each is reviewed (answers
+// cached), and only the allowed ones are listed, each with its own metadata list, not every
+// record of the cluster. A namespace's first record shows here once the cache has seen it.
 func (s *Service) namespacesScope(ctx context.Context, u *auth.User) (scope, error) {
 	names := s.Namespaces.RecordNamespaces()
 	allowed, err := s.reviewEach(ctx, u, names)
