@@ -105,7 +105,6 @@ func (a actionGuard) hooksMayRun() error {
 	return fmt.Errorf("uninstall: delete hooks are not run: %s", p.why)
 }
 
-// create is create of r, behind the guard.
 func (a actionGuard) create(r []*resource.Info, create func() error) error {
 	return a.calling(func() error {
 		if a.owner != nil {
@@ -123,8 +122,7 @@ func (a actionGuard) create(r []*resource.Info, create func() error) error {
 	})
 }
 
-// update is update from original to target, behind the guard, given the part of original
-// it may delete.
+// update gives update the part of original it may delete.
 func (a actionGuard) update(original, target []*resource.Info, update func(original []*resource.Info) error) error {
 	return a.calling(func() error {
 		if a.owner != nil {

@@ -56,7 +56,6 @@ func ownedByRecordHooks(req Request) Option {
 // liveGetter reads an object as it is now, with the action's identity.
 type liveGetter func(*resource.Info) (runtime.Object, error)
 
-// liveObject is the default liveGetter: a GET through the info's client.
 func liveObject(info *resource.Info) (runtime.Object, error) {
 	if info.Client == nil || info.Mapping == nil {
 		return nil, errors.New("no client to read it with")

@@ -18,7 +18,6 @@ type writeHook struct {
 	before func(key string, rls *helmrelease.Release)
 }
 
-// beforeWrite puts a writeHook of before around the action's storage.
 func beforeWrite(before func(key string, rls *helmrelease.Release)) Option {
 	return WithStorageWrapper(func(d storage.Driver) storage.Driver { return writeHook{Driver: d, before: before} })
 }
@@ -42,7 +41,6 @@ type secretsHook struct {
 	write       func(*corev1.Secret) error
 }
 
-// withSecretsHook puts h around the action's Secrets client.
 func withSecretsHook(h secretsHook) Option {
 	return WithSecretsClient(func(si typedcorev1.SecretInterface) typedcorev1.SecretInterface {
 		h.SecretInterface = si

@@ -53,7 +53,6 @@ func (v *v4Driver) Update(key string, rls releasei4.Releaser) error {
 	return v.write(key, rls, v.d.Update)
 }
 
-// write converts rls down and writes it with w.
 func (v *v4Driver) write(key string, rls releasei4.Releaser, w func(string, *helmrelease.Release) error) error {
 	r3, err := v.down(key, rls)
 	if err != nil {
@@ -66,7 +65,6 @@ func (v *v4Driver) Delete(key string) (releasei4.Releaser, error) { return v.rea
 
 func (v *v4Driver) Get(key string) (releasei4.Releaser, error) { return v.read(v.d.Get(key)) }
 
-// read converts what a read of the v3 driver answered up.
 func (v *v4Driver) read(r3 *helmrelease.Release, err error) (releasei4.Releaser, error) {
 	if err != nil {
 		return nil, v4Err(err)
