@@ -101,9 +101,8 @@ func (s *Service) proposed(ctx context.Context, action release.Action, req api.D
 	return proposal{job: job}, err
 }
 
-// diffBase is the latest revision of the release and the one its action starts from (nil:
-// an install), refusing as the action would: an install of a name in use, an upgrade or
-// rollback of no release.
+// diffBase is the release's latest revision and the one its action starts from (nil: an
+// install), refusing what the action would refuse.
 func (s *Service) diffBase(ctx context.Context, namespace, name string, action release.Action) (int, *helmrelease.Release, error) {
 	revs, err := s.Store.History(ctx, namespace, name)
 	if err != nil {
@@ -147,8 +146,7 @@ func (s *Service) rollbackManifest(ctx context.Context, req api.DiffRequest, lat
 	return manifestOf(target), nil
 }
 
-// renderJob is the render of an install or upgrade, its chart and values found and checked
-// as Submit does.
+// renderJob renders an install or upgrade, its chart and values checked as Submit does.
 func (s *Service) renderJob(ctx context.Context, action release.Action, req api.ReleaseRequest, base *helmrelease.Release, user *auth.User) (*helmexec.ChartRender, error) {
 	vals, err := s.resolveValues(ctx, action, req, base, user)
 	if err != nil {

@@ -49,9 +49,8 @@ type UninstallAccepted struct {
 	Release *helmrelease.Release
 }
 
-// Uninstall accepts an uninstall of release name: it checks the caller may delete its
-// records, marks the latest revision uninstalling (its signed event stored in it) and hands
-// the work over. version, when set, must name an existing revision (the console's check).
+// Uninstall marks the latest revision of release name uninstalling, its signed event stored
+// in it, and hands the work over; version, when set, must name an existing revision.
 func (s *Service) Uninstall(ctx context.Context, namespace, name, version string, user *auth.User, opts ...api.UninstallOptions) (*UninstallAccepted, error) {
 	if err := api.ValidateRelease(namespace, name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -115,8 +114,8 @@ func noHooks(opts []api.UninstallOptions) bool {
 	return slices.ContainsFunc(opts, func(o api.UninstallOptions) bool { return o.NoHooks })
 }
 
-// Rollback accepts a rollback to revision req.Version: it reserves the next revision as
-// pending-rollback, with the target's chart metadata and values, as an upgrade does.
+// Rollback reserves the next revision as pending-rollback to revision req.Version, with the
+// target's chart metadata and values, as an upgrade does.
 func (s *Service) Rollback(ctx context.Context, req api.RollbackRequest, user *auth.User) (*Accepted, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -311,9 +310,9 @@ func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.
 	return nil
 }
 
-// bind records, where tenants cannot write, that the request belongs to the Secret with
-// this UID only (no-op without Bindings): for requests that will not run from their
-// delivery; the executor binds the others when it first runs them.
+// bind records where tenants cannot write that a request that will not run from its
+// delivery belongs to the Secret uid only (no-op without Bindings); the executor binds
+// the others when it first runs them.
 func (s *Service) bind(ctx context.Context, a events.Action, uid types.UID, outcome string) error {
 	if s.Bindings == nil {
 		return nil
@@ -369,9 +368,9 @@ func hasRecord(revs []release.Revision, secretName string) bool {
 // ErrStillRunning is a wait that ended before the action did; the action goes on.
 var ErrStillRunning = errors.New("the action is still running")
 
-// Await polls (every `every`, from the cache) until revision of a release, as written for
-// requestID, is no longer pending, and returns it; gone: no such revision any more (an
-// uninstall's end), confirmed with the API server. At ctx's end, ErrStillRunning.
+// Await polls the cache every `every` until revision, as written for requestID, is no
+// longer pending; gone (an uninstall's end) is confirmed with the API server. At ctx's end,
+// ErrStillRunning.
 func (s *Service) Await(ctx context.Context, namespace, name string, revision int, requestID string, every time.Duration) (rev release.Revision, gone bool, err error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
