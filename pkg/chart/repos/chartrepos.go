@@ -130,7 +130,7 @@ type Set struct {
 	encoded     *encodings
 	encodedOnce sync.Once
 
-	creds *tenantLRU[credsEntry] // by namespace/kind/name/key
+	creds *credsCache
 }
 
 // Start watches the repository objects and refreshes indexes until ctx ends. Resources the
@@ -143,7 +143,7 @@ func (s *Set) Start(ctx context.Context, disc discovery.DiscoveryInterface) erro
 	s.refreshed = make(chan struct{})
 	s.indexes = newIndexCache(0, 0) // SetIndexBudget sets other bounds
 	s.slots = s.Source.Slots()
-	s.creds = newCredsCache()
+	s.creds = newCredsCache(credsPerNamespace, credsTotal)
 	served := map[string]bool{}
 	if disc != nil {
 		if list, err := disc.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String()); err == nil {

@@ -279,7 +279,7 @@ func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, erro
 func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func() ([]byte, bool, error)) ([]byte, error) {
 	ck := kind + "/" + name + "/" + key
 	ttl := time.Minute
-	e, ok := s.creds.get(ns + "/" + ck)
+	e, ok := s.creds.get(ns, ck)
 	if ok && e.err != nil {
 		ttl = 5 * time.Second
 	}
@@ -293,7 +293,7 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	case !found:
 		err = fmt.Errorf("%s %s/%s has no key %q", kind, ns, name, key)
 	}
-	s.creds.put(ns+"/"+ck, credsEntry{value: v, err: err, at: s.now()}, int64(len(ck)+len(v))+credsEntryBytes, true, ns)
+	s.creds.put(ns, ck, credsEntry{value: v, err: err, at: s.now()})
 	return v, err
 }
 

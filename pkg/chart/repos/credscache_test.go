@@ -23,7 +23,7 @@ func TestCredentialsCacheIsBoundedPerNamespace(t *testing.T) {
 		kube = append(kube, cm("mallory", fmt.Sprintf("ca-%d", i), KeyCABundle, ca))
 	}
 	objects := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	s := &Set{Client: fake.NewSimpleClientset(kube...), Log: zap.NewNop().Sugar(), creds: newCredsCache(),
+	s := &Set{Client: fake.NewSimpleClientset(kube...), Log: zap.NewNop().Sugar(), creds: newCredsCache(credsPerNamespace, credsTotal),
 		project: cache.NewGenericLister(objects, ProjectGVR.GroupResource())}
 	ctx := context.Background()
 	if err := objects.Add(repoObject("ProjectHelmChartRepository", "team", "r", "https://team.example/", false, map[string]string{"ca": "ca"})); err != nil {
@@ -44,27 +44,44 @@ func TestCredentialsCacheIsBoundedPerNamespace(t *testing.T) {
 	if held > credsPerNamespace+1<<10 {
 		t.Errorf("the credentials cache holds %d MiB, over %d MiB", held>>20, credsPerNamespace>>20)
 	}
-	if e, ok := s.creds.get("team/configmap/ca/" + KeyCABundle); !ok || string(e.value) != "team's CA" {
+	if e, ok := s.creds.get("team", "configmap/ca/"+KeyCABundle); !ok || string(e.value) != "team's CA" {
 		t.Errorf("team's CA was pushed out by mallory's: %q, %v", e.value, ok)
 	}
 }
 
-// Past its total, the cache drops the least recently used namespace's values.
+// Past its total, the cache drops the least recently used namespaces whole.
 func TestCredentialsCacheDropsTheLeastRecentlyUsedNamespace(t *testing.T) {
-	c := newTenantLRU[credsEntry](350, 100, 0)
+	c := newCredsCache(100, 350)
 	for _, ns := range []string{"a", "b", "c"} {
-		c.put(ns+"/k", credsEntry{value: make([]byte, 99)}, 100, true, ns)
+		c.put(ns, "k", credsEntry{value: make([]byte, 99)})
 	}
-	if _, ok := c.get("a/k"); !ok { // a is now the most recently used
+	if _, ok := c.get("a", "k"); !ok { // a is now the most recently used
 		t.Fatal("a missing")
 	}
-	c.put("d/k", credsEntry{value: make([]byte, 99)}, 100, true, "d")
+	c.put("d", "k", credsEntry{value: make([]byte, 99)})
 	for ns, kept := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
-		if _, ok := c.get(ns + "/k"); ok != kept {
+		if _, ok := c.get(ns, "k"); ok != kept {
 			t.Errorf("%s kept: %v, want %v", ns, ok, kept)
 		}
 	}
 	if held := c.bytes; held != 300 {
 		t.Errorf("the cache holds %d bytes, want 300", held)
+	}
+}
+
+// A namespace keeps at most credsKeysPerNamespace entries however many missing keys its
+// repositories name (review9 L2: a tenantLRU kept ~16,000 here, each miss walking them all).
+func TestCredentialsCacheBoundsTheEntriesOfANamespace(t *testing.T) {
+	s := &Set{creds: newCredsCache(credsPerNamespace, credsTotal)}
+	missing := func() ([]byte, bool, error) { return nil, false, nil }
+	for i := range 4 * credsKeysPerNamespace {
+		_, _ = s.cached(context.Background(), "configmap", "mallory", fmt.Sprintf("ca-%d", i), KeyCABundle, missing)
+	}
+	n, ok := s.creds.byNS.Get("mallory")
+	if !ok {
+		t.Fatal("mallory's entries missing")
+	}
+	if kept := n.(*nsCreds).keys.Len(); kept > credsKeysPerNamespace {
+		t.Errorf("a namespace keeps %d entries, over %d", kept, credsKeysPerNamespace)
 	}
 }
