@@ -20,9 +20,8 @@ import (
 )
 
 // maxInFlightBytes bounds what the requests submit handles hold of their bodies once
-// decoded, a tenant (namespace, caller) a quarter (fairqueue.Bytes): requests wait in submit
-// (fetch and load slots, values_from reads), and 50 installs with values at
-// api.MaxValueNodes, waiting on a slow chart server, held 862 MiB of its 512 Mi.
+// decoded, a tenant (namespace, caller) a quarter: requests wait in submit (chart fetches,
+// values_from), and 50 at api.MaxValueNodes held 862 MiB of its 512 Mi.
 const maxInFlightBytes = 256 << 20
 
 // inFlightOverhead is what a request holds beside its body: its goroutine and connection.

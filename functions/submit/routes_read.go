@@ -55,9 +55,8 @@ func answer(w http.ResponseWriter, out any, err error, done func()) error {
 }
 
 // writeAnswer answers v as JSON within answerTime, a list one row at a time, each dropped
-// once written: json.Encoder would hold the whole answer encoded, and the records are
-// given back as it goes. HTML is not escaped: a tenant's manifest of '<' would be encoded
-// six times its size.
+// once written (not the whole answer encoded at once). HTML is not escaped: a tenant's
+// manifest of '<' would be encoded six times its size.
 func writeAnswer(w http.ResponseWriter, v any) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerTime)) // until the request ends
 	w.Header().Set("Content-Type", "application/json")

@@ -9,12 +9,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// Book counts the ledger in memory, fed by the watch of entries and consumed records
-// (Watch): admission reads it in O(1) and a queue position in O(log n). An entry counts
-// from when it is seen (or added here) until its consumed record is seen, it is deleted,
-// or it is older than TTL (past the queue deadline the sweeper fails what never started).
-// A consumed record counts for its tenant as a retained request (retained.go) until it is
-// pruned or older than Retain.
+// Book counts the ledger in memory, fed by the watch of entries and consumed records:
+// admission in O(1), a queue position in O(log n). An entry counts from when it is seen
+// until its consumed record is seen, it is deleted, or it is older than TTL; a consumed
+// record counts as its tenant's retained request until pruned or older than Retain.
 type Book struct {
 	// TTL bounds how long an entry counts (0: for ever).
 	TTL time.Duration

@@ -1,8 +1,7 @@
-// Package ledger is admission's account of accepted, not yet consumed requests: one Lease
-// per request, or per group commit of requests (batch.go), in async-helm's own namespace,
-// which tenants cannot write, cleared by the request's consumed record
-// (pkg/release/consumed). Submit counts it in memory, per tenant (Book), and decides
-// admission from those counts (Decide) (docs/design.md, "Tenants and shares").
+// Package ledger is admission's account of accepted, not yet consumed requests: Leases in
+// async-helm's own namespace, which tenants cannot write (one per request or group commit),
+// cleared by the request's consumed record. Submit counts them per tenant (Book) and admits
+// from the counts (Decide).
 package ledger
 
 import (

@@ -38,10 +38,8 @@ func (g *nsGone) retainedOfMissing(b *Book) {
 	}
 }
 
-// nsGone finds the namespaces the Book counts that no longer exist: deleted while no
-// replica watched (a restart, or entries listed before the namespace informer's delete).
-// A namespace must be missing at two sweeps in a row: the namespace informer may lag the
-// ledger's watch for a namespace made just now.
+// nsGone finds the namespaces the Book counts that no longer exist (deleted while no replica
+// watched); missing at two sweeps in a row, as the namespace informer may lag the ledger's.
 type nsGone struct {
 	store   cache.Store
 	synced  cache.InformerSynced

@@ -17,10 +17,9 @@ import (
 // is in the cluster, as Helm's own records do, so that `helm uninstall`, `rollback` and
 // `upgrade` act on the right resources.
 
-// Current is the revision an upgrade of release name starts from, chosen as Helm's
-// upgrade chooses it: the latest deployed revision below revision, else the latest one
-// below it if that one failed or was superseded. It is nil when there is none (a first
-// install).
+// Current is the revision an upgrade of release name starts from, as Helm's upgrade chooses
+// it: the latest deployed revision below revision, else the latest below it if that one
+// failed or was superseded; nil when there is none.
 func (s *Store) Current(ctx context.Context, namespace, name string, below int) (*helmrelease.Release, error) {
 	if s.Revisions != nil {
 		rel, seen, err := s.current(ctx, namespace, name, below, true)

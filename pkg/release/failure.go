@@ -27,14 +27,11 @@ const (
 	ReplaceFailed IfFailed = true
 )
 
-// MarkFailed moves a pending revision to failed with the reason, as Helm records failures.
-// It leaves final revisions alone, except that ReplaceFailed replaces the description of a
-// failed one (Helm's "context canceled" says less than "timed out after 5m"). A revision
-// Helm adopted keeps what Helm wrote; a reservation Helm never adopted becomes the record
-// Helm would leave (see failUnadopted). The write is conditional on the secret being
-// unchanged since it was read, so a record Helm writes meanwhile is never overwritten, and
-// a revision that no longer exists (helm uninstall, an atomic install's cleanup) has
-// nothing to fail.
+// MarkFailed moves a pending revision to failed with the reason, as Helm records failures,
+// and leaves final revisions alone (ReplaceFailed replaces a failed one's description). A
+// reservation Helm never adopted becomes the record Helm would leave (failUnadopted). The
+// write is conditional on the Secret read, so a record Helm writes meanwhile is never
+// overwritten; a revision that no longer exists has nothing to fail.
 func (s *Store) MarkFailed(ctx context.Context, namespace, name string, revision int, reason string, ifFailed IfFailed) (bool, error) {
 	return s.markFailedRetrying(ctx, namespace, name, revision, reason, ifFailed, "", nil)
 }

@@ -61,12 +61,10 @@ func (d *SecretsDriver) getRecord(key string) (*helmrelease.Release, string, err
 	return rls, method, nil
 }
 
-// bindToSecret refuses, as undecodable, a payload that names another namespace, release
-// or version than the Secret it is in (Helm names its Secret from the payload it stores).
-// The payload is the tenant's: one naming namespace "victim" made the failure of a
-// never-adopted upgrade read victim's deployed revision with the notifier's access and
-// copy its values and manifest into the tenant's record. A payload
-// with no namespace is taken to be in the Secret's.
+// bindToSecret refuses, as undecodable, a payload that names another namespace, release or
+// version than the Secret it is in (Helm names its Secret from its payload): the tenant's
+// payload naming namespace "victim" would have async-helm read and copy victim's records.
+// A payload with no namespace is taken to be in the Secret's.
 func bindToSecret(rls *helmrelease.Release, obj metav1.Object) error {
 	var bound bool
 	rls.Namespace, bound = BoundToSecret(obj, rls.Namespace, rls.Name, rls.Version)
@@ -77,10 +75,9 @@ func bindToSecret(rls *helmrelease.Release, obj metav1.Object) error {
 	return nil
 }
 
-// BoundToSecret is bindToSecret's rule for a record's head decoded some other way
-// (reader's limitInfo list): namespace is the one the record is in (the Secret's when the
-// payload names none), and bound is false when the payload names another namespace,
-// release or version than the Secret obj: such a record stands for nothing.
+// BoundToSecret is bindToSecret's rule for a head decoded some other way (reader's
+// limitInfo list): namespace is the record's (the Secret's when the payload names none);
+// bound is false when the payload names another Secret than obj.
 func BoundToSecret(obj metav1.Object, payloadNamespace, name string, version int) (namespace string, bound bool) {
 	if payloadNamespace == "" {
 		payloadNamespace = obj.GetNamespace()

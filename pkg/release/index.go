@@ -71,10 +71,9 @@ var (
 		AnnotationSent, AnnotationSentAt}
 )
 
-// dropManagedFields keeps of a Secret's metadata only what the index's readers use
-// (keptMeta), with the values many Secrets share kept once (interned): the index holds every
-// release Secret of the cluster in submit and each notifier. A list's metadata, held only
-// while it is answered, is not interned.
+// dropManagedFields keeps of a Secret's metadata what the index's readers use (keptMeta),
+// the values many Secrets share kept once (interned): the index holds every release Secret
+// of the cluster. A list's metadata, held only until it is answered, is not interned.
 func dropManagedFields(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -120,10 +119,9 @@ func intern(s string) string {
 	return unique.Make(s).Value()
 }
 
-// keepIndexed is the entries of in whose key is in keep, values cut at maxIndexedValue,
-// in keep's order while budget lasts (nil when none is kept). Labels come first: they name
-// the revision. The map is made for what it keeps: a map made for all of keep is over
-// twice the size of one for a Helm-written Secret's six labels.
+// keepIndexed is the entries of in whose key is in keep, values cut at maxIndexedValue, in
+// keep's order while budget lasts (nil when none is kept; labels first: they name the
+// revision), in a map sized for what it keeps.
 func keepIndexed(in map[string]string, keep []string, budget *int) map[string]string {
 	n := 0
 	for _, k := range keep {

@@ -45,10 +45,8 @@ type listHead struct {
 	} `json:"chart"`
 }
 
-// decodeListHead decodes what a list with limitInfo shows of a record (name, namespace,
-// version, info without notes or resources, the chart's name, versions, description, icon
-// and type), through the guarded decode, each string capped: a head holds at most a few
-// KiB whatever the record.
+// decodeListHead decodes what a list with limitInfo shows of a record (listHead) through the
+// guarded decode, each string capped: a head holds a few KiB whatever the record.
 func decodeListHead(data []byte, tenant string) (*helmrelease.Release, error) {
 	var h listHead
 	if _, err := decode(data, &h, recordBound, tenant); err != nil {

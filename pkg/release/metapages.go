@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// A metadata list asks for pages of metaPage records, each answer read up to metaPageBytes:
-// a Helm record's metadata is about 1 KiB, so 10,000 releases take 20 requests. A tenant's
-// Secret may carry ~1.5 MiB of metadata: an answer over the cap is dropped once read that far, and the same page asked
-// again a tenth the size (down to one record); the next pages grow back twofold.
+// A metadata list asks for pages of metaPage records (~1 KiB each: 10,000 take 20 requests),
+// each answer read up to metaPageBytes: a tenant's Secret may carry ~1.5 MiB of metadata, so
+// an answer over the cap is dropped there and asked again a tenth the size (down to one
+// record); the next pages grow back twofold.
 const (
 	metaPage      = 500
 	metaPageBytes = 8 << 20

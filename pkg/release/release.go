@@ -1,9 +1,7 @@
-// Package release is the release model of async-helm: names of Helm release
-// secrets, statuses, and the reservation of a revision in Helm's own storage
-// format (see docs/design.md, "The reservation contract"). Its Store is the one door to
-// the release records and the Leases beside them. Below it, and importing nothing of it:
-// pkg/release/storage wraps Helm's storage driver for the actions, pkg/release/lease holds
-// the heartbeat Leases and the tombstones.
+// Package release is the release model of async-helm: names of Helm release secrets,
+// statuses, and the reservation of a revision in Helm's storage format (docs/design.md, "The
+// reservation contract"). Its Store is the one door to the records and the Leases beside
+// them; pkg/release/storage (Helm's driver) and pkg/release/lease sit below it.
 package release
 
 import (

@@ -21,10 +21,8 @@ import (
 // ReservedDescription is the description a reservation carries until the executor adopts it.
 const ReservedDescription = "Reserved by async-helm; waiting for the executor"
 
-// MaxRevision is the largest revision reserved. Helm keeps a revision in an int (32 bits
-// on 32-bit platforms) and no release reaches 2^31 revisions; a larger version comes from a
-// Secret a tenant named or labelled so (…web.v9223372036854775807), and its +1 wrapped to
-// a negative revision.
+// MaxRevision is the largest revision reserved: Helm keeps a revision in an int (32 bits on
+// 32-bit platforms), and a larger version is a tenant's label, whose +1 would wrap.
 const MaxRevision = math.MaxInt32
 
 // ErrRevisionRange is a revision outside 1..MaxRevision, or a release whose next revision

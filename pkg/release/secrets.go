@@ -10,10 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ListHead is a release Secret as a list with limitInfo reads it: the metadata the index
-// keeps (keptMeta) and its payload's list head (decodeListHead), or why it did not decode.
-// The Secrets are the tenant's, up to 1 MiB each: a page's payloads are held only while
-// they are decoded, never a namespace's.
+// ListHead is a release Secret as a list with limitInfo reads it: its kept metadata and its
+// payload's list head, or why it did not decode. A page's payloads (the tenant's, up to
+// 1 MiB each) are held only while they are decoded.
 type ListHead struct {
 	metav1.ObjectMeta
 	Release *helmrelease.Release
@@ -95,10 +94,9 @@ func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.P
 	return out, nil
 }
 
-// Head reads one record at resourceVersion (the API server answers from its watch cache,
-// at that version or newer, instead of a quorum read of etcd) and decodes only its head,
-// through the guarded decode. nil when the Secret is gone; ErrUndecodable when its payload
-// does not decode.
+// Head reads one record at resourceVersion (from the API server's watch cache, not a quorum
+// read) and decodes only its head: nil when the Secret is gone, ErrUndecodable when its
+// payload does not decode.
 func (s *Store) Head(ctx context.Context, namespace, secretName, resourceVersion string) (*Head, error) {
 	sec, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{ResourceVersion: resourceVersion})
 	if apierrors.IsNotFound(err) {

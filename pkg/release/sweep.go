@@ -36,10 +36,9 @@ func (x *RevisionIndex) PendingRevisions() []Revision {
 	return out
 }
 
-// AliveIn reports whether l, a revision's heartbeat Lease as a cache holds it (nil: none
-// cached), shows a live executor at now. Only "alive" is trusted from a cache: a Lease
-// that looks expired or missing there may have been renewed since, so the caller reads it
-// again (Store.LastSignOfLife) before acting on it.
+// AliveIn reports whether l, a revision's heartbeat Lease as a cache holds it (nil: none),
+// shows a live executor at now. Only "alive" is trusted from a cache: the caller reads an
+// expired or missing one again (Store.LastSignOfLife) before acting on it.
 func AliveIn(l *coordinationv1.Lease, now time.Time) bool {
 	return l != nil && l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil && !lease.Expired(l, now)
 }

@@ -42,14 +42,11 @@ type Marked struct {
 // markAttempts bounds MarkUninstalling's reads again after a write that changed no status.
 const markAttempts = 3
 
-// MarkUninstalling records an accepted uninstall on the latest revision of a release, the
-// way a reservation records an install: status uninstalling, this request's labels, the
-// queued label and the stored event, written through Helm's own Secrets driver. The write
-// carries the resourceVersion read, so a concurrent write (another uninstall, Helm) makes it
-// fail with ErrConflict instead of being overwritten. A write that left the status as it was
-// (the notifier's signed mark of a final status lands just after it) is read again and the
-// mark retried, so an uninstall right after a deploy is not refused. A revision already
-// pending is refused with a PendingError.
+// MarkUninstalling records an accepted uninstall on the latest revision of a release, as a
+// reservation records an install (status uninstalling, this request's labels, queued, the
+// stored event), through Helm's Secrets driver. The write carries the resourceVersion read:
+// a concurrent write makes it ErrConflict, except one that left the status as it was (the
+// notifier's mark), after which it is read and retried. A pending revision: PendingError.
 func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked, error) {
 	seen := ""
 	var err error

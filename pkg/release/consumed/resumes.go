@@ -14,12 +14,10 @@ import (
 const annResumes = "async-helm.io/resumes"
 
 // MaxResumes is how often a request's action is started again after its executor lost it
-// (died, or its Lease in the tenant's namespace was deleted or taken): an executor that
-// crashes is resumed, a Lease a tenant deletes again and again does not restart the
-// caller's action without end. A live executor starved past its Lease also loses it: with
-// 2, one SIGKILL and two such takeovers on a saturated machine failed an accepted install
-// ("its executor was lost too often": the short chaos test, 3 s Leases, cold CI). The
-// bound is what a tenant can cost the caller: at most this many re-runs of the same action.
+// (died, or its Lease in the tenant's namespace was deleted or taken): a crash is resumed,
+// a tenant deleting the Lease again and again is not. A live executor starved past its Lease
+// loses it too (at 2, a crash and two such takeovers failed an install). It is what a
+// tenant can cost the caller: at most this many re-runs of the same action.
 const MaxResumes = 5
 
 // ErrTooManyResumes: the request was resumed MaxResumes times already.

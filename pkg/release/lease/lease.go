@@ -1,9 +1,7 @@
-// Package lease holds async-helm's Leases beside the release records, in the release
-// namespace: the heartbeat Lease an executor holds while it runs the action of one
-// revision (Heartbeat, Held; what it is doing and who asked to cancel it in its
-// annotations), and the tombstone an uninstall leaves, which outlives the release's
-// Secrets until the notifier reports it (Tombstone). pkg/release's Store reads them
-// through this package (see docs/design.md, "Exactly once" and "Uninstall and rollback").
+// Package lease holds async-helm's Leases beside the release records: the heartbeat Lease
+// an executor holds while it runs one revision's action (Heartbeat, Held; its progress and
+// cancel in annotations), and the tombstone an uninstall leaves until the notifier reports
+// it (docs/design.md, "Exactly once" and "Uninstall and rollback").
 package lease
 
 import "encoding/json"

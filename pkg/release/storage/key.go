@@ -1,9 +1,7 @@
 // Package storage wraps Helm's storage driver and the Secrets client under it for
-// async-helm's actions: the adopting driver that makes Helm's own Install/Upgrade write
-// into a reservation, the sealable driver that fences off an action that lost its lease,
-// and the Secrets clients that carry the caller's context and keep async-helm's data
-// across Helm's rewrites. It knows Helm's storage format, not the release contract:
-// pkg/release builds on it (see docs/design.md, "The reservation contract").
+// async-helm's actions: the adopting driver (Helm's Install/Upgrade write into a
+// reservation), the sealable driver (fences off an action that lost its lease), and Secrets
+// clients that carry the caller's context and keep async-helm's data across Helm's rewrites.
 package storage
 
 import (
