@@ -14,10 +14,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 )
 
-// handOver waits for the ledger entry (recorded, from recordAhead; nil: written now) and
-// sends the event bound to its record (events.BindSecret). If either fails, nobody will
-// work on the revision: the request is bound not-accepted where tenants cannot write and
-// the reservation taken back (undo), with a context that survives the client hanging up.
+// handOver waits for the ledger entry (nil recorded: written now), sends the event bound to
+// its record, and if either fails (nobody will work on the revision) binds the request
+// not-accepted where tenants cannot write and undoes the reservation, outliving the client.
 func (s *Service) handOver(ctx context.Context, a events.Action, ev cloudevents.Event, uid types.UID, recorded func() error, undo func(context.Context) error) error {
 	if len(s.SigningKey) > 0 {
 		events.BindSecret(&ev, s.SigningKey, uid)

@@ -200,9 +200,8 @@ func (s *Service) authorize(ctx context.Context, user *auth.User, namespace stri
 }
 
 // bindQueued binds the request of a queued revision about to be failed unrun (a cancel, a
-// supersede) to its Secret with the outcome cancelled, so that no delivery ever runs it,
-// nor the stored event a tenant puts back on the record. The request is found in the
-// Secret itself (cancelledRequests), never through its labels, which a tenant can move.
+// supersede) to its Secret as cancelled, so that no delivery runs it, nor a stored event a
+// tenant puts back. It is found in the Secret (cancelledRequests), never by its labels.
 func (s *Service) bindQueued(ctx context.Context, rev release.Revision) error {
 	if len(s.SigningKey) == 0 {
 		return s.bindByLabels(ctx, rev) // no seal, no signature: the labels are all there is
@@ -283,9 +282,9 @@ func (s *Service) storedRequest(stored []byte, rev release.Revision) (events.Act
 	return a, true
 }
 
-// cancelRequest binds a to the Secret uid with the outcome cancelled. A request an executor
-// bound to this Secret and lost gets cancelled written on its record, so no delivery
-// resumes it on a record rewound in place; one bound to another UID runs nowhere.
+// cancelRequest binds a to the Secret uid as cancelled (one bound to another UID runs
+// nowhere); one an executor bound here and lost is marked cancelled, so no delivery
+// resumes it on a record rewound in place.
 func (s *Service) cancelRequest(ctx context.Context, a events.Action, uid types.UID) error {
 	if s.Bindings == nil {
 		return nil
@@ -346,9 +345,8 @@ func (s *Service) signed(a events.Action) (cloudevents.Event, []byte, error) {
 	return ev, stored, nil
 }
 
-// uninstallRecord is the record an uninstall marks: the release's own newest, as a cancel
-// finds it (latestRecord), not the history's first, which a tenant's labels can make any
-// Secret. want, when set, must be one of the release's own records too.
+// uninstallRecord is the release's own newest record, as a cancel finds it (latestRecord),
+// not the history's first, which a tenant's labels choose; want, if set, must be one too.
 func uninstallRecord(revs []release.Revision, namespace, name string, want int) (release.Revision, error) {
 	latest, ok := latestRecord(revs, name)
 	if !ok {

@@ -68,8 +68,7 @@ func positiveOr[T ~int | ~int64](v, def T) T {
 
 // BudgetError is a chart over its budget; errors.Is(err, ErrTooLarge) is true.
 type BudgetError struct {
-	// Bound says which bound, for the message: "unpacks to more than 64 MiB across its
-	// nested archives".
+	// Bound says which, e.g. "unpacks to more than 64 MiB across its nested archives".
 	Bound string
 }
 
@@ -89,10 +88,9 @@ func (b Budget) Load(archive []byte) (*chart.Chart, error) {
 	return ch, err
 }
 
-// check unpacks the archive once, checking every file, and every nested archive Helm's
-// loader would unpack, against the budget before anything is loaded, until ctx ends; it
-// keeps the archive's own files for the loader. An archive that does not unpack is an
-// error too (Helm's loader would refuse it).
+// check unpacks the archive once until ctx ends, checking every file and nested archive
+// Helm's loader would unpack against the budget (one that does not unpack is refused, as
+// Helm would), and keeps the archive's own files for the loader.
 func (b Budget) check(ctx context.Context, archive []byte) (*budgetScan, error) {
 	s := &budgetScan{b: b.withDefaults(), ctx: ctx}
 	return s, s.archive(bytes.NewReader(archive), 0)
@@ -240,8 +238,7 @@ func (s *budgetScan) keep(r io.Reader, hd *tar.Header, n string, nameErr error) 
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// count charges one file by the size its header declares (the tar reader never yields
-// more), before any of it is read.
+// count charges a file the size its header declares (the tar reader yields no more).
 func (s *budgetScan) count(hd *tar.Header) error {
 	if hd.Size < 0 {
 		return fmt.Errorf("%q has a negative size", hd.Name)
@@ -279,10 +276,9 @@ func isCRDFile(n string) bool {
 	return false
 }
 
-// parsed charges a YAML file Helm parses (the loader's, or a crds/ file Helm's install
-// parses) its nodes, against *total up to max, and what its aliases add once written out
-// (pkg/yamlsize): the parser expands them, so a few KiB could otherwise parse into
-// gigabytes under a budget that counted only the file (whose size is counted already).
+// parsed charges a YAML file Helm parses (the loader's, or a crds/ file) its nodes against
+// *total up to max, and what its aliases add once written out: the parser expands them, so
+// a few KiB could otherwise parse into gigabytes (pkg/yamlsize).
 func (s *budgetScan) parsed(data []byte, total *int64, max int64, where string) error {
 	own := int64(len(data))
 	expanded, err := yamlsize.Expanded(data, s.b.MaxBytes-s.bytes+own)

@@ -10,10 +10,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// chargeImports charges a loaded chart what Helm's import-values add to its values: each
-// entry puts the child table it names under its parent by reference (a few nodes a line),
-// while whatever writes the values out writes every copy. Each entry is charged its
-// table's bytes and nodes, against MaxBytes and MaxNodes.
+// chargeImports charges each import-values entry its table's bytes and nodes, against
+// MaxBytes and MaxNodes: Helm puts the table under the parent by reference (a few nodes a
+// line), but whatever writes the values out writes every copy.
 func (b Budget) chargeImports(ch *chart.Chart, c *charged) error {
 	s := importScan{left: yamlsize.Size{Bytes: b.MaxBytes - c.bytes, Nodes: b.MaxNodes - c.nodes}}
 	_, over := s.chart(ch)
@@ -33,10 +32,9 @@ type importScan struct {
 	left, total yamlsize.Size
 }
 
-// chart charges the imports of c and its subcharts and returns what they add to c's values:
-// an entry the table it names in the subchart's values, in c's values for the subchart
-// (Helm coalesces the two), and what the subchart's own imports added (an upper bound).
-// over is true once the total passes what was left.
+// chart charges the imports of c and its subcharts and returns what they add to c's values
+// (an upper bound): an entry's table in the subchart's values, in c's values for it (Helm
+// coalesces the two), and the subchart's own imports. over: past what was left.
 func (s *importScan) chart(c *chart.Chart) (added yamlsize.Size, over bool) {
 	grown := map[*chart.Chart]yamlsize.Size{}
 	for _, sub := range c.Dependencies() {

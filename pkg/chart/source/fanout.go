@@ -58,9 +58,8 @@ func product(a, b int64) int64 {
 }
 
 // ChargeValues refuses values that Helm's processing of ch would copy into more than
-// bounds.DefaultYAMLNodes (their nodes, their global table's once a subchart), or its
-// dependency processing into more than bounds.MaxValuesCopied (that many once a chart it
-// processes). Submit and the executor check a request's values before anything coalesces them.
+// bounds.DefaultYAMLNodes (their global table's once a subchart) or, in its dependency
+// processing, bounds.MaxValuesCopied (once a chart), before anything coalesces them.
 func ChargeValues(ch *chart.Chart, values map[string]any) error {
 	if ch == nil || len(values) == 0 {
 		return nil

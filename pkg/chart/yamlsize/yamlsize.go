@@ -23,10 +23,9 @@ var ErrTooLarge = errors.New("YAML expands beyond its bound")
 type Size struct {
 	// Bytes is about the length of its JSON form (a bound, not an exact count).
 	Bytes int64
-	// Nodes bounds the nodes a parser builds: Nodes(data), or, with aliases, the nodes of
-	// the parse tree with each alias counted as its anchor's whole subtree when that is
-	// more (a parser decodes an alias again every time: 12 KiB of aliases can be 100,000
-	// maps).
+	// Nodes bounds the nodes a parser builds: Nodes(data), or the parse tree's with each
+	// alias counted as its anchor's subtree when more (a parser decodes an alias again
+	// every time: 12 KiB of aliases can be 100,000 maps).
 	Nodes int64
 }
 
