@@ -16,8 +16,7 @@ type fetched struct {
 	// cost estimates the bytes the parsed index holds; at is when it was fetched.
 	cost int64
 	at   time.Time
-	// busy: no fetch slot was free (chartsource.FetchSlots); not a property of the repository, so
-	// never kept.
+	// busy: no fetch slot was free, which says nothing of the repository: never kept.
 	busy bool
 }
 

@@ -222,15 +222,15 @@ func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Sco
 		credsNS = r.Namespace
 	}
 	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "ca", "name"); name != "" {
-		if r.CA, r.Err = s.configMapKey(ctx, credsNS, name, KeyCABundle); r.Err != nil {
+		if r.CA, r.Err = s.objectKey(ctx, "configmap", credsNS, name, KeyCABundle); r.Err != nil {
 			return r
 		}
 	}
 	if name, _, _ := unstructured.NestedString(spec, "connectionConfig", "tlsClientConfig", "name"); name != "" {
-		if r.CertPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSCert); r.Err != nil {
+		if r.CertPEM, r.Err = s.objectKey(ctx, "secret", credsNS, name, KeyTLSCert); r.Err != nil {
 			return r
 		}
-		if r.KeyPEM, r.Err = s.secretKey(ctx, credsNS, name, KeyTLSKey); r.Err != nil {
+		if r.KeyPEM, r.Err = s.objectKey(ctx, "secret", credsNS, name, KeyTLSKey); r.Err != nil {
 			return r
 		}
 	}
@@ -241,10 +241,10 @@ func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Sco
 			return r
 		}
 		var user, pass []byte
-		if user, r.Err = s.secretKey(ctx, credsNS, name, KeyUsername); r.Err != nil {
+		if user, r.Err = s.objectKey(ctx, "secret", credsNS, name, KeyUsername); r.Err != nil {
 			return r
 		}
-		if pass, r.Err = s.secretKey(ctx, credsNS, name, KeyPassword); r.Err != nil {
+		if pass, r.Err = s.objectKey(ctx, "secret", credsNS, name, KeyPassword); r.Err != nil {
 			return r
 		}
 		r.Username, r.Password = string(user), string(pass)
@@ -252,19 +252,17 @@ func (s *Set) parse(ctx context.Context, u *unstructured.Unstructured, scope Sco
 	return r
 }
 
-func (s *Set) configMapKey(ctx context.Context, ns, name, key string) ([]byte, error) {
-	return s.cached(ctx, "configmap", ns, name, key, func() ([]byte, bool, error) {
-		cm, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, false, err
+// objectKey reads key of the "configmap" or "secret" ns/name, through the cache.
+func (s *Set) objectKey(ctx context.Context, kind, ns, name, key string) ([]byte, error) {
+	return s.cached(ctx, kind, ns, name, key, func() ([]byte, bool, error) {
+		if kind == "configmap" {
+			cm, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, false, err
+			}
+			v, ok := cm.Data[key]
+			return []byte(v), ok, nil
 		}
-		v, ok := cm.Data[key]
-		return []byte(v), ok, nil
-	})
-}
-
-func (s *Set) secretKey(ctx context.Context, ns, name, key string) ([]byte, error) {
-	return s.cached(ctx, "secret", ns, name, key, func() ([]byte, bool, error) {
 		sec, err := s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, false, err

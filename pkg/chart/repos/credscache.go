@@ -23,9 +23,8 @@ type credsEntry struct {
 	at    time.Time
 }
 
-// credsCache keeps what was read of the ConfigMaps and Secrets repositories name: a
-// namespace at most perNamespace bytes, its least recently used out first, and all at most
-// total, the least recently used namespaces out.
+// credsCache keeps what was read of the ConfigMaps and Secrets repositories name, least
+// recently used out first: a namespace's past perNamespace bytes, whole namespaces past total.
 type credsCache struct {
 	perNamespace, total int64
 

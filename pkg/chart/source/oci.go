@@ -59,8 +59,7 @@ func (s *Source) fetchOCIWith(ctx context.Context, ref Ref, creds *Credentials) 
 
 func isOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
 
-// boundedTransport gives every request of one pull the pull's context and stops reading
-// once the pull's responses pass their byte budget.
+// boundedTransport gives a pull's requests its context and stops past its byte budget.
 type boundedTransport struct {
 	ctx       context.Context
 	next      http.RoundTripper

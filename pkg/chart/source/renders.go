@@ -13,8 +13,8 @@ import (
 var ErrRendersBusy = errors.New("too many renders at once")
 
 // RenderSlots are the template route's renders at once (TEMPLATE_RENDER_MAX_PARALLEL),
-// shared between tenants (pkg/fairqueue): a caller alone renders in every slot, until
-// another waits. A slot is waited for at most the render timeout, within which one frees.
+// shared between tenants (pkg/fairqueue), each waited for at most the render timeout
+// (within which one frees).
 type RenderSlots struct {
 	slots *fairqueue.Queue
 	wait  time.Duration

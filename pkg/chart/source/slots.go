@@ -12,8 +12,7 @@ import (
 type Tenant = fairqueue.Flow
 
 // FetchSlots bound index and chart fetches, shared between tenants (pkg/fairqueue). A fetch
-// may hold its slot for its whole timeout, so no tenant takes the last free one: whoever
-// comes next finds one at once.
+// may hold its slot for its whole timeout, so no tenant takes the last free one.
 type FetchSlots struct{ q *fairqueue.Queue }
 
 // RefreshTenant fetches the administrators' repositories (cluster and CHART_REPOSITORIES).
