@@ -18,9 +18,8 @@ import (
 // errTooLarge is a body over api.MaxBodyBytes.
 var errTooLarge = errors.New("request body too large")
 
-// errorAnswers is the one adapter of submit's routes: a route returns its error and this
-// answers it with statusOf's status (or the one the route chose, function.StatusError) and
-// the API's error body.
+// errorAnswers is the one adapter of submit's routes: it answers a route's error with
+// statusOf's status (or the route's own, function.StatusError) and the API's error body.
 func (f *Function) errorAnswers() function.Adapter {
 	return function.Adapter{Status: statusOf, Header: retryAfter, Log: f.log}
 }

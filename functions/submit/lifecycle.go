@@ -15,8 +15,7 @@ import (
 )
 
 // uninstallAsync is the console's DELETE /api/helm/release/async?ns=&name=&version=: the
-// latest revision is marked uninstalling and the executor runs the uninstall; 204 as the
-// console answers.
+// latest revision is marked uninstalling for the executor; 204 as the console answers.
 func (f *Function) uninstallAsync(w http.ResponseWriter, r *http.Request) error {
 	p, acc, err := f.acceptUninstall(r)
 	if err != nil {

@@ -20,9 +20,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/verify"
 )
 
-// chartRoutes serve the console's chart routes: the merged repository index, one chart,
-// and a dry-run render, from the same repositories, address policy and chart cache as
-// install.
+// chartRoutes serve the console's chart routes (the merged index, one chart, a dry-run
+// render) from the same repositories, address policy and chart cache as install.
 type chartRoutes struct {
 	repos  *chartrepos.Set
 	source *chartsource.Source
@@ -60,9 +59,8 @@ const maxChartAnswerBytes = 16 << 20
 // maxRefChars bounds each part of a chart reference in a query (real ones are far shorter).
 const maxRefChars = 2048
 
-// admit takes a token of the caller's bucket, one per tenant share (the ServiceAccounts of
-// a namespace share one, as they share the render slots); without one it is a 429 with
-// Retry-After.
+// admit takes a token of the caller's bucket, one per tenant share (a namespace's
+// ServiceAccounts share one); without one it is a 429 with Retry-After.
 func (f *Function) admit(r *http.Request) error {
 	caller := ""
 	if u := userFrom(r.Context()); u != nil {

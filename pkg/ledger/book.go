@@ -154,9 +154,8 @@ func (b *Book) Pruned(name string) {
 	}
 }
 
-// clear stops it counting for good and, once none of its Lease's entries counts, queues
-// the Lease for deletion; drained says it left its queue by being consumed (the drain rate
-// of its namespace).
+// clear stops it counting for good and queues its Lease for deletion once none of its
+// entries counts; drained says it left its queue consumed (its namespace's drain rate).
 func (b *Book) clear(it *item, drained bool) {
 	if it.cleared {
 		return

@@ -2,9 +2,8 @@ package ledger
 
 import "time"
 
-// Consumption is what the Book reads of a consumed record: the tenant namespace its request
-// acted in and when it was consumed. Zero fields are taken from the request's entry, and
-// the time it is seen.
+// Consumption is what the Book reads of a consumed record: its request's tenant namespace
+// and when it was consumed (zero: the entry's namespace, the time it is seen).
 type Consumption struct {
 	Namespace string
 	At        time.Time
@@ -38,9 +37,8 @@ func newRetained() retained {
 	return retained{by: map[string]*record{}, ns: map[string]int{}, callers: map[string]int{}}
 }
 
-// consumed records the consumed record of request hash h, attributed to its entry's
-// tenant when the entry is known; it counts unless it is past retain already. A record
-// seen again (an update) changes nothing: it is named for its request.
+// consumed counts the consumed record of request hash h for its entry's tenant when known,
+// unless it is past retain already; seen again (an update), it changes nothing.
 func (r *retained) consumed(h string, c Consumption, entry *item, now time.Time, retain time.Duration) {
 	if _, ok := r.by[h]; ok {
 		return

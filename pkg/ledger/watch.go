@@ -100,9 +100,8 @@ func (l *Ledger) consumed(m metav1.Object) {
 	l.Book.ConsumedAs(m.GetName(), c)
 }
 
-// handler calls add for the Leases labelled label and delete for those gone; an update
-// is an add (entries and consumed records are named for their request, and only their
-// presence counts).
+// handler calls add for the Leases labelled label and delete for those gone; an update is
+// an add (they are named for their request, and only their presence counts).
 func handler(label string, add, del func(metav1.Object)) cache.ResourceEventHandler {
 	meta := func(obj any) (metav1.Object, bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {

@@ -121,9 +121,8 @@ func gzipSize(raw []byte, limit int) (int, error) {
 	return int(size), nil
 }
 
-// gunzip decompresses exactly size bytes (what the trailer says) and checks that the
-// stream ends there: one byte more (a stream of several gzip members, which Helm never
-// writes) is refused, as is a checksum that does not match.
+// gunzip decompresses exactly size bytes (the trailer's) and refuses one byte more (several
+// gzip members, which Helm never writes) and a checksum that does not match.
 func gunzip(raw []byte, size int) ([]byte, error) {
 	zr, _ := gzipReaders.Get().(*gzip.Reader)
 	if zr == nil {
@@ -147,9 +146,8 @@ func gunzip(raw []byte, size int) ([]byte, error) {
 	return out, nil
 }
 
-// DecodeRelease decodes a whole record, and refuses one Helm's code could not use (no
-// info, no chart metadata, a null entry in a list): Helm and async-helm dereference those
-// without checking.
+// DecodeRelease decodes a whole record, and refuses one Helm's code would dereference nil
+// in (no info, no chart metadata, a null entry in a list).
 func DecodeRelease(data []byte) (*helmrelease.Release, error) {
 	rls, _, _, err := decodeRecord(data, recordBound, "")
 	return rls, err
@@ -323,9 +321,8 @@ var gzipWriters = sync.Pool{New: func() any {
 	return w
 }}
 
-// EncodeRelease is Helm's encoding of a release record (Helm v3's storage/driver
-// encodeRelease: JSON, gzipped at BestCompression, base64), byte for byte, with the
-// compressor reused.
+// EncodeRelease is Helm v3's encodeRelease (JSON, gzipped at BestCompression, base64),
+// byte for byte, with the compressor reused.
 func EncodeRelease(rls *helmrelease.Release) ([]byte, error) {
 	b, err := json.Marshal(rls)
 	if err != nil {

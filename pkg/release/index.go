@@ -22,9 +22,8 @@ type Indexer interface {
 // ReleaseIndex indexes release secrets by "<namespace>/<release>" (RevisionIndex).
 const ReleaseIndex = "release"
 
-// RevisionIndex is the one cache of release secret metadata (the labels and annotations
-// async-helm reads, no payloads, no managedFields) that submit and the notifier share: one metadata
-// informer per watched namespace (one for all when none is named), indexed by release.
+// RevisionIndex is the one cache of release secret metadata (keptMeta) that submit and the
+// notifier share: a metadata informer per watched namespace (or all), indexed by release.
 type RevisionIndex struct {
 	informers []cache.SharedIndexInformer
 }
@@ -92,9 +91,8 @@ func dropManagedFields(obj any) (any, error) {
 	return m, nil
 }
 
-// keptMeta is what async-helm keeps of a release Secret's metadata, in the index and in
-// every list of them: its identity, and the labels and annotations its readers use, within
-// maxIndexedBytes.
+// keptMeta is what async-helm keeps of a release Secret's metadata, in the index and every
+// list: its identity, and the labels and annotations its readers use, within maxIndexedBytes.
 func keptMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	budget := maxIndexedBytes
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
@@ -109,9 +107,8 @@ func keptMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 var unshared = map[string]bool{LabelRequestID: true, AnnotationNotifiedSig: true,
 	AnnotationFailure: true, AnnotationDeadLettered: true, AnnotationSentAt: true}
 
-// intern is s kept once for every Secret that holds it: a release's name on its ten
-// revisions, its namespace, "helm", a status, a version, a second of modifiedAt. The
-// interned strings are dropped once no Secret holds them (package unique).
+// intern is s kept once for every Secret that holds it (a release's name, its namespace, a
+// status...), dropped once none holds it (package unique).
 func intern(s string) string {
 	if s == "" {
 		return ""

@@ -17,9 +17,8 @@ const (
 	MaxHeadDescription = 4 << 10
 )
 
-// listHead is what a list with limitInfo shows of a record, as Helm's list and the
-// console show it: decoding only these fields skips notes, resources, the manifest,
-// values and chart files without allocating them.
+// listHead is what a list with limitInfo shows of a record, as Helm's list and the console
+// do: decoding only these fields skips the rest of the record unallocated.
 type listHead struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`

@@ -25,9 +25,8 @@ const (
 
 var errPageTooLarge = errors.New("metadata page over its byte cap")
 
-// metaPages calls each with every page of the metadata list of namespace's Secrets that
-// selector selects: every metadata list of a tenant's Secrets is read through it. Without a
-// REST client to read the answer from (a fake clientset), pages are of listPage.
+// metaPages calls each with every page of the metadata list of namespace's Secrets selector
+// selects, as every such list is read; a fake clientset's (no REST client) in listPage pages.
 func (s *Store) metaPages(ctx context.Context, namespace, selector string, each func(*metav1.PartialObjectMetadataList)) error {
 	var rc *rest.RESTClient
 	if s.Client != nil {

@@ -9,8 +9,7 @@ import (
 )
 
 // What the notifier does to release Secrets, each a metadata read or one merge patch
-// (secretPatch): the notifier holds no Secrets client of its own. The sweeper's queries
-// are in sweep.go and held.go.
+// (secretPatch): the notifier holds no Secrets client of its own.
 
 // ReleaseMeta reads the metadata of one release Secret from the API server (nil when gone).
 func (s *Store) ReleaseMeta(ctx context.Context, namespace, secretName string) (*metav1.PartialObjectMetadata, error) {

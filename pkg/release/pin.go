@@ -14,13 +14,11 @@ import (
 )
 
 // ErrTargetRewritten: the record a rollback would restore is not the one pinned when the
-// request was accepted (records are the tenant's to rewrite; docs/design.md, "Retries and
-// remediation").
+// request was accepted (records are the tenant's to rewrite).
 var ErrTargetRewritten = errors.New("the rollback target changed since the request was accepted")
 
 // Pin is the record a rollback may restore, fixed when submit accepts the request: its
-// revision and the RecordDigest of what Helm's rollback takes from it. Revision 0 pins
-// nothing: no rollback may run.
+// revision and the RecordDigest of what Helm's rollback takes (revision 0: no rollback).
 type Pin struct {
 	Revision int    `json:"revision"`
 	Digest   string `json:"digest,omitempty"`

@@ -132,9 +132,8 @@ func (e *PendingError) Is(target error) bool { return target == ErrPending }
 // Helm's storage keeps it under (storage.Key).
 func SecretName(release string, revision int) string { return storage.Key(release, revision) }
 
-// IsPending reports whether a Helm status means an action is still running. An accepted
-// uninstall (uninstalling) is pending too: nothing else may start on the release, and the
-// sweeper drives it like a reservation.
+// IsPending reports whether a Helm status means an action is still running; an accepted
+// uninstall too: nothing else may start, and the sweeper drives it like a reservation.
 func IsPending(status string) bool {
 	return status == "pending-install" || status == "pending-upgrade" || status == "pending-rollback" ||
 		status == StatusUninstalling

@@ -46,9 +46,8 @@ func (s *Store) ReleaseHeads(ctx context.Context, namespace string) ([]ListHead,
 	return out, nil
 }
 
-// listPage is how many release Secrets one request of a list reads. Each is the tenant's
-// and may be near etcd's 1.5 MiB of metadata and payload: a namespace read in one request
-// held all of them at once, twice (the answer and its decode), in every concurrent list.
+// listPage is how many release Secrets one request of a list reads: each is the tenant's
+// and may be near etcd's 1.5 MiB, held twice (the answer and its decode) in every list.
 const listPage = 50
 
 // eachPage calls list with selector and a page's options until list answers no continue
@@ -78,9 +77,8 @@ func (s *Store) ReleaseHead(ctx context.Context, namespace, name string) (*ListH
 	return &h, nil
 }
 
-// ReleaseMetas lists the metadata only (no payloads) of the release secrets of namespace
-// ("" = all), from the API server: a list that must see what was just written. It reads in
-// pages (metaPages) and keeps of each only what the index keeps (keptMeta).
+// ReleaseMetas lists the metadata (keptMeta) of the release secrets of namespace ("" =
+// all) from the API server, in pages (metaPages): a list that must see what was just written.
 func (s *Store) ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error) {
 	var out []*metav1.PartialObjectMetadata
 	err := s.metaPages(ctx, namespace, SelectorReleaseSecrets, func(list *metav1.PartialObjectMetadataList) {

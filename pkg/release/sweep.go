@@ -12,9 +12,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/lease"
 )
 
-// The sweeper's queries (pkg/sweeper's Store and Index ports). What it can, it reads from caches instead of the API server: at 10,000 pending
-// revisions a LIST per pass (or per namespace) and a Lease GET per revision were the
-// pass's whole cost (docs/design.md, "Notifier").
+// The sweeper's queries (pkg/sweeper's Store and Index ports), from caches where they can:
+// at 10,000 pending revisions a LIST and a Lease GET per revision were a pass's whole cost.
 
 // PendingRevisions lists the pending revisions in the index, async-helm's and others'
 // alike (Revision.Ours tells them apart), without an API call. The cache may be behind the

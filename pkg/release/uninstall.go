@@ -62,9 +62,8 @@ func (s *Store) MarkUninstalling(ctx context.Context, m UninstallMark) (*Marked,
 	return nil, err
 }
 
-// markUninstallingOnce is one read and mark; seen, when not empty, is the status an earlier
-// attempt read: another status now is the concurrent write's conflict. It answers the
-// status it read.
+// markUninstallingOnce is one read and mark, answering the status it read; seen, when not
+// empty, is an earlier attempt's: another status now is the concurrent write's conflict.
 func (s *Store) markUninstallingOnce(ctx context.Context, m UninstallMark, seen string) (*Marked, string, error) {
 	// modifiedAt (Helm's) is when the uninstall was accepted: the sweeper's clock for it.
 	capture := &storage.CapturingSecrets{SecretInterface: s.Client.CoreV1().Secrets(m.Namespace), Ctx: ctx, Conditional: true,

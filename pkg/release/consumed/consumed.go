@@ -46,9 +46,8 @@ const (
 // reports "uninstalled" from it, never from the tombstone Lease in the tenant's namespace.
 const OutcomeUninstalled = "uninstalled"
 
-// OutcomeCancelled and OutcomeNotAccepted are submit's, written with the record when it
-// binds a request that must never run: cancelled before an executor ran it, or not
-// accepted (its event could not be sent; the caller got 503).
+// OutcomeCancelled and OutcomeNotAccepted are submit's, written when it binds a request
+// that must never run: cancelled before it ran, or not accepted (its event was not sent: 503).
 const (
 	OutcomeCancelled   = "cancelled"
 	OutcomeNotAccepted = "not-accepted"

@@ -46,9 +46,8 @@ func Expired(l *coordinationv1.Lease, now time.Time) bool {
 	return now.After(ExpiresAt(l))
 }
 
-// Hold takes the lease of a revision for one action, under a holder identity of its own
-// (h.Holder plus a random suffix), so that two actions of one process never share a lease.
-// A nil Held means a live holder has it.
+// Hold takes the lease of a revision for one action under a holder identity of its own
+// (h.Holder and a random suffix); a nil Held means a live holder has it.
 func (h *Heartbeat) Hold(ctx context.Context, namespace, key string) (*Held, error) {
 	return h.HoldFor(ctx, namespace, key, "")
 }

@@ -67,9 +67,8 @@ func (t Tombstone) Lease() string {
 	return TombstoneName(t.Name, t.Revision, t.RequestID)
 }
 
-// WellNamed reports whether the tombstone sits in the Lease its labels name
-// (TombstoneName): the executor writes no other; a tenant's Lease under another name with
-// the same labels is not one.
+// WellNamed reports whether the tombstone sits in the Lease its labels name (TombstoneName):
+// a tenant's Lease under another name with the same labels is not one.
 func (t Tombstone) WellNamed() bool {
 	return t.Lease() == TombstoneName(t.Name, t.Revision, t.RequestID)
 }
@@ -90,9 +89,8 @@ func TombstoneFrom(l *coordinationv1.Lease) (Tombstone, bool) {
 		Done: l.Annotations[AnnotationOutcome] == OutcomeUninstalled, lease: l.Name, uid: string(l.UID), resourceVersion: l.ResourceVersion}, true
 }
 
-// DigTombstone writes the tombstone of an uninstall before Helm runs it, with t.SecretUID,
-// the UID of the revision's Secret as it is now (release.Store.DigTombstone reads it). A
-// redriven uninstall finds its own and keeps it.
+// DigTombstone writes an uninstall's tombstone before Helm runs it, with t.SecretUID (the
+// revision's Secret's now); a redriven uninstall finds its own and keeps it.
 func DigTombstone(ctx context.Context, client kubernetes.Interface, t Tombstone) (Tombstone, error) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: t.Lease(),
 		Labels: map[string]string{LabelManagedBy: ManagedByUs, LabelAction: ActionUninstall,

@@ -6,8 +6,7 @@ import (
 )
 
 // This file is the one door to Helm's storage driver: nothing outside pkg/release imports
-// helm.sh/helm/v3/pkg/storage/driver, so a move to Helm v4 changes this package and
-// pkg/helmexec only.
+// helm.sh/helm/v3/pkg/storage/driver.
 
 // Driver is Helm's storage driver, the interface Helm's actions and our wrappers store through.
 type Driver = driver.Driver
