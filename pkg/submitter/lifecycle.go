@@ -103,10 +103,7 @@ func (s *Service) Uninstall(ctx context.Context, namespace, name, version string
 	if err := s.handOver(ctx, act, ev, marked.Secret.UID, nil, func(ctx context.Context) error { return s.Store.Unmark(ctx, marked) }); err != nil {
 		return nil, err
 	}
-	sec := marked.Secret.DeepCopy()
-	sec.Data = nil
-	sec.APIVersion, sec.Kind = "v1", "Secret"
-	return &UninstallAccepted{Revision: latest.Version, RequestID: id, Secret: sec, Release: marked.Release}, nil
+	return &UninstallAccepted{Revision: latest.Version, RequestID: id, Secret: forClient(marked.Secret.DeepCopy()), Release: marked.Release}, nil
 }
 
 // noHooks: any of opts (at most one is given) asks for no delete hook.
@@ -176,9 +173,7 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	if err := s.handOver(ctx, act, ev, sec.UID, nil, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
 		return nil, err
 	}
-	sec.Data = nil
-	sec.APIVersion, sec.Kind = "v1", "Secret"
-	return &Accepted{Secret: sec, Revision: rev, RequestID: id}, nil
+	return &Accepted{Secret: forClient(sec), Revision: rev, RequestID: id}, nil
 }
 
 // authorize checks the caller may use these verbs on Secrets in namespace, and returns

@@ -118,13 +118,9 @@ func (s *Service) Cancel(ctx context.Context, namespace, name string, user *auth
 	by := "anonymous"
 	if user != nil {
 		by = user.Name
-		if s.Authorizer != nil {
-			if err := s.Authorizer.Check(ctx, user,
-				auth.Need{Verb: "create", Resource: "secrets", Namespace: namespace},
-				auth.Need{Verb: "update", Resource: "secrets", Namespace: namespace}); err != nil {
-				return nil, err
-			}
-		}
+	}
+	if _, err := s.authorize(ctx, user, namespace, "create", "update"); err != nil {
+		return nil, err
 	}
 	revs, err := s.Store.LiveHistory(ctx, namespace, name)
 	if err != nil {
@@ -309,9 +305,15 @@ func (s *Service) reserveAndSend(ctx context.Context, action release.Action, req
 	if err := s.handOver(ctx, act, ev, sec.UID, recorded, func(ctx context.Context) error { return s.Store.Undo(ctx, sec) }); err != nil {
 		return nil, err
 	}
-	sec.Data = nil // the release payload is Helm's business, not the client's
+	return &Accepted{Secret: forClient(sec), Revision: rev, RequestID: id}, nil
+}
+
+// forClient is sec without its data (the release payload is Helm's business, not the
+// client's), with its kind.
+func forClient(sec *corev1.Secret) *corev1.Secret {
+	sec.Data = nil
 	sec.APIVersion, sec.Kind = "v1", "Secret"
-	return &Accepted{Secret: sec, Revision: rev, RequestID: id}, nil
+	return sec
 }
 
 // acceptedAction is the accepted event's action of a validated install or upgrade request
