@@ -30,8 +30,7 @@ type DiffRenderer interface {
 	Render(ctx context.Context, job helmexec.ChartRender) (string, error)
 }
 
-// ErrRender is a chart that does not render with the request's values, or manifests that
-// cannot be compared (422).
+// ErrRender is a chart that does not render with the values, or manifests not compared (422).
 var ErrRender = errors.New("the chart does not render")
 
 // Diff answers what the action of req would change in its release (docs/design.md, "The

@@ -73,8 +73,7 @@ type Service struct {
 	Charts     Charts
 	Sender     EventSender
 	Namespaces corelisters.NamespaceLister
-	// Authorizer, when set, checks the caller may write Helm's release secrets in the
-	// namespace before anything is reserved.
+	// Authorizer, when set, checks the caller may write the release secrets before any write.
 	Authorizer Authorizer
 	// SigningKey, when set, signs every accepted event (the executor rejects unsigned ones).
 	SigningKey signing.Key
@@ -88,13 +87,12 @@ type Service struct {
 	Clock                            clock.PassiveClock // nil: the wall clock
 	// Heartbeat takes the Lease of a revision nobody runs, so a cancel fails it safely.
 	Heartbeat Leases
-	// LeaseAlive says whether an executor holds a revision's Lease now (lease.Alive).
-	// Without it a cancel of an uninstall or rollback is refused as if it ran.
+	// LeaseAlive says whether an executor holds a revision's Lease now (lease.Alive); nil:
+	// a cancel of an uninstall or rollback is refused as if it ran.
 	LeaseAlive func(ctx context.Context, namespace, key string) (bool, error)
 	// Schemas keeps compiled values schemas by chart digest (nil: compiled per request).
 	Schemas *Schemas
-	// RepoSecrets, with an Authorizer, makes a chart from a project repository need the
-	// caller's right to get each Secret whose contents its server would receive.
+	// RepoSecrets names the Secrets a chart's repository sends, each reviewed for the caller.
 	RepoSecrets RepoSecrets
 	// Supersede bounds the wait of a request with supersede for the revision it cancels.
 	Supersede SupersedeOptions

@@ -24,11 +24,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/kube"
 )
 
-// CredentialSecrets names the Secrets of namespace whose contents a fetch would send: those
-// the enabled project repositories an index entry names or a chart URL is under name. Only
-// the objects are read: submit asks whether the caller may get each before any fetch. An
-// index entry whose repository the namespace does not see (yet) is an error: it could
-// appear before the fetch and be used unchecked.
+// CredentialSecrets names the Secrets of namespace that the enabled project repositories an
+// index entry names or a chart URL is under would send, from the objects only: submit asks
+// whether the caller may get each before any fetch. An index entry whose repository is not
+// seen (yet) is an error: it could appear before the fetch and be used unchecked.
 func (s *Set) CredentialSecrets(namespace, indexEntry, chartURL string) ([]string, error) {
 	repoName := ""
 	if indexEntry != "" {
@@ -74,8 +73,7 @@ func (s *Set) CredentialSecrets(namespace, indexEntry, chartURL string) ([]strin
 	return out, nil
 }
 
-// sees says whether the repository namespace resolves name to is enabled, from the objects
-// only.
+// sees says whether the repository namespace resolves name to is enabled (objects only).
 func (s *Set) sees(namespace, name string) bool {
 	if o := s.projectObject(namespace, name); o != nil {
 		return enabled(o)
@@ -295,9 +293,8 @@ func (s *Set) cached(ctx context.Context, kind, ns, name, key string, read func(
 	return v, err
 }
 
-// ReviewedAuthSecrets read a chart's basic auth Secret for submit: the caller in the context
-// must be allowed to get it (MayGet, an access review; nil: authentication off) before
-// submit reads it with its own rights. A context without a caller is refused.
+// ReviewedAuthSecrets read a chart's basic auth Secret with submit's rights once the caller
+// in the context may get it (MayGet, an access review; nil: authentication off).
 type ReviewedAuthSecrets struct {
 	Client kubernetes.Interface
 	MayGet func(ctx context.Context, c chartsource.Caller, namespace, name string) error

@@ -28,10 +28,10 @@ type InvalidRepo struct {
 // new one lists the same chart.
 var overwrites = map[string]string{"openshift-helm-charts": "redhat-helm-repo"}
 
-// Index is the merged index namespace sees ("": the administrators' only): every chart of
-// every enabled repository keyed "<chart>--<repo>", versions newest first, without library
-// charts and, with onlyCompatible, versions whose kubeVersion excludes the cluster's. It is
-// answered from the cache; a repository not fetched yet is fetched once now.
+// Index is the merged index namespace sees ("": the administrators' only), from the cache
+// (a repository not fetched yet is fetched now): every enabled repository's charts keyed
+// "<chart>--<repo>", newest first, no library charts, and with onlyCompatible only the
+// versions whose kubeVersion the cluster meets.
 func (s *Set) Index(ctx context.Context, namespace string, onlyCompatible bool) (*repo.IndexFile, error) {
 	parts, err := s.parts(ctx, namespace)
 	if err != nil {

@@ -52,9 +52,8 @@ type IndexOptions struct {
 	Admit func() error
 }
 
-// IndexYAML is Index encoded as the console's index.yaml route answers it, once per version,
-// by the tenant of the request that started it; ErrIndexTooLarge past
-// bounds.MaxMergedIndexCost (before encoding) or MaxIndexYAMLBytes.
+// IndexYAML is Index encoded for the console's index.yaml route, once per version, by the
+// tenant that asked first; ErrIndexTooLarge past MaxMergedIndexCost or MaxIndexYAMLBytes.
 func (s *Set) IndexYAML(ctx context.Context, namespace string, opts IndexOptions) ([]byte, error) {
 	parts, err := s.parts(ctx, namespace)
 	if err != nil {

@@ -13,12 +13,11 @@ import (
 )
 
 // chargeAliases charges a loaded chart the processed tree Helm makes of it, which whatever
-// writes it out (the render frame, the values checks, each copy's CRDs) writes whole:
-// ProcessDependencies makes a copy of a subchart per Chart.yaml entry that names it, and
-// coalesce gives each subchart its own copy of the globals. Each entry after the first is
-// charged its subchart's whole tree, each subchart the globals it receives, against
-// MaxBytes, MaxNodes and MaxCRDNodes; each chart its matching (entriesOf), against
-// bounds.MaxDependencyMatching, before it is matched here.
+// writes it out (render frame, values checks, CRDs) writes whole: ProcessDependencies copies
+// a subchart per Chart.yaml entry naming it, and coalesce gives each subchart its own
+// globals. Each entry after the first is charged its subchart's tree, each subchart its
+// globals (MaxBytes, MaxNodes, MaxCRDNodes), each chart its matching before it is matched
+// here (entriesOf, bounds.MaxDependencyMatching).
 func (b Budget) chargeAliases(ctx context.Context, ch *chart.Chart, c *charged) error {
 	s := aliasScan{ctx: ctx, room: charged{bytes: b.MaxBytes - c.bytes, nodes: b.MaxNodes - c.nodes, crdNodes: b.MaxCRDNodes - c.crdNodes,
 		matching: bounds.MaxDependencyMatching}, archived: map[*chart.Chart]charged{}, compatible: map[[2]string]bool{}}
