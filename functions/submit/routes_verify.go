@@ -9,8 +9,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/verify"
 )
 
-// routeVerify serves the console's POST /api/helm/verify: any authenticated caller (the
-// console's authHandlerWithUser: 401 without a token, 403 for a failed CSRF check), 400
+// routeVerify serves the console's POST /api/helm/verify to any authenticated caller: 400
 // for a body that is not JSON or a chart URL the console refuses, then the verifier's
 // report, or 501 with the reason when this build has no verifier.
 func (f *Function) routeVerify(route routeFunc, v verify.Verifier) {

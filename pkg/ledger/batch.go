@@ -14,10 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Group commits: the requests that reach the ledger while a write of it is in flight are
-// written together in one Lease once it returns, so under load the ledger costs the API
-// server one write per batch instead of one per 201, and a request alone waits for one
-// write as before. Every entry is still written before its request's 201.
+// Group commits: the requests that reach the ledger while a write is in flight are written
+// together in one Lease once it returns (under load a write per batch, not per 201; alone,
+// one write as before). Every entry is still written before its request's 201.
 
 const (
 	// batchPrefix names a Lease holding a batch; annEntries holds its entries.

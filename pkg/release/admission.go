@@ -8,8 +8,7 @@ import (
 
 // LabelSeal proves that async-helm itself reserved (or marked for uninstall) a queued
 // revision for the request its request-id label names: a tenant can write the labels of
-// any Secret of its namespace, but not this value (docs/design.md, "Release records are
-// hostile input").
+// its Secrets, but not this value.
 const LabelSeal = "async-helm.io/seal"
 
 // sealText is what the seal of the queued revision secretName of namespace for requestID

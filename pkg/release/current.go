@@ -12,9 +12,8 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 )
 
-// Records Helm can handle (docs/design.md): every record async-helm writes itself (the
-// reservation, and a failure recorded before Helm adopted the reservation) describes what
-// is in the cluster, as Helm's own records do, so that `helm uninstall`, `rollback` and
+// Every record async-helm writes itself (the reservation, a failure before Helm adopted it)
+// describes what is in the cluster, as Helm's do, so `helm uninstall`, `rollback` and
 // `upgrade` act on the right resources.
 
 // Current is the revision an upgrade of release name starts from, as Helm's upgrade chooses

@@ -17,10 +17,9 @@ import (
 )
 
 // SecretsDriver is Helm's Secrets driver with every read through the guarded decode
-// (DecodeRelease): Helm v3.21.4's Secrets.Get dereferences nil on a payload that does not
-// decode, and its List and Query decompress without bound. Get (and Delete, which reads
-// first) answer an ErrUndecodable error for such a record; List and Query skip it. Writes
-// are Helm's own.
+// (Helm's Get dereferences nil on a payload that does not decode, its List and Query
+// decompress without bound): Get and Delete answer ErrUndecodable for such a record, List
+// and Query skip it. Writes are Helm's own.
 type SecretsDriver struct {
 	*driver.Secrets
 	impl typedcorev1.SecretInterface
@@ -117,10 +116,9 @@ func (d *SecretsDriver) Query(labels map[string]string) ([]*helmrelease.Release,
 	return rels, nil
 }
 
-// MaxReadBytes and MaxReadNodes bound the decoded records one List or Query keeps:
-// MaxRecordBytes and MaxRecordNodes bound one record, but Helm keeps every record a read
-// returns, and a tenant's few small Secrets that each expand to a record's bound would
-// otherwise add up to gigabytes in one read.
+// MaxReadBytes and MaxReadNodes bound the decoded records one List or Query keeps: Helm
+// keeps every record a read returns, and a tenant's few small Secrets that each expand to
+// a record's bound would add up to gigabytes.
 const (
 	MaxReadBytes = 4 * MaxRecordBytes
 	MaxReadNodes = 4 * MaxRecordNodes

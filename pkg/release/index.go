@@ -53,9 +53,8 @@ func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionInd
 }
 
 // The index keeps, of each release Secret, only the keys async-helm reads, each value
-// capped, and at most maxIndexedBytes of them: a tenant writes any number of labels and up
-// to 256 KiB of annotations on every Secret labelled owner=helm, and the index holds every
-// Secret in submit and the notifier. async-helm's own values are far shorter.
+// capped, at most maxIndexedBytes in all: a tenant writes any number of labels and 256 KiB
+// of annotations on every Secret labelled owner=helm.
 const (
 	maxIndexedValue = 4 << 10
 	maxIndexedBytes = 8 << 10

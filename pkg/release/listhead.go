@@ -8,10 +8,9 @@ import (
 	"helm.sh/helm/v3/pkg/time"
 )
 
-// MaxHeadField and MaxHeadDescription cap each string of a list head: the record is the
-// tenant's, and a head is kept (submit's heads cache) and answered (the list) for every
-// release of a namespace, so each must be small whatever the record holds. A string over
-// its cap is cut (descriptions) or dropped (an icon cut would be a broken address).
+// MaxHeadField and MaxHeadDescription cap each string of a list head, kept and answered for
+// every release of a namespace whatever the tenant's record holds. A string over its cap is
+// cut (descriptions) or dropped (an icon cut would be a broken address).
 const (
 	MaxHeadField       = 1 << 10
 	MaxHeadDescription = 4 << 10

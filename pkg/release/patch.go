@@ -39,10 +39,9 @@ func (p secretPatch) MarshalJSON() ([]byte, error) {
 
 func ptr(s string) *string { return &s }
 
-// patchSecret applies p to a release Secret. Through the metadata client when the Store has
-// one: etcd still rewrites the whole Secret, but the answer is its metadata, not the
-// ~100 KiB record. It reports false, without error, when the Secret changed since
-// p.ResourceVersion or is gone: the caller's next look sees the newer version.
+// patchSecret applies p to a release Secret, through the metadata client when the Store has
+// one (the answer is its metadata, not the record). False, without error, when the Secret
+// changed since p.ResourceVersion or is gone: the caller's next look sees the newer one.
 func (s *Store) patchSecret(ctx context.Context, namespace, name string, p secretPatch, what string) (bool, error) {
 	data, err := json.Marshal(p)
 	if err != nil {

@@ -63,10 +63,9 @@ func (s *Store) NextRevision(ctx context.Context, namespace, name string, action
 	return rev, err
 }
 
-// CachedNextRevision is NextRevision, and says whether the revision is the informer cache's
-// guess (guessed: the cache may lag, so Reserve may find it taken by a revision written
-// before this read) or the API server's answer (a revision Reserve then finds taken was
-// written after this read: a race). A refusal is always the API server's.
+// CachedNextRevision is NextRevision, and says whether the revision is the cache's guess
+// (Reserve may find it taken by a revision written before this read) or the API server's
+// (taken then means a race). A refusal is always the API server's.
 func (s *Store) CachedNextRevision(ctx context.Context, namespace, name string, action Action) (rev int, guessed bool, err error) {
 	if s.Revisions == nil {
 		rev, err = s.nextRevision(ctx, namespace, name, action, false)

@@ -16,10 +16,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/release/storage"
 )
 
-// An uninstall deletes every record of its release, so "uninstalled" cannot be read from a
-// Secret: the executor writes a tombstone, a Lease of its own, which the notifier reports
-// and deletes (docs/design.md, "Uninstall and rollback"). It is not the revision's
-// heartbeat Lease: a release installed again under the same name reuses that one.
+// An uninstall deletes every record of its release, so the executor writes a tombstone, a
+// Lease of its own (not the heartbeat Lease, which a reinstall reuses), which the notifier
+// reports as "uninstalled" and deletes.
 const (
 	// LabelAction=ActionUninstall marks the Secret an async uninstall marked, and its
 	// tombstone (release.ActionUninstall is ActionUninstall).

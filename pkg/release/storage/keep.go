@@ -20,9 +20,8 @@ type Keep struct {
 }
 
 // KeepData wraps the Secrets client Helm's driver writes through during an action so that
-// k's entry survives Helm's rewrites of k.Secret while k.While holds (release.KeepEvent:
-// the stored event, while the revision is pending). Helm writes whole objects, so any
-// write without it would drop it. Without a value the client is not wrapped.
+// k's entry survives Helm's whole-object rewrites of k.Secret while k.While holds
+// (release.KeepEvent). Without a value the client is not wrapped.
 func KeepData(si typedcorev1.SecretInterface, k Keep) typedcorev1.SecretInterface {
 	if len(k.Value) == 0 {
 		return si

@@ -30,10 +30,9 @@ type failReason struct {
 // Seal refuses every later write.
 func (d *SealableDriver) Seal() { d.sealed.Store(true) }
 
-// FailWith makes reason the description of every later write of the revision as failed.
-// Set before the action's context is cancelled on purpose (a user's cancel): Helm then
-// records its failure with the real reason rather than "context canceled", so no reader or
-// status event sees the bare context error before the executor's own final write.
+// FailWith makes reason the description of every later write of the revision as failed,
+// set before the action's context is cancelled on purpose (a user's cancel): no reader sees
+// Helm's bare "context canceled" before the executor's own final write.
 func (d *SealableDriver) FailWith(version int, reason string) {
 	d.failReason.Store(&failReason{version: version, reason: reason})
 }
