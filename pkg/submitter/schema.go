@@ -24,8 +24,7 @@ type Schemas struct {
 	checker         *helmexec.Renderer
 }
 
-// NewSchemas keeps the schemas of up to size charts (and of bounds.LargeSchemasKept large
-// ones), least recently used first out.
+// NewSchemas keeps up to size schemas (bounds.LargeSchemasKept large ones), LRU.
 func NewSchemas(size int) *Schemas {
 	return &Schemas{compiled: cache.NewLRUExpireCache(size), large: cache.NewLRUExpireCache(bounds.LargeSchemasKept),
 		checker: &helmexec.Renderer{Limits: helmexec.DefaultValuesLimits}}

@@ -66,8 +66,7 @@ func Redact(s string) string {
 	}
 }
 
-// RedactError is err with the credentials of the URLs in its message redacted; errors.Is
-// and errors.As still see err.
+// RedactError redacts err's message; errors.Is and errors.As still see err.
 func RedactError(err error) error {
 	if err == nil {
 		return nil
@@ -126,8 +125,8 @@ func SplitIndexEntry(e string) (chartName, repoName string, err error) {
 	return e[:i], e[i+2:], nil
 }
 
-// validateNoRepo checks a chart outside any repository or fetched with a basic auth Secret:
-// an archive URL only (the console's rule), a Secret's name and its namespace.
+// validateNoRepo checks a chart outside any repository or with a basic auth Secret: an
+// archive URL only (the console's rule), the Secret's name and its namespace.
 func (r Ref) validateNoRepo() error {
 	if r.IndexEntry != "" {
 		return fmt.Errorf("%w: noRepo and basic_auth_secret_name name a chart by chart_url, not by indexEntry", ErrInvalid)

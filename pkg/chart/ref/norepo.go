@@ -29,8 +29,7 @@ func CheckArchiveURL(raw string) error {
 	return nil
 }
 
-// NoneSecret is the console's value of basic_auth_secret_name on an upgrade that clears
-// the Secret the release recorded.
+// NoneSecret is the console's basic_auth_secret_name that clears the recorded Secret.
 const NoneSecret = "__none__"
 
 // CheckAuthSecret checks a basic auth Secret's name (or NoneSecret when noneAllowed).

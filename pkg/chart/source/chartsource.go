@@ -72,8 +72,7 @@ func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
 // Source fetches charts through a cache.
 type Source struct {
 	HTTP *http.Client
-	// Repositories (name to URL) and their Credentials, unless Repos gives each namespace
-	// its own (package repos).
+	// Repositories (name to URL) and Credentials, unless Repos gives each namespace its own.
 	Repositories map[string]string
 	Credentials  map[string]Credentials
 	Repos        Repositories
@@ -81,8 +80,7 @@ type Source struct {
 	PlainHTTPRegistries []string
 	MaxBytes            int64
 	TTL                 time.Duration
-	// MaxCacheBytes bounds the cache's archives and parsed charts, each digest counted
-	// once (default bounds.DefaultCacheBytes).
+	// MaxCacheBytes bounds the cache's archives and parsed charts, a digest counted once.
 	MaxCacheBytes int64
 	// Budget bounds what a chart unpacks to, checked before Helm's loader runs.
 	Budget Budget
@@ -90,8 +88,8 @@ type Source struct {
 	// between tenants (pkg/fairqueue): each may take up to twice its budget while Helm's
 	// loader runs, so the budget alone does not bound memory under many callers.
 	MaxParallelLoads int
-	// AuthSecrets reads a chart's basic auth Secret (Ref.AuthSecret) for the caller (nil:
-	// such a chart is refused); Checker is asked before any repository's credentials go.
+	// AuthSecrets reads Ref.AuthSecret for the caller (nil: refused); Checker is asked
+	// before any repository's credentials go.
 	AuthSecrets AuthSecretReader
 	Checker     CredentialChecker
 

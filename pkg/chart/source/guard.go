@@ -19,8 +19,7 @@ var ErrForbiddenHost = errors.New("chart URL host is not allowed")
 type Policy struct {
 	AllowLoopback bool
 	AllowPrivate  bool
-	// AllowAddresses are "ip:port" destinations allowed whatever their range (an internal
-	// chart repository), without opening the whole range.
+	// AllowAddresses are "ip:port" allowed whatever their range (an internal repository).
 	AllowAddresses []string
 	// MaxRedirects followed (each one checked again); default 5.
 	MaxRedirects int
