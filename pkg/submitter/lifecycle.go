@@ -176,6 +176,22 @@ func (s *Service) reserveRollback(ctx context.Context, req api.RollbackRequest, 
 	return &Accepted{Secret: forClient(sec), Revision: rev, RequestID: id}, nil
 }
 
+// rollbackTarget reads revision to, the record a rollback restores, and its apply method
+// in one read: the pin digests the record and the apply method it holds together.
+func (s *Service) rollbackTarget(ctx context.Context, namespace, name string, to int) (*helmrelease.Release, string, error) {
+	target, method, err := s.Store.GetWithApplyMethod(ctx, namespace, name, to)
+	if to < 1 || errors.Is(err, release.ErrNotFound) {
+		return nil, "", fmt.Errorf("%w: %s/%s has no revision %d", ErrRevisionNotFound, namespace, name, to)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if target.Chart == nil || target.Chart.Metadata == nil {
+		return nil, "", fmt.Errorf("%w: revision %d of %s/%s records no chart", ErrRevisionNotFound, to, namespace, name)
+	}
+	return target, method, nil
+}
+
 // authorize checks the caller may use these verbs on Secrets in namespace, and returns
 // the identity the executor acts as (empty when authentication is off).
 func (s *Service) authorize(ctx context.Context, user *auth.User, namespace string, verbs ...string) (events.Caller, error) {

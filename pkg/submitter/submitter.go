@@ -350,16 +350,12 @@ func (s *Service) rollbackPin(ctx context.Context, action release.Action, req ap
 		(base.Info.Status != helmrelease.StatusDeployed && base.Info.Status != helmrelease.StatusSuperseded) {
 		return &release.Pin{}, nil
 	}
-	return s.pinOf(ctx, req.Namespace, base)
-}
-
-// pinOf pins rel with the apply method its Secret holds (Helm v4's, beside Helm v3's fields).
-func (s *Service) pinOf(ctx context.Context, namespace string, rel *helmrelease.Release) (*release.Pin, error) {
-	method, err := s.Store.ApplyMethod(ctx, namespace, rel.Name, rel.Version)
+	// The pin holds Helm v4's apply method too, beside Helm v3's fields.
+	method, err := s.Store.ApplyMethod(ctx, req.Namespace, base.Name, base.Version)
 	if err != nil {
 		return nil, err
 	}
-	return release.PinOf(rel, method)
+	return release.PinOf(base, method)
 }
 
 // reusedValuesPin pins the values an upgrade may reuse (none given, reuse_values, or the
