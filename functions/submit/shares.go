@@ -5,10 +5,8 @@ import (
 	"github.com/async-helm/async-helm/pkg/fairqueue"
 )
 
-// registerShares exports what each tenant has of submit's slot pools (docs/design.md,
-// "Tenants and shares"): asynchelm_submit_slots_{queued,oldest_wait_seconds,held}{pool,
-// namespace,caller} for the template route's render slots and the index fetch slots. The
-// ledger's queues per namespace and per caller are ledger.QueueMetrics'.
+// registerShares exports what each tenant has of submit's render and index fetch slots:
+// asynchelm_submit_slots_{queued,oldest_wait_seconds,held}{pool,namespace,caller}.
 func (f *Function) registerShares(renders *chartsource.RenderSlots, src *chartsource.Source) {
 	if f.metrics == nil {
 		return

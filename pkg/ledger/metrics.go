@@ -12,10 +12,9 @@ type queued struct {
 	oldest time.Time
 }
 
-// queues is every namespace's and every caller's queue (a caller with many namespaces is
-// one tenant: docs/design.md, "Tenants and shares"), from the book, so nothing a tenant
-// writes in its namespace moves it. Entries without a caller (no authentication) count for
-// no caller; the caller is the ledger's key of it (CallerKey), the only name it keeps.
+// queues is every namespace's and every caller's queue, from the book, so nothing a tenant
+// writes in its namespace moves it. A caller is named by its key (CallerKey); entries
+// without one (no authentication) count for no caller.
 func (b *Book) queues() (byNamespace, byCaller map[string]queued) {
 	byNamespace, byCaller = map[string]queued{}, map[string]queued{}
 	b.mu.Lock()

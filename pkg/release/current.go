@@ -87,10 +87,9 @@ func (s *Store) deployed(ctx context.Context, namespace, name string, cached boo
 	return nil, fmt.Errorf("%w: %s/%s has no deployed revision", ErrNotFound, namespace, name)
 }
 
-// ChartDigest identifies a chart stored in a release record: sha256 of its JSON encoding,
-// the form Helm stores it in, so a chart decoded from the same record always gives the
-// same digest. Submit puts the deployed chart's digest into a chart-less upgrade's event;
-// the executor runs that chart only if it still has that digest.
+// ChartDigest identifies a chart stored in a release record: sha256 of its JSON encoding, as
+// Helm stores it. A chart-less upgrade's event carries the deployed chart's; the executor
+// runs that chart only if it still has that digest.
 func ChartDigest(ch *chart.Chart) (string, error) {
 	b, err := json.Marshal(ch)
 	if err != nil {

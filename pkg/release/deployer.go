@@ -14,12 +14,10 @@ import (
 	"github.com/async-helm/async-helm/pkg/signing"
 )
 
-// DataDeployer is the data entry of a release Secret that says who wrote its hooks: the
-// keyed digest of the identity an async-helm action ran as when its Helm wrote the record,
-// and the digest of the hooks it wrote, sealed with the signing key for this Secret (its
-// namespace, name and UID). The record is the tenant's to rewrite; the seal is not: an
-// uninstall runs the record's delete hooks only when the uninstaller is that identity and
-// only while the hooks are the ones sealed (docs/design.md, "Uninstall and rollback").
+// DataDeployer is the data entry of a release Secret that says who wrote its hooks: the keyed
+// digest of the identity the action ran as and of the hooks it wrote, sealed for this Secret
+// (namespace, name, UID). The tenant may rewrite the record, not the seal: an uninstall runs
+// its delete hooks only as that identity, and only while they are the hooks sealed.
 const DataDeployer = "async-helm.io.deployer"
 
 // MaxDeployerBytes bounds the entry read back (it is tenant input until it verifies).

@@ -143,9 +143,8 @@ func (s *Store) failRecord(ctx context.Context, rel *helmrelease.Release, reason
 }
 
 // MarkUndecodable fails a pending revision of ours whose record does not decode, in its
-// labels only (status failed, queued dropped, the reason in AnnotationFailure): nothing can
-// rewrite its payload, but every reader of labels then sees it final. The write carries the
-// resourceVersion read; it reports whether it marked the revision.
+// labels only (status failed, queued dropped, AnnotationFailure), at the resourceVersion
+// read; it reports whether it marked the revision.
 func (s *Store) MarkUndecodable(ctx context.Context, rev Revision, reason string) (bool, error) {
 	if !rev.Ours || !IsPending(rev.Status) {
 		return false, nil

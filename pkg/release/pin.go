@@ -70,9 +70,8 @@ type pinned struct {
 }
 
 // RecordDigest identifies what a rollback to rel applies: sha256 of its chart, values,
-// manifest, hooks (without their last run, which running them changes), notes and apply
-// method (its Secret's, beside Helm v3's fields). Its status and description are not part
-// of it: async-helm's own actions move those.
+// manifest, hooks (without their last run), notes and apply method; not its status and
+// description, which async-helm's own actions move.
 func RecordDigest(rel *helmrelease.Release, applyMethod string) (string, error) {
 	p := pinned{Chart: rel.Chart, Config: rel.Config, Manifest: rel.Manifest, ApplyMethod: applyMethod}
 	if rel.Info != nil {

@@ -9,10 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// StoredRequest is what the sweeper needs of a pending revision's Secret before it sends
-// the work again: the Secret's labels as read now (with its UID), the stored event, and
-// whether the record itself decodes. Nothing in it is trusted: the sweeper checks the event
-// against the rest.
+// StoredRequest is what the sweeper needs of a pending revision's Secret before it sends the
+// work again: its labels and UID as read now, the stored event, whether the record decodes.
+// Nothing in it is trusted: the sweeper checks the event against the rest.
 type StoredRequest struct {
 	Revision Revision
 	// Event is the stored accepted event (nil when there is none or the revision is final).
@@ -44,10 +43,9 @@ func (s *Store) StoredRequest(ctx context.Context, namespace, secretName string)
 	return out, nil
 }
 
-// KeptRequest is what a release Secret holds that can name the request it was accepted
-// for, read whatever its labels say: its UID and labels (the request-id label and the
-// seal) and the stored event. Nothing in it is trusted: a cancel checks the seal and the
-// event's signature before it binds a request named there.
+// KeptRequest is what a release Secret holds that can name its request, whatever its labels
+// say: UID, labels (request id, seal) and the stored event. Nothing in it is trusted: a cancel
+// checks the seal and the event's signature before it binds a request named there.
 type KeptRequest struct {
 	UID    types.UID
 	Labels map[string]string

@@ -10,10 +10,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// V4Fields are the fields of a Helm v4 record that Helm v3's release type has not
-// (docs/design.md, "Two engines"). A record async-helm rewrites through v3's types
-// (MarkFailed) keeps them: Helm v4's `auto` apply reads apply_method of the record an
-// upgrade or rollback replaces.
+// V4Fields are the fields of a Helm v4 record that v3's release type has not, kept when
+// async-helm rewrites it through v3's types (MarkFailed): v4's `auto` apply reads apply_method.
 type V4Fields struct {
 	ApplyMethod string `json:"apply_method,omitempty"`
 	Info        struct {

@@ -127,10 +127,9 @@ func (s *Store) Consume(ctx context.Context, r Record) (first bool, err error) {
 	return false, nil
 }
 
-// MarkDone records the outcome of the request's action on its record (the executor's
-// write, once Helm returned). The record must exist: the executor consumed the request
-// before it ran it. A read and a conditional update, not a patch: the executor's role may
-// get and update Leases, not patch them.
+// MarkDone records the outcome of the request's action on its record (which must exist:
+// the executor consumed it first), with a read and a conditional update: the executor's role
+// may get and update Leases, not patch them.
 func (s *Store) MarkDone(ctx context.Context, requestID, outcome string) error {
 	return s.annotate(ctx, requestID, annOutcome, outcome, "record the outcome of")
 }

@@ -2,11 +2,10 @@ package lease
 
 import "github.com/async-helm/async-helm/pkg/signing"
 
-// AnnotationCancelSignature proves a cancel request on a Lease was written by submit for
-// the caller it names: a signature (signing.Cancel) over the Lease's namespace and name, the
-// request it stops and the canceller, with the key submit signs events with. Anyone who may patch
-// Leases in a namespace can write AnnotationCancel, or copy a signed one from an earlier request's
-// Lease of the same name; only submit can sign it, and only for the request the executor runs.
+// AnnotationCancelSignature proves a cancel request on a Lease was written by submit for the
+// caller it names: signing.Cancel over the Lease's namespace and name, the request it stops
+// and the canceller. Anyone who may patch Leases can write (or copy) AnnotationCancel; only
+// submit can sign it, and only for the request the executor runs.
 const AnnotationCancelSignature = "async-helm.io/cancel-signature"
 
 // cancelText is what a cancel's signature (signing.Cancel) covers.

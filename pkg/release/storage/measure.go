@@ -82,10 +82,8 @@ func (m *measured) measure(rls *helmrelease.Release) error {
 	return nil
 }
 
-// Measure refuses a record whose manifest and hooks together expand past a render's
-// bounds. The manifest is measured document by document, as Helm wrote it ("---",
-// "# Source: <file>", the document): the render measured the documents, not the lines
-// Helm adds around them.
+// Measure refuses a record whose manifest and hooks together expand past a render's bounds,
+// the manifest measured by document as the render was (not the lines Helm adds around them).
 func Measure(rls *helmrelease.Release) error {
 	total := yamlsize.NewTotal(yamlsize.Size{Bytes: bounds.MaxRenderedBytes, Nodes: bounds.MaxRenderedNodes})
 	err := documents(rls.Manifest, func(doc string) error { return total.Add([]byte(doc)) })
