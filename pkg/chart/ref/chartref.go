@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // ErrInvalid is a reference that cannot name a chart.
@@ -141,4 +145,91 @@ func (r Ref) validateNoRepo() error {
 		return fmt.Errorf("%w: basic_auth_secret_name %q needs the namespace it is read from", ErrInvalid, r.AuthSecret)
 	}
 	return nil
+}
+
+// The console's rule for a chart URL outside any repository (IsValidChartURL): oci://<host>
+// or http(s)://<host>[:port]/<path>.tgz|.tar.gz, host labels as RFC 1123 has them.
+var (
+	dnsLabel  = `[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?`
+	hostPort  = dnsLabel + `(?:\.` + dnsLabel + `)*\.?(?::\d+)?`
+	ociURLRe  = regexp.MustCompile(`(?i)^oci://` + hostPort)
+	httpURLRe = regexp.MustCompile(`(?i)^https?://` + hostPort + `/.+\.(?:tar\.gz|tgz)$`)
+)
+
+// IsChartArchiveURL is the console's IsValidChartURL.
+func IsChartArchiveURL(raw string) bool {
+	return ociURLRe.MatchString(raw) || httpURLRe.MatchString(raw)
+}
+
+// CheckArchiveURL refuses, as the console does, a URL that is not IsChartArchiveURL.
+func CheckArchiveURL(raw string) error {
+	if !IsChartArchiveURL(raw) {
+		return fmt.Errorf("%w: invalid chart URL %q: must be oci:// or http(s)://*.tgz", ErrInvalid, Redact(raw))
+	}
+	return nil
+}
+
+// NoneSecret is the console's basic_auth_secret_name that clears the recorded Secret.
+const NoneSecret = "__none__"
+
+// CheckAuthSecret checks a basic auth Secret's name (or NoneSecret when noneAllowed).
+func CheckAuthSecret(name string, noneAllowed bool) error {
+	if name == "" || (noneAllowed && name == NoneSecret) {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("%w: basic_auth_secret_name %q: %s", ErrInvalid, name, errs[0])
+	}
+	return nil
+}
+
+// The chart annotations the console writes into a release's chart installed by URL outside
+// any repository (openshift/console pkg/helm/actions): an upgrade finds its Secret there.
+const (
+	AnnotationChartURL     = "chart_url"
+	AnnotationInstallation = "installation"
+	InstallationURL        = "url_install"
+	AnnotationAuthSecret   = "helm.openshift.io/auth-secret"
+)
+
+// URLInstall is what a chart by URL records in its chart's annotations.
+type URLInstall struct {
+	ChartURL, Installation, AuthSecret string
+}
+
+// Annotations are the annotations u writes (none when it is empty).
+func (u URLInstall) Annotations() map[string]string {
+	out := map[string]string{}
+	for k, v := range map[string]string{AnnotationChartURL: u.ChartURL, AnnotationInstallation: u.Installation, AnnotationAuthSecret: u.AuthSecret} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Annotate writes u's annotations into a chart the caller owns (not a shared one).
+func (u URLInstall) Annotate(ch *chart.Chart) {
+	ann := u.Annotations()
+	if ch == nil || len(ann) == 0 {
+		return
+	}
+	if ch.Metadata == nil {
+		ch.Metadata = &chart.Metadata{}
+	}
+	if ch.Metadata.Annotations == nil {
+		ch.Metadata.Annotations = map[string]string{}
+	}
+	for k, v := range ann {
+		ch.Metadata.Annotations[k] = v
+	}
+}
+
+// RecordedURLInstall is what a stored release's chart recorded.
+func RecordedURLInstall(ch *chart.Chart) URLInstall {
+	if ch == nil || ch.Metadata == nil {
+		return URLInstall{}
+	}
+	a := ch.Metadata.Annotations
+	return URLInstall{ChartURL: a[AnnotationChartURL], Installation: a[AnnotationInstallation], AuthSecret: a[AnnotationAuthSecret]}
 }
