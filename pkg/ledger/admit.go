@@ -47,14 +47,11 @@ const (
 	CountedRetained = "retained"
 )
 
-// Decide admits a request or says which bound refuses it. Below Max everyone is admitted
-// (work-conserving: a tenant alone may use the whole bound); from Max a namespace or a
-// caller holding its share (Max over the number of namespaces, or of callers, holding
-// entries) or more is refused, and one within its share is still admitted; at the
-// Ceiling everyone is refused.
-//
-// The retained requests are decided the same way against MaxRetained, without a ceiling:
-// a tenant within its share is never refused for the records of others.
+// Decide admits a request or says which bound refuses it. Below Max everyone is admitted (a
+// tenant alone may use the whole bound); from Max a namespace or caller holding its share
+// (Max over the namespaces, or callers, holding entries) or more is refused, one within it
+// still admitted; at the Ceiling everyone is refused. Retained requests are decided the same
+// way against MaxRetained, without a ceiling.
 func Decide(c Counts, l Limits) *Refusal {
 	if l.PerNamespace > 0 && c.Namespace >= l.PerNamespace {
 		return &Refusal{Scope: "in the namespace", Counted: CountedQueued, Queued: c.Namespace, Limit: l.PerNamespace}

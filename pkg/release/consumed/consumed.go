@@ -1,7 +1,6 @@
-// Package consumed records which accepted events were acted on, in state only async-helm
-// writes: a Lease per request id in async-helm's own namespace. A tenant can copy a signed
-// event and relabel a Secret in its namespace; it cannot write these records, so an event is
-// bound to the one reservation Secret (by UID) it was first consumed for.
+// Package consumed records which accepted events were acted on, as a Lease per request id
+// in async-helm's own namespace, which tenants cannot write: an event is bound to the one
+// reservation Secret (by UID) it was first consumed for, whatever a tenant copies or relabels.
 package consumed
 
 import (

@@ -102,9 +102,8 @@ func (h *Heartbeat) hold(ctx context.Context, namespace, key, holder string) (*H
 	return &Held{h: h, namespace: namespace, holder: holder, lease: l}, nil
 }
 
-// Annotations of a revision's Lease: what the action is doing (progress.Progress as JSON,
-// written by the executor at most every 2 s) and who asked to cancel it (written by submit).
-// They live and die with the Lease, where Helm's rewrites of the secret cannot erase them.
+// Annotations of a revision's Lease, where Helm's rewrites of the Secret cannot erase them:
+// the action's progress (progress.Progress as JSON) and who asked to cancel it (by submit).
 const (
 	AnnotationProgress = "async-helm.io/progress"
 	AnnotationCancel   = "async-helm.io/cancel"

@@ -9,9 +9,8 @@ import (
 )
 
 // AdoptingDriver wraps Helm's storage driver so that Helm's own Install/Upgrade adopt a
-// reservation: until adopted, the reserved revision is invisible (Helm's checks see the
-// history as it was before the reservation) and Helm's Create of the reserved key is turned
-// into an Update, keeping the secret's name and UID. See docs/design.md.
+// reservation: until then it is invisible to Helm's checks, and Helm's Create of the reserved
+// key becomes an Update, keeping the Secret's name and UID.
 type AdoptingDriver struct {
 	driver.Driver
 	name     string

@@ -13,11 +13,9 @@ import (
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
 )
 
-// ErrManifestsTooLarge is a record whose manifest and hooks expand, aliases written out,
-// past the bounds of a render (bounds.MaxRenderedBytes, bounds.MaxRenderedNodes): Helm's
-// upgrade, rollback and uninstall parse the records they act on (the kube client's Build,
-// releaseutil.SortManifests) with every alias written out, and a record is read from the
-// tenant's namespace. A record Helm wrote from a render async-helm allowed is within them.
+// ErrManifestsTooLarge is a record whose manifest and hooks expand, aliases written out, past
+// a render's bounds (bounds.MaxRenderedBytes, bounds.MaxRenderedNodes): Helm's upgrade,
+// rollback and uninstall parse the tenant's records so. A record from an allowed render fits.
 var ErrManifestsTooLarge = errors.New("the record's manifests are too large")
 
 // Measured wraps d so that every record it reads (Get, List, Query) is measured first: one
