@@ -90,13 +90,23 @@ func (c *tenantLRU[V]) evict(owners []string) {
 	}
 }
 
-// heaviest is the first owner holding the most, the least recently used of equals.
+// heaviest is the owner holding the most, the least recently used of equals. It reads the
+// owners' totals, not the entries: a cache full of small values must not make every put a
+// walk under the lock every read takes; only equal totals (or none) walk the entries.
 func (c *tenantLRU[V]) heaviest() string {
 	var top string
-	most := int64(-1)
-	for e := c.order.Back(); e != nil; e = e.Prev() {
-		if o := e.Value.(*tenantEntry[V]).owners[0]; c.held[o] > most {
-			top, most = o, c.held[o]
+	most, equal := int64(-1), 0
+	for o, h := range c.held {
+		if h > most {
+			top, most, equal = o, h, 1
+		} else if h == most {
+			equal++
+		}
+	}
+	most = max(most, 0) // no total at all: the values left cost nothing
+	for e := c.order.Back(); equal != 1 && e != nil; e = e.Prev() {
+		if o := e.Value.(*tenantEntry[V]).owners[0]; c.held[o] == most {
+			return o
 		}
 	}
 	return top
