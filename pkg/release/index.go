@@ -78,27 +78,25 @@ func dropManagedFields(obj any) (any, error) {
 		return obj, nil
 	}
 	m.TypeMeta = metav1.TypeMeta{APIVersion: intern(m.APIVersion), Kind: intern(m.Kind)}
-	m.ObjectMeta = keptMeta(m.ObjectMeta)
-	m.Namespace = intern(m.Namespace)
-	for _, kept := range []map[string]string{m.Labels, m.Annotations} {
-		for k, v := range kept {
-			if !unshared[k] {
-				kept[k] = intern(v)
-			}
-		}
-	}
+	m.ObjectMeta = keptMetaSharing(m.ObjectMeta, intern)
 	return m, nil
 }
 
 // keptMeta is what async-helm keeps of a release Secret's metadata, in the index and every
 // list: its identity, and the labels and annotations its readers use, within maxIndexedBytes.
 func keptMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return keptMetaSharing(m, func(s string) string { return s })
+}
+
+// keptMetaSharing is keptMeta with the namespace and every shared value passed through share
+// as it is copied (the index interns them).
+func keptMetaSharing(m metav1.ObjectMeta, share func(string) string) metav1.ObjectMeta {
 	budget := maxIndexedBytes
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+	return metav1.ObjectMeta{Name: m.Name, Namespace: share(m.Namespace), UID: m.UID,
 		ResourceVersion: m.ResourceVersion, CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
-		Labels:            keepIndexed(m.Labels, indexedLabels, &budget),
-		Annotations:       keepIndexed(m.Annotations, indexedAnnotations, &budget)}
+		Labels:            keepIndexed(m.Labels, indexedLabels, &budget, share),
+		Annotations:       keepIndexed(m.Annotations, indexedAnnotations, &budget, share)}
 }
 
 // unshared are the kept keys whose values are one Secret's own: interning them would
@@ -117,8 +115,8 @@ func intern(s string) string {
 
 // keepIndexed is the entries of in whose key is in keep, values cut at maxIndexedValue, in
 // keep's order while budget lasts (nil when none is kept; labels first: they name the
-// revision), in a map sized for what it keeps.
-func keepIndexed(in map[string]string, keep []string, budget *int) map[string]string {
+// revision), in a map sized for what it keeps; values not unshared pass through share.
+func keepIndexed(in map[string]string, keep []string, budget *int, share func(string) string) map[string]string {
 	n := 0
 	for _, k := range keep {
 		if _, ok := in[k]; ok {
@@ -141,6 +139,9 @@ func keepIndexed(in map[string]string, keep []string, budget *int) map[string]st
 			continue
 		}
 		*budget -= len(k) + len(v)
+		if !unshared[k] {
+			v = share(v)
+		}
 		out[k] = v
 	}
 	if len(out) == 0 {
