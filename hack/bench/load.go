@@ -32,6 +32,7 @@ type result struct {
 	rate     float64 // successful requests per second of wall time
 	ok, n    int
 	firstErr error
+	busiest  string // what used the machine's CPU meanwhile (closed-loop rounds)
 }
 
 func summarize(s []sample, wall time.Duration) result {
@@ -93,9 +94,12 @@ func closedLoopRounds(n, clients, nRounds int, fns ...func(i int) error) []round
 	for r := 0; r < nRounds; r++ {
 		for k := range fns {
 			j := (r + k) % len(fns)
+			p0 := snapshotProcs("/proc")
 			s, w := closedLoopSamples(r*per, per, clients, fns[j])
 			samples[j], walls[j] = append(samples[j], s...), walls[j]+w
-			out[j].rounds = append(out[j].rounds, summarize(s, w))
+			res := summarize(s, w)
+			res.busiest = busiest(p0, snapshotProcs("/proc"), 6)
+			out[j].rounds = append(out[j].rounds, res)
 		}
 	}
 	for j := range fns {

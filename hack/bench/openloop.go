@@ -37,29 +37,32 @@ func (b *bench) openLoops(ctx context.Context, submitURL, hopURL, ns string, raw
 			}
 			sides := []func(){
 				func() {
-					c0 := readCPUTimes()
+					c0, p0 := readCPUTimes(), snapshotProcs("/proc")
 					r := openLoop(ctx, rate, b.o.openFor, inFlight, raw(fmt.Sprintf("open%d-%d-", rate, rep)))
 					pr.raw.rounds, pr.rawBusy = append(pr.raw.rounds, r), append(pr.rawBusy, busySince(c0))
+					b.logf("  open loop %d/s round %d, raw creates: p99 %s; busiest: %s", rate, rep+1, msF(r.p99), busiest(p0, snapshotProcs("/proc"), 6))
 				},
 				func() {
-					c0 := readCPUTimes()
+					c0, p0 := readCPUTimes(), snapshotProcs("/proc")
 					r := openLoop(ctx, rate, b.o.openFor, inFlight, func(i int) error {
 						return hoc.install(ctx, req(fmt.Sprintf("hopopen%d-%d-%d", rate, rep, i)))
 					})
 					pr.hop.rounds, pr.hopBusy = append(pr.hop.rounds, r), append(pr.hopBusy, busySince(c0))
+					b.logf("  open loop %d/s round %d, one-hop floor: p99 %s; busiest: %s", rate, rep+1, msF(r.p99), busiest(p0, snapshotProcs("/proc"), 6))
 				},
 				func() {
 					before := stepTimes{}
 					_ = scrapeInstance(ctx, submitURL+"/metrics", before)
-					c0 := readCPUTimes()
+					c0, p0 := readCPUTimes(), snapshotProcs("/proc")
 					r := openLoop(ctx, rate, b.o.openFor, inFlight, func(i int) error {
 						return oc.install(ctx, req(fmt.Sprintf("open%d-%d-%d", rate, rep, i)))
 					})
 					pr.sub.rounds, pr.subBusy = append(pr.sub.rounds, r), append(pr.subBusy, busySince(c0))
+					busy := busiest(p0, snapshotProcs("/proc"), 6)
 					pr.conns += oc.connsOpened()
 					after := stepTimes{}
 					if err := scrapeInstance(ctx, submitURL+"/metrics", after); err == nil {
-						b.logf("  open loop %d/s round %d: p99 %s (raw %s); %s", rate, rep+1, msF(r.p99), figure{pr.raw.lastP99(), "ms"}, after.note(before))
+						b.logf("  open loop %d/s round %d: p99 %s (raw %s); %s; busiest: %s", rate, rep+1, msF(r.p99), figure{pr.raw.lastP99(), "ms"}, after.note(before), busy)
 					}
 				},
 			}

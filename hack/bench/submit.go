@@ -86,6 +86,7 @@ func (b *bench) submitSection(ctx context.Context) error {
 	// verdicts are the median round's.
 	oneRounds := closedLoopRounds(b.o.single*b.o.repeats, 1, b.o.repeats, raw("one"), sub("one"))
 	f1, s1 := oneRounds[0], oneRounds[1]
+	b.logRounds("closed loop, 1 client", []string{"raw", "submit"}, oneRounds)
 	b.compare(sec, "time-to-201 p50, 1 client", msF(s1.all.p50), floor+" p50", msF(f1.all.p50), "", nil, s1.all.note())
 	b.compareRepeated(sec, "time-to-201 p99, 1 client", repeatedOf(s1, f1, p99ms), "ms", floor+" p99", "<= raw + 5 ms", plusAtMost(5), "")
 	b.compareRepeated(sec, "accepted/s, 1 client", repeatedOf(s1, f1, rateOf), "/s", "raw creates/s", "", nil, "")
@@ -94,6 +95,7 @@ func (b *bench) submitSection(ctx context.Context) error {
 	c.connsOpened()
 	rs := closedLoopRounds(b.o.concurrent, b.o.clients, b.o.repeats, raw("many"), hop("many"), sub("many"))
 	fN, hN, sN := rs[0], rs[1], rs[2]
+	b.logRounds(fmt.Sprintf("closed loop, %d clients", b.o.clients), []string{"raw", "one-hop floor", "submit"}, rs)
 	b.logf("  closed loop, %d clients, %d rounds each: %d connections opened", b.o.clients, b.o.repeats, c.connsOpened())
 	nc := fmt.Sprintf("%d clients", b.o.clients)
 	b.compare(sec, "time-to-201 p50, "+nc, msF(sN.all.p50), floor+" p50", msF(fN.all.p50), "", nil, sN.all.note())
@@ -289,4 +291,14 @@ func (b *bench) chartCache(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// logRounds logs each round of each side with what used the machine meanwhile, so a round
+// that swung shows what it shared the machine with.
+func (b *bench) logRounds(name string, sides []string, rs []rounds) {
+	for j, side := range sides {
+		for i, r := range rs[j].rounds {
+			b.logf("  %s round %d, %s: p50 %s p99 %s, %.0f/s; busiest: %s", name, i+1, side, msF(r.p50), msF(r.p99), r.rate, r.busiest)
+		}
+	}
 }
