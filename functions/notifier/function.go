@@ -88,7 +88,7 @@ func (f *Function) Start(ctx context.Context) error {
 
 // newSweeper is the leader's loop beside the notifier (reading the index in watch mode).
 func (f *Function) newSweeper(cl *kube.Clients, store *release.Store, records *consumed.Store,
-	redrive sweeper.EventSender, revisions *release.RevisionIndex) *sweeper.Sweeper {
+	redrive events.Sink, revisions *release.RevisionIndex) *sweeper.Sweeper {
 	sw := &sweeper.Sweeper{Store: store, Reporter: f.svc, Redrive: redrive, Log: f.log,
 		Namespaces: f.cfg.Namespaces, SigningKey: signing.Key(f.cfg.EventSigningKey), EventMaxAge: f.cfg.EventMaxAge,
 		Consumed: records,

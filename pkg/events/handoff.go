@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Sink is where a Handoff's events go (*Sender).
+// Sink delivers one event; nil: the sink acknowledged it (*Sender; a Handoff's, the notifier's).
 type Sink interface {
 	Send(ctx context.Context, e cloudevents.Event) error
 }

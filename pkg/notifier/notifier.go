@@ -198,7 +198,7 @@ func (s *Service) forget(key string) {
 
 // catchUp enqueues every release secret once, for transitions missed while not running.
 func (s *Service) catchUp(ctx context.Context) error {
-	for _, ns := range s.namespaces() {
+	for _, ns := range release.Watched(s.Namespaces) {
 		metas, err := s.Store.ReleaseMetas(ctx, ns)
 		if err != nil {
 			return err
@@ -316,6 +316,11 @@ func (s *Service) report(ctx context.Context, key string, rev release.Revision, 
 		return err
 	}
 	s.attachLogTail(ctx, &change)
+	return s.sendStatus(ctx, change)
+}
+
+// sendStatus sends change's event, within 30 s.
+func (s *Service) sendStatus(ctx context.Context, change events.StatusChange) error {
 	e, err := events.NewStatus(change)
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ type progressEvents struct {
 
 func (s *Service) startProgress(ctx context.Context, interval time.Duration) error {
 	p := &progressEvents{s: s, interval: interval, latest: map[string]*events.ProgressChange{}, sent: map[string]time.Time{}}
-	if err := s.leases.watch(ctx, s.Client, s.namespaces(), cache.ResourceEventHandlerFuncs{
+	if err := s.leases.watch(ctx, s.Client, release.Watched(s.Namespaces), cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.observe,
 		UpdateFunc: func(_, obj any) { p.observe(obj) },
 		DeleteFunc: p.forget,

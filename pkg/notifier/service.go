@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,17 +14,13 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/logonce"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
 	"github.com/async-helm/async-helm/pkg/release/lease"
 	"github.com/async-helm/async-helm/pkg/signing"
 )
-
-// EventSender delivers one event and reports whether the sink acknowledged it.
-type EventSender interface {
-	Send(ctx context.Context, e cloudevents.Event) error
-}
 
 // Store is the notifier's one door to release Secrets and tombstones (release.Store).
 type Store interface {
@@ -56,7 +51,7 @@ type Service struct {
 	// Metadata builds the RevisionIndex when Revisions is nil.
 	Metadata metadata.Interface
 	Store    Store
-	Sender   EventSender
+	Sender   events.Sink
 	Log      *zap.SugaredLogger
 	// Namespaces to watch; empty watches all.
 	Namespaces []string
@@ -118,13 +113,6 @@ func (s *Service) Init() {
 	if s.queue == nil {
 		s.queue, s.marks = newKeyQueue("release-status"), newKeyQueue("release-status-marks")
 	}
-}
-
-func (s *Service) namespaces() []string {
-	if len(s.Namespaces) == 0 {
-		return []string{metav1.NamespaceAll}
-	}
-	return s.Namespaces
 }
 
 // LogTails reads the end of a revision's action log (actionlog.Store.Tail).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/cache"
@@ -31,7 +30,7 @@ func (s *Service) watchTombstones(ctx context.Context) error {
 			}
 		}
 	}
-	return s.leases.watch(ctx, s.Client, s.namespaces(), cache.ResourceEventHandlerFuncs{
+	return s.leases.watch(ctx, s.Client, release.Watched(s.Namespaces), cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})
@@ -44,7 +43,7 @@ func (s *Service) QueueTombstones(ctx context.Context) error {
 		s.queueTombstones(cached)
 		return s.pageTombstones(ctx, full)
 	}
-	return s.pageTombstones(ctx, s.namespaces())
+	return s.pageTombstones(ctx, release.Watched(s.Namespaces))
 }
 
 // queueTombstones queues the cached tombstones but those of uninstalls the cache shows alive.
@@ -111,13 +110,7 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	change := events.StatusChange{Namespace: ns, Name: t.Name, Revision: t.Revision,
 		Status: events.StatusUninstalled, RequestID: t.RequestID}
 	change.Chart, change.ChartVersion, _ = release.ParseChartLabel(t.Chart)
-	e, err := events.NewStatus(change)
-	if err != nil {
-		return err
-	}
-	sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.Sender.Send(sendCtx, e); err != nil {
+	if err := s.sendStatus(ctx, change); err != nil {
 		return err
 	}
 	return s.Store.BuryTombstone(ctx, t)

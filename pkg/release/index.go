@@ -28,13 +28,18 @@ type RevisionIndex struct {
 	informers []cache.SharedIndexInformer
 }
 
+// Watched is the namespaces named, or every namespace when none is.
+func Watched(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return namespaces
+}
+
 // NewRevisionIndex builds the index over namespaces (none: every namespace). Run starts it.
 func NewRevisionIndex(md metadata.Interface, namespaces ...string) (*RevisionIndex, error) {
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
 	x := &RevisionIndex{}
-	for _, ns := range namespaces {
+	for _, ns := range Watched(namespaces) {
 		f := metadatainformer.NewFilteredSharedInformerFactory(md, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = SelectorReleaseSecrets
 		})

@@ -84,7 +84,7 @@ func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, err
 		return s.Index.PendingRevisions(), nil
 	}
 	var out []release.Revision
-	for _, ns := range s.namespaces() {
+	for _, ns := range release.Watched(s.Namespaces) {
 		revs, err := s.Store.PendingRevisions(ctx, ns)
 		if err != nil {
 			return nil, err

@@ -8,12 +8,11 @@ import (
 	"context"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/async-helm/async-helm/pkg/events"
 	"github.com/async-helm/async-helm/pkg/logonce"
 	"github.com/async-helm/async-helm/pkg/release"
 	"github.com/async-helm/async-helm/pkg/release/consumed"
@@ -45,11 +44,6 @@ type Reporter interface {
 	CachedLease(namespace, name string) *coordinationv1.Lease
 }
 
-// EventSender delivers one event and reports whether the sink acknowledged it.
-type EventSender interface {
-	Send(ctx context.Context, e cloudevents.Event) error
-}
-
 // ConsumedRecords are the executor's records of the requests it started (*consumed.Store).
 type ConsumedRecords interface {
 	Lookup(ctx context.Context, requestID string) (*consumed.Record, error)
@@ -78,7 +72,7 @@ type Sweeper struct {
 	// Reporter, when set, is the notifier whose tombstones and cached Leases a pass uses.
 	Reporter Reporter
 	// Redrive sends stored accepted events back to the broker.
-	Redrive EventSender
+	Redrive events.Sink
 	Log     *zap.SugaredLogger
 	// Namespaces to sweep; empty sweeps all.
 	Namespaces []string
@@ -98,13 +92,6 @@ type Sweeper struct {
 	sent   sentLog     // this leader's own record of its re-sends (sentlog.go)
 	pruned time.Time   // when consumed records were last pruned (redrive.go)
 	once   logonce.Set // what a hostile record causes, logged once
-}
-
-func (s *Sweeper) namespaces() []string {
-	if len(s.Namespaces) == 0 {
-		return []string{metav1.NamespaceAll}
-	}
-	return s.Namespaces
 }
 
 // SweepResult counts what one pass did (Deferred: re-sends left for a later pass).
