@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // Config is the action log's environment (executor: bytes, keep, flush; notifier: max age).
@@ -43,9 +45,7 @@ func (s *Store) PruneEvery(ctx context.Context, interval, maxAge time.Duration, 
 	if maxAge <= 0 || interval <= 0 {
 		return
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	prune := func() {
 		n, err := s.PruneOlder(ctx, time.Now().Add(-maxAge))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -53,10 +53,7 @@ func (s *Store) PruneEvery(ctx context.Context, interval, maxAge time.Duration, 
 		case n > 0:
 			log.Infow("action logs pruned", "deleted", n, "maxAge", maxAge)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	prune()
+	wallclock.Every(ctx, nil, interval, prune)
 }

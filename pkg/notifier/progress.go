@@ -34,7 +34,7 @@ func (s *Service) startProgress(ctx context.Context, interval time.Duration) err
 	}); err != nil {
 		return err
 	}
-	go p.loop(ctx)
+	go wallclock.Every(ctx, s.Clock, p.interval, func() { p.tick(ctx) })
 	return nil
 }
 
@@ -66,19 +66,6 @@ func (p *progressEvents) forget(obj any) {
 	defer p.mu.Unlock()
 	delete(p.latest, key)
 	delete(p.sent, key)
-}
-
-func (p *progressEvents) loop(ctx context.Context) {
-	t := wallclock.Or(p.s.Clock).NewTicker(p.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		p.tick(ctx)
-	}
 }
 
 // ProgressPerNamespace bounds a namespace's progress events an interval: none holds the rest back.

@@ -114,16 +114,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 }
 
 func (s *Sweeper) loop(ctx context.Context) {
-	t := wallclock.Or(s.Clock).NewTicker(s.Config.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			s.pass(ctx)
-		}
-	}
+	wallclock.Every(ctx, s.Clock, s.Config.Interval, func() { s.pass(ctx) })
 }
 
 // lead is the leader's duty: a pass at once (no wait for a new leader), then the loop.

@@ -4,7 +4,12 @@
 // (internal/fakekube.Clock) and move it by hand.
 package wallclock
 
-import "k8s.io/utils/clock"
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+)
 
 // Or is c, or the wall clock when c is nil. C is the interface the type needs: a
 // clock.PassiveClock to tell the time, a clock.WithTicker or clock.Clock to wait.
@@ -13,4 +18,18 @@ func Or[C clock.PassiveClock](c C) C {
 		return any(clock.RealClock{}).(C)
 	}
 	return c
+}
+
+// Every calls f at each tick of c (nil: the wall clock), every interval, until ctx ends.
+func Every(ctx context.Context, c clock.WithTicker, interval time.Duration, f func()) {
+	t := Or(c).NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f()
+		}
+	}
 }

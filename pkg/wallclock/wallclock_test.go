@@ -1,6 +1,8 @@
 package wallclock
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -24,5 +26,29 @@ func TestOrKeepsAGivenClock(t *testing.T) {
 	var c clock.WithTicker = testingclock.NewFakeClock(t0)
 	if got := Or(c).Now(); !got.Equal(t0) {
 		t.Errorf("Or(fake).Now() = %v, want %v", got, t0)
+	}
+}
+
+func TestEveryCallsAtEachTickUntilTheContextEnds(t *testing.T) {
+	fc := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ctx, cancel := context.WithCancel(context.Background())
+	calls, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		Every(ctx, fc, time.Minute, func() { calls <- struct{}{} })
+		close(ended)
+	}()
+	for i := 0; i < 2; i++ {
+		for !fc.HasWaiters() {
+			runtime.Gosched()
+		}
+		fc.Step(time.Minute)
+		<-calls
+	}
+	cancel()
+	<-ended
+	select {
+	case <-calls:
+		t.Fatal("f was called after ctx ended")
+	default:
 	}
 }
