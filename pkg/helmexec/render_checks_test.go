@@ -12,8 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 )
 
-// The checks, read off the one dependency processing the render keeps, are the
-// checks schemaChecks makes on a copy: GitLab 6.5.4 (two subcharts with schemas, others
+// The checks, read off the one dependency processing and the values the render coalesces,
+// are the checks schemaChecks makes on a copy: GitLab 6.5.4 (two subcharts with schemas, others
 // disabled by the values) with its offline values.
 func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 	values, err := chartutil.ReadValuesFile(filepath.Join("..", "..", "testdata", "charts", "gitlab-values-offline.yaml"))
@@ -33,10 +33,15 @@ func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := processDependencies(load(), vals)
+			ch := load()
+			if schemas, err := processDependencies(ch, vals); err != nil || !schemas {
+				t.Fatalf("processDependencies: schemas %t, %v", schemas, err)
+			}
+			top, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, chartutil.ReleaseOptions{}, nil, true)
 			if err != nil {
 				t.Fatal(err)
 			}
+			got := collectChecks(ch, top["Values"].(chartutil.Values))
 			// Helm's processing orders a chart's dependencies by map iteration.
 			byChart := func(cs []SchemaCheck) { sort.Slice(cs, func(i, j int) bool { return cs[i].Chart < cs[j].Chart }) }
 			byChart(got)
@@ -56,7 +61,7 @@ func TestWorkerChecksAreSchemaChecks(t *testing.T) {
 	}
 }
 
-// schemaChecks are processedChecks of ch and the user's values, ch not changed: the
+// schemaChecks are the checks of ch and the user's values, ch not changed: the
 // dependencies are processed on a copy of what the check reads.
 func schemaChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
 	if ch == nil {
@@ -66,7 +71,11 @@ func schemaChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error)
 	if err := chartutil.ProcessDependenciesWithMerge(tree, values); err != nil {
 		return nil, fmt.Errorf("process dependencies: %w", err)
 	}
-	return processedChecks(tree, values)
+	merged, err := chartutil.CoalesceValues(tree, values)
+	if err != nil {
+		return nil, err
+	}
+	return collectChecks(tree, merged), nil
 }
 
 // schemaTree copies of ch what processing dependencies changes: the charts and their

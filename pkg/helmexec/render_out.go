@@ -54,7 +54,7 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSit
 	if ch == nil {
 		return nil, fmt.Errorf("no chart to render")
 	}
-	checks, err := processDependencies(ch, values) // the checks are made in the worker, under the render's bounds
+	schemas, err := processDependencies(ch, values) // the checks are made in the worker, under the render's bounds
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSit
 	}
 	job := GuardRender{Chart: TreeOf(ch), Values: values, Release: site.release, Caps: site.caps}
 	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, Engine: site.engine, Flow: renderFlow(req.Namespace, site.rest),
-		CPU: req.RenderTimeout, Lookup: NewLookups(site.rest), Checks: checks})
+		CPU: req.RenderTimeout, Lookup: NewLookups(site.rest), Schemas: schemas})
 	if err != nil {
 		return nil, err
 	}

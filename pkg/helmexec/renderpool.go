@@ -53,8 +53,9 @@ type PoolRender struct {
 	CPU time.Duration
 	// Lookup answers the templates' `lookup` calls (nil: they find nothing).
 	Lookup *Lookups
-	// Checks are made in the worker before it renders, under the render's bounds.
-	Checks []SchemaCheck
+	// Schemas: the worker checks the values against the chart's schemas before it renders,
+	// under the render's bounds.
+	Schemas bool
 	// after is the timer (tests).
 	after func(time.Duration) <-chan time.Time
 }
@@ -213,14 +214,14 @@ func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRende
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := newCPUMeter(w.cmd.Process.Pid)
-	if err := writeFrame(w.in, workerJob{Render: r.Job, Engine: r.Engine, Lookups: r.Lookup != nil, Checks: r.Checks}); err != nil {
+	if err := writeFrame(w.in, workerJob{Render: r.Job, Engine: r.Engine, Lookups: r.Lookup != nil, Schemas: r.Schemas}); err != nil {
 		return workerResult{}, 0, w.failure(lim, fmt.Errorf("send the render: %w", err))
 	}
 	var checked atomic.Bool
 	answers := make(chan answer, 1)
 	go func() { answers <- w.serve(ctx, lim, r.Lookup, seat, &checked) }()
 	res, err := w.await(ctx, lim, r, answers, m)
-	if err != nil && len(r.Checks) > 0 && !checked.Load() {
+	if err != nil && r.Schemas && !checked.Load() {
 		err = fmt.Errorf("%w: %w", ErrValuesUnchecked, err)
 	}
 	return res, m.used(), err

@@ -2,6 +2,7 @@ package helmexec
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -39,8 +40,11 @@ type workerJob struct {
 	// Lookups: the templates' `lookup` calls are asked of the parent on the worker's own
 	// pipes, answered as the job's identity (false: no cluster, lookups find nothing).
 	Lookups bool `json:"lookups,omitempty"`
-	// Checks are the values checks Helm's install or upgrade makes, run before the render;
-	// a job of checks alone answers whether the values meet them.
+	// Schemas: the values are checked against the chart's schemas first, as Helm's install
+	// or upgrade checks them, off the values the render coalesces.
+	Schemas bool `json:"schemas,omitempty"`
+	// Checks, in a job without a chart, are values checks alone: the answer says whether
+	// the values meet them.
 	Checks []SchemaCheck `json:"checks,omitempty"`
 	// Archive, when set, is rendered instead of Render (Renderer.Render).
 	Archive *ChartRender `json:"archive,omitempty"`
@@ -145,29 +149,39 @@ func vmSize() int64 {
 // renderJob checks the values, renders as Helm's install or upgrade does, and measures the
 // output's expansion before the parent parses any of it; lookups go through pipe.
 func renderJob(job workerJob, pipe *pipeLookups) workerResult {
-	if res, ok := checkJob(job, pipe); !ok {
-		return res
-	}
 	g := job.Render
 	switch {
 	case job.Archive != nil:
 		out, msg := renderArchive(*job.Archive)
 		return workerResult{Manifest: out, Error: msg}
 	case g.Chart.Chart == nil && len(job.Checks) > 0:
-		return workerResult{} // checks alone, met
+		res, _ := checkJob(job.Checks, pipe)
+		return res
 	case g.Chart.Chart == nil || g.Chart.Chart.Metadata == nil:
 		return workerResult{Failed: workerFailedTemplate, Error: "no chart"}
 	}
 	ch := g.Chart.chart()
+	caps := cmp.Or(g.Caps, chartutil.DefaultCapabilities)
+	// Helm's order: the values coalesced, checked, then rendered.
+	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, g.Values, g.Release, caps, true)
+	if err != nil {
+		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
+	}
+	if job.Schemas {
+		if res, ok := checkJob(collectChecks(ch, vals["Values"].(chartutil.Values)), pipe); !ok {
+			return res
+		}
+	}
 	var lookups *rest.Config // nil: no cluster, lookups find nothing
 	if job.Lookups {
 		lookups = lookupConfig(pipe)
 	}
-	render := renderV3
+	var files map[string]string
 	if job.Engine == EngineV4 {
-		render = renderV4
+		files, err = renderV4(g, ch, lookups)
+	} else {
+		files, err = renderV3(ch, vals, lookups)
 	}
-	files, err := render(g, ch, lookups)
 	if err != nil {
 		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
 	}
@@ -180,13 +194,11 @@ func renderJob(job workerJob, pipe *pipeLookups) workerResult {
 	return workerResult{Files: files}
 }
 
-// checkJob makes the job's values checks; false with the result to answer when they fail.
-func checkJob(job workerJob, pipe *pipeLookups) (workerResult, bool) {
-	if len(job.Checks) == 0 {
-		return workerResult{}, true
-	}
+// checkJob makes the values checks, and tells the parent they passed before the render
+// starts; false with the result to answer when they fail.
+func checkJob(checks []SchemaCheck, pipe *pipeLookups) (workerResult, bool) {
 	var msgs strings.Builder
-	for _, c := range job.Checks {
+	for _, c := range checks {
 		msgs.WriteString(checkOne(c))
 	}
 	if msgs.Len() > 0 {
@@ -198,17 +210,9 @@ func checkJob(job workerJob, pipe *pipeLookups) (workerResult, bool) {
 	return workerResult{}, true
 }
 
-// renderV3 renders ch as Helm v3's install or upgrade does; lookups go through cfg (nil:
-// they find nothing).
-func renderV3(g GuardRender, ch *chart.Chart, cfg *rest.Config) (map[string]string, error) {
-	caps := g.Caps
-	if caps == nil {
-		caps = chartutil.DefaultCapabilities
-	}
-	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, g.Values, g.Release, caps, true)
-	if err != nil {
-		return nil, err
-	}
+// renderV3 renders ch with its render values as Helm v3's install or upgrade does; lookups
+// go through cfg (nil: they find nothing).
+func renderV3(ch *chart.Chart, vals chartutil.Values, cfg *rest.Config) (map[string]string, error) {
 	e := engine.Engine{}
 	if cfg != nil {
 		e = engine.New(cfg)

@@ -45,9 +45,10 @@ func TestGitLabRendersInsideTheNodeBound(t *testing.T) {
 	}
 	job := GuardRender{Chart: TreeOf(ch), Values: gitlabValues,
 		Release: chartutil.ReleaseOptions{Name: "web", Namespace: "ns", Revision: 1, IsInstall: true}}
-	files, err := renderV3(job, job.Chart.chart(), nil)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("GitLab did not render: %v", err)
+	res := renderJob(workerJob{Render: job}, nil)
+	files := res.Files
+	if res.Failed != "" || len(files) == 0 {
+		t.Fatalf("GitLab did not render: %s", res.Error)
 	}
 	var nodes int64
 	for _, f := range files {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -100,28 +101,20 @@ func CompileValuesSchema(raw []byte) (*ValuesSchema, error) {
 	return &ValuesSchema{schema: s, refs: scan.refs, objects: scan.objects}, nil
 }
 
-// processedChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for a
+// collectChecks lists what Helm's check (chartutil.ValidateAgainstSchema) validates for a
 // chart whose dependencies are processed: each enabled chart's schema against its
 // coalesced values.
-func processedChecks(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
-	merged, err := chartutil.CoalesceValues(ch, values)
-	if err != nil {
-		return nil, fmt.Errorf("coalesce values: %w", err)
-	}
+func collectChecks(ch *chart.Chart, values map[string]any) []SchemaCheck {
 	var out []SchemaCheck
-	collectChecks(ch, merged, &out)
-	return out, nil
-}
-
-func collectChecks(ch *chart.Chart, values map[string]any, out *[]SchemaCheck) {
 	if ch.Schema != nil {
-		*out = append(*out, SchemaCheck{Chart: ch.Name(), Schema: ch.Schema, Values: values})
+		out = append(out, SchemaCheck{Chart: ch.Name(), Schema: ch.Schema, Values: values})
 	}
 	for _, sub := range ch.Dependencies() {
 		if v, ok := values[sub.Name()].(map[string]any); ok {
-			collectChecks(sub, v, out)
+			out = append(out, collectChecks(sub, v)...)
 		}
 	}
+	return out
 }
 
 // CheckValues runs checks as Helm's check would: a schema with no reference in process (its
@@ -211,21 +204,23 @@ func (s *ValuesSchema) check(chart string, values map[string]any) (msg string) {
 	return ""
 }
 
-// processDependencies processes ch's dependencies in place (CheckDependencies) and returns
-// the values checks of Helm's install or upgrade read off that one processing (none when
-// skipSchemaValidation).
-func processDependencies(ch *chart.Chart, values map[string]any) ([]SchemaCheck, error) {
+// processDependencies processes ch's dependencies in place (CheckDependencies) and tells
+// whether Helm's install or upgrade would check the values against schemas of the processed
+// tree (not when skipSchemaValidation).
+func processDependencies(ch *chart.Chart, values map[string]any) (bool, error) {
 	skip, err := skipSchemaValidation(ch)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	if err := CheckDependencies(ch, values); err != nil {
-		return nil, err
+		return false, err
 	}
-	if skip {
-		return nil, nil
-	}
-	return processedChecks(ch, values)
+	return !skip && hasSchema(ch), nil
+}
+
+// hasSchema says whether ch or a dependency it keeps has a schema.
+func hasSchema(ch *chart.Chart) bool {
+	return ch.Schema != nil || slices.ContainsFunc(ch.Dependencies(), hasSchema)
 }
 
 // upgradeValues are the values Helm's upgrade runs with: the request's, or when it has none,
