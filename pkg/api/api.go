@@ -3,13 +3,12 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 	"github.com/async-helm/async-helm/pkg/progress"
@@ -96,7 +95,7 @@ type ReleaseRequest struct {
 	ServerSide     ServerSide `json:"server_side,omitempty"`
 	ForceConflicts bool       `json:"force_conflicts,omitempty"`
 	// ValuesFrom (install, upgrade) takes values from Secrets and ConfigMaps of Namespace,
-	// merged in order before Values (valuesfrom.go).
+	// merged in order before Values.
 	ValuesFrom []valuesfrom.Ref `json:"values_from,omitempty"`
 	// ReuseValues (upgrades): the last release's values, with this request's over them, and
 	// its values_from references when the request names none.
@@ -128,11 +127,8 @@ func (r *ReleaseRequest) ParsedTimeout() (time.Duration, error) {
 
 // Validate checks what can be checked without the cluster. needChart is true for installs.
 func (r *ReleaseRequest) Validate(needChart bool) error {
-	if err := chartutil.ValidateReleaseName(r.Name); err != nil {
-		return fmt.Errorf("release name %q: %w", r.Name, err)
-	}
-	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
-		return fmt.Errorf("namespace %q: %s", r.Namespace, errs[0])
+	if err := ValidateRelease(r.Namespace, r.Name); err != nil {
+		return err
 	}
 	if _, err := r.ParsedTimeout(); err != nil {
 		return err
@@ -140,17 +136,10 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 	if needChart && r.ChartURL == "" && r.IndexEntry == "" {
 		return fmt.Errorf("chart_url or indexEntry is required")
 	}
-	if err := r.validateNoRepo(needChart); err != nil {
-		return err
-	}
-	if err := r.validateSupersede(needChart); err != nil {
-		return err
-	}
-	if err := r.validateRemediation(needChart); err != nil {
-		return err
-	}
-	if err := r.validateValuesFrom(needChart); err != nil {
-		return err
+	for _, check := range []func(install bool) error{r.validateNoRepo, r.validateSupersede, r.validateRemediation, r.validateValuesFrom} {
+		if err := check(needChart); err != nil {
+			return err
+		}
 	}
 	if r.ChartURL != "" || r.IndexEntry != "" {
 		if err := r.Chart().Validate(); err != nil {
@@ -158,6 +147,25 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 		}
 	}
 	return nil
+}
+
+// ErrSupersedeInstall: only an upgrade or a rollback can take the place of a pending
+// revision; an install has none to replace (docs/design.md, "Supersede").
+var ErrSupersedeInstall = errors.New("supersede applies to upgrades and rollbacks, not installs")
+
+func (r *ReleaseRequest) validateSupersede(install bool) error {
+	if install && r.Supersede {
+		return ErrSupersedeInstall
+	}
+	return nil
+}
+
+// validateValuesFrom checks the references without the cluster; reuse_values is an upgrade's.
+func (r *ReleaseRequest) validateValuesFrom(install bool) error {
+	if install && r.ReuseValues {
+		return errors.New("reuse_values is for upgrades: an install has no values to reuse")
+	}
+	return valuesfrom.Validate(r.ValuesFrom, r.Namespace)
 }
 
 // Error is the body of every error answer.

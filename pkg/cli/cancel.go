@@ -33,11 +33,6 @@ func NewCmdCancel(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and where the token would go.
-func (o *CancelOptions) Validate() error {
-	return firstError(requireName(o.Name), o.validateSubmit())
-}
-
 // Run asks submit to cancel, prints what it answered, and with --wait follows the revision.
 func (o *CancelOptions) Run(ctx context.Context) error {
 	out, err := o.submit.Cancel(ctx, o.ns, o.Name)

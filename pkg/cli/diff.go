@@ -77,10 +77,8 @@ func (o *DiffOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the name, the chart of an install and the output format.
 func (o *DiffOptions) Validate() error {
-	return firstError(requireName(o.Name),
-		refuseIf(o.action == release.ActionInstall && o.Chart == "", "CHART is required"),
-		refuseIf(o.Output != "diff" && o.Output != "json" && o.Output != "yaml", "output format %q: want diff, json or yaml", o.Output),
-		o.validateSubmit())
+	return o.check(refuseIf(o.action == release.ActionInstall && o.Chart == "", "CHART is required"),
+		refuseIf(o.Output != "diff" && o.Output != "json" && o.Output != "yaml", "output format %q: want diff, json or yaml", o.Output))
 }
 
 // Run asks submit for the diff and prints it as helm-diff does (--context applied here).

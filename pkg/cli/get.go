@@ -65,7 +65,7 @@ func (o *GetOptions) Validate() error {
 	if o.Template != "" {
 		_, badTemplate = template.New("_").Parse(o.Template)
 	}
-	return firstError(requireName(o.Name), badTemplate, o.validateSubmit())
+	return o.check(badTemplate)
 }
 
 // Run reads the revision and prints the part asked for.

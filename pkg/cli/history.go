@@ -29,11 +29,6 @@ func NewCmdHistory(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and where the token would go.
-func (o *HistoryOptions) Validate() error {
-	return firstError(requireName(o.Name), o.validateSubmit())
-}
-
 // Run prints every revision of the release.
 func (o *HistoryOptions) Run(ctx context.Context) error {
 	rels, err := o.submit.History(ctx, o.ns, o.Name)

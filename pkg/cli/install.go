@@ -166,12 +166,11 @@ func parseValuesFrom(flags []string) ([]valuesfrom.Ref, error) {
 // Validate checks the options before anything is sent (submit checks how they go together).
 func (o *ActionOptions) Validate() error {
 	remediation := o.Remediation == api.RemediationNone || o.Remediation == api.RemediationRollback || o.Remediation == api.RemediationUninstall
-	return firstError(requireName(o.Name),
-		refuseIf(o.action == release.ActionInstall && o.Chart == "", "CHART is required"),
+	return o.check(refuseIf(o.action == release.ActionInstall && o.Chart == "", "CHART is required"),
 		refuseIf(o.Install && o.Chart == "", "CHART is required with --install"),
 		refuseIf(o.Retries < 0 || o.Retries > api.MaxRetries, "--retries %d: want 0 to %d", o.Retries, api.MaxRetries),
 		refuseIf(!remediation, "--remediation %q: want %s, %s or none", o.Remediation, api.RemediationRollback, api.RemediationUninstall),
-		o.validateApply(), o.validateSubmit())
+		o.validateApply())
 }
 
 // Run sends the request, prints the pending release, and with --wait follows it.

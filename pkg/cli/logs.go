@@ -43,10 +43,8 @@ func NewCmdLogs(g *Globals) *cobra.Command {
 
 // Validate refuses what cannot be printed: a negative revision, a followed log as a document.
 func (o *LogsOptions) Validate() error {
-	return firstError(requireName(o.Name),
-		refuseIf(o.Revision < 0, "--revision %d: want a revision number", o.Revision),
-		refuseIf(o.Follow && o.Output != "table", "--follow prints plain lines: it takes no -o %s", o.Output),
-		o.validateSubmit())
+	return o.check(refuseIf(o.Revision < 0, "--revision %d: want a revision number", o.Revision),
+		refuseIf(o.Follow && o.Output != "table", "--follow prints plain lines: it takes no -o %s", o.Output))
 }
 
 // Run prints the log, and with --follow polls for new lines until the action ends.

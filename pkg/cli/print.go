@@ -13,7 +13,6 @@ import (
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/async-helm/async-helm/pkg/api"
 	"github.com/async-helm/async-helm/pkg/release"
@@ -199,12 +198,7 @@ func newHistory(rels []*helmrelease.Release, newest int) releaseHistory {
 
 func encode(w io.Writer, format string, v any) error {
 	if format == "yaml" {
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return output.EncodeYAML(w, v)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -58,8 +58,7 @@ func (o *RollbackOptions) Complete(cmd *cobra.Command, args []string) (err error
 // Validate checks the name, the revision and the apply method.
 func (o *RollbackOptions) Validate() error {
 	// helm's words for a negative revision; 0 is the previous revision, as helm's.
-	return firstError(requireName(o.Name), refuseIf(o.Revision < 0, "invalid release revision"),
-		o.validateApply(), o.validateSubmit())
+	return o.check(refuseIf(o.Revision < 0, "invalid release revision"), o.validateApply())
 }
 
 // Run asks for the rollback, prints the pending revision, and with --wait follows it.

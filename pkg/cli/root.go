@@ -92,11 +92,6 @@ func runE(o options) func(*cobra.Command, []string) error {
 	}
 }
 
-// requireName refuses an empty NAME, more clearly than submit would.
-func requireName(name string) error {
-	return refuseIf(name == "", "NAME is required")
-}
-
 // refuseIf is one check of a Validate: the error format names, when bad.
 func refuseIf(bad bool, format string, args ...any) error {
 	if !bad {
@@ -124,6 +119,15 @@ type named struct {
 }
 
 func newNamed(g *Globals) named { return named{IOStreams: g.IO, Globals: g} }
+
+// check is a Validate's answer: an empty NAME (said more clearly than submit would), then
+// the first of checks that refused, then where the token would go.
+func (n *named) check(checks ...error) error {
+	return firstError(append(append([]error{refuseIf(n.Name == "", "NAME is required")}, checks...), n.validateSubmit())...)
+}
+
+// Validate checks the name and where the token would go.
+func (n *named) Validate() error { return n.check() }
 
 // Complete takes NAME and finds the namespace and submit.
 func (n *named) Complete(_ *cobra.Command, args []string) (err error) {

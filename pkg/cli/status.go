@@ -36,8 +36,7 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 
 // Validate checks the name and where the token would go.
 func (o *StatusOptions) Validate() error {
-	return firstError(requireName(o.Name),
-		refuseIf(o.Watch && o.Revision > 0, "--watch follows the latest revision: it takes no --revision"), o.validateSubmit())
+	return o.check(refuseIf(o.Watch && o.Revision > 0, "--watch follows the latest revision: it takes no --revision"))
 }
 
 // Run prints the release's status, or with --watch follows it to its end.

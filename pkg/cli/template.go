@@ -44,7 +44,7 @@ func (o *TemplateOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the name and where the token would go.
 func (o *TemplateOptions) Validate() error {
-	return firstError(requireName(o.Name), o.validateSubmit())
+	return o.check()
 }
 
 // Run asks submit for the render and prints it.

@@ -42,8 +42,7 @@ func NewCmdUninstall(g *Globals) *cobra.Command {
 
 // Validate checks the name and --version (0: no check; a negative one would be none either).
 func (o *UninstallOptions) Validate() error {
-	return firstError(requireName(o.Name),
-		refuseIf(o.Version < 0, "--version %d: want a revision number", o.Version), o.validateSubmit())
+	return o.check(refuseIf(o.Version < 0, "--version %d: want a revision number", o.Version))
 }
 
 // Run asks for the uninstall and with --wait follows it until the release is gone.

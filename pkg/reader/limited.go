@@ -2,7 +2,7 @@ package reader
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -88,13 +88,7 @@ func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo,
 		out = append(out, h.info)
 	}
 	s.heads.keep(sc, want, fresh)
-	// Helm's list sorts by name (then namespace, for a stable order across namespaces).
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
-		}
-		return out[i].Namespace < out[j].Namespace
-	})
+	slices.SortFunc(out, func(a, b api.ReleaseInfo) int { return helmOrder(a.Name, a.Namespace, b.Name, b.Namespace) })
 	return out, nil
 }
 

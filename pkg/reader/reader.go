@@ -4,8 +4,10 @@
 package reader
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -138,14 +140,13 @@ func (s *Service) helmList(ctx context.Context, sc scope, sl *slot) ([]*helmrele
 		}
 		out = append(out, rels...)
 	}
-	// Helm's list sorts by name (then namespace, for a stable order across namespaces).
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
-		}
-		return out[i].Namespace < out[j].Namespace
-	})
+	slices.SortStableFunc(out, func(a, b *helmrelease.Release) int { return helmOrder(a.Name, a.Namespace, b.Name, b.Namespace) })
 	return out, nil
+}
+
+// helmOrder is Helm's list order: by name, then namespace (stable across namespaces).
+func helmOrder(aName, aNamespace, bName, bNamespace string) int {
+	return cmp.Or(strings.Compare(aName, bName), strings.Compare(aNamespace, bNamespace))
 }
 
 // Latest is the latest revision of a release, whatever its status, with its progress.
