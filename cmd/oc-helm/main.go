@@ -1,6 +1,4 @@
-// Command oc-helm is the oc/kubectl plugin of async-helm:
-// `oc helm install|upgrade|rollback|uninstall|cancel|list|status|history|get|template|logs|diff`
-// (pkg/cli).
+// Command oc-helm is async-helm's oc/kubectl plugin, `oc helm` (pkg/cli).
 package main
 
 import (

@@ -50,9 +50,8 @@ func (c Config) Validate() error {
 	return signing.Key(c.EventSigningKey).Check()
 }
 
-// ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME,
-// else async-helm-notifier, the one name the Role lets the notifier update. Stacks that
-// share async-helm's namespace in one cluster set LEADER_ELECTION_NAME each.
+// ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME
+// (one per stack sharing the namespace), else async-helm-notifier, the name the Role allows.
 func (c Config) ElectionName() string {
 	if c.LeaderElectionName != "" {
 		return c.LeaderElectionName

@@ -102,9 +102,8 @@ type ReleaseRequest struct {
 	ReuseValues bool `json:"reuse_values,omitempty"`
 }
 
-// Chart is the chart reference the request names. The basic auth Secret goes with a noRepo
-// chart (an upgrade's is resolved against its release by the submitter, NoneSecret
-// included).
+// Chart is the chart reference the request names, with the basic auth Secret of a noRepo
+// chart (an upgrade's is resolved against its release by the submitter).
 func (r *ReleaseRequest) Chart() chartref.Ref {
 	ref := chartref.Ref{URL: r.ChartURL, Version: r.ChartVersion, IndexEntry: r.IndexEntry, Namespace: r.Namespace, NoRepo: r.NoRepo}
 	if r.NoRepo && r.BasicAuthSecretName != chartref.NoneSecret {

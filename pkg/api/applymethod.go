@@ -6,10 +6,8 @@ import (
 	"fmt"
 )
 
-// ServerSide is a request's apply method under the executor's Helm v4 engine
-// (docs/api.md): JSON true, false or "auto" ("true" and "false" as strings too). Absent is
-// client-side, as the console applies. The Helm v3 engine applies client-side whatever it
-// says.
+// ServerSide is a request's apply method under the Helm v4 engine (docs/api.md): JSON true,
+// false or "auto" (or "true", "false"); absent is client-side, as the console (and v3) apply.
 type ServerSide string
 
 // The apply methods a request may ask for.

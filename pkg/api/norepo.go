@@ -25,9 +25,8 @@ func (r *ReleaseRequest) validateNoRepo(install bool) error {
 	return nil
 }
 
-// VerifyRequest is the console's body of POST /api/helm/verify (HelmVerifierRequest):
-// the chart to verify, and the verifier's values (values.provider is its profile's
-// vendor type).
+// VerifyRequest is the console's body of POST /api/helm/verify (HelmVerifierRequest);
+// values.provider is the verifier profile's vendor type.
 type VerifyRequest struct {
 	ChartURL string         `json:"chart_url"`
 	Values   map[string]any `json:"values"`

@@ -5,15 +5,13 @@ import "time"
 // QueueStateQueued is Queue.State while no executor has started the revision.
 const QueueStateQueued = "queued"
 
-// Queue is where a pending revision no executor has started yet stands in its namespace's
-// queue (docs/design.md, "Tenants and shares"): `queue` beside Helm's fields in get and
-// list answers, absent once an executor started it (or when the service does not know).
+// Queue is where a pending revision no executor has started stands in its namespace's queue
+// (docs/design.md, "Tenants and shares"), beside Helm's fields in get and list; absent once started.
 type Queue struct {
 	// State is "queued".
 	State string `json:"state"`
-	// Position is 1 for the revision accepted first of those its namespace has queued: it
-	// goes down as its namespace's revisions accepted before it start. Other tenants'
-	// work is not ahead of it: each tenant gets its share.
+	// Position is 1 for its namespace's earliest queued revision; other tenants' work is not
+	// ahead of it (each tenant gets its share).
 	Position int `json:"position"`
 	// Total is the number of queued revisions of its namespace.
 	Total int `json:"total"`

@@ -7,8 +7,7 @@ import (
 )
 
 // QueryNoHooks is the uninstall routes' query parameter that runs no delete hook (Helm's
-// --no-hooks): DELETE /api/helm/release/async?ns=&name=&no_hooks=true. The console and the
-// unmodified oc-helm send only ns, name and version.
+// --no-hooks): DELETE /api/helm/release/async?ns=&name=&no_hooks=true.
 const QueryNoHooks = "no_hooks"
 
 // UninstallOptions are what an uninstall asks beyond the release and its revision.

@@ -8,9 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// What oc helm prints is written by tenants: never control sequences for the reader's terminal
-// (cursor moves, OSC 52 to the clipboard). All output goes through termOut, every cell through
-// escapeLine: controls, DEL and bytes that are not UTF-8 print as Go escapes (\x1b).
+// What oc helm prints is written by tenants: no control sequence reaches the terminal (cursor
+// moves, OSC 52): through termOut and escapeLine, controls, DEL and non-UTF-8 print as \x1b.
 
 // escapeText escapes the controls of multi-line text: newline, tab and the CR of a CRLF stay.
 func escapeText(s string) string { return escapeControls(s, true) }

@@ -49,9 +49,8 @@ const (
 	MaxTime        = 2 * time.Second
 )
 
-// Compute compares the objects of two manifests of a release in namespace: what it has
-// (before) and what an action would apply (after); objects equal on both sides are left
-// out. Past ctx's end or MaxTime, the objects left are shown as changed without their
+// Compute compares the objects of a release's manifest (before) and an action's (after),
+// leaving out the equal ones. Past ctx or MaxTime the rest show as changed without their
 // lines; a manifest not parsed within MaxTime is an error.
 func Compute(ctx context.Context, before, after, namespace string, o Options) ([]Change, error) {
 	deadline := time.Now().Add(MaxTime)

@@ -42,9 +42,8 @@ var separator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 // MaxDocuments bounds a manifest's documents: each costs a parse (GitLab 6.5.4 has a few hundred).
 const MaxDocuments = 10_000
 
-// Parse splits a manifest into its objects, those without a namespace in namespace, parsing
-// only what names each (headOf), until ctx ends. Documents with no kind are skipped; two
-// naming one object are ErrDuplicateObject: there is no one answer to show.
+// Parse splits a manifest into its objects (by default in namespace), parsing only what names
+// each (headOf), until ctx ends; no kind: skipped; two naming one object: ErrDuplicateObject.
 func Parse(ctx context.Context, manifest, namespace string) (map[string]Object, error) {
 	docs := separator.Split(manifest, MaxDocuments+2)
 	if len(docs) > MaxDocuments+1 {

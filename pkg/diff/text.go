@@ -9,9 +9,8 @@ import (
 
 var verbs = map[string]string{Add: "has been added", Modify: "has changed", Remove: "has been removed"}
 
-// WriteText prints changes as helm-diff's default output does: a line naming each object and
-// what happens to it, then its lines within context lines of a change (negative: all),
-// "..." for each run left out. Pass diffs of whole objects for helm-diff's output.
+// WriteText prints changes as helm-diff's default output does (given whole objects' diffs):
+// each object's line, then its lines within context of a change (negative: all), "..." between.
 func WriteText(w io.Writer, changes []Change, context int) error {
 	var b strings.Builder
 	for _, c := range changes {

@@ -110,9 +110,8 @@ func (q *Queue) mayTake(f Flow) bool {
 	return q.score(f) < min(max(q.opts.Limit(f), 1), q.slots)
 }
 
-// next is the waiting work to serve first: the head of the flow whose tenant holds the
-// fewest seats (below its limit); among equals, the tenant served least recently, then the
-// longest waiting. Within that tenant, work already started (Resume) goes first.
+// next is the head of the flow whose tenant holds the fewest seats (below its limit), then
+// was served least recently, then waited longest; within that tenant, resumed work first.
 func (q *Queue) next() *waiter {
 	best := q.first(func(*waiter) bool { return true })
 	if best == nil || best.resumed {

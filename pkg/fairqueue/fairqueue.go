@@ -1,7 +1,6 @@
 // Package fairqueue hands out a pool of slots fairly between tenants (docs/design.md,
-// "Tenants and shares"): a free slot goes to the waiting work whose tenant holds the fewest,
-// and a slot lent by work that only waits may go to a tenant below its share. No slot stays
-// free while work waits that may take it (Options.Limit).
+// "Tenants and shares"): a free slot goes to the waiting work whose tenant holds the fewest, a
+// slot lent by work that only waits to a tenant below its share; none stays free while work waits.
 package fairqueue
 
 import (
@@ -120,9 +119,8 @@ func (q *Queue) AcquireCost(ctx context.Context, f Flow, cost int64) (*Seat, err
 	return q.wait(ctx, w)
 }
 
-// Resume is Acquire of work already started that gave its seat back for a while (an
-// action's CPU phase after a wait): it waits ahead of its tenant's work not started,
-// behind what resumed before it; which tenant is served next is unchanged.
+// Resume is Acquire of started work that gave its seat back for a while: it waits ahead of
+// its tenant's work not started, behind what resumed before; the tenants' turns are unchanged.
 func (q *Queue) Resume(ctx context.Context, f Flow) (*Seat, error) {
 	q.mu.Lock()
 	w := q.enqueue(f, nil, true)

@@ -13,13 +13,11 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// History: a record never reported, never touched by async-helm and last written before the
-// notifiers first ran is the helm CLI's past: not reported. Ours is always news: a tenant may
-// rewrite Helm's modifiedAt, and so turn our writes into "history".
+// History: a record never reported, not ours and last written before the notifiers first ran
+// is the helm CLI's past, not reported. Ours is always news (a tenant may rewrite modifiedAt).
 
 // HistoryMargin is how much before Since a change still counts as news: the helm CLI dates
-// its writes (modifiedAt) with its own clock, and a deployment starts submit before the
-// notifiers.
+// modifiedAt with its own clock, and a deployment starts submit before the notifiers.
 const HistoryMargin = 2 * time.Minute
 
 // isNews decides whether a record seen for the first time, not marked as reported, is

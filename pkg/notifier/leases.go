@@ -24,10 +24,9 @@ type leaseCache struct {
 	kept map[string]map[string]bool
 }
 
-// MaxLeasesPerNamespace bounds the Leases of one namespace the cache holds (a tenant may
-// label any number as ours; an executor holds one per action, at most MAX_PARALLEL each).
-// Past it, a new Lease is folded into the namespace's one empty entry named overflow: the
-// sweeper reads such a Lease again, and QueueTombstones pages that namespace's tombstones.
+// MaxLeasesPerNamespace bounds a namespace's cached Leases (a tenant may label any number as
+// ours; an executor holds one per action). Past it, a Lease folds into the namespace's one
+// empty overflow entry: the sweeper reads it again, QueueTombstones pages the namespace.
 const MaxLeasesPerNamespace = 1024
 
 // overflow is no Lease's name (a name has no "~").
@@ -152,10 +151,9 @@ func (c *leaseCache) watch(ctx context.Context, client kubernetes.Interface, nam
 	return nil
 }
 
-// A tenant may label any number of Leases as ours, each with up to 256 KiB of metadata: the
-// cache keeps only what its readers use, each value within maxLeaseValue (a longer one is
-// dropped, not cut: a cut value would read as another). An executor's progress of a large
-// release is a few KiB.
+// A tenant's Lease may carry 256 KiB of metadata: the cache keeps only what its readers use,
+// each value within maxLeaseValue (a longer one is dropped: a cut one would read as another).
+// An executor's progress of a large release is a few KiB.
 const maxLeaseValue = 16 << 10
 
 var (

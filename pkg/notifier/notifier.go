@@ -1,5 +1,4 @@
 // Package notifier turns status changes of Helm release secrets into CloudEvents: a
-// metadata-only informer feeds a workqueue that serves namespaces in turn (fairkeys.go); a
 // transition is reported until the sink acknowledges it, then recorded on the secret, so
 // neither a sink outage nor a restart loses or repeats it.
 package notifier
@@ -133,9 +132,8 @@ func (s *Service) observe(key string, m *metav1.PartialObjectMetadata) bool {
 	return len(s.backlog[key]) > 0 || !s.reported(rev) && !s.history[key]
 }
 
-// MaxBacklog bounds the statuses of one Secret awaiting report. Helm moves a revision
-// through a handful; a Secret whose labels a tenant flips faster than the sink takes them
-// keeps its latest MaxBacklog (the latest is always reported).
+// MaxBacklog bounds a Secret's statuses awaiting report: Helm moves a revision through a
+// handful; a tenant flipping labels faster than the sink takes them keeps the latest.
 const MaxBacklog = 16
 
 // queueStatus adds status to key's backlog, within MaxBacklog; s.mu is held.
@@ -167,9 +165,8 @@ func (s *Service) pop(key string) {
 	}
 }
 
-// deleted notes that a secret was deleted; it reports whether statuses remain to be
-// reported for it. A hand-run helm uninstall's "uninstalled" is reported from here; an
-// async uninstall's (the action label) from its executor's tombstone (tombstones.go).
+// deleted notes a deleted secret and reports whether statuses remain to report: a hand-run
+// helm uninstall's "uninstalled" (an async one's comes from its tombstone, tombstones.go).
 func (s *Service) deleted(key string, m *metav1.PartialObjectMetadata) bool {
 	rev, ok := release.RevisionFromMeta(m)
 	if !ok {

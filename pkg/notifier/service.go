@@ -78,9 +78,8 @@ type Service struct {
 	// the secrets whose reported status is to be recorded (watch mode, marks.go).
 	queue, marks workqueue.TypedRateLimitingInterface[string]
 	mu           sync.Mutex
-	// observed is the last status seen per secret, and backlog the statuses seen but not yet
-	// reported, in order: a transition is kept even when the secret moves on while the sink
-	// is down, up to MaxBacklog.
+	// observed is the last status seen per secret, backlog those not yet reported, in order
+	// (kept while the sink is down, up to MaxBacklog).
 	observed map[string]string
 	backlog  map[string][]string
 	// history holds the secrets first seen as history (history.go) and unchanged since.
@@ -96,9 +95,8 @@ type Service struct {
 	charts   *lru.Cache                       // charts of records without a label (charts.go)
 }
 
-// DefaultWorkers: a change costs the API server's time, mostly the mark's compare-and-swap (p50
-// ~100 ms, p90 ~400 ms under load). 4 workers queued changes 0.4 s at p50 (make bench); 32 keep
-// the queue empty, far within the client's QPS limit (pkg/kube).
+// DefaultWorkers: a change waits on the mark's compare-and-swap (p50 ~100 ms, p90 ~400 ms
+// loaded); 4 workers queued changes 0.4 s at p50, 32 keep the queue empty within the QPS limit.
 const DefaultWorkers = 32
 
 // Init prepares the queues; Start calls it, and so may a caller that enqueues before.

@@ -11,8 +11,7 @@ import (
 const StartupAtOnce = 8
 
 // startupFeed holds the start-up backlog's keys not yet queued, one namespace at a time in
-// turn (a list is sorted by namespace: one tenant's records would hold the later ones
-// back), and those queued and not yet done.
+// turn (a list is sorted by namespace), and those queued and not yet done.
 type startupFeed struct {
 	mu   sync.Mutex
 	keys *keysByNamespace

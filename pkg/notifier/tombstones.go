@@ -17,8 +17,7 @@ import (
 )
 
 // "uninstalled" is found through the uninstall's Lease, kept by its executor as a tombstone
-// as Helm deletes every record (docs/design.md); the outcome is the one on the request's
-// consumed record. Tombstones share the status queue, under keys with this prefix.
+// (docs/design.md); tombstones share the status queue, under keys with this prefix.
 const tombstoneKey = "tombstone:"
 
 // watchTombstones reports tombstones as soon as the executor retires them (watch mode).
@@ -116,10 +115,9 @@ func (s *Service) syncTombstone(ctx context.Context, key string) error {
 	return s.Store.BuryTombstone(ctx, t)
 }
 
-// abandonedDone decides an unfinished tombstone once no executor holds the revision's
-// Lease: Helm finished if the Secret is gone (Helm deletes the records last) or replaced,
-// and the executor recorded it (goneDone). A Secret still pending is the sweeper's; a
-// final one failed and says so: the tombstone is buried without an event.
+// abandonedDone decides an unfinished tombstone once no executor holds the revision's Lease:
+// Helm finished if the Secret is gone or replaced and the executor recorded it (goneDone); a
+// pending Secret is the sweeper's; a final one failed: buried without an event.
 func (s *Service) abandonedDone(ctx context.Context, t lease.Tombstone) (bool, error) {
 	alive, err := s.Store.Alive(ctx, t.Namespace, release.LeaseName(t.Name, t.Revision))
 	if alive || err != nil {
@@ -153,11 +151,10 @@ func (s *Service) goneDone(ctx context.Context, t lease.Tombstone) (bool, error)
 	return false, s.Store.BuryTombstone(ctx, t)
 }
 
-// checkTombstone says why a tombstone Lease (a tenant may write it) is not the record of an
-// uninstall async-helm ran: misnamed, or no uninstall of that revision consumed for that
-// Secret. done says Helm's uninstall succeeded, which only the executor's outcome on the
-// consumed record says (it is recorded before the Lease is finished: a Lease that says
-// "uninstalled" without it is a forgery).
+// checkTombstone says why a tombstone Lease (a tenant may write it) is not of an uninstall
+// async-helm ran: misnamed, or no uninstall of that revision consumed for that Secret. done:
+// the executor's outcome on the consumed record, written before the Lease is finished, says
+// Helm uninstalled (a Lease that says so without it is a forgery).
 func (s *Service) checkTombstone(ctx context.Context, t lease.Tombstone) (refusal string, done bool, err error) {
 	if !t.WellNamed() {
 		return "its Lease is not named as the executor names tombstones", false, nil

@@ -9,9 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// checkVanished decides a pending revision of ours whose Secret was deleted: when its
-// namespace is gone or terminating, the work can never finish, so "failed" is reported once
-// (nothing else would). A namespace still there means a deletion on purpose: nothing.
+// checkVanished: a pending revision of ours whose Secret and namespace are gone can never
+// finish, so "failed" is reported once; a namespace still there means a deletion on purpose.
 func (s *Service) checkVanished(ctx context.Context, key string) error {
 	s.mu.Lock()
 	check, rev := s.vanished[key], s.gone[key]

@@ -76,9 +76,8 @@ func Decode(s string) (*Progress, error) {
 	return &p, nil
 }
 
-// Lines the executor's kube client (pkg/helmexec) logs before each create or update (Helm's
-// own "creating %d resource(s)" is the same for a hook and for the release's resources).
-// The release's lines name its workloads (WorkloadsOf): what the Collector reads.
+// Lines the executor's kube client logs before each create or update (Helm's own is the same
+// for hooks and the release), the release's naming its workloads for the Collector.
 const (
 	LogCreateHook    = "async-helm: creating %d hook resource(s)"
 	LogCreateRelease = "async-helm: creating %d release resource(s)%s"

@@ -20,9 +20,8 @@ type Secrets interface {
 	ReleaseHead(ctx context.Context, namespace, name string) (*release.ListHead, error)
 }
 
-// Index lists the metadata of release secrets, no payloads (release.Store). It is read
-// from the API server, not from an informer's cache: a list right after an install must
-// show it.
+// Index lists release secrets' metadata (release.Store) from the API server, not from an
+// informer's cache: a list right after an install must show it.
 type Index interface {
 	ReleaseMetas(ctx context.Context, namespace string) ([]*metav1.PartialObjectMetadata, error)
 }
@@ -30,10 +29,9 @@ type Index interface {
 // fetchEach is how many changed records a list fetches one by one; more are listed at once.
 const fetchEach = 32
 
-// heads caches the decoded head (api.ReleaseInfo) of each release secret by UID and
-// resourceVersion: a list with limitInfo decodes only records that changed since the last
-// list of the same namespace. Each list replaces the entries of the namespaces it read, so
-// the cache holds only what the last list of each namespace returned.
+// heads caches each release secret's decoded head by UID and resourceVersion: a list with
+// limitInfo decodes only the records changed since the last list of their namespace, whose
+// entries it replaces.
 type heads struct {
 	mu sync.Mutex
 	by map[string]map[types.UID]head // namespace -> uid -> head
@@ -45,9 +43,8 @@ type head struct {
 }
 
 // listLimited answers a list with limitInfo as Helm's list would (latest revision of every
-// release, every status, sorted by name) from the records' labels and the heads of the
-// latest revisions only, never whole records. With an Index, which records exist comes from
-// a metadata-only list, and only records that changed since the last list are read.
+// release, every status, by name) from the labels and the latest revisions' heads, never
+// whole records; with an Index, only the records changed since the last list are read.
 func (s *Service) listLimited(ctx context.Context, sc scope) ([]api.ReleaseInfo, error) {
 	metas, bodies, err := s.limitedMetas(ctx, sc)
 	if err != nil {
@@ -226,9 +223,8 @@ func (h *heads) keep(sc scope, want []metav1.Object, fresh map[types.UID]head) {
 	}
 }
 
-// fetch reads the list heads of missing into bodies, namespace by namespace: one by one
-// when they are few, else with one list of the namespace (of all of them when the scope is
-// every namespace).
+// fetch reads the list heads of missing into bodies: one by one when a namespace has few,
+// else with one list of the namespace (of every namespace when the scope is all of them).
 func (s *Service) fetch(ctx context.Context, sc scope, missing []metav1.Object, bodies map[types.UID]*release.ListHead) error {
 	if len(missing) == 0 {
 		return nil

@@ -1,6 +1,5 @@
-// Package reader is submit's read side: list, get and history of releases as Helm reads
-// them, answered only for namespaces the caller may read (console's /api/helm/releases,
-// /release and /release/history).
+// Package reader is submit's read side (the console's releases, release and history routes):
+// Helm's list, get and history, answered only for namespaces the caller may read.
 package reader
 
 import (
@@ -61,9 +60,8 @@ type Service struct {
 	// Index, with Secrets, says which records exist (a metadata-only list): only records
 	// that changed since the last list are read whole.
 	Index Index
-	// Namespaces, when set, says from a cache which namespaces hold records: the
-	// all-namespaces list of a caller who may not read every namespace then lists only the
-	// ones the caller may read (namespacesScope).
+	// Namespaces, when set, says from a cache which namespaces hold records: a caller who may
+	// not read every namespace then has only its own listed (namespacesScope).
 	Namespaces RecordNamespaces
 	// Queue, when set, adds `queue` to pending revisions no executor has started (queue.go).
 	Queue *Queue
@@ -79,9 +77,8 @@ func readNeed(namespace string) auth.Need {
 }
 
 // List is the latest revision of every release of namespace ("" = every namespace the
-// caller may read), in every status. With limitInfo, each is trimmed to api.ReleaseInfo.
-// Without a namespace the caller's namespaces are found first (readScope): nothing of a
-// namespace the caller may not read is read or decoded.
+// caller may read, found first: readScope), in every status; limitInfo trims each to
+// api.ReleaseInfo.
 func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool, opts ...Option) (any, error) {
 	sl, err := s.open(ctx, u, namespace, opts)
 	if err != nil {
@@ -114,9 +111,8 @@ func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limi
 	return s.Queue.mark(out), nil
 }
 
-// helmList runs Helm's list over the scope: once when the caller may read every namespace
-// that holds records, else once per allowed namespace, every list within the slot's budget
-// (ErrTooLarge past it).
+// helmList runs Helm's list once when the caller may read every namespace holding records,
+// else once per allowed namespace, each within the slot's budget (ErrTooLarge past it).
 func (s *Service) helmList(ctx context.Context, sc scope, sl *slot) ([]*helmrelease.Release, error) {
 	if sc.all() {
 		rels, err := s.Helm.List(ctx, sc.namespace, sl.helm...)

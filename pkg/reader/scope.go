@@ -51,12 +51,9 @@ func (sc scope) may(ns string) bool {
 	return sc.namespace == "" || sc.namespace == ns
 }
 
-// readScope authorizes a list before anything is read: a named namespace was authorized
-// before its slot (open); without one, the namespaces holding release records come from
-// the metadata index (labels only, nothing decoded) and each is reviewed once (the
-// Authorizer's cache makes repeated lists cheap). Records are read only afterwards, and
-// only of the allowed namespaces: submit's own rights never fetch or decode a namespace
-// the caller may not read.
+// readScope authorizes a list before anything is read (a named namespace was, by open): the
+// namespaces holding records come from the metadata index and each is reviewed (answers
+// cached), so submit's own rights never fetch or decode a namespace the caller may not read.
 func (s *Service) readScope(ctx context.Context, u *auth.User, namespace string) (scope, error) {
 	if namespace != "" {
 		return scope{namespace: namespace}, nil
@@ -101,10 +98,9 @@ func (s *Service) readScope(ctx context.Context, u *auth.User, namespace string)
 // metasAtOnce bounds the per-namespace metadata lists of one all-namespaces list in flight.
 const metasAtOnce = 8
 
-// namespacesScope is the scope of a caller who may not read every namespace when the
-// namespaces holding records come from a cache (Namespaces): each is reviewed (answers
-// cached), and only the allowed ones are listed, each with its own metadata list, not every
-// record of the cluster. A namespace's first record shows here once the cache has seen it.
+// namespacesScope is readScope from the cache of namespaces holding records, for a caller who
+// may not read all: only the allowed ones are listed, not every record of the cluster (a
+// namespace's first record shows once the cache has seen it).
 func (s *Service) namespacesScope(ctx context.Context, u *auth.User) (scope, error) {
 	names := s.Namespaces.RecordNamespaces()
 	allowed, err := s.reviewEach(ctx, u, names)
@@ -148,9 +144,8 @@ func namespacesOf(metas []*metav1.PartialObjectMetadata) []string {
 // another they took longer than the list's deadline on a busy API server.
 const reviewsAtOnce = 32
 
-// allowedNamespaces are the namespaces of names the caller may read: every one after a
-// single cluster-wide review when the caller may list Secrets everywhere, else one review
-// per namespace, reviewsAtOnce at a time (the Authorizer caches each answer).
+// allowedNamespaces are the namespaces of names the caller may read: one cluster-wide
+// review when it may list Secrets everywhere, else reviewEach.
 func (s *Service) allowedNamespaces(ctx context.Context, u *auth.User, names []string) (map[string]bool, error) {
 	allowed := make(map[string]bool, len(names))
 	if len(names) > 1 {
@@ -168,8 +163,7 @@ func (s *Service) allowedNamespaces(ctx context.Context, u *auth.User, names []s
 	return s.reviewEach(ctx, u, names)
 }
 
-// reviewEach are the namespaces of names the caller may read, one review each,
-// reviewsAtOnce at a time.
+// reviewEach are the namespaces of names the caller may read, reviewsAtOnce reviews at a time.
 func (s *Service) reviewEach(ctx context.Context, u *auth.User, names []string) (map[string]bool, error) {
 	allowed := make(map[string]bool, len(names))
 	var mu sync.Mutex

@@ -29,9 +29,8 @@ var ErrTooLarge = errors.New("the release records decode to more than one read m
 // Option adjusts one read.
 type Option func(*slot)
 
-// UntilWritten keeps the read's slot, and the records of its answer with it, after the
-// read returns, until the caller has written the answer and calls *done (a route, after
-// its write). Without it the slot is given back when the read returns.
+// UntilWritten keeps the read's slot (and its answer's records) past the read's return until
+// the caller, having written the answer, calls *done; without it the read gives it back.
 func UntilWritten(done *func()) Option {
 	*done = func() {}
 	return func(s *slot) { s.done = done }
@@ -45,12 +44,10 @@ type slot struct {
 	done   *func()
 }
 
-// open authorizes a read of a named namespace, then waits for one of the read slots,
-// handed out fairly (fairqueue) between tenants: the caller (a namespace's ServiceAccounts
-// are one) and the namespace read. Only a caller who may read a namespace is ever charged
-// to it: a denied read waits for nothing but its review. An all-namespaces list is its
-// caller's alone (its namespaces are reviewed in the slot, readScope). A tenant holds at
-// most all but one slot, so one caller's many reads never keep another tenant's waiting.
+// open authorizes a read of a named namespace, then waits for a read slot, handed out
+// fairly between tenants (the caller, the namespace): a denied read is charged to no
+// namespace, an all-namespaces list to its caller alone, and a tenant holds at most all but
+// one slot, so one caller's many reads never keep another tenant's waiting.
 func (s *Service) open(ctx context.Context, u *auth.User, namespace string, opts []Option) (*slot, error) {
 	if namespace != "" && u != nil && s.Authorizer != nil {
 		if err := s.Authorizer.Check(ctx, u, readNeed(namespace)); err != nil {

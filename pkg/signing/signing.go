@@ -1,6 +1,5 @@
 // Package signing is async-helm's one HMAC: the key submit, the executor and the notifier
-// share, and the purposes it signs, each kept apart from the others by its own prefix so
-// that no signature made for one verifies as another.
+// share, and the purposes it signs, each apart from the others by its own prefix.
 package signing
 
 import (
@@ -27,8 +26,8 @@ type Purpose struct {
 	hex    bool
 }
 
-// The purposes. Each text starts with its own prefix, none a prefix of another's text, so
-// no signature made for one verifies as another (TestPurposesAreApart).
+// The purposes: each text starts with its own prefix, none a prefix of another's text
+// (TestPurposesAreApart).
 var (
 	// Event signs an accepted event's canonical form (events.ExtSignatureV2).
 	Event = Purpose{prefix: "async-helm event v2\n", bytes: sha256.Size}
@@ -56,9 +55,8 @@ var (
 // purposes are all of them, for the check that keeps EventV1 apart (Verify).
 var purposes = []Purpose{Event, Binding, Record, Cancel, Deployer, Identity, Notified}
 
-// apart reports whether text, signed for p, cannot be another purpose's signed text: true
-// for every purpose with a prefix; for EventV1, which has none, only a text that starts with
-// no other purpose's prefix.
+// apart reports whether text, signed for p, cannot be another purpose's signed text: always
+// for a purpose with a prefix; for EventV1 only a text with no other purpose's prefix.
 func (p Purpose) apart(text string) bool {
 	if p.prefix != "" {
 		return true

@@ -30,9 +30,8 @@ type verdict struct {
 // maxClockSkew is how far ahead (another pod's clock) a mark may be dated before it is a forgery.
 const maxClockSkew = 5 * time.Minute
 
-// due is what a sweep gathered before it read the record: now, the revision's clock
-// (start), when its event was last sent, and its last sign of life (since, alive; read only
-// when the clocks do not decide).
+// due is what a sweep gathered before it read the record: now, the revision's clock, its
+// last send, and its last sign of life (since, alive: read only when the clocks do not decide).
 type due struct {
 	now, start, since, lastSent time.Time
 	alive, overdue              bool
@@ -92,9 +91,8 @@ func (c Config) resendDue(rev release.Revision) time.Time {
 	return last.Add(c.redriveWait(rev.Sent))
 }
 
-// longestDueFirst orders a pass's revisions, when re-sends are bounded, one namespace at a
-// time in turn, each namespace's earliest due first: none waits for ever behind others, and
-// a tenant's backlog of lost deliveries takes one turn of each round, not the whole pass.
+// longestDueFirst orders a pass with bounded re-sends one namespace at a time in turn, each
+// namespace's earliest due first: a tenant's backlog takes one turn a round, not the pass.
 func (c Config) longestDueFirst(revs []release.Revision) {
 	if c.MaxRedrivesPerPass <= 0 {
 		return

@@ -75,9 +75,8 @@ func (s *Sweeper) bindStored(e *cloudevents.Event, rev release.Revision) string 
 	return ""
 }
 
-// pruneEvery spaces the prunes of consumed records: a record is pruned an hour after it
-// could be replayed, and a LIST of every consumed request each 10 s pass would be most of
-// the pass's cost at scale.
+// pruneEvery spaces the prunes of consumed records (pruned an hour after they could be
+// replayed): a LIST of them all every 10 s pass would be most of its cost at scale.
 const pruneEvery = 5 * time.Minute
 
 // pruneConsumed drops consumed records older than EVENT_MAX_AGE and an hour, every pruneEvery.

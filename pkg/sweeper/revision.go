@@ -169,9 +169,8 @@ func (s *Sweeper) failStuck(ctx context.Context, rev release.Revision, reason st
 	return err
 }
 
-// lastSignOfLife is when an executor last showed it worked on the revision. A Lease the
-// cache shows alive costs no call: at thousands of running revisions a GET each was most
-// of the pass.
+// lastSignOfLife is when an executor last worked on the revision; a Lease the cache shows
+// alive costs no call (a GET each was most of a pass at thousands of running revisions).
 func (s *Sweeper) lastSignOfLife(ctx context.Context, rev release.Revision) (time.Time, bool, error) {
 	if s.Reporter != nil && release.AliveIn(s.Reporter.CachedLease(rev.Namespace, release.LeaseName(rev.Name, rev.Version)), wallclock.Or(s.Clock).Now()) {
 		return time.Time{}, true, nil

@@ -34,9 +34,8 @@ func (l *sentLog) record(rev release.Revision, now time.Time) {
 	l.m[sentKey(rev)] = sentMark{n: m.n + 1, at: now}
 }
 
-// overlay is revs as the leader knows them: sent at least as often and as late as it sent
-// them, and not dead-lettered within the wait of its own last re-send (a tenant's mark
-// would skip the wait).
+// overlay is revs as the leader sent them (at least as often and as late), and not
+// dead-lettered within the wait of its own last re-send (a tenant's mark would skip it).
 func (l *sentLog) overlay(revs []release.Revision, c Config, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

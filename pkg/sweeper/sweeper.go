@@ -1,7 +1,6 @@
-// Package sweeper is the leader's loop beside the notifier: it drives accepted work whose
-// delivery was lost again, fails it only past a deadline, queues abandoned tombstones and
-// prunes consumed records (docs/design.md, "A 201 is a promise"). One notifier pod runs it
-// at a time (Election).
+// Package sweeper is the loop of the leading notifier pod (Election): it drives accepted work
+// whose delivery was lost again, fails it only past a deadline, queues abandoned tombstones
+// and prunes consumed records (docs/design.md, "A 201 is a promise").
 package sweeper
 
 import (

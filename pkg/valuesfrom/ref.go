@@ -1,7 +1,6 @@
-// Package valuesfrom is values_from: Helm values taken from Secrets and ConfigMaps of the
-// release's namespace, as Flux's valuesFrom. Only references travel; the values are read
-// as the caller where they are used, bounded here, and merged in order before the inline
-// values.
+// Package valuesfrom is values_from, as Flux's valuesFrom: Helm values from Secrets and
+// ConfigMaps of the release's namespace. Only references travel; the values are read as the
+// caller where used, bounded here, and merged in order before the inline values.
 package valuesfrom
 
 import (

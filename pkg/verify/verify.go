@@ -1,8 +1,6 @@
-// Package verify answers the console's POST /api/helm/verify. The console runs Red Hat's
-// chart-verifier library (github.com/redhat-certification/chart-verifier) on the chart;
-// async-helm runs that library or nothing, never an imitation of it. The version the
-// console pins cannot be had where async-helm is built (see Unavailable), so the route
-// says so.
+// Package verify answers the console's POST /api/helm/verify with Red Hat's chart-verifier,
+// as the console does, or not at all (never an imitation): the version the console pins
+// cannot be had where async-helm is built (Unavailable).
 package verify
 
 import (
