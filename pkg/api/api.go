@@ -83,19 +83,16 @@ type ReleaseRequest struct {
 	WaitForJobs bool   `json:"wait_for_jobs,omitempty"`
 	Atomic      bool   `json:"atomic,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Supersede (upgrades): a pending revision is cancelled and this one runs after it
-	// (docs/design.md, "Supersede").
+	// Supersede (upgrades): a pending revision is cancelled, this one runs after it (design.md).
 	Supersede bool `json:"supersede,omitempty"`
 	// Retries (0..MaxRetries) and Remediation (RemediationRollback, RemediationUninstall or
 	// none) after a failed install or upgrade (docs/design.md, "Retries and remediation").
 	Retries     int    `json:"retries,omitempty"`
 	Remediation string `json:"remediation,omitempty"`
-	// ServerSide and ForceConflicts: the apply method under the Helm v4 engine
-	// (applymethod.go).
+	// ServerSide and ForceConflicts: the apply method under the Helm v4 engine (applymethod.go).
 	ServerSide     ServerSide `json:"server_side,omitempty"`
 	ForceConflicts bool       `json:"force_conflicts,omitempty"`
-	// ValuesFrom (install, upgrade) takes values from Secrets and ConfigMaps of Namespace,
-	// merged in order before Values.
+	// ValuesFrom: values of Secrets and ConfigMaps of Namespace, merged in order before Values.
 	ValuesFrom []valuesfrom.Ref `json:"values_from,omitempty"`
 	// ReuseValues (upgrades): the last release's values, with this request's over them, and
 	// its values_from references when the request names none.
@@ -172,8 +169,7 @@ type Error struct {
 	Error string `json:"error"`
 }
 
-// ReleaseInfo is a release as `limitInfo=true` lists it: name, namespace, version, info
-// and the chart's metadata only.
+// ReleaseInfo is a release as `limitInfo=true` lists it: no values, manifest or chart files.
 type ReleaseInfo struct {
 	Name      string        `json:"name"`
 	Namespace string        `json:"namespace"`

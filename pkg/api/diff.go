@@ -10,16 +10,14 @@ import (
 // PathDiff is POST: what an install, upgrade or rollback would change (DiffRequest, Diff).
 const PathDiff = "/api/helm/release/diff"
 
-// DiffRequest is an install or upgrade body (a rollback's: name, namespace, version) and
-// what to compare.
+// DiffRequest is an install or upgrade body (a rollback's: name, namespace, version) and more.
 type DiffRequest struct {
 	ReleaseRequest
 	// Action is "upgrade" (default), "install" or "rollback".
 	Action string `json:"action,omitempty"`
 	// Version (rollback) is the revision to return to; 0: the one before the latest.
 	Version int `json:"version,omitempty"`
-	// Context is the lines shown around each change; nil or negative: whole objects
-	// (helm-diff's --context).
+	// Context is helm-diff's --context: lines around each change; nil or negative: whole objects.
 	Context *int `json:"context,omitempty"`
 	// IncludeCRDs (install, upgrade) compares the chart's crds/ too, as helm-diff's
 	// --include-crds does: a release's manifest never holds them, so they show as added.

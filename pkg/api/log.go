@@ -2,8 +2,7 @@ package api
 
 import "time"
 
-// PathLog is GET ?ns=&name=[&version=][&after=]: the log of a release's action
-// (docs/design.md, "The action's log").
+// PathLog is GET ?ns=&name=[&version=][&after=]: the log of a release's action (design.md).
 const PathLog = "/api/helm/release/log"
 
 // ActionLog is what Helm logged while the executor ran one revision's action.
@@ -23,8 +22,7 @@ type ActionLog struct {
 	Lines   []LogLine `json:"lines"`
 }
 
-// LogLine is one line of Helm's log. A line Helm repeated in a row is kept once: Repeated
-// more times, the last at Last.
+// LogLine is one line of Helm's log; repeated in a row, it is kept once: Repeated more, the last at Last.
 type LogLine struct {
 	Seq      int64      `json:"seq"`
 	Time     time.Time  `json:"time"`

@@ -19,7 +19,6 @@ type Queue struct {
 	// long it has waited when the answer was made.
 	AcceptedAt time.Time `json:"acceptedAt"`
 	AgeSeconds int64     `json:"ageSeconds"`
-	// ExpectedStart is when it should start at its namespace's recent rate of starts;
-	// absent until the namespace has a rate.
+	// ExpectedStart is when it should start at its namespace's recent rate (absent without one).
 	ExpectedStart *time.Time `json:"expectedStart,omitempty"`
 }

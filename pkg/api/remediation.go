@@ -5,8 +5,7 @@ import (
 	"fmt"
 )
 
-// Remediation strategies a request may ask for after its last failed attempt
-// (docs/design.md, "Retries and remediation").
+// Remediation strategies a request may ask for after its last failed attempt (design.md).
 const (
 	RemediationNone      = ""
 	RemediationRollback  = "rollback"

@@ -169,8 +169,7 @@ func queueWords(q *api.Queue) string {
 	return fmt.Sprintf("position %d of %d, waiting %s for an executor", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", expected to start at ")
 }
 
-// queueShort is a queued revision in a list row or a followed line: "queued 312/1200,
-// 2m10s[, start ~<UTC time>]".
+// queueShort is a queued revision in a list row or line: "queued 312/1200, 2m10s[, start ~<UTC>]".
 func queueShort(q *api.Queue) string {
 	return fmt.Sprintf("queued %d/%d, %s", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", start ~")
 }

@@ -15,8 +15,7 @@ const (
 	// MaxHeadNodes bounds the lines that name an object (apiVersion, kind, metadata's name
 	// and namespace), the only part of most documents that is parsed.
 	MaxHeadNodes = 10_000
-	// MaxDocumentNodes bounds a document parsed whole: a Secret (to mask it), or a document
-	// whose head is not plain block style.
+	// MaxDocumentNodes bounds a document parsed whole: a Secret, or a head not in plain block style.
 	MaxDocumentNodes = 100_000
 	// maxParsedBytes bounds what a parsed text may expand to with its YAML aliases written out.
 	maxParsedBytes = 16 << 20

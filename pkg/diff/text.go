@@ -35,8 +35,7 @@ type record struct {
 	text  string
 }
 
-// recordsOf reads a unified diff's hunks as lines (ok: it has hunks), ending, as helm-diff's,
-// with an unchanged empty line.
+// recordsOf reads a unified diff's hunks as lines (ok: it has hunks), ending as helm-diff's.
 func recordsOf(unified string) (recs []record, ok bool) {
 	if !strings.HasPrefix(unified, "@@ ") {
 		return nil, false

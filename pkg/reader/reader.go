@@ -43,8 +43,7 @@ type RecordNamespaces interface {
 	RecordNamespaces() []string
 }
 
-// Service answers reads. With a nil Authorizer or a nil user (authentication off) every
-// namespace is readable.
+// Service answers reads; with a nil Authorizer or user (authentication off), of every namespace.
 type Service struct {
 	Helm       Helm
 	Authorizer Authorizer

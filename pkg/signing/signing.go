@@ -26,8 +26,7 @@ type Purpose struct {
 	hex    bool
 }
 
-// The purposes: each text starts with its own prefix, none a prefix of another's text
-// (TestPurposesAreApart).
+// The purposes: each text starts with its own prefix, none a prefix of another's text.
 var (
 	// Event signs an accepted event's canonical form (events.ExtSignatureV2).
 	Event = Purpose{prefix: "async-helm event v2\n", bytes: sha256.Size}
@@ -47,8 +46,7 @@ var (
 	// Identity is the keyed digest of an identity a Deployer seal names (release.IdentityDigest):
 	// the uninstall compares digests, and the record shows no one's name, groups or scopes.
 	Identity = Purpose{prefix: "async-helm identity v1\x00", bytes: sha256.Size, hex: true}
-	// Notified signs the notifier's mark of a reported status on a release record
-	// (async-helm.io/notified-sig).
+	// Notified signs the notifier's mark of a reported status (async-helm.io/notified-sig).
 	Notified = Purpose{prefix: "async-helm notified v1\x00", bytes: 20}
 )
 
@@ -69,8 +67,7 @@ func (p Purpose) apart(text string) bool {
 	return true
 }
 
-// Sign is k's signature of text for p; "" (which verifies nothing) for an EventV1 text
-// that another purpose's could be.
+// Sign is k's signature of text for p; "" (verifying nothing) for an EventV1 text not apart.
 func (k Key) Sign(p Purpose, text string) string {
 	if !p.apart(text) {
 		return ""
@@ -90,12 +87,10 @@ func (k Key) Verify(p Purpose, text, sig string) bool {
 	return k.Set() && p.apart(text) && sig != "" && hmac.Equal([]byte(sig), []byte(k.Sign(p, text)))
 }
 
-// MinKeyBytes is the shortest key accepted: HMAC-SHA256 wants a key as long as its output,
-// and shorter ones can be searched.
+// MinKeyBytes: HMAC-SHA256 wants a key as long as its output; shorter ones can be searched.
 const MinKeyBytes = 32
 
-// PlaceholderKey is the value an earlier manifest shipped. Everyone can read it, so it
-// signs nothing.
+// PlaceholderKey is the value an earlier manifest shipped: everyone can read it, so it signs nothing.
 const PlaceholderKey = "replace-me-with-32-random-bytes"
 
 // Check refuses a key that would let others sign: empty, shorter than MinKeyBytes, or the

@@ -18,17 +18,14 @@ type Verifier interface {
 	Verify(ctx context.Context, chartURL string, values map[string]any) ([]byte, error)
 }
 
-// PinnedVersion is the chart-verifier version openshift/console's go.mod pins (snapshot of
-// August 2026).
+// PinnedVersion is the chart-verifier version openshift/console's go.mod pins (August 2026).
 const PinnedVersion = "github.com/redhat-certification/chart-verifier v0.0.0-20260617140039-1bf8aaca404e"
 
-// Reason is why there is no verifier: what the Go module proxy answers for the pinned
-// version (and for its version list).
+// Reason is why there is no verifier: what the Go module proxy answers for the pinned version.
 const Reason = "async-helm is built without Red Hat's chart-verifier: the Go module proxy refuses " +
 	PinnedVersion + " (the version the OpenShift console pins) with 403 \"This module version is not available\""
 
-// Unavailable is the Verifier of a build without chart-verifier: every verification is
-// ErrUnavailable with the reason.
+// Unavailable is the Verifier of a build without chart-verifier: ErrUnavailable, with the reason.
 type Unavailable struct{ Reason string }
 
 // Verify implements Verifier.
