@@ -129,16 +129,7 @@ func (l *Ledger) clean(ctx context.Context) {
 	if every <= 0 {
 		every = 30 * time.Second
 	}
-	t := wallclock.Or(l.Clock).NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			l.deleteStale(ctx)
-		}
-	}
+	wallclock.Every(ctx, l.Clock, every, func() { l.deleteStale(ctx) })
 }
 
 // deleteStale deletes what the Book cleared, the entries of namespaces that are gone
