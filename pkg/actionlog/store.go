@@ -63,7 +63,6 @@ type Record struct {
 	namespaceUID    *types.UID // read at the first write
 }
 
-// body is the stored data.
 type body struct {
 	Dropped int64         `json:"dropped,omitempty"`
 	Lines   []api.LogLine `json:"lines"`

@@ -16,15 +16,13 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// attemptNote is what the executor appends to a failed attempt (docs/design.md, "Retries
-// and remediation"): "(attempt 1 of 4; retried as revision 2)", "(attempt 4 of 4)".
+// attemptNote is the executor's note on a failed attempt: "(attempt 1 of 4; retried as revision 2)".
 var attemptNote = regexp.MustCompile(`\(attempt \d+ of \d+(; ([^)]*))?\)$`)
 
 // noteWait bounds how long a failed attempt is watched for its note (written right after).
 const noteWait = 30 * time.Second
 
-// attempts follows a request with retries or remediation through its revisions until it
-// is deployed by one of its attempts (nil), or failed, remediated or not (ErrFailed).
+// attempts follows a request's revisions until one of its attempts is deployed (nil) or it failed (ErrFailed).
 func (t tracker) attempts(ctx context.Context, accepted int, remediation string) error {
 	remediated := ""
 	for {

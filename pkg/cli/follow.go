@@ -38,7 +38,6 @@ type tracker struct {
 	ns, name string
 }
 
-// track is the tracker of release name through t.
 func (g *Globals) track(t target, name string) tracker {
 	return tracker{g: g, c: t.submit, ns: t.ns, name: name}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 
 	"github.com/async-helm/async-helm/pkg/api"
@@ -88,9 +89,7 @@ func sortReleases(rels []api.Release, q listQuery) {
 	}
 	sort.SliceStable(rels, func(i, j int) bool { return less(rels[i], rels[j]) })
 	if q.Reverse {
-		for i, j := 0, len(rels)-1; i < j; i, j = i+1, j-1 {
-			rels[i], rels[j] = rels[j], rels[i]
-		}
+		slices.Reverse(rels)
 	}
 }
 

@@ -161,10 +161,8 @@ func writeProgress(b *strings.Builder, p *progress.Progress) {
 	}
 }
 
-// The position is in the namespace's own queue (docs/design.md, "Tenants and shares").
-
-// queueWords is a queued revision in status: "position 312 of 1200, waiting 2m10s for an
-// executor[, expected to start at <UTC time>]".
+// queueWords is a queued revision in status, its position in its namespace's own queue:
+// "position 312 of 1200, waiting 2m10s for an executor[, expected to start at <UTC time>]".
 func queueWords(q *api.Queue) string {
 	return fmt.Sprintf("position %d of %d, waiting %s for an executor", q.Position, q.Total, queueAge(q)) + expectedStart(q, ", expected to start at ")
 }

@@ -34,7 +34,7 @@ func NewCmdStatus(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// Validate checks the name and where the token would go.
+// Validate refuses --watch with --revision.
 func (o *StatusOptions) Validate() error {
 	return o.check(refuseIf(o.Watch && o.Revision > 0, "--watch follows the latest revision: it takes no --revision"))
 }
@@ -48,6 +48,5 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// helm's block with its description, and the queue or progress of a pending revision
 	return writeFormat(o.Out, o.Output, newStatusPrinter(*rel, statusShow{Description: true}))
 }

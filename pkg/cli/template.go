@@ -42,7 +42,7 @@ func (o *TemplateOptions) Complete(cmd *cobra.Command, args []string) error {
 	return o.ActionOptions.Complete(cmd, args)
 }
 
-// Validate checks the name and where the token would go.
+// Validate is named's, not install's.
 func (o *TemplateOptions) Validate() error {
 	return o.check()
 }

@@ -6,8 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/async-helm/async-helm/pkg/chart/yamlsize"
@@ -77,18 +78,8 @@ func Parse(ctx context.Context, manifest, namespace string) (map[string]Object, 
 	return out, nil
 }
 
-// sortedKeys are the keys of both sets, in order.
 func sortedKeys(a, b map[string]Object) []string {
-	seen := map[string]bool{}
-	var keys []string
-	for _, m := range []map[string]Object{a, b} {
-		for k := range m {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
-	sort.Strings(keys)
-	return keys
+	keys := slices.AppendSeq(slices.Collect(maps.Keys(a)), maps.Keys(b))
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }

@@ -69,7 +69,6 @@ func (q *Queue) enqueue(f Flow, reuse *Seat, resumed bool) *waiter {
 	return w
 }
 
-// remove takes w out of its flow's queue.
 func (q *Queue) remove(w *waiter) {
 	ws := q.waiting[w.flow]
 	for i, x := range ws {
@@ -155,7 +154,6 @@ type served struct {
 	ns, caller map[string]uint64
 }
 
-// mark records a grant to f.
 func (s *served) mark(f Flow) {
 	s.n++
 	s.caller[f.Caller] = s.n
@@ -218,7 +216,6 @@ func (q *Queue) lendTo(w *waiter) bool {
 	return false
 }
 
-// unlend takes s off the lent list.
 func (q *Queue) unlend(s *Seat) {
 	for i, x := range q.lent {
 		if x == s {

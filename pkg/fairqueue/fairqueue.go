@@ -217,7 +217,6 @@ func (s *Seat) Requeue(ctx context.Context) error {
 	return err
 }
 
-// wait waits for w's grant or ctx's end.
 func (q *Queue) wait(ctx context.Context, w *waiter) (*Seat, error) {
 	select {
 	case <-w.ready:

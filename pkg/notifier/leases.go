@@ -162,7 +162,6 @@ var (
 	leaseAnnotations = []string{lease.AnnotationSecretUID, lease.AnnotationOutcome, lease.AnnotationProgress}
 )
 
-// keptLease is what the cache keeps of a Lease.
 func keptLease(l *coordinationv1.Lease) *coordinationv1.Lease {
 	return &coordinationv1.Lease{TypeMeta: l.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, UID: l.UID, ResourceVersion: l.ResourceVersion,

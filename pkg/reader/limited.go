@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -145,10 +146,7 @@ func latestRecords(metas []metav1.Object) []metav1.Object {
 			latest[k], version[k] = m, v
 		}
 	}
-	want := make([]metav1.Object, 0, len(latest)+len(unlabelled))
-	for _, m := range latest {
-		want = append(want, m)
-	}
+	want := slices.AppendSeq(make([]metav1.Object, 0, len(latest)+len(unlabelled)), maps.Values(latest))
 	return append(want, unlabelled...)
 }
 
@@ -196,31 +194,14 @@ func (h *heads) keep(sc scope, want []metav1.Object, fresh map[types.UID]head) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case sc.allowed != nil:
-		next := make(map[string]map[types.UID]head, len(h.by))
-		for ns, e := range h.by {
-			if !sc.allowed[ns] {
-				next[ns] = e
-			}
-		}
-		for ns, e := range byNS {
+	next := make(map[string]map[types.UID]head, len(h.by)+len(byNS))
+	for ns, e := range h.by {
+		if !sc.may(ns) {
 			next[ns] = e
 		}
-		h.by = next
-	case sc.namespace == "":
-		h.by = byNS
-	default:
-		next := make(map[string]map[types.UID]head, len(h.by)+1)
-		for ns, e := range h.by {
-			next[ns] = e
-		}
-		delete(next, sc.namespace)
-		if e := byNS[sc.namespace]; e != nil {
-			next[sc.namespace] = e
-		}
-		h.by = next
 	}
+	maps.Copy(next, byNS)
+	h.by = next
 }
 
 // fetch reads the list heads of missing into bodies: one by one when a namespace has few,

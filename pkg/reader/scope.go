@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -34,14 +35,7 @@ type scope struct {
 func (sc scope) all() bool { return sc.allowed == nil || (sc.every && len(sc.allowed) > 0) }
 
 // namespaces are the allowed namespaces, sorted.
-func (sc scope) namespaces() []string {
-	out := make([]string, 0, len(sc.allowed))
-	for ns := range sc.allowed {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
-}
+func (sc scope) namespaces() []string { return slices.Sorted(maps.Keys(sc.allowed)) }
 
 // may says whether a record of ns is in the scope.
 func (sc scope) may(ns string) bool {

@@ -10,7 +10,6 @@ import (
 
 // What the sweeper does to a revision is decided here by pure functions; apply writes.
 
-// action is what a sweep does to a revision.
 type action int
 
 const (

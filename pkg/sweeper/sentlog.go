@@ -23,7 +23,6 @@ func sentKey(rev release.Revision) string {
 	return rev.Namespace + "/" + rev.SecretName + "/" + string(rev.UID)
 }
 
-// record notes a re-send of rev at now.
 func (l *sentLog) record(rev release.Revision, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

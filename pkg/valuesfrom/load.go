@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,9 +128,7 @@ func (k KubeReader) Data(ctx context.Context, kind, namespace, name string) (map
 
 func configMapData(text map[string]string, binary map[string][]byte) map[string][]byte {
 	out := make(map[string][]byte, len(text)+len(binary))
-	for k, v := range binary {
-		out[k] = v
-	}
+	maps.Copy(out, binary)
 	for k, v := range text {
 		out[k] = []byte(v)
 	}
