@@ -64,11 +64,11 @@ func (f *Factory) prepare(ctx context.Context, req Request, opts []Option) (*pre
 
 // rendered runs an install or (upgrade) an upgrade whose templates render in a worker.
 func (f *Factory) rendered(ctx context.Context, req Request, opts []Option, upgrade bool) (rel *helmrelease.Release, err error) {
-	out, opts, err := renderOutOptions(opts)
+	fz, err := newFrozen() // its storage wrapper keeps the real chart in Helm's records
 	if err != nil {
 		return nil, err
 	}
-	p, err := f.prepare(ctx, req, opts)
+	p, err := f.prepare(ctx, req, append(opts, WithStorageWrapper(fz.storage)))
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +88,13 @@ func (f *Factory) rendered(ctx context.Context, req Request, opts []Option, upgr
 			return nil, err
 		}
 	}
-	if ch, err = f.renderOutV3(ctx, out, p.cfg, req, WaitGateOf(opts...), ch, values, upgrade); err != nil {
+	if ch, err = f.renderOut(ctx, fz, p.cfg, req, WaitGateOf(opts...), ch, values, upgrade); err != nil {
 		return nil, err
 	}
 	rel, err = runBounded(ctx, p.fence, func() (*helmrelease.Release, error) {
 		return run(context.WithoutCancel(ctx), req, ch, values)
 	})
-	out.thaw(rel)
+	fz.thaw(rel)
 	return rel, err
 }
 

@@ -7,7 +7,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
-	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
@@ -22,36 +21,24 @@ func WithRenderWorkers(p *RenderPool) FactoryOption {
 	return func(o *factoryOptions) { o.renders = p }
 }
 
-// outOfProcess is how an install or upgrade renders out of process: its frozen chart,
-// wrapped into its storage before Helm runs.
-type outOfProcess struct {
-	fz *frozen
-}
-
-// renderOutOptions prepares an install or upgrade for its render in a worker: the storage
-// wrapper that keeps the real chart in Helm's records.
-func renderOutOptions(opts []Option) (*outOfProcess, []Option, error) {
-	fz, err := newFrozen()
-	if err != nil {
-		return nil, nil, err
-	}
-	return &outOfProcess{fz: fz}, append(opts, WithStorageWrapper(fz.storage)), nil
-}
-
 // renderSite is what an install or upgrade renders with: Helm's capabilities and release,
 // and the action's fenced REST config that answers the templates' `lookup` calls.
 type renderSite struct {
-	engine  Engine
 	caps    *chartutil.Capabilities
 	release chartutil.ReleaseOptions
 	rest    *rest.Config
 }
 
-// renderOut renders ch in a worker as site's install or upgrade would (the values checked
-// first), and returns the frozen chart Helm must run instead. ch's dependencies are
-// processed here, as Helm would (the record keeps ch).
-func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSite, req Request, gate WaitGate, ch *chart.Chart, values map[string]any) (*chart.Chart, error) {
-	if ch == nil {
+// renderOut renders ch in a worker as the factory's engine's install (upgrade false) or
+// upgrade would (the values checked first), on the Helm v3 configuration both engines read
+// through (action.go), and returns fz, frozen: the chart Helm must run instead. ch's
+// dependencies are processed here, as Helm would (the record keeps ch).
+func (f *Factory) renderOut(ctx context.Context, fz *frozen, cfg *action.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
+	site, err := siteV3(cfg, req, upgrade)
+	switch {
+	case err != nil:
+		return nil, err
+	case ch == nil:
 		return nil, fmt.Errorf("no chart to render")
 	}
 	schemas, err := processDependencies(ch, values) // the checks are made in the worker, under the render's bounds
@@ -62,24 +49,13 @@ func (f *Factory) renderOut(ctx context.Context, o *outOfProcess, site renderSit
 		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, site.caps.KubeVersion.String())
 	}
 	job := GuardRender{Chart: TreeOf(ch), Values: values, Release: site.release, Caps: site.caps}
-	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, Engine: site.engine, Flow: renderFlow(req.Namespace, site.rest),
+	files, err := f.renderInPool(ctx, gate, PoolRender{Job: job, Engine: f.Engine(), Flow: renderFlow(req.Namespace, site.rest),
 		CPU: req.RenderTimeout, Lookup: NewLookups(site.rest), Schemas: schemas})
 	if err != nil {
 		return nil, err
 	}
-	o.fz.freeze(ch, files, job)
-	return o.fz.chart, nil
-}
-
-// renderOutV3 is renderOut for the factory's engine's install (upgrade false) or upgrade,
-// on the Helm v3 configuration both engines read through (action.go).
-func (f *Factory) renderOutV3(ctx context.Context, o *outOfProcess, cfg *action.Configuration, req Request, gate WaitGate, ch *chart.Chart, values map[string]any, upgrade bool) (*chart.Chart, error) {
-	site, err := siteV3(cfg, req, upgrade)
-	if err != nil {
-		return nil, err
-	}
-	site.engine = f.Engine()
-	return f.renderOut(ctx, o, site, req, gate, ch, values)
+	fz.freeze(ch, files, job)
+	return fz.chart, nil
 }
 
 // siteV3 is what Helm v3's install (upgrade true: upgrade) of req renders with.
@@ -96,7 +72,7 @@ func siteV3(cfg *action.Configuration, req Request, upgrade bool) (renderSite, e
 	if err != nil {
 		return renderSite{}, err
 	}
-	return renderSite{engine: EngineV3, caps: caps, release: rel, rest: restCfg}, nil
+	return renderSite{caps: caps, release: rel, rest: restCfg}, nil
 }
 
 // renderInPool renders r in the pool with the action's CPU slot given back: holding one
@@ -171,6 +147,3 @@ func discoverCapabilities(g discoveryGetter) (*chartutil.Capabilities, error) {
 		KubeVersion: chartutil.KubeVersion{Version: kv.GitVersion, Major: kv.Major, Minor: kv.Minor},
 		HelmVersion: chartutil.DefaultCapabilities.HelmVersion}, nil
 }
-
-// thaw puts the real chart back into the release Helm returned.
-func (o *outOfProcess) thaw(rel *helmrelease.Release) { o.fz.thaw(rel) }
