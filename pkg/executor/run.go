@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"weak"
 
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -173,11 +174,14 @@ func (s *Service) loadChart(ctx context.Context, act *action) (_ *chart.Chart, f
 	if a.ChartDigest != "" && c.Digest != a.ChartDigest {
 		return nil, nil, fmt.Errorf("chart %s: %w: it is %s, the request was validated against %s", a.Chart, helmexec.ErrChartChanged, c.Digest, a.ChartDigest)
 	}
-	archive := *c // across the wait for chart memory, the archive only: the parsed copy is the cache's
+	// Across the wait for chart memory, the archive only: the parsed copy is the cache's, and
+	// Fresh copies it only if the cache still holds it once the memory is ours.
+	archive, loaded := *c, weak.Make(c.Loaded)
 	archive.Loaded, c = nil, &archive
 	if free, err = s.holdChart(ctx, act, c.Size()); err != nil {
 		return nil, nil, fmt.Errorf("chart %s: %w", a.Chart, err)
 	}
+	c.Loaded = loaded.Value()
 	ch, err := c.Fresh(ctx)
 	if err != nil {
 		free()

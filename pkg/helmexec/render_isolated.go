@@ -146,11 +146,7 @@ func renderArchive(job ChartRender) (string, string) {
 	if err != nil {
 		return "", err.Error()
 	}
-	check, err := job.Budget.Load(job.Archive)
-	if err != nil {
-		return "", err.Error()
-	}
-	if err := CheckDependencies(check, job.Values); err != nil {
+	if err := CheckDependencies(chartsource.Private(ch), job.Values); err != nil {
 		return "", err.Error()
 	}
 	if job.Revision > 0 {

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,11 +52,14 @@ type Chart struct {
 	annotate func(*chart.Chart)
 }
 
-// Fresh parses the archive again into a chart the caller owns, in one of its source's load
-// slots (each load may take ~65 MiB within the budget); an archive that did not come from
-// a Source is checked against DefaultBudget first.
+// Fresh is a chart the caller owns: Private(Loaded) when c holds it, else the archive parsed
+// again in one of its source's load slots (each load may take ~65 MiB within the budget); an
+// archive that did not come from a Source is checked against DefaultBudget first.
 func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
-	if c.loads == nil {
+	switch {
+	case c.Loaded != nil:
+		return c.annotated(Private(c.Loaded), nil)
+	case c.loads == nil:
 		return c.annotated(DefaultBudget.Load(c.Data))
 	}
 	release, err := takeLoad(ctx, c.loads, c.tenant)
@@ -67,6 +72,27 @@ func (c *Chart) Fresh(ctx context.Context) (*chart.Chart, error) {
 		return nil, fmt.Errorf("%w: %v", ErrUnloadable, err)
 	}
 	return c.annotated(ch, nil)
+}
+
+// Private is a copy of ch that Helm's actions may run: each chart of the tree, its metadata,
+// dependency entries and annotations copied (what processing dependencies and annotating
+// write); templates, files and values shared (Helm copies values before it writes them).
+func Private(ch *chart.Chart) *chart.Chart {
+	c, md := *ch, *ch.Metadata
+	md.Annotations = maps.Clone(md.Annotations)
+	md.Dependencies = slices.Clone(md.Dependencies)
+	for i, d := range md.Dependencies {
+		if d != nil {
+			dc := *d
+			md.Dependencies[i] = &dc
+		}
+	}
+	c.Metadata = &md
+	c.SetDependencies()
+	for _, d := range ch.Dependencies() {
+		c.AddDependency(Private(d))
+	}
+	return &c
 }
 
 // Source fetches charts through a cache.
