@@ -41,10 +41,7 @@ func NewBuffer(max int, c clock.PassiveClock) *Buffer {
 	if max <= 0 {
 		max = DefaultBytes
 	}
-	if max > MaxBytes {
-		max = MaxBytes
-	}
-	return &Buffer{max: max, next: 1, clock: wallclock.Or(c)}
+	return &Buffer{max: min(max, MaxBytes), next: 1, clock: wallclock.Or(c)}
 }
 
 // Log is a Helm DebugLog: the call is rendered through Format and kept.

@@ -1,8 +1,9 @@
 package fairqueue
 
 import (
+	"cmp"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/wallclock"
@@ -257,11 +258,8 @@ func (q *Queue) Stats() []FlowStats {
 	for _, st := range by {
 		out = append(out, *st)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Caller < out[j].Caller
+	slices.SortFunc(out, func(a, b FlowStats) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Caller, b.Caller))
 	})
 	return out
 }

@@ -73,7 +73,7 @@ func (s *Service) startIndex(ctx context.Context) error {
 	}
 	if err := s.Revisions.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    s.enqueueAdded,
-		UpdateFunc: func(_, obj any) { s.enqueueObj(obj) },
+		UpdateFunc: func(_, obj any) { s.enqueueAdded(obj, false) },
 		DeleteFunc: func(obj any) {
 			key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			if err != nil {
@@ -95,17 +95,6 @@ func (s *Service) startIndex(ctx context.Context) error {
 		return err
 	}
 	return s.Revisions.Run(ctx)
-}
-
-func (s *Service) enqueueObj(obj any) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return
-	}
-	key := m.Namespace + "/" + m.Name
-	if s.observe(key, m) {
-		s.queue.Add(key)
-	}
 }
 
 // observe notes the status of a secret; it reports whether something awaits reporting.

@@ -20,16 +20,16 @@ type startupFeed struct {
 
 // enqueueAdded: a first-list record to report joins the start-up backlog; a later one is queued.
 func (s *Service) enqueueAdded(obj any, inInitialList bool) {
-	if !inInitialList {
-		s.enqueueObj(obj)
-		return
-	}
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return
 	}
 	key := m.Namespace + "/" + m.Name
-	if s.observe(key, m) {
+	switch {
+	case !s.observe(key, m):
+	case !inInitialList:
+		s.queue.Add(key)
+	default:
 		s.startup.mu.Lock()
 		if s.startup.keys == nil {
 			s.startup.keys = newKeysByNamespace()

@@ -37,10 +37,7 @@ func (q *Queue) of(namespace, name string, version int, p *progress.Progress) *a
 	if !ok {
 		return nil
 	}
-	age := wallclock.Or(q.Clock).Since(pos.AcceptedAt)
-	if age < 0 {
-		age = 0
-	}
+	age := max(wallclock.Or(q.Clock).Since(pos.AcceptedAt), 0)
 	out := &api.Queue{State: api.QueueStateQueued, Position: pos.Position, Total: pos.Total,
 		AcceptedAt: pos.AcceptedAt.UTC().Truncate(time.Second), AgeSeconds: int64(age / time.Second)}
 	if !pos.ExpectedStart.IsZero() {
