@@ -16,7 +16,6 @@ import (
 // any cache.Indexer with the same indexes).
 type Indexer interface {
 	ByIndex(indexName, indexedValue string) ([]any, error)
-	IndexKeys(indexName, indexedValue string) ([]string, error)
 }
 
 // ReleaseIndex indexes release secrets by "<namespace>/<release>" (RevisionIndex).
@@ -210,19 +209,6 @@ func (x *RevisionIndex) ByIndex(indexName, indexedValue string) ([]any, error) {
 			return nil, err
 		}
 		out = append(out, objs...)
-	}
-	return out, nil
-}
-
-// IndexKeys lists the keys of the cached objects whose index value is indexedValue.
-func (x *RevisionIndex) IndexKeys(indexName, indexedValue string) ([]string, error) {
-	var out []string
-	for _, inf := range x.informers {
-		keys, err := inf.GetIndexer().IndexKeys(indexName, indexedValue)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, keys...)
 	}
 	return out, nil
 }

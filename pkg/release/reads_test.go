@@ -58,8 +58,7 @@ func TestLiveHistoryBypassesTheIndex(t *testing.T) {
 // staleIndex is a cache that has not seen anything yet.
 type staleIndex struct{}
 
-func (staleIndex) ByIndex(string, string) ([]any, error)      { return nil, nil }
-func (staleIndex) IndexKeys(string, string) ([]string, error) { return nil, nil }
+func (staleIndex) ByIndex(string, string) ([]any, error) { return nil, nil }
 
 // Current picks an upgrade's base from the cache, but a cache that has not seen the
 // deployed revision must not turn a good upgrade away: it confirms "none" with the API server.
@@ -96,8 +95,7 @@ func TestCurrentIgnoresACacheMissingRevisions(t *testing.T) {
 // fixedIndex is a cache frozen at the objects it was given.
 type fixedIndex []any
 
-func (x fixedIndex) ByIndex(string, string) ([]any, error)      { return x, nil }
-func (x fixedIndex) IndexKeys(string, string) ([]string, error) { return nil, nil }
+func (x fixedIndex) ByIndex(string, string) ([]any, error) { return x, nil }
 
 func mustMeta(t *testing.T, c *fakekube.Cluster, name string, rev int) *metav1.ObjectMeta {
 	t.Helper()

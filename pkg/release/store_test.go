@@ -249,8 +249,8 @@ func TestRevisionIndex(t *testing.T) {
 
 	// One index over named namespaces sees only those (the notifier's NAMESPACES).
 	only := running(t)(NewRevisionIndex(c.Metadata(), "ns2"))
-	if keys, _ := only.IndexKeys(ReleaseIndex, "ns/a"); len(keys) != 0 {
-		t.Errorf("an index over ns2 holds %v", keys)
+	if objs, _ := only.ByIndex(ReleaseIndex, "ns/a"); len(objs) != 0 {
+		t.Errorf("an index over ns2 holds %v", objs)
 	}
 	if objs, _ := only.ByIndex(ReleaseIndex, "ns2/c"); len(objs) != 1 {
 		t.Errorf("an index over ns2 lacks c: %v", objs)

@@ -40,11 +40,6 @@ func (c current) ByIndex(_, value string) ([]any, error) {
 	return out, nil
 }
 
-func (c current) IndexKeys(index, value string) ([]string, error) {
-	objs, err := c.ByIndex(index, value)
-	return make([]string, len(objs)), err
-}
-
 // racing is the Store with something run just before the first Reserve: another request
 // that takes the revision between this request's reads and its create.
 type racing struct {

@@ -19,9 +19,6 @@ import (
 type frozen map[string][]any
 
 func (f frozen) ByIndex(_, value string) ([]any, error) { return f[value], nil }
-func (f frozen) IndexKeys(_, value string) ([]string, error) {
-	return make([]string, len(f[value])), nil
-}
 
 // lagging freezes the store's cache as it is now.
 func (e *env) lagging() {
