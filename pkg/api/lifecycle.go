@@ -7,8 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// RollbackRequest is the console's rollback body (PATCH /api/helm/release and our
-// PATCH /api/helm/release/async) plus async-helm's options.
+// RollbackRequest is the console's rollback body (PATCH PathRelease, PathAsync) plus our options.
 type RollbackRequest struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`

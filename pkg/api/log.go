@@ -12,8 +12,7 @@ type ActionLog struct {
 	Revision  int    `json:"revision"`
 	RequestID string `json:"requestId,omitempty"`
 	Action    string `json:"action,omitempty"`
-	// Running: the executor still writes this log (false once the action ended, or when its
-	// executor stopped writing without ending it).
+	// Running: the executor still writes this log (false once ended, or gone stale).
 	Running bool      `json:"running"`
 	Started time.Time `json:"started"`
 	Updated time.Time `json:"updated"`
@@ -22,7 +21,7 @@ type ActionLog struct {
 	Lines   []LogLine `json:"lines"`
 }
 
-// LogLine is one line of Helm's log; repeated in a row, it is kept once: Repeated more, the last at Last.
+// LogLine is a line of Helm's log; a run of repeats is kept once (Repeated more, the last at Last).
 type LogLine struct {
 	Seq      int64      `json:"seq"`
 	Time     time.Time  `json:"time"`

@@ -10,13 +10,11 @@ const QueueStateQueued = "queued"
 type Queue struct {
 	// State is "queued".
 	State string `json:"state"`
-	// Position is 1 for its namespace's earliest queued revision; other tenants' work is not
-	// ahead of it (each tenant gets its share).
+	// Position is 1 for its namespace's earliest queued revision (other tenants' are not ahead).
 	Position int `json:"position"`
 	// Total is the number of queued revisions of its namespace.
 	Total int `json:"total"`
-	// AcceptedAt is when the revision was accepted (second resolution); AgeSeconds is how
-	// long it has waited when the answer was made.
+	// AcceptedAt is when the revision was accepted (in seconds), AgeSeconds its wait so far.
 	AcceptedAt time.Time `json:"acceptedAt"`
 	AgeSeconds int64     `json:"ageSeconds"`
 	// ExpectedStart is when it should start at its namespace's recent rate (absent without one).

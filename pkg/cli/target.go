@@ -91,8 +91,7 @@ func (t *target) connect(ctx context.Context) error {
 	return nil
 }
 
-// checkTokenTransport refuses the token over plain http but to loopback, unless allowed
-// (the Knative Service's URL is often http).
+// checkTokenTransport refuses the token over plain http (a Knative URL's) but to loopback.
 func checkTokenTransport(server, token string, allowInsecure bool) error {
 	if token == "" || allowInsecure {
 		return nil

@@ -174,8 +174,7 @@ func (s *Seat) Lend() {
 	q.dispatch()
 }
 
-// Reclaim ends a Lend. A holder whose seat was given away finishes without one (seatless):
-// waiting here could outlast its deadline.
+// Reclaim ends a Lend: a seat given away is not waited for (a wait could outlast the deadline).
 func (s *Seat) Reclaim() {
 	q := s.q
 	q.mu.Lock()

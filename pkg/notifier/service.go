@@ -78,8 +78,7 @@ type Service struct {
 	// the secrets whose reported status is to be recorded (watch mode, marks.go).
 	queue, marks workqueue.TypedRateLimitingInterface[string]
 	mu           sync.Mutex
-	// observed is the last status seen per secret, backlog those not yet reported, in order
-	// (kept while the sink is down, up to MaxBacklog).
+	// observed: the last status seen per secret; backlog: those not reported yet, in order.
 	observed map[string]string
 	backlog  map[string][]string
 	// history holds the secrets first seen as history (history.go) and unchanged since.

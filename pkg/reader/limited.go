@@ -14,8 +14,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/release"
 )
 
-// Secrets reads the list heads of release secrets as submit's own identity
-// (release.Store); callers check the caller's access first.
+// Secrets reads release secrets' list heads as submit (release.Store): callers check access.
 type Secrets interface {
 	ReleaseHeads(ctx context.Context, namespace string) ([]release.ListHead, error)
 	ReleaseHead(ctx context.Context, namespace, name string) (*release.ListHead, error)

@@ -18,8 +18,7 @@ type QueueIndex interface {
 	QueuePosition(namespace, secretName string) (ledger.Position, bool)
 }
 
-// Queue adds `queue` to the pending revisions no executor has started (docs/design.md,
-// "Tenants and shares"). A nil *Queue adds nothing.
+// Queue adds `queue` to the pending revisions no executor has started (nil: nothing).
 type Queue struct {
 	Index QueueIndex
 	// Clock is the clock of AgeSeconds (nil: the wall clock).

@@ -56,8 +56,7 @@ type Service struct {
 	// Secrets, when set, answers lists with limitInfo from the latest revisions' heads
 	// (cached by resourceVersion) instead of Helm's decode of every whole record.
 	Secrets Secrets
-	// Index, with Secrets, says which records exist (a metadata-only list): only records
-	// that changed since the last list are read whole.
+	// Index, with Secrets, lists which records exist (metadata): only changed ones are read.
 	Index Index
 	// Namespaces, when set, says from a cache which namespaces hold records: a caller who may
 	// not read every namespace then has only its own listed (namespacesScope).

@@ -36,8 +36,7 @@ type due struct {
 	alive, overdue              bool
 }
 
-// futureMark: an uninstall's clock is Helm's modifiedAt label, which a tenant may write: far ahead
-// is a forgery, failed at once.
+// futureMark: an uninstall's clock is Helm's modifiedAt, a tenant's to write: far ahead is forged.
 func futureMark(rev release.Revision, now time.Time) (verdict, bool) {
 	if !rev.Created.After(now.Add(maxClockSkew)) {
 		return verdict{}, false

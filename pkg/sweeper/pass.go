@@ -77,8 +77,7 @@ func (s *Sweeper) sweepAll(ctx context.Context) (SweepResult, int, error) {
 	return res, ours, nil
 }
 
-// pendingRevisions are from the shared index when watching (a LIST of 10,000 every pass was its
-// cost), else a LIST per namespace.
+// pendingRevisions are the shared index's when watching (not a LIST of 10,000 each pass).
 func (s *Sweeper) pendingRevisions(ctx context.Context) ([]release.Revision, error) {
 	if s.Index != nil {
 		return s.Index.PendingRevisions(), nil
