@@ -206,3 +206,71 @@ func TestABatchWriteEndsWhenTheLastOfItsRequestsGivesUp(t *testing.T) {
 		}
 	})
 }
+
+// slowLedger is a Ledger on a fake cluster whose Lease creates take 8 ms.
+func slowLedger() (*Ledger, *fake.Clientset) {
+	c := fake.NewClientset()
+	c.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(8 * time.Millisecond)
+		return false, nil, nil
+	})
+	return &Ledger{Store: &Store{Client: c, Namespace: "async-helm"}, Book: NewBook(time.Hour, nil)}, c
+}
+
+// leaseSizes is how many entries each ledger Lease holds, smallest first.
+func leaseSizes(t *testing.T, c *fake.Clientset) []int {
+	t.Helper()
+	list, err := c.CoordinationV1().Leases("async-helm").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, le := range list.Items {
+		es, _ := EntriesOf(&le)
+		sizes = append(sizes, len(es))
+	}
+	slices.Sort(sizes)
+	return sizes
+}
+
+// A small batch waits half the last write's time for more requests: one that comes then
+// shares its Lease. A lone request and a batch of lingerBelow are written at once.
+func TestASmallBatchWaitsForMoreRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, c := slowLedger()
+		start := time.Now()
+		addAll(l, "r0")()
+		if took := time.Since(start); took != 8*time.Millisecond {
+			t.Errorf("a lone request took %v, want its write's 8ms", took)
+		}
+		first := addAll(l, "r1") // written 8-16 ms
+		time.Sleep(time.Millisecond)
+		second := addAll(l, "r2") // joins at 9 ms, held until 20 ms
+		time.Sleep(10 * time.Millisecond)
+		third := addAll(l, "r3") // joins at 19 ms, within r2's wait
+		for _, wait := range []func() []error{first, second, third} {
+			if err := wait()[0]; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := time.Since(start); got != 28*time.Millisecond {
+			t.Errorf("r2 and r3 were written by %v, want 28ms (r0 8, r1 8, 4 held, 8)", got)
+		}
+		if got := fmt.Sprint(leaseSizes(t, c)); got != "[1 1 2]" {
+			t.Errorf("Leases hold %s entries, want r0, r1, and r2 with r3", got)
+		}
+		l2, c2 := slowLedger()
+		start = time.Now()
+		first = addAll(l2, "s0")
+		time.Sleep(time.Millisecond)
+		full := addAll(l2, "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8")
+		first()
+		full()
+		if got := time.Since(start); got != 16*time.Millisecond {
+			t.Errorf("a batch of %d was written by %v, want 16ms: not held", lingerBelow, got)
+		}
+		if got := fmt.Sprint(leaseSizes(t, c2)); got != "[1 8]" {
+			t.Errorf("Leases hold %s entries, want s0 and the 8 others", got)
+		}
+	})
+}
