@@ -53,25 +53,18 @@ type listElement struct {
 	Queue *api.Queue `json:"queue,omitempty"`
 }
 
-// chartName and appVersion are helm's formatChartName and formatAppVersion.
-func chartName(c *chart.Chart) string {
+// chartColumns are helm's formatChartName and formatAppVersion.
+func chartColumns(c *chart.Chart) (name, appVersion string) {
 	if c == nil || c.Metadata == nil {
-		return "MISSING"
+		return "MISSING", "MISSING"
 	}
-	return c.Name() + "-" + c.Metadata.Version
-}
-
-func appVersion(c *chart.Chart) string {
-	if c == nil || c.Metadata == nil {
-		return "MISSING"
-	}
-	return c.AppVersion()
+	return c.Name() + "-" + c.Metadata.Version, c.AppVersion()
 }
 
 // element is r as helm's list prints it: updated in timeFormat ("": time.Time's String).
 func element(r *helmrelease.Release, timeFormat string) listElement {
-	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version), Updated: "-",
-		Chart: chartName(r.Chart), AppVersion: appVersion(r.Chart)}
+	e := listElement{Name: r.Name, Namespace: r.Namespace, Revision: strconv.Itoa(r.Version), Updated: "-"}
+	e.Chart, e.AppVersion = chartColumns(r.Chart)
 	if r.Info != nil {
 		e.Status = r.Info.Status.String()
 		switch t := r.Info.LastDeployed; {
@@ -187,7 +180,8 @@ func newHistory(rels []*helmrelease.Release, newest int) releaseHistory {
 	}
 	rows := make(releaseHistory, 0, len(sorted))
 	for _, r := range sorted {
-		h := historyElement{Revision: r.Version, Chart: chartName(r.Chart), AppVersion: appVersion(r.Chart)}
+		h := historyElement{Revision: r.Version}
+		h.Chart, h.AppVersion = chartColumns(r.Chart)
 		if r.Info != nil {
 			h.Status, h.Updated, h.Description = r.Info.Status.String(), r.Info.LastDeployed, r.Info.Description
 		}

@@ -74,13 +74,12 @@ func (t tracker) gone(ctx context.Context) error {
 			return err
 		}
 		st := statusOf(rel)
-		if !release.IsPending(st) {
-			fmt.Fprintf(out, "%s: %s, revision %d (%s)\n", t.name, st, rel.Version, elapsed)
-			return fmt.Errorf("%w: uninstall of %s: revision %d is %s: %s", ErrFailed, t.name, rel.Version, st, rel.Info.Description)
-		}
-		if st != last {
+		if st != last || !release.IsPending(st) {
 			fmt.Fprintf(out, "%s: %s, revision %d (%s)\n", t.name, st, rel.Version, elapsed)
 			last = st
+		}
+		if !release.IsPending(st) {
+			return fmt.Errorf("%w: uninstall of %s: revision %d is %s: %s", ErrFailed, t.name, rel.Version, st, rel.Info.Description)
 		}
 		if err := t.g.pause(ctx); err != nil {
 			return err
