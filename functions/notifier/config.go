@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/async-helm/async-helm/pkg/actionlog"
@@ -52,9 +53,4 @@ func (c Config) Validate() error {
 
 // ElectionName is the Lease the notifier's pods elect their sweeper on: LEADER_ELECTION_NAME
 // (one per stack sharing the namespace), else async-helm-notifier, the name the Role allows.
-func (c Config) ElectionName() string {
-	if c.LeaderElectionName != "" {
-		return c.LeaderElectionName
-	}
-	return "async-helm-notifier"
-}
+func (c Config) ElectionName() string { return cmp.Or(c.LeaderElectionName, "async-helm-notifier") }

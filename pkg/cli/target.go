@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -33,12 +34,7 @@ func (g *Globals) findTarget() (target, error) {
 	t := target{ns: g.namespace(), submit: &submitclient.Client{Server: g.Server, Token: g.Token},
 		submitNamespace: g.SubmitNamespace, insecureHTTP: g.InsecureHTTP}
 	c := t.submit
-	if c.Server == "" {
-		c.Server = os.Getenv(EnvServer)
-	}
-	if c.Token == "" {
-		c.Token = os.Getenv(EnvToken)
-	}
+	c.Server, c.Token = cmp.Or(c.Server, os.Getenv(EnvServer)), cmp.Or(c.Token, os.Getenv(EnvToken))
 	if c.Server != "" && c.Token != "" {
 		return t, nil
 	}
@@ -49,9 +45,7 @@ func (g *Globals) findTarget() (target, error) {
 		}
 		return target{}, fmt.Errorf("no submit URL (--server or $%s) and no kubeconfig to find it: %w", EnvServer, err)
 	}
-	if c.Token == "" {
-		c.Token = rc.BearerToken
-	}
+	c.Token = cmp.Or(c.Token, rc.BearerToken)
 	if c.Server == "" {
 		t.cluster = rc
 	}

@@ -3,6 +3,7 @@
 package diff
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,11 +66,8 @@ func Parse(ctx context.Context, manifest, namespace string) (map[string]Object, 
 		if h.Kind == "" {
 			continue
 		}
-		o := Object{API: h.APIVersion, Kind: h.Kind, Namespace: h.Namespace, Name: h.Name,
+		o := Object{API: h.APIVersion, Kind: h.Kind, Namespace: cmp.Or(h.Namespace, namespace), Name: h.Name,
 			Text: strings.Trim(doc, "\n") + "\n"}
-		if o.Namespace == "" {
-			o.Namespace = namespace
-		}
 		if first, ok := out[o.Key()]; ok {
 			return nil, fmt.Errorf("%w: %s (as %s and as %s)", ErrDuplicateObject, o.Key(), first.API, o.API)
 		}
