@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // ServerSide is a request's apply method under the Helm v4 engine (docs/api.md): JSON true,
@@ -32,10 +33,7 @@ func (s *ServerSide) UnmarshalJSON(b []byte) error {
 	case nil:
 		*s = ServerSideDefault
 	case bool:
-		*s = ServerSideFalse
-		if v {
-			*s = ServerSideTrue
-		}
+		*s = ServerSide(strconv.FormatBool(v))
 	case string:
 		switch ServerSide(v) {
 		case ServerSideTrue, ServerSideFalse, ServerSideAuto, ServerSideDefault:

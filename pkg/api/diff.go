@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/async-helm/async-helm/pkg/diff"
@@ -26,13 +27,9 @@ type DiffRequest struct {
 
 // ParsedAction is the action the diff previews.
 func (r *DiffRequest) ParsedAction() (release.Action, error) {
-	switch r.Action {
-	case "", string(release.ActionUpgrade):
-		return release.ActionUpgrade, nil
-	case string(release.ActionInstall):
-		return release.ActionInstall, nil
-	case string(release.ActionRollback):
-		return release.ActionRollback, nil
+	switch a := release.Action(cmp.Or(r.Action, string(release.ActionUpgrade))); a {
+	case release.ActionUpgrade, release.ActionInstall, release.ActionRollback:
+		return a, nil
 	}
 	return "", fmt.Errorf("action %q: want install, upgrade or rollback", r.Action)
 }

@@ -24,10 +24,7 @@ func (s *Service) cachedChart(uid types.UID) (chartOf, bool) {
 	if uid == "" || s.charts == nil {
 		return chartOf{}, false
 	}
-	v, ok := s.charts.Get(uid)
-	if !ok {
-		return chartOf{}, false
-	}
+	v, _ := s.charts.Get(uid)
 	ch, ok := v.(chartOf)
 	return ch, ok
 }
