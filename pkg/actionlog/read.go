@@ -11,8 +11,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
-// StaleAfter is how long a running log may go unwritten before it is answered as not running
-// (its executor writes at least every HeartbeatEvery).
+// StaleAfter: a running log unwritten this long is answered as not running (cf. HeartbeatEvery).
 const StaleAfter = 2 * time.Minute
 
 // Authorizer answers whether a user may do something (auth.Authorizer).

@@ -145,8 +145,7 @@ func (r *ReleaseRequest) Validate(needChart bool) error {
 	return nil
 }
 
-// ErrSupersedeInstall: only an upgrade or a rollback can take the place of a pending
-// revision; an install has none to replace (docs/design.md, "Supersede").
+// ErrSupersedeInstall: an install has no pending revision to take the place of.
 var ErrSupersedeInstall = errors.New("supersede applies to upgrades and rollbacks, not installs")
 
 func (r *ReleaseRequest) validateSupersede(install bool) error {

@@ -55,8 +55,7 @@ func (r *DiffRequest) ContextLines() int {
 	return *r.Context
 }
 
-// Diff answers a DiffRequest: the objects the action would add, modify and remove, against
-// revision From (0: none, an install), the action making revision To.
+// Diff answers a DiffRequest: the changes from revision From (0: an install) to the action's To.
 type Diff struct {
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`

@@ -120,8 +120,7 @@ type named struct {
 
 func newNamed(g *Globals) named { return named{IOStreams: g.IO, Globals: g} }
 
-// check is a Validate's answer: an empty NAME (said more clearly than submit would), then
-// the first of checks that refused, then where the token would go.
+// check is a Validate's answer: NAME (said more clearly than submit would), checks, the token's way.
 func (n *named) check(checks ...error) error {
 	return firstError(append(append([]error{refuseIf(n.Name == "", "NAME is required")}, checks...), n.validateSubmit())...)
 }

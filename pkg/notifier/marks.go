@@ -31,8 +31,7 @@ func (s *Service) reportedAll(key, status string) bool {
 	return len(s.backlog[key]) == 0 && s.observed[key] == status && !s.history[key]
 }
 
-// markNotified records the reported status on the secret, signed, as a compare-and-swap:
-// if Helm changed the secret meanwhile, the new status is reported next.
+// markNotified records the reported status, signed, by compare-and-swap (a change is reported next).
 func (s *Service) markNotified(ctx context.Context, rev release.Revision) error {
 	return s.Store.MarkNotified(ctx, rev, MarkSignature(s.SigningKey, rev))
 }

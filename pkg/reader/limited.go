@@ -149,8 +149,7 @@ func latestRecords(metas []metav1.Object) []metav1.Object {
 	return append(want, unlabelled...)
 }
 
-// limitedMetas are the records of the scope, from the index when there is one (the
-// scope's own list when it made one), else from a list of the whole records.
+// limitedMetas are the scope's records: its own list, the index's, or a list of whole records.
 func (s *Service) limitedMetas(ctx context.Context, sc scope) ([]metav1.Object, map[types.UID]*release.ListHead, error) {
 	var metas []metav1.Object
 	bodies := map[types.UID]*release.ListHead{}

@@ -53,8 +53,7 @@ type Service struct {
 	Log *zap.SugaredLogger
 	// Options go to every Helm read (tests give a memory driver).
 	Options []helmexec.Option
-	// Secrets, when set, answers lists with limitInfo from the latest revisions' heads
-	// (cached by resourceVersion) instead of Helm's decode of every whole record.
+	// Secrets, when set, answers limitInfo lists from the latest revisions' heads (limited.go).
 	Secrets Secrets
 	// Index, with Secrets, lists which records exist (metadata): only changed ones are read.
 	Index Index

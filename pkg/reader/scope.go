@@ -15,8 +15,7 @@ import (
 	"github.com/async-helm/async-helm/pkg/auth"
 )
 
-// ErrNoIndex is returned when a list of every namespace must be narrowed to the caller's
-// namespaces but no metadata index says which namespaces hold records.
+// ErrNoIndex: a list of every namespace to narrow to the caller's, and no index of records.
 var ErrNoIndex = errors.New("listing every namespace needs the release metadata index")
 
 // scope is what a list may read: one namespace, every namespace (authorization off), or
@@ -138,8 +137,7 @@ func namespacesOf(metas []*metav1.PartialObjectMetadata) []string {
 // another they took longer than the list's deadline on a busy API server.
 const reviewsAtOnce = 32
 
-// allowedNamespaces are the namespaces of names the caller may read: one cluster-wide
-// review when it may list Secrets everywhere, else reviewEach.
+// allowedNamespaces are those of names the caller may read: all after one review, or reviewEach.
 func (s *Service) allowedNamespaces(ctx context.Context, u *auth.User, names []string) (map[string]bool, error) {
 	allowed := make(map[string]bool, len(names))
 	if len(names) > 1 {

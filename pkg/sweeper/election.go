@@ -13,8 +13,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Election decides which notifier pod sweeps: client-go's leader election on a Lease in
-// async-helm's own namespace (docs/design.md, "Two or more notifiers").
+// Election decides which notifier pod sweeps: client-go's leader election on an own-namespace Lease.
 type Election struct {
 	Client kubernetes.Interface
 	// Namespace and Name of the Lease; Identity is this pod's (its name and a random suffix).

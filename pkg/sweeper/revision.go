@@ -89,8 +89,7 @@ func (s *Sweeper) sweepRead(ctx context.Context, rev release.Revision, listed bo
 	return s.act(ctx, rev, sr, d, res)
 }
 
-// dueOf gathers into d what decides whether rev's record is to be read (a re-send or a
-// failure may be due); a mark dated in the future is failed here.
+// dueOf gathers into d whether rev's record is to be read; a mark dated in the future fails here.
 func (s *Sweeper) dueOf(ctx context.Context, rev *release.Revision, d *due, res *SweepResult) (bool, error) {
 	now := wallclock.Or(s.Clock).Now()
 	if v, forged := futureMark(*rev, now); forged {
