@@ -13,10 +13,9 @@ import (
 // HeartbeatEvery is how often a running action's log is written even when nothing changed.
 const HeartbeatEvery = 30 * time.Second
 
-// Writer writes one action's Buffer to the Store: when it changed and its write budget
-// allows, at least every HeartbeatEvery while it runs, and once at the end. Each write
-// rewrites the whole ConfigMap, so the budget is one full buffer per HeartbeatEvery on
-// average (two at once): a log that keeps changing is written less often as it grows.
+// Writer writes one action's Buffer to the Store when it changed and its budget allows, at least
+// every HeartbeatEvery while it runs, and at the end. A write rewrites the whole ConfigMap, so the
+// budget is a full buffer per HeartbeatEvery (two at once): a growing log is written less often.
 type Writer struct {
 	Store  *Store
 	Buffer *Buffer

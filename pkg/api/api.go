@@ -33,8 +33,7 @@ const (
 	PathVerify     = "/api/helm/verify"            // POST {chart_url, values}: Red Hat's chart-verifier report
 )
 
-// Release is a release as get and list answer it: Helm's fields, plus what a pending
-// revision is doing now (clients that ignore unknown fields are unaffected).
+// Release is a release as get and list answer it: Helm's fields plus a pending revision's progress.
 type Release struct {
 	*release.Release
 	Progress *progress.Progress `json:"progress,omitempty"`
@@ -42,8 +41,7 @@ type Release struct {
 	Queue *Queue `json:"queue,omitempty"`
 }
 
-// Cancelled is the answer to a cancel: the revision, and "failed" when it was failed at
-// once (nobody ran it) or "cancelling" while its executor stops.
+// Cancelled answers a cancel: "failed" when nobody ran the revision yet, else "cancelling".
 type Cancelled struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`

@@ -6,8 +6,7 @@ import (
 	"strconv"
 )
 
-// QueryNoHooks is the uninstall routes' query parameter that runs no delete hook (Helm's
-// --no-hooks): DELETE /api/helm/release/async?ns=&name=&no_hooks=true.
+// QueryNoHooks runs no delete hook (Helm's --no-hooks): DELETE PathAsync?ns=&name=&no_hooks=true.
 const QueryNoHooks = "no_hooks"
 
 // UninstallOptions are what an uninstall asks beyond the release and its revision.

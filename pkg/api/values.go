@@ -17,8 +17,7 @@ const MaxValueNodes = bounds.DefaultYAMLNodes
 // ErrTooManyValues is a request whose values pass MaxValueNodes (413, as a large body).
 var ErrTooManyValues = errors.New("request values too large")
 
-// Values are a request's values: every decode of a request (a body, a pipeline's event)
-// counts their JSON values (yamlsize.JSONNodes) before it decodes them.
+// Values are a request's values, their JSON values counted (yamlsize.JSONNodes) before any decode.
 type Values map[string]any
 
 // UnmarshalJSON decodes values of at most MaxValueNodes JSON values.

@@ -37,10 +37,9 @@ type Options struct {
 	Context int
 }
 
-// Bounds of a comparison: past them, an object that changed is shown as such, without its
-// lines. The matcher's work grows with the product of an object's differing lines before
-// and after (between their common first and last lines): its cost. MaxTime is also what a
-// diff adds to its caller's render slot.
+// Bounds of a comparison, past which a changed object is shown without its lines. The matcher's
+// work (cost) grows with the product of an object's differing lines before and after (within
+// their common ends); MaxTime is also what a diff adds to its caller's render slot.
 const (
 	MaxObjectLines = 20_000  // one object's lines
 	MaxLines       = 200_000 // the lines of one comparison

@@ -65,10 +65,9 @@ func parseBounded(text string, maxNodes int64, v any) error {
 // plainKey is a key line a YAML parser reads as written: unquoted, no merge, no complex key.
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*:( |$)`)
 
-// headLines are doc's top-level apiVersion, kind and metadata lines, and of metadata's
-// block its name and namespace. ok is false (parse it whole) unless every key line there is
-// plainKey and no value of the head goes on past its line: anything else could name the
-// object otherwise than the lines kept say.
+// headLines are doc's top-level apiVersion, kind and metadata lines, and metadata's name and
+// namespace; ok is false (parse it whole) unless every key line there is plainKey and no value
+// goes on past its line: else the object could be named otherwise than the lines kept say.
 func headLines(doc string) (string, bool) {
 	var b strings.Builder
 	inMeta, child, hasKind := false, "", false

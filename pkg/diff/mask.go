@@ -7,9 +7,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// maskSecrets replaces the values of a Secret's data and stringData as helm-diff does
-// ("-------- # (N bytes)" before, "++++++++" after, "REDACTED" when equal). Either may be
-// nil. Documents that do not parse are replaced whole: their text might hold the values.
+// maskSecrets masks a Secret's data and stringData as helm-diff ("-------- # (N bytes)", "++++++++",
+// "REDACTED" when equal); either may be nil; one that does not parse is hidden whole.
 func maskSecrets(before, after *Object) {
 	b, bok := secretOf(before)
 	a, aok := secretOf(after)

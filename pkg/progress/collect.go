@@ -20,10 +20,9 @@ import (
 // releaseNameAnnotation is what Helm puts on every object it creates for a release.
 const releaseNameAnnotation = "meta.helm.sh/release-name"
 
-// Bounds of one read (a tenant's namespace may hold any number of objects, each up to
-// 1.5 MiB): the workloads Applied names (at most MaxWorkloads), the latest MaxWarnings
-// Warning events of at most eventPages pages of eventPage, each line cut at MaxLineBytes;
-// all within ReadTimeout.
+// Bounds of one read (a tenant's namespace may hold any number of objects of up to 1.5 MiB): the
+// workloads Applied names, the latest MaxWarnings Warning events of at most eventPages pages of
+// eventPage, each line cut at MaxLineBytes; all within ReadTimeout.
 const (
 	MaxWarnings, MaxLineBytes = 3, 256
 	eventPage, eventPages     = 100, 5

@@ -18,8 +18,7 @@ import (
 // ErrNoIndex: a list of every namespace to narrow to the caller's, and no index of records.
 var ErrNoIndex = errors.New("listing every namespace needs the release metadata index")
 
-// scope is what a list may read: one namespace, every namespace (authorization off), or
-// the namespaces the caller may read among those that hold records.
+// scope is what a list may read: one namespace, all (authorization off), or the caller's readable ones.
 type scope struct {
 	namespace string // "" = every namespace
 	// allowed, when set, are the only namespaces that may be read (namespace is "").

@@ -22,9 +22,8 @@ const (
 // DefaultKey is the key read when a reference names none (Flux's valuesKey default).
 const DefaultKey = "values.yaml"
 
-// Bounds of hostile input, refused before it is read (count) or parsed (bytes and nodes
-// with YAML aliases written out: what a parser holds follows the nodes, 1 MiB of "{a: },"
-// holds 57 MiB).
+// Bounds of hostile input, refused before it is read (count) or parsed (bytes, and nodes with
+// aliases written out: a parser holds what the nodes do, 57 MiB for 1 MiB of "{a: },").
 const (
 	MaxRefs       = 16
 	MaxKeyBytes   = 512 << 10               // one key's YAML
