@@ -28,8 +28,7 @@ type target struct {
 	insecureHTTP    bool
 }
 
-// findTarget reads the namespace and submit's client: the URL from --server or $ASYNC_HELM_SERVER,
-// the token from --token, $ASYNC_HELM_TOKEN, then the kubeconfig context's.
+// findTarget reads the namespace and submit's client: URL and token from flag, environment, kubeconfig.
 func (g *Globals) findTarget() (target, error) {
 	t := target{ns: g.namespace(), submit: &submitclient.Client{Server: g.Server, Token: g.Token},
 		submitNamespace: g.SubmitNamespace, insecureHTTP: g.InsecureHTTP}

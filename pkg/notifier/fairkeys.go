@@ -7,11 +7,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Every tenant shares the notifier's workers: both queues hand keys out one namespace at a time
-// (keysByNamespace), so a tenant flipping many Secrets holds no one else's events back.
-
-// keysByNamespace is the workqueue's storage (workqueue.Queue): a FIFO of keys per
-// namespace and the namespaces holding keys, in turn; called under the workqueue's lock.
+// keysByNamespace is both queues' storage (workqueue.Queue, under its lock): a FIFO of keys per
+// namespace, the namespaces served in turn, so a tenant flipping many Secrets holds no one else's
+// events back (every tenant shares the notifier's workers).
 type keysByNamespace struct {
 	keys map[string][]string
 	turn []string

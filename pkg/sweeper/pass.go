@@ -30,8 +30,7 @@ func (s *Sweeper) pass(ctx context.Context) {
 		}
 	}
 	s.pruneConsumed(ctx)
-	st := PassStats{Duration: time.Since(start), APICalls: calls.Load(), Pending: pending,
-		Redriven: res.Redriven, Failed: res.Failed, Deferred: res.Deferred}
+	st := PassStats{Duration: time.Since(start), APICalls: calls.Load(), Pending: pending, SweepResult: res}
 	s.logPass(st)
 	if s.OnPass != nil {
 		s.OnPass(st)

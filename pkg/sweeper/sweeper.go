@@ -104,6 +104,6 @@ type PassStats struct {
 	// APICalls counts the pass's requests to the API server (0 without CountingTransport).
 	APICalls int64
 	// Pending is how many pending revisions of ours the pass looked at.
-	Pending                    int
-	Redriven, Failed, Deferred int
+	Pending int
+	SweepResult
 }
