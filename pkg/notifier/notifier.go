@@ -1,6 +1,5 @@
-// Package notifier turns status changes of Helm release secrets into CloudEvents: a
-// transition is reported until the sink acknowledges it, then recorded on the secret, so
-// neither a sink outage nor a restart loses or repeats it.
+// Package notifier turns status changes of Helm release secrets into CloudEvents: each is sent
+// until acknowledged, then recorded on the secret: no sink outage or restart loses or repeats it.
 package notifier
 
 import (

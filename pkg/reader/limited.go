@@ -29,9 +29,8 @@ type Index interface {
 // fetchEach is how many changed records a list fetches one by one; more are listed at once.
 const fetchEach = 32
 
-// heads caches each release secret's decoded head by UID and resourceVersion: a list with
-// limitInfo decodes only the records changed since the last list of their namespace, whose
-// entries it replaces.
+// heads caches each release secret's decoded head by UID and resourceVersion: a limitInfo list
+// decodes only records changed since the last list of their namespace, whose entries it replaces.
 type heads struct {
 	mu sync.Mutex
 	by map[string]map[types.UID]head // namespace -> uid -> head

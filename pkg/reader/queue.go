@@ -25,9 +25,8 @@ type Queue struct {
 	Clock clock.PassiveClock
 }
 
-// of is the queue of revision version of release name in namespace, nil when it is not
-// queued. Progress on the revision's Lease means an executor has started it, whatever the
-// index still says (Helm's adoption, which drops the queued label, comes a little later).
+// of is a revision's queue, nil when not queued: progress on its Lease means an executor started
+// it, whatever the index still says (Helm's adoption drops the queued label a little later).
 func (q *Queue) of(namespace, name string, version int, p *progress.Progress) *api.Queue {
 	if q == nil || q.Index == nil || p != nil {
 		return nil

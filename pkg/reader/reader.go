@@ -73,9 +73,8 @@ func readNeed(namespace string) auth.Need {
 	return auth.Need{Verb: "list", Resource: "secrets", Namespace: namespace}
 }
 
-// List is the latest revision of every release of namespace ("" = every namespace the
-// caller may read, found first: readScope), in every status; limitInfo trims each to
-// api.ReleaseInfo.
+// List is the latest revision of every release of namespace ("" = every one the caller may read:
+// readScope), in every status; limitInfo trims each to api.ReleaseInfo.
 func (s *Service) List(ctx context.Context, u *auth.User, namespace string, limitInfo bool, opts ...Option) (any, error) {
 	sl, err := s.open(ctx, u, namespace, opts)
 	if err != nil {

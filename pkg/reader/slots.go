@@ -21,9 +21,8 @@ const (
 	slotShare = 2
 )
 
-// ErrTooLarge is a read whose whole records pass its slot's share (the edge answers 413):
-// an answer without some of them would be false (a list missing releases, an older
-// revision shown as the latest).
+// ErrTooLarge is a read whose records pass its slot's share (413): an answer without some would
+// be false (a list missing releases, an older revision shown as the latest).
 var ErrTooLarge = errors.New("the release records decode to more than one read may hold")
 
 // Option adjusts one read.

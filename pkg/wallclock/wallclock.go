@@ -1,7 +1,6 @@
-// Package wallclock is the one default of the clocks async-helm's types take
-// (k8s.io/utils/clock): a type whose Clock field is nil asks Or and gets the wall clock, so
-// its zero value stays usable; tests inject k8s.io/utils/clock/testing's FakeClock
-// (internal/fakekube.Clock) and move it by hand.
+// Package wallclock is the one default of the clocks (k8s.io/utils/clock) async-helm's types take:
+// a nil Clock field asks Or and gets the wall clock, so a zero value stays usable; tests inject a
+// FakeClock (internal/fakekube.Clock) and move it by hand.
 package wallclock
 
 import (
