@@ -12,8 +12,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/async-helm/async-helm/pkg/wallclock"
 )
 
 // Group commits: the requests that reach the ledger while a write is in flight are written
@@ -153,23 +151,23 @@ func (c *commits) next() *batch {
 // write writes batches until none is open: one Lease per MaxBatch entries (a lone entry in
 // Add's form, the same write as before group commits), counted in the Book once written.
 func (l *Ledger) write() {
-	clk := wallclock.Or(l.Clock)
 	for b := l.commits.next(); b != nil; b = l.commits.next() {
-		start := clk.Now()
+		start := time.Now()
 		for i := 0; i < len(b.entries) && b.err == nil; i += MaxBatch {
 			b.err = l.writeOne(b.ctx, b.entries[i:min(i+MaxBatch, len(b.entries))])
 		}
 		b.cancel()
 		close(b.done)
 		if n := l.commits.size(); n > 0 && n < lingerBelow {
-			<-clk.After(min(clk.Since(start)/2, maxLinger))
+			time.Sleep(min(time.Since(start)/2, maxLinger))
 		}
 	}
 }
 
 // A batch of fewer than lingerBelow requests waits half the last write's time (at most
 // maxLinger) for more: in a steady stream a batch holds the few requests of one write's
-// time, and each Lease costs the API server and etcd about what the reservation does.
+// time, and each Lease costs the API server and etcd about what the reservation does. The
+// wait is on the wall clock: Clock dates entries, and a test's clock must not pace writes.
 const (
 	lingerBelow = 8
 	maxLinger   = 5 * time.Millisecond

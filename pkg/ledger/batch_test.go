@@ -274,3 +274,30 @@ func TestASmallBatchWaitsForMoreRequests(t *testing.T) {
 		}
 	})
 }
+
+// A Ledger whose Clock is injected (submit's tests inject a FakeClock nobody steps while
+// requests wait) still writes every request: the linger before the next write does not
+// wait on a clock that does not move.
+func TestAnInjectedClockDoesNotParkTheWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		l, _ := gatedLedger(gate, nil)
+		l.Clock = testingclock.NewFakeClock(t0)
+		first := addAll(l, "r0")
+		synctest.Wait() // r0's write is in flight
+		errs := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			errs <- l.Add(ctx, entry("r1", "ns-r1", "c", 1))
+		}()
+		synctest.Wait() // r1 joined the open batch
+		close(gate)
+		if err := first()[0]; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errs; err != nil {
+			t.Errorf("the request that came during a write: %v; want it written (the writer waits on the injected clock)", err)
+		}
+	})
+}
