@@ -6,9 +6,8 @@ import (
 	chartref "github.com/async-helm/async-helm/pkg/chart/ref"
 )
 
-// validateNoRepo checks noRepo and basic_auth_secret_name: a noRepo chart is a chart_url
-// the console accepts (oci://, http(s)://*.tgz); the Secret's name is a Secret's, or
-// NoneSecret on an upgrade; an upgrade that clears the Secret names the chart.
+// validateNoRepo: a noRepo chart is a chart_url the console accepts (oci://, http(s)://*.tgz); the
+// Secret is named as one, or NoneSecret on an upgrade, which then names the chart.
 func (r *ReleaseRequest) validateNoRepo(install bool) error {
 	if r.NoRepo && r.ChartURL == "" {
 		return fmt.Errorf("noRepo needs chart_url")

@@ -48,9 +48,8 @@ const (
 	MaxTime        = 2 * time.Second
 )
 
-// Compute compares the objects of a release's manifest (before) and an action's (after),
-// leaving out the equal ones. Past ctx or MaxTime the rest show as changed without their
-// lines; a manifest not parsed within MaxTime is an error.
+// Compute compares a release's manifest (before) with an action's (after), equal objects left
+// out; past ctx or MaxTime the rest show as changed, without lines; a slower parse is an error.
 func Compute(ctx context.Context, before, after, namespace string, o Options) ([]Change, error) {
 	deadline := time.Now().Add(MaxTime)
 	named, stop := context.WithDeadline(context.WithoutCancel(ctx), deadline)

@@ -90,9 +90,8 @@ func (s *Service) readScope(ctx context.Context, u *auth.User, namespace string)
 // metasAtOnce bounds the per-namespace metadata lists of one all-namespaces list in flight.
 const metasAtOnce = 8
 
-// namespacesScope is readScope from the cache of namespaces holding records, for a caller who
-// may not read all: only the allowed ones are listed, not every record of the cluster (a
-// namespace's first record shows once the cache has seen it).
+// namespacesScope is readScope from the cache of namespaces with records, for a caller who may not
+// read all: only allowed ones are listed (a namespace's first record shows once cached).
 func (s *Service) namespacesScope(ctx context.Context, u *auth.User) (scope, error) {
 	names := s.Namespaces.RecordNamespaces()
 	allowed, err := s.reviewEach(ctx, u, names)
