@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -185,24 +186,24 @@ func (b *bench) freshProcs(ctx context.Context, sec string) (map[string]*proc.Pr
 		redrive.close()
 		b.logf("  the leading notifier re-sent %d unconsumed reservations in all", resent.Load())
 	}
-	gomem := map[string]string{}
+	gomem := map[string][]string{}
 	for _, fn := range []string{"submit", "executor", "notifier"} {
-		if gomem[fn], err = knativeGOMEMLIMIT(fn); err != nil {
+		if gomem[fn], err = knativeGCEnv(fn); err != nil {
 			return nil, nil, stop, err
 		}
 	}
 	// The start-up is measured, not cut at proc's default bound.
 	b.startLimit = bigStartLimit
-	if procs["submit"], err = b.submitProc(sink.url, gomem["submit"], heapEnv("big-submit")); err != nil {
+	if procs["submit"], err = b.submitProc(sink.url, slices.Concat(gomem["submit"], []string{heapEnv("big-submit")})...); err != nil {
 		return nil, nil, stop, err
 	}
-	if procs["executor"], err = b.start("executor", 0, "K_SINK="+sink.url, gomem["executor"], heapEnv("big-executor")); err != nil {
+	if procs["executor"], err = b.start("executor", 0, slices.Concat(gomem["executor"], []string{"K_SINK=" + sink.url, heapEnv("big-executor")})...); err != nil {
 		return nil, nil, stop, err
 	}
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("notifier-%d", i)
-		if procs[name], err = b.startAs("notifier", "big-"+name, 0, "K_SINK="+sink.url, "REDRIVE_SINK="+redrive.url, "POD_NAME="+name, "HOSTNAME="+name,
-			gomem["notifier"], heapEnv("big-"+name)); err != nil {
+		if procs[name], err = b.startAs("notifier", "big-"+name, 0, slices.Concat(gomem["notifier"], []string{"K_SINK=" + sink.url,
+			"REDRIVE_SINK=" + redrive.url, "POD_NAME=" + name, "HOSTNAME=" + name, heapEnv("big-" + name)})...); err != nil {
 			return nil, nil, stop, err
 		}
 	}
@@ -348,24 +349,27 @@ func (b *bench) peakRSS(sec string, procs map[string]*proc.Process, where string
 	return nil
 }
 
-var goMemLimit = regexp.MustCompile(`name:\s*GOMEMLIMIT,\s*value:\s*([0-9A-Za-z]+)`)
+var goGCEnv = regexp.MustCompile(`name:\s*(GOMEMLIMIT|GOGC),\s*value:\s*"?([0-9A-Za-z]+)`)
 
-// knativeGOMEMLIMIT is fn's GOMEMLIMIT in config/knative, as NAME=value: the processes are
-// measured with the GC target they run with in their containers.
-func knativeGOMEMLIMIT(fn string) (string, error) {
+// knativeGCEnv is fn's GOMEMLIMIT (required) and GOGC (if set) in config/knative, as
+// NAME=value: the processes are measured with the GC settings of their containers.
+func knativeGCEnv(fn string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join("config", "knative", "5*-"+fn+".yaml"))
 	if err != nil || len(files) != 1 {
-		return "", fmt.Errorf("config/knative has no single manifest of %s (%v)", fn, err)
+		return nil, fmt.Errorf("config/knative has no single manifest of %s (%v)", fn, err)
 	}
 	text, err := os.ReadFile(files[0])
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	m := goMemLimit.FindSubmatch(text)
-	if m == nil {
-		return "", fmt.Errorf("%s: no GOMEMLIMIT", files[0])
+	var env []string
+	for _, m := range goGCEnv.FindAllSubmatch(text, -1) {
+		env = append(env, string(m[1])+"="+string(m[2]))
 	}
-	return "GOMEMLIMIT=" + string(m[1]), nil
+	if !strings.Contains(strings.Join(env, " "), "GOMEMLIMIT=") {
+		return nil, fmt.Errorf("%s: no GOMEMLIMIT", files[0])
+	}
+	return env, nil
 }
 
 var memoryLimit = regexp.MustCompile(`limits:\s*\{[^}]*memory:\s*(\d+)(Mi|Gi)`)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +45,23 @@ func TestTreeCPUCountsTheWorkers(t *testing.T) {
 	st, ok := readStat(root, 101)
 	if !ok || st.ppid != 100 || st.self != 70*clockTick {
 		t.Errorf("readStat = %+v %v, want ppid 100 and 70 ticks", st, ok)
+	}
+}
+
+// The executor section and the big cluster run each function with the GC settings of its
+// container in config/knative: GOMEMLIMIT always, GOGC where the manifest sets it.
+func TestKnativeGCEnvReadsTheManifests(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	for _, fn := range []string{"submit", "executor", "notifier"} {
+		env, err := knativeGCEnv(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(env) == 0 || !strings.HasPrefix(env[0], "GOMEMLIMIT=") || strings.ContainsAny(env[0], `" `) {
+			t.Errorf("%s: env %q, want GOMEMLIMIT=<value> first", fn, env)
+		}
+	}
+	if _, err := knativeGCEnv("nothing"); err == nil {
+		t.Error("a function without a manifest: no error")
 	}
 }

@@ -38,6 +38,7 @@ type execBench struct {
 	b        *bench
 	ns       string
 	submit   *submitClient
+	env      []string // the executor's GC settings, as config/knative sets them
 	captured func(key string) (capturedEvent, bool)
 	warm     *proc.Process
 	cleanups []func()
@@ -242,7 +243,7 @@ func (e *execBench) compare(ctx context.Context, ch execChart, mode string) erro
 		}
 		executor := e.warm
 		if mode == "cold" {
-			if executor, err = e.b.start("executor", 0); err != nil {
+			if executor, err = e.b.start("executor", 0, e.env...); err != nil {
 				return err
 			}
 		}

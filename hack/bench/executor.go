@@ -40,14 +40,18 @@ func (b *bench) executorSection(ctx context.Context) error {
 	}
 	defer stop()
 	c := newSubmitClient(submit.URL, b.token, 1)
-	e := &execBench{b: b, ns: ns, submit: c, captured: func(key string) (capturedEvent, bool) {
+	gc, err := knativeGCEnv("executor")
+	if err != nil {
+		return err
+	}
+	e := &execBench{b: b, ns: ns, submit: c, env: gc, captured: func(key string) (capturedEvent, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		ev, ok := captured[key]
 		return ev, ok
 	}}
 	defer e.close()
-	warmExec, err := b.start("executor", 0)
+	warmExec, err := b.start("executor", 0, e.env...)
 	if err != nil {
 		return err
 	}
