@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 )
 
 // The checks, read off the one dependency processing and the values the render coalesces,
@@ -92,4 +93,22 @@ func schemaTree(ch *chart.Chart) *chart.Chart {
 		out.AddDependency(schemaTree(d))
 	}
 	return out
+}
+
+// Values whose table for a subchart is a string (Helm's coalesce: "type mismatch on sub"),
+// for a chart whose Chart.yaml lists no dependency (its charts/ still are), fail as Helm's
+// coalesce does, not as a template's error.
+func TestATypeMismatchFailsAsACoalesce(t *testing.T) {
+	f, mem, opts := offlineOn(t)
+	p := tiny("1.0.0")
+	s := tiny("1.0.0")
+	s.Metadata.Name = "sub"
+	p.AddDependency(s)
+	reserve(t, mem, "web", 1, helmrelease.StatusPendingInstall)
+	_, err := f.Install(ctx(t), Request{Namespace: "ns", Name: "web", Revision: 1, Chart: p,
+		Values: map[string]any{"sub": "x"}}, opts...)
+	const want = "coalesce values: type mismatch on sub: %!t(string=x) (the reservation was not adopted)"
+	if err == nil || err.Error() != want {
+		t.Errorf("install: %v\nwant: %s", err, want)
+	}
 }

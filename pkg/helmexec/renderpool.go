@@ -98,6 +98,8 @@ func (p *RenderPool) Render(ctx context.Context, r PoolRender) (map[string]strin
 		return nil, used, fmt.Errorf("%w: %w: %s", ErrRenderFailed, ErrManifestsTooLarge, res.Error)
 	case workerFailedValues:
 		return nil, used, fmt.Errorf("%w:\n%s", ErrValuesInvalid, res.Error)
+	case workerFailedCoalesce:
+		return nil, used, fmt.Errorf("coalesce values: %s", res.Error)
 	}
 	return nil, used, fmt.Errorf("%w: %s", ErrRenderFailed, res.Error)
 }

@@ -62,7 +62,8 @@ type workerMsg struct {
 const (
 	workerFailedTemplate = "template" // the chart's own error (Helm's text)
 	workerFailedTooLarge = "too-large"
-	workerFailedValues   = "values" // values that do not meet their schemas (Helm's text)
+	workerFailedValues   = "values"   // values that do not meet their schemas (Helm's text)
+	workerFailedCoalesce = "coalesce" // values Helm cannot coalesce with the chart's (Helm's text)
 )
 
 // workerResult is a worker's answer to one job.
@@ -165,7 +166,7 @@ func renderJob(job workerJob, pipe *pipeLookups) workerResult {
 	// Helm's order: the values coalesced, checked, then rendered.
 	vals, err := chartutil.ToRenderValuesWithSchemaValidation(ch, g.Values, g.Release, caps, true)
 	if err != nil {
-		return workerResult{Failed: workerFailedTemplate, Error: err.Error()}
+		return workerResult{Failed: workerFailedCoalesce, Error: err.Error()}
 	}
 	if job.Schemas {
 		if res, ok := checkJob(collectChecks(ch, vals["Values"].(chartutil.Values)), pipe); !ok {
