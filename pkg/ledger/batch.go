@@ -126,16 +126,6 @@ func (c *commits) leave(b *batch) {
 	}
 }
 
-// size is how many requests the open batch holds.
-func (c *commits) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.open == nil {
-		return 0
-	}
-	return len(c.open.entries)
-}
-
 // next takes the open batch for writing; nil when there is none (the writer stops).
 func (c *commits) next() *batch {
 	c.mu.Lock()
@@ -152,26 +142,13 @@ func (c *commits) next() *batch {
 // Add's form, the same write as before group commits), counted in the Book once written.
 func (l *Ledger) write() {
 	for b := l.commits.next(); b != nil; b = l.commits.next() {
-		start := time.Now()
 		for i := 0; i < len(b.entries) && b.err == nil; i += MaxBatch {
 			b.err = l.writeOne(b.ctx, b.entries[i:min(i+MaxBatch, len(b.entries))])
 		}
 		b.cancel()
 		close(b.done)
-		if n := l.commits.size(); n > 0 && n < lingerBelow {
-			time.Sleep(min(time.Since(start)/2, maxLinger))
-		}
 	}
 }
-
-// A batch of fewer than lingerBelow requests waits half the last write's time (at most
-// maxLinger) for more: in a steady stream a batch holds the few requests of one write's
-// time, and each Lease costs the API server and etcd about what the reservation does. The
-// wait is on the wall clock: Clock dates entries, and a test's clock must not pace writes.
-const (
-	lingerBelow = 8
-	maxLinger   = 5 * time.Millisecond
-)
 
 func (l *Ledger) writeOne(ctx context.Context, es []Entry) error {
 	if len(es) == 1 {
