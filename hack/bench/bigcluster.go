@@ -31,8 +31,9 @@ import (
 // Secrets driver (nine in ten as the helm CLI labels them, one in ten with async-helm's
 // labels), and -big-pending pending reservations of ours. Then a fresh submit, one executor
 // and 2 notifiers with NAMESPACES unset, as shipped: each one's peak RSS against 0.8x its
-// memory limit in config/knative; submit's time-to-201 against a submit on a third local
-// cluster that stays empty (-big-dir with "-empty" appended), timed in the same rounds; the
+// memory limit in config/knative; submit's time-to-201 against the same four processes on
+// a third local cluster that stays empty (-big-dir with "-empty" appended), timed in the
+// same rounds; the
 // all-namespaces list of a user who may read -scale-readable namespaces.
 func (b *bench) bigClusterSection(ctx context.Context) error {
 	kubeconfig, down, err := b.startBigCluster(ctx, b.o.bigDir)
@@ -159,10 +160,28 @@ func (b *bench) bigCluster(ctx context.Context, empty *bench) error {
 	return b.peakRSS(sec, procs, where)
 }
 
-// freshProcs starts submit, an executor and 2 notifiers as shipped on the full cluster:
-// their first list is of everything. It returns them, the count of events their sink
-// received, and a func that stops those started.
+// freshProcs starts the stack (stackProcs) on the full cluster and waits for the
+// notifiers to report what was written while none ran before admission is timed: a steady
+// cluster of that size, not its notifiers' first minutes.
 func (b *bench) freshProcs(ctx context.Context, sec string) (map[string]*proc.Process, *atomic.Int64, func(), error) {
+	// The start-up is measured, not cut at proc's default bound.
+	b.startLimit = bigStartLimit
+	procs, statuses, stop, err := b.stackProcs("big-")
+	if err != nil {
+		return nil, nil, stop, err
+	}
+	drained := b.settleWithin(ctx, statuses, bigSettleLimit)
+	b.logf("  submit, executor, 2 notifiers started; notifiers quiet after %s (%d events)", drained.Round(time.Second), statuses.Load())
+	b.startupRows(sec, procs, statuses.Load(), drained)
+	return procs, statuses, stop, nil
+}
+
+// stackProcs starts submit, an executor and 2 notifiers as shipped (NAMESPACES unset: their
+// first list is of everything; GC settings from config/knative), their logs and profiles
+// named with prefix. It returns them, the count of status events their sink received,
+// and a func that stops those started. The same stack runs on both clusters, so that the
+// notifiers' and the executor's share of the CPU is on both sides of a ratio.
+func (b *bench) stackProcs(prefix string) (map[string]*proc.Process, *atomic.Int64, func(), error) {
 	statuses, resent := &atomic.Int64{}, &atomic.Int64{}
 	procs := map[string]*proc.Process{}
 	sink, err := newSink(func(*http.Request, []byte) { statuses.Add(1) })
@@ -184,7 +203,7 @@ func (b *bench) freshProcs(ctx context.Context, sec string) (map[string]*proc.Pr
 		}
 		sink.close()
 		redrive.close()
-		b.logf("  the leading notifier re-sent %d unconsumed reservations in all", resent.Load())
+		b.logf("  the leading notifier (%s) re-sent %d unconsumed reservations in all", prefix+"notifier", resent.Load())
 	}
 	gomem := map[string][]string{}
 	for _, fn := range []string{"submit", "executor", "notifier"} {
@@ -192,26 +211,19 @@ func (b *bench) freshProcs(ctx context.Context, sec string) (map[string]*proc.Pr
 			return nil, nil, stop, err
 		}
 	}
-	// The start-up is measured, not cut at proc's default bound.
-	b.startLimit = bigStartLimit
-	if procs["submit"], err = b.submitProc(sink.url, slices.Concat(gomem["submit"], []string{heapEnv("big-submit")})...); err != nil {
+	if procs["submit"], err = b.startAs("submit", prefix+"submit", 0, slices.Concat(submitEnv(sink.url), gomem["submit"], []string{heapEnv(prefix + "submit")})...); err != nil {
 		return nil, nil, stop, err
 	}
-	if procs["executor"], err = b.start("executor", 0, slices.Concat(gomem["executor"], []string{"K_SINK=" + sink.url, heapEnv("big-executor")})...); err != nil {
+	if procs["executor"], err = b.startAs("executor", prefix+"executor", 0, slices.Concat(gomem["executor"], []string{"K_SINK=" + sink.url, heapEnv(prefix + "executor")})...); err != nil {
 		return nil, nil, stop, err
 	}
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("notifier-%d", i)
-		if procs[name], err = b.startAs("notifier", "big-"+name, 0, slices.Concat(gomem["notifier"], []string{"K_SINK=" + sink.url,
-			"REDRIVE_SINK=" + redrive.url, "POD_NAME=" + name, "HOSTNAME=" + name, heapEnv("big-" + name)})...); err != nil {
+		if procs[name], err = b.startAs("notifier", prefix+name, 0, slices.Concat(gomem["notifier"], []string{"K_SINK=" + sink.url,
+			"REDRIVE_SINK=" + redrive.url, "POD_NAME=" + name, "HOSTNAME=" + name, heapEnv(prefix + name)})...); err != nil {
 			return nil, nil, stop, err
 		}
 	}
-	// The notifiers report what was written while none ran (docs/deploy.md) before
-	// admission is timed: a steady cluster of that size, not its notifiers' first minutes.
-	drained := b.settleWithin(ctx, statuses, bigSettleLimit)
-	b.logf("  submit, executor, 2 notifiers started; notifiers quiet after %s (%d events, %d re-sends)", drained.Round(time.Second), statuses.Load(), resent.Load())
-	b.startupRows(sec, procs, statuses.Load(), drained)
 	return procs, statuses, stop, nil
 }
 
@@ -223,10 +235,11 @@ type besideSubmit struct {
 	stop func()
 }
 
-// emptyBeside starts a submit on b's (empty) cluster.
+// emptyBeside starts the same stack as the full cluster's on b's (empty) cluster.
 func (b *bench) emptyBeside(ctx context.Context) (*besideSubmit, error) {
-	p, _, stop, err := b.submitWithSink(func(*http.Request, []byte) {})
+	procs, statuses, stop, err := b.stackProcs("empty-")
 	if err != nil {
+		stop()
 		return nil, err
 	}
 	ns, cleanup, err := b.namespace(ctx, "bigprobe")
@@ -234,7 +247,8 @@ func (b *bench) emptyBeside(ctx context.Context) (*besideSubmit, error) {
 		stop()
 		return nil, err
 	}
-	return &besideSubmit{b: b, c: newSubmitClient(p.URL, b.token, 1), ns: ns, stop: func() { cleanup(); stop() }}, nil
+	b.settleWithin(ctx, statuses, bigSettleLimit)
+	return &besideSubmit{b: b, c: newSubmitClient(procs["submit"].URL, b.token, 1), ns: ns, stop: func() { cleanup(); stop() }}, nil
 }
 
 // admissionBeside times submit's time-to-201 into ns on the big cluster and into the empty

@@ -265,7 +265,12 @@ func (b *bench) profileEnv(name string) []string {
 // submitProc starts submit with its events going to sink and no admission bound (the
 // submit section keeps thousands of reservations pending: nothing executes them).
 func (b *bench) submitProc(sink string, env ...string) (*proc.Process, error) {
-	return b.start("submit", 0, append([]string{"K_SINK=" + sink, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000", "MAX_RETAINED=0"}, env...)...)
+	return b.start("submit", 0, append(submitEnv(sink), env...)...)
+}
+
+// submitEnv is what submitProc sets.
+func submitEnv(sink string) []string {
+	return []string{"K_SINK=" + sink, "MAX_QUEUED=10000000", "MAX_QUEUED_PER_NAMESPACE=10000000", "MAX_RETAINED=0"}
 }
 
 // submitWithSink starts submit (submitProc) with its events going to a new sink that
