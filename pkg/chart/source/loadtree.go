@@ -16,9 +16,9 @@ import (
 )
 
 // loadTree is Helm's loader.LoadFiles with each chart of the tree parsed by LoadFiles on its
-// own, a subchart on a goroutine of its own while one of GOMAXPROCS-1 is free: the YAML of
-// a tree's charts is most of a cold load (GitLab has 22), and they parse independently. It
-// parses only files the budget's scan has checked: the bounds hold as before.
+// own, a chart's own files or a subchart on a goroutine of its own while one of GOMAXPROCS-1
+// is free, inline otherwise: the YAML of a tree's charts is most of a cold load (GitLab has
+// 22), and they parse independently. It parses only files the budget's scan has checked.
 func loadTree(files []*loader.BufferedFile) (*chart.Chart, error) {
 	return treeLoader(make(chan struct{}, runtime.GOMAXPROCS(0)-1)).load(files)
 }
@@ -42,15 +42,20 @@ func (t treeLoader) load(files []*loader.BufferedFile) (*chart.Chart, error) {
 	names := slices.Sorted(maps.Keys(subs))
 	deps, errs := make([]*chart.Chart, len(names)), make([]error, len(names))
 	var wg sync.WaitGroup
-	for i, n := range names {
+	run := func(job func()) {
 		select {
 		case t <- struct{}{}:
-			wg.Go(func() { deps[i], errs[i] = t.subchart(n, subs[n]); <-t })
+			wg.Go(func() { job(); <-t })
 		default:
-			deps[i], errs[i] = t.subchart(n, subs[n])
+			job()
 		}
 	}
-	c, err := loader.LoadFiles(own)
+	var c *chart.Chart
+	var err error
+	run(func() { c, err = loader.LoadFiles(own) }) // first: GitLab's own values are its largest
+	for i, n := range names {
+		run(func() { deps[i], errs[i] = t.subchart(n, subs[n]) })
+	}
 	wg.Wait()
 	if err != nil {
 		return c, err

@@ -56,6 +56,8 @@ func TestLoadTreeIsHelmsLoadFiles(t *testing.T) {
 func TestLoadTreeRefusesAsHelmDoes(t *testing.T) {
 	for name, archive := range map[string][]byte{
 		"no Chart.yaml": tgz(t, chartYAML("top"), entry{Name: "top/charts/sub/values.yaml", Data: []byte("a: 1\n")}),
+		"deep bad values": tgz(t, chartYAML("top"), entry{Name: "top/charts/mid/Chart.yaml", Data: []byte("apiVersion: v2\nname: mid\nversion: 0.1.0\n")},
+			entry{Name: "top/charts/mid/charts/sub/Chart.yaml", Data: []byte("apiVersion: v2\nname: sub\nversion: 0.1.0\n")}, entry{Name: "top/charts/mid/charts/sub/values.yaml", Data: []byte("a: [\n")}),
 		"bad values":    tgz(t, chartYAML("top"), entry{Name: "top/charts/sub/Chart.yaml", Data: []byte("apiVersion: v2\nname: sub\nversion: 0.1.0\n")}, entry{Name: "top/charts/sub/values.yaml", Data: []byte("a: [\n")}),
 		"a file":        tgz(t, chartYAML("top"), entry{Name: "top/charts/README.md", Data: []byte("no chart\n")}),
 		"tgz directory": tgz(t, chartYAML("top"), entry{Name: "top/charts/sub.tgz/Chart.yaml", Data: []byte("name: sub\n")}),
