@@ -146,7 +146,7 @@ func (p *pipeLookups) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("ask the lookup of the render's parent: %w", err)
 	}
 	var a lookupAnswer
-	if err := readFrame(p.in, maxLookupFrame, &a); err != nil {
+	if _, err := readFrame(p.in, maxLookupFrame, &a); err != nil {
 		return nil, fmt.Errorf("read the lookup's answer: %w", err)
 	}
 	h := http.Header{}

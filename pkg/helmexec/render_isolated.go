@@ -120,7 +120,7 @@ func (r *Renderer) child(ctx context.Context, job workerJob) (workerResult, erro
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	if err := writeFrame(w.in, job); err != nil {
+	if err := writeJob(w.in, job); err != nil {
 		return workerResult{}, w.failure(lim, fmt.Errorf("send the job: %w", err))
 	}
 	answers := make(chan answer, 1)

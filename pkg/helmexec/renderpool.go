@@ -216,7 +216,7 @@ func (w *renderWorker) render(ctx context.Context, lim RenderLimits, r PoolRende
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := newCPUMeter(w.cmd.Process.Pid)
-	if err := writeFrame(w.in, workerJob{Render: r.Job, Engine: r.Engine, Lookups: r.Lookup != nil, Schemas: r.Schemas}); err != nil {
+	if err := writeJob(w.in, workerJob{Render: r.Job, Engine: r.Engine, Lookups: r.Lookup != nil, Schemas: r.Schemas}); err != nil {
 		return workerResult{}, 0, w.failure(lim, fmt.Errorf("send the render: %w", err))
 	}
 	var checked atomic.Bool
@@ -289,8 +289,8 @@ func (w *renderWorker) await(ctx context.Context, lim RenderLimits, r PoolRender
 // answered through this job's lookups, the seat lent while the API server answers.
 func (w *renderWorker) serve(ctx context.Context, lim RenderLimits, lookups *Lookups, seat lender, checked *atomic.Bool) answer {
 	for {
-		var m workerMsg
-		if err := readFrame(w.out, lim.MaxOutputBytes, &m); err != nil {
+		m, err := readMsg(w.out, lim.MaxOutputBytes)
+		if err != nil {
 			return answer{err: err}
 		}
 		switch {

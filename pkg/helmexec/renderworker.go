@@ -3,8 +3,6 @@ package helmexec
 import (
 	"bufio"
 	"cmp"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,7 +66,9 @@ const (
 
 // workerResult is a worker's answer to one job.
 type workerResult struct {
-	Files map[string]string `json:"files,omitempty"`
+	// Files travel raw after the JSON, in the order of Names (writeResult).
+	Files map[string]string `json:"-"`
+	Names []string          `json:"names,omitempty"`
 	// Manifest is an Archive job's answer.
 	Manifest string `json:"manifest,omitempty"`
 	Failed   string `json:"failed,omitempty"` // a workerFailed kind
@@ -103,8 +103,8 @@ func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	r, w := bufio.NewReader(in), bufio.NewWriter(out)
 	for {
-		var job workerJob
-		if err := readFrame(r, 1<<30, &job); err != nil {
+		job, err := readJob(r)
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
 			}
@@ -115,7 +115,7 @@ func RunRenderChild(args []string, in io.Reader, out io.Writer) int {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		res.HeapBytes = ms.HeapSys - ms.HeapReleased
-		if err := writeFrame(w, workerMsg{Result: &res}); err != nil {
+		if err := writeResult(w, res); err != nil {
 			fmt.Fprintf(os.Stderr, "render worker: %v\n", err)
 			return 1
 		}
@@ -221,10 +221,10 @@ func renderV3(ch *chart.Chart, vals chartutil.Values, cfg *rest.Config) (map[str
 	return e.Render(ch, vals)
 }
 
-// frozenAsRendered refuses output that would not reach Helm byte for byte: the answer is
-// JSON, which turns bytes that are not UTF-8 into U+FFFD (Helm's own YAML parse refuses
-// them anyway), and Helm's render of the frozen chart removes "<no value>" once more, which
-// a template can build out of two halves. What is checked here is then what is applied.
+// frozenAsRendered refuses output that would not reach Helm byte for byte: bytes that are
+// not UTF-8 (Helm's own YAML parse refuses them anyway), and "<no value>", which Helm's
+// render of the frozen chart removes once more (a template can build it out of two
+// halves). What is checked here is then what is applied.
 func frozenAsRendered(files map[string]string) error {
 	for n, f := range files {
 		switch {
@@ -266,41 +266,4 @@ func measure(files map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// writeFrame writes v as JSON after its length (8 bytes, big-endian).
-func writeFrame(w *bufio.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode: %w", err)
-	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-	if _, err := w.Write(n[:]); err != nil {
-		return err
-	}
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	return w.Flush()
-}
-
-// errFrameTooLarge is a frame longer than its reader allows.
-var errFrameTooLarge = errors.New("frame over its bound")
-
-// readFrame reads one frame of at most max bytes into v.
-func readFrame(r io.Reader, max int64, v any) error {
-	var n [8]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return err
-	}
-	size := binary.BigEndian.Uint64(n[:])
-	if size > uint64(max) {
-		return fmt.Errorf("%w: %d bytes, bound %d", errFrameTooLarge, size, max)
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return fmt.Errorf("read a frame: %w", err)
-	}
-	return json.Unmarshal(b, v)
 }
