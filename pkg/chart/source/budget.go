@@ -115,7 +115,7 @@ func (b Budget) load(ctx context.Context, archive []byte) (*chart.Chart, charged
 	if len(s.loaderFiles) == 0 {
 		return nil, s.charged, errors.New("no files in chart archive")
 	}
-	ch, err := loadTree(s.loaderFiles)
+	ch, err := loader.LoadFiles(s.loaderFiles)
 	if err != nil {
 		return nil, s.charged, err
 	}
