@@ -3,7 +3,7 @@ package source
 import (
 	"archive/tar"
 	"bytes"
-	stdgzip "compress/gzip"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
@@ -94,15 +93,7 @@ func (b Budget) Load(archive []byte) (*chart.Chart, error) {
 // Helm would), and keeps the archive's own files for the loader.
 func (b Budget) check(ctx context.Context, archive []byte) (*budgetScan, error) {
 	s := &budgetScan{b: b.withDefaults(), ctx: ctx}
-	err := s.archive(bytes.NewReader(archive), 0)
-	var over *BudgetError
-	if err != nil && !errors.As(err, &over) && ctx.Err() == nil {
-		// klauspost's gzip refuses headers Helm's compress/gzip reads, and words corrupt
-		// input its own way: Helm's gunzip decides and words a refusal.
-		s = &budgetScan{b: s.b, ctx: ctx, helmsGzip: true}
-		err = s.archive(bytes.NewReader(archive), 0)
-	}
-	return s, err
+	return s, s.archive(bytes.NewReader(archive), 0)
 }
 
 // load is Load with the loader's errors (and the scan's, but the budget's) as they are,
@@ -149,15 +140,14 @@ type budgetScan struct {
 	charged
 	loaderFiles []*loader.BufferedFile
 	// kept are the bytes of loaderFiles, against Helm's own bound of an archive.
-	kept      int64
-	helmsGzip bool
+	kept int64
 }
 
 func (s *budgetScan) archive(r io.Reader, depth int) error {
 	if depth > s.b.MaxDepth {
 		return &BudgetError{Bound: fmt.Sprintf("nests archives more than %d deep", s.b.MaxDepth)}
 	}
-	zr, err := s.gunzip(r)
+	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return err
 	}
@@ -188,14 +178,6 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 		}
 		// The rest of the entry is skipped by Next: at most the size just counted.
 	}
-}
-
-// gunzip is klauspost's, faster, or Helm's compress/gzip once klauspost's has refused.
-func (s *budgetScan) gunzip(r io.Reader) (io.ReadCloser, error) {
-	if s.helmsGzip {
-		return stdgzip.NewReader(r)
-	}
-	return gzip.NewReader(r)
 }
 
 // ahead reads r on a goroutine of its own, a copy's buffer ahead of the caller: the gunzip
