@@ -20,9 +20,8 @@ const maxJobBytes = 1 << 30
 // errFrameTooLarge is a frame longer than its reader allows.
 var errFrameTooLarge = errors.New("frame over its bound")
 
-// writeFrame writes v as JSON, then the sizes of raw (-1: nil) as JSON, each after its
-// length (8 bytes, big-endian), then raw as it is: JSON would base64 bytes and escape
-// every quote and line end of a manifest.
+// writeFrame writes v's JSON and the sizes of raw (-1: nil), each after its length (8 bytes,
+// big-endian), then raw as it is: JSON would base64 bytes and escape a manifest's text.
 func writeFrame(w *bufio.Writer, v any, raw ...[]byte) error {
 	sizes := make([]int, len(raw))
 	for i, b := range raw {
@@ -199,9 +198,7 @@ func (t ChartTree) bare() ChartTree {
 	c := *t.Chart
 	out := ChartTree{Chart: &c}
 	for _, files := range []*[]*chart.File{&c.Templates, &c.Files} {
-		if *files != nil {
-			*files = slices.Clone(*files)
-		}
+		*files = slices.Clone(*files) // nil stays nil
 		for i, f := range *files {
 			if f != nil {
 				cp := *f

@@ -37,6 +37,7 @@ func TestAFrozenChartRendersItsOutput(t *testing.T) {
 	job := oneTemplate("x")
 	for _, text := range []string{
 		"", "a: b\n", "{{ .Values.x }}", "{{{{- /* */ -}}}}", `a: "\" \\ {{"` + "\n", "ü 😀 \t\r\n", "}} {{",
+		"a: `b`\n", "`", "`}}", "{{`", "\r", "a: \\n\n",
 	} {
 		out := renderFrozen(t, job, map[string]string{"hostile/templates/cm.yaml": text})
 		if got := out["hostile/templates/cm.yaml"]; got != text {
@@ -64,8 +65,8 @@ func TestAFrozenChartOfBracesCostsItsSize(t *testing.T) {
 }
 
 // What a worker answers is what Helm applies: output Helm's render would change (a
-// "<no value>" built of two halves) or the answer's JSON would (bytes not UTF-8) is a
-// template error.
+// "<no value>" built of two halves) or Helm's YAML parse would refuse (bytes not UTF-8)
+// is a template error.
 func TestAWorkerRefusesOutputThatWouldNotReachHelmAsIs(t *testing.T) {
 	p := &RenderPool{}
 	t.Cleanup(p.Close)
