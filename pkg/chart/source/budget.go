@@ -152,9 +152,7 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 		return err
 	}
 	defer zr.Close()
-	unzipped, stop := ahead(zr)
-	defer stop()
-	tr := tar.NewReader(unzipped)
+	tr := tar.NewReader(zr)
 	for {
 		if err := s.ctx.Err(); err != nil {
 			return fmt.Errorf("check the chart: %w", err)
@@ -178,19 +176,6 @@ func (s *budgetScan) archive(r io.Reader, depth int) error {
 		}
 		// The rest of the entry is skipped by Next: at most the size just counted.
 	}
-}
-
-// ahead reads r on a goroutine of its own, a copy's buffer ahead of the caller: the gunzip
-// beside the scan, on another core. stop ends it once the caller has read what it reads.
-func ahead(r io.Reader) (_ io.Reader, stop func()) {
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, err := io.Copy(pw, r)
-		pw.CloseWithError(err)
-	}()
-	return pr, func() { pr.Close(); <-done }
 }
 
 // file checks one file of an archive at depth; one of the chart's own archive is read
